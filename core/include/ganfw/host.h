@@ -1,0 +1,123 @@
+/* The host table: everything the core offers a plugin. The core fills one table per run
+ * and hands plugins a `const ganfw_host *`; plugins never link against the core.
+ *
+ * ABI rules: entries are only ever appended. A plugin that uses an entry added in minor
+ * version M checks `host->abi_minor >= M` (or that `struct_size` covers the entry, see
+ * GANFW_HOST_HAS) before calling it. Only fixed-width integers, float/double, opaque
+ * handles and `const char *` cross this boundary. */
+#ifndef GANFW_HOST_H
+#define GANFW_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ganfw_ctx ganfw_ctx; /* opaque: the run (backend, allocator, RNG, config) */
+typedef struct ganfw_cfg ganfw_cfg; /* opaque: one node of the loaded config */
+typedef struct ganfw_net ganfw_net; /* opaque: a sequence of layers run by the executor */
+
+/* Log levels, stored as int32_t. */
+enum { GANFW_LOG_DEBUG = 0, GANFW_LOG_INFO = 1, GANFW_LOG_WARN = 2, GANFW_LOG_ERROR = 3 };
+
+typedef struct ganfw_host {
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  uint32_t struct_size; /* sizeof(ganfw_host) of the core that filled it */
+  uint32_t reserved0;
+
+  /* --- errors and logging (minor 0) --- */
+
+  /* Records a message for `code` (printf-style) and returns `code`, so that a plugin can
+   * write `return host->error(ctx, GANFW_ERR_CONFIG, "...")`. */
+  ganfw_status (*error)(ganfw_ctx *ctx, ganfw_status code, const char *fmt, ...);
+  void (*log)(ganfw_ctx *ctx, int32_t level, const char *fmt, ...);
+
+  /* --- config (minor 0) ---
+   * Getters mark the key as read; a key nobody reads is reported as an error. A missing
+   * key yields the default; a value of the wrong type is GANFW_ERR_CONFIG with
+   * file:line:col in the message. Strings and nodes are borrowed: valid while the run
+   * lives. `node` may be NULL (an absent section): every getter then yields its default. */
+  const ganfw_cfg *(*cfg_child)(const ganfw_cfg *node, const char *key);
+  ganfw_status (*cfg_int)(const ganfw_cfg *node, const char *key, int64_t def, int64_t *out);
+  ganfw_status (*cfg_float)(const ganfw_cfg *node, const char *key, double def, double *out);
+  ganfw_status (*cfg_bool)(const ganfw_cfg *node, const char *key, int32_t def, int32_t *out);
+  ganfw_status (*cfg_string)(const ganfw_cfg *node, const char *key, const char *def,
+                             const char **out);
+  ganfw_status (*cfg_bytes)(const ganfw_cfg *node, const char *key, int64_t def, int64_t *out);
+  /* Number of items of the list at `key`; 0 when absent, -1 (and an error) when not a list. */
+  int64_t (*cfg_list_len)(const ganfw_cfg *node, const char *key);
+  /* Item i of the list at `key` as a node (a scalar item is a node too, read it with key
+   * NULL). Borrowed. */
+  const ganfw_cfg *(*cfg_list_at)(const ganfw_cfg *node, const char *key, int64_t i);
+
+  /* --- tensors through the shared caching allocator (minor 0) ---
+   * tensor_create returns a tensor owned by the caller, to be freed with tensor_destroy
+   * (which accepts NULL); NULL on failure with the error recorded (GANFW_ERR_OOM carries
+   * the allocator's report). Contents are uninitialised. */
+  ganfw_tensor *(*tensor_create)(ganfw_ctx *ctx, int32_t dtype, int32_t ndim,
+                                 const int64_t *shape, int32_t category, const char *name);
+  void (*tensor_destroy)(ganfw_tensor *t);
+  ganfw_status (*tensor_from_host)(ganfw_tensor *t, const void *src, int64_t nbytes);
+  ganfw_status (*tensor_to_host)(const ganfw_tensor *t, void *dst, int64_t nbytes);
+
+  /* --- foreach ops over lists of f32 tensors of equal shapes, pairwise (minor 0) ---
+   * Named like PyTorch's torch._foreach_* in-place ops; they run on any backend. */
+  ganfw_status (*foreach_fill)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, float v);
+  /* x *= a */
+  ganfw_status (*foreach_scale)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, float a);
+  /* x += a */
+  ganfw_status (*foreach_add_scalar)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n,
+                                     float a);
+  /* y += alpha * x */
+  ganfw_status (*foreach_axpy)(ganfw_ctx *ctx, ganfw_tensor *const *y, float alpha,
+                               ganfw_tensor *const *x, int64_t n);
+  /* y *= x */
+  ganfw_status (*foreach_mul)(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tensor *const *x,
+                              int64_t n);
+  /* y += v * a * b */
+  ganfw_status (*foreach_addcmul)(ganfw_ctx *ctx, ganfw_tensor *const *y, float v,
+                                  ganfw_tensor *const *a, ganfw_tensor *const *b, int64_t n);
+  /* y += v * a / b */
+  ganfw_status (*foreach_addcdiv)(ganfw_ctx *ctx, ganfw_tensor *const *y, float v,
+                                  ganfw_tensor *const *a, ganfw_tensor *const *b, int64_t n);
+  /* out = sqrt(x) (out may be x) */
+  ganfw_status (*foreach_sqrt)(ganfw_ctx *ctx, ganfw_tensor *const *out,
+                               ganfw_tensor *const *x, int64_t n);
+  /* y += w * (x - y), as torch.lerp_(y, x, w) */
+  ganfw_status (*foreach_lerp)(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tensor *const *x,
+                               float w, int64_t n);
+  /* y = max(y, x) */
+  ganfw_status (*foreach_maximum)(ganfw_ctx *ctx, ganfw_tensor *const *y,
+                                  ganfw_tensor *const *x, int64_t n);
+  /* y = x */
+  ganfw_status (*foreach_copy)(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tensor *const *x,
+                               int64_t n);
+  /* *out = sum over all elements of all tensors (accumulated in double) */
+  ganfw_status (*foreach_sum)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, double *out);
+  /* *out = sqrt(sum of squares) over all tensors, like torch.nn.utils.clip_grad_norm_ */
+  ganfw_status (*foreach_norm)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, double *out);
+  /* *out = 1 when any element of any tensor is NaN or inf, else 0 */
+  ganfw_status (*foreach_nonfinite)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n,
+                                    int32_t *out);
+
+  /* --- random numbers: Philox 4x32-10 from the run's seed and offset (minor 0) --- */
+  ganfw_status (*rng_normal)(ganfw_ctx *ctx, ganfw_tensor *t, float mean, float std);
+  ganfw_status (*rng_uniform)(ganfw_ctx *ctx, ganfw_tensor *t, float lo, float hi);
+
+  /* New entries go here, with the minor version that added them. */
+} ganfw_host;
+
+/* True when the core's table is large enough to hold `member`. */
+#define GANFW_HOST_HAS(host, member)                                                          \
+  ((host)->struct_size >= offsetof(ganfw_host, member) + sizeof((host)->member))
+
+#ifdef __cplusplus
+}
+#endif
+#endif

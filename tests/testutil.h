@@ -1,0 +1,61 @@
+/* Shared helpers for the CUnit suites: a main that runs the registered suites, PyTorch
+ * reference tensors (safetensors files written by tests/ref/generate.py), tolerant
+ * comparisons and a finite-difference gradient check. */
+#ifndef GANFW_TESTUTIL_H
+#define GANFW_TESTUTIL_H
+
+#include <CUnit/CUnit.h>
+#include <stdint.h>
+
+/* A suite file defines `static CU_TestInfo tests[] = {{"name", fn}, ..., CU_TEST_INFO_NULL};`
+ * and ends with GT_MAIN("suite name", tests). The runner exits non-zero when any assertion
+ * failed (so CTest sees it), and prints CUnit's summary. */
+int gt_run(const char *suite, CU_TestInfo *tests);
+#define GT_MAIN(suite, tests)                                                                 \
+  int main(void) {                                                                            \
+    return gt_run(suite, tests);                                                              \
+  }
+
+/* --- reference tensors ---------------------------------------------------------------- */
+typedef struct gt_ref gt_ref;
+/* Opens $GANFW_REF_DIR/<name>.safetensors. Returns NULL (and records a CUnit failure
+ * naming the file and the command that writes it) when it is missing or corrupt. */
+gt_ref *gt_ref_open(const char *name);
+void gt_ref_close(gt_ref *r); /* accepts NULL */
+/* The tensor `key` converted to f32 (f32, f64, i64 and i32 are accepted), owned by the
+ * ref and valid until gt_ref_close. Fills shape[0..*ndim) when ndim is not NULL. NULL
+ * (and a CUnit failure) when absent. */
+const float *gt_ref_f32(gt_ref *r, const char *key, int64_t *numel, int64_t *shape,
+                        int *ndim);
+/* The same, for integer tensors (labels, indices), converted to int32. */
+const int32_t *gt_ref_i32(gt_ref *r, const char *key, int64_t *numel);
+/* A scalar stored as a one-element tensor. */
+double gt_ref_scalar(gt_ref *r, const char *key);
+
+/* --- comparisons -------------------------------------------------------------------- */
+/* max_i |a-b| / max(|b|, floor): the relative error with a floor for values near zero. */
+double gt_max_rel_err(const float *a, const float *b, int64_t n, double floor);
+/* Asserts max rel err <= tol (with floor), printing the worst index and values on
+ * failure under `what`. Returns the error reached, so suites can report tolerances. */
+double gt_check_close(const char *what, const float *got, const float *want, int64_t n,
+                      double tol, double floor);
+
+/* --- finite differences ----------------------------------------------------------------
+ * For a function y = f(inputs) that `forward(ctx)` recomputes into y[0..ny), checks the
+ * analytic gradient `grad` of L = sum_i y_i * dy_i with respect to x[0..nx) by central
+ * differences with step eps, computing L in double, at up to `max_points` indices spread
+ * over x. Returns max |num - ana| / max(|num|, |ana|, floor). */
+typedef void (*gt_forward_fn)(void *ctx);
+double gt_gradcheck(gt_forward_fn forward, void *ctx, float *x, int64_t nx, const float *y,
+                    const float *dy, int64_t ny, const float *grad, double eps,
+                    int64_t max_points, double floor);
+
+/* --- random data ----------------------------------------------------------------------- */
+/* Deterministic uniform [lo, hi) floats from a small xorshift generator. */
+void gt_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed);
+
+/* An aligned, zeroed buffer freed with gt_free. Aborts on failure (a test, not the core). */
+void *gt_alloc(size_t bytes);
+void gt_free(void *p);
+
+#endif
