@@ -1,0 +1,121 @@
+/* The YAML config: a document loaded from a file (with `extends:` bases merged and
+ * `--set key=value` overrides applied) as a tree of nodes (map, list, scalar) that remember
+ * the file, line and column of every key and value. Components read it with typed getters
+ * that mark keys as used and record the defaults they supply; a key nobody read is an error
+ * (ganfw_config_check_unused) and the resolved config, defaults included, can be written
+ * back as YAML. Format and rules for users: docs/CONFIG.md. */
+#ifndef GANFW_CONFIG_H
+#define GANFW_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ganfw/host.h"
+#include "ganfw/status.h"
+
+/* A loaded document: owns every node, string and file name it hands out. */
+typedef struct ganfw_config ganfw_config;
+
+/* --- loading ----------------------------------------------------------------------------
+ * Each returns a config owned by the caller (free with ganfw_config_destroy) in *out, or
+ * an error with *out = NULL. A missing or unreadable top file is GANFW_ERR_IO naming the
+ * path; a YAML syntax error, a duplicate key, a top level that is not a map, a missing
+ * or cyclic `extends:` base is GANFW_ERR_CONFIG with "file:line:col: ..." in the message. */
+ganfw_status ganfw_config_load(const char *path, ganfw_config **out);
+/* The same from text in memory; `name` stands for the file name in messages and is the
+ * directory that relative `extends:` paths start from (NULL: "<string>", the cwd). */
+ganfw_status ganfw_config_load_string(const char *text, const char *name, ganfw_config **out);
+void ganfw_config_destroy(ganfw_config *c); /* accepts NULL */
+
+/* Applies one command-line override "section.key=value": the value is parsed as YAML (a
+ * scalar, or a flow list/map such as "[0.5,0.999]" or "{lr: 1e-3}"); missing sections are
+ * created; a map value merges into an existing map like `extends:`, anything else
+ * replaces. Nodes it creates are located as "--set section.key=value" in messages. A
+ * malformed assignment (no '=', an empty key part) is GANFW_ERR_CONFIG. */
+ganfw_status ganfw_config_set(ganfw_config *c, const char *assignment);
+
+/* The top-level map; borrowed, valid until ganfw_config_destroy. */
+const ganfw_cfg *ganfw_config_root(const ganfw_config *c);
+/* The path the config was loaded from (or the name given to load_string); borrowed. */
+const char *ganfw_config_file(const ganfw_config *c);
+
+/* Declares the keys a component understands in `section` (a dotted path from the top,
+ * "" or NULL for the top level) before or instead of reading them all. They are only used
+ * to suggest a spelling for an unread key, and to say "not used by this configuration"
+ * rather than "unknown" for a declared key nobody read. No effect when the section is
+ * absent. The names are copied. */
+ganfw_status ganfw_config_known_keys(ganfw_config *c, const char *section, const char *const *keys,
+                                     int64_t n);
+
+/* GANFW_OK when every key of the document was read by a getter (or its map handed out by
+ * ganfw_cfg_child and its keys read). Otherwise GANFW_ERR_CONFIG naming the first unread
+ * key in document order, e.g.
+ *   "a.yaml:4:3: unknown key 'bach_size' in section 'train' (did you mean 'batch_size'?)"
+ * followed by how many more keys were not read and where. */
+ganfw_status ganfw_config_check_unused(const ganfw_config *c);
+
+/* Writes the resolved config as YAML: extends merged, --set applied, and every default a
+ * getter supplied for an absent key (marked "# default"). ganfw_config_load reads it
+ * back to the same values. GANFW_ERR_IO when writing fails. */
+ganfw_status ganfw_config_write_resolved(const ganfw_config *c, FILE *out);
+
+/* --- reading nodes ------------------------------------------------------------------------
+ * These are the host table's config entries (same signatures). `key` is a dotted path from
+ * `node` ("device.threads"); key NULL reads `node` itself (a list item). A NULL `node`
+ * (an absent section) yields the default. A getter marks the key as read; when the key is
+ * absent it yields the default and records it in the tree for the resolved config
+ * (creating the sections on the path). A value of the wrong type is GANFW_ERR_CONFIG:
+ *   "a.yaml:3:15: train.batch_size: expected an integer, got 'abc'"
+ * Types (see docs/CONFIG.md): integers are decimal with an optional sign; floats may have
+ * exponents ("2e-4") and must be finite; booleans are true/false/yes/no/on/off in any case;
+ * byte sizes take units (512MiB, 1.5GB, 8 GiB). A YAML null (`key:` with no value, `~`,
+ * `null`) is an error for numbers and booleans, and NULL for strings.
+ * Returned strings and nodes are borrowed: valid until ganfw_config_destroy. */
+
+/* The node at `key` (any kind), marked as read (a map: its keys still need reading);
+ * NULL when absent (or `node` is NULL, or a step of the path is not a map). */
+const ganfw_cfg *ganfw_cfg_child(const ganfw_cfg *node, const char *key);
+ganfw_status ganfw_cfg_int(const ganfw_cfg *node, const char *key, int64_t def, int64_t *out);
+ganfw_status ganfw_cfg_float(const ganfw_cfg *node, const char *key, double def, double *out);
+ganfw_status ganfw_cfg_bool(const ganfw_cfg *node, const char *key, int32_t def, int32_t *out);
+ganfw_status ganfw_cfg_string(const ganfw_cfg *node, const char *key, const char *def,
+                              const char **out);
+ganfw_status ganfw_cfg_bytes(const ganfw_cfg *node, const char *key, int64_t def, int64_t *out);
+/* Items of the list at `key`: 0 when absent or null, -1 (and an error) when not a list. */
+int64_t ganfw_cfg_list_len(const ganfw_cfg *node, const char *key);
+/* Item i of the list at `key` (a scalar item is a node too: read it with key NULL); NULL
+ * when absent or out of range. */
+const ganfw_cfg *ganfw_cfg_list_at(const ganfw_cfg *node, const char *key, int64_t i);
+/* Exactly n numbers from the list at `key` into out[0..n), e.g. `betas: [0.5, 0.999]`.
+ * When absent: def[0..n) (recorded), or GANFW_ERR_CONFIG "required" when def is NULL. */
+ganfw_status ganfw_cfg_float_list(const ganfw_cfg *node, const char *key, int64_t n,
+                                  const double *def, double *out);
+
+/* --- extras for the core (not in the host table) ------------------------------------- */
+
+typedef enum {
+  GANFW_CFG_KIND_MAP = 0,
+  GANFW_CFG_KIND_LIST = 1,
+  GANFW_CFG_KIND_SCALAR = 2, /* includes null */
+  GANFW_CFG_KIND_COUNT
+} ganfw_cfg_kind;
+
+/* The kind of a node (NULL: GANFW_CFG_KIND_COUNT). Marks nothing. */
+ganfw_cfg_kind ganfw_cfg_kind_of(const ganfw_cfg *node);
+/* 1 when `key` is present in the document or set with --set (not a recorded default),
+ * else 0. Marks nothing. */
+int32_t ganfw_cfg_has(const ganfw_cfg *node, const char *key);
+/* Like ganfw_cfg_child for a section, but when the key is absent it creates an empty map
+ * there, so that the defaults read through it appear in the resolved config (an empty
+ * one is left out). Hand this to a plugin as its section. NULL (and an error) when the
+ * key holds something other than a map, or `node` is NULL. */
+const ganfw_cfg *ganfw_cfg_section(const ganfw_cfg *node, const char *key);
+/* "file:line:col" of the node's value ("--set key=value" for a value from --set,
+ * "(default)" for a recorded default, "(absent)" for NULL). Borrowed, valid until
+ * ganfw_config_destroy. */
+const char *ganfw_cfg_where(const ganfw_cfg *node);
+/* The dotted path of the node from the top ("train.batch_size", "model.layers[2]"; ""
+ * for the top). Borrowed, valid until ganfw_config_destroy. */
+const char *ganfw_cfg_path(const ganfw_cfg *node);
+
+#endif
