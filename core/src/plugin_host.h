@@ -1,0 +1,59 @@
+/* The plugin host: finds a plugin shared object by name (ganfw_<name>.so) along the search
+ * path, loads it with dlopen and checks its descriptor (ABI version, kind, name, vtable
+ * size and required members) before anything in it is called; `ganfw plugins` lists them. */
+#ifndef GANFW_PLUGIN_HOST_H
+#define GANFW_PLUGIN_HOST_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ganfw/plugin.h"
+#include "ganfw/status.h"
+
+/* A loaded plugin: the dlopen handle, its checked descriptor and the file it came from. */
+typedef struct ganfw_plugin ganfw_plugin;
+
+/* The environment variable with extra plugin directories, ':'-separated. */
+#define GANFW_PLUGIN_PATH_ENV "GANFW_PLUGIN_PATH"
+
+/* Finds `name` and loads it. `name` containing '/' or ending in ".so" is a path; otherwise
+ * the file ganfw_<name>.so is searched in, in this order: dirs[0..ndirs) (the config's
+ * plugin_path, already resolved by the caller), each entry of $GANFW_PLUGIN_PATH, then
+ * GANFW_BUILD_PLUGIN_DIR and GANFW_INSTALL_PLUGIN_DIR. The first file found is the one
+ * loaded (a broken file is an error, not skipped). `expected_kind` is GANFW_PLUGIN_* or -1
+ * for any; `what` names where the plugin was asked for ("model.plugin",
+ * "config.yaml:12:11: model.plugin") and may be NULL.
+ *
+ * On success *out is owned by the caller and freed with ganfw_plugin_unload; everything
+ * the descriptor points to is valid until then. On failure *out is NULL, nothing is left
+ * loaded and GANFW_ERR_PLUGIN (GANFW_ERR_INVALID_ARG for a NULL name or out) is returned
+ * with one message naming the file and what to do.
+ *
+ * A plugin whose abi_minor is newer than the core's is accepted without a message: it must
+ * itself check host->struct_size before using host entries this core lacks. */
+ganfw_status ganfw_plugin_load(const char *name, int32_t expected_kind, const char *what,
+                               const char *const *dirs, int64_t ndirs, ganfw_plugin **out);
+/* Unloads (dlclose) and frees; accepts NULL. */
+void ganfw_plugin_unload(ganfw_plugin *p);
+
+/* Borrowed from the plugin, valid until ganfw_plugin_unload. */
+const ganfw_plugin_desc *ganfw_plugin_desc_of(const ganfw_plugin *p);
+/* The file the plugin was loaded from, as found on the search path; owned by p. */
+const char *ganfw_plugin_path(const ganfw_plugin *p);
+/* desc->vtable: a ganfw_model_vt, ganfw_optim_vt or ganfw_memory_vt by kind. */
+const void *ganfw_plugin_vtable(const ganfw_plugin *p);
+/* desc->name; owned by the plugin. */
+const char *ganfw_plugin_name(const ganfw_plugin *p);
+int32_t ganfw_plugin_kind(const ganfw_plugin *p);
+
+/* "model", "optimizer", "memory"; "unknown" outside the range. Static strings. */
+const char *ganfw_plugin_kind_name(int32_t kind);
+
+/* `ganfw plugins`: scans the search directories in the order ganfw_plugin_load uses and
+ * prints one row per ganfw_*.so file (kind, name, version, ABI, path). A file that fails to
+ * load is listed with its error; a name already found in an earlier directory is marked
+ * as shadowed. Loads and unloads each file. Returns GANFW_OK (GANFW_ERR_IO only when
+ * writing to `out` fails). */
+ganfw_status ganfw_plugin_list(const char *const *dirs, int64_t ndirs, FILE *out);
+
+#endif

@@ -1,0 +1,64 @@
+# Test plugins for tests/test_plugin_host.c: valid ones and broken ones, each a MODULE
+# library ganfw_<name>.so in <build>/tests/plugins/ (never <build>/plugins/, so that the
+# real search path does not see them), built with hidden visibility like real plugins.
+set(GANFW_TEST_PLUGIN_DIR ${PROJECT_BINARY_DIR}/tests/plugins)
+set(GANFW_TEST_PLUGIN_SRC ${CMAKE_CURRENT_LIST_DIR}/plugins)
+add_custom_target(ganfw_test_plugins)
+
+# ganfw_test_plugin(NAME SOURCE [DIR dir] [DEFS defs...]): ganfw_NAME.so from SOURCE.
+function(ganfw_test_plugin name source)
+  cmake_parse_arguments(TP "" "DIR;TARGET" "DEFS" ${ARGN})
+  if(NOT TP_DIR)
+    set(TP_DIR ${GANFW_TEST_PLUGIN_DIR})
+  endif()
+  if(NOT TP_TARGET)
+    set(TP_TARGET ganfw_testplugin_${name})
+  endif()
+  add_library(${TP_TARGET} MODULE ${GANFW_TEST_PLUGIN_SRC}/${source})
+  target_include_directories(${TP_TARGET} PRIVATE ${PROJECT_SOURCE_DIR}/core/include)
+  target_compile_definitions(${TP_TARGET} PRIVATE ${TP_DEFS})
+  set_target_properties(${TP_TARGET} PROPERTIES
+    PREFIX "" OUTPUT_NAME ganfw_${name} C_VISIBILITY_PRESET hidden
+    LIBRARY_OUTPUT_DIRECTORY ${TP_DIR})
+  add_dependencies(ganfw_test_plugins ${TP_TARGET})
+endfunction()
+
+# Valid plugins, one per kind.
+ganfw_test_plugin(tpmodel model.c)
+ganfw_test_plugin(tpsgd sgd.c)
+ganfw_test_plugin(tpmem memory.c)
+# The same name in a later search directory, with another version: the search-order test.
+ganfw_test_plugin(tpmodel model.c DIR ${GANFW_TEST_PLUGIN_DIR}/alt
+                  TARGET ganfw_testplugin_tpmodel_alt DEFS [[TP_VERSION="9.9.9-alt"]])
+# A model of a family no trainer drives.
+ganfw_test_plugin(badfamily model.c DEFS [[TP_NAME="badfamily"]] TP_FAMILY=5)
+
+# Descriptors the host must refuse, one field wrong each (bad_desc.c); newminor is valid.
+ganfw_test_plugin(badabi bad_desc.c DEFS [[TP_NAME="badabi"]] TP_ABI_MAJOR=2)
+ganfw_test_plugin(newminor bad_desc.c DEFS [[TP_NAME="newminor"]] TP_ABI_MINOR=99)
+ganfw_test_plugin(smalldesc bad_desc.c DEFS [[TP_NAME="smalldesc"]] TP_DESC_SIZE=16)
+ganfw_test_plugin(badkind bad_desc.c DEFS [[TP_NAME="badkind"]] TP_KIND=7)
+ganfw_test_plugin(noname bad_desc.c DEFS [[TP_NAME=""]])
+ganfw_test_plugin(wrongname bad_desc.c DEFS [[TP_NAME="othername"]])
+ganfw_test_plugin(nullvt bad_desc.c DEFS [[TP_NAME="nullvt"]] TP_NULL_VTABLE=1)
+ganfw_test_plugin(smallvt bad_desc.c DEFS [[TP_NAME="smallvt"]] TP_VT_SIZE=8)
+ganfw_test_plugin(nullmember bad_desc.c DEFS [[TP_NAME="nullmember"]] TP_NULL_STEP=1)
+
+# Files the loader or the entry lookup must refuse.
+ganfw_test_plugin(noentry noentry.c)
+ganfw_test_plugin(nullentry nullentry.c)
+ganfw_test_plugin(unresolved unresolved.c) # MODULE libraries link with undefined symbols
+add_custom_command(OUTPUT ${GANFW_TEST_PLUGIN_DIR}/ganfw_notelf.so
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${GANFW_TEST_PLUGIN_DIR}
+  COMMAND ${CMAKE_COMMAND} -E copy ${GANFW_TEST_PLUGIN_SRC}/notelf.txt
+          ${GANFW_TEST_PLUGIN_DIR}/ganfw_notelf.so
+  DEPENDS ${GANFW_TEST_PLUGIN_SRC}/notelf.txt
+  COMMENT "Writing the not-a-shared-object test plugin ganfw_notelf.so")
+add_custom_target(ganfw_testplugin_notelf DEPENDS ${GANFW_TEST_PLUGIN_DIR}/ganfw_notelf.so)
+add_dependencies(ganfw_test_plugins ganfw_testplugin_notelf)
+
+if(TARGET test_plugin_host)
+  add_dependencies(test_plugin_host ganfw_test_plugins)
+  # The suite checks each valid plugin's dynamic symbol table with this nm.
+  target_compile_definitions(test_plugin_host PRIVATE GANFW_NM="${CMAKE_NM}")
+endif()
