@@ -1,0 +1,426 @@
+/* The shared test helpers of tests/testutil.h: the CUnit runner, PyTorch reference tensors
+ * read from safetensors files (any of f32/f64/f16/bf16/i64/i32/u8, converted on request),
+ * tolerant comparisons, a central-difference gradient check and seeded random data. */
+#include "testutil.h"
+
+#include <CUnit/Basic.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "safetensors.h"
+
+/* Records a CUnit failure with `msg` (CUnit copies it) and prints it at once. */
+static void gt_fail(const char *msg) {
+  printf("\n  FAILED: %s\n", msg);
+  fflush(stdout);
+  CU_assertImplementation(CU_FALSE, __LINE__, msg, __FILE__, "", CU_FALSE);
+}
+
+/* --- the runner --------------------------------------------------------------------------- */
+int gt_run(const char *suite, CU_TestInfo *tests) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (CU_initialize_registry() != CUE_SUCCESS) {
+    fprintf(stderr, "%s: CUnit registry: %s\n", suite, CU_get_error_msg());
+    return 1;
+  }
+  int bad = 0;
+  CU_pSuite s = CU_add_suite(suite, NULL, NULL);
+  if (!s) {
+    fprintf(stderr, "%s: cannot add the suite: %s\n", suite, CU_get_error_msg());
+    bad = 1;
+  }
+  /* GT_TEST=name runs only that test (for debugging one case). */
+  const char *only = getenv("GT_TEST");
+  if (only && !only[0]) only = NULL;
+  int registered = 0;
+  for (CU_TestInfo *t = tests; s && t && t->pName; t++) {
+    if (only && strcmp(only, t->pName) != 0) continue;
+    if (!CU_add_test(s, t->pName, t->pTestFunc)) {
+      fprintf(stderr, "%s: cannot add test \"%s\": %s\n", suite, t->pName, CU_get_error_msg());
+      bad = 1;
+    }
+    registered++;
+  }
+  if (registered == 0) {
+    fprintf(stderr, "%s: no tests to run%s%s\n", suite, only ? " matching GT_TEST=" : "",
+            only ? only : "");
+    bad = 1;
+  }
+  if (!bad) {
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    if (CU_basic_run_tests() != CUE_SUCCESS) {
+      fprintf(stderr, "%s: CUnit run: %s\n", suite, CU_get_error_msg());
+      bad = 1;
+    }
+    if (CU_get_number_of_failures() > 0 || CU_get_number_of_tests_failed() > 0 ||
+        CU_get_number_of_suites_failed() > 0)
+      bad = 1;
+    printf("\n");
+  }
+  CU_cleanup_registry();
+  return bad ? 1 : 0;
+}
+
+/* --- reference tensors ------------------------------------------------------------------- */
+typedef struct gt_buf {
+  struct gt_buf *next;
+  void *p;
+} gt_buf;
+
+struct gt_ref {
+  ganfw_st_file *file;
+  char *path;
+  gt_buf *bufs; /* converted tensors, freed at close */
+};
+
+gt_ref *gt_ref_open(const char *name) {
+  char msg[2048];
+  const char *dir = getenv("GANFW_REF_DIR");
+  if (!dir || !dir[0]) {
+    snprintf(msg, sizeof msg,
+             "reference \"%s\": GANFW_REF_DIR is not set; run the suite with ctest (which sets "
+             "it and runs tests/ref/generate.py as ref_generate first)",
+             name);
+    gt_fail(msg);
+    return NULL;
+  }
+  size_t n = strlen(dir) + strlen(name) + 32;
+  char *path = malloc(n);
+  if (!path) abort();
+  snprintf(path, n, "%s/%s.safetensors", dir, name);
+  ganfw_st_file *f = NULL;
+  if (ganfw_st_open(path, &f) != GANFW_OK) {
+    snprintf(msg, sizeof msg,
+             "reference tensors \"%s\" unavailable: %s; run tests/ref/generate.py (ctest runs "
+             "it as ref_generate): /usr/bin/python3 tests/ref/generate.py %s",
+             name, ganfw_error_message(), dir);
+    gt_fail(msg);
+    free(path);
+    return NULL;
+  }
+  gt_ref *r = calloc(1, sizeof *r);
+  if (!r) abort();
+  r->file = f;
+  r->path = path;
+  return r;
+}
+
+void gt_ref_close(gt_ref *r) {
+  if (!r) return;
+  for (gt_buf *b = r->bufs; b;) {
+    gt_buf *next = b->next;
+    gt_free(b->p);
+    free(b);
+    b = next;
+  }
+  ganfw_st_close(r->file);
+  free(r->path);
+  free(r);
+}
+
+static void *gt_ref_keep(gt_ref *r, size_t bytes) {
+  gt_buf *b = malloc(sizeof *b);
+  if (!b) abort();
+  b->p = gt_alloc(bytes);
+  b->next = r->bufs;
+  r->bufs = b;
+  return b->p;
+}
+
+/* Finds `key`, recording a failure that names the file and key when absent. */
+static const ganfw_st_tensor *gt_ref_tensor(gt_ref *r, const char *key) {
+  char msg[1024];
+  if (!r) {
+    gt_fail("reference tensor requested from a reference file that failed to open");
+    return NULL;
+  }
+  const ganfw_st_tensor *t = ganfw_st_find(r->file, key);
+  if (!t) {
+    snprintf(msg, sizeof msg,
+             "reference file %s has no tensor \"%s\"; regenerate it with tests/ref/generate.py "
+             "(ctest runs it as ref_generate)",
+             r->path, key);
+    gt_fail(msg);
+  }
+  return t;
+}
+
+static float gt_half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF;
+  float v;
+  if (exp == 0)
+    v = ldexpf((float)man, -24); /* zero or subnormal */
+  else if (exp == 31)
+    v = man ? NAN : INFINITY;
+  else
+    v = ldexpf((float)(man | 0x400), (int)exp - 25);
+  return sign ? -v : v;
+}
+
+static float gt_bf16_to_float(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16;
+  float v;
+  memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+/* Element i of t as a double; 0 with *ok = 0 when the dtype is not numeric/known. */
+static double gt_elem(const ganfw_st_tensor *t, int64_t i, int *ok) {
+  const char *d = t->dtype_name;
+  const unsigned char *p = (const unsigned char *)t->data + i * t->elem_size;
+  if (strcmp(d, "F32") == 0) {
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+  }
+  if (strcmp(d, "F64") == 0) {
+    double v;
+    memcpy(&v, p, 8);
+    return v;
+  }
+  if (strcmp(d, "I64") == 0) {
+    int64_t v;
+    memcpy(&v, p, 8);
+    return (double)v;
+  }
+  if (strcmp(d, "I32") == 0) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+  }
+  if (strcmp(d, "F16") == 0 || strcmp(d, "BF16") == 0) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return d[0] == 'F' ? gt_half_to_float(v) : gt_bf16_to_float(v);
+  }
+  if (strcmp(d, "U8") == 0 || strcmp(d, "BOOL") == 0) return p[0];
+  *ok = 0;
+  return 0;
+}
+
+const float *gt_ref_f32(gt_ref *r, const char *key, int64_t *numel, int64_t *shape, int *ndim) {
+  const ganfw_st_tensor *t = gt_ref_tensor(r, key);
+  if (!t) return NULL;
+  if (t->dtype == GANFW_DTYPE_F32) {
+    /* The reader guarantees element alignment, so the file's bytes are used directly. */
+    if (numel) *numel = t->numel;
+    if (shape)
+      for (int d = 0; d < t->ndim; d++) shape[d] = t->shape[d];
+    if (ndim) *ndim = t->ndim;
+    return t->data;
+  }
+  float *out = gt_ref_keep(r, (size_t)t->numel * sizeof(float));
+  int ok = 1;
+  for (int64_t i = 0; i < t->numel && ok; i++) out[i] = (float)gt_elem(t, i, &ok);
+  if (!ok) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "reference %s: tensor \"%s\" has dtype %s, not convertible to f32",
+             r->path, key, t->dtype_name);
+    gt_fail(msg);
+    return NULL;
+  }
+  if (numel) *numel = t->numel;
+  if (shape)
+    for (int d = 0; d < t->ndim; d++) shape[d] = t->shape[d];
+  if (ndim) *ndim = t->ndim;
+  return out;
+}
+
+const int32_t *gt_ref_i32(gt_ref *r, const char *key, int64_t *numel) {
+  const ganfw_st_tensor *t = gt_ref_tensor(r, key);
+  if (!t) return NULL;
+  char msg[1024];
+  const char *d = t->dtype_name;
+  if (strcmp(d, "I32") != 0 && strcmp(d, "I64") != 0 && strcmp(d, "U8") != 0 &&
+      strcmp(d, "BOOL") != 0) {
+    snprintf(msg, sizeof msg,
+             "reference %s: tensor \"%s\" has dtype %s; an integer tensor (I32, I64, U8) was "
+             "expected",
+             r->path, key, d);
+    gt_fail(msg);
+    return NULL;
+  }
+  if (numel) *numel = t->numel;
+  if (t->dtype == GANFW_DTYPE_I32) return t->data;
+  int32_t *out = gt_ref_keep(r, (size_t)t->numel * sizeof(int32_t));
+  for (int64_t i = 0; i < t->numel; i++) {
+    int64_t v;
+    if (strcmp(d, "I64") == 0)
+      memcpy(&v, (const unsigned char *)t->data + 8 * i, 8);
+    else
+      v = ((const unsigned char *)t->data)[i];
+    if (v < INT32_MIN || v > INT32_MAX) {
+      snprintf(msg, sizeof msg, "reference %s: tensor \"%s\"[%lld] = %lld does not fit int32",
+               r->path, key, (long long)i, (long long)v);
+      gt_fail(msg);
+      return NULL;
+    }
+    out[i] = (int32_t)v;
+  }
+  return out;
+}
+
+double gt_ref_scalar(gt_ref *r, const char *key) {
+  const ganfw_st_tensor *t = gt_ref_tensor(r, key);
+  if (!t) return NAN;
+  char msg[1024];
+  if (t->numel != 1) {
+    snprintf(msg, sizeof msg, "reference %s: \"%s\" has %lld elements, a scalar was expected",
+             r->path, key, (long long)t->numel);
+    gt_fail(msg);
+    return NAN;
+  }
+  int ok = 1;
+  double v = gt_elem(t, 0, &ok);
+  if (!ok) {
+    snprintf(msg, sizeof msg, "reference %s: scalar \"%s\" has unsupported dtype %s", r->path, key,
+             t->dtype_name);
+    gt_fail(msg);
+    return NAN;
+  }
+  return v;
+}
+
+/* --- comparisons --------------------------------------------------------------------------- */
+static double gt_rel_err(double a, double b, double floor) {
+  if (a == b) return 0.0; /* equal, including equal infinities */
+  if (isnan(a) || isnan(b) || isinf(a) || isinf(b)) return INFINITY;
+  double den = fabs(b) > floor ? fabs(b) : floor;
+  return fabs(a - b) / den;
+}
+
+/* The worst relative error and its index (-1 when n == 0). */
+static double gt_worst(const float *a, const float *b, int64_t n, double floor, int64_t *at) {
+  double worst = 0.0;
+  *at = n > 0 ? 0 : -1;
+  for (int64_t i = 0; i < n; i++) {
+    double e = gt_rel_err(a[i], b[i], floor);
+    if (e > worst || (isinf(e) && !isinf(worst))) {
+      worst = e;
+      *at = i;
+    }
+  }
+  return worst;
+}
+
+double gt_max_rel_err(const float *a, const float *b, int64_t n, double floor) {
+  int64_t at;
+  return gt_worst(a, b, n, floor, &at);
+}
+
+double gt_check_close(const char *what, const float *got, const float *want, int64_t n, double tol,
+                      double floor) {
+  char msg[1024];
+  if (!got || !want) {
+    snprintf(msg, sizeof msg, "%s: nothing to compare (a NULL buffer)", what);
+    gt_fail(msg);
+    return INFINITY;
+  }
+  int64_t at;
+  double err = gt_worst(got, want, n, floor, &at);
+  int ok = err <= tol;
+  const char *verbose = getenv("GT_VERBOSE");
+  if (!ok || (verbose && verbose[0] && strcmp(verbose, "0") != 0)) {
+    snprintf(msg, sizeof msg,
+             "%s: max rel err %.3e %s tol %.3e (floor %.1e, n %lld); worst [%lld]: got %.9g "
+             "want %.9g",
+             what, err, ok ? "<=" : ">", tol, floor, (long long)n, (long long)at,
+             at >= 0 ? (double)got[at] : 0.0, at >= 0 ? (double)want[at] : 0.0);
+    if (ok)
+      printf("\n  %s\n", msg);
+    else
+      gt_fail(msg);
+  } else {
+    CU_PASS(what);
+  }
+  return err;
+}
+
+/* --- finite differences -------------------------------------------------------------------- */
+static double gt_loss(const float *y, const float *dy, int64_t ny) {
+  double l = 0.0;
+  for (int64_t i = 0; i < ny; i++) l += (double)y[i] * (double)dy[i];
+  return l;
+}
+
+double gt_gradcheck(gt_forward_fn forward, void *ctx, float *x, int64_t nx, const float *y,
+                    const float *dy, int64_t ny, const float *grad, double eps, int64_t max_points,
+                    double floor) {
+  if (nx <= 0) return 0.0;
+  int64_t points = (max_points <= 0 || max_points >= nx) ? nx : max_points;
+  double worst = 0.0;
+  int64_t worst_at = -1;
+  double worst_num = 0.0;
+  for (int64_t k = 0; k < points; k++) {
+    /* Evenly spread over x, first and last included. */
+    int64_t j = points == nx ? k : (points == 1 ? 0 : k * (nx - 1) / (points - 1));
+    float x0 = x[j];
+    float xp = (float)(x0 + eps), xm = (float)(x0 - eps);
+    x[j] = xp;
+    forward(ctx);
+    double lp = gt_loss(y, dy, ny);
+    x[j] = xm;
+    forward(ctx);
+    double lm = gt_loss(y, dy, ny);
+    x[j] = x0;
+    /* Divide by the step actually taken in float, not the nominal 2*eps. */
+    double num = (lp - lm) / ((double)xp - (double)xm);
+    double ana = grad[j];
+    double den = fabs(num);
+    if (fabs(ana) > den) den = fabs(ana);
+    if (floor > den) den = floor;
+    double e = (isfinite(num) && isfinite(ana)) ? fabs(num - ana) / den : INFINITY;
+    if (e > worst || (isinf(e) && worst_at < 0)) {
+      worst = e;
+      worst_at = j;
+      worst_num = num;
+    }
+  }
+  forward(ctx); /* leave y consistent with the restored x */
+  const char *verbose = getenv("GT_VERBOSE");
+  if (verbose && verbose[0] && strcmp(verbose, "0") != 0 && worst_at >= 0)
+    printf("\n  gradcheck: max err %.3e at x[%lld]: numeric %.9g analytic %.9g\n", worst,
+           (long long)worst_at, worst_num, (double)grad[worst_at]);
+  return worst;
+}
+
+/* --- random data ------------------------------------------------------------------------- */
+void gt_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed) {
+  /* splitmix64 turns any seed (0 included) into a good non-zero xorshift64* state. */
+  uint64_t s = seed + 0x9E3779B97F4A7C15ull;
+  s = (s ^ (s >> 30)) * 0xBF58476D1CE4E5B9ull;
+  s = (s ^ (s >> 27)) * 0x94D049BB133111EBull;
+  s ^= s >> 31;
+  if (s == 0) s = 0x2545F4914F6CDD1Dull;
+  for (int64_t i = 0; i < n; i++) {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    uint64_t r = s * 0x2545F4914F6CDD1Dull;
+    double u = (double)(r >> 11) * 0x1.0p-53; /* [0, 1) */
+    float v = (float)(lo + (hi - (double)lo) * u);
+    if (v >= hi) v = nextafterf(hi, lo); /* rounding to float must not reach hi */
+    if (v < lo) v = lo;
+    x[i] = v;
+  }
+}
+
+void *gt_alloc(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  void *p = aligned_alloc(64, rounded);
+  if (!p) {
+    fprintf(stderr, "gt_alloc: out of memory allocating %zu bytes\n", bytes);
+    abort();
+  }
+  memset(p, 0, rounded);
+  return p;
+}
+
+void gt_free(void *p) {
+  free(p);
+}
