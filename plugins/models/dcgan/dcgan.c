@@ -1,0 +1,205 @@
+/* The DC-GAN model plugin (ganfw_dcgan.so): the generator and discriminator of PyTorch's
+ * examples/dcgan/main.py, with their state_dict names and weights_init. G maps a latent
+ * [N,nz,1,1] to an image [N,channels,S,S] in [-1,1] (Tanh); D maps an image to a logit
+ * [N,1,1,1] (the example's final Sigmoid is left out: the trainer uses BCE-with-logits).
+ * S is 64 (the example's four up/down stages) or 32 (one stage fewer). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ganfw/ganfw.h>
+
+/* PyTorch's BatchNorm2d defaults and the example's LeakyReLU slope. */
+#define DCGAN_BN_EPS      1e-5f
+#define DCGAN_BN_MOMENTUM 0.1f
+#define DCGAN_LEAKY_SLOPE 0.2f
+#define DCGAN_INIT_STD    0.02f
+
+typedef struct dcgan {
+  const ganfw_host *host;
+  ganfw_ctx *ctx;
+  int64_t image_size, channels, nz, ngf, ndf;
+  ganfw_net *g, *d;
+} dcgan;
+
+static void dcgan_destroy(void *self) {
+  dcgan *m = self;
+  if (!m) return;
+  if (m->host) {
+    m->host->net_destroy(m->g);
+    m->host->net_destroy(m->d);
+  }
+  free(m);
+}
+
+/* Appends nn.Sequential entries "main.<i>", counting every entry as PyTorch does. */
+typedef struct seq {
+  int index;
+  char name[32];
+} seq;
+
+static const char *seq_next(seq *s) {
+  snprintf(s->name, sizeof s->name, "main.%d", s->index++);
+  return s->name;
+}
+
+/* Generator: ConvT(nz, ngf*2^k, 4, 1, 0) BN ReLU, then k stride-2 ConvT BN ReLU stages
+ * halving the channels (4x4 -> S/2 x S/2), then ConvT(ngf, channels, 4, 2, 1) Tanh.
+ * k = 3 for S = 64 (the example), 2 for S = 32. */
+static ganfw_status build_generator(dcgan *m, int stages) {
+  const ganfw_host *h = m->host;
+  seq s = {0};
+  int64_t ch = m->ngf << stages;
+  ganfw_status st = h->net_conv_transpose2d(m->g, seq_next(&s), m->nz, ch, 4, 1, 0, 0, 0);
+  if (!st) st = h->net_batchnorm2d(m->g, seq_next(&s), ch, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
+  if (!st) st = h->net_activation(m->g, seq_next(&s), GANFW_ACT_RELU, 0.0f);
+  for (int i = 0; i < stages && !st; i++, ch /= 2) {
+    st = h->net_conv_transpose2d(m->g, seq_next(&s), ch, ch / 2, 4, 2, 1, 0, 0);
+    if (!st) st = h->net_batchnorm2d(m->g, seq_next(&s), ch / 2, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
+    if (!st) st = h->net_activation(m->g, seq_next(&s), GANFW_ACT_RELU, 0.0f);
+  }
+  if (!st) st = h->net_conv_transpose2d(m->g, seq_next(&s), m->ngf, m->channels, 4, 2, 1, 0, 0);
+  if (!st) st = h->net_activation(m->g, seq_next(&s), GANFW_ACT_TANH, 0.0f);
+  if (!st) st = h->net_build(m->g, m->nz, 1, 1);
+  return st;
+}
+
+/* Discriminator: Conv(channels, ndf, 4, 2, 1) LeakyReLU (no BN), then k stride-2 Conv BN
+ * LeakyReLU stages doubling the channels (down to 4x4), then Conv(ndf*2^k, 1, 4, 1, 0). */
+static ganfw_status build_discriminator(dcgan *m, int stages) {
+  const ganfw_host *h = m->host;
+  seq s = {0};
+  int64_t ch = m->ndf;
+  ganfw_status st = h->net_conv2d(m->d, seq_next(&s), m->channels, ch, 4, 2, 1, 0);
+  if (!st) st = h->net_activation(m->d, seq_next(&s), GANFW_ACT_LEAKY_RELU, DCGAN_LEAKY_SLOPE);
+  for (int i = 0; i < stages && !st; i++, ch *= 2) {
+    st = h->net_conv2d(m->d, seq_next(&s), ch, ch * 2, 4, 2, 1, 0);
+    if (!st) st = h->net_batchnorm2d(m->d, seq_next(&s), ch * 2, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
+    if (!st) st = h->net_activation(m->d, seq_next(&s), GANFW_ACT_LEAKY_RELU, DCGAN_LEAKY_SLOPE);
+  }
+  if (!st) st = h->net_conv2d(m->d, seq_next(&s), ch, 1, 4, 1, 0, 0);
+  if (!st) st = h->net_build(m->d, m->channels, m->image_size, m->image_size);
+  return st;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The example's weights_init: conv and transposed-conv weights N(0, 0.02); BatchNorm
+ * weights N(1, 0.02) and biases 0. (No conv here has a bias.) */
+static ganfw_status weights_init(dcgan *m, ganfw_net *net) {
+  const ganfw_host *h = m->host;
+  int64_t n = h->net_param_count(net);
+  for (int64_t i = 0; i < n; i++) {
+    ganfw_param_info p = {.struct_size = sizeof p};
+    ganfw_status st = h->net_param_info(net, i, &p);
+    if (st != GANFW_OK) return st;
+    int is_bias = ends_with(p.name, ".bias");
+    if (strcmp(p.layer_type, "batchnorm2d") == 0)
+      st = is_bias ? h->foreach_fill(m->ctx, &p.value, 1, 0.0f)
+                   : h->rng_normal(m->ctx, p.value, 1.0f, DCGAN_INIT_STD);
+    else if (strcmp(p.layer_type, "conv2d") == 0 || strcmp(p.layer_type, "conv_transpose2d") == 0)
+      st = is_bias ? h->foreach_fill(m->ctx, &p.value, 1, 0.0f)
+                   : h->rng_normal(m->ctx, p.value, 0.0f, DCGAN_INIT_STD);
+    if (st != GANFW_OK) return st;
+  }
+  return GANFW_OK;
+}
+
+static ganfw_status read_config(dcgan *m, const ganfw_cfg *cfg, const ganfw_data_info *data) {
+  const ganfw_host *h = m->host;
+  int64_t data_channels = 3;
+  if (data && data->struct_size >= offsetof(ganfw_data_info, channels) + sizeof(int32_t) &&
+      data->channels > 0)
+    data_channels = data->channels;
+  ganfw_status st;
+  if ((st = h->cfg_int(cfg, "image_size", 64, &m->image_size)) != GANFW_OK) return st;
+  if ((st = h->cfg_int(cfg, "channels", data_channels, &m->channels)) != GANFW_OK) return st;
+  if ((st = h->cfg_int(cfg, "nz", 100, &m->nz)) != GANFW_OK) return st;
+  if ((st = h->cfg_int(cfg, "ngf", 64, &m->ngf)) != GANFW_OK) return st;
+  if ((st = h->cfg_int(cfg, "ndf", 64, &m->ndf)) != GANFW_OK) return st;
+  if (m->image_size != 32 && m->image_size != 64)
+    return h->error(m->ctx, GANFW_ERR_CONFIG,
+                    "dcgan: model.image_size is %lld; DC-GAN supports 32 or 64 (resize the data "
+                    "to one of them)",
+                    (long long)m->image_size);
+  const struct {
+    const char *key;
+    int64_t v;
+  } sizes[] = {{"channels", m->channels}, {"nz", m->nz}, {"ngf", m->ngf}, {"ndf", m->ndf}};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+    if (sizes[i].v <= 0 || sizes[i].v > (1 << 16))
+      return h->error(m->ctx, GANFW_ERR_CONFIG,
+                      "dcgan: model.%s is %lld; it must be a positive number of channels "
+                      "(at most 65536)",
+                      sizes[i].key, (long long)sizes[i].v);
+  return GANFW_OK;
+}
+
+static ganfw_status dcgan_create(const ganfw_host *host, ganfw_ctx *ctx, const ganfw_cfg *cfg,
+                                 const ganfw_data_info *data, void **self) {
+  *self = NULL;
+  if (!host->net_create || !host->net_build || !host->net_param_info)
+    return host->error(ctx, GANFW_ERR_PLUGIN,
+                       "dcgan: this core's host table has no net builder entries; use a ganfw "
+                       "core of ABI %d.%d or later",
+                       GANFW_ABI_MAJOR, GANFW_ABI_MINOR);
+  dcgan *m = calloc(1, sizeof *m);
+  if (!m) return host->error(ctx, GANFW_ERR_OOM, "dcgan: out of host memory");
+  m->host = host;
+  m->ctx = ctx;
+  ganfw_status st = read_config(m, cfg, data);
+  if (st == GANFW_OK) {
+    int stages = m->image_size == 64 ? 3 : 2;
+    m->g = host->net_create(ctx, "generator");
+    m->d = m->g ? host->net_create(ctx, "discriminator") : NULL;
+    if (!m->g || !m->d) st = GANFW_ERR_OOM;
+    if (st == GANFW_OK) st = build_generator(m, stages);
+    if (st == GANFW_OK) st = build_discriminator(m, stages);
+    if (st == GANFW_OK) st = weights_init(m, m->g);
+    if (st == GANFW_OK) st = weights_init(m, m->d);
+  }
+  if (st != GANFW_OK) {
+    dcgan_destroy(m);
+    return st;
+  }
+  *self = m;
+  return GANFW_OK;
+}
+
+static ganfw_net *dcgan_net(void *self, const char *role) {
+  dcgan *m = self;
+  if (!role) return NULL;
+  if (strcmp(role, "generator") == 0) return m->g;
+  if (strcmp(role, "discriminator") == 0) return m->d;
+  return NULL;
+}
+
+static int64_t dcgan_latent_dim(void *self) {
+  return ((const dcgan *)self)->nz;
+}
+
+static const ganfw_model_vt dcgan_vt = {
+    .struct_size = sizeof(ganfw_model_vt),
+    .family = GANFW_MODEL_GAN,
+    .create = dcgan_create,
+    .destroy = dcgan_destroy,
+    .net = dcgan_net,
+    .latent_dim = dcgan_latent_dim,
+};
+
+GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {
+  static const ganfw_plugin_desc desc = {
+      .abi_major = GANFW_ABI_MAJOR,
+      .abi_minor = GANFW_ABI_MINOR,
+      .struct_size = sizeof(ganfw_plugin_desc),
+      .kind = GANFW_PLUGIN_MODEL,
+      .name = "dcgan",
+      .version = "1.0.0",
+      .description = "DC-GAN generator and discriminator (PyTorch examples/dcgan), 32 or 64 px",
+      .vtable = &dcgan_vt,
+  };
+  return &desc;
+}
