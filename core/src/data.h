@@ -1,0 +1,134 @@
+/* Training data on the host: a dataset yields sample i as (image f32 [C,H,W] after its
+ * transforms, label int32); the loader turns it into batches [B,C,H,W] + labels [B],
+ * shuffled per epoch from (seed, epoch), optionally prepared by a prefetch thread.
+ * Sources: MNIST IDX (plain or .gz), CIFAR-10 binary batches, a folder of PNG files. */
+#ifndef GANFW_DATA_H
+#define GANFW_DATA_H
+
+#include <stdint.h>
+
+#include "ganfw/status.h"
+
+/* --- transforms ---------------------------------------------------------------------------
+ * Applied in this fixed order, as a torchvision pipeline Resize -> CenterCrop -> Pad ->
+ * RandomHorizontalFlip -> ToTensor -> Normalize((0.5,)*C, (0.5,)*C) would be. All zero is
+ * "no resize, no crop, no pad, no flip, the source's channels, values in [-1,1]". */
+typedef struct ganfw_transform {
+  int32_t channels; /* 1 gray or 3 RGB; 0: the source's own (MNIST 1, CIFAR 3, folder 3). Gray
+                     * from RGB is PIL's luma 0.299 R + 0.587 G + 0.114 B; alpha is dropped. */
+  int32_t resize;   /* > 0: the smaller edge to `resize`, the other int(resize * long / short)
+                     * (torchvision Resize(int)). Bilinear, the formula of
+                     * F.interpolate(mode="bilinear", align_corners=False, antialias=False):
+                     * identical to torchvision when upsampling; when downsampling torchvision
+                     * (PIL, antialias=True) blurs first and this does not. */
+  int32_t resize_h, resize_w; /* both > 0: resize to exactly h x w (Resize((h, w))); wins
+                               * over `resize` */
+  int32_t crop_h, crop_w;     /* both > 0: center crop (torchvision CenterCrop((h, w)): top =
+                               * round((H - h) / 2) with round half to even, zeros where the crop
+                               * is larger than the image) */
+  int32_t pad;                /* >= 0: that many zero pixels (black, -1 after normalising) on
+                               * each side */
+  int32_t hflip;              /* 1: mirror left-right with p = 0.5, decided by the sample key */
+  int32_t unit_range;         /* 1: keep values in [0,1]; 0: x*2-1, i.e. [-1,1] */
+} ganfw_transform;
+
+/* --- datasets ------------------------------------------------------------------------------ */
+typedef struct ganfw_dataset ganfw_dataset;
+
+/* MNIST (or any IDX pair of the same layout, e.g. Fashion-MNIST) from `dir`:
+ * train-images-idx3-ubyte + train-labels-idx1-ubyte (train != 0) or t10k-* (train == 0),
+ * each plain or with a .gz suffix. The files are read and checked whole (magic numbers,
+ * dimensions, counts, sizes); a missing or corrupt one is GANFW_ERR_IO naming the path and
+ * "run scripts/fetch_mnist.sh". num_classes = largest label + 1. `tf` may be NULL (all
+ * zero). The caller owns *out (ganfw_dataset_destroy). */
+ganfw_status ganfw_dataset_open_mnist(const char *dir, int32_t train, const ganfw_transform *tf,
+                                      ganfw_dataset **out);
+
+/* CIFAR-10 binary version from `dir` (or `dir`/cifar-10-batches-bin): data_batch_1..5.bin
+ * (train != 0) or test_batch.bin, records of 1 label byte + 3072 bytes (R, G, B planes of
+ * 32 x 32). A file whose size is not a positive multiple of 3073, or a label > 9, is
+ * GANFW_ERR_IO naming the path. */
+ganfw_status ganfw_dataset_open_cifar10(const char *dir, int32_t train, const ganfw_transform *tf,
+                                        ganfw_dataset **out);
+
+/* Every *.png (case-insensitive) directly in `dir`, in strcmp order of their names, label 0.
+ * Images may differ in size and format; each is decoded when its sample is requested. The
+ * output shape is that of the first image after the transforms; an image whose transformed
+ * shape differs fails its get() with GANFW_ERR_IO naming the file (add a crop or resize_h /
+ * resize_w). No PNG files is GANFW_ERR_IO. */
+ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *tf,
+                                       ganfw_dataset **out);
+
+/* kind: "mnist", "cifar10" or "folder" (train is ignored for folder); an unknown kind is
+ * GANFW_ERR_CONFIG listing the kinds. */
+ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t train,
+                                const ganfw_transform *tf, ganfw_dataset **out);
+
+void ganfw_dataset_destroy(ganfw_dataset *ds); /* accepts NULL */
+
+int64_t ganfw_dataset_size(const ganfw_dataset *ds);
+int32_t ganfw_dataset_num_classes(const ganfw_dataset *ds);
+/* The shape of one sample after the transforms. */
+void ganfw_dataset_shape(const ganfw_dataset *ds, int32_t *c, int32_t *h, int32_t *w);
+/* "MNIST train '<dir>'" etc., owned by the dataset, for messages. */
+const char *ganfw_dataset_name(const ganfw_dataset *ds);
+
+/* Sample `index` (0 <= index < size) into image[C*H*W] and *label (label may be NULL).
+ * `key` drives the random transforms (the flip): the same key, the same picture. The loader
+ * passes ganfw_data_sample_key(seed, epoch, index). Safe to call from several threads at
+ * once. */
+ganfw_status ganfw_dataset_get(const ganfw_dataset *ds, int64_t index, uint64_t key, float *image,
+                               int32_t *label);
+
+/* The random-transform key of sample `index` in `epoch` of a run seeded with `seed`. */
+uint64_t ganfw_data_sample_key(uint64_t seed, int64_t epoch, int64_t index);
+
+/* --- batch loader --------------------------------------------------------------------------- */
+typedef struct ganfw_loader ganfw_loader;
+
+typedef struct ganfw_loader_config {
+  int32_t batch_size; /* > 0 */
+  uint64_t seed;
+  int32_t shuffle;   /* 1: epoch e visits a permutation drawn from (seed, e) (Fisher-Yates with
+                      * splitmix64); 0: index order */
+  int32_t drop_last; /* 1: an epoch ends before a batch that would be short */
+  int32_t prefetch;  /* 1: a thread prepares the next batch in a second host buffer while the
+                      * caller trains on the current one */
+} ganfw_loader_config;
+
+/* What one ganfw_loader_next call returned. */
+typedef struct ganfw_batch_info {
+  int32_t n;             /* samples written; < batch_size only for an epoch's short last batch */
+  int32_t last_in_epoch; /* 1: the next batch starts a new epoch */
+  int64_t epoch;         /* the epoch this batch belongs to (from 0) */
+  int64_t offset;        /* position of its first sample within the epoch */
+} ganfw_batch_info;
+
+/* A loader over `ds`, which it borrows: the dataset must outlive the loader. Starts at epoch
+ * 0, offset 0. A batch size larger than the dataset with drop_last is GANFW_ERR_CONFIG. The
+ * caller owns *out (ganfw_loader_destroy). */
+ganfw_status ganfw_loader_create(const ganfw_dataset *ds, const ganfw_loader_config *cfg,
+                                 ganfw_loader **out);
+/* Stops and joins the prefetch thread (a batch in progress is abandoned). Accepts NULL. */
+void ganfw_loader_destroy(ganfw_loader *l);
+
+/* The next batch into the caller's images[batch_size*C*H*W] and labels[batch_size] (labels
+ * and info may be NULL); rows past info->n are left untouched. Epochs follow each other
+ * without end; info->last_in_epoch marks the boundary. With prefetch it blocks until the
+ * batch is ready. On failure (an unreadable sample, also one met by the prefetch thread) it
+ * returns that status and message and the position does not move: calling again retries. */
+ganfw_status ganfw_loader_next(ganfw_loader *l, float *images, int32_t *labels,
+                               ganfw_batch_info *info);
+
+/* Batches in one epoch (the last one short unless drop_last). */
+int64_t ganfw_loader_batches_per_epoch(const ganfw_loader *l);
+
+/* Where the next ganfw_loader_next will start: save these two numbers with a checkpoint... */
+void ganfw_loader_position(const ganfw_loader *l, int64_t *epoch, int64_t *offset);
+/* ...and restore them in a new loader with the same dataset and config: it then yields the
+ * same batches the first one would have. 0 <= offset <= dataset size (an offset that leaves
+ * no further batch in that epoch moves to the start of the next); otherwise
+ * GANFW_ERR_INVALID_ARG. A batch already prefetched is discarded. */
+ganfw_status ganfw_loader_seek(ganfw_loader *l, int64_t epoch, int64_t offset);
+
+#endif
