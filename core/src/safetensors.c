@@ -947,8 +947,8 @@ static ganfw_status st_writer_add(ganfw_st_writer *w, const char *name, int32_t 
 
 static ganfw_status st_bad_dtype(const char *name, int32_t dtype) {
   return ganfw_error_set(GANFW_ERR_INVALID_ARG,
-                         "safetensors writer: tensor \"%s\" has unknown dtype %d",
-                         name ? name : "", (int)dtype);
+                         "safetensors writer: tensor \"%s\" has unknown dtype %d", name ? name : "",
+                         (int)dtype);
 }
 
 ganfw_status ganfw_st_writer_add(ganfw_st_writer *w, const char *name, int32_t dtype, int32_t ndim,

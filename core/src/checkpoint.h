@@ -1,0 +1,105 @@
+/* Checkpoints: one safetensors file per save holding every net's parameters and buffers
+ * under "<net>.<state_dict name>" (PyTorch-loadable), each optimizer's state under
+ * "optim.<net>.<state name>", and the run's position (step, epoch, loader, RNG) as
+ * metadata, guarded by crc32s of the header and of the data. */
+#ifndef GANFW_CHECKPOINT_H
+#define GANFW_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ganfw/host.h"
+#include "ganfw/optim.h"
+
+/* "format" metadata of every checkpoint this code writes; load refuses any other. */
+#define GANFW_CKPT_FORMAT "ganfw-checkpoint-1"
+
+/* One net of a checkpoint, all borrowed. The net's parameters (ganfw_net_param_info) and
+ * buffers (ganfw_net_buffer_at) are saved as "<prefix>.<name>"; num_batches_tracked as a
+ * PyTorch int64 scalar (I64, shape []). With an optimizer, its state tensors
+ * (state_tensor, optional) as "optim.<prefix>.<state name>" and its step (get_step,
+ * optional) as metadata "optim.<prefix>.step". */
+typedef struct ganfw_ckpt_net {
+  ganfw_net *net;
+  const char *prefix;             /* NULL: the net's name ("generator"); "": no prefix (a
+                                     plain state_dict file, load_weights only) */
+  const ganfw_optim_vt *optim_vt; /* NULL: no optimizer state */
+  void *optim_self;
+} ganfw_ckpt_net;
+
+/* Where the run stands, stored as decimal string metadata. On save, every field is read
+ * (the caller copies seed and rng_offset from its ganfw_ctx); on load, filled from the file
+ * (the caller restores ctx->seed and ctx->rng_offset from it). */
+typedef struct ganfw_ckpt_meta {
+  int64_t step;            /* global training step: "step" */
+  int64_t epoch;           /* loader epoch: "epoch" */
+  int64_t loader_position; /* loader offset within the epoch: "loader_position" */
+  uint64_t seed;           /* run seed: "seed" */
+  uint64_t rng_offset;     /* next free Philox block: "rng_offset" */
+  /* Any other string metadata (GradScaler scale, growth tracker, ...): keys must not be
+   * reserved (format, step, epoch, loader_position, seed, rng_offset, crc32, header_crc32,
+   * optim.*). */
+  int32_t n_extra;
+  const char *const *extra_keys;
+  const char *const *extra_values;
+} ganfw_ckpt_meta;
+
+/* Writes nets[0..n) and meta to `path` atomically (temporary file, fsync, rename: a
+ * failure leaves no partial file and an existing `path` untouched). Device tensors are
+ * staged through host memory (a host copy of everything saved lives until the write
+ * ends). GANFW_ERR_IO "PATH: ..." when the file cannot be written (e.g. a missing
+ * directory: save does not create it), GANFW_ERR_INVALID_ARG for a reserved or duplicate
+ * extra key or two nets yielding the same tensor name, GANFW_ERR_OOM. */
+ganfw_status ganfw_checkpoint_save(const char *path, const ganfw_ckpt_net *nets, int32_t n,
+                                   const ganfw_ckpt_meta *meta);
+
+/* Resumes from `path`: checks, before touching any tensor, the format, the header and data
+ * crc32s, that the file holds exactly the tensors of nets[0..n) (parameters, buffers,
+ * optimizer state) with their shapes and dtypes, and the optimizer steps; then copies
+ * every tensor in, sets each optimizer's step (set_step) and, when meta_out is not NULL,
+ * stores a new ganfw_ckpt_meta owned by the caller (ganfw_ckpt_meta_free; the extra keys
+ * and values live inside it). On failure nothing is changed and:
+ *   GANFW_ERR_IO "PATH: cannot open: ..." or "PATH: corrupt or truncated checkpoint: ...",
+ *   GANFW_ERR_CONFIG "PATH: checkpoint does not match this model: <tensor> is [..] in the
+ *     file, [..] here (...)" / "... <tensor> is missing from the file" / "... the file
+ *     holds <tensor>, which this model lacks" / not a ganfw checkpoint.
+ * A backend failure while copying (GANFW_ERR_BACKEND) may leave the nets partly loaded. */
+ganfw_status ganfw_checkpoint_load(const char *path, const ganfw_ckpt_net *nets, int32_t n,
+                                   ganfw_ckpt_meta **meta_out);
+
+/* Weights only (`ganfw sample`, model.init_from): loads the parameters and buffers of
+ * nets[0..n) from a checkpoint or any safetensors file of state_dicts (PyTorch's
+ * safetensors.torch.save_file), ignoring optimizer state, metadata and tensors outside
+ * the nets' prefixes. crc32s are checked when the file has them. Shapes and dtypes must
+ * match. flags: GANFW_CKPT_ALLOW_*; what was allowed is logged as a warning naming the
+ * tensors and counted in *report (may be NULL). Validates everything before copying. */
+enum {
+  GANFW_CKPT_ALLOW_MISSING = 1,    /* a tensor of a net absent from the file keeps its value */
+  GANFW_CKPT_ALLOW_UNEXPECTED = 2, /* a tensor under a net's prefix that the net lacks */
+};
+typedef struct ganfw_ckpt_report {
+  int64_t loaded, missing, unexpected;
+} ganfw_ckpt_report;
+ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_net *nets, int32_t n,
+                                           int32_t flags, ganfw_ckpt_report *report);
+
+void ganfw_ckpt_meta_free(ganfw_ckpt_meta *meta); /* accepts NULL */
+/* The extra value of `key` in meta, or NULL; owned by meta. */
+const char *ganfw_ckpt_meta_extra(const ganfw_ckpt_meta *meta, const char *key);
+
+/* --- files in a checkpoint directory ----------------------------------------------------
+ * Checkpoints are named <dir>/step_NNNNNNNN.safetensors (the step, at least 8 digits). */
+
+/* Writes "<dir>/step_%08lld.safetensors" into buf[0..n); GANFW_ERR_INVALID_ARG when it
+ * does not fit or step < 0. */
+ganfw_status ganfw_checkpoint_path(const char *dir, int64_t step, char *buf, size_t n);
+
+/* Finds the checkpoint of the highest step in `dir`: names step_<digits>.safetensors
+ * exactly (temporary files "....tmp.XXXXXX" and other names are ignored) of regular files
+ * whose 8-byte header length fits in the file. Writes its path into buf[0..n) and its step
+ * into *step (may be NULL); when there is none (or `dir` does not exist) buf is "" and
+ * *step is -1, still GANFW_OK. GANFW_ERR_IO when `dir` cannot be read, GANFW_ERR_INVALID_ARG
+ * when the path does not fit in buf. */
+ganfw_status ganfw_checkpoint_latest(const char *dir, char *buf, size_t n, int64_t *step);
+
+#endif
