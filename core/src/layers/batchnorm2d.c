@@ -1,0 +1,133 @@
+/* batchnorm2d layer: per-channel normalisation of x [N,C,H,W] with affine weight and bias
+ * [C] and running statistics (PyTorch's BatchNorm2d). Train mode keeps x and the batch
+ * mean and 1/std [C] for backward. Args: C; fargs: eps, momentum. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "error.h"
+#include "layer.h"
+
+static ganfw_status bn_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim, int64_t *out,
+                             int32_t *out_ndim) {
+  if (in_ndim != 4 || in[1] != l->arg[0])
+    return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
+                             "expects [N,%lld,H,W] input, gets %d dims with %lld channels",
+                             (long long)l->arg[0], (int)in_ndim, (long long)in[1]);
+  for (int32_t d = 0; d < 4; d++) out[d] = in[d];
+  *out_ndim = 4;
+  return GANFW_OK;
+}
+
+static char *buffer_name(const char *layer, const char *suffix) {
+  size_t n = snprintf(NULL, 0, "%s.%s", layer, suffix) + 1;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s.%s", layer, suffix);
+  return s;
+}
+
+static ganfw_status bn_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) {
+  const int64_t C = l->arg[0];
+  ganfw_status st = ganfw_layer_add_param(l, 0, "weight", 1, &C);
+  if (st == GANFW_OK) st = ganfw_layer_add_param(l, 1, "bias", 1, &C);
+  if (st != GANFW_OK) return st;
+  static const char *const names[3] = {"running_mean", "running_var", "num_batches_tracked"};
+  for (int i = 0; i < 3; i++)
+    if (!(l->buffer_name[i] = buffer_name(l->name, names[i])))
+      return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  char *q_mean = buffer_name(l->qualified, names[0]);
+  char *q_var = buffer_name(l->qualified, names[1]);
+  if (q_mean && q_var) {
+    l->running_mean = ganfw_tensor_create(l->ctx, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_PARAM, q_mean);
+    if (l->running_mean)
+      l->running_var = ganfw_tensor_create(l->ctx, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_PARAM, q_var);
+  }
+  free(q_mean);
+  free(q_var);
+  if (!l->running_mean || !l->running_var)
+    return ganfw_error_wrap(ganfw_error_code() ? ganfw_error_code() : GANFW_ERR_OOM,
+                            "allocating the running statistics of %s", l->qualified);
+  ganfw_backend *be = l->ctx->be;
+  be->vt->fill(be, C, l->param[0]->data, 1.0f);
+  be->vt->fill(be, C, l->param[1]->data, 0.0f);
+  be->vt->fill(be, C, l->running_mean->data, 0.0f);
+  be->vt->fill(be, C, l->running_var->data, 1.0f);
+  l->num_batches_tracked = 0;
+  return GANFW_OK;
+}
+
+static ganfw_status bn_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
+                               ganfw_tensor **y, ganfw_saved *saved) {
+  const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+  ganfw_tensor *t = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 4, x->shape, GANFW_MEM_ACTIVATION);
+  if (!t) return ganfw_error_code();
+  const float eps = l->farg[0], momentum = l->farg[1];
+  if (!ex->train) {
+    ex->be->vt->batchnorm2d_forward_eval(ex->be, N, C, HW, x->data, l->param[0]->data,
+                                         l->param[1]->data, t->data, l->running_mean->data,
+                                         l->running_var->data, eps);
+    *y = t;
+    return GANFW_OK;
+  }
+  if (N * HW < 2) {
+    ganfw_tensor_destroy(t);
+    return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
+                             "training needs more than one value per channel (batch %lld of "
+                             "%lldx%lld); use a larger batch",
+                             (long long)N, (long long)x->shape[2], (long long)x->shape[3]);
+  }
+  ganfw_tensor *mean = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_ACTIVATION);
+  ganfw_tensor *invstd =
+      mean ? ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_ACTIVATION) : NULL;
+  if (!invstd) {
+    ganfw_status st = ganfw_error_code();
+    ganfw_tensor_destroy(mean);
+    ganfw_tensor_destroy(t);
+    return st;
+  }
+  ex->be->vt->batchnorm2d_forward_train(
+      ex->be, N, C, HW, x->data, l->param[0]->data, l->param[1]->data, t->data,
+      ex->update_stats ? l->running_mean->data : NULL,
+      ex->update_stats ? l->running_var->data : NULL, momentum, eps, mean->data, invstd->data);
+  if (ex->update_stats) l->num_batches_tracked++;
+  if (saved) {
+    saved->t[0] = ganfw_tensor_retain(x);
+    saved->t[1] = mean;
+    saved->t[2] = invstd;
+  } else {
+    ganfw_tensor_destroy(mean);
+    ganfw_tensor_destroy(invstd);
+  }
+  *y = t;
+  return GANFW_OK;
+}
+
+static ganfw_status bn_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                ganfw_tensor *dy, ganfw_tensor **dx, int32_t param_grads,
+                                int32_t accumulate) {
+  ganfw_tensor *x = saved->t[0];
+  if (!saved->t[1])
+    return ganfw_layer_error(l, GANFW_ERR_UNSUPPORTED,
+                             "backward through batchnorm in eval mode is not supported; train "
+                             "the net in train mode or freeze the layers before it");
+  const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+  ganfw_tensor *g = NULL;
+  if (dx) {
+    g = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 4, x->shape, GANFW_MEM_ACTIVATION);
+    if (!g) return ganfw_error_code();
+  }
+  if (g || param_grads)
+    ex->be->vt->batchnorm2d_backward(ex->be, N, C, HW, x->data, dy->data, l->param[0]->data,
+                                     saved->t[1]->data, saved->t[2]->data, g ? g->data : NULL,
+                                     param_grads ? l->grad[0]->data : NULL,
+                                     param_grads ? l->grad[1]->data : NULL, accumulate);
+  if (dx) *dx = g;
+  return GANFW_OK;
+}
+
+const ganfw_layer_vt ganfw_layer_batchnorm2d = {
+    .type = "batchnorm2d",
+    .infer = bn_infer,
+    .init = bn_init,
+    .forward = bn_forward,
+    .backward = bn_backward,
+};

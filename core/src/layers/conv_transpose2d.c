@@ -1,0 +1,105 @@
+/* conv_transpose2d layer (PyTorch's ConvTranspose2d): x [N,C,H,W], weight [C,K,R,S]
+ * (+ bias [K]) -> y [N,K,P,Q], P = (H-1)*stride - 2*padding + R + output_padding. Keeps x
+ * for backward. Args: C, K, kernel, stride, padding, output_padding, bias. */
+#include "layer.h"
+
+static ganfw_convt2d_shape convt_shape(const ganfw_layer *l, const int64_t *in) {
+  ganfw_convt2d_shape s = {.N = in[0],
+                           .C = in[1],
+                           .H = in[2],
+                           .W = in[3],
+                           .K = l->arg[1],
+                           .R = l->arg[2],
+                           .S = l->arg[2],
+                           .stride_h = l->arg[3],
+                           .stride_w = l->arg[3],
+                           .pad_h = l->arg[4],
+                           .pad_w = l->arg[4],
+                           .out_pad_h = l->arg[5],
+                           .out_pad_w = l->arg[5]};
+  return s;
+}
+
+static ganfw_status convt_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim,
+                                int64_t *out, int32_t *out_ndim) {
+  if (in_ndim != 4 || in[1] != l->arg[0])
+    return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
+                             "expects [N,%lld,H,W] input, gets %d dims with %lld channels",
+                             (long long)l->arg[0], (int)in_ndim, (long long)in[1]);
+  ganfw_convt2d_shape s = convt_shape(l, in);
+  if (ganfw_convt2d_shape_init(&s) != GANFW_OK)
+    return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
+                             "kernel %lld, stride %lld, padding %lld and output_padding %lld "
+                             "give an empty output for a %lldx%lld input",
+                             (long long)l->arg[2], (long long)l->arg[3], (long long)l->arg[4],
+                             (long long)l->arg[5], (long long)in[2], (long long)in[3]);
+  out[0] = s.N, out[1] = s.K, out[2] = s.P, out[3] = s.Q;
+  *out_ndim = 4;
+  return GANFW_OK;
+}
+
+static ganfw_status convt_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) {
+  int64_t w[4] = {l->arg[0], l->arg[1], l->arg[2], l->arg[2]};
+  ganfw_status st = ganfw_layer_add_param(l, 0, "weight", 4, w);
+  if (st == GANFW_OK && l->arg[6]) st = ganfw_layer_add_param(l, 1, "bias", 1, &l->arg[1]);
+  /* PyTorch computes fan_in from weight.size(1) * kernel area for transposed convs. */
+  if (st == GANFW_OK) st = ganfw_layer_init_uniform(l, l->arg[1] * l->arg[2] * l->arg[2]);
+  return st;
+}
+
+static ganfw_status convt_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
+                                  ganfw_tensor **y, ganfw_saved *saved) {
+  ganfw_convt2d_shape s = convt_shape(l, x->shape);
+  ganfw_convt2d_shape_init(&s);
+  int64_t out[4] = {s.N, s.K, s.P, s.Q};
+  ganfw_tensor *t = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 4, out, GANFW_MEM_ACTIVATION);
+  if (!t) return ganfw_error_code();
+  ganfw_status st;
+  ganfw_tensor *ws = ganfw_layer_workspace(l, ex, ex->be->vt->convt2d_workspace(ex->be, &s), &st);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(t);
+    return st;
+  }
+  ex->be->vt->convt2d_forward(ex->be, &s, x->data, l->param[0]->data,
+                              l->param[1] ? l->param[1]->data : NULL, t->data,
+                              ws ? ws->data : NULL);
+  ganfw_tensor_destroy(ws);
+  if (saved) saved->t[0] = ganfw_tensor_retain(x);
+  *y = t;
+  return GANFW_OK;
+}
+
+static ganfw_status convt_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                   ganfw_tensor *dy, ganfw_tensor **dx, int32_t param_grads,
+                                   int32_t accumulate) {
+  ganfw_tensor *x = saved->t[0];
+  ganfw_convt2d_shape s = convt_shape(l, x->shape);
+  ganfw_convt2d_shape_init(&s);
+  ganfw_tensor *g = NULL;
+  if (dx) {
+    g = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 4, x->shape, GANFW_MEM_ACTIVATION);
+    if (!g) return ganfw_error_code();
+  }
+  if (!g && !param_grads) return GANFW_OK;
+  ganfw_status st;
+  ganfw_tensor *ws = ganfw_layer_workspace(l, ex, ex->be->vt->convt2d_workspace(ex->be, &s), &st);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(g);
+    return st;
+  }
+  ex->be->vt->convt2d_backward(ex->be, &s, x->data, l->param[0]->data, dy->data, g ? g->data : NULL,
+                               param_grads ? l->grad[0]->data : NULL,
+                               param_grads && l->grad[1] ? l->grad[1]->data : NULL, accumulate,
+                               ws ? ws->data : NULL);
+  ganfw_tensor_destroy(ws);
+  if (dx) *dx = g;
+  return GANFW_OK;
+}
+
+const ganfw_layer_vt ganfw_layer_conv_transpose2d = {
+    .type = "conv_transpose2d",
+    .infer = convt_infer,
+    .init = convt_init,
+    .forward = convt_forward,
+    .backward = convt_backward,
+};

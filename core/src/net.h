@@ -1,0 +1,83 @@
+/* Nets and the executor: a net is a sequence of layers; forward records on a tape what
+ * backward needs, backward consumes the tape. Several tapes can be live at once (D on the
+ * real batch and D on the fake one). Without a tape (no-grad) nothing is kept: each
+ * layer's input is released as soon as its output exists. Every tensor comes from the
+ * run's caching allocator, tagged param, grad, activation or workspace, and named after
+ * its layer for the memory reports. */
+#ifndef GANFW_NET_H
+#define GANFW_NET_H
+
+#include "ganfw/host.h"
+
+typedef struct ganfw_tape ganfw_tape;
+
+/* Backward flags. */
+enum {
+  GANFW_BWD_INPUT_GRAD = 1, /* compute the gradient of the net's input */
+  GANFW_BWD_PARAM_GRAD = 2, /* compute (accumulate) parameter gradients */
+};
+
+/* Building (the host table's net_* entries point here; see ganfw/host.h). */
+ganfw_net *ganfw_net_create(ganfw_ctx *ctx, const char *name);
+void ganfw_net_destroy(ganfw_net *net);
+ganfw_status ganfw_net_conv2d(ganfw_net *net, const char *name, int64_t in_channels,
+                              int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding,
+                              int32_t bias);
+ganfw_status ganfw_net_conv_transpose2d(ganfw_net *net, const char *name, int64_t in_channels,
+                                        int64_t out_channels, int64_t kernel, int64_t stride,
+                                        int64_t padding, int64_t output_padding, int32_t bias);
+ganfw_status ganfw_net_linear(ganfw_net *net, const char *name, int64_t in_features,
+                              int64_t out_features, int32_t bias);
+ganfw_status ganfw_net_batchnorm2d(ganfw_net *net, const char *name, int64_t channels, float eps,
+                                   float momentum);
+ganfw_status ganfw_net_activation(ganfw_net *net, const char *name, int32_t kind, float alpha);
+ganfw_status ganfw_net_pool2d(ganfw_net *net, const char *name, int32_t kind, int64_t kernel,
+                              int64_t stride, int64_t padding);
+ganfw_status ganfw_net_dropout(ganfw_net *net, const char *name, float p);
+ganfw_status ganfw_net_flatten(ganfw_net *net, const char *name);
+ganfw_status ganfw_net_reshape(ganfw_net *net, const char *name, int64_t c, int64_t h, int64_t w);
+ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w);
+int64_t ganfw_net_param_count(const ganfw_net *net);
+ganfw_status ganfw_net_param_info(ganfw_net *net, int64_t i, ganfw_param_info *out);
+
+/* Inspection. */
+const char *ganfw_net_name(const ganfw_net *net);
+int32_t ganfw_net_layer_count(const ganfw_net *net);
+/* The output shape for a batch of n: out[0..*ndim), n first. */
+void ganfw_net_output_shape(const ganfw_net *net, int64_t n, int64_t *out, int32_t *ndim);
+/* Buffers saved with the weights (BatchNorm running_mean, running_var as f32 tensors
+ * owned by the net; num_batches_tracked as an int64 counter): i-th buffer, or NULL past
+ * the end. Exactly one of the tensor and the counter is set. */
+typedef struct ganfw_net_buffer {
+  const char *name;     /* state_dict name, "main.1.running_mean" */
+  ganfw_tensor *tensor; /* f32 buffer, or NULL */
+  int64_t *counter;     /* int64 buffer, or NULL */
+} ganfw_net_buffer;
+int32_t ganfw_net_buffer_at(ganfw_net *net, int64_t i, ganfw_net_buffer *out);
+
+/* Modes: train uses batch statistics in BatchNorm and drops units in Dropout; eval uses
+ * the running statistics and no dropout. `update_stats` 0 keeps BatchNorm's running
+ * statistics untouched in train mode (checkpoint recomputation, samples). */
+void ganfw_net_set_train(ganfw_net *net, int32_t train, int32_t update_stats);
+
+/* Forgets the gradients: the next backward writes them instead of adding to them (as
+ * zero_grad, without touching memory). */
+void ganfw_net_zero_grad(ganfw_net *net);
+
+/* A tape for one forward/backward pair; owned by the caller, reusable after backward. */
+ganfw_tape *ganfw_tape_create(ganfw_net *net);
+void ganfw_tape_destroy(ganfw_tape *tape); /* accepts NULL; releases what it holds */
+/* Drops what the tape holds (a forward whose backward will not run). */
+void ganfw_tape_clear(ganfw_tape *tape);
+
+/* Runs the net on x ([N,C,H,W] as built, borrowed). With a tape, records what backward
+ * needs; with tape NULL, keeps nothing (no-grad). *y is a new reference owned by the
+ * caller (ganfw_tensor_destroy). */
+ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape, ganfw_tensor **y);
+/* Consumes the tape from the last layer to the first with the output gradient dy
+ * (borrowed). flags: GANFW_BWD_*. When GANFW_BWD_INPUT_GRAD is set, *dx is a new
+ * reference owned by the caller; dx may be NULL otherwise. */
+ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *dy, int32_t flags,
+                                ganfw_tensor **dx);
+
+#endif

@@ -1,0 +1,35 @@
+/* Tensors: a descriptor (ganfw/tensor.h) over a block of the run's caching allocator,
+ * tagged with its category and named for memory reports. */
+#ifndef GANFW_TENSOR_INTERNAL_H
+#define GANFW_TENSOR_INTERNAL_H
+
+#include <stddef.h>
+
+#include "ganfw/host.h"
+
+/* Bytes per element; 0 for an unknown dtype. */
+size_t ganfw_dtype_size(int32_t dtype);
+/* "f32", "f16", "bf16", "i32", "u8"; "unknown" outside the range. */
+const char *ganfw_dtype_name(int32_t dtype);
+int32_t ganfw_dtype_from_name(const char *name); /* -1 when unknown */
+
+/* A new tensor owned by the caller (ganfw_tensor_destroy), its memory from ctx's
+ * allocator; NULL with the error recorded (GANFW_ERR_OOM carries the allocator's report).
+ * `name` is copied. Contents are uninitialised. */
+ganfw_tensor *ganfw_tensor_create(ganfw_ctx *ctx, int32_t dtype, int32_t ndim, const int64_t *shape,
+                                  int32_t category, const char *name);
+/* Tensors are reference counted: create and retain take a reference, destroy drops one
+ * and frees the memory with the last. Plugins see destroy only (one reference each). */
+void ganfw_tensor_destroy(ganfw_tensor *t); /* accepts NULL */
+ganfw_tensor *ganfw_tensor_retain(ganfw_tensor *t);
+int32_t ganfw_tensor_refcount(const ganfw_tensor *t);
+/* A new tensor (one reference, owned by the caller) sharing `base`'s memory with another
+ * shape of the same element count; it keeps `base` alive. */
+ganfw_tensor *ganfw_tensor_view(ganfw_tensor *base, int32_t ndim, const int64_t *shape,
+                                const char *name);
+ganfw_status ganfw_tensor_from_host(ganfw_tensor *t, const void *src, int64_t nbytes);
+ganfw_status ganfw_tensor_to_host(const ganfw_tensor *t, void *dst, int64_t nbytes);
+/* The context a tensor was created in. */
+ganfw_ctx *ganfw_tensor_ctx(const ganfw_tensor *t);
+
+#endif
