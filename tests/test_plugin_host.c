@@ -420,7 +420,7 @@ static void test_not_found(void) {
   CU_ASSERT(contains(msg, "/nonexistent/env_a (GANFW_PLUGIN_PATH, missing)"));
   CU_ASSERT(contains(msg, "/nonexistent/env_b (GANFW_PLUGIN_PATH, missing)"));
   CU_ASSERT(contains(msg, GANFW_BUILD_PLUGIN_DIR " (build tree"));
-  CU_ASSERT(contains(msg, GANFW_INSTALL_PLUGIN_DIR " (install prefix"));
+  CU_ASSERT(contains(msg, GANFW_INSTALL_PLUGIN_REL " (install prefix"));
   CU_ASSERT(contains(msg, "to plugin_path in the config or to GANFW_PLUGIN_PATH"));
   /* The order of the directories is the search order. */
   CU_ASSERT(strstr(msg, "config_dir") < strstr(msg, "env_a"));

@@ -21,13 +21,18 @@ static void gt_fail(const char *msg) {
 
 /* --- the runner --------------------------------------------------------------------------- */
 int gt_run(const char *suite, CU_TestInfo *tests) {
+  return gt_run_fixture(suite, tests, NULL, NULL);
+}
+
+int gt_run_fixture(const char *suite, CU_TestInfo *tests, CU_InitializeFunc init,
+                   CU_CleanupFunc clean) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (CU_initialize_registry() != CUE_SUCCESS) {
     fprintf(stderr, "%s: CUnit registry: %s\n", suite, CU_get_error_msg());
     return 1;
   }
   int bad = 0;
-  CU_pSuite s = CU_add_suite(suite, NULL, NULL);
+  CU_pSuite s = CU_add_suite(suite, init, clean);
   if (!s) {
     fprintf(stderr, "%s: cannot add the suite: %s\n", suite, CU_get_error_msg());
     bad = 1;
@@ -423,4 +428,56 @@ void *gt_alloc(size_t bytes) {
 
 void gt_free(void *p) {
   free(p);
+}
+
+/* --- data sets ------------------------------------------------------------------------ */
+
+static void put_be32(FILE *f, uint32_t v) {
+  unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+                        (unsigned char)v};
+  fwrite(b, 1, 4, f);
+}
+
+static int write_idx_pair(const char *dir, const char *prefix, int n, uint64_t seed) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, prefix);
+  FILE *fi = fopen(path, "wb");
+  snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
+  FILE *fl = fopen(path, "wb");
+  if (!fi || !fl) {
+    if (fi) fclose(fi);
+    if (fl) fclose(fl);
+    return -1;
+  }
+  put_be32(fi, 0x00000803);
+  put_be32(fi, (uint32_t)n);
+  put_be32(fi, 28);
+  put_be32(fi, 28);
+  put_be32(fl, 0x00000801);
+  put_be32(fl, (uint32_t)n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  unsigned char img[28 * 28];
+  for (int i = 0; i < n; i++) {
+    int label = i % 10;
+    memset(img, 0, sizeof img);
+    /* a bar whose angle and offset depend on the label, with a little jitter */
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    int jitter = (int)(s % 3) - 1;
+    for (int t = 4; t < 24; t++) {
+      int x = 6 + label * 2 + jitter + (t - 14) * (label % 3 - 1) / 3;
+      for (int dx = -1; dx <= 1; dx++)
+        if (x + dx >= 0 && x + dx < 28) img[t * 28 + x + dx] = dx == 0 ? 255 : 128;
+    }
+    fwrite(img, 1, sizeof img, fi);
+    unsigned char l = (unsigned char)label;
+    fwrite(&l, 1, 1, fl);
+  }
+  int bad = fclose(fi) != 0;
+  bad |= fclose(fl) != 0;
+  return bad ? -1 : 0;
+}
+
+int gt_write_mnist(const char *dir, int n_train, int n_test, uint64_t seed) {
+  if (write_idx_pair(dir, "train", n_train, seed) != 0) return -1;
+  return write_idx_pair(dir, "t10k", n_test, seed + 1);
 }

@@ -11,9 +11,13 @@
  * and ends with GT_MAIN("suite name", tests). The runner exits non-zero when any assertion
  * failed (so CTest sees it), and prints CUnit's summary. */
 int gt_run(const char *suite, CU_TestInfo *tests);
-#define GT_MAIN(suite, tests)                                                                 \
-  int main(void) {                                                                            \
-    return gt_run(suite, tests);                                                              \
+/* The same with a suite fixture: init runs before the first test (non-zero: the suite
+ * fails), clean after the last. */
+int gt_run_fixture(const char *suite, CU_TestInfo *tests, CU_InitializeFunc init,
+                   CU_CleanupFunc clean);
+#define GT_MAIN(suite, tests)                                                                      \
+  int main(void) {                                                                                 \
+    return gt_run(suite, tests);                                                                   \
   }
 
 /* --- reference tensors ---------------------------------------------------------------- */
@@ -25,8 +29,7 @@ void gt_ref_close(gt_ref *r); /* accepts NULL */
 /* The tensor `key` converted to f32 (f32, f64, i64 and i32 are accepted), owned by the
  * ref and valid until gt_ref_close. Fills shape[0..*ndim) when ndim is not NULL. NULL
  * (and a CUnit failure) when absent. */
-const float *gt_ref_f32(gt_ref *r, const char *key, int64_t *numel, int64_t *shape,
-                        int *ndim);
+const float *gt_ref_f32(gt_ref *r, const char *key, int64_t *numel, int64_t *shape, int *ndim);
 /* The same, for integer tensors (labels, indices), converted to int32. */
 const int32_t *gt_ref_i32(gt_ref *r, const char *key, int64_t *numel);
 /* A scalar stored as a one-element tensor. */
@@ -37,8 +40,8 @@ double gt_ref_scalar(gt_ref *r, const char *key);
 double gt_max_rel_err(const float *a, const float *b, int64_t n, double floor);
 /* Asserts max rel err <= tol (with floor), printing the worst index and values on
  * failure under `what`. Returns the error reached, so suites can report tolerances. */
-double gt_check_close(const char *what, const float *got, const float *want, int64_t n,
-                      double tol, double floor);
+double gt_check_close(const char *what, const float *got, const float *want, int64_t n, double tol,
+                      double floor);
 
 /* --- finite differences ----------------------------------------------------------------
  * For a function y = f(inputs) that `forward(ctx)` recomputes into y[0..ny), checks the
@@ -47,12 +50,18 @@ double gt_check_close(const char *what, const float *got, const float *want, int
  * over x. Returns max |num - ana| / max(|num|, |ana|, floor). */
 typedef void (*gt_forward_fn)(void *ctx);
 double gt_gradcheck(gt_forward_fn forward, void *ctx, float *x, int64_t nx, const float *y,
-                    const float *dy, int64_t ny, const float *grad, double eps,
-                    int64_t max_points, double floor);
+                    const float *dy, int64_t ny, const float *grad, double eps, int64_t max_points,
+                    double floor);
 
 /* --- random data ----------------------------------------------------------------------- */
 /* Deterministic uniform [lo, hi) floats from a small xorshift generator. */
 void gt_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed);
+
+/* --- data sets ------------------------------------------------------------------------ */
+/* Writes a small MNIST-format data set into `dir` (train-* and t10k-* IDX files, 28x28):
+ * n_train and n_test images of blurred strokes whose position depends on the label
+ * (label = index % 10), deterministic from `seed`. Returns 0 on success. */
+int gt_write_mnist(const char *dir, int n_train, int n_test, uint64_t seed);
 
 /* An aligned, zeroed buffer freed with gt_free. Aborts on failure (a test, not the core). */
 void *gt_alloc(size_t bytes);

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ganfw/host.h"
 #include "ganfw/status.h"
 
 typedef struct ganfw_backend ganfw_backend;
@@ -47,15 +48,7 @@ typedef struct ganfw_pool2d_shape {
   int64_t P, Q; /* filled by ganfw_pool2d_shape_init */
 } ganfw_pool2d_shape;
 
-/* Element-wise activations, stored as int32_t. */
-enum {
-  GANFW_ACT_IDENTITY = 0,
-  GANFW_ACT_RELU = 1,
-  GANFW_ACT_LEAKY_RELU = 2, /* alpha = negative slope, must be >= 0 */
-  GANFW_ACT_TANH = 3,
-  GANFW_ACT_SIGMOID = 4,
-  GANFW_ACT_COUNT
-};
+/* Element-wise activations: GANFW_ACT_* from ganfw/host.h. */
 
 /* Shape helpers: fill the output size; GANFW_ERR_INVALID_ARG when the output would be
  * empty or a size is not positive. Backend-neutral, in core/src/shapes.c. */
@@ -81,8 +74,8 @@ typedef struct ganfw_backend_vt {
   /* --- dense layers --- */
   /* Row-major C[M,N] = alpha * op(A) * op(B) + beta * C, op = transpose when trans_* */
   void (*gemm)(ganfw_backend *be, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-               float beta, float *C, int64_t ldc);
+               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+               float *C, int64_t ldc);
   size_t (*conv2d_workspace)(ganfw_backend *be, const ganfw_conv2d_shape *s);
   void (*conv2d_forward)(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
                          const float *w, const float *b, float *y, void *ws);
@@ -96,11 +89,11 @@ typedef struct ganfw_backend_vt {
                            const float *w, const float *dy, float *dx, float *dw, float *db,
                            int accumulate, void *ws);
   /* linear: x [N,IN] * w[OUT,IN]^T (+ b [OUT]) -> y [N,OUT] */
-  void (*linear_forward)(ganfw_backend *be, int64_t N, int64_t IN, int64_t OUT,
-                         const float *x, const float *w, const float *b, float *y);
-  void (*linear_backward)(ganfw_backend *be, int64_t N, int64_t IN, int64_t OUT,
-                          const float *x, const float *w, const float *dy, float *dx,
-                          float *dw, float *db, int accumulate);
+  void (*linear_forward)(ganfw_backend *be, int64_t N, int64_t IN, int64_t OUT, const float *x,
+                         const float *w, const float *b, float *y);
+  void (*linear_backward)(ganfw_backend *be, int64_t N, int64_t IN, int64_t OUT, const float *x,
+                          const float *w, const float *dy, float *dx, float *dw, float *db,
+                          int accumulate);
 
   /* --- normalisation --- */
   /* Training mode: batch statistics over N,H,W per channel; y may alias x. Saves mean
@@ -108,39 +101,37 @@ typedef struct ganfw_backend_vt {
    * running_var (unbiased var) with `momentum` as PyTorch does, unless they are NULL.
    * gamma/beta NULL means affine=False. */
   void (*batchnorm2d_forward_train)(ganfw_backend *be, int64_t N, int64_t C, int64_t HW,
-                                    const float *x, const float *gamma, const float *beta,
-                                    float *y, float *running_mean, float *running_var,
-                                    float momentum, float eps, float *save_mean,
-                                    float *save_invstd);
+                                    const float *x, const float *gamma, const float *beta, float *y,
+                                    float *running_mean, float *running_var, float momentum,
+                                    float eps, float *save_mean, float *save_invstd);
   void (*batchnorm2d_forward_eval)(ganfw_backend *be, int64_t N, int64_t C, int64_t HW,
-                                   const float *x, const float *gamma, const float *beta,
-                                   float *y, const float *running_mean,
-                                   const float *running_var, float eps);
-  void (*batchnorm2d_backward)(ganfw_backend *be, int64_t N, int64_t C, int64_t HW,
-                               const float *x, const float *dy, const float *gamma,
-                               const float *save_mean, const float *save_invstd, float *dx,
-                               float *dgamma, float *dbeta, int accumulate);
+                                   const float *x, const float *gamma, const float *beta, float *y,
+                                   const float *running_mean, const float *running_var, float eps);
+  void (*batchnorm2d_backward)(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, const float *x,
+                               const float *dy, const float *gamma, const float *save_mean,
+                               const float *save_invstd, float *dx, float *dgamma, float *dbeta,
+                               int accumulate);
 
   /* --- activations: y = f(x), y may alias x; backward from the output y, dx may alias dy */
   void (*act_forward)(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *x,
                       float *y);
-  void (*act_backward)(ganfw_backend *be, int32_t kind, float alpha, int64_t n,
-                       const float *y, const float *dy, float *dx);
+  void (*act_backward)(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *y,
+                       const float *dy, float *dx);
 
   /* --- pooling: max saves the argmax (index into the H*W plane) per output --- */
   void (*maxpool2d_forward)(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *x,
                             float *y, int32_t *argmax);
-  void (*maxpool2d_backward)(ganfw_backend *be, const ganfw_pool2d_shape *s,
-                             const float *dy, const int32_t *argmax, float *dx);
+  void (*maxpool2d_backward)(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *dy,
+                             const int32_t *argmax, float *dx);
   void (*avgpool2d_forward)(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *x,
                             float *y);
-  void (*avgpool2d_backward)(ganfw_backend *be, const ganfw_pool2d_shape *s,
-                             const float *dy, float *dx);
+  void (*avgpool2d_backward)(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *dy,
+                             float *dx);
 
   /* --- dropout: mask[i] = keep (1) with probability 1-p from Philox (seed, offset);
    * y = x * mask / (1-p). Consumes ceil(n/4) Philox blocks from `offset`. */
-  void (*dropout_forward)(ganfw_backend *be, int64_t n, float p, uint64_t seed,
-                          uint64_t offset, const float *x, float *y, uint8_t *mask);
+  void (*dropout_forward)(ganfw_backend *be, int64_t n, float p, uint64_t seed, uint64_t offset,
+                          const float *x, float *y, uint8_t *mask);
   void (*dropout_backward)(ganfw_backend *be, int64_t n, float p, const uint8_t *mask,
                            const float *dy, float *dx);
 
@@ -152,12 +143,11 @@ typedef struct ganfw_backend_vt {
   void (*bce_logits_backward)(ganfw_backend *be, int64_t n, const float *logits,
                               const float *targets, float dloss, float *dx);
   /* Softmax cross-entropy over [N, classes] against int32 labels in [0, classes). */
-  void (*softmax_xent_forward)(ganfw_backend *be, int64_t N, int64_t classes,
-                               const float *logits, const int32_t *labels, float *loss);
+  void (*softmax_xent_forward)(ganfw_backend *be, int64_t N, int64_t classes, const float *logits,
+                               const int32_t *labels, float *loss);
   /* dx = dloss * (softmax(x) - onehot) / N */
-  void (*softmax_xent_backward)(ganfw_backend *be, int64_t N, int64_t classes,
-                                const float *logits, const int32_t *labels, float dloss,
-                                float *dx);
+  void (*softmax_xent_backward)(ganfw_backend *be, int64_t N, int64_t classes, const float *logits,
+                                const int32_t *labels, float dloss, float *dx);
 
   /* --- foreach elementwise ops over n elements (see host.h for the semantics) --- */
   void (*fill)(ganfw_backend *be, int64_t n, float *x, float v);
@@ -166,10 +156,8 @@ typedef struct ganfw_backend_vt {
   void (*add)(ganfw_backend *be, int64_t n, float *out, const float *a, const float *b);
   void (*axpy)(ganfw_backend *be, int64_t n, float *y, float alpha, const float *x);
   void (*mul)(ganfw_backend *be, int64_t n, float *out, const float *a, const float *b);
-  void (*addcmul)(ganfw_backend *be, int64_t n, float *y, float v, const float *a,
-                  const float *b);
-  void (*addcdiv)(ganfw_backend *be, int64_t n, float *y, float v, const float *a,
-                  const float *b);
+  void (*addcmul)(ganfw_backend *be, int64_t n, float *y, float v, const float *a, const float *b);
+  void (*addcdiv)(ganfw_backend *be, int64_t n, float *y, float v, const float *a, const float *b);
   void (*sqrt)(ganfw_backend *be, int64_t n, float *out, const float *x);
   void (*lerp)(ganfw_backend *be, int64_t n, float *y, const float *x, float w);
   void (*maximum)(ganfw_backend *be, int64_t n, float *y, const float *x);
@@ -187,8 +175,8 @@ typedef struct ganfw_backend_vt {
   /* --- Philox 4x32-10 (core/src/philox.h): element i uses block offset + i/4 --- */
   void (*rng_uniform)(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t offset, float lo,
                       float hi, float *out);
-  void (*rng_normal)(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t offset,
-                     float mean, float std, float *out);
+  void (*rng_normal)(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t offset, float mean,
+                     float std, float *out);
 } ganfw_backend_vt;
 
 struct ganfw_backend {

@@ -47,10 +47,16 @@ ganfw_status ganfw_error_wrap(ganfw_status code, const char *fmt, ...) {
   va_end(ap);
   char old[GANFW_ERROR_MAX];
   memcpy(old, error_msg, sizeof old);
-  if (old[0])
-    snprintf(error_msg, sizeof error_msg, "%s: %s", prefix, old);
-  else
-    snprintf(error_msg, sizeof error_msg, "%s", prefix);
+  size_t n = strlen(prefix);
+  memcpy(error_msg, prefix, n + 1);
+  if (old[0] && n + 2 < sizeof error_msg) {
+    memcpy(error_msg + n, ": ", 3);
+    size_t room = sizeof error_msg - n - 3;
+    size_t len = strlen(old);
+    if (len > room) len = room;
+    memcpy(error_msg + n + 2, old, len);
+    error_msg[n + 2 + len] = '\0';
+  }
   error_code = code;
   return code;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "error.h"
@@ -21,8 +22,10 @@
 #ifndef GANFW_BUILD_PLUGIN_DIR
 #define GANFW_BUILD_PLUGIN_DIR ""
 #endif
-#ifndef GANFW_INSTALL_PLUGIN_DIR
-#define GANFW_INSTALL_PLUGIN_DIR ""
+/* The installed plugins' folder relative to the installed binary's folder, e.g.
+ * "../lib/ganfw/plugins": resolved at run time, so an installed tree can be moved. */
+#ifndef GANFW_INSTALL_PLUGIN_REL
+#define GANFW_INSTALL_PLUGIN_REL ""
 #endif
 
 #define PLUGIN_PREFIX "ganfw_"
@@ -322,12 +325,30 @@ typedef struct search_dir {
 typedef struct search_path {
   search_dir *items;
   int64_t n;
-  char *env; /* a copy of $GANFW_PLUGIN_PATH, split in place */
+  char *env;     /* a copy of $GANFW_PLUGIN_PATH, split in place */
+  char *install; /* the install prefix's plugin folder, beside this executable */
 } search_path;
 
 static void search_path_free(search_path *sp) {
   free(sp->items);
   free(sp->env);
+  free(sp->install);
+}
+
+/* <folder of this executable>/GANFW_INSTALL_PLUGIN_REL, malloc'd; NULL when unknown. */
+static char *install_plugin_dir(void) {
+  if (!GANFW_INSTALL_PLUGIN_REL[0]) return NULL;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return NULL;
+  exe[n] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (!slash) return NULL;
+  *slash = '\0';
+  size_t len = strlen(exe) + strlen(GANFW_INSTALL_PLUGIN_REL) + 2;
+  char *dir = malloc(len);
+  if (dir) snprintf(dir, len, "%s/%s", exe, GANFW_INSTALL_PLUGIN_REL);
+  return dir;
 }
 
 static ganfw_status search_path_init(search_path *sp, const char *const *dirs, int64_t ndirs) {
@@ -364,8 +385,8 @@ static ganfw_status search_path_init(search_path *sp, const char *const *dirs, i
   }
   if (GANFW_BUILD_PLUGIN_DIR[0])
     sp->items[sp->n++] = (search_dir){GANFW_BUILD_PLUGIN_DIR, "build tree"};
-  if (GANFW_INSTALL_PLUGIN_DIR[0])
-    sp->items[sp->n++] = (search_dir){GANFW_INSTALL_PLUGIN_DIR, "install prefix"};
+  sp->install = install_plugin_dir();
+  if (sp->install) sp->items[sp->n++] = (search_dir){sp->install, "install prefix"};
   return GANFW_OK;
 }
 

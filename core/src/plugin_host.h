@@ -19,7 +19,9 @@ typedef struct ganfw_plugin ganfw_plugin;
 /* Finds `name` and loads it. `name` containing '/' or ending in ".so" is a path; otherwise
  * the file ganfw_<name>.so is searched in, in this order: dirs[0..ndirs) (the config's
  * plugin_path, already resolved by the caller), each entry of $GANFW_PLUGIN_PATH, then
- * GANFW_BUILD_PLUGIN_DIR and GANFW_INSTALL_PLUGIN_DIR. The first file found is the one
+ * GANFW_BUILD_PLUGIN_DIR and <folder of the executable>/GANFW_INSTALL_PLUGIN_REL (the
+ * install prefix's lib/ganfw/plugins, wherever the tree was installed). The first file
+ * found is the one
  * loaded (a broken file is an error, not skipped). `expected_kind` is GANFW_PLUGIN_* or -1
  * for any; `what` names where the plugin was asked for ("model.plugin",
  * "config.yaml:12:11: model.plugin") and may be NULL.

@@ -22,6 +22,27 @@ typedef struct ganfw_ctx ganfw_ctx; /* opaque: the run (backend, allocator, RNG,
 typedef struct ganfw_cfg ganfw_cfg; /* opaque: one node of the loaded config */
 typedef struct ganfw_net ganfw_net; /* opaque: a sequence of layers run by the executor */
 
+/* Activations (GANFW_ACT_*) and pooling kinds, stored as int32_t. */
+enum {
+  GANFW_ACT_IDENTITY = 0,
+  GANFW_ACT_RELU = 1,
+  GANFW_ACT_LEAKY_RELU = 2,
+  GANFW_ACT_TANH = 3,
+  GANFW_ACT_SIGMOID = 4,
+  GANFW_ACT_COUNT
+};
+enum { GANFW_POOL_MAX = 0, GANFW_POOL_AVG = 1, GANFW_POOL_COUNT };
+
+/* One parameter of a built net, for initialisation and inspection. */
+typedef struct ganfw_param_info {
+  uint32_t struct_size;   /* set by the caller to sizeof(ganfw_param_info) */
+  int32_t trainable;      /* 0 when frozen */
+  const char *name;       /* state_dict name, e.g. "main.1.weight"; owned by the net */
+  const char *layer_type; /* "conv2d", "conv_transpose2d", "linear", "batchnorm2d" */
+  ganfw_tensor *value;    /* f32; owned by the net */
+  ganfw_tensor *grad;     /* f32; owned by the net; NULL when frozen */
+} ganfw_param_info;
+
 /* Log levels, stored as int32_t. */
 enum { GANFW_LOG_DEBUG = 0, GANFW_LOG_INFO = 1, GANFW_LOG_WARN = 2, GANFW_LOG_ERROR = 3 };
 
@@ -60,8 +81,8 @@ typedef struct ganfw_host {
    * tensor_create returns a tensor owned by the caller, to be freed with tensor_destroy
    * (which accepts NULL); NULL on failure with the error recorded (GANFW_ERR_OOM carries
    * the allocator's report). Contents are uninitialised. */
-  ganfw_tensor *(*tensor_create)(ganfw_ctx *ctx, int32_t dtype, int32_t ndim,
-                                 const int64_t *shape, int32_t category, const char *name);
+  ganfw_tensor *(*tensor_create)(ganfw_ctx *ctx, int32_t dtype, int32_t ndim, const int64_t *shape,
+                                 int32_t category, const char *name);
   void (*tensor_destroy)(ganfw_tensor *t);
   ganfw_status (*tensor_from_host)(ganfw_tensor *t, const void *src, int64_t nbytes);
   ganfw_status (*tensor_to_host)(const ganfw_tensor *t, void *dst, int64_t nbytes);
@@ -72,8 +93,7 @@ typedef struct ganfw_host {
   /* x *= a */
   ganfw_status (*foreach_scale)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, float a);
   /* x += a */
-  ganfw_status (*foreach_add_scalar)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n,
-                                     float a);
+  ganfw_status (*foreach_add_scalar)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, float a);
   /* y += alpha * x */
   ganfw_status (*foreach_axpy)(ganfw_ctx *ctx, ganfw_tensor *const *y, float alpha,
                                ganfw_tensor *const *x, int64_t n);
@@ -87,14 +107,14 @@ typedef struct ganfw_host {
   ganfw_status (*foreach_addcdiv)(ganfw_ctx *ctx, ganfw_tensor *const *y, float v,
                                   ganfw_tensor *const *a, ganfw_tensor *const *b, int64_t n);
   /* out = sqrt(x) (out may be x) */
-  ganfw_status (*foreach_sqrt)(ganfw_ctx *ctx, ganfw_tensor *const *out,
-                               ganfw_tensor *const *x, int64_t n);
+  ganfw_status (*foreach_sqrt)(ganfw_ctx *ctx, ganfw_tensor *const *out, ganfw_tensor *const *x,
+                               int64_t n);
   /* y += w * (x - y), as torch.lerp_(y, x, w) */
   ganfw_status (*foreach_lerp)(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tensor *const *x,
                                float w, int64_t n);
   /* y = max(y, x) */
-  ganfw_status (*foreach_maximum)(ganfw_ctx *ctx, ganfw_tensor *const *y,
-                                  ganfw_tensor *const *x, int64_t n);
+  ganfw_status (*foreach_maximum)(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tensor *const *x,
+                                  int64_t n);
   /* y = x */
   ganfw_status (*foreach_copy)(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tensor *const *x,
                                int64_t n);
@@ -110,11 +130,48 @@ typedef struct ganfw_host {
   ganfw_status (*rng_normal)(ganfw_ctx *ctx, ganfw_tensor *t, float mean, float std);
   ganfw_status (*rng_uniform)(ganfw_ctx *ctx, ganfw_tensor *t, float lo, float hi);
 
+  /* --- nets: a model plugin builds each net as a sequence of layers (minor 0) ---
+   * net_create returns a net owned by the caller (net_destroy, which accepts NULL).
+   * Layer names give the parameters their state_dict names: a conv2d named "main.0" owns
+   * "main.0.weight" and "main.0.bias". Layers are appended in order; net_build fixes the
+   * input shape [C,H,W], checks every layer's shapes (an error names the layer), and
+   * allocates the parameters (category param, PyTorch's default initialisation) and their
+   * gradients (category grad). */
+  ganfw_net *(*net_create)(ganfw_ctx *ctx, const char *name);
+  void (*net_destroy)(ganfw_net *net);
+  ganfw_status (*net_conv2d)(ganfw_net *net, const char *name, int64_t in_channels,
+                             int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding,
+                             int32_t bias);
+  ganfw_status (*net_conv_transpose2d)(ganfw_net *net, const char *name, int64_t in_channels,
+                                       int64_t out_channels, int64_t kernel, int64_t stride,
+                                       int64_t padding, int64_t output_padding, int32_t bias);
+  ganfw_status (*net_linear)(ganfw_net *net, const char *name, int64_t in_features,
+                             int64_t out_features, int32_t bias);
+  /* BatchNorm2d with affine weight and bias, running statistics, eps and momentum. */
+  ganfw_status (*net_batchnorm2d)(ganfw_net *net, const char *name, int64_t channels, float eps,
+                                  float momentum);
+  /* kind: GANFW_ACT_RELU, _LEAKY_RELU (alpha = negative slope), _TANH, _SIGMOID. Runs in
+   * place on its input, as PyTorch's inplace=True. */
+  ganfw_status (*net_activation)(ganfw_net *net, const char *name, int32_t kind, float alpha);
+  /* kind: GANFW_POOL_MAX or GANFW_POOL_AVG */
+  ganfw_status (*net_pool2d)(ganfw_net *net, const char *name, int32_t kind, int64_t kernel,
+                             int64_t stride, int64_t padding);
+  ganfw_status (*net_dropout)(ganfw_net *net, const char *name, float p);
+  /* [N,C,H,W] -> [N,C*H*W] */
+  ganfw_status (*net_flatten)(ganfw_net *net, const char *name);
+  /* [N,F] -> [N,C,H,W] with F = C*H*W */
+  ganfw_status (*net_reshape)(ganfw_net *net, const char *name, int64_t c, int64_t h, int64_t w);
+  ganfw_status (*net_build)(ganfw_net *net, int64_t c, int64_t h, int64_t w);
+  /* After net_build: the parameters, in layer order (weight before bias). *out borrows
+   * tensors owned by the net, valid until net_destroy. */
+  int64_t (*net_param_count)(const ganfw_net *net);
+  ganfw_status (*net_param_info)(ganfw_net *net, int64_t i, ganfw_param_info *out);
+
   /* New entries go here, with the minor version that added them. */
 } ganfw_host;
 
 /* True when the core's table is large enough to hold `member`. */
-#define GANFW_HOST_HAS(host, member)                                                          \
+#define GANFW_HOST_HAS(host, member)                                                               \
   ((host)->struct_size >= offsetof(ganfw_host, member) + sizeof((host)->member))
 
 #ifdef __cplusplus

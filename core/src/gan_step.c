@@ -1,0 +1,187 @@
+/* One DC-GAN training step (see trainer.h), shaped like PyTorch's DC-GAN example with
+ * BCE-with-logits: D learns from a real batch and from G(z) made under no-grad; G then
+ * learns through D, whose parameter gradients are not computed. Logits and losses are
+ * tiny ([N] and one float) and are read back to the host for the metrics. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "tensor.h"
+#include "trainer.h"
+
+struct ganfw_gan {
+  ganfw_session *s;
+  ganfw_ctx *ctx;
+  ganfw_tape *tape_real, *tape_fake, *tape_g, *tape_dg;
+  int64_t n;                            /* batch size the targets were made for */
+  ganfw_tensor *real_t, *fake_t, *ones; /* BCE targets [N] */
+  ganfw_tensor *loss;                   /* one float */
+  float *host_logits;                   /* [N] */
+};
+
+static ganfw_status make_targets(ganfw_gan *g, int64_t n) {
+  if (g->n == n) return GANFW_OK;
+  ganfw_tensor_destroy(g->real_t);
+  ganfw_tensor_destroy(g->fake_t);
+  ganfw_tensor_destroy(g->ones);
+  free(g->host_logits);
+  g->real_t = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_OTHER, "targets.real");
+  g->fake_t = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_OTHER, "targets.fake");
+  g->ones = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_OTHER, "targets.ones");
+  g->host_logits = malloc((size_t)n * sizeof(float));
+  g->n = 0;
+  if (!g->real_t || !g->fake_t || !g->ones || !g->host_logits)
+    return ganfw_error_code() ? ganfw_error_code()
+                              : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  ganfw_backend *be = g->ctx->be;
+  be->vt->fill(be, n, g->real_t->data, (float)(1.0 - g->s->train.label_smoothing));
+  be->vt->fill(be, n, g->fake_t->data, 0.0f);
+  be->vt->fill(be, n, g->ones->data, 1.0f);
+  g->n = n;
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_gan_create(ganfw_session *s, ganfw_gan **out) {
+  *out = NULL;
+  ganfw_gan *g = calloc(1, sizeof *g);
+  if (!g) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  g->s = s;
+  g->ctx = s->ctx;
+  g->tape_real = ganfw_tape_create(s->discriminator);
+  g->tape_fake = ganfw_tape_create(s->discriminator);
+  g->tape_dg = ganfw_tape_create(s->discriminator);
+  g->tape_g = ganfw_tape_create(s->generator);
+  int64_t one = 1;
+  g->loss = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 1, &one, GANFW_MEM_OTHER, "loss");
+  if (!g->tape_real || !g->tape_fake || !g->tape_dg || !g->tape_g || !g->loss) {
+    ganfw_gan_destroy(g);
+    return ganfw_error_code() ? ganfw_error_code()
+                              : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  }
+  *out = g;
+  return GANFW_OK;
+}
+
+void ganfw_gan_destroy(ganfw_gan *g) {
+  if (!g) return;
+  ganfw_tape_destroy(g->tape_real);
+  ganfw_tape_destroy(g->tape_fake);
+  ganfw_tape_destroy(g->tape_g);
+  ganfw_tape_destroy(g->tape_dg);
+  ganfw_tensor_destroy(g->real_t);
+  ganfw_tensor_destroy(g->fake_t);
+  ganfw_tensor_destroy(g->ones);
+  ganfw_tensor_destroy(g->loss);
+  free(g->host_logits);
+  free(g);
+}
+
+/* BCE-with-logits of `logits` against `target`: the loss (host), mean sigmoid of the
+ * logits (host) and, when dlogits is not NULL, a new gradient tensor of the mean loss. */
+static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target, double *loss,
+                        double *mean_prob, ganfw_tensor **dlogits, const char *what) {
+  ganfw_backend *be = g->ctx->be;
+  const int64_t n = logits->numel;
+  if (n != target->numel)
+    return ganfw_error_set(GANFW_ERR_PLUGIN,
+                           "the discriminator returns %lld values for %lld samples; it must "
+                           "return one logit per sample ([N,1] or [N,1,1,1])",
+                           (long long)n, (long long)target->numel);
+  be->vt->bce_logits_forward(be, n, logits->data, target->data, g->loss->data);
+  float l = 0;
+  ganfw_status st = ganfw_tensor_to_host(g->loss, &l, sizeof l);
+  if (st == GANFW_OK) st = be->vt->copy_d2h(be, g->host_logits, logits->data, (size_t)n * 4);
+  if (st != GANFW_OK) return st;
+  double p = 0;
+  for (int64_t i = 0; i < n; i++) p += 1.0 / (1.0 + exp(-(double)g->host_logits[i]));
+  *loss = l;
+  *mean_prob = p / (double)n;
+  if (!isfinite(l))
+    return ganfw_error_set(GANFW_ERR_NUMERIC,
+                           "%s is %g: training diverged; lower optim.lr, or with AMP keep the "
+                           "loss scaler on",
+                           what, (double)l);
+  if (dlogits) {
+    *dlogits = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, logits->ndim, logits->shape,
+                                   GANFW_MEM_ACTIVATION, what);
+    if (!*dlogits) return ganfw_error_code();
+    be->vt->bce_logits_backward(be, n, logits->data, target->data, 1.0f, (*dlogits)->data);
+  }
+  return GANFW_OK;
+}
+
+/* D forward with a tape, BCE against target, backward into D's parameter gradients. */
+static ganfw_status d_learn(ganfw_gan *g, ganfw_tape *tape, ganfw_tensor *x, ganfw_tensor *target,
+                            double *loss, double *prob, const char *what) {
+  ganfw_net *D = g->s->discriminator;
+  ganfw_tensor *logits = NULL, *dlogits = NULL;
+  ganfw_status st = ganfw_net_forward(D, x, tape, &logits);
+  if (st == GANFW_OK) st = bce(g, logits, target, loss, prob, &dlogits, what);
+  if (st == GANFW_OK) st = ganfw_net_backward(D, tape, dlogits, GANFW_BWD_PARAM_GRAD, NULL);
+  ganfw_tape_clear(tape);
+  ganfw_tensor_destroy(logits);
+  ganfw_tensor_destroy(dlogits);
+  return st;
+}
+
+static ganfw_status optim_step(ganfw_session_optim *o) {
+  ganfw_status st = o->vt->step(o->self, o->lr);
+  return st == GANFW_OK ? st : ganfw_error_wrap(st, "optimizer step of the %s", o->role);
+}
+
+ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganfw_gan_stats *out) {
+  ganfw_session *s = g->s;
+  ganfw_net *G = s->generator, *D = s->discriminator;
+  ganfw_status st = make_targets(g, x->shape[0]);
+  if (st != GANFW_OK) return st;
+  memset(out, 0, sizeof *out);
+
+  /* D step: real, then fake made without a tape. */
+  double loss_real = 0, loss_fake = 0;
+  ganfw_net_zero_grad(D);
+  st = d_learn(g, g->tape_real, x, g->real_t, &loss_real, &out->d_x, "loss_d (real)");
+  if (st != GANFW_OK) return st;
+  ganfw_tensor *fake = NULL;
+  if ((st = ganfw_net_forward(G, z, NULL, &fake)) != GANFW_OK) return st;
+  st = d_learn(g, g->tape_fake, fake, g->fake_t, &loss_fake, &out->d_g_z1, "loss_d (fake)");
+  ganfw_tensor_destroy(fake);
+  if (st != GANFW_OK) return st;
+  out->loss_d = loss_real + loss_fake;
+  if ((st = optim_step(&s->optim[1])) != GANFW_OK) return st;
+
+  /* G step: through D without D's parameter gradients. */
+  ganfw_net_zero_grad(G);
+  ganfw_tensor *logits = NULL, *dlogits = NULL, *dfake = NULL;
+  st = ganfw_net_forward(G, z, g->tape_g, &fake);
+  if (st == GANFW_OK) st = ganfw_net_forward(D, fake, g->tape_dg, &logits);
+  ganfw_tensor_destroy(fake);
+  if (st == GANFW_OK) st = bce(g, logits, g->ones, &out->loss_g, &out->d_g_z2, &dlogits, "loss_g");
+  ganfw_tensor_destroy(logits);
+  if (st == GANFW_OK) st = ganfw_net_backward(D, g->tape_dg, dlogits, GANFW_BWD_INPUT_GRAD, &dfake);
+  ganfw_tensor_destroy(dlogits);
+  if (st == GANFW_OK) st = ganfw_net_backward(G, g->tape_g, dfake, GANFW_BWD_PARAM_GRAD, NULL);
+  ganfw_tensor_destroy(dfake);
+  ganfw_tape_clear(g->tape_g);
+  ganfw_tape_clear(g->tape_dg);
+  if (st == GANFW_OK) st = optim_step(&s->optim[0]);
+  return st;
+}
+
+ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, ganfw_tensor **y) {
+  ganfw_net_set_train(s->generator, 1, 0);
+  ganfw_status st = ganfw_net_forward(s->generator, z, NULL, y);
+  ganfw_net_set_train(s->generator, 1, 1);
+  return st;
+}
+
+ganfw_tensor *ganfw_gan_fixed_noise(ganfw_session *s, int64_t n, uint64_t seed) {
+  int64_t shape[4] = {n, s->nz, 1, 1};
+  ganfw_tensor *z =
+      ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, shape, GANFW_MEM_DATA, "fixed_noise");
+  if (!z) return NULL;
+  /* A stream of its own: the training RNG's position does not change the samples. */
+  const uint64_t fixed_stream = 0x9e3779b97f4a7c15ull;
+  s->ctx->be->vt->rng_normal(s->ctx->be, z->numel, seed ^ fixed_stream, 0, 0.0f, 1.0f, z->data);
+  return z;
+}

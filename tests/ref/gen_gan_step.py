@@ -1,0 +1,102 @@
+"""One DC-GAN training step in PyTorch, the reference for tests/test_ref_gan_step.c.
+
+The model is PyTorch's DC-GAN example at 32x32 with one channel (the discriminator without
+its final Sigmoid: it outputs logits) and the step is ganfw's: D on a real batch and on
+G(z) made under no_grad, BCE-with-logits, D's Adam step; then G(z) again with grad, D on
+it, the non-saturating G loss, G's Adam step. Written: the initial state_dicts
+("generator.*", "discriminator.*"), the real batch, the noise, the losses and the
+state_dicts after the step ("after.generator.*", "after.discriminator.*"), and the
+gradients each optimizer stepped with ("grad.generator.*", "grad.discriminator.*")."""
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from reflib import save, seeded
+
+NZ, NGF, NDF, NC, BATCH = 100, 64, 64, 1, 16
+SMOOTH = 0.1  # one-sided label smoothing: D's real target is 0.9
+
+
+def generator():
+    return nn.Sequential(
+        nn.ConvTranspose2d(NZ, NGF * 4, 4, 1, 0, bias=False), nn.BatchNorm2d(NGF * 4), nn.ReLU(True),
+        nn.ConvTranspose2d(NGF * 4, NGF * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(NGF * 2), nn.ReLU(True),
+        nn.ConvTranspose2d(NGF * 2, NGF, 4, 2, 1, bias=False), nn.BatchNorm2d(NGF), nn.ReLU(True),
+        nn.ConvTranspose2d(NGF, NC, 4, 2, 1, bias=False), nn.Tanh())
+
+
+def discriminator():
+    return nn.Sequential(
+        nn.Conv2d(NC, NDF, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(NDF, NDF * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 2), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(NDF * 2, NDF * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 4), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(NDF * 4, 1, 4, 1, 0, bias=False))
+
+
+class Net(nn.Module):
+    """Wraps the Sequential as `main`, so the state_dict keys are main.0.weight, ..."""
+
+    def __init__(self, main):
+        super().__init__()
+        self.main = main
+
+    def forward(self, x):
+        return self.main(x)
+
+
+def weights_init(m, g):
+    name = m.__class__.__name__
+    if name.find("Conv") != -1:
+        m.weight.data.copy_(torch.randn(m.weight.shape, generator=g) * 0.02)
+    elif name.find("BatchNorm") != -1:
+        m.weight.data.copy_(1.0 + torch.randn(m.weight.shape, generator=g) * 0.02)
+        m.bias.data.zero_()
+
+
+def state(prefix, net):
+    return {f"{prefix}.{k}": v.detach().clone() for k, v in net.state_dict().items()}
+
+
+def generate(out_dir):
+    g = seeded(11)
+    G, D = Net(generator()), Net(discriminator())
+    G.apply(lambda m: weights_init(m, g))
+    D.apply(lambda m: weights_init(m, g))
+    real = torch.rand(BATCH, NC, 32, 32, generator=g) * 2 - 1
+    z = torch.randn(BATCH, NZ, 1, 1, generator=g)
+    tensors = {**state("generator", G), **state("discriminator", D), "real": real, "z": z}
+    opt_d = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_g = torch.optim.Adam(G.parameters(), lr=2e-4, betas=(0.5, 0.999))
+
+    D.zero_grad()
+    out = D(real).view(-1)
+    err_real = F.binary_cross_entropy_with_logits(out, torch.full_like(out, 1 - SMOOTH))
+    err_real.backward()
+    d_x = torch.sigmoid(out).mean()
+    with torch.no_grad():
+        fake = G(z)
+    out = D(fake).view(-1)
+    err_fake = F.binary_cross_entropy_with_logits(out, torch.zeros_like(out))
+    err_fake.backward()
+    d_g_z1 = torch.sigmoid(out).mean()
+    grads = {f"grad.discriminator.{k}": p.grad.detach().clone() for k, p in D.named_parameters()}
+    opt_d.step()
+
+    G.zero_grad()
+    fake = G(z)
+    out = D(fake).view(-1)
+    err_g = F.binary_cross_entropy_with_logits(out, torch.ones_like(out))
+    err_g.backward()
+    d_g_z2 = torch.sigmoid(out).mean()
+    grads.update({f"grad.generator.{k}": p.grad.detach().clone() for k, p in G.named_parameters()})
+    opt_g.step()
+
+    scalars = {"loss_d": err_real + err_fake, "loss_g": err_g, "d_x": d_x, "d_g_z1": d_g_z1,
+               "d_g_z2": d_g_z2}
+    tensors.update({k: v.detach().reshape(1) for k, v in scalars.items()})
+    tensors.update(grads)
+    tensors.update(state("after.generator", G))
+    tensors.update(state("after.discriminator", D))
+    save(os.path.join(out_dir, "gan_step.safetensors"), tensors)

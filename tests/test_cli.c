@@ -1,0 +1,210 @@
+/* The ganfw command line as a user runs it: exit codes (0 ok, 1 runtime, 2 usage or
+ * config, 130 interrupted), one clear message per failure, `validate` naming file:line:col
+ * of a misspelt key, `plugins`, and Ctrl-C writing a checkpoint. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static char root[64];
+static char ganfw[4096];
+static char out[65536]; /* stdout and stderr of the last command */
+
+static const char *path_in(const char *rel) {
+  static char buf[8][512];
+  static int k;
+  k = (k + 1) % 8;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", root, rel);
+  return buf[k];
+}
+
+/* Runs the ganfw binary with args (NULL-terminated), capturing its output; returns the
+ * exit code (128 + signal when killed). */
+static int run_ganfw(const char *const *args) {
+  char cmd[8192];
+  int n = snprintf(cmd, sizeof cmd, "'%s'", ganfw);
+  for (const char *const *a = args; *a; a++) n += snprintf(cmd + n, sizeof cmd - n, " '%s'", *a);
+  snprintf(cmd + n, sizeof cmd - n, " 2>&1");
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t len = fread(out, 1, sizeof out - 1, p);
+  out[len] = '\0';
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void write_file(const char *rel, const char *text) {
+  FILE *f = fopen(path_in(rel), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static int suite_init(void) {
+  const char *build = getenv("GANFW_TEST_BUILD_DIR");
+  if (!build) return -1;
+  snprintf(ganfw, sizeof ganfw, "%s/ganfw", build);
+  snprintf(root, sizeof root, "/tmp/ganfw_cli_XXXXXX");
+  if (!mkdtemp(root) || mkdir(path_in("mnist"), 0755) != 0) return -1;
+  if (gt_write_mnist(path_in("mnist"), 256, 20, 9) != 0) return -1;
+  char text[2048];
+  snprintf(text, sizeof text,
+           "seed: 1\n"
+           "device: {type: cpu, threads: 1}\n"
+           "data: {dataset: mnist, path: %s/mnist, resize: 32}\n"
+           "model: {plugin: dcgan, image_size: 32, nz: 16, ngf: 8, ndf: 8}\n"
+           "optim: {plugin: adam, lr: 2.0e-4}\n"
+           "train:\n"
+           "  batch_size: 8\n"
+           "  max_steps: 4\n"
+           "run: {out_dir: %s/run}\n",
+           root, root);
+  FILE *f = fopen(path_in("ok.yaml"), "w");
+  if (!f) return -1;
+  fputs(text, f);
+  fclose(f);
+  return 0;
+}
+
+static int suite_clean(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_help_version_usage(void) {
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"--help", NULL}), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "ganfw validate"));
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"--version", NULL}), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "plugin ABI 1."));
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){NULL}), 2);
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"--bogus", NULL}), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown option '--bogus'"));
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", "/nonexistent.yaml", NULL}), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "/nonexistent.yaml"));
+}
+
+static void test_validate(void) {
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), NULL}), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "valid"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "batch_size: 8"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "# default")); /* defaults are shown */
+  /* a misspelt key: exit 2, file:line:col and the nearest known key */
+  char text[512];
+  snprintf(text, sizeof text, "extends: ok.yaml\ntrain:\n  bach_size: 32\n");
+  write_file("typo.yaml", text);
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("typo.yaml"), NULL}), 2);
+  char where[600];
+  snprintf(where, sizeof where, "%s:3:3", path_in("typo.yaml"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, where));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "did you mean 'batch_size'"));
+  /* --set overrides, and a typo in --set is caught too */
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set",
+                                             "train.batch_size=16", NULL}),
+                  0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "batch_size: 16"));
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set",
+                                             "train.bach_size=16", NULL}),
+                  2);
+  /* a wrong value type names its position */
+  write_file("type.yaml", "extends: ok.yaml\ntrain: {batch_size: many}\n");
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("type.yaml"), NULL}), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "type.yaml:2:21"));
+  /* an optimizer named where a model belongs */
+  write_file("kind.yaml", "extends: ok.yaml\nmodel: {plugin: adam}\n");
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("kind.yaml"), NULL}), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "optimizer plugin"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "model.plugin"));
+  /* a plugin that does not exist lists where it looked */
+  write_file("missing.yaml", "extends: ok.yaml\noptim: {plugin: adamw2}\n");
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("missing.yaml"), NULL}), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "ganfw_adamw2.so"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "GANFW_PLUGIN_PATH"));
+}
+
+static void test_plugins_listing(void) {
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"plugins", NULL}), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "dcgan"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "adam"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "optimizer"));
+}
+
+static void test_train_and_missing_data(void) {
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){path_in("ok.yaml"), NULL}), 0);
+  struct stat sb;
+  CU_ASSERT_EQUAL(stat(path_in("run/checkpoints/step_00000004.safetensors"), &sb), 0);
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){path_in("ok.yaml"), "--set",
+                                             "data.path=/nonexistent/mnist", NULL}),
+                  1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "scripts/fetch_mnist.sh"));
+  /* exactly one message line for the failure */
+  int lines = 0;
+  for (const char *p = out; (p = strstr(p, "ganfw: I/O error")); p++) lines++;
+  CU_ASSERT_EQUAL(lines, 1);
+}
+
+/* Ctrl-C during training: the step finishes, a checkpoint is written, exit code 130, and
+ * the run continues from it with train.resume: latest. */
+static void test_sigint_writes_checkpoint(void) {
+  char outdir[600];
+  snprintf(outdir, sizeof outdir, "run.out_dir=%s", path_in("int"));
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    int devnull = open("/dev/null", 1);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execl(ganfw, ganfw, path_in("ok.yaml"), "--set", "train.max_steps=100000", "--set",
+          "train.checkpoint_every=0", "--set", outdir, (char *)NULL);
+    _exit(127);
+  }
+  /* wait until training has started: metrics.csv has its first row */
+  int started = 0;
+  for (int i = 0; i < 600 && !started; i++) {
+    FILE *f = fopen(path_in("int/metrics.csv"), "r");
+    if (f) {
+      char line[512];
+      started = fgets(line, sizeof line, f) && fgets(line, sizeof line, f);
+      fclose(f);
+    }
+    if (!started) usleep(50000);
+  }
+  CU_ASSERT(started);
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CU_ASSERT(WIFEXITED(status));
+  CU_ASSERT_EQUAL(WEXITSTATUS(status), 130);
+  char latest[600];
+  snprintf(latest, sizeof latest, "%s/checkpoints", path_in("int"));
+  int found = 0;
+  FILE *p;
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "ls '%s'", latest);
+  if ((p = popen(cmd, "r"))) {
+    char name[256];
+    while (fgets(name, sizeof name, p)) found += strncmp(name, "step_", 5) == 0;
+    pclose(p);
+  }
+  CU_ASSERT_EQUAL(found, 1);
+}
+
+static CU_TestInfo tests[] = {
+    {"help, version and usage errors", test_help_version_usage},
+    {"validate: resolved config, typos with file:line:col, wrong kinds", test_validate},
+    {"plugins lists kind and name", test_plugins_listing},
+    {"train, and a missing data set in one message", test_train_and_missing_data},
+    {"Ctrl-C writes a checkpoint and exits 130", test_sigint_writes_checkpoint},
+    CU_TEST_INFO_NULL,
+};
+
+int main(void) {
+  return gt_run_fixture("cli", tests, suite_init, suite_clean);
+}
