@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ganfw builds and tests with; does nothing for those already
+# installed, so it is safe to run again. Uses sudo when not run as root.
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config git libyaml-dev libpng-dev zlib1g-dev
+          libcunit1-dev libopenblas-dev python3-torch python3-numpy nodejs npm)
+
+have_node=0
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && have_node=1
+missing=()
+for p in "${packages[@]}"; do
+  # A working node and npm from elsewhere (as on this kind of machine) is enough.
+  if [ "$have_node" = 1 ] && { [ "$p" = nodejs ] || [ "$p" = npm ]; }; then continue; fi
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "deps: all packages present"
+  exit 0
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

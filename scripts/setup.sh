@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Everything a fresh Debian machine needs to train with ganfw: the packages, a release
+# build in build/, and the MNIST digits in data/mnist/. Safe to run again.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/scripts/deps.sh"
+bash "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=Release
+if [ -f "$root/scripts/fetch_mnist.sh" ]; then
+  bash "$root/scripts/fetch_mnist.sh" "$root/data/mnist"
+fi
+echo "setup: done; the binary is $root/build/ganfw"
