@@ -79,8 +79,8 @@ void ganfw_gan_destroy(ganfw_gan *g) {
 
 /* BCE-with-logits of `logits` against `target`: the loss (host), mean sigmoid of the
  * logits (host) and, when dlogits is not NULL, a new gradient tensor of the mean loss. */
-static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target, double *loss,
-                        double *mean_prob, ganfw_tensor **dlogits, const char *what) {
+static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target, float dloss,
+                        double *loss, double *mean_prob, ganfw_tensor **dlogits, const char *what) {
   ganfw_backend *be = g->ctx->be;
   const int64_t n = logits->numel;
   if (n != target->numel)
@@ -97,7 +97,7 @@ static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target
   for (int64_t i = 0; i < n; i++) p += 1.0 / (1.0 + exp(-(double)g->host_logits[i]));
   *loss = l;
   *mean_prob = p / (double)n;
-  if (!isfinite(l))
+  if (!isfinite(l) && !g->s->loss_scaling)
     return ganfw_error_set(GANFW_ERR_NUMERIC,
                            "%s is %g: training diverged; lower optim.lr, or with AMP keep the "
                            "loss scaler on",
@@ -106,18 +106,19 @@ static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target
     *dlogits = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, logits->ndim, logits->shape,
                                    GANFW_MEM_ACTIVATION, what);
     if (!*dlogits) return ganfw_error_code();
-    be->vt->bce_logits_backward(be, n, logits->data, target->data, 1.0f, (*dlogits)->data);
+    be->vt->bce_logits_backward(be, n, logits->data, target->data, dloss, (*dlogits)->data);
   }
   return GANFW_OK;
 }
 
-/* D forward with a tape, BCE against target, backward into D's parameter gradients. */
+/* D forward with a tape, BCE against target, backward into D's parameter gradients
+ * (scaled by dloss). */
 static ganfw_status d_learn(ganfw_gan *g, ganfw_tape *tape, ganfw_tensor *x, ganfw_tensor *target,
-                            double *loss, double *prob, const char *what) {
+                            float dloss, double *loss, double *prob, const char *what) {
   ganfw_net *D = g->s->discriminator;
   ganfw_tensor *logits = NULL, *dlogits = NULL;
   ganfw_status st = ganfw_net_forward(D, x, tape, &logits);
-  if (st == GANFW_OK) st = bce(g, logits, target, loss, prob, &dlogits, what);
+  if (st == GANFW_OK) st = bce(g, logits, target, dloss, loss, prob, &dlogits, what);
   if (st == GANFW_OK) st = ganfw_net_backward(D, tape, dlogits, GANFW_BWD_PARAM_GRAD, NULL);
   ganfw_tape_clear(tape);
   ganfw_tensor_destroy(logits);
@@ -125,46 +126,115 @@ static ganfw_status d_learn(ganfw_gan *g, ganfw_tape *tape, ganfw_tensor *x, gan
   return st;
 }
 
-static ganfw_status optim_step(ganfw_session_optim *o) {
+/* The loss scale of optimizer `opt`: the product of every strategy's factor. */
+static double loss_scale(ganfw_session *s, int32_t opt) {
+  double scale = 1.0;
+  for (int32_t i = 0; i < s->n_memory; i++)
+    if (s->memory[i].vt->loss_scale) scale *= s->memory[i].vt->loss_scale(s->memory[i].self, opt);
+  return scale;
+}
+
+/* Lets every strategy see optimizer `opt`'s gradients, then steps it unless one of them
+ * says to skip (a non-finite gradient under loss scaling). */
+static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped) {
+  ganfw_session *s = g->s;
+  ganfw_session_optim *o = &s->optim[opt];
+  int32_t skip = 0;
+  for (int32_t i = 0; i < s->n_memory && !skip; i++) {
+    const ganfw_session_memory *m = &s->memory[i];
+    if (!m->vt->after_backward) continue;
+    ganfw_status st = m->vt->after_backward(m->self, opt, o->params, o->n_params, &skip);
+    if (st != GANFW_OK) return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
+  }
+  *skipped = skip;
+  if (skip) return GANFW_OK;
   ganfw_status st = o->vt->step(o->self, o->lr);
   return st == GANFW_OK ? st : ganfw_error_wrap(st, "optimizer step of the %s", o->role);
 }
 
-ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganfw_gan_stats *out) {
+/* Rows [k*m, (k+1)*m) of t, or t itself (retained) for a single micro-batch. */
+static ganfw_tensor *micro(ganfw_tensor *t, int64_t k, int64_t m, int32_t count) {
+  if (count == 1) return ganfw_tensor_retain(t);
+  return ganfw_tensor_rows(t, k * m, m, t->name);
+}
+
+ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
+                              ganfw_gan_stats *out) {
+  ganfw_session *s = g->s;
+  ganfw_net *G = s->generator;
+  const int32_t M = s->exec.micro_batches;
+  const int64_t m = x->shape[0] / M;
+  ganfw_status st = make_targets(g, m);
+  if (st != GANFW_OK) return st;
+  const float dloss = (float)(loss_scale(s, 1) / M);
+  out->loss_d = out->d_x = out->d_g_z1 = 0;
+  ganfw_net_zero_grad(s->discriminator);
+  for (int32_t k = 0; k < M && st == GANFW_OK; k++) {
+    double loss_real = 0, loss_fake = 0, p_real = 0, p_fake = 0;
+    ganfw_tensor *xk = micro(x, k, m, M), *zk = micro(z, k, m, M), *fake = NULL;
+    if (!xk || !zk) st = ganfw_error_code();
+    if (st == GANFW_OK)
+      st = d_learn(g, g->tape_real, xk, g->real_t, dloss, &loss_real, &p_real, "loss_d (real)");
+    if (st == GANFW_OK) st = ganfw_net_forward(G, zk, NULL, &fake); /* no-grad */
+    if (st == GANFW_OK)
+      st = d_learn(g, g->tape_fake, fake, g->fake_t, dloss, &loss_fake, &p_fake, "loss_d (fake)");
+    ganfw_tensor_destroy(fake);
+    ganfw_tensor_destroy(xk);
+    ganfw_tensor_destroy(zk);
+    out->loss_d += (loss_real + loss_fake) / M;
+    out->d_x += p_real / M;
+    out->d_g_z1 += p_fake / M;
+  }
+  if (st == GANFW_OK) st = optim_step(g, 1, &out->skipped_d);
+  return st;
+}
+
+ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *out) {
   ganfw_session *s = g->s;
   ganfw_net *G = s->generator, *D = s->discriminator;
-  ganfw_status st = make_targets(g, x->shape[0]);
+  const int32_t M = s->exec.micro_batches;
+  const int64_t m = z->shape[0] / M;
+  ganfw_status st = make_targets(g, m);
   if (st != GANFW_OK) return st;
-  memset(out, 0, sizeof *out);
-
-  /* D step: real, then fake made without a tape. */
-  double loss_real = 0, loss_fake = 0;
-  ganfw_net_zero_grad(D);
-  st = d_learn(g, g->tape_real, x, g->real_t, &loss_real, &out->d_x, "loss_d (real)");
-  if (st != GANFW_OK) return st;
-  ganfw_tensor *fake = NULL;
-  if ((st = ganfw_net_forward(G, z, NULL, &fake)) != GANFW_OK) return st;
-  st = d_learn(g, g->tape_fake, fake, g->fake_t, &loss_fake, &out->d_g_z1, "loss_d (fake)");
-  ganfw_tensor_destroy(fake);
-  if (st != GANFW_OK) return st;
-  out->loss_d = loss_real + loss_fake;
-  if ((st = optim_step(&s->optim[1])) != GANFW_OK) return st;
-
-  /* G step: through D without D's parameter gradients. */
+  const float dloss = (float)(loss_scale(s, 0) / M);
+  out->loss_g = out->d_g_z2 = 0;
   ganfw_net_zero_grad(G);
-  ganfw_tensor *logits = NULL, *dlogits = NULL, *dfake = NULL;
-  st = ganfw_net_forward(G, z, g->tape_g, &fake);
-  if (st == GANFW_OK) st = ganfw_net_forward(D, fake, g->tape_dg, &logits);
-  ganfw_tensor_destroy(fake);
-  if (st == GANFW_OK) st = bce(g, logits, g->ones, &out->loss_g, &out->d_g_z2, &dlogits, "loss_g");
-  ganfw_tensor_destroy(logits);
-  if (st == GANFW_OK) st = ganfw_net_backward(D, g->tape_dg, dlogits, GANFW_BWD_INPUT_GRAD, &dfake);
-  ganfw_tensor_destroy(dlogits);
-  if (st == GANFW_OK) st = ganfw_net_backward(G, g->tape_g, dfake, GANFW_BWD_PARAM_GRAD, NULL);
-  ganfw_tensor_destroy(dfake);
-  ganfw_tape_clear(g->tape_g);
-  ganfw_tape_clear(g->tape_dg);
-  if (st == GANFW_OK) st = optim_step(&s->optim[0]);
+  for (int32_t k = 0; k < M && st == GANFW_OK; k++) {
+    double loss = 0, prob = 0;
+    ganfw_tensor *zk = micro(z, k, m, M), *fake = NULL, *logits = NULL, *dlogits = NULL,
+                 *dfake = NULL;
+    st = zk ? ganfw_net_forward(G, zk, g->tape_g, &fake) : ganfw_error_code();
+    if (st == GANFW_OK) st = ganfw_net_forward(D, fake, g->tape_dg, &logits);
+    ganfw_tensor_destroy(fake);
+    if (st == GANFW_OK) st = bce(g, logits, g->ones, dloss, &loss, &prob, &dlogits, "loss_g");
+    ganfw_tensor_destroy(logits);
+    /* through D without its parameter gradients, into G */
+    if (st == GANFW_OK)
+      st = ganfw_net_backward(D, g->tape_dg, dlogits, GANFW_BWD_INPUT_GRAD, &dfake);
+    ganfw_tensor_destroy(dlogits);
+    if (st == GANFW_OK) st = ganfw_net_backward(G, g->tape_g, dfake, GANFW_BWD_PARAM_GRAD, NULL);
+    ganfw_tensor_destroy(dfake);
+    ganfw_tensor_destroy(zk);
+    ganfw_tape_clear(g->tape_g);
+    ganfw_tape_clear(g->tape_dg);
+    out->loss_g += loss / M;
+    out->d_g_z2 += prob / M;
+  }
+  if (st == GANFW_OK) st = optim_step(g, 0, &out->skipped_g);
+  return st;
+}
+
+ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganfw_gan_stats *out) {
+  memset(out, 0, sizeof *out);
+  ganfw_session *s = g->s;
+  if (x->shape[0] % s->exec.micro_batches != 0 || z->shape[0] != x->shape[0])
+    return ganfw_error_set(
+        GANFW_ERR_INVALID_ARG, "gan step: batch %lld, noise %lld, %d micro-batches",
+        (long long)x->shape[0], (long long)z->shape[0], (int)s->exec.micro_batches);
+  ganfw_status st = ganfw_gan_d_step(g, x, z, out);
+  if (st == GANFW_OK) st = ganfw_gan_g_step(g, z, out);
+  for (int32_t i = 0; i < s->n_memory && st == GANFW_OK; i++)
+    if (s->memory[i].vt->step_end) st = s->memory[i].vt->step_end(s->memory[i].self);
   return st;
 }
 

@@ -325,6 +325,15 @@ void ganfw_net_set_train(ganfw_net *net, int32_t train, int32_t update_stats) {
   net->update_stats = update_stats != 0;
 }
 
+ganfw_status ganfw_net_set_compute_dtype(ganfw_net *net, int32_t dtype) {
+  if (dtype != GANFW_DTYPE_F32)
+    return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
+                           "net %s: compute dtype %s is not supported by this build's executor; "
+                           "remove the amp strategy from memory:",
+                           net->name, ganfw_dtype_name(dtype));
+  return GANFW_OK;
+}
+
 void ganfw_net_zero_grad(ganfw_net *net) {
   net->grads_valid = 0;
 }

@@ -60,6 +60,10 @@ int32_t ganfw_net_buffer_at(ganfw_net *net, int64_t i, ganfw_net_buffer *out);
  * statistics untouched in train mode (checkpoint recomputation, samples). */
 void ganfw_net_set_train(ganfw_net *net, int32_t train, int32_t update_stats);
 
+/* The dtype activations are stored in and matmul layers compute in (GANFW_DTYPE_F32, F16
+ * or BF16; see ganfw_exec_options). */
+ganfw_status ganfw_net_set_compute_dtype(ganfw_net *net, int32_t dtype);
+
 /* Forgets the gradients: the next backward writes them instead of adding to them (as
  * zero_grad, without touching memory). */
 void ganfw_net_zero_grad(ganfw_net *net);

@@ -173,13 +173,61 @@ static ganfw_status read_lr(const ganfw_cfg *optim, const char *key, double def,
   return st;
 }
 
+/* Creates the memory strategies in config order and lets each adjust the options. */
+static ganfw_status create_memory(ganfw_session *s) {
+  s->exec = (ganfw_exec_options){
+      .struct_size = sizeof s->exec, .compute_dtype = GANFW_DTYPE_F32, .micro_batches = 1};
+  for (int32_t i = 0; i < s->run->n_memory; i++) {
+    ganfw_session_memory *m = &s->memory[i];
+    m->name = ganfw_plugin_name(s->run->memory[i]);
+    m->vt = ganfw_plugin_vtable(s->run->memory[i]);
+    ganfw_status st = m->vt->create(ganfw_host_table(), s->ctx, s->run->memory_cfg[i], &m->self);
+    if (st != GANFW_OK) return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
+    s->n_memory = i + 1;
+    if ((st = m->vt->configure(m->self, &s->exec)) != GANFW_OK)
+      return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
+    if (m->vt->loss_scale) s->loss_scaling = 1;
+  }
+  const ganfw_exec_options *e = &s->exec;
+  if (e->compute_dtype != GANFW_DTYPE_F32 && e->compute_dtype != GANFW_DTYPE_F16 &&
+      e->compute_dtype != GANFW_DTYPE_BF16)
+    return ganfw_error_set(GANFW_ERR_PLUGIN, "memory: compute dtype %d is not f32, f16 or bf16",
+                           (int)e->compute_dtype);
+  if (e->micro_batches < 1 || s->train.batch_size % e->micro_batches != 0)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: memory: %d micro-batches do not divide train.batch_size %lld; "
+                           "pick a divisor",
+                           s->run->config_path, (int)e->micro_batches,
+                           (long long)s->train.batch_size);
+  return GANFW_OK;
+}
+
+/* Hands every net to every strategy and sets the compute dtype. */
+static ganfw_status configure_nets(ganfw_session *s) {
+  const char *roles[] = {"generator", "discriminator", "classifier"};
+  ganfw_net *nets[] = {s->generator, s->discriminator, s->classifier};
+  for (int r = 0; r < 3; r++) {
+    if (!nets[r]) continue;
+    ganfw_status st = ganfw_net_set_compute_dtype(nets[r], s->exec.compute_dtype);
+    if (st != GANFW_OK) return st;
+    for (int32_t i = 0; i < s->n_memory; i++) {
+      const ganfw_session_memory *m = &s->memory[i];
+      if (m->vt->configure_net && (st = m->vt->configure_net(m->self, roles[r], nets[r])))
+        return ganfw_error_wrap(st, "memory strategy '%s' on the %s", m->name, roles[r]);
+    }
+  }
+  return GANFW_OK;
+}
+
 static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganfw_data_info *info) {
   const ganfw_cfg *root = ganfw_config_root(s->run->config);
   ganfw_status st;
   if ((st = read_train(s, root)) != GANFW_OK) return st;
   if ((st = ganfw_ctx_create(&s->run->ctx_opt, &s->ctx)) != GANFW_OK) return st;
+  if ((st = create_memory(s)) != GANFW_OK) return st;
   if ((st = open_data(s, root, with_data, info)) != GANFW_OK) return st;
   if ((st = create_model(s, root)) != GANFW_OK) return st;
+  if ((st = configure_nets(s)) != GANFW_OK) return st;
   const ganfw_cfg *optim = ganfw_cfg_section(root, "optim");
   double lr, lr_g, lr_d;
   if ((st = read_lr(optim, "lr", 1e-3, &lr)) != GANFW_OK) return st;
@@ -218,6 +266,8 @@ void ganfw_session_close(ganfw_session *s) {
     free(s->optim[i].params);
   }
   if (s->model) s->model_vt->destroy(s->model);
+  for (int32_t i = 0; i < s->n_memory; i++)
+    if (s->memory[i].self) s->memory[i].vt->destroy(s->memory[i].self);
   ganfw_dataset_destroy(s->data);
   ganfw_ctx_destroy(s->ctx);
   free(s);

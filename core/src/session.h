@@ -20,6 +20,13 @@ typedef struct ganfw_session_optim {
   double lr;
 } ganfw_session_optim;
 
+/* One memory strategy of the config's `memory:` list. */
+typedef struct ganfw_session_memory {
+  const char *name;
+  const ganfw_memory_vt *vt;
+  void *self;
+} ganfw_session_memory;
+
 typedef struct ganfw_train_settings {
   int64_t batch_size;
   int64_t epochs;    /* 0: until max_steps */
@@ -39,8 +46,13 @@ typedef struct ganfw_session {
   int32_t family;                                    /* GANFW_MODEL_* */
   ganfw_net *generator, *discriminator, *classifier; /* owned by the model */
   int64_t nz;
-  ganfw_session_optim optim[2];
+  ganfw_session_optim optim[2]; /* [0] generator or classifier, [1] discriminator */
   int32_t n_optim;
+  ganfw_session_memory memory[GANFW_MAX_MEMORY_PLUGINS]; /* in config order */
+  int32_t n_memory;
+  ganfw_exec_options exec; /* after every strategy's configure */
+  int32_t loss_scaling;    /* a strategy scales the loss: non-finite steps are skipped,
+                              not fatal */
   ganfw_data_info data_info;
   ganfw_dataset *data; /* NULL when opened without data */
   ganfw_loader_config loader_cfg;

@@ -133,6 +133,24 @@ ganfw_tensor *ganfw_tensor_view(ganfw_tensor *base, int32_t ndim, const int64_t 
   return t;
 }
 
+ganfw_tensor *ganfw_tensor_rows(ganfw_tensor *base, int64_t start, int64_t rows, const char *name) {
+  if (base->ndim < 1 || start < 0 || rows < 0 || start + rows > base->shape[0]) {
+    ganfw_error_set(GANFW_ERR_INVALID_ARG, "rows [%lld, %lld) of '%s' with %lld rows",
+                    (long long)start, (long long)(start + rows), base->name,
+                    (long long)(base->ndim ? base->shape[0] : 0));
+    return NULL;
+  }
+  int64_t per_row = base->shape[0] ? base->numel / base->shape[0] : 0;
+  /* a view of the whole tensor, then moved and shortened */
+  ganfw_tensor *t = ganfw_tensor_view(base, base->ndim, base->shape, name);
+  if (!t) return NULL;
+  t->shape[0] = rows;
+  t->numel = rows * per_row;
+  t->nbytes = t->numel * (int64_t)ganfw_dtype_size(t->dtype);
+  t->data = (char *)base->data + start * per_row * (int64_t)ganfw_dtype_size(t->dtype);
+  return t;
+}
+
 ganfw_ctx *ganfw_tensor_ctx(const ganfw_tensor *t) {
   return ((const tensor_impl *)t->impl)->ctx;
 }

@@ -29,6 +29,9 @@ ganfw_tensor *ganfw_tensor_view(ganfw_tensor *base, int32_t ndim, const int64_t 
                                 const char *name);
 ganfw_status ganfw_tensor_from_host(ganfw_tensor *t, const void *src, int64_t nbytes);
 ganfw_status ganfw_tensor_to_host(const ganfw_tensor *t, void *dst, int64_t nbytes);
+/* Rows [start, start + rows) of `base` along its first dimension, as a new tensor (one
+ * reference, owned by the caller) sharing base's memory and keeping it alive. */
+ganfw_tensor *ganfw_tensor_rows(ganfw_tensor *base, int64_t start, int64_t rows, const char *name);
 /* The context a tensor was created in. */
 ganfw_ctx *ganfw_tensor_ctx(const ganfw_tensor *t);
 

@@ -167,6 +167,15 @@ typedef struct ganfw_host {
   int64_t (*net_param_count)(const ganfw_net *net);
   ganfw_status (*net_param_info)(ganfw_net *net, int64_t i, ganfw_param_info *out);
 
+  /* Number of layers of a built net. */
+  int32_t (*net_layer_count)(const ganfw_net *net);
+  /* Gradient checkpointing: starts[0..n) are the first layer indices of the segments after
+   * the first (strictly increasing, in 1..layers-1). A forward with a tape then keeps only
+   * each segment's input; backward recomputes a segment's forward (same random numbers,
+   * BatchNorm running statistics not updated again) just before its backward. n = 0 turns
+   * it off. */
+  ganfw_status (*net_checkpoint)(ganfw_net *net, const int32_t *starts, int32_t n);
+
   /* New entries go here, with the minor version that added them. */
 } ganfw_host;
 
