@@ -38,7 +38,10 @@ static ganfw_status tp_configure(void *self, ganfw_exec_options *opts) {
 }
 
 static const ganfw_memory_vt tp_vt = {
-    sizeof(ganfw_memory_vt), 0, tp_create, tp_destroy, tp_configure, NULL, NULL,
+    .struct_size = sizeof(ganfw_memory_vt),
+    .create = tp_create,
+    .destroy = tp_destroy,
+    .configure = tp_configure,
 };
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {
