@@ -1,0 +1,138 @@
+"""PyTorch twin of bench_dcgan_step.c: the DC-GAN training step at 32x32 (G and D of
+PyTorch's examples/dcgan with one stage fewer, D without the final Sigmoid, weights_init
+N(0, 0.02)), Adam 2e-4 betas (0.5, 0.999), BCE-with-logits, in ganfw's step order
+(core/src/gan_step.c). One random real batch [N,nc,32,32] in [-1,1]; fresh noise each step.
+Prints one machine-readable line:  torch median_ms=... min_ms=... rss_mib=...
+
+Run with Debian's interpreter:
+  /usr/bin/python3 bench/dcgan_torch.py [--steps 20] [--warmup 5] [--threads 2] [--batch 64]
+"""
+import argparse
+import resource
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Generator(nn.Module):
+    def __init__(self, nz, ngf, nc):
+        super().__init__()
+        self.main = nn.Sequential(
+            nn.ConvTranspose2d(nz, ngf * 4, 4, 1, 0, bias=False),  # 1 -> 4
+            nn.BatchNorm2d(ngf * 4),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),  # 4 -> 8
+            nn.BatchNorm2d(ngf * 2),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),  # 8 -> 16
+            nn.BatchNorm2d(ngf),
+            nn.ReLU(True),
+            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),  # 16 -> 32
+            nn.Tanh(),
+        )
+
+    def forward(self, z):
+        return self.main(z)
+
+
+class Discriminator(nn.Module):
+    def __init__(self, nc, ndf):
+        super().__init__()
+        self.main = nn.Sequential(
+            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),  # 32 -> 16
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),  # 16 -> 8
+            nn.BatchNorm2d(ndf * 2),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),  # 8 -> 4
+            nn.BatchNorm2d(ndf * 4),
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 4, 1, 4, 1, 0, bias=False),  # 4 -> 1, a logit
+        )
+
+    def forward(self, x):
+        return self.main(x).view(-1)
+
+
+def weights_init(m):
+    name = m.__class__.__name__
+    if name.find("Conv") != -1:
+        nn.init.normal_(m.weight.data, 0.0, 0.02)
+    elif name.find("BatchNorm") != -1:
+        nn.init.normal_(m.weight.data, 1.0, 0.02)
+        nn.init.constant_(m.bias.data, 0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--nz", type=int, default=100)
+    ap.add_argument("--ngf", type=int, default=64)
+    ap.add_argument("--ndf", type=int, default=64)
+    ap.add_argument("--nc", type=int, default=1)
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    G = Generator(a.nz, a.ngf, a.nc)
+    D = Discriminator(a.nc, a.ndf)
+    G.apply(weights_init)
+    D.apply(weights_init)
+    opt_g = torch.optim.Adam(G.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    n = a.batch
+    x = torch.rand(n, a.nc, 32, 32) * 2 - 1
+    real_t = torch.ones(n)
+    fake_t = torch.zeros(n)
+
+    def step():
+        z = torch.randn(n, a.nz, 1, 1)
+        # D step: real, then fake made under no-grad (as gan_step.c; the example detaches).
+        D.zero_grad(set_to_none=True)
+        out = D(x)
+        loss_real = F.binary_cross_entropy_with_logits(out, real_t)
+        loss_real.backward()
+        d_x = torch.sigmoid(out.detach()).mean().item()
+        with torch.no_grad():
+            fake = G(z)
+        out = D(fake)
+        loss_fake = F.binary_cross_entropy_with_logits(out, fake_t)
+        loss_fake.backward()
+        d_g_z1 = torch.sigmoid(out.detach()).mean().item()
+        loss_d = loss_real.item() + loss_fake.item()
+        opt_d.step()
+        # G step: through D, without D's parameter gradients.
+        G.zero_grad(set_to_none=True)
+        for p in D.parameters():
+            p.requires_grad_(False)
+        fake = G(z)
+        out = D(fake)
+        loss_g = F.binary_cross_entropy_with_logits(out, real_t)
+        loss_g.backward()
+        for p in D.parameters():
+            p.requires_grad_(True)
+        d_g_z2 = torch.sigmoid(out.detach()).mean().item()
+        opt_g.step()
+        return loss_d, loss_g.item(), d_x, d_g_z1, d_g_z2
+
+    times = []
+    for i in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        step()
+        t1 = time.perf_counter()
+        if i >= a.warmup:
+            times.append((t1 - t0) * 1e3)
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print(f"torch median_ms={statistics.median(times):.2f} min_ms={min(times):.2f} "
+          f"rss_mib={rss_mib:.1f} threads={torch.get_num_threads()} batch={n} "
+          f"steps={a.steps} version={torch.__version__}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
