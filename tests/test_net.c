@@ -50,6 +50,18 @@ static ganfw_net *up_net(ganfw_ctx *ctx) {
   return net;
 }
 
+/* conv -> sigmoid -> flatten -> tanh: the tanh's input is a view of the sigmoid's saved
+ * output, so it must not run in place. */
+static ganfw_net *view_net(ganfw_ctx *ctx) {
+  ganfw_net *net = ganfw_net_create(ctx, "view");
+  CU_ASSERT_EQUAL(ganfw_net_conv2d(net, "c", 2, 2, 3, 1, 1, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_activation(net, "s", GANFW_ACT_SIGMOID, 0), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_flatten(net, "f"), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_activation(net, "t", GANFW_ACT_TANH, 0), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_build(net, 2, 3, 3), GANFW_OK);
+  return net;
+}
+
 typedef struct fd_ctx {
   ganfw_net *net;
   ganfw_tensor *x;
@@ -126,6 +138,15 @@ static void test_gradients_up_net(void) {
   ganfw_ctx *ctx = make_ctx();
   ganfw_net *net = up_net(ctx);
   check_net_gradients(ctx, net, 2, 3, 3, 3);
+  ganfw_net_destroy(net);
+  CU_ASSERT_EQUAL(allocated(ctx, -1), 0);
+  ganfw_ctx_destroy(ctx);
+}
+
+static void test_gradients_through_views(void) {
+  ganfw_ctx *ctx = make_ctx();
+  ganfw_net *net = view_net(ctx);
+  check_net_gradients(ctx, net, 2, 2, 3, 3);
   ganfw_net_destroy(net);
   CU_ASSERT_EQUAL(allocated(ctx, -1), 0);
   ganfw_ctx_destroy(ctx);
@@ -257,6 +278,7 @@ static void test_build_errors(void) {
 static CU_TestInfo tests[] = {
     {"gradients through conv, bn, sigmoid, avg pool, linear, tanh", test_gradients_small_net},
     {"gradients through convT, tanh, conv, sigmoid", test_gradients_up_net},
+    {"in-place activations never overwrite a view's saved base", test_gradients_through_views},
     {"no-grad keeps nothing, tapes keep until backward", test_nograd_and_tape_memory},
     {"gradient accumulation and backward flags", test_accumulation_and_flags},
     {"build errors name the layer", test_build_errors},

@@ -227,6 +227,8 @@ static const ganfw_host host_table = {
     .net_build = ganfw_net_build,
     .net_param_count = ganfw_net_param_count,
     .net_param_info = ganfw_net_param_info,
+    .net_layer_count = ganfw_net_layer_count,
+    .net_checkpoint = ganfw_net_checkpoint,
 };
 
 const ganfw_host *ganfw_host_table(void) {

@@ -1,6 +1,8 @@
 /* The layer interface behind the executor (net.c): a table of functions per layer type,
  * forward and backward side by side in core/src/layers/<type>.c. Shapes carry the batch
- * dimension first: [N,C,H,W] or [N,F]. */
+ * dimension first: [N,C,H,W] or [N,F]. Outputs and input gradients are stored in the
+ * exec's compute dtype (f32, or f16/bf16 under AMP); kernels run in f32 through the
+ * conversion helpers at the end of this file. */
 #ifndef GANFW_LAYER_H
 #define GANFW_LAYER_H
 
@@ -16,6 +18,8 @@ typedef struct ganfw_exec {
   ganfw_backend *be;
   int32_t train;        /* BatchNorm batch statistics, Dropout active */
   int32_t update_stats; /* BatchNorm running statistics updated */
+  int32_t dtype;        /* compute dtype (GANFW_DTYPE_F32 = 0, F16, BF16): every activation a
+                           layer allocates (outputs, input gradients) is stored in it */
 } ganfw_exec;
 
 /* What one layer keeps for its backward: references released by the executor. */
@@ -97,5 +101,72 @@ ganfw_status ganfw_layer_error(const ganfw_layer *l, ganfw_status code, const ch
     __attribute__((format(printf, 3, 4)));
 /* Releases the saved references. */
 void ganfw_saved_clear(ganfw_saved *s);
+
+/* The compute-dtype boundary of a layer (layer_dtype.c). Kernels read and write f32; a
+ * layer's tensors may be f32, f16 or bf16. Around one kernel call a layer collects its f32
+ * buffers in a ganfw_layer_scratch: with every tensor f32 they are the tensors' own memory
+ * (no copy, no allocation); otherwise they are workspace tensors that hold the converted
+ * values. Usage:
+ *   ganfw_layer_scratch sc = {0};
+ *   const float *xf = ganfw_layer_f32_in(l, ex, &sc, x);     (NULL: failed, error set)
+ *   float *yf = xf ? ganfw_layer_f32_out(l, ex, &sc, y) : NULL;
+ *   if (!yf) { ganfw_layer_scratch_release(&sc); ...; return ganfw_error_code(); }
+ *   kernel(xf, yf);
+ *   ganfw_layer_store_out(ex, &sc);                          (converts into y, releases) */
+#define GANFW_LAYER_SCRATCH_MAX 8
+typedef struct ganfw_layer_scratch {
+  ganfw_tensor *t[GANFW_LAYER_SCRATCH_MAX];   /* f32 workspace tensors, released together */
+  ganfw_tensor *out[GANFW_LAYER_SCRATCH_MAX]; /* where t[i] is stored by store_out, or NULL */
+  int32_t n;
+} ganfw_layer_scratch;
+/* The values of t (f32, f16 or bf16) as f32 for a kernel: t's own memory when t is f32,
+ * else a workspace copy that the kernel may also overwrite. NULL on failure. */
+float *ganfw_layer_f32_in(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                          ganfw_tensor *t);
+/* Where a kernel writes the f32 values of `out` (f32, f16 or bf16): out's own memory when
+ * out is f32, else a workspace buffer that ganfw_layer_store_out converts into out. NULL on
+ * failure. */
+float *ganfw_layer_f32_out(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                           ganfw_tensor *out);
+/* The parameters of a matmul layer (conv, conv-transpose, linear) as its kernel uses them:
+ * the f32 masters when the compute dtype is f32, else one workspace copy rounded to the
+ * compute dtype (f32 -> f16/bf16 -> f32), so that the kernel computes with f16/bf16 inputs
+ * and f32 accumulation. p[i] is NULL for an absent parameter. */
+ganfw_status ganfw_layer_f32_params(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                                    const float *p[GANFW_LAYER_MAX_PARAMS]);
+/* Converts every buffer from ganfw_layer_f32_out into its tensor, then releases the
+ * scratch. */
+void ganfw_layer_store_out(const ganfw_exec *ex, ganfw_layer_scratch *sc);
+/* Releases the scratch without storing (an error path). */
+void ganfw_layer_scratch_release(ganfw_layer_scratch *sc);
+
+/* A kernel call over rows [n0, n0 + rows) of a batch: f[i] is the f32 data of those rows of
+ * tensor i of ganfw_layer_rows_run's list (NULL for a NULL tensor). */
+typedef ganfw_status (*ganfw_layer_rows_fn)(ganfw_layer *l, const ganfw_exec *ex, void *arg,
+                                            int64_t n0, int64_t rows, float *const *f);
+#define GANFW_LAYER_ROWS_MAX 4
+/* Bytes of f32 copies one chunk of ganfw_layer_rows_run may convert at a time. */
+#define GANFW_LAYER_CHUNK_BYTES ((int64_t)2 << 20)
+/* Runs fn over a batch whose tensors t[0..n) all have the batch first (inputs t[0..n_in),
+ * then outputs; NULL entries allowed). With every tensor f32, fn runs once on all rows and
+ * the tensors' own memory. Otherwise the rows go in equal chunks whose f32 copies stay
+ * within GANFW_LAYER_CHUNK_BYTES (at least one row), each converted in, computed and
+ * converted out before the next, so that converting a 16-bit batch never holds a full f32
+ * copy of it. fn must be row-separable for its outputs (parameter gradients accumulate over
+ * the chunks: n0 > 0 means add). */
+ganfw_status ganfw_layer_rows_run(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *const *t,
+                                  int32_t n_in, int32_t n, ganfw_layer_rows_fn fn, void *arg);
+/* A kernel call over channels [c0, c0 + channels) of [N,C,H,W] tensors: f[i] holds those
+ * channels of tensor i compactly, [N,channels,H,W] (NULL for a NULL tensor). */
+typedef ganfw_status (*ganfw_layer_channels_fn)(ganfw_layer *l, const ganfw_exec *ex, void *arg,
+                                                int64_t c0, int64_t channels, float *const *f);
+/* ganfw_layer_rows_run for per-channel kernels (BatchNorm, whose statistics span the
+ * batch): with every tensor f32, fn runs once on all channels and the tensors' own memory;
+ * otherwise each chunk of channels is gathered into compact f32 copies within
+ * GANFW_LAYER_CHUNK_BYTES (at least one channel), computed, and the outputs scattered back
+ * converted. */
+ganfw_status ganfw_layer_channels_run(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *const *t,
+                                      int32_t n_in, int32_t n, ganfw_layer_channels_fn fn,
+                                      void *arg);
 
 #endif

@@ -21,7 +21,10 @@ struct ganfw_net {
   int64_t in_shape[GANFW_MAX_DIMS]; /* [1,C,H,W] */
   int32_t in_ndim;
   int32_t train, update_stats;
-  int32_t grads_valid; /* 0 after zero_grad: the next backward writes the gradients */
+  int32_t grads_valid;  /* 0 after zero_grad: the next backward writes the gradients */
+  int32_t dtype;        /* compute dtype (GANFW_DTYPE_F32, F16, BF16): activations stored in it */
+  int32_t *ckpt_starts; /* checkpoint segment starts after the first, or NULL */
+  int32_t n_ckpt;
 };
 
 struct ganfw_tape {
@@ -29,6 +32,12 @@ struct ganfw_tape {
   ganfw_saved *saved; /* one per layer */
   int32_t n;
   int32_t recorded; /* a forward was recorded and not yet consumed */
+  /* Checkpointed forward: n_seg segments (0 without checkpointing), each with its first
+   * layer, its input (a reference) and the Philox offset at its start; n entries each. */
+  int32_t n_seg;
+  int32_t *seg_start;
+  ganfw_tensor **seg_in;
+  uint64_t *seg_rng;
 };
 
 static char *dup_str(const char *s) {
@@ -86,6 +95,7 @@ void ganfw_net_destroy(ganfw_net *net) {
   if (!net) return;
   for (int32_t i = 0; i < net->n; i++) layer_destroy(net->layers[i]);
   free(net->layers);
+  free(net->ckpt_starts);
   free(net->name);
   free(net);
 }
@@ -326,11 +336,11 @@ void ganfw_net_set_train(ganfw_net *net, int32_t train, int32_t update_stats) {
 }
 
 ganfw_status ganfw_net_set_compute_dtype(ganfw_net *net, int32_t dtype) {
-  if (dtype != GANFW_DTYPE_F32)
-    return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
-                           "net %s: compute dtype %s is not supported by this build's executor; "
-                           "remove the amp strategy from memory:",
-                           net->name, ganfw_dtype_name(dtype));
+  if (dtype != GANFW_DTYPE_F32 && dtype != GANFW_DTYPE_F16 && dtype != GANFW_DTYPE_BF16)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: compute dtype %s is not f32, f16 or bf16", net->name,
+                           ganfw_dtype_name(dtype));
+  net->dtype = dtype;
   return GANFW_OK;
 }
 
@@ -338,11 +348,62 @@ void ganfw_net_zero_grad(ganfw_net *net) {
   net->grads_valid = 0;
 }
 
+ganfw_status ganfw_net_checkpoint(ganfw_net *net, const int32_t *starts, int32_t n) {
+  if (!net) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net_checkpoint: the net is NULL");
+  if (!net->built)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: net_checkpoint before net_build; set the segments of a built "
+                           "net",
+                           net->name);
+  if (n < 0 || n > net->n - 1 || (n > 0 && !starts))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: %d checkpoint segment starts for %d layers; give 0 to %d "
+                           "starts",
+                           net->name, (int)n, (int)net->n, (int)(net->n - 1));
+  for (int32_t i = 0; i < n; i++) {
+    int32_t lo = i == 0 ? 1 : starts[i - 1] + 1;
+    if (starts[i] < lo || starts[i] > net->n - 1)
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "net %s: checkpoint segment start %d (entry %d) is out of order or "
+                             "out of range; starts must increase strictly within 1..%d",
+                             net->name, (int)starts[i], (int)i, (int)(net->n - 1));
+  }
+  int32_t *copy = NULL;
+  if (n > 0) {
+    copy = malloc((size_t)n * sizeof *copy);
+    if (!copy) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+    memcpy(copy, starts, (size_t)n * sizeof *copy);
+  }
+  free(net->ckpt_starts);
+  net->ckpt_starts = copy;
+  net->n_ckpt = n;
+  return GANFW_OK;
+}
+
+int32_t ganfw_net_checkpoint_layout(const ganfw_net *net, int32_t *starts, int32_t cap) {
+  for (int32_t i = 0; starts && i < net->n_ckpt && i < cap; i++) starts[i] = net->ckpt_starts[i];
+  return net->n_ckpt;
+}
+
+static void tape_free(ganfw_tape *t) {
+  free(t->saved);
+  free(t->seg_start);
+  free(t->seg_in);
+  free(t->seg_rng);
+  free(t);
+}
+
 ganfw_tape *ganfw_tape_create(ganfw_net *net) {
   ganfw_tape *t = calloc(1, sizeof *t);
-  if (t) t->saved = calloc((size_t)(net->n ? net->n : 1), sizeof *t->saved);
-  if (!t || !t->saved) {
-    free(t);
+  size_t n = (size_t)(net->n ? net->n : 1);
+  if (t) {
+    t->saved = calloc(n, sizeof *t->saved);
+    t->seg_start = calloc(n, sizeof *t->seg_start);
+    t->seg_in = calloc(n, sizeof *t->seg_in);
+    t->seg_rng = calloc(n, sizeof *t->seg_rng);
+  }
+  if (!t || !t->saved || !t->seg_start || !t->seg_in || !t->seg_rng) {
+    if (t) tape_free(t);
     ganfw_error_set(GANFW_ERR_OOM, "out of host memory for a tape of net %s", net->name);
     return NULL;
   }
@@ -360,23 +421,117 @@ void ganfw_saved_clear(ganfw_saved *s) {
 
 void ganfw_tape_clear(ganfw_tape *tape) {
   if (!tape) return;
-  for (int32_t i = 0; i < tape->n; i++) ganfw_saved_clear(&tape->saved[i]);
+  for (int32_t i = 0; i < tape->n; i++) {
+    ganfw_saved_clear(&tape->saved[i]);
+    ganfw_tensor_destroy(tape->seg_in[i]);
+    tape->seg_in[i] = NULL;
+  }
+  tape->n_seg = 0;
   tape->recorded = 0;
 }
 
 void ganfw_tape_destroy(ganfw_tape *tape) {
   if (!tape) return;
   ganfw_tape_clear(tape);
-  free(tape->saved);
-  free(tape);
+  tape_free(tape);
 }
 
 static ganfw_exec exec_of(const ganfw_net *net) {
   ganfw_exec ex = {.ctx = net->ctx,
                    .be = net->ctx->be,
                    .train = net->train,
-                   .update_stats = net->train && net->update_stats};
+                   .update_stats = net->train && net->update_stats,
+                   .dtype = net->dtype};
   return ex;
+}
+
+/* A failure the backend recorded in layer l's ops (CUDA: a failed launch or library call;
+ * optional vt->last_error), named after the layer. */
+static ganfw_status backend_error(const ganfw_exec *ex, const ganfw_layer *l) {
+  if (!ex->be->vt->last_error) return GANFW_OK;
+  ganfw_status st = ex->be->vt->last_error(ex->be);
+  return st == GANFW_OK ? st : ganfw_error_wrap(st, "layer %s", l->qualified);
+}
+
+/* Runs layers [from, to) on *cur (a reference, consumed and replaced by the output),
+ * recording into saved[from..to) when saved is not NULL. On failure *cur is released. */
+static ganfw_status run_layers(ganfw_net *net, const ganfw_exec *ex, int32_t from, int32_t to,
+                               ganfw_saved *saved, ganfw_tensor **cur) {
+  for (int32_t i = from; i < to; i++) {
+    ganfw_layer *l = net->layers[i];
+    ganfw_tensor *out = NULL;
+    ganfw_status st = l->vt->forward(l, ex, *cur, &out, saved ? &saved[i] : NULL);
+    if (st == GANFW_OK) st = backend_error(ex, l);
+    ganfw_tensor_destroy(*cur);
+    *cur = out;
+    if (st != GANFW_OK) {
+      ganfw_tensor_destroy(out);
+      *cur = NULL;
+      return st;
+    }
+  }
+  return GANFW_OK;
+}
+
+/* Backward through layers [from, to) from the gradient *g (a reference, consumed and
+ * replaced by the input gradient, NULL when not wanted), freeing each layer's record. */
+static ganfw_status backward_layers(ganfw_net *net, const ganfw_exec *ex, ganfw_saved *saved,
+                                    int32_t from, int32_t to, int32_t flags, int32_t accumulate,
+                                    ganfw_tensor **g) {
+  const int32_t param_grads = (flags & GANFW_BWD_PARAM_GRAD) != 0;
+  for (int32_t i = to - 1; i >= from; i--) {
+    ganfw_layer *l = net->layers[i];
+    int32_t want_dx = i > 0 || (flags & GANFW_BWD_INPUT_GRAD);
+    ganfw_tensor *next = NULL;
+    ganfw_status st = l->vt->backward(l, ex, &saved[i], *g, want_dx ? &next : NULL,
+                                      param_grads && l->trainable, accumulate);
+    if (st == GANFW_OK) st = backend_error(ex, l);
+    ganfw_saved_clear(&saved[i]);
+    ganfw_tensor_destroy(*g);
+    *g = next;
+    if (st != GANFW_OK) return st;
+  }
+  return GANFW_OK;
+}
+
+/* The checkpointed forward: per segment, keeps its input and the RNG offset at its start,
+ * and runs its layers without recording (as no-grad). */
+static ganfw_status forward_segments(ganfw_net *net, const ganfw_exec *ex, ganfw_tape *tape,
+                                     ganfw_tensor **cur) {
+  tape->n_seg = net->n_ckpt + 1;
+  for (int32_t s = 0; s < tape->n_seg; s++) {
+    tape->seg_start[s] = s == 0 ? 0 : net->ckpt_starts[s - 1];
+    tape->seg_in[s] = ganfw_tensor_retain(*cur);
+    tape->seg_rng[s] = net->ctx->rng_offset;
+    int32_t to = s + 1 < tape->n_seg ? net->ckpt_starts[s] : net->n;
+    ganfw_status st = run_layers(net, ex, tape->seg_start[s], to, NULL, cur);
+    if (st != GANFW_OK) return st;
+  }
+  return GANFW_OK;
+}
+
+/* The checkpointed backward: from the last segment to the first, re-runs the segment's
+ * forward from its input with the RNG offsets of the first run and BatchNorm's running
+ * statistics left alone, recording into the tape, then runs its backward. */
+static ganfw_status backward_segments(ganfw_net *net, const ganfw_exec *ex, ganfw_tape *tape,
+                                      int32_t flags, int32_t accumulate, ganfw_tensor **g) {
+  ganfw_exec rex = *ex;
+  rex.update_stats = 0;
+  ganfw_ctx *ctx = net->ctx;
+  for (int32_t s = tape->n_seg - 1; s >= 0; s--) {
+    const int32_t from = tape->seg_start[s];
+    const int32_t to = s + 1 < tape->n_seg ? tape->seg_start[s + 1] : net->n;
+    ganfw_tensor *cur = tape->seg_in[s];
+    tape->seg_in[s] = NULL;
+    const uint64_t rng_now = ctx->rng_offset;
+    ctx->rng_offset = tape->seg_rng[s];
+    ganfw_status st = run_layers(net, &rex, from, to, tape->saved, &cur);
+    ctx->rng_offset = rng_now;
+    ganfw_tensor_destroy(cur); /* the segment's output again: the next segment's input */
+    if (st == GANFW_OK) st = backward_layers(net, ex, tape->saved, from, to, flags, accumulate, g);
+    if (st != GANFW_OK) return st;
+  }
+  return GANFW_OK;
 }
 
 ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape,
@@ -400,16 +555,13 @@ ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape
                              (long long)net->in_shape[3]);
   ganfw_exec ex = exec_of(net);
   ganfw_tensor *cur = ganfw_tensor_retain(x);
-  for (int32_t i = 0; i < net->n; i++) {
-    ganfw_layer *l = net->layers[i];
-    ganfw_tensor *out = NULL;
-    ganfw_status st = l->vt->forward(l, &ex, cur, &out, tape ? &tape->saved[i] : NULL);
+  ganfw_status st = tape && net->n_ckpt > 0
+                        ? forward_segments(net, &ex, tape, &cur)
+                        : run_layers(net, &ex, 0, net->n, tape ? tape->saved : NULL, &cur);
+  if (st != GANFW_OK) {
     ganfw_tensor_destroy(cur);
-    if (st != GANFW_OK) {
-      if (tape) ganfw_tape_clear(tape);
-      return st;
-    }
-    cur = out;
+    if (tape) ganfw_tape_clear(tape);
+    return st;
   }
   if (tape) tape->recorded = 1;
   *y = cur;
@@ -426,18 +578,9 @@ ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *
   int32_t param_grads = (flags & GANFW_BWD_PARAM_GRAD) != 0;
   int32_t accumulate = net->grads_valid;
   ganfw_tensor *g = ganfw_tensor_retain(dy);
-  ganfw_status st = GANFW_OK;
-  for (int32_t i = net->n - 1; i >= 0; i--) {
-    ganfw_layer *l = net->layers[i];
-    int32_t want_dx = i > 0 || (flags & GANFW_BWD_INPUT_GRAD);
-    ganfw_tensor *next = NULL;
-    st = l->vt->backward(l, &ex, &tape->saved[i], g, want_dx ? &next : NULL,
-                         param_grads && l->trainable, accumulate);
-    ganfw_saved_clear(&tape->saved[i]);
-    ganfw_tensor_destroy(g);
-    g = next;
-    if (st != GANFW_OK) break;
-  }
+  ganfw_status st = tape->n_seg > 0
+                        ? backward_segments(net, &ex, tape, flags, accumulate, &g)
+                        : backward_layers(net, &ex, tape->saved, 0, net->n, flags, accumulate, &g);
   ganfw_tape_clear(tape);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(g);

@@ -64,6 +64,19 @@ void ganfw_net_set_train(ganfw_net *net, int32_t train, int32_t update_stats);
  * or BF16; see ganfw_exec_options). */
 ganfw_status ganfw_net_set_compute_dtype(ganfw_net *net, int32_t dtype);
 
+/* Gradient checkpointing (host->net_checkpoint, see ganfw/host.h): starts[0..n) are the
+ * first layers of the segments after the first, strictly increasing in 1..layers-1; n = 0
+ * turns it off. After net_build. A forward with a tape then keeps only each segment's input
+ * and the Philox offset at its start, and runs the layers inside as in no-grad mode;
+ * backward re-runs each segment (last to first) from its input with the same offsets and
+ * without touching BatchNorm's running statistics, then runs its backward. The gradients
+ * are bitwise those of the run without checkpointing. A tape keeps the layout of its
+ * forward. */
+ganfw_status ganfw_net_checkpoint(ganfw_net *net, const int32_t *starts, int32_t n);
+/* The current layout: number of segment starts after the first, copied into
+ * starts[0..min(n, cap)) when starts is not NULL. */
+int32_t ganfw_net_checkpoint_layout(const ganfw_net *net, int32_t *starts, int32_t cap);
+
 /* Forgets the gradients: the next backward writes them instead of adding to them (as
  * zero_grad, without touching memory). */
 void ganfw_net_zero_grad(ganfw_net *net);

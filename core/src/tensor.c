@@ -100,6 +100,12 @@ ganfw_tensor *ganfw_tensor_retain(ganfw_tensor *t) {
   return t;
 }
 
+int32_t ganfw_tensor_exclusive(const ganfw_tensor *t) {
+  for (const tensor_impl *impl = t->impl; impl; impl = impl->base ? impl->base->impl : NULL)
+    if (impl->refs != 1) return 0;
+  return 1;
+}
+
 int32_t ganfw_tensor_refcount(const ganfw_tensor *t) {
   return ((const tensor_impl *)t->impl)->refs;
 }

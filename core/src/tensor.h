@@ -23,6 +23,9 @@ ganfw_tensor *ganfw_tensor_create(ganfw_ctx *ctx, int32_t dtype, int32_t ndim, c
 void ganfw_tensor_destroy(ganfw_tensor *t); /* accepts NULL */
 ganfw_tensor *ganfw_tensor_retain(ganfw_tensor *t);
 int32_t ganfw_tensor_refcount(const ganfw_tensor *t);
+/* 1 when the caller's reference is the only way to reach t's memory: one reference to t
+ * and, for a view, to every tensor below it. Only then may t be overwritten in place. */
+int32_t ganfw_tensor_exclusive(const ganfw_tensor *t);
 /* A new tensor (one reference, owned by the caller) sharing `base`'s memory with another
  * shape of the same element count; it keeps `base` alive. */
 ganfw_tensor *ganfw_tensor_view(ganfw_tensor *base, int32_t ndim, const int64_t *shape,

@@ -10,17 +10,41 @@ static ganfw_status act_infer(const ganfw_layer *l, const int64_t *in, int32_t i
   return GANFW_OK;
 }
 
-/* x itself (retained) when nobody else holds it, else a new tensor of its shape. */
+/* x itself (retained) when nobody else holds it and it has the compute dtype, else a new
+ * tensor of its shape in the compute dtype. */
 static ganfw_tensor *in_place_or_new(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x) {
-  if (ganfw_tensor_refcount(x) == 1) return ganfw_tensor_retain(x);
-  return ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, x->ndim, x->shape, GANFW_MEM_ACTIVATION);
+  if (ganfw_tensor_exclusive(x) && x->dtype == ex->dtype) return ganfw_tensor_retain(x);
+  return ganfw_layer_tensor(l, ex, ex->dtype, x->ndim, x->shape, GANFW_MEM_ACTIVATION);
+}
+
+/* f: x, y */
+static ganfw_status act_forward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
+                                     int64_t rows, float *const *f) {
+  const int64_t per_row = *(const int64_t *)arg;
+  ex->be->vt->act_forward(ex->be, (int32_t)l->arg[0], l->farg[0], rows * per_row, f[0], f[1]);
+  return GANFW_OK;
+}
+
+/* f: y, dy, dx */
+static ganfw_status act_backward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
+                                      int64_t rows, float *const *f) {
+  const int64_t per_row = *(const int64_t *)arg;
+  ex->be->vt->act_backward(ex->be, (int32_t)l->arg[0], l->farg[0], rows * per_row, f[0], f[1],
+                           f[2]);
+  return GANFW_OK;
 }
 
 static ganfw_status act_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
                                 ganfw_tensor **y, ganfw_saved *saved) {
   ganfw_tensor *t = in_place_or_new(l, ex, x);
   if (!t) return ganfw_error_code();
-  ex->be->vt->act_forward(ex->be, (int32_t)l->arg[0], l->farg[0], x->numel, x->data, t->data);
+  int64_t per_row = x->numel / x->shape[0];
+  ganfw_tensor *io[2] = {x, t};
+  ganfw_status st = ganfw_layer_rows_run(l, ex, io, 1, 2, act_forward_rows, &per_row);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(t);
+    return st;
+  }
   if (saved) saved->t[0] = ganfw_tensor_retain(t);
   *y = t;
   return GANFW_OK;
@@ -32,8 +56,13 @@ static ganfw_status act_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_sav
   if (!dx) return GANFW_OK;
   ganfw_tensor *g = in_place_or_new(l, ex, dy);
   if (!g) return ganfw_error_code();
-  ex->be->vt->act_backward(ex->be, (int32_t)l->arg[0], l->farg[0], dy->numel, saved->t[0]->data,
-                           dy->data, g->data);
+  int64_t per_row = dy->numel / dy->shape[0];
+  ganfw_tensor *io[3] = {saved->t[0], dy, g};
+  ganfw_status st = ganfw_layer_rows_run(l, ex, io, 2, 3, act_backward_rows, &per_row);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(g);
+    return st;
+  }
   *dx = g;
   return GANFW_OK;
 }

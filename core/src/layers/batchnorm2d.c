@@ -55,41 +55,77 @@ static ganfw_status bn_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) 
   return GANFW_OK;
 }
 
+/* One kernel call over a chunk of channels (see ganfw_layer_channels_run). */
+typedef struct bn_call {
+  int64_t N, HW;
+  float *mean, *invstd; /* [C] batch statistics (train) */
+  int32_t update_stats, param_grads, accumulate;
+} bn_call;
+
+/* Channel c0's entry of a [C] f32 vector, or NULL. */
+static float *at(const ganfw_tensor *t, int64_t c0) {
+  return t ? (float *)t->data + c0 : NULL;
+}
+
+/* f: x, y */
+static ganfw_status bn_forward_channels(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t c0,
+                                        int64_t channels, float *const *f) {
+  const bn_call *c = arg;
+  const float eps = l->farg[0], momentum = l->farg[1];
+  if (!c->mean)
+    ex->be->vt->batchnorm2d_forward_eval(ex->be, c->N, channels, c->HW, f[0], at(l->param[0], c0),
+                                         at(l->param[1], c0), f[1], at(l->running_mean, c0),
+                                         at(l->running_var, c0), eps);
+  else
+    ex->be->vt->batchnorm2d_forward_train(ex->be, c->N, channels, c->HW, f[0], at(l->param[0], c0),
+                                          at(l->param[1], c0), f[1],
+                                          c->update_stats ? at(l->running_mean, c0) : NULL,
+                                          c->update_stats ? at(l->running_var, c0) : NULL, momentum,
+                                          eps, c->mean + c0, c->invstd + c0);
+  return GANFW_OK;
+}
+
+/* f: x, dy, dx (or NULL) */
+static ganfw_status bn_backward_channels(ganfw_layer *l, const ganfw_exec *ex, void *arg,
+                                         int64_t c0, int64_t channels, float *const *f) {
+  const bn_call *c = arg;
+  ex->be->vt->batchnorm2d_backward(ex->be, c->N, channels, c->HW, f[0], f[1], at(l->param[0], c0),
+                                   c->mean + c0, c->invstd + c0, f[2],
+                                   c->param_grads ? at(l->grad[0], c0) : NULL,
+                                   c->param_grads ? at(l->grad[1], c0) : NULL, c->accumulate);
+  return GANFW_OK;
+}
+
 static ganfw_status bn_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
                                ganfw_tensor **y, ganfw_saved *saved) {
   const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
-  ganfw_tensor *t = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 4, x->shape, GANFW_MEM_ACTIVATION);
-  if (!t) return ganfw_error_code();
-  const float eps = l->farg[0], momentum = l->farg[1];
-  if (!ex->train) {
-    ex->be->vt->batchnorm2d_forward_eval(ex->be, N, C, HW, x->data, l->param[0]->data,
-                                         l->param[1]->data, t->data, l->running_mean->data,
-                                         l->running_var->data, eps);
-    *y = t;
-    return GANFW_OK;
-  }
-  if (N * HW < 2) {
-    ganfw_tensor_destroy(t);
+  if (ex->train && N * HW < 2)
     return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
                              "training needs more than one value per channel (batch %lld of "
                              "%lldx%lld); use a larger batch",
                              (long long)N, (long long)x->shape[2], (long long)x->shape[3]);
+  ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 4, x->shape, GANFW_MEM_ACTIVATION);
+  /* the batch mean and 1/std stay f32 whatever the compute dtype */
+  ganfw_tensor *mean = NULL, *invstd = NULL;
+  if (t && ex->train &&
+      (mean = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_ACTIVATION)))
+    invstd = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_ACTIVATION);
+  bn_call c = {.N = N, .HW = HW, .update_stats = ex->update_stats};
+  ganfw_status st = !t || (ex->train && !invstd) ? ganfw_error_code() : GANFW_OK;
+  if (st == GANFW_OK) {
+    c.mean = mean ? mean->data : NULL;
+    c.invstd = invstd ? invstd->data : NULL;
+    ganfw_tensor *io[2] = {x, t};
+    st = ganfw_layer_channels_run(l, ex, io, 1, 2, bn_forward_channels, &c);
   }
-  ganfw_tensor *mean = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_ACTIVATION);
-  ganfw_tensor *invstd =
-      mean ? ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_ACTIVATION) : NULL;
-  if (!invstd) {
-    ganfw_status st = ganfw_error_code();
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(invstd);
     ganfw_tensor_destroy(mean);
     ganfw_tensor_destroy(t);
     return st;
   }
-  ex->be->vt->batchnorm2d_forward_train(
-      ex->be, N, C, HW, x->data, l->param[0]->data, l->param[1]->data, t->data,
-      ex->update_stats ? l->running_mean->data : NULL,
-      ex->update_stats ? l->running_var->data : NULL, momentum, eps, mean->data, invstd->data);
-  if (ex->update_stats) l->num_batches_tracked++;
-  if (saved) {
+  if (ex->train && ex->update_stats) l->num_batches_tracked++;
+  if (saved && ex->train) {
     saved->t[0] = ganfw_tensor_retain(x);
     saved->t[1] = mean;
     saved->t[2] = invstd;
@@ -109,17 +145,24 @@ static ganfw_status bn_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_save
     return ganfw_layer_error(l, GANFW_ERR_UNSUPPORTED,
                              "backward through batchnorm in eval mode is not supported; train "
                              "the net in train mode or freeze the layers before it");
-  const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
   ganfw_tensor *g = NULL;
   if (dx) {
-    g = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 4, x->shape, GANFW_MEM_ACTIVATION);
+    g = ganfw_layer_tensor(l, ex, ex->dtype, 4, x->shape, GANFW_MEM_ACTIVATION);
     if (!g) return ganfw_error_code();
   }
-  if (g || param_grads)
-    ex->be->vt->batchnorm2d_backward(ex->be, N, C, HW, x->data, dy->data, l->param[0]->data,
-                                     saved->t[1]->data, saved->t[2]->data, g ? g->data : NULL,
-                                     param_grads ? l->grad[0]->data : NULL,
-                                     param_grads ? l->grad[1]->data : NULL, accumulate);
+  if (!g && !param_grads) return GANFW_OK;
+  bn_call c = {.N = x->shape[0],
+               .HW = x->shape[2] * x->shape[3],
+               .mean = saved->t[1]->data,
+               .invstd = saved->t[2]->data,
+               .param_grads = param_grads,
+               .accumulate = accumulate};
+  ganfw_tensor *io[3] = {x, dy, g};
+  ganfw_status st = ganfw_layer_channels_run(l, ex, io, 2, 3, bn_backward_channels, &c);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(g);
+    return st;
+  }
   if (dx) *dx = g;
   return GANFW_OK;
 }

@@ -47,23 +47,60 @@ static ganfw_status convt_init(ganfw_layer *l, const int64_t *in, int32_t in_ndi
   return st;
 }
 
-static ganfw_status convt_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
-                                  ganfw_tensor **y, ganfw_saved *saved) {
-  ganfw_convt2d_shape s = convt_shape(l, x->shape);
-  ganfw_convt2d_shape_init(&s);
-  int64_t out[4] = {s.N, s.K, s.P, s.Q};
-  ganfw_tensor *t = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 4, out, GANFW_MEM_ACTIVATION);
-  if (!t) return ganfw_error_code();
+/* One kernel call over rows of the batch (see ganfw_layer_rows_run). */
+typedef struct convt_call {
+  ganfw_convt2d_shape s;
+  const float *p[GANFW_LAYER_MAX_PARAMS]; /* weight, bias as the kernel uses them */
+  int32_t param_grads, accumulate;
+} convt_call;
+
+/* f: x, y */
+static ganfw_status convt_forward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
+                                       int64_t rows, float *const *f) {
+  const convt_call *c = arg;
+  ganfw_convt2d_shape s = c->s;
+  s.N = rows;
   ganfw_status st;
   ganfw_tensor *ws = ganfw_layer_workspace(l, ex, ex->be->vt->convt2d_workspace(ex->be, &s), &st);
+  if (st != GANFW_OK) return st;
+  ex->be->vt->convt2d_forward(ex->be, &s, f[0], c->p[0], c->p[1], f[1], ws ? ws->data : NULL);
+  ganfw_tensor_destroy(ws);
+  return GANFW_OK;
+}
+
+/* f: x, dy, dx (or NULL) */
+static ganfw_status convt_backward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
+                                        int64_t rows, float *const *f) {
+  const convt_call *c = arg;
+  ganfw_convt2d_shape s = c->s;
+  s.N = rows;
+  ganfw_status st;
+  ganfw_tensor *ws = ganfw_layer_workspace(l, ex, ex->be->vt->convt2d_workspace(ex->be, &s), &st);
+  if (st != GANFW_OK) return st;
+  ex->be->vt->convt2d_backward(ex->be, &s, f[0], c->p[0], f[1], f[2],
+                               c->param_grads ? l->grad[0]->data : NULL,
+                               c->param_grads && l->grad[1] ? l->grad[1]->data : NULL,
+                               c->accumulate || n0 > 0, ws ? ws->data : NULL);
+  ganfw_tensor_destroy(ws);
+  return GANFW_OK;
+}
+
+static ganfw_status convt_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
+                                  ganfw_tensor **y, ganfw_saved *saved) {
+  convt_call c = {.s = convt_shape(l, x->shape)};
+  ganfw_convt2d_shape_init(&c.s);
+  int64_t out[4] = {c.s.N, c.s.K, c.s.P, c.s.Q};
+  ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 4, out, GANFW_MEM_ACTIVATION);
+  if (!t) return ganfw_error_code();
+  ganfw_layer_scratch ps = {0};
+  ganfw_tensor *io[2] = {x, t};
+  ganfw_status st = ganfw_layer_f32_params(l, ex, &ps, c.p);
+  if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 1, 2, convt_forward_rows, &c);
+  ganfw_layer_scratch_release(&ps);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(t);
     return st;
   }
-  ex->be->vt->convt2d_forward(ex->be, &s, x->data, l->param[0]->data,
-                              l->param[1] ? l->param[1]->data : NULL, t->data,
-                              ws ? ws->data : NULL);
-  ganfw_tensor_destroy(ws);
   if (saved) saved->t[0] = ganfw_tensor_retain(x);
   *y = t;
   return GANFW_OK;
@@ -73,25 +110,24 @@ static ganfw_status convt_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_s
                                    ganfw_tensor *dy, ganfw_tensor **dx, int32_t param_grads,
                                    int32_t accumulate) {
   ganfw_tensor *x = saved->t[0];
-  ganfw_convt2d_shape s = convt_shape(l, x->shape);
-  ganfw_convt2d_shape_init(&s);
+  convt_call c = {
+      .s = convt_shape(l, x->shape), .param_grads = param_grads, .accumulate = accumulate};
+  ganfw_convt2d_shape_init(&c.s);
   ganfw_tensor *g = NULL;
   if (dx) {
-    g = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 4, x->shape, GANFW_MEM_ACTIVATION);
+    g = ganfw_layer_tensor(l, ex, ex->dtype, 4, x->shape, GANFW_MEM_ACTIVATION);
     if (!g) return ganfw_error_code();
   }
   if (!g && !param_grads) return GANFW_OK;
-  ganfw_status st;
-  ganfw_tensor *ws = ganfw_layer_workspace(l, ex, ex->be->vt->convt2d_workspace(ex->be, &s), &st);
+  ganfw_layer_scratch ps = {0};
+  ganfw_tensor *io[3] = {x, dy, g};
+  ganfw_status st = ganfw_layer_f32_params(l, ex, &ps, c.p);
+  if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 2, 3, convt_backward_rows, &c);
+  ganfw_layer_scratch_release(&ps);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(g);
     return st;
   }
-  ex->be->vt->convt2d_backward(ex->be, &s, x->data, l->param[0]->data, dy->data, g ? g->data : NULL,
-                               param_grads ? l->grad[0]->data : NULL,
-                               param_grads && l->grad[1] ? l->grad[1]->data : NULL, accumulate,
-                               ws ? ws->data : NULL);
-  ganfw_tensor_destroy(ws);
   if (dx) *dx = g;
   return GANFW_OK;
 }

@@ -10,6 +10,13 @@ static ganfw_status dropout_infer(const ganfw_layer *l, const int64_t *in, int32
   return GANFW_OK;
 }
 
+/* x itself (retained) when nobody else holds it and it has the compute dtype, else a new
+ * tensor of its shape in the compute dtype. */
+static ganfw_tensor *in_place_or_new(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x) {
+  if (ganfw_tensor_exclusive(x) && x->dtype == ex->dtype) return ganfw_tensor_retain(x);
+  return ganfw_layer_tensor(l, ex, ex->dtype, x->ndim, x->shape, GANFW_MEM_ACTIVATION);
+}
+
 static ganfw_status dropout_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
                                     ganfw_tensor **y, ganfw_saved *saved) {
   const float p = l->farg[0];
@@ -17,20 +24,22 @@ static ganfw_status dropout_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_
     *y = ganfw_tensor_retain(x);
     return GANFW_OK;
   }
-  ganfw_tensor *t =
-      ganfw_tensor_refcount(x) == 1
-          ? ganfw_tensor_retain(x)
-          : ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, x->ndim, x->shape, GANFW_MEM_ACTIVATION);
+  ganfw_layer_scratch sc = {0};
+  const float *xf = ganfw_layer_f32_in(l, ex, &sc, x);
+  ganfw_tensor *t = xf ? in_place_or_new(l, ex, x) : NULL;
   ganfw_tensor *mask =
       t ? ganfw_layer_tensor(l, ex, GANFW_DTYPE_U8, x->ndim, x->shape, GANFW_MEM_ACTIVATION) : NULL;
-  if (!mask) {
+  float *yf = mask ? ganfw_layer_f32_out(l, ex, &sc, t) : NULL;
+  if (!yf) {
     ganfw_status st = ganfw_error_code();
+    ganfw_layer_scratch_release(&sc);
+    ganfw_tensor_destroy(mask);
     ganfw_tensor_destroy(t);
     return st;
   }
   uint64_t offset = ganfw_ctx_rng_take(ex->ctx, x->numel);
-  ex->be->vt->dropout_forward(ex->be, x->numel, p, ex->ctx->seed, offset, x->data, t->data,
-                              mask->data);
+  ex->be->vt->dropout_forward(ex->be, x->numel, p, ex->ctx->seed, offset, xf, yf, mask->data);
+  ganfw_layer_store_out(ex, &sc);
   if (saved) {
     saved->t[0] = mask;
     saved->rng_offset = offset;
@@ -49,12 +58,18 @@ static ganfw_status dropout_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw
     *dx = ganfw_tensor_retain(dy);
     return GANFW_OK;
   }
-  ganfw_tensor *g =
-      ganfw_tensor_refcount(dy) == 1
-          ? ganfw_tensor_retain(dy)
-          : ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, dy->ndim, dy->shape, GANFW_MEM_ACTIVATION);
-  if (!g) return ganfw_error_code();
-  ex->be->vt->dropout_backward(ex->be, dy->numel, l->farg[0], saved->t[0]->data, dy->data, g->data);
+  ganfw_layer_scratch sc = {0};
+  const float *dyf = ganfw_layer_f32_in(l, ex, &sc, dy);
+  ganfw_tensor *g = dyf ? in_place_or_new(l, ex, dy) : NULL;
+  float *gf = g ? ganfw_layer_f32_out(l, ex, &sc, g) : NULL;
+  if (!gf) {
+    ganfw_status st = ganfw_error_code();
+    ganfw_layer_scratch_release(&sc);
+    ganfw_tensor_destroy(g);
+    return st;
+  }
+  ex->be->vt->dropout_backward(ex->be, dy->numel, l->farg[0], saved->t[0]->data, dyf, gf);
+  ganfw_layer_store_out(ex, &sc);
   *dx = g;
   return GANFW_OK;
 }

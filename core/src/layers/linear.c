@@ -24,13 +24,46 @@ static ganfw_status linear_init(ganfw_layer *l, const int64_t *in, int32_t in_nd
   return st;
 }
 
+/* One kernel call over rows of the batch (see ganfw_layer_rows_run). */
+typedef struct linear_call {
+  const float *p[GANFW_LAYER_MAX_PARAMS]; /* weight, bias as the kernel uses them */
+  int32_t param_grads, accumulate;
+} linear_call;
+
+/* f: x, y */
+static ganfw_status linear_forward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
+                                        int64_t rows, float *const *f) {
+  const linear_call *c = arg;
+  ex->be->vt->linear_forward(ex->be, rows, l->arg[0], l->arg[1], f[0], c->p[0], c->p[1], f[1]);
+  return GANFW_OK;
+}
+
+/* f: x, dy, dx (or NULL) */
+static ganfw_status linear_backward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg,
+                                         int64_t n0, int64_t rows, float *const *f) {
+  const linear_call *c = arg;
+  ex->be->vt->linear_backward(ex->be, rows, l->arg[0], l->arg[1], f[0], c->p[0], f[1], f[2],
+                              c->param_grads ? l->grad[0]->data : NULL,
+                              c->param_grads && l->grad[1] ? l->grad[1]->data : NULL,
+                              c->accumulate || n0 > 0);
+  return GANFW_OK;
+}
+
 static ganfw_status linear_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
                                    ganfw_tensor **y, ganfw_saved *saved) {
   int64_t out[2] = {x->shape[0], l->arg[1]};
-  ganfw_tensor *t = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 2, out, GANFW_MEM_ACTIVATION);
+  ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 2, out, GANFW_MEM_ACTIVATION);
   if (!t) return ganfw_error_code();
-  ex->be->vt->linear_forward(ex->be, x->shape[0], l->arg[0], l->arg[1], x->data, l->param[0]->data,
-                             l->param[1] ? l->param[1]->data : NULL, t->data);
+  linear_call c = {.param_grads = 0};
+  ganfw_layer_scratch ps = {0};
+  ganfw_tensor *io[2] = {x, t};
+  ganfw_status st = ganfw_layer_f32_params(l, ex, &ps, c.p);
+  if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 1, 2, linear_forward_rows, &c);
+  ganfw_layer_scratch_release(&ps);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(t);
+    return st;
+  }
   if (saved) saved->t[0] = ganfw_tensor_retain(x);
   *y = t;
   return GANFW_OK;
@@ -42,14 +75,20 @@ static ganfw_status linear_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_
   ganfw_tensor *x = saved->t[0];
   ganfw_tensor *g = NULL;
   if (dx) {
-    g = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, x->ndim, x->shape, GANFW_MEM_ACTIVATION);
+    g = ganfw_layer_tensor(l, ex, ex->dtype, x->ndim, x->shape, GANFW_MEM_ACTIVATION);
     if (!g) return ganfw_error_code();
   }
-  if (g || param_grads)
-    ex->be->vt->linear_backward(ex->be, x->shape[0], l->arg[0], l->arg[1], x->data,
-                                l->param[0]->data, dy->data, g ? g->data : NULL,
-                                param_grads ? l->grad[0]->data : NULL,
-                                param_grads && l->grad[1] ? l->grad[1]->data : NULL, accumulate);
+  if (!g && !param_grads) return GANFW_OK;
+  linear_call c = {.param_grads = param_grads, .accumulate = accumulate};
+  ganfw_layer_scratch ps = {0};
+  ganfw_tensor *io[3] = {x, dy, g};
+  ganfw_status st = ganfw_layer_f32_params(l, ex, &ps, c.p);
+  if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 2, 3, linear_backward_rows, &c);
+  ganfw_layer_scratch_release(&ps);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(g);
+    return st;
+  }
   if (dx) *dx = g;
   return GANFW_OK;
 }

@@ -38,25 +38,31 @@ static ganfw_status pool_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_ten
   ganfw_pool2d_shape s = pool_shape(l, x->shape);
   ganfw_pool2d_shape_init(&s);
   int64_t out[4] = {s.N, s.C, s.P, s.Q};
-  ganfw_tensor *t = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 4, out, GANFW_MEM_ACTIVATION);
-  if (!t) return ganfw_error_code();
-  if (l->arg[0] == GANFW_POOL_MAX) {
-    ganfw_tensor *argmax = ganfw_layer_tensor(l, ex, GANFW_DTYPE_I32, 4, out, GANFW_MEM_ACTIVATION);
-    if (!argmax) {
-      ganfw_tensor_destroy(t);
-      return ganfw_error_code();
-    }
-    ex->be->vt->maxpool2d_forward(ex->be, &s, x->data, t->data, argmax->data);
-    if (saved)
-      saved->t[0] = argmax;
-    else
-      ganfw_tensor_destroy(argmax);
-  } else {
-    ex->be->vt->avgpool2d_forward(ex->be, &s, x->data, t->data);
+  const int max = l->arg[0] == GANFW_POOL_MAX;
+  ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 4, out, GANFW_MEM_ACTIVATION);
+  ganfw_tensor *argmax =
+      t && max ? ganfw_layer_tensor(l, ex, GANFW_DTYPE_I32, 4, out, GANFW_MEM_ACTIVATION) : NULL;
+  ganfw_layer_scratch sc = {0};
+  const float *xf = t && (argmax || !max) ? ganfw_layer_f32_in(l, ex, &sc, x) : NULL;
+  float *yf = xf ? ganfw_layer_f32_out(l, ex, &sc, t) : NULL;
+  if (!yf) {
+    ganfw_status st = ganfw_error_code();
+    ganfw_layer_scratch_release(&sc);
+    ganfw_tensor_destroy(argmax);
+    ganfw_tensor_destroy(t);
+    return st;
   }
+  if (max)
+    ex->be->vt->maxpool2d_forward(ex->be, &s, xf, yf, argmax->data);
+  else
+    ex->be->vt->avgpool2d_forward(ex->be, &s, xf, yf);
+  ganfw_layer_store_out(ex, &sc);
   if (saved) {
+    saved->t[0] = argmax;
     memcpy(saved->shape, x->shape, sizeof saved->shape);
     saved->ndim = x->ndim;
+  } else {
+    ganfw_tensor_destroy(argmax);
   }
   *y = t;
   return GANFW_OK;
@@ -69,12 +75,21 @@ static ganfw_status pool_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_sa
   ganfw_pool2d_shape s = pool_shape(l, saved->shape);
   ganfw_pool2d_shape_init(&s);
   ganfw_tensor *g =
-      ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, saved->ndim, saved->shape, GANFW_MEM_ACTIVATION);
-  if (!g) return ganfw_error_code();
+      ganfw_layer_tensor(l, ex, ex->dtype, saved->ndim, saved->shape, GANFW_MEM_ACTIVATION);
+  ganfw_layer_scratch sc = {0};
+  const float *dyf = g ? ganfw_layer_f32_in(l, ex, &sc, dy) : NULL;
+  float *gf = dyf ? ganfw_layer_f32_out(l, ex, &sc, g) : NULL;
+  if (!gf) {
+    ganfw_status st = ganfw_error_code();
+    ganfw_layer_scratch_release(&sc);
+    ganfw_tensor_destroy(g);
+    return st;
+  }
   if (l->arg[0] == GANFW_POOL_MAX)
-    ex->be->vt->maxpool2d_backward(ex->be, &s, dy->data, saved->t[0]->data, g->data);
+    ex->be->vt->maxpool2d_backward(ex->be, &s, dyf, saved->t[0]->data, gf);
   else
-    ex->be->vt->avgpool2d_backward(ex->be, &s, dy->data, g->data);
+    ex->be->vt->avgpool2d_backward(ex->be, &s, dyf, gf);
+  ganfw_layer_store_out(ex, &sc);
   *dx = g;
   return GANFW_OK;
 }
