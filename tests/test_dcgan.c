@@ -165,6 +165,49 @@ static void test_counts_and_names_32(void) {
   fixture_close(&f);
 }
 
+/* model.batchnorm: false leaves out every BatchNorm2d: the parameter counts lose the BN
+ * weights and biases, the Sequential indices count without them, no buffers remain, and
+ * the nets still map z to an image and an image to a logit. */
+static const char *const g32_nobn_names[] = {"main.0.weight", "main.2.weight", "main.4.weight",
+                                             "main.6.weight"};
+static const int64_t g32_nobn_shapes[][4] = {
+    {100, 256, 4, 4}, {256, 128, 4, 4}, {128, 64, 4, 4}, {64, 1, 4, 4}};
+static const char *const d32_nobn_names[] = {"main.0.weight", "main.2.weight", "main.4.weight",
+                                             "main.6.weight"};
+static const int64_t d32_nobn_shapes[][4] = {
+    {64, 1, 4, 4}, {128, 64, 4, 4}, {256, 128, 4, 4}, {1, 256, 4, 4}};
+
+static void check_forward(fixture *f, int64_t channels, int64_t size);
+
+static void test_without_batchnorm_32(void) {
+  fixture f;
+  CU_ASSERT_FATAL(fixture_open(&f, 1));
+  ganfw_status st = fixture_model(&f, "model:\n  image_size: 32\n  batchnorm: false\n", 1);
+  if (st) fprintf(stderr, "\n  create: %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_config_check_unused(f.config), GANFW_OK);
+  /* G: 100*256*16 + 256*128*16 + 128*64*16 + 64*1*16 = 1066880 - 2*(256+128+64) */
+  CU_ASSERT_EQUAL(count_params(f.g), 1065984);
+  /* D: 1*64*16 + 64*128*16 + 128*256*16 + 256*1*16 = 661248 - 2*(128+256) */
+  CU_ASSERT_EQUAL(count_params(f.d), 660480);
+  check_names(f.g, g32_nobn_names, g32_nobn_shapes, 4);
+  check_names(f.d, d32_nobn_names, d32_nobn_shapes, 4);
+  CU_ASSERT_EQUAL(ganfw_net_layer_count(f.g), 8);
+  CU_ASSERT_EQUAL(ganfw_net_layer_count(f.d), 7);
+  ganfw_net_buffer b;
+  CU_ASSERT_FALSE(ganfw_net_buffer_at(f.g, 0, &b));
+  CU_ASSERT_FALSE(ganfw_net_buffer_at(f.d, 0, &b));
+  check_forward(&f, 1, 32);
+  fixture_close(&f);
+  /* true is the default and gives the example's nets. */
+  CU_ASSERT_FATAL(fixture_open(&f, 1));
+  CU_ASSERT_EQUAL_FATAL(fixture_model(&f, "model:\n  image_size: 32\n  batchnorm: true\n", 1),
+                        GANFW_OK);
+  CU_ASSERT_EQUAL(count_params(f.g), 1066880);
+  CU_ASSERT_EQUAL(ganfw_net_layer_count(f.d), 9);
+  fixture_close(&f);
+}
+
 /* --- forward --------------------------------------------------------------------------------- */
 
 static ganfw_tensor *latent(fixture *f, int64_t n, int64_t nz) {
@@ -354,6 +397,7 @@ static void test_bad_config(void) {
   expect_error("model:\n  image_size: 32\n  ngf: 0\n", "model.ngf", NULL);
   expect_error("model:\n  image_size: 32\n  ndf: 0\n", "model.ndf", NULL);
   expect_error("model:\n  ndf: 1.5\n", "dcgan_test.yaml:2:", "ndf");
+  expect_error("model:\n  batchnorm: maybe\n", "dcgan_test.yaml:2:", "batchnorm");
 }
 
 /* --- training mode: forward with tapes, backward --------------------------------------------
@@ -432,6 +476,7 @@ static void test_backward(void) {
 static CU_TestInfo tests[] = {
     {"host_has_net_entries", test_host_has_net_entries},
     {"counts_and_names_32", test_counts_and_names_32},
+    {"without_batchnorm_32", test_without_batchnorm_32},
     {"forward_32", test_forward_32},
     {"counts_and_forward_64_rgb", test_counts_64_rgb},
     {"init_statistics", test_init_statistics},

@@ -2,7 +2,8 @@
  * examples/dcgan/main.py, with their state_dict names and weights_init. G maps a latent
  * [N,nz,1,1] to an image [N,channels,S,S] in [-1,1] (Tanh); D maps an image to a logit
  * [N,1,1,1] (the example's final Sigmoid is left out: the trainer uses BCE-with-logits).
- * S is 64 (the example's four up/down stages) or 32 (one stage fewer). */
+ * S is 64 (the example's four up/down stages) or 32 (one stage fewer). model.batchnorm:
+ * false leaves out every BatchNorm2d (the Sequential indices then count without them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@ typedef struct dcgan {
   const ganfw_host *host;
   ganfw_ctx *ctx;
   int64_t image_size, channels, nz, ngf, ndf;
+  int32_t batchnorm; /* 0: no BatchNorm2d layers */
   ganfw_net *g, *d;
 } dcgan;
 
@@ -51,11 +53,13 @@ static ganfw_status build_generator(dcgan *m, int stages) {
   seq s = {0};
   int64_t ch = m->ngf << stages;
   ganfw_status st = h->net_conv_transpose2d(m->g, seq_next(&s), m->nz, ch, 4, 1, 0, 0, 0);
-  if (!st) st = h->net_batchnorm2d(m->g, seq_next(&s), ch, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
+  if (!st && m->batchnorm)
+    st = h->net_batchnorm2d(m->g, seq_next(&s), ch, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
   if (!st) st = h->net_activation(m->g, seq_next(&s), GANFW_ACT_RELU, 0.0f);
   for (int i = 0; i < stages && !st; i++, ch /= 2) {
     st = h->net_conv_transpose2d(m->g, seq_next(&s), ch, ch / 2, 4, 2, 1, 0, 0);
-    if (!st) st = h->net_batchnorm2d(m->g, seq_next(&s), ch / 2, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
+    if (!st && m->batchnorm)
+      st = h->net_batchnorm2d(m->g, seq_next(&s), ch / 2, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
     if (!st) st = h->net_activation(m->g, seq_next(&s), GANFW_ACT_RELU, 0.0f);
   }
   if (!st) st = h->net_conv_transpose2d(m->g, seq_next(&s), m->ngf, m->channels, 4, 2, 1, 0, 0);
@@ -74,7 +78,8 @@ static ganfw_status build_discriminator(dcgan *m, int stages) {
   if (!st) st = h->net_activation(m->d, seq_next(&s), GANFW_ACT_LEAKY_RELU, DCGAN_LEAKY_SLOPE);
   for (int i = 0; i < stages && !st; i++, ch *= 2) {
     st = h->net_conv2d(m->d, seq_next(&s), ch, ch * 2, 4, 2, 1, 0);
-    if (!st) st = h->net_batchnorm2d(m->d, seq_next(&s), ch * 2, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
+    if (!st && m->batchnorm)
+      st = h->net_batchnorm2d(m->d, seq_next(&s), ch * 2, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
     if (!st) st = h->net_activation(m->d, seq_next(&s), GANFW_ACT_LEAKY_RELU, DCGAN_LEAKY_SLOPE);
   }
   if (!st) st = h->net_conv2d(m->d, seq_next(&s), ch, 1, 4, 1, 0, 0);
@@ -120,6 +125,7 @@ static ganfw_status read_config(dcgan *m, const ganfw_cfg *cfg, const ganfw_data
   if ((st = h->cfg_int(cfg, "nz", 100, &m->nz)) != GANFW_OK) return st;
   if ((st = h->cfg_int(cfg, "ngf", 64, &m->ngf)) != GANFW_OK) return st;
   if ((st = h->cfg_int(cfg, "ndf", 64, &m->ndf)) != GANFW_OK) return st;
+  if ((st = h->cfg_bool(cfg, "batchnorm", 1, &m->batchnorm)) != GANFW_OK) return st;
   if (m->image_size != 32 && m->image_size != 64)
     return h->error(m->ctx, GANFW_ERR_CONFIG,
                     "dcgan: model.image_size is %lld; DC-GAN supports 32 or 64 (resize the data "
