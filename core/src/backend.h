@@ -177,6 +177,21 @@ typedef struct ganfw_backend_vt {
                       float hi, float *out);
   void (*rng_normal)(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t offset, float mean,
                      float std, float *out);
+
+  /* --- optional entries (NULL: the default each names); new entries go at the end --- */
+  /* (optional) The first failure of a void op since the backend was created (or
+   * GANFW_OK), its message recorded again with ganfw_error_set. The executor asks after
+   * every layer. NULL: ops cannot fail (CPU). */
+  ganfw_status (*last_error)(ganfw_backend *be);
+  /* (optional) Page-locked host memory for the data prefetcher, so that uploads from it
+   * run at full bus speed and can overlap compute. NULL when it cannot be had, with the
+   * error recorded. NULL entries: plain malloc/free. */
+  void *(*host_alloc_pinned)(ganfw_backend *be, size_t bytes);
+  void (*host_free_pinned)(ganfw_backend *be, void *ptr);
+  /* (optional) copy_h2d that may return before the copy is done: ordered with the ops
+   * that follow, but src (from host_alloc_pinned) must stay unchanged until synchronize
+   * or a copy_d2h returns. NULL: copy_h2d. */
+  ganfw_status (*copy_h2d_async)(ganfw_backend *be, void *dst, const void *src, size_t bytes);
 } ganfw_backend_vt;
 
 struct ganfw_backend {
@@ -186,5 +201,19 @@ struct ganfw_backend {
 
 /* The CPU backend (core/src/cpu/cpu_backend.c). Static: no create/destroy needed. */
 ganfw_backend *ganfw_cpu_backend(void);
+/* The meta backend (core/src/meta_backend.c), for planning: fake addresses, no kernels;
+ * the workspace sizes and capacity of `shadow`, the backend a real run would use (NULL:
+ * the CPU). Static, one per shadow (NULL past four shadows); one planning thread at a
+ * time. */
+ganfw_backend *ganfw_meta_backend(ganfw_backend *shadow);
+
+#ifdef GANFW_HAVE_CUDA
+/* The CUDA backend (core/cuda/, only in builds with it; more in core/cuda/cuda_backend.h).
+ * ganfw_cuda_device_count: visible devices, 0 without a driver or device (prints nothing;
+ * `why` gets the reason, may be NULL). ganfw_cuda_backend: device 0's backend, created on
+ * first use and kept for the process; NULL with the error recorded when it cannot be. */
+int ganfw_cuda_device_count(char *why, size_t n);
+ganfw_backend *ganfw_cuda_backend(void);
+#endif
 
 #endif

@@ -2,11 +2,16 @@
  * it, and hands out Philox offsets (see ctx.h). */
 #include "ctx.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
 #include "log.h"
+
+#ifdef GANFW_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
 
 static const char *const device_names[] = {"cpu", "cuda", "auto"};
 _Static_assert(sizeof(device_names) / sizeof(device_names[0]) == GANFW_DEVICE_COUNT,
@@ -32,6 +37,8 @@ ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_opti
   if ((st = ganfw_cfg_int(dev, "threads", 0, &threads)) != GANFW_OK) return st;
   if ((st = ganfw_cfg_bytes(dev, "memory_limit", 0, &opt->memory_limit)) != GANFW_OK) return st;
   if ((st = ganfw_cfg_bytes(dev, "max_split_size", 0, &opt->max_split_size)) != GANFW_OK) return st;
+  if ((st = ganfw_cfg_bool(dev, "cudnn_benchmark", 0, &opt->cudnn_benchmark)) != GANFW_OK)
+    return st;
   if ((st = ganfw_cfg_int(root, "seed", 0, &seed)) != GANFW_OK) return st;
   opt->device_type = ganfw_device_from_name(type);
   if (opt->device_type < 0) {
@@ -53,15 +60,78 @@ ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_opti
 }
 
 /* Resolves `auto` and refuses a device this build or machine does not have. */
-static ganfw_status pick_backend(int32_t requested, ganfw_backend **be, int32_t *type) {
+static ganfw_status pick_backend(const ganfw_ctx_options *opt, ganfw_backend **be, int32_t *type) {
+  const int32_t requested = opt->device_type;
+#ifdef GANFW_HAVE_CUDA
+  if (requested == GANFW_DEVICE_CUDA || requested == GANFW_DEVICE_AUTO) {
+    char why[512] = "";
+    const int count = ganfw_cuda_device_count(why, sizeof why);
+    ganfw_backend *cuda = count > 0 ? ganfw_cuda_backend() : NULL;
+    if (cuda) {
+      ganfw_cuda_info info;
+      ganfw_cuda_get_info(cuda, &info);
+      ganfw_cuda_set_cudnn_benchmark(cuda, opt->cudnn_benchmark);
+      ganfw_log(GANFW_LOG_INFO, "device.type %s: using CUDA device %d (%s, %.1f GiB)",
+                ganfw_device_name(requested), (int)info.device, info.name,
+                (double)info.total_bytes / (1024.0 * 1024.0 * 1024.0));
+      *be = cuda;
+      *type = GANFW_DEVICE_CUDA;
+      return GANFW_OK;
+    }
+    if (count > 0) { /* a device, but the backend could not start on it */
+      if (requested == GANFW_DEVICE_CUDA)
+        return ganfw_error_wrap(GANFW_ERR_BACKEND, "device.type: cuda");
+      snprintf(why, sizeof why, "%s", ganfw_error_message());
+    } else if (requested == GANFW_DEVICE_CUDA) {
+      return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
+                             "device.type: cuda, but no CUDA device is visible (%s); check "
+                             "nvidia-smi and CUDA_VISIBLE_DEVICES, or use device.type: cpu or "
+                             "auto",
+                             why);
+    }
+    ganfw_log(GANFW_LOG_INFO, "device.type auto: no usable CUDA device (%s), using the CPU", why);
+  }
+#else
   if (requested == GANFW_DEVICE_CUDA)
     return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
                            "device.type: cuda was asked for, but this ganfw has no CUDA backend "
                            "yet; use device.type: cpu (or auto)");
   if (requested == GANFW_DEVICE_AUTO)
     ganfw_log(GANFW_LOG_INFO, "device.type auto: no CUDA backend in this build, using the CPU");
+#endif
   *be = ganfw_cpu_backend();
   *type = GANFW_DEVICE_CPU;
+  return GANFW_OK;
+}
+
+/* The allocator's cap. On CUDA, memory_limit is a per-process cap that counts the CUDA
+ * context (and cuBLAS/cuDNN), measured when the backend started: the allocator may
+ * reserve the limit minus that. */
+static ganfw_status allocator_limit(const ganfw_ctx *ctx, int64_t limit, size_t *out) {
+  *out = (size_t)limit;
+#ifdef GANFW_HAVE_CUDA
+  if (limit > 0 && ctx->device_type == GANFW_DEVICE_CUDA) {
+    ganfw_cuda_info info;
+    ganfw_cuda_get_info(ctx->be, &info);
+    const double mib = 1024.0 * 1024.0;
+    if ((size_t)limit <= info.context_bytes)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "device.memory_limit: %.1f MiB is not more than the %.1f MiB the "
+                             "CUDA context already holds on %s; raise the limit",
+                             (double)limit / mib, (double)info.context_bytes / mib, info.name);
+    *out = (size_t)limit - info.context_bytes;
+    /* no single convolution workspace may take more than an eighth of what is left */
+    size_t ws_limit = *out / 8;
+    ganfw_cuda_set_workspace_limit(ctx->be,
+                                   ws_limit < ((size_t)1 << 30) ? ws_limit : ((size_t)1 << 30));
+    ganfw_log(GANFW_LOG_INFO,
+              "device.memory_limit %.1f MiB counts the CUDA context (%.1f MiB): the allocator "
+              "may reserve %.1f MiB",
+              (double)limit / mib, (double)info.context_bytes / mib, (double)*out / mib);
+  }
+#else
+  (void)ctx;
+#endif
   return GANFW_OK;
 }
 
@@ -69,16 +139,24 @@ ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out) {
   *out = NULL;
   ganfw_ctx *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory creating the run context");
-  ganfw_status st = pick_backend(opt->device_type, &ctx->be, &ctx->device_type);
+  ganfw_status st = pick_backend(opt, &ctx->be, &ctx->device_type);
   if (st != GANFW_OK) {
     free(ctx);
     return st;
   }
   ctx->threads = opt->threads;
   if (ctx->be->vt->set_threads) ctx->be->vt->set_threads(ctx->be, opt->threads);
-  ganfw_alloc_options aopt = {.memory_limit = (size_t)opt->memory_limit,
-                              .max_split_size = (size_t)opt->max_split_size,
-                              .trace = opt->trace};
+  size_t limit = 0;
+  if ((st = allocator_limit(ctx, opt->memory_limit, &limit)) != GANFW_OK) {
+    free(ctx);
+    return st;
+  }
+  if (opt->meta && !(ctx->be = ganfw_meta_backend(ctx->be))) { /* planning: see ctx.h */
+    free(ctx);
+    return ganfw_error_set(GANFW_ERR_INTERNAL, "no meta backend for this device");
+  }
+  ganfw_alloc_options aopt = {
+      .memory_limit = limit, .max_split_size = (size_t)opt->max_split_size, .trace = opt->trace};
   st = ganfw_alloc_create(ctx->be, &aopt, &ctx->alloc);
   if (st != GANFW_OK) {
     free(ctx);

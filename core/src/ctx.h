@@ -17,6 +17,11 @@ typedef struct ganfw_ctx_options {
   int64_t max_split_size; /* bytes, 0: unlimited */
   int32_t trace;          /* record allocator events */
   uint64_t seed;
+  int32_t meta; /* 1: plan only: the device is picked as usual, then the meta backend
+                   stands in for it (nothing allocated or computed; the allocator, its
+                   memory_limit and the workspace sizes as on the device); not a config key */
+  /* device.cudnn_benchmark (CUDA): time the convolution algorithms once per shape */
+  int32_t cudnn_benchmark;
 } ganfw_ctx_options;
 
 enum { GANFW_DEVICE_CPU = 0, GANFW_DEVICE_CUDA = 1, GANFW_DEVICE_AUTO = 2, GANFW_DEVICE_COUNT };

@@ -1,0 +1,698 @@
+/* Every op of the CUDA backend against the CPU backend (the reference) on random data:
+ * GEMM in all transpositions, conv2d and conv_transpose2d (forward, backward-data,
+ * backward-filter, bias, accumulation; cuDNN heuristics and cudnn_benchmark), linear,
+ * BatchNorm (train, eval, backward with and without dx, affine=False), activations,
+ * pooling, dropout, losses, the foreach ops and reductions, casts (bit for bit), Philox
+ * (uniform bit for bit), an f16-rounded conv as AMP runs it, and the error record. Tolerance
+ * 1e-3 relative for f32 (floor 1e-2), 2e-2 for f16-rounded inputs. The worst error of each
+ * op is printed at the end. Skips (exit 77) without a CUDA device. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_backend.h"
+#include "error.h"
+#include "testutil.h"
+
+#define TOL_F32 1e-3
+#define TOL_F16 2e-2
+#define FLOOR   1e-2
+
+static ganfw_backend *gpu, *cpu;
+
+/* --- worst error per op, printed at the end ----------------------------------------------- */
+#define MAX_RECORDS 128
+static struct {
+  char what[64];
+  double err;
+} records[MAX_RECORDS];
+static int n_records;
+
+static void record(const char *what, double err) {
+  for (int i = 0; i < n_records; i++)
+    if (strcmp(records[i].what, what) == 0) {
+      if (err > records[i].err) records[i].err = err;
+      return;
+    }
+  if (n_records < MAX_RECORDS) {
+    snprintf(records[n_records].what, sizeof records[n_records].what, "%s", what);
+    records[n_records++].err = err;
+  }
+}
+
+/* --- buffers ------------------------------------------------------------------------------ */
+static float *host_rand(int64_t n, float lo, float hi, uint64_t seed) {
+  float *h = gt_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  gt_fill_uniform(h, n, lo, hi, seed);
+  return h;
+}
+
+/* A device copy of bytes of host memory (zeros when src is NULL). */
+static void *dev_bytes(const void *src, size_t bytes) {
+  void *d = gpu->vt->raw_alloc(gpu, bytes ? bytes : 4);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+  if (src) {
+    CU_ASSERT_EQUAL(gpu->vt->copy_h2d(gpu, d, src, bytes), GANFW_OK);
+  } else {
+    void *z = gt_alloc(bytes ? bytes : 4);
+    CU_ASSERT_EQUAL(gpu->vt->copy_h2d(gpu, d, z, bytes), GANFW_OK);
+    gt_free(z);
+  }
+  return d;
+}
+
+static float *dev(const float *h, int64_t n) {
+  return dev_bytes(h, (size_t)n * sizeof(float));
+}
+
+static void dev_free(void *d) {
+  gpu->vt->raw_free(gpu, d, 0);
+}
+
+/* The device ran everything queued without a recorded failure. */
+static void expect_no_error(const char *what) {
+  ganfw_status st = gpu->vt->synchronize(gpu);
+  if (st == GANFW_OK) st = gpu->vt->last_error(gpu);
+  if (st != GANFW_OK) printf("\n  %s: %s\n", what, ganfw_error_message());
+  CU_ASSERT_EQUAL(st, GANFW_OK);
+}
+
+/* Compares n floats at device d with want (host), recording the error under what. */
+static void compare(const char *what, const float *d, const float *want, int64_t n, double tol) {
+  expect_no_error(what);
+  float *got = gt_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, got, d, (size_t)n * sizeof(float)), GANFW_OK);
+  record(what, gt_check_close(what, got, want, n, tol, FLOOR));
+  gt_free(got);
+}
+
+/* --- GEMM ----------------------------------------------------------------------------- */
+static void test_gemm(void) {
+  const int64_t M = 37, N = 53, K = 29, pad = 3;
+  for (int ta = 0; ta < 2; ta++) {
+    for (int tb = 0; tb < 2; tb++) {
+      const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+      const int64_t na = (ta ? K : M) * lda, nb = (tb ? N : K) * ldb, nc = M * ldc;
+      float *A = host_rand(na, -1, 1, 1), *B = host_rand(nb, -1, 1, 2),
+            *C = host_rand(nc, -1, 1, 3);
+      float *dA = dev(A, na), *dB = dev(B, nb), *dC = dev(C, nc);
+      cpu->vt->gemm(cpu, ta, tb, M, N, K, 0.7f, A, lda, B, ldb, 0.3f, C, ldc);
+      gpu->vt->gemm(gpu, ta, tb, M, N, K, 0.7f, dA, lda, dB, ldb, 0.3f, dC, ldc);
+      compare("gemm", dC, C, nc, TOL_F32);
+      /* no inner dimension: C = beta C */
+      cpu->vt->gemm(cpu, ta, tb, M, N, 0, 1.0f, A, lda, B, ldb, 0.5f, C, ldc);
+      gpu->vt->gemm(gpu, ta, tb, M, N, 0, 1.0f, dA, lda, dB, ldb, 0.5f, dC, ldc);
+      compare("gemm K=0", dC, C, nc, TOL_F32);
+      dev_free(dA), dev_free(dB), dev_free(dC);
+      gt_free(A), gt_free(B), gt_free(C);
+    }
+  }
+}
+
+/* --- conv2d and conv_transpose2d ------------------------------------------------------------- */
+static void conv_case(ganfw_conv2d_shape s, int bias, int benchmark) {
+  CU_ASSERT_EQUAL_FATAL(ganfw_conv2d_shape_init(&s), GANFW_OK);
+  ganfw_cuda_set_cudnn_benchmark(gpu, benchmark);
+  const int64_t nx = s.N * s.C * s.H * s.W, nw = s.K * s.C * s.R * s.S, ny = s.N * s.K * s.P * s.Q;
+  float *x = host_rand(nx, -1, 1, 10), *w = host_rand(nw, -1, 1, 11),
+        *b = host_rand(s.K, -1, 1, 12);
+  float *dy = host_rand(ny, -1, 1, 13), *y = host_rand(ny, 0, 0, 0), *dx = host_rand(nx, 0, 0, 0);
+  float *dw = host_rand(nw, -1, 1, 14), *db = host_rand(s.K, -1, 1, 15);
+  float *gx = dev(x, nx), *gw = dev(w, nw), *gb = dev(b, s.K), *gdy = dev(dy, ny);
+  float *gy = dev(NULL, ny), *gdx = dev(NULL, nx), *gdw = dev(dw, nw), *gdb = dev(db, s.K);
+  void *cws = gt_alloc(cpu->vt->conv2d_workspace(cpu, &s) + 64);
+  const size_t ws_bytes = gpu->vt->conv2d_workspace(gpu, &s);
+  void *gws = ws_bytes ? dev_bytes(NULL, ws_bytes) : NULL;
+  expect_no_error("conv2d plan");
+
+  cpu->vt->conv2d_forward(cpu, &s, x, w, bias ? b : NULL, y, cws);
+  gpu->vt->conv2d_forward(gpu, &s, gx, gw, bias ? gb : NULL, gy, gws);
+  compare("conv2d forward", gy, y, ny, TOL_F32);
+  /* accumulate into the random dw, db: checks beta = 1 */
+  cpu->vt->conv2d_backward(cpu, &s, x, w, dy, dx, dw, bias ? db : NULL, 1, cws);
+  gpu->vt->conv2d_backward(gpu, &s, gx, gw, gdy, gdx, gdw, bias ? gdb : NULL, 1, gws);
+  compare("conv2d backward-data", gdx, dx, nx, TOL_F32);
+  compare("conv2d backward-filter", gdw, dw, nw, TOL_F32);
+  if (bias) compare("conv2d bias grad", gdb, db, s.K, TOL_F32);
+  /* overwrite (accumulate 0), filter gradient only */
+  cpu->vt->conv2d_backward(cpu, &s, x, w, dy, NULL, dw, NULL, 0, cws);
+  gpu->vt->conv2d_backward(gpu, &s, gx, gw, gdy, NULL, gdw, NULL, 0, gws);
+  compare("conv2d backward-filter", gdw, dw, nw, TOL_F32);
+
+  dev_free(gx), dev_free(gw), dev_free(gb), dev_free(gdy), dev_free(gy), dev_free(gdx);
+  dev_free(gdw), dev_free(gdb);
+  if (gws) dev_free(gws);
+  gt_free(cws), gt_free(x), gt_free(w), gt_free(b), gt_free(dy), gt_free(y), gt_free(dx);
+  gt_free(dw), gt_free(db);
+  ganfw_cuda_set_cudnn_benchmark(gpu, 0);
+}
+
+static void test_conv2d(void) {
+  const ganfw_conv2d_shape shapes[] = {
+      {.N = 4,
+       .C = 3,
+       .H = 16,
+       .W = 16,
+       .K = 8,
+       .R = 4,
+       .S = 4,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_h = 1,
+       .pad_w = 1},
+      {.N = 2, .C = 16, .H = 4, .W = 4, .K = 1, .R = 4, .S = 4, .stride_h = 1, .stride_w = 1},
+      {.N = 3,
+       .C = 5,
+       .H = 9,
+       .W = 7,
+       .K = 6,
+       .R = 3,
+       .S = 3,
+       .stride_h = 1,
+       .stride_w = 1,
+       .pad_h = 1,
+       .pad_w = 1},
+      {.N = 2, .C = 4, .H = 8, .W = 8, .K = 4, .R = 1, .S = 1, .stride_h = 1, .stride_w = 1},
+      {.N = 2,
+       .C = 2,
+       .H = 11,
+       .W = 6,
+       .K = 3,
+       .R = 3,
+       .S = 2,
+       .stride_h = 2,
+       .stride_w = 1,
+       .pad_h = 0,
+       .pad_w = 1},
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int benchmark = 0; benchmark < 2; benchmark++) conv_case(shapes[i], i % 2 == 0, benchmark);
+}
+
+static void convt_case(ganfw_convt2d_shape s, int bias, int benchmark) {
+  CU_ASSERT_EQUAL_FATAL(ganfw_convt2d_shape_init(&s), GANFW_OK);
+  ganfw_cuda_set_cudnn_benchmark(gpu, benchmark);
+  const int64_t nx = s.N * s.C * s.H * s.W, nw = s.C * s.K * s.R * s.S, ny = s.N * s.K * s.P * s.Q;
+  float *x = host_rand(nx, -1, 1, 20), *w = host_rand(nw, -1, 1, 21),
+        *b = host_rand(s.K, -1, 1, 22);
+  float *dy = host_rand(ny, -1, 1, 23), *y = host_rand(ny, 0, 0, 0), *dx = host_rand(nx, 0, 0, 0);
+  float *dw = host_rand(nw, -1, 1, 24), *db = host_rand(s.K, -1, 1, 25);
+  float *gx = dev(x, nx), *gw = dev(w, nw), *gb = dev(b, s.K), *gdy = dev(dy, ny);
+  float *gy = dev(NULL, ny), *gdx = dev(NULL, nx), *gdw = dev(dw, nw), *gdb = dev(db, s.K);
+  void *cws = gt_alloc(cpu->vt->convt2d_workspace(cpu, &s) + 64);
+  const size_t ws_bytes = gpu->vt->convt2d_workspace(gpu, &s);
+  void *gws = ws_bytes ? dev_bytes(NULL, ws_bytes) : NULL;
+  expect_no_error("convt2d plan");
+
+  cpu->vt->convt2d_forward(cpu, &s, x, w, bias ? b : NULL, y, cws);
+  gpu->vt->convt2d_forward(gpu, &s, gx, gw, bias ? gb : NULL, gy, gws);
+  compare("convT forward", gy, y, ny, TOL_F32);
+  cpu->vt->convt2d_backward(cpu, &s, x, w, dy, dx, dw, bias ? db : NULL, 1, cws);
+  gpu->vt->convt2d_backward(gpu, &s, gx, gw, gdy, gdx, gdw, bias ? gdb : NULL, 1, gws);
+  compare("convT backward-data", gdx, dx, nx, TOL_F32);
+  compare("convT backward-filter", gdw, dw, nw, TOL_F32);
+  if (bias) compare("convT bias grad", gdb, db, s.K, TOL_F32);
+
+  dev_free(gx), dev_free(gw), dev_free(gb), dev_free(gdy), dev_free(gy), dev_free(gdx);
+  dev_free(gdw), dev_free(gdb);
+  if (gws) dev_free(gws);
+  gt_free(cws), gt_free(x), gt_free(w), gt_free(b), gt_free(dy), gt_free(y), gt_free(dx);
+  gt_free(dw), gt_free(db);
+  ganfw_cuda_set_cudnn_benchmark(gpu, 0);
+}
+
+static void test_convt2d(void) {
+  const ganfw_convt2d_shape shapes[] = {
+      {.N = 4, .C = 16, .H = 1, .W = 1, .K = 8, .R = 4, .S = 4, .stride_h = 1, .stride_w = 1},
+      {.N = 2,
+       .C = 8,
+       .H = 4,
+       .W = 4,
+       .K = 3,
+       .R = 4,
+       .S = 4,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_h = 1,
+       .pad_w = 1},
+      {.N = 2,
+       .C = 3,
+       .H = 5,
+       .W = 5,
+       .K = 4,
+       .R = 3,
+       .S = 3,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_h = 1,
+       .pad_w = 1,
+       .out_pad_h = 1,
+       .out_pad_w = 1},
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int benchmark = 0; benchmark < 2; benchmark++) convt_case(shapes[i], i != 0, benchmark);
+}
+
+/* --- linear ------------------------------------------------------------------------------ */
+static void test_linear(void) {
+  const int64_t N = 7, IN = 33, OUT = 10;
+  for (int acc = 0; acc < 2; acc++) {
+    float *x = host_rand(N * IN, -1, 1, 30), *w = host_rand(OUT * IN, -1, 1, 31);
+    float *b = host_rand(OUT, -1, 1, 32), *dy = host_rand(N * OUT, -1, 1, 33);
+    float *y = host_rand(N * OUT, 0, 0, 0), *dx = host_rand(N * IN, 0, 0, 0);
+    float *dw = host_rand(OUT * IN, -1, 1, 34), *db = host_rand(OUT, -1, 1, 35);
+    float *gx = dev(x, N * IN), *gw = dev(w, OUT * IN), *gb = dev(b, OUT), *gdy = dev(dy, N * OUT);
+    float *gy = dev(NULL, N * OUT), *gdx = dev(NULL, N * IN), *gdw = dev(dw, OUT * IN);
+    float *gdb = dev(db, OUT);
+    cpu->vt->linear_forward(cpu, N, IN, OUT, x, w, b, y);
+    gpu->vt->linear_forward(gpu, N, IN, OUT, gx, gw, gb, gy);
+    compare("linear forward", gy, y, N * OUT, TOL_F32);
+    cpu->vt->linear_backward(cpu, N, IN, OUT, x, w, dy, dx, dw, db, acc);
+    gpu->vt->linear_backward(gpu, N, IN, OUT, gx, gw, gdy, gdx, gdw, gdb, acc);
+    compare("linear backward", gdx, dx, N * IN, TOL_F32);
+    compare("linear backward", gdw, dw, OUT * IN, TOL_F32);
+    compare("linear backward", gdb, db, OUT, TOL_F32);
+    dev_free(gx), dev_free(gw), dev_free(gb), dev_free(gdy), dev_free(gy), dev_free(gdx);
+    dev_free(gdw), dev_free(gdb);
+    gt_free(x), gt_free(w), gt_free(b), gt_free(dy), gt_free(y), gt_free(dx), gt_free(dw);
+    gt_free(db);
+  }
+}
+
+/* --- BatchNorm ------------------------------------------------------------------------------- */
+static void bn_case(int affine) {
+  const int64_t N = 4, C = 6, HW = 25, n = N * C * HW;
+  const float eps = 1e-5f, momentum = 0.1f;
+  float *x = host_rand(n, -2, 3, 40), *dy = host_rand(n, -1, 1, 41);
+  float *gamma = host_rand(C, 0.5f, 1.5f, 42), *beta = host_rand(C, -1, 1, 43);
+  float *rm = host_rand(C, -1, 1, 44), *rv = host_rand(C, 0.5f, 2, 45);
+  float *y = host_rand(n, 0, 0, 0), *dx = host_rand(n, 0, 0, 0);
+  float *mean = host_rand(C, 0, 0, 0), *invstd = host_rand(C, 0, 0, 0);
+  float *dg = host_rand(C, -1, 1, 46), *dbt = host_rand(C, -1, 1, 47);
+  float *gx = dev(x, n), *gdy = dev(dy, n), *gg = dev(gamma, C), *gbt = dev(beta, C);
+  float *grm = dev(rm, C), *grv = dev(rv, C), *gy = dev(NULL, n), *gdx = dev(NULL, n);
+  float *gmean = dev(NULL, C), *ginv = dev(NULL, C), *gdg = dev(dg, C), *gdbt = dev(dbt, C);
+  const float *pg = affine ? gamma : NULL, *pb = affine ? beta : NULL;
+  const float *qg = affine ? gg : NULL, *qb = affine ? gbt : NULL;
+
+  cpu->vt->batchnorm2d_forward_train(cpu, N, C, HW, x, pg, pb, y, rm, rv, momentum, eps, mean,
+                                     invstd);
+  gpu->vt->batchnorm2d_forward_train(gpu, N, C, HW, gx, qg, qb, gy, grm, grv, momentum, eps, gmean,
+                                     ginv);
+  compare("batchnorm train forward", gy, y, n, TOL_F32);
+  compare("batchnorm saved stats", gmean, mean, C, TOL_F32);
+  compare("batchnorm saved stats", ginv, invstd, C, TOL_F32);
+  compare("batchnorm running stats", grm, rm, C, TOL_F32);
+  compare("batchnorm running stats", grv, rv, C, TOL_F32);
+
+  cpu->vt->batchnorm2d_forward_eval(cpu, N, C, HW, x, pg, pb, y, rm, rv, eps);
+  gpu->vt->batchnorm2d_forward_eval(gpu, N, C, HW, gx, qg, qb, gy, grm, grv, eps);
+  compare("batchnorm eval forward", gy, y, n, TOL_F32);
+
+  /* full backward, accumulating into the random dgamma/dbeta */
+  cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, dg, dbt, 1);
+  gpu->vt->batchnorm2d_backward(gpu, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, gdg, gdbt, 1);
+  compare("batchnorm backward dx", gdx, dx, n, TOL_F32);
+  compare("batchnorm backward dgamma/dbeta", gdg, dg, C, TOL_F32);
+  compare("batchnorm backward dgamma/dbeta", gdbt, dbt, C, TOL_F32);
+  /* dx only (D in the G step: no parameter gradients) */
+  cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, NULL, NULL, 0);
+  gpu->vt->batchnorm2d_backward(gpu, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, NULL, NULL, 0);
+  compare("batchnorm backward dx only", gdx, dx, n, TOL_F32);
+  /* parameter gradients only (no dx) */
+  cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, NULL, dg, dbt, 0);
+  gpu->vt->batchnorm2d_backward(gpu, N, C, HW, gx, gdy, qg, gmean, ginv, NULL, gdg, gdbt, 0);
+  compare("batchnorm backward params only", gdg, dg, C, TOL_F32);
+  compare("batchnorm backward params only", gdbt, dbt, C, TOL_F32);
+
+  dev_free(gx), dev_free(gdy), dev_free(gg), dev_free(gbt), dev_free(grm), dev_free(grv);
+  dev_free(gy), dev_free(gdx), dev_free(gmean), dev_free(ginv), dev_free(gdg), dev_free(gdbt);
+  gt_free(x), gt_free(dy), gt_free(gamma), gt_free(beta), gt_free(rm), gt_free(rv), gt_free(y);
+  gt_free(dx), gt_free(mean), gt_free(invstd), gt_free(dg), gt_free(dbt);
+}
+
+static void test_batchnorm(void) {
+  bn_case(1);
+  bn_case(0);
+}
+
+/* --- activations, pooling, dropout --------------------------------------------------------- */
+static void test_activations(void) {
+  const int64_t n = 10001;
+  const char *names[] = {"identity", "relu", "leaky_relu", "tanh", "sigmoid"};
+  for (int32_t kind = 0; kind < GANFW_ACT_COUNT; kind++) {
+    char what[64];
+    float *x = host_rand(n, -6, 6, 50 + kind), *dy = host_rand(n, -1, 1, 60 + kind);
+    float *y = host_rand(n, 0, 0, 0), *dx = host_rand(n, 0, 0, 0);
+    float *gx = dev(x, n), *gdy = dev(dy, n), *gy = dev(NULL, n), *gdx = dev(NULL, n);
+    cpu->vt->act_forward(cpu, kind, 0.2f, n, x, y);
+    gpu->vt->act_forward(gpu, kind, 0.2f, n, gx, gy);
+    snprintf(what, sizeof what, "%s forward", names[kind]);
+    compare(what, gy, y, n, TOL_F32);
+    cpu->vt->act_backward(cpu, kind, 0.2f, n, y, dy, dx);
+    gpu->vt->act_backward(gpu, kind, 0.2f, n, gy, gdy, gdx);
+    snprintf(what, sizeof what, "%s backward", names[kind]);
+    compare(what, gdx, dx, n, TOL_F32);
+    /* in place: y over x, dx over dy */
+    gpu->vt->act_forward(gpu, kind, 0.2f, n, gx, gx);
+    gpu->vt->act_backward(gpu, kind, 0.2f, n, gx, gdy, gdy);
+    snprintf(what, sizeof what, "%s in place", names[kind]);
+    compare(what, gx, y, n, TOL_F32);
+    compare(what, gdy, dx, n, TOL_F32);
+    dev_free(gx), dev_free(gdy), dev_free(gy), dev_free(gdx);
+    gt_free(x), gt_free(dy), gt_free(y), gt_free(dx);
+  }
+}
+
+static void pool_case(ganfw_pool2d_shape s, int max) {
+  CU_ASSERT_EQUAL_FATAL(ganfw_pool2d_shape_init(&s), GANFW_OK);
+  const int64_t nx = s.N * s.C * s.H * s.W, ny = s.N * s.C * s.P * s.Q;
+  float *x = host_rand(nx, -1, 1, 70), *dy = host_rand(ny, -1, 1, 71);
+  float *y = host_rand(ny, 0, 0, 0), *dx = host_rand(nx, 0, 0, 0);
+  int32_t *am = gt_alloc((size_t)ny * sizeof(int32_t)), *gam_h = gt_alloc((size_t)ny * 4);
+  float *gx = dev(x, nx), *gdy = dev(dy, ny), *gy = dev(NULL, ny), *gdx = dev(NULL, nx);
+  int32_t *gam = dev_bytes(NULL, (size_t)ny * sizeof(int32_t));
+  if (max) {
+    cpu->vt->maxpool2d_forward(cpu, &s, x, y, am);
+    gpu->vt->maxpool2d_forward(gpu, &s, gx, gy, gam);
+    compare("maxpool forward", gy, y, ny, TOL_F32);
+    CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, gam_h, gam, (size_t)ny * 4), GANFW_OK);
+    CU_ASSERT_EQUAL(memcmp(gam_h, am, (size_t)ny * 4), 0);
+    cpu->vt->maxpool2d_backward(cpu, &s, dy, am, dx);
+    gpu->vt->maxpool2d_backward(gpu, &s, gdy, gam, gdx);
+    compare("maxpool backward", gdx, dx, nx, TOL_F32);
+  } else {
+    cpu->vt->avgpool2d_forward(cpu, &s, x, y);
+    gpu->vt->avgpool2d_forward(gpu, &s, gx, gy);
+    compare("avgpool forward", gy, y, ny, TOL_F32);
+    cpu->vt->avgpool2d_backward(cpu, &s, dy, dx);
+    gpu->vt->avgpool2d_backward(gpu, &s, gdy, gdx);
+    compare("avgpool backward", gdx, dx, nx, TOL_F32);
+  }
+  dev_free(gx), dev_free(gdy), dev_free(gy), dev_free(gdx), dev_free(gam);
+  gt_free(x), gt_free(dy), gt_free(y), gt_free(dx), gt_free(am), gt_free(gam_h);
+}
+
+static void test_pooling(void) {
+  const ganfw_pool2d_shape shapes[] = {
+      {.N = 2, .C = 3, .H = 8, .W = 8, .R = 2, .S = 2, .stride_h = 2, .stride_w = 2},
+      {.N = 2,
+       .C = 3,
+       .H = 9,
+       .W = 7,
+       .R = 3,
+       .S = 3,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_h = 1,
+       .pad_w = 1},
+      {.N = 1,
+       .C = 4,
+       .H = 6,
+       .W = 5,
+       .R = 3,
+       .S = 3,
+       .stride_h = 1,
+       .stride_w = 1,
+       .pad_h = 1,
+       .pad_w = 1},
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    pool_case(shapes[i], 1);
+    pool_case(shapes[i], 0);
+  }
+}
+
+static void test_dropout(void) {
+  const int64_t n = 1003;
+  const float p = 0.3f;
+  float *x = host_rand(n, -1, 1, 80), *dy = host_rand(n, -1, 1, 81);
+  float *y = host_rand(n, 0, 0, 0), *dx = host_rand(n, 0, 0, 0);
+  uint8_t *mask = gt_alloc((size_t)n), *gmask_h = gt_alloc((size_t)n);
+  float *gx = dev(x, n), *gdy = dev(dy, n), *gy = dev(NULL, n), *gdx = dev(NULL, n);
+  uint8_t *gmask = dev_bytes(NULL, (size_t)n);
+  cpu->vt->dropout_forward(cpu, n, p, 1234, 77, x, y, mask);
+  gpu->vt->dropout_forward(gpu, n, p, 1234, 77, gx, gy, gmask);
+  compare("dropout forward", gy, y, n, 0.0); /* the same Philox bits: exact */
+  CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, gmask_h, gmask, (size_t)n), GANFW_OK);
+  CU_ASSERT_EQUAL(memcmp(gmask_h, mask, (size_t)n), 0);
+  cpu->vt->dropout_backward(cpu, n, p, mask, dy, dx);
+  gpu->vt->dropout_backward(gpu, n, p, gmask, gdy, gdx);
+  compare("dropout backward", gdx, dx, n, 0.0);
+  dev_free(gx), dev_free(gdy), dev_free(gy), dev_free(gdx), dev_free(gmask);
+  gt_free(x), gt_free(dy), gt_free(y), gt_free(dx), gt_free(mask), gt_free(gmask_h);
+}
+
+/* --- losses ---------------------------------------------------------------------------------- */
+static void test_losses(void) {
+  const int64_t n = 64, N = 17, classes = 10;
+  float *logits = host_rand(n, -10, 10, 90), *targets = host_rand(n, 0, 1, 91);
+  float loss = 0, *dx = host_rand(n, 0, 0, 0);
+  float *gl = dev(logits, n), *gt = dev(targets, n), *gloss = dev(NULL, 1), *gdx = dev(NULL, n);
+  cpu->vt->bce_logits_forward(cpu, n, logits, targets, &loss);
+  gpu->vt->bce_logits_forward(gpu, n, gl, gt, gloss);
+  compare("bce_logits forward", gloss, &loss, 1, TOL_F32);
+  cpu->vt->bce_logits_backward(cpu, n, logits, targets, 0.5f, dx);
+  gpu->vt->bce_logits_backward(gpu, n, gl, gt, 0.5f, gdx);
+  compare("bce_logits backward", gdx, dx, n, TOL_F32);
+  dev_free(gl), dev_free(gt), dev_free(gdx);
+  gt_free(logits), gt_free(targets), gt_free(dx);
+
+  float *x = host_rand(N * classes, -5, 5, 92), *d = host_rand(N * classes, 0, 0, 0);
+  int32_t labels[17];
+  for (int i = 0; i < N; i++) labels[i] = (i * 7) % (int)classes;
+  labels[3] = -1; /* outside [0, classes): adds nothing on either backend */
+  float *gxl = dev(x, N * classes), *gd = dev(NULL, N * classes);
+  int32_t *glab = dev_bytes(labels, sizeof labels);
+  cpu->vt->softmax_xent_forward(cpu, N, classes, x, labels, &loss);
+  gpu->vt->softmax_xent_forward(gpu, N, classes, gxl, glab, gloss);
+  compare("softmax_xent forward", gloss, &loss, 1, TOL_F32);
+  cpu->vt->softmax_xent_backward(cpu, N, classes, x, labels, 2.0f, d);
+  gpu->vt->softmax_xent_backward(gpu, N, classes, gxl, glab, 2.0f, gd);
+  compare("softmax_xent backward", gd, d, N * classes, TOL_F32);
+  dev_free(gxl), dev_free(gd), dev_free(glab), dev_free(gloss);
+  gt_free(x), gt_free(d);
+}
+
+/* --- foreach and reductions: the CPU's rounding, so to 1e-6 (in practice the same bits) --- */
+static void test_foreach(void) {
+  const int64_t n = 100003;
+  float *a = host_rand(n, -2, 2, 100), *b = host_rand(n, 0.5f, 2, 101);
+  float *y = host_rand(n, -1, 1, 102), *out = host_rand(n, 0, 0, 0);
+  float *ga = dev(a, n), *gb = dev(b, n), *gy = dev(y, n), *gout = dev(NULL, n);
+#define FOREACH_CHECK(what, cpu_call, gpu_call, dres, hres)                                        \
+  do {                                                                                             \
+    cpu_call;                                                                                      \
+    gpu_call;                                                                                      \
+    compare(what, dres, hres, n, 1e-6);                                                            \
+  } while (0)
+  FOREACH_CHECK("fill", cpu->vt->fill(cpu, n, out, 0.25f), gpu->vt->fill(gpu, n, gout, 0.25f), gout,
+                out);
+  FOREACH_CHECK("scale", cpu->vt->scale(cpu, n, y, 0.9f), gpu->vt->scale(gpu, n, gy, 0.9f), gy, y);
+  FOREACH_CHECK("add_scalar", cpu->vt->add_scalar(cpu, n, y, 0.1f),
+                gpu->vt->add_scalar(gpu, n, gy, 0.1f), gy, y);
+  FOREACH_CHECK("add", cpu->vt->add(cpu, n, out, a, b), gpu->vt->add(gpu, n, gout, ga, gb), gout,
+                out);
+  FOREACH_CHECK("axpy", cpu->vt->axpy(cpu, n, y, -0.3f, a), gpu->vt->axpy(gpu, n, gy, -0.3f, ga),
+                gy, y);
+  FOREACH_CHECK("mul", cpu->vt->mul(cpu, n, out, a, b), gpu->vt->mul(gpu, n, gout, ga, gb), gout,
+                out);
+  FOREACH_CHECK("addcmul", cpu->vt->addcmul(cpu, n, y, 0.7f, a, b),
+                gpu->vt->addcmul(gpu, n, gy, 0.7f, ga, gb), gy, y);
+  FOREACH_CHECK("addcdiv", cpu->vt->addcdiv(cpu, n, y, -0.4f, a, b),
+                gpu->vt->addcdiv(gpu, n, gy, -0.4f, ga, gb), gy, y);
+  FOREACH_CHECK("sqrt", cpu->vt->sqrt(cpu, n, out, b), gpu->vt->sqrt(gpu, n, gout, gb), gout, out);
+  FOREACH_CHECK("lerp", cpu->vt->lerp(cpu, n, y, a, 0.1f), gpu->vt->lerp(gpu, n, gy, ga, 0.1f), gy,
+                y);
+  FOREACH_CHECK("lerp", cpu->vt->lerp(cpu, n, y, a, 0.9f), gpu->vt->lerp(gpu, n, gy, ga, 0.9f), gy,
+                y);
+  FOREACH_CHECK("maximum", cpu->vt->maximum(cpu, n, y, a), gpu->vt->maximum(gpu, n, gy, ga), gy, y);
+#undef FOREACH_CHECK
+  /* reductions in double: the same to ~1e-12 */
+  const double s_cpu = cpu->vt->sum(cpu, n, a), s_gpu = gpu->vt->sum(gpu, n, ga);
+  const double q_cpu = cpu->vt->sumsq(cpu, n, a), q_gpu = gpu->vt->sumsq(gpu, n, ga);
+  CU_ASSERT(fabs(s_cpu - s_gpu) <= 1e-9 * (fabs(s_cpu) + 1.0));
+  CU_ASSERT(fabs(q_cpu - q_gpu) <= 1e-9 * fabs(q_cpu));
+  record("sum, sumsq (abs err / value)", fabs(q_cpu - q_gpu) / fabs(q_cpu));
+  CU_ASSERT_EQUAL(gpu->vt->nonfinite(gpu, n, ga), 0);
+  float bad[2] = {INFINITY, NAN};
+  for (int k = 0; k < 2; k++) {
+    CU_ASSERT_EQUAL(gpu->vt->copy_h2d(gpu, ga + n - 1 - k * 5000, &bad[k], sizeof(float)),
+                    GANFW_OK);
+    CU_ASSERT_EQUAL(gpu->vt->nonfinite(gpu, n, ga), 1);
+    CU_ASSERT_EQUAL(
+        gpu->vt->copy_h2d(gpu, ga + n - 1 - k * 5000, &a[n - 1 - k * 5000], sizeof(float)),
+        GANFW_OK);
+  }
+  CU_ASSERT_EQUAL(gpu->vt->nonfinite(gpu, n, ga), 0);
+  /* d2d copy */
+  CU_ASSERT_EQUAL(gpu->vt->copy_d2d(gpu, gout, ga, (size_t)n * sizeof(float)), GANFW_OK);
+  compare("copy_d2d", gout, a, n, 0.0);
+  expect_no_error("foreach");
+  dev_free(ga), dev_free(gb), dev_free(gy), dev_free(gout);
+  gt_free(a), gt_free(b), gt_free(y), gt_free(out);
+}
+
+/* --- casts: every f16/bf16 pattern and a sweep of f32 ones, bit for bit ---------------------- */
+static void test_casts(void) {
+  const int64_t nh = 65536, nf = 200000;
+  uint16_t *h = gt_alloc((size_t)nh * 2), *h_cpu = gt_alloc((size_t)nf * 2);
+  uint16_t *h_gpu = gt_alloc((size_t)nf * 2);
+  float *f = gt_alloc((size_t)nf * 4), *f_cpu = gt_alloc((size_t)nh * 4);
+  float *f_gpu = gt_alloc((size_t)nh * 4);
+  for (int64_t i = 0; i < nh; i++) h[i] = (uint16_t)i;
+  /* f32 patterns: a multiplicative sweep of bit patterns, then special values */
+  for (int64_t i = 0; i < nf; i++) {
+    uint32_t u = (uint32_t)(i * 2654435761u) ^ (uint32_t)(i << 7);
+    memcpy(&f[i], &u, 4);
+  }
+  const float special[] = {0.0f,      -0.0f,    INFINITY, -INFINITY, NAN,     65504.0f, 65520.0f,
+                           65519.99f, 5.96e-8f, 2.98e-8f, 1e-45f,    3.4e38f, -1.0f,    0.1f};
+  memcpy(f, special, sizeof special);
+  uint16_t *gh = dev_bytes(h, (size_t)nh * 2), *gh_out = dev_bytes(NULL, (size_t)nf * 2);
+  float *gf = dev(f, nf), *gf_out = dev(NULL, nh);
+  const char *what[4] = {"f32_to_f16", "f16_to_f32", "f32_to_bf16", "bf16_to_f32"};
+  for (int k = 0; k < 4; k++) {
+    const int to_half = k % 2 == 0;
+    if (k == 0) cpu->vt->f32_to_f16(cpu, nf, f, h_cpu), gpu->vt->f32_to_f16(gpu, nf, gf, gh_out);
+    if (k == 1) cpu->vt->f16_to_f32(cpu, nh, h, f_cpu), gpu->vt->f16_to_f32(gpu, nh, gh, gf_out);
+    if (k == 2) cpu->vt->f32_to_bf16(cpu, nf, f, h_cpu), gpu->vt->f32_to_bf16(gpu, nf, gf, gh_out);
+    if (k == 3) cpu->vt->bf16_to_f32(cpu, nh, h, f_cpu), gpu->vt->bf16_to_f32(gpu, nh, gh, gf_out);
+    expect_no_error(what[k]);
+    int same;
+    if (to_half) {
+      CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, h_gpu, gh_out, (size_t)nf * 2), GANFW_OK);
+      same = memcmp(h_gpu, h_cpu, (size_t)nf * 2) == 0;
+    } else {
+      CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, f_gpu, gf_out, (size_t)nh * 4), GANFW_OK);
+      same = memcmp(f_gpu, f_cpu, (size_t)nh * 4) == 0;
+    }
+    if (!same) printf("\n  %s: the GPU's bits differ from the CPU's\n", what[k]);
+    CU_ASSERT(same);
+    record(what[k], same ? 0.0 : 1.0);
+  }
+  dev_free(gh), dev_free(gh_out), dev_free(gf), dev_free(gf_out);
+  gt_free(h), gt_free(h_cpu), gt_free(h_gpu), gt_free(f), gt_free(f_cpu), gt_free(f_gpu);
+}
+
+/* --- Philox --------------------------------------------------------------------------------- */
+static void test_rng(void) {
+  const int64_t n = 100001;
+  float *u = host_rand(n, 0, 0, 0), *z = host_rand(n, 0, 0, 0);
+  float *gu = dev(NULL, n), *gz = dev(NULL, n);
+  cpu->vt->rng_uniform(cpu, n, 42, 12345, -1.0f, 3.0f, u);
+  gpu->vt->rng_uniform(gpu, n, 42, 12345, -1.0f, 3.0f, gu);
+  compare("rng_uniform", gu, u, n, 0.0); /* bit for bit */
+  cpu->vt->rng_normal(cpu, n, 42, 999, 0.5f, 0.02f, z);
+  gpu->vt->rng_normal(gpu, n, 42, 999, 0.5f, 0.02f, gz);
+  compare("rng_normal", gz, z, n, 1e-5); /* the device's logf/sinf/cosf ulps */
+  /* a different offset gives different numbers */
+  gpu->vt->rng_uniform(gpu, n, 42, 12346, -1.0f, 3.0f, gu);
+  expect_no_error("rng");
+  float first = 0;
+  CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, &first, gu, sizeof first), GANFW_OK);
+  CU_ASSERT_NOT_EQUAL(first, u[0]);
+  CU_ASSERT_EQUAL(first, u[4]); /* block 12346 is block 12345 + 1 */
+  dev_free(gu), dev_free(gz);
+  gt_free(u), gt_free(z);
+}
+
+/* --- AMP as the executor runs it: inputs rounded to f16 on the GPU, f32 accumulation ---------- */
+static void test_f16_rounded_conv(void) {
+  ganfw_conv2d_shape s = {.N = 8,
+                          .C = 32,
+                          .H = 16,
+                          .W = 16,
+                          .K = 64,
+                          .R = 4,
+                          .S = 4,
+                          .stride_h = 2,
+                          .stride_w = 2,
+                          .pad_h = 1,
+                          .pad_w = 1};
+  CU_ASSERT_EQUAL_FATAL(ganfw_conv2d_shape_init(&s), GANFW_OK);
+  const int64_t nx = s.N * s.C * s.H * s.W, nw = s.K * s.C * s.R * s.S, ny = s.N * s.K * s.P * s.Q;
+  float *x = host_rand(nx, -1, 1, 110), *w = host_rand(nw, -0.1f, 0.1f, 111);
+  float *y = host_rand(ny, 0, 0, 0);
+  float *gx = dev(x, nx), *gw = dev(w, nw), *gy = dev(NULL, ny);
+  uint16_t *half = dev_bytes(NULL, (size_t)(nx > nw ? nx : nw) * 2);
+  gpu->vt->f32_to_f16(gpu, nx, gx, half), gpu->vt->f16_to_f32(gpu, nx, half, gx);
+  gpu->vt->f32_to_f16(gpu, nw, gw, half), gpu->vt->f16_to_f32(gpu, nw, half, gw);
+  /* the CPU reference gets the same rounded inputs (AMP rounds both operands to f16 and
+   * accumulates in f32 on every backend): what differs is only the backends' summation */
+  CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, x, gx, (size_t)nx * 4), GANFW_OK);
+  CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, w, gw, (size_t)nw * 4), GANFW_OK);
+  void *cws = gt_alloc(cpu->vt->conv2d_workspace(cpu, &s) + 64);
+  const size_t ws_bytes = gpu->vt->conv2d_workspace(gpu, &s);
+  void *gws = ws_bytes ? dev_bytes(NULL, ws_bytes) : NULL;
+  cpu->vt->conv2d_forward(cpu, &s, x, w, NULL, y, cws);
+  gpu->vt->conv2d_forward(gpu, &s, gx, gw, NULL, gy, gws);
+  compare("conv2d, f16-rounded inputs", gy, y, ny, TOL_F16);
+  dev_free(gx), dev_free(gw), dev_free(gy), dev_free(half);
+  if (gws) dev_free(gws);
+  gt_free(x), gt_free(w), gt_free(y), gt_free(cws);
+}
+
+/* --- errors: a void op's failure is recorded with call, file and line ------------------------ */
+static void test_error_record(void) {
+  CU_ASSERT_EQUAL(gpu->vt->last_error(gpu), GANFW_OK);
+  /* a dimension cuBLAS cannot take: refused before any device work */
+  gpu->vt->gemm(gpu, 0, 0, (int64_t)1 << 32, 1, 1, 1.0f, NULL, 1, NULL, 1, 0.0f, NULL, 1);
+  CU_ASSERT_EQUAL(gpu->vt->last_error(gpu), GANFW_ERR_UNSUPPORTED);
+  const char *msg = ganfw_error_message();
+  CU_ASSERT_PTR_NOT_NULL(strstr(msg, "cublasSgemm"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(msg, "core/cuda/gemm.c:"));
+  /* copies and synchronize report it too, until cleared */
+  CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_ERR_UNSUPPORTED);
+  ganfw_cuda_clear_error(gpu);
+  CU_ASSERT_EQUAL(gpu->vt->last_error(gpu), GANFW_OK);
+  CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_OK);
+}
+
+static void print_records(void) {
+  ganfw_cuda_info info;
+  ganfw_cuda_get_info(gpu, &info);
+  printf("\n\nworst error per op on %s (cc %d.%d, cuDNN %d):\n", info.name, (int)info.cc_major,
+         (int)info.cc_minor, (int)info.cudnn_version);
+  for (int i = 0; i < n_records; i++) printf("  %-34s %.3e\n", records[i].what, records[i].err);
+}
+
+static int suite_init(void) {
+  gpu = ganfw_cuda_backend();
+  cpu = ganfw_cpu_backend();
+  if (!gpu) fprintf(stderr, "test_gpu_ops: %s\n", ganfw_error_message());
+  return gpu ? 0 : -1;
+}
+
+static int suite_clean(void) {
+  if (gpu) print_records();
+  return 0;
+}
+
+static CU_TestInfo tests[] = {
+    {"gemm", test_gemm},
+    {"conv2d", test_conv2d},
+    {"convt2d", test_convt2d},
+    {"linear", test_linear},
+    {"batchnorm", test_batchnorm},
+    {"activations", test_activations},
+    {"pooling", test_pooling},
+    {"dropout", test_dropout},
+    {"losses", test_losses},
+    {"foreach", test_foreach},
+    {"casts", test_casts},
+    {"rng", test_rng},
+    {"f16_rounded_conv", test_f16_rounded_conv},
+    {"error_record", test_error_record},
+    CU_TEST_INFO_NULL,
+};
+
+int main(void) {
+  char why[256];
+  if (ganfw_cuda_device_count(why, sizeof why) == 0) {
+    printf("no CUDA device, skipped (%s)\n", why);
+    return 77;
+  }
+  return gt_run_fixture("gpu ops vs cpu", tests, suite_init, suite_clean);
+}
