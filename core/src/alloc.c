@@ -104,6 +104,8 @@ struct ganfw_alloc {
   char oom_names[GANFW_OOM_TOP + 1][OWNER_COPY_MAX];
   ganfw_oom_hook hook;
   void *hook_ud;
+  ganfw_alloc_peak_fn peak_hook;
+  void *peak_ud;
 
   /* trace: a ring of the latest events, owner names interned */
   trace_ev *ev;
@@ -861,13 +863,29 @@ ganfw_status ganfw_alloc_malloc(ganfw_alloc *a, size_t bytes, int32_t category, 
   b->category = (int16_t)category;
   b->owner = owner;
   map_put(a, b);
+  const int64_t old_peak = a->st.allocated.peak;
   stat_add(&a->st.allocated, (int64_t)b->size);
   stat_add(&a->st.category[category], (int64_t)b->size);
   stat_add(&a->st.allocations, 1);
   a->st.num_allocs++;
   if (a->trace_on) trace_add(a, EV_ALLOC, b->ptr, b->sg, b->size, category, owner);
   *ptr = b->ptr;
+  if (a->peak_hook && a->st.allocated.peak > old_peak) a->peak_hook(a->peak_ud, a);
   return GANFW_OK;
+}
+
+void ganfw_alloc_for_each_block(const ganfw_alloc *a, ganfw_alloc_block_fn fn, void *ud) {
+  if (!a || !fn) return;
+  for (size_t i = 0; i <= a->map_mask; i++) {
+    const blk *b = a->map[i].b;
+    if (a->map[i].key) fn(ud, b->ptr, b->size, b->category, b->owner);
+  }
+}
+
+void ganfw_alloc_set_peak_hook(ganfw_alloc *a, ganfw_alloc_peak_fn fn, void *ud) {
+  if (!a) return;
+  a->peak_hook = fn;
+  a->peak_ud = ud;
 }
 
 void ganfw_alloc_free(ganfw_alloc *a, void *ptr) {

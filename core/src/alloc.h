@@ -144,6 +144,18 @@ void ganfw_oom_report_format(const ganfw_alloc *a, const ganfw_oom_report *r, ch
 typedef void (*ganfw_oom_hook)(void *ud, const ganfw_oom_report *r, char *buf, size_t n);
 void ganfw_alloc_set_oom_hook(ganfw_alloc *a, ganfw_oom_hook fn, void *ud);
 
+/* --- inspection for planners (core/src/probe.c) ----------------------------------------
+ * Calls fn once per live block with its address, rounded size, category and owner (NULL
+ * when unnamed; borrowed, valid during the call). Order unspecified. O(live blocks). */
+typedef void (*ganfw_alloc_block_fn)(void *ud, const void *ptr, size_t size, int32_t category,
+                                     const char *owner);
+void ganfw_alloc_for_each_block(const ganfw_alloc *a, ganfw_alloc_block_fn fn, void *ud);
+/* fn is called at the end of every ganfw_alloc_malloc that raised allocated.peak (after
+ * the block is counted), e.g. to record who holds the bytes at the peak with
+ * ganfw_alloc_for_each_block. fn NULL removes it; when none is set this costs one branch. */
+typedef void (*ganfw_alloc_peak_fn)(void *ud, const ganfw_alloc *a);
+void ganfw_alloc_set_peak_hook(ganfw_alloc *a, ganfw_alloc_peak_fn fn, void *ud);
+
 /* --- trace ------------------------------------------------------------------------- */
 /* Writes {"stats": {...}, "trace": {"enabled": .., "dropped": .., "events": [...]}} where
  * each event is {"t_ns", "kind" (alloc|free|segment_alloc|segment_free|oom), "ptr" (hex
