@@ -4,10 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compare.h"
 #include "config.h"
 #include "error.h"
+#include "eval.h"
 #include "ganfw/ganfw.h"
 #include "log.h"
+#include "plan.h"
 #include "run.h"
 #include "sample.h"
 #include "session.h"
@@ -23,6 +26,16 @@ static const char usage[] =
     "       ganfw plugins [--plugin-path DIR] list the plugins found\n"
     "       ganfw sample RUN_DIR|CHECKPOINT [-n 64] [-o grid.png] [--seed S] [--nrow 8]\n"
     "                                         images from a trained generator\n"
+    "       ganfw eval CONFIG|RUN_DIR [--checkpoint PATH] [--batch N]\n"
+    "                                         a classifier's test accuracy, loss and confusion\n"
+    "                                         matrix (best checkpoint, else the latest)\n"
+    "       ganfw plan [options] CONFIG [--measure]\n"
+    "                                         peak memory from shapes alone, per category,\n"
+    "                                         phase and layer (--measure: and one real step)\n"
+    "       ganfw find-batch [options] CONFIG [--margin 0.05] [--no-confirm] [--max-batch N]\n"
+    "                                         the largest batch that fits the device budget\n"
+    "       ganfw compare [options] A.yaml B.yaml ... [--steps 10] [--warmup 2] [--csv F]\n"
+    "                     [--json F]          memory, speed and losses side by side\n"
     "       ganfw --help | --version\n"
     "\n"
     "options:\n"
@@ -69,7 +82,69 @@ typedef struct cli_args {
   const char *plugin_dirs[MAX_SETS];
   int ndirs;
   ganfw_sample_args sample;
+  const char *configs[MAX_SETS]; /* compare */
+  int nconfigs;
+  int32_t measure;               /* plan --measure */
+  ganfw_find_batch_options find; /* find-batch */
+  ganfw_compare_options compare; /* compare */
+  const char *csv, *json;        /* compare */
+  ganfw_eval_args eval;
 } cli_args;
+
+/* Whether `a` is an option of the memory tool `command`. */
+static int is_tool_option(const char *command, const char *a) {
+  if (strcmp(command, "plan") == 0) return strcmp(a, "--measure") == 0;
+  if (strcmp(command, "find-batch") == 0)
+    return strcmp(a, "--margin") == 0 || strcmp(a, "--no-confirm") == 0 ||
+           strcmp(a, "--max-batch") == 0;
+  if (strcmp(command, "compare") == 0)
+    return strcmp(a, "--steps") == 0 || strcmp(a, "--warmup") == 0 || strcmp(a, "--csv") == 0 ||
+           strcmp(a, "--json") == 0;
+  return 0;
+}
+
+/* One option of a memory tool with its value v (NULL when absent); *i moves past a value
+ * it takes. Returns -1, or the exit code of a usage error. */
+static int parse_tool_option(cli_args *args, const char *a, const char *v, int *i) {
+  if (strcmp(a, "--measure") == 0) {
+    args->measure = 1;
+    return -1;
+  }
+  if (strcmp(a, "--no-confirm") == 0) {
+    args->find.confirm = 0;
+    return -1;
+  }
+  if (!v) return usage_error("%s needs a value", a);
+  (*i)++;
+  if (strcmp(a, "--csv") == 0) {
+    args->csv = v;
+    return -1;
+  }
+  if (strcmp(a, "--json") == 0) {
+    args->json = v;
+    return -1;
+  }
+  char *end = NULL;
+  if (strcmp(a, "--margin") == 0) {
+    double m = strtod(v, &end);
+    if (!*v || *end || !(m >= 0.0 && m <= 0.9))
+      return usage_error("bad value for %s (a fraction of the budget, 0 to 0.9)", a);
+    args->find.margin = m;
+    return -1;
+  }
+  long long num = strtoll(v, &end, 10);
+  long long lo = strcmp(a, "--warmup") == 0 ? 0 : 1;
+  long long hi = strcmp(a, "--max-batch") == 0 ? (1 << 20) : 100000;
+  if (!*v || *end || num < lo || num > hi)
+    return usage_error("bad value for %s (a whole number; see --help)", a);
+  if (strcmp(a, "--steps") == 0)
+    args->compare.steps = (int32_t)num;
+  else if (strcmp(a, "--warmup") == 0)
+    args->compare.warmup = (int32_t)num;
+  else
+    args->find.max_batch = num;
+  return -1;
+}
 
 /* Parses argv into args; returns -1 when parsing succeeded, else the exit code. */
 static int parse_args(int argc, char **argv, cli_args *args) {
@@ -77,8 +152,12 @@ static int parse_args(int argc, char **argv, cli_args *args) {
   args->command = "train";
   int i = 1;
   args->sample = (ganfw_sample_args){.output = "samples.png", .n = 64, .nrow = 8};
+  args->find = (ganfw_find_batch_options){.margin = 0.05, .confirm = 1};
+  args->compare = (ganfw_compare_options){.warmup = 2, .steps = 10};
   if (argc > 1 && (strcmp(argv[1], "validate") == 0 || strcmp(argv[1], "plugins") == 0 ||
-                   strcmp(argv[1], "sample") == 0)) {
+                   strcmp(argv[1], "sample") == 0 || strcmp(argv[1], "eval") == 0 ||
+                   strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "find-batch") == 0 ||
+                   strcmp(argv[1], "compare") == 0)) {
     args->command = argv[1];
     i = 2;
   }
@@ -131,8 +210,27 @@ static int parse_args(int argc, char **argv, cli_args *args) {
         args->sample.seed = (uint64_t)num;
         args->sample.has_seed = 1;
       }
+    } else if (strcmp(args->command, "eval") == 0 &&
+               (strcmp(a, "--checkpoint") == 0 || strcmp(a, "--batch") == 0)) {
+      if (i + 1 >= argc) return usage_error("%s needs a value", a);
+      const char *v = argv[++i];
+      char *end = NULL;
+      long long num = strtoll(v, &end, 10);
+      if (strcmp(a, "--checkpoint") == 0)
+        args->eval.checkpoint = v;
+      else if (!*v || *end || num < 1 || num > (1 << 20))
+        return usage_error("bad value for %s (a batch size from 1 to 1048576)", a);
+      else
+        args->eval.batch = num;
+    } else if (is_tool_option(args->command, a)) {
+      int rc = parse_tool_option(args, a, i + 1 < argc ? argv[i + 1] : NULL, &i);
+      if (rc >= 0) return rc;
     } else if (a[0] == '-') {
       return usage_error("unknown option '%s'", a);
+    } else if (strcmp(args->command, "compare") == 0) {
+      if (args->nconfigs == MAX_SETS) return usage_error("too many configs for %s", "compare");
+      args->configs[args->nconfigs++] = a;
+      args->config = args->configs[0];
     } else if (!args->config) {
       args->config = a;
     } else {
@@ -145,7 +243,9 @@ static int parse_args(int argc, char **argv, cli_args *args) {
       return EXIT_USAGE;
     }
     return usage_error(strcmp(args->command, "sample") == 0 ? "%s needs a run folder or checkpoint"
-                                                            : "%s needs a config file",
+                       : strcmp(args->command, "eval") == 0 ? "%s needs a config or run folder"
+                       : strcmp(args->command, "compare") == 0 ? "%s needs config files"
+                                                               : "%s needs a config file",
                        args->command);
   }
   return -1;
@@ -179,17 +279,87 @@ static int cmd_validate(const cli_args *args) {
   return st == GANFW_OK ? EXIT_OK : fail(st);
 }
 
+/* An out-of-memory failure of a run (its message recorded): the message, then what each
+ * memory strategy would bring the peak to, planned after the run let go of its memory. */
+static int fail_oom(const cli_args *args) {
+  static char msg[8192], advice[4096];
+  snprintf(msg, sizeof msg, "%s", ganfw_error_message());
+  ganfw_oom_advice(args->config, args->sets, args->nsets, advice, sizeof advice);
+  fprintf(stderr, "ganfw: %s: %s%s\n", ganfw_status_name(GANFW_ERR_OOM), msg, advice);
+  return EXIT_RUNTIME;
+}
+
+static int cmd_plan(const cli_args *args) {
+  ganfw_probe_result plan, real;
+  memset(&real, 0, sizeof real);
+  ganfw_status st = ganfw_plan_make(args->config, args->sets, args->nsets, 0, NULL, &plan);
+  if (st == GANFW_OK) ganfw_plan_print(args->config, &plan, stdout);
+  if (st == GANFW_OK && args->measure) {
+    fflush(stdout);
+    char *summary = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&summary, &len);
+    st = ganfw_plan_measure(args->config, args->sets, args->nsets, &plan, mem, &real);
+    if (mem) fclose(mem);
+    if (st == GANFW_OK) ganfw_plan_print_vs(&plan, &real, stdout);
+    if (st == GANFW_OK && summary && *summary)
+      printf("\nThe allocator after the real step:\n%s", summary);
+    free(summary);
+  }
+  ganfw_probe_result_free(&plan);
+  ganfw_probe_result_free(&real);
+  return st == GANFW_OK ? EXIT_OK : fail(st);
+}
+
+/* Exit code 1 when no batch size fits or the confirming step ran out of memory. */
+static int cmd_find_batch(const cli_args *args) {
+  ganfw_find_batch_result *res = malloc(sizeof *res);
+  if (!res) return fail(ganfw_error_set(GANFW_ERR_OOM, "out of host memory"));
+  ganfw_status st =
+      ganfw_find_batch(args->config, args->sets, args->nsets, &args->find, res, stdout);
+  int rc = EXIT_OK;
+  if (st != GANFW_OK)
+    rc = fail(st);
+  else if (res->batch == 0 || (res->confirmed && res->real.oom))
+    rc = EXIT_RUNTIME;
+  ganfw_find_batch_free(res);
+  free(res);
+  return rc;
+}
+
+/* Exit code 0 when the table is complete, OOM rows included; 1 when a config failed
+ * otherwise (its row says why). */
+static int cmd_compare(const cli_args *args) {
+  ganfw_compare_row *rows = calloc((size_t)args->nconfigs, sizeof *rows);
+  if (!rows) return fail(ganfw_error_set(GANFW_ERR_OOM, "out of host memory"));
+  ganfw_status st = ganfw_compare_run(args->configs, args->nconfigs, args->sets, args->nsets,
+                                      &args->compare, rows, stderr);
+  if (st == GANFW_OK) ganfw_compare_print(rows, args->nconfigs, stdout);
+  if (st == GANFW_OK && args->csv) st = ganfw_compare_write_csv(rows, args->nconfigs, args->csv);
+  if (st == GANFW_OK && args->json) st = ganfw_compare_write_json(rows, args->nconfigs, args->json);
+  int failed = 0;
+  for (int i = 0; i < args->nconfigs; i++) failed |= rows[i].status != GANFW_OK;
+  ganfw_compare_rows_free(rows, args->nconfigs);
+  free(rows);
+  if (st != GANFW_OK) return fail(st);
+  return failed ? EXIT_RUNTIME : EXIT_OK;
+}
+
 static int cmd_train(const cli_args *args) {
   ganfw_run *run = NULL;
   ganfw_session *session = NULL;
   ganfw_status st = prepare(args, &run, &session);
-  if (st == GANFW_OK && session->family != GANFW_MODEL_GAN)
-    st = ganfw_error_set(GANFW_ERR_UNSUPPORTED,
-                         "%s: model '%s' is a classifier; this build trains GANs only",
-                         args->config, ganfw_plugin_name(run->model));
-  if (st == GANFW_OK) st = ganfw_train_gan(session);
+  if (st == GANFW_OK)
+    st = session->family == GANFW_MODEL_CLASSIFIER ? ganfw_train_classifier(session)
+                                                   : ganfw_train_gan(session);
+  static char oom_msg[8192];
+  if (st == GANFW_ERR_OOM) snprintf(oom_msg, sizeof oom_msg, "%s", ganfw_error_message());
   ganfw_session_close(session);
   ganfw_run_close(run);
+  if (st == GANFW_ERR_OOM) { /* advice needs the memory back first */
+    ganfw_error_set(GANFW_ERR_OOM, "%s", oom_msg);
+    return fail_oom(args);
+  }
   if (st == GANFW_ERR_INTERRUPTED) {
     fprintf(stderr, "ganfw: %s\n", ganfw_error_message());
     return EXIT_INTERRUPTED;
@@ -203,6 +373,16 @@ int main(int argc, char **argv) {
   if (rc >= 0) return rc;
   if (strcmp(args.command, "plugins") == 0) return cmd_plugins(&args);
   if (strcmp(args.command, "validate") == 0) return cmd_validate(&args);
+  if (strcmp(args.command, "plan") == 0) return cmd_plan(&args);
+  if (strcmp(args.command, "find-batch") == 0) return cmd_find_batch(&args);
+  if (strcmp(args.command, "compare") == 0) return cmd_compare(&args);
+  if (strcmp(args.command, "eval") == 0) {
+    args.eval.source = args.config;
+    args.eval.sets = args.sets;
+    args.eval.nsets = args.nsets;
+    ganfw_status st = ganfw_eval(&args.eval, stdout);
+    return st == GANFW_OK ? EXIT_OK : fail(st);
+  }
   if (strcmp(args.command, "sample") == 0) {
     args.sample.source = args.config;
     ganfw_status st = ganfw_sample(&args.sample);

@@ -46,6 +46,9 @@ static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t w
       (st = ganfw_cfg_bool(data, "shuffle", 1, &shuffle)) ||
       (st = ganfw_cfg_bool(data, "drop_last", 1, &drop_last)) || (st = read_transform(data, &tf)))
     return st;
+  s->data_kind = kind;
+  s->data_path = path;
+  s->transform = tf;
   s->loader_cfg = (ganfw_loader_config){.batch_size = (int32_t)s->train.batch_size,
                                         .seed = s->run->ctx_opt.seed,
                                         .shuffle = shuffle,
@@ -145,6 +148,7 @@ static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const 
   o->role = role;
   o->net = net;
   o->lr = lr;
+  o->base_lr = lr;
   o->vt = ganfw_plugin_vtable(s->run->optim);
   int64_t n = ganfw_net_param_count(net);
   o->params = calloc((size_t)(n ? n : 1), sizeof *o->params);
@@ -231,6 +235,7 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   const ganfw_cfg *optim = ganfw_cfg_section(root, "optim");
   double lr, lr_g, lr_d;
   if ((st = read_lr(optim, "lr", 1e-3, &lr)) != GANFW_OK) return st;
+  if ((st = ganfw_schedule_read(s->run->config, optim, &s->schedule)) != GANFW_OK) return st;
   if (s->family == GANFW_MODEL_GAN) {
     if ((st = read_lr(optim, "lr_generator", lr, &lr_g)) ||
         (st = read_lr(optim, "lr_discriminator", lr, &lr_d)))

@@ -8,6 +8,7 @@
 #include "ganfw/ganfw.h"
 #include "net.h"
 #include "run.h"
+#include "schedule.h"
 
 /* One optimizer and the net it moves. */
 typedef struct ganfw_session_optim {
@@ -17,7 +18,8 @@ typedef struct ganfw_session_optim {
   void *self;
   ganfw_param *params; /* the net's trainable parameters, owned by the session */
   int64_t n_params;
-  double lr;
+  double lr;      /* the rate of the next step: the trainers set it from the schedule */
+  double base_lr; /* the configured rate (optim.lr, lr_generator, lr_discriminator) */
 } ganfw_session_optim;
 
 /* One memory strategy of the config's `memory:` list. */
@@ -56,7 +58,10 @@ typedef struct ganfw_session {
   ganfw_data_info data_info;
   ganfw_dataset *data; /* NULL when opened without data */
   ganfw_loader_config loader_cfg;
+  const char *data_kind, *data_path; /* data.dataset and data.path (borrowed from the config) */
+  ganfw_transform transform;         /* data's transforms, e.g. to open the test split */
   ganfw_train_settings train;
+  ganfw_schedule schedule; /* optim.schedule, for every optimizer */
 } ganfw_session;
 
 /* Builds everything from run's config. With `with_data` 0 the data set is not opened and

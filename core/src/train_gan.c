@@ -275,6 +275,8 @@ static ganfw_status train_loop(gan_run *r) {
     if ((st = ganfw_tensor_from_host(r->x, r->host_batch, r->x->nbytes)) ||
         (st = host->rng_normal(s->ctx, r->z, 0.0f, 1.0f)))
       break;
+    for (int32_t i = 0; i < s->n_optim; i++) /* optim.schedule */
+      s->optim[i].lr = ganfw_schedule_lr(&s->schedule, s->optim[i].base_lr, r->step, r->total);
     ganfw_gan_stats gs;
     if ((st = ganfw_gan_step(r->gan, r->x, r->z, &gs)) != GANFW_OK) {
       st = ganfw_error_wrap(st, "step %lld", (long long)(r->step + 1));

@@ -1,0 +1,420 @@
+/* The classifier training loop of `ganfw CONFIG`: batches and labels from the loader, one
+ * ganfw_classifier_step per batch, an evaluation on the test split at the end of every
+ * epoch (and of the run) in no-grad eval mode, and the run's outputs: metrics.csv (per
+ * logged step), eval.csv (per evaluation), checkpoints/step_NNNNNNNN.safetensors,
+ * checkpoints/best.safetensors (the highest test accuracy), config.resolved.yaml and
+ * memory.json. `train.resume` continues as the GAN trainer's does, the best accuracy so
+ * far included. Ctrl-C finishes the step, writes a checkpoint and stops. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "error.h"
+#include "log.h"
+#include "outputs.h"
+#include "tensor.h"
+#include "trainer.h"
+
+#define EVAL_COLUMNS                                                                               \
+  "step,epoch,test_loss,test_acc,eval_peak_activation,train_peak_activation,eval_seconds"
+#define MAX_EXTRA 64
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct cls_run {
+  ganfw_session *s;
+  ganfw_classifier *cls;
+  ganfw_loader *loader;
+  ganfw_dataset *test;
+  float *host_x;
+  int32_t *host_y;
+  ganfw_tensor *x, *y;
+  ganfw_metrics *metrics;
+  FILE *eval_csv;
+  char ckpt_dir[4096], eval_path[4200];
+  int64_t step, total, eval_batch;
+  int64_t skipped; /* optimizer steps skipped by a strategy, this run */
+  double best_acc; /* -1: no evaluation yet */
+  int64_t best_step;
+  int64_t last_eval_step;
+  int32_t memory_written; /* memory.json was written before the final evaluation */
+} cls_run;
+
+/* Metadata as "<key>" and %.17g / %lld values. */
+typedef struct extras {
+  char keys[MAX_EXTRA][128], values[MAX_EXTRA][40];
+  const char *key_ptr[MAX_EXTRA], *value_ptr[MAX_EXTRA];
+  int32_t n;
+} extras;
+
+static void add_extra(extras *e, const char *key, const char *fmt, double v) {
+  if (e->n == MAX_EXTRA) return;
+  snprintf(e->keys[e->n], sizeof e->keys[0], "%s", key);
+  snprintf(e->values[e->n], sizeof e->values[0], fmt, v);
+  e->key_ptr[e->n] = e->keys[e->n];
+  e->value_ptr[e->n] = e->values[e->n];
+  e->n++;
+}
+
+/* The memory strategies' scalars as "memory.<plugin>.<name>". */
+static void strategy_scalars(ganfw_session *s, extras *e) {
+  for (int32_t i = 0; i < s->n_memory; i++) {
+    const ganfw_session_memory *m = &s->memory[i];
+    const char *name;
+    double value;
+    for (int32_t k = 0; m->vt->scalar && m->vt->scalar(m->self, k, &name, &value); k++) {
+      char key[128];
+      snprintf(key, sizeof key, "memory.%s.%s", m->name, name);
+      add_extra(e, key, "%.17g", value);
+    }
+  }
+}
+
+static ganfw_ckpt_net ckpt_net(ganfw_session *s) {
+  return (ganfw_ckpt_net){s->classifier, "classifier", s->optim[0].vt, s->optim[0].self};
+}
+
+/* A full checkpoint (weights, optimizer, position, best accuracy) at `path`; test_acc < 0
+ * leaves out the "test_acc" of this checkpoint. */
+static ganfw_status save_to(cls_run *r, const char *path, double test_acc) {
+  ganfw_session *s = r->s;
+  int64_t epoch = 0, offset = 0;
+  ganfw_loader_position(r->loader, &epoch, &offset);
+  extras e = {.n = 0};
+  add_extra(&e, "data.channels", "%.0f", s->data_info.channels);
+  add_extra(&e, "data.height", "%.0f", s->data_info.height);
+  add_extra(&e, "data.width", "%.0f", s->data_info.width);
+  add_extra(&e, "data.num_classes", "%.0f", s->data_info.num_classes);
+  if (r->best_acc >= 0) {
+    add_extra(&e, "classifier.best_test_acc", "%.17g", r->best_acc);
+    add_extra(&e, "classifier.best_step", "%.0f", (double)r->best_step);
+  }
+  if (test_acc >= 0) add_extra(&e, "classifier.test_acc", "%.17g", test_acc);
+  strategy_scalars(s, &e);
+  ganfw_ckpt_meta meta = {.step = r->step,
+                          .epoch = epoch,
+                          .loader_position = offset,
+                          .seed = s->ctx->seed,
+                          .rng_offset = s->ctx->rng_offset,
+                          .n_extra = e.n,
+                          .extra_keys = e.key_ptr,
+                          .extra_values = e.value_ptr};
+  ganfw_ckpt_net net = ckpt_net(s);
+  ganfw_status st = ganfw_checkpoint_save(path, &net, 1, &meta);
+  if (st == GANFW_OK) ganfw_log(GANFW_LOG_INFO, "checkpoint %s", path);
+  return st;
+}
+
+static ganfw_status save_checkpoint(cls_run *r) {
+  char path[4200];
+  ganfw_status st = ganfw_checkpoint_path(r->ckpt_dir, r->step, path, sizeof path);
+  return st == GANFW_OK ? save_to(r, path, -1) : st;
+}
+
+/* Gives each strategy back the scalars it saved. */
+static ganfw_status restore_scalars(ganfw_session *s, const ganfw_ckpt_meta *meta) {
+  for (int32_t i = 0; i < s->n_memory; i++) {
+    const ganfw_session_memory *m = &s->memory[i];
+    const char *name;
+    double value;
+    for (int32_t k = 0; m->vt->scalar && m->vt->scalar(m->self, k, &name, &value); k++) {
+      char key[128];
+      snprintf(key, sizeof key, "memory.%s.%s", m->name, name);
+      const char *saved = ganfw_ckpt_meta_extra(meta, key);
+      if (!saved || !m->vt->set_scalar) continue;
+      ganfw_status st = m->vt->set_scalar(m->self, name, strtod(saved, NULL));
+      if (st != GANFW_OK) return ganfw_error_wrap(st, "restoring %s", key);
+    }
+  }
+  return GANFW_OK;
+}
+
+static ganfw_status resume(cls_run *r) {
+  ganfw_session *s = r->s;
+  const char *what = s->train.resume;
+  char path[4200];
+  if (strcmp(what, "latest") == 0) {
+    int64_t step = -1;
+    ganfw_status st = ganfw_checkpoint_latest(r->ckpt_dir, path, sizeof path, &step);
+    if (st != GANFW_OK) return st;
+    if (step < 0) {
+      ganfw_log(GANFW_LOG_INFO, "train.resume: latest: no checkpoint in %s yet, starting anew",
+                r->ckpt_dir);
+      return GANFW_OK;
+    }
+  } else {
+    snprintf(path, sizeof path, "%s", what);
+  }
+  ganfw_ckpt_net net = ckpt_net(s);
+  ganfw_ckpt_meta *meta = NULL;
+  ganfw_status st = ganfw_checkpoint_load(path, &net, 1, &meta);
+  if (st != GANFW_OK) return ganfw_error_wrap(st, "train.resume");
+  if (meta->seed != s->ctx->seed) {
+    ganfw_log(GANFW_LOG_WARN,
+              "train.resume: the checkpoint was made with seed %llu, the config says %llu; "
+              "continuing with the checkpoint's",
+              (unsigned long long)meta->seed, (unsigned long long)s->ctx->seed);
+    s->ctx->seed = meta->seed;
+  }
+  s->ctx->rng_offset = meta->rng_offset;
+  r->step = r->last_eval_step = meta->step;
+  const char *best = ganfw_ckpt_meta_extra(meta, "classifier.best_test_acc");
+  const char *best_step = ganfw_ckpt_meta_extra(meta, "classifier.best_step");
+  if (best) r->best_acc = strtod(best, NULL);
+  if (best_step) r->best_step = strtoll(best_step, NULL, 10);
+  st = restore_scalars(s, meta);
+  if (st == GANFW_OK) st = ganfw_loader_seek(r->loader, meta->epoch, meta->loader_position);
+  ganfw_ckpt_meta_free(meta);
+  if (st == GANFW_OK)
+    ganfw_log(GANFW_LOG_INFO, "resumed from %s at step %lld", path, (long long)r->step);
+  return st;
+}
+
+/* eval.csv: the header, then one row per evaluation; on resume the rows of steps before
+ * from_step are kept. */
+static ganfw_status open_eval_csv(cls_run *r, int32_t append, int64_t from_step) {
+  char tmp[4300];
+  snprintf(tmp, sizeof tmp, "%s.tmp", r->eval_path);
+  FILE *in = append ? fopen(r->eval_path, "r") : NULL;
+  FILE *out = fopen(tmp, "w");
+  if (!out) {
+    if (in) fclose(in);
+    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot write", tmp);
+  }
+  fprintf(out, "%s\n", EVAL_COLUMNS);
+  char line[1024];
+  if (in && fgets(line, sizeof line, in))
+    while (fgets(line, sizeof line, in))
+      if (strtoll(line, NULL, 10) < from_step) fputs(line, out);
+  if (in) fclose(in);
+  if (fclose(out) != 0 || rename(tmp, r->eval_path) != 0) {
+    unlink(tmp);
+    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot write", r->eval_path);
+  }
+  r->eval_csv = fopen(r->eval_path, "a");
+  return r->eval_csv ? GANFW_OK : ganfw_error_set(GANFW_ERR_IO, "%s: cannot write", r->eval_path);
+}
+
+static ganfw_status open_run(cls_run *r) {
+  ganfw_session *s = r->s;
+  const char *out = s->run->out_dir;
+  ganfw_status st;
+  if ((st = ganfw_path_join(r->ckpt_dir, sizeof r->ckpt_dir, out, "checkpoints")) ||
+      (st = ganfw_path_join(r->eval_path, sizeof r->eval_path, out, "eval.csv")) ||
+      (st = ganfw_mkdirs(r->ckpt_dir)) || (st = ganfw_write_resolved_config(s->run->config, out)))
+    return st;
+  if ((st = ganfw_loader_create(s->data, &s->loader_cfg, &r->loader)) != GANFW_OK) return st;
+  if ((st = ganfw_classifier_open_test_split(s, &r->test)) != GANFW_OK) return st;
+  const int64_t B = s->train.batch_size;
+  int64_t full_batches = ganfw_dataset_size(s->data) / B; /* a short last batch is skipped */
+  r->total = s->train.epochs * full_batches;
+  if (s->train.max_steps > 0 && (r->total == 0 || s->train.max_steps < r->total))
+    r->total = s->train.max_steps;
+  if (full_batches == 0)
+    return ganfw_error_set(
+        GANFW_ERR_CONFIG, "train.batch_size %lld is larger than %s (%lld images); lower it",
+        (long long)B, ganfw_dataset_name(s->data), (long long)ganfw_dataset_size(s->data));
+  r->eval_batch = B / s->exec.micro_batches; /* as many rows at a time as training runs */
+  if ((st = ganfw_classifier_create(s, &r->cls)) != GANFW_OK) return st;
+  int64_t xs[4] = {B, s->data_info.channels, s->data_info.height, s->data_info.width};
+  r->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
+  r->y = ganfw_tensor_create(s->ctx, GANFW_DTYPE_I32, 1, &B, GANFW_MEM_DATA, "labels");
+  if (!r->x || !r->y) return ganfw_error_code();
+  r->host_x = malloc((size_t)r->x->nbytes);
+  r->host_y = malloc((size_t)B * sizeof *r->host_y);
+  if (!r->host_x || !r->host_y) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
+  char columns[4096] = "step,epoch,loss,acc,lr,allocated,reserved,step_seconds,skipped";
+  extras e = {.n = 0};
+  strategy_scalars(s, &e);
+  for (int32_t i = 0; i < e.n; i++)
+    snprintf(columns + strlen(columns), sizeof columns - strlen(columns), ",%s",
+             e.keys[i] + strlen("memory."));
+  const int32_t append = *s->train.resume != '\0';
+  if ((st = ganfw_metrics_open(out, columns, append, r->step + 1, &r->metrics)) != GANFW_OK)
+    return st;
+  return open_eval_csv(r, append, r->step + 1);
+}
+
+static void close_run(cls_run *r) {
+  ganfw_metrics_close(r->metrics);
+  if (r->eval_csv) fclose(r->eval_csv);
+  free(r->host_x);
+  free(r->host_y);
+  ganfw_tensor_destroy(r->x);
+  ganfw_tensor_destroy(r->y);
+  ganfw_classifier_destroy(r->cls);
+  ganfw_loader_destroy(r->loader);
+  ganfw_dataset_destroy(r->test);
+}
+
+static ganfw_status log_step(cls_run *r, const ganfw_classifier_stats *cs,
+                             const ganfw_batch_info *bi, double seconds, double rate, double eta) {
+  ganfw_session *s = r->s;
+  ganfw_alloc_stats as;
+  ganfw_alloc_get_stats(s->ctx->alloc, &as);
+  double row[9 + MAX_EXTRA] = {(double)r->step,
+                               (double)bi->epoch,
+                               cs->loss,
+                               cs->accuracy,
+                               s->optim[0].lr,
+                               (double)as.allocated.current,
+                               (double)as.reserved.current,
+                               seconds,
+                               (double)r->skipped};
+  int32_t n = 9;
+  extras e = {.n = 0};
+  strategy_scalars(s, &e);
+  for (int32_t i = 0; i < e.n; i++) row[n++] = strtod(e.values[i], NULL);
+  char losses[96];
+  snprintf(losses, sizeof losses, "loss %.4f acc %.3f lr %.3g", cs->loss, cs->accuracy,
+           s->optim[0].lr);
+  ganfw_progress(r->step, r->total, rate, eta, losses, s->ctx->alloc, r->step == r->total);
+  return ganfw_metrics_row(r->metrics, row, n);
+}
+
+/* Evaluates on the test split after step r->step, `epochs` epochs into training: eval.csv,
+ * a log line, and best.safetensors when the accuracy is the highest so far. The training
+ * peak is the allocator's activation peak since the last evaluation reset it. */
+static ganfw_status evaluate(cls_run *r, double epochs) {
+  ganfw_session *s = r->s;
+  ganfw_alloc_stats as;
+  ganfw_alloc_get_stats(s->ctx->alloc, &as);
+  const int64_t train_peak = as.category[GANFW_MEM_ACTIVATION].peak;
+  ganfw_status st = GANFW_OK;
+  /* The evaluation resets the allocator's peaks: memory.json keeps training's. */
+  if (r->step == r->total) {
+    if ((st = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir)) != GANFW_OK) return st;
+    r->memory_written = 1;
+  }
+  ganfw_eval_result ev;
+  if ((st = ganfw_classifier_evaluate(s, r->test, r->eval_batch, &ev)) != GANFW_OK) return st;
+  r->last_eval_step = r->step;
+  fprintf(r->eval_csv, "%lld,%.6g,%.9g,%.9g,%lld,%lld,%.6g\n", (long long)r->step, epochs, ev.loss,
+          ev.accuracy, (long long)ev.peak_activation, (long long)train_peak, ev.seconds);
+  if (fflush(r->eval_csv) != 0)
+    st = ganfw_error_set(GANFW_ERR_IO, "%s: write failed", r->eval_path);
+  const double mib = 1024.0 * 1024.0;
+  ganfw_log(GANFW_LOG_INFO,
+            "step %lld (epoch %.2f): test accuracy %.2f%% (%lld/%lld), loss %.4f; peak activations "
+            "%.2f MiB evaluating (no-grad) vs %.2f MiB training",
+            (long long)r->step, epochs, 100.0 * ev.accuracy, (long long)ev.correct, (long long)ev.n,
+            ev.loss, ev.peak_activation / mib, train_peak / mib);
+  if (st == GANFW_OK && ev.accuracy > r->best_acc) {
+    r->best_acc = ev.accuracy;
+    r->best_step = r->step;
+    char path[4200];
+    st = ganfw_path_join(path, sizeof path, r->ckpt_dir, "best.safetensors");
+    if (st == GANFW_OK) st = save_to(r, path, ev.accuracy);
+  }
+  ganfw_eval_result_free(&ev);
+  return st;
+}
+
+static ganfw_status train_loop(cls_run *r) {
+  ganfw_session *s = r->s;
+  ganfw_status st = GANFW_OK;
+  const int64_t B = s->train.batch_size, size = ganfw_dataset_size(s->data);
+  double rate = 0, t_start = now_s();
+  int64_t first_step = r->step;
+  while (r->step < r->total && st == GANFW_OK) {
+    ganfw_batch_info bi;
+    if ((st = ganfw_loader_next(r->loader, r->host_x, r->host_y, &bi)) != GANFW_OK) break;
+    if (bi.n == B) {
+      double t0 = now_s();
+      if ((st = ganfw_tensor_from_host(r->x, r->host_x, r->x->nbytes)) ||
+          (st = ganfw_tensor_from_host(r->y, r->host_y, r->y->nbytes)))
+        break;
+      s->optim[0].lr = ganfw_schedule_lr(&s->schedule, s->optim[0].base_lr, r->step, r->total);
+      ganfw_classifier_stats cs;
+      if ((st = ganfw_classifier_step(r->cls, r->x, r->y, &cs)) != GANFW_OK) {
+        st = ganfw_error_wrap(st, "step %lld", (long long)(r->step + 1));
+        break;
+      }
+      r->step++;
+      r->skipped += cs.skipped;
+      double t1 = now_s(), elapsed = t1 - t_start;
+      rate = elapsed > 0 ? (double)(r->step - first_step) * (double)B / elapsed : 0;
+      double eta = elapsed / (double)(r->step - first_step) * (double)(r->total - r->step);
+      if ((s->train.log_every && r->step % s->train.log_every == 0) || r->step == first_step + 1 ||
+          r->step == r->total)
+        st = log_step(r, &cs, &bi, t1 - t0, rate, eta);
+    }
+    const int last = r->step == r->total;
+    if (st == GANFW_OK && (bi.last_in_epoch || last) && r->last_eval_step != r->step) {
+      double epochs = bi.last_in_epoch
+                          ? (double)(bi.epoch + 1)
+                          : (double)bi.epoch + (double)(bi.offset + bi.n) / (double)size;
+      st = evaluate(r, epochs);
+    }
+    int saved = 0;
+    if (st == GANFW_OK && bi.n == B &&
+        ((s->train.checkpoint_every && r->step % s->train.checkpoint_every == 0) || last)) {
+      st = save_checkpoint(r);
+      saved = 1;
+    }
+    if (st == GANFW_OK && interrupted) {
+      if (!saved) st = save_checkpoint(r);
+      if (st == GANFW_OK)
+        st = ganfw_error_set(GANFW_ERR_INTERRUPTED,
+                             "interrupted at step %lld; a checkpoint is in %s: continue with "
+                             "--set train.resume=latest",
+                             (long long)r->step, r->ckpt_dir);
+    }
+  }
+  return st;
+}
+
+ganfw_status ganfw_train_classifier(ganfw_session *s) {
+  cls_run r = {.s = s, .best_acc = -1, .best_step = -1, .last_eval_step = -1};
+  const double t0 = now_s();
+  ganfw_status st = open_run(&r);
+  if (st == GANFW_OK) {
+    ganfw_alloc_stats as;
+    ganfw_alloc_get_stats(s->ctx->alloc, &as);
+    const double mib = 1024.0 * 1024.0;
+    ganfw_log(GANFW_LOG_INFO,
+              "memory before the first step: params %.2f MiB, grads %.2f MiB, optim_state %.2f "
+              "MiB, data %.2f MiB (reserved %.2f MiB)",
+              as.category[GANFW_MEM_PARAM].current / mib, as.category[GANFW_MEM_GRAD].current / mib,
+              as.category[GANFW_MEM_OPTIM_STATE].current / mib,
+              as.category[GANFW_MEM_DATA].current / mib, as.reserved.current / mib);
+    ganfw_log(GANFW_LOG_INFO,
+              "training %s for %lld steps (batch %lld, %lld training and %lld test images, "
+              "lr schedule %s) into %s",
+              ganfw_plugin_name(s->run->model), (long long)r.total, (long long)s->train.batch_size,
+              (long long)ganfw_dataset_size(s->data), (long long)ganfw_dataset_size(r.test),
+              ganfw_schedule_name(s->schedule.kind), s->run->out_dir);
+    interrupted = 0;
+    struct sigaction sa = {0}, old;
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    st = train_loop(&r);
+    sigaction(SIGINT, &old, NULL);
+    if (st == GANFW_OK && r.best_acc >= 0)
+      ganfw_log(GANFW_LOG_INFO, "done in %.1f s: best test accuracy %.2f%% at step %lld",
+                now_s() - t0, 100.0 * r.best_acc, (long long)r.best_step);
+  }
+  if (s->ctx && !r.memory_written) {
+    ganfw_status mst = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir);
+    if (st == GANFW_OK) st = mst;
+  }
+  close_run(&r);
+  return st;
+}
