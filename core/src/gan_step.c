@@ -8,6 +8,7 @@
 
 #include "error.h"
 #include "tensor.h"
+#include "tensor_cast.h"
 #include "trainer.h"
 
 struct ganfw_gan {
@@ -77,6 +78,22 @@ void ganfw_gan_destroy(ganfw_gan *g) {
   free(g);
 }
 
+/* The gradient of the mean BCE-with-logits times dloss wrt the f32 logits lf, as a new
+ * tensor in the logits' own dtype (f32 computed, then converted). */
+static ganfw_status bce_grad(ganfw_gan *g, ganfw_tensor *lf, int32_t dtype, ganfw_tensor *target,
+                             float dloss, ganfw_tensor **dlogits, const char *what) {
+  ganfw_backend *be = g->ctx->be;
+  *dlogits = NULL;
+  ganfw_tensor *d = ganfw_tensor_create(
+      g->ctx, GANFW_DTYPE_F32, lf->ndim, lf->shape,
+      dtype == GANFW_DTYPE_F32 ? GANFW_MEM_ACTIVATION : GANFW_MEM_WORKSPACE, what);
+  if (!d) return ganfw_error_code();
+  be->vt->bce_logits_backward(be, lf->numel, lf->data, target->data, dloss, d->data);
+  *dlogits = ganfw_tensor_as_dtype(d, dtype, GANFW_MEM_ACTIVATION);
+  ganfw_tensor_destroy(d);
+  return *dlogits ? GANFW_OK : ganfw_error_code();
+}
+
 /* BCE-with-logits of `logits` against `target`: the loss (host), mean sigmoid of the
  * logits (host) and, when dlogits is not NULL, a new gradient tensor of the mean loss. */
 static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target, float dloss,
@@ -88,26 +105,25 @@ static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target
                            "the discriminator returns %lld values for %lld samples; it must "
                            "return one logit per sample ([N,1] or [N,1,1,1])",
                            (long long)n, (long long)target->numel);
-  be->vt->bce_logits_forward(be, n, logits->data, target->data, g->loss->data);
+  /* The loss reads f32: logits of a 16-bit compute dtype are converted first. */
+  ganfw_tensor *lf = ganfw_tensor_as_dtype(logits, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE);
+  if (!lf) return ganfw_error_code();
+  be->vt->bce_logits_forward(be, n, lf->data, target->data, g->loss->data);
   float l = 0;
   ganfw_status st = ganfw_tensor_to_host(g->loss, &l, sizeof l);
-  if (st == GANFW_OK) st = be->vt->copy_d2h(be, g->host_logits, logits->data, (size_t)n * 4);
+  if (st == GANFW_OK) st = be->vt->copy_d2h(be, g->host_logits, lf->data, (size_t)n * 4);
+  if (st == GANFW_OK && !isfinite(l) && !g->s->loss_scaling)
+    st = ganfw_error_set(GANFW_ERR_NUMERIC,
+                         "%s is %g: training diverged; lower optim.lr, or with AMP keep the "
+                         "loss scaler on",
+                         what, (double)l);
+  if (st == GANFW_OK && dlogits) st = bce_grad(g, lf, logits->dtype, target, dloss, dlogits, what);
+  ganfw_tensor_destroy(lf);
   if (st != GANFW_OK) return st;
   double p = 0;
   for (int64_t i = 0; i < n; i++) p += 1.0 / (1.0 + exp(-(double)g->host_logits[i]));
   *loss = l;
   *mean_prob = p / (double)n;
-  if (!isfinite(l) && !g->s->loss_scaling)
-    return ganfw_error_set(GANFW_ERR_NUMERIC,
-                           "%s is %g: training diverged; lower optim.lr, or with AMP keep the "
-                           "loss scaler on",
-                           what, (double)l);
-  if (dlogits) {
-    *dlogits = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, logits->ndim, logits->shape,
-                                   GANFW_MEM_ACTIVATION, what);
-    if (!*dlogits) return ganfw_error_code();
-    be->vt->bce_logits_backward(be, n, logits->data, target->data, dloss, (*dlogits)->data);
-  }
   return GANFW_OK;
 }
 
@@ -239,10 +255,16 @@ ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganf
 }
 
 ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, ganfw_tensor **y) {
+  ganfw_tensor *out = NULL;
+  *y = NULL;
   ganfw_net_set_train(s->generator, 1, 0);
-  ganfw_status st = ganfw_net_forward(s->generator, z, NULL, y);
+  ganfw_status st = ganfw_net_forward(s->generator, z, NULL, &out);
   ganfw_net_set_train(s->generator, 1, 1);
-  return st;
+  if (st != GANFW_OK) return st;
+  /* images leave the compute dtype (f16/bf16 under AMP) as f32 */
+  *y = ganfw_tensor_as_dtype(out, GANFW_DTYPE_F32, GANFW_MEM_ACTIVATION);
+  ganfw_tensor_destroy(out);
+  return *y ? GANFW_OK : ganfw_error_code();
 }
 
 ganfw_tensor *ganfw_gan_fixed_noise(ganfw_session *s, int64_t n, uint64_t seed) {

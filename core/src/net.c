@@ -25,6 +25,8 @@ struct ganfw_net {
   int32_t dtype;        /* compute dtype (GANFW_DTYPE_F32, F16, BF16): activations stored in it */
   int32_t *ckpt_starts; /* checkpoint segment starts after the first, or NULL */
   int32_t n_ckpt;
+  int32_t stop; /* the first layer with trainable parameters (n: none): backward without an
+                   input gradient ends there */
 };
 
 struct ganfw_tape {
@@ -264,6 +266,39 @@ ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w) {
   }
   net->built = 1;
   net->grads_valid = 0;
+  net->stop = 0;
+  return GANFW_OK;
+}
+
+const char *ganfw_net_layer_name(const ganfw_net *net, int32_t i) {
+  return i >= 0 && i < net->n ? net->layers[i]->name : NULL;
+}
+
+int32_t ganfw_net_layer_trainable(const ganfw_net *net, int32_t i) {
+  return i >= 0 && i < net->n && net->layers[i]->trainable;
+}
+
+ganfw_status ganfw_net_freeze(ganfw_net *net, int32_t first_layer, int32_t end_layer) {
+  if (!net->built)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s: freeze before net_build", net->name);
+  if (first_layer < 0 || end_layer > net->n || first_layer >= end_layer)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: cannot freeze layers [%d, %d): the net has layers 0..%d",
+                           net->name, (int)first_layer, (int)end_layer, (int)net->n - 1);
+  for (int32_t i = first_layer; i < end_layer; i++) {
+    ganfw_layer *l = net->layers[i];
+    l->trainable = 0;
+    for (int32_t k = 0; k < GANFW_LAYER_MAX_PARAMS; k++) {
+      ganfw_tensor_destroy(l->grad[k]);
+      l->grad[k] = NULL;
+    }
+  }
+  net->stop = net->n;
+  for (int32_t i = 0; i < net->n; i++)
+    if (net->layers[i]->nparams > 0 && net->layers[i]->trainable) {
+      net->stop = i;
+      break;
+    }
   return GANFW_OK;
 }
 
@@ -479,9 +514,16 @@ static ganfw_status backward_layers(ganfw_net *net, const ganfw_exec *ex, ganfw_
                                     int32_t from, int32_t to, int32_t flags, int32_t accumulate,
                                     ganfw_tensor **g) {
   const int32_t param_grads = (flags & GANFW_BWD_PARAM_GRAD) != 0;
+  const int32_t input_grad = (flags & GANFW_BWD_INPUT_GRAD) != 0;
   for (int32_t i = to - 1; i >= from; i--) {
     ganfw_layer *l = net->layers[i];
-    int32_t want_dx = i > 0 || (flags & GANFW_BWD_INPUT_GRAD);
+    if (!input_grad && i < net->stop) { /* frozen below: nothing left to compute */
+      ganfw_saved_clear(&saved[i]);
+      ganfw_tensor_destroy(*g);
+      *g = NULL;
+      continue;
+    }
+    int32_t want_dx = input_grad || i > net->stop;
     ganfw_tensor *next = NULL;
     ganfw_status st = l->vt->backward(l, ex, &saved[i], *g, want_dx ? &next : NULL,
                                       param_grads && l->trainable, accumulate);
@@ -523,6 +565,12 @@ static ganfw_status backward_segments(ganfw_net *net, const ganfw_exec *ex, ganf
     const int32_t to = s + 1 < tape->n_seg ? tape->seg_start[s + 1] : net->n;
     ganfw_tensor *cur = tape->seg_in[s];
     tape->seg_in[s] = NULL;
+    if (!(flags & GANFW_BWD_INPUT_GRAD) && to <= net->stop) { /* frozen: no re-run */
+      ganfw_tensor_destroy(cur);
+      ganfw_tensor_destroy(*g);
+      *g = NULL;
+      continue;
+    }
     const uint64_t rng_now = ctx->rng_offset;
     ctx->rng_offset = tape->seg_rng[s];
     ganfw_status st = run_layers(net, &rex, from, to, tape->saved, &cur);
