@@ -231,8 +231,8 @@ static void test_valid_memory(void) {
   const fake_kv cfg[] = {{"micro_batches", 4}, {NULL, 0}};
   void *self = NULL;
   CU_ASSERT_EQUAL_FATAL(vt->create(&host, NULL, (const ganfw_cfg *)cfg, &self), GANFW_OK);
-  ganfw_exec_options opts = {.struct_size = sizeof opts, .compute_dtype = GANFW_DTYPE_F32,
-                             .micro_batches = 1};
+  ganfw_exec_options opts = {
+      .struct_size = sizeof opts, .compute_dtype = GANFW_DTYPE_F32, .micro_batches = 1};
   CU_ASSERT_EQUAL(vt->configure(self, &opts), GANFW_OK);
   CU_ASSERT_EQUAL(opts.micro_batches, 4);
   CU_ASSERT_EQUAL(opts.compute_dtype, GANFW_DTYPE_F32);

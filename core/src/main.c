@@ -13,6 +13,7 @@
 #include "plan.h"
 #include "run.h"
 #include "sample.h"
+#include "score.h"
 #include "session.h"
 #include "trainer.h"
 
@@ -26,6 +27,10 @@ static const char usage[] =
     "       ganfw plugins [--plugin-path DIR] list the plugins found\n"
     "       ganfw sample RUN_DIR|CHECKPOINT [-n 64] [-o grid.png] [--seed S] [--nrow 8]\n"
     "                                         images from a trained generator\n"
+    "       ganfw score RUN_DIR|CHECKPOINT --classifier RUN_DIR|CHECKPOINT [-n 10000]\n"
+    "                   [--seed S] [--batch 500]\n"
+    "                                         a generator judged by a classifier: mean\n"
+    "                                         confidence, class entropy, inception score\n"
     "       ganfw eval CONFIG|RUN_DIR [--checkpoint PATH] [--batch N]\n"
     "                                         a classifier's test accuracy, loss and confusion\n"
     "                                         matrix (best checkpoint, else the latest)\n"
@@ -89,6 +94,7 @@ typedef struct cli_args {
   ganfw_compare_options compare; /* compare */
   const char *csv, *json;        /* compare */
   ganfw_eval_args eval;
+  ganfw_score_args score;
 } cli_args;
 
 /* Whether `a` is an option of the memory tool `command`. */
@@ -154,10 +160,11 @@ static int parse_args(int argc, char **argv, cli_args *args) {
   args->sample = (ganfw_sample_args){.output = "samples.png", .n = 64, .nrow = 8};
   args->find = (ganfw_find_batch_options){.margin = 0.05, .confirm = 1};
   args->compare = (ganfw_compare_options){.warmup = 2, .steps = 10};
+  args->score = (ganfw_score_args){.n = 10000, .batch = 500};
   if (argc > 1 && (strcmp(argv[1], "validate") == 0 || strcmp(argv[1], "plugins") == 0 ||
                    strcmp(argv[1], "sample") == 0 || strcmp(argv[1], "eval") == 0 ||
                    strcmp(argv[1], "plan") == 0 || strcmp(argv[1], "find-batch") == 0 ||
-                   strcmp(argv[1], "compare") == 0)) {
+                   strcmp(argv[1], "compare") == 0 || strcmp(argv[1], "score") == 0)) {
     args->command = argv[1];
     i = 2;
   }
@@ -210,6 +217,27 @@ static int parse_args(int argc, char **argv, cli_args *args) {
         args->sample.seed = (uint64_t)num;
         args->sample.has_seed = 1;
       }
+    } else if (strcmp(args->command, "score") == 0 &&
+               (strcmp(a, "--classifier") == 0 || strcmp(a, "-n") == 0 ||
+                strcmp(a, "--seed") == 0 || strcmp(a, "--batch") == 0)) {
+      if (i + 1 >= argc) return usage_error("%s needs a value", a);
+      const char *v = argv[++i];
+      char *end = NULL;
+      long long num = strtoll(v, &end, 10);
+      const int is_num = *v && *end == '\0';
+      if (strcmp(a, "--classifier") == 0)
+        args->score.classifier = v;
+      else if (!is_num || num < (strcmp(a, "--seed") == 0 ? 0 : 1) ||
+               (strcmp(a, "--seed") != 0 && num > (1LL << 30)))
+        return usage_error("bad value for %s (a positive number)", a);
+      else if (strcmp(a, "-n") == 0)
+        args->score.n = num;
+      else if (strcmp(a, "--batch") == 0)
+        args->score.batch = num;
+      else {
+        args->score.seed = (uint64_t)num;
+        args->score.has_seed = 1;
+      }
     } else if (strcmp(args->command, "eval") == 0 &&
                (strcmp(a, "--checkpoint") == 0 || strcmp(a, "--batch") == 0)) {
       if (i + 1 >= argc) return usage_error("%s needs a value", a);
@@ -242,8 +270,9 @@ static int parse_args(int argc, char **argv, cli_args *args) {
       fputs(usage, stderr);
       return EXIT_USAGE;
     }
-    return usage_error(strcmp(args->command, "sample") == 0 ? "%s needs a run folder or checkpoint"
-                       : strcmp(args->command, "eval") == 0 ? "%s needs a config or run folder"
+    return usage_error(strcmp(args->command, "sample") == 0 || strcmp(args->command, "score") == 0
+                           ? "%s needs a run folder or checkpoint"
+                       : strcmp(args->command, "eval") == 0    ? "%s needs a config or run folder"
                        : strcmp(args->command, "compare") == 0 ? "%s needs config files"
                                                                : "%s needs a config file",
                        args->command);
@@ -381,6 +410,14 @@ int main(int argc, char **argv) {
     args.eval.sets = args.sets;
     args.eval.nsets = args.nsets;
     ganfw_status st = ganfw_eval(&args.eval, stdout);
+    return st == GANFW_OK ? EXIT_OK : fail(st);
+  }
+  if (strcmp(args.command, "score") == 0) {
+    if (!args.score.classifier)
+      return usage_error("%s needs --classifier RUN_DIR|CHECKPOINT", "score");
+    args.score.source = args.config;
+    ganfw_score_result res;
+    ganfw_status st = ganfw_score(&args.score, &res, stdout);
     return st == GANFW_OK ? EXIT_OK : fail(st);
   }
   if (strcmp(args.command, "sample") == 0) {

@@ -55,6 +55,17 @@ typedef struct ganfw_net_buffer {
 } ganfw_net_buffer;
 int32_t ganfw_net_buffer_at(ganfw_net *net, int64_t i, ganfw_net_buffer *out);
 
+/* The name of layer i ("features.0"), or NULL past the end; 1 when layer i is trainable. */
+const char *ganfw_net_layer_name(const ganfw_net *net, int32_t i);
+int32_t ganfw_net_layer_trainable(const ganfw_net *net, int32_t i);
+
+/* Freezes layers [first_layer, end_layer) (after net_build, before optimizers are
+ * created): their parameters get no gradient (the grad tensors are freed, and
+ * net_param_info reports trainable 0 and grad NULL) and keep their values. A backward
+ * without GANFW_BWD_INPUT_GRAD stops at the first layer with trainable parameters: the
+ * layers below compute nothing (their tape entries are just released). */
+ganfw_status ganfw_net_freeze(ganfw_net *net, int32_t first_layer, int32_t end_layer);
+
 /* Modes: train uses batch statistics in BatchNorm and drops units in Dropout; eval uses
  * the running statistics and no dropout. `update_stats` 0 keeps BatchNorm's running
  * statistics untouched in train mode (checkpoint recomputation, samples). */

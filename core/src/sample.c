@@ -17,7 +17,7 @@
 #include "trainer.h"
 
 /* The data shape a checkpoint was trained on, from its metadata. */
-static ganfw_status checkpoint_data_info(const char *path, ganfw_data_info *info) {
+ganfw_status ganfw_sample_data_info(const char *path, ganfw_data_info *info) {
   ganfw_st_file *f = NULL;
   ganfw_status st = ganfw_st_open(path, &f);
   if (st != GANFW_OK) return st;
@@ -37,7 +37,7 @@ static ganfw_status checkpoint_data_info(const char *path, ganfw_data_info *info
 }
 
 /* RUN_DIR -> its config and latest checkpoint; CHECKPOINT -> the run folder above it. */
-static ganfw_status locate(const char *what, char *config, size_t nc, char *ckpt, size_t nk) {
+ganfw_status ganfw_sample_locate(const char *what, char *config, size_t nc, char *ckpt, size_t nk) {
   struct stat sb;
   if (stat(what, &sb) != 0)
     return ganfw_error_set(GANFW_ERR_IO, "%s: no such run folder or checkpoint", what);
@@ -68,10 +68,10 @@ static ganfw_status locate(const char *what, char *config, size_t nc, char *ckpt
 
 ganfw_status ganfw_sample(const ganfw_sample_args *a) {
   char config[4200], ckpt[4200];
-  ganfw_status st = locate(a->source, config, sizeof config, ckpt, sizeof ckpt);
+  ganfw_status st = ganfw_sample_locate(a->source, config, sizeof config, ckpt, sizeof ckpt);
   if (st != GANFW_OK) return st;
   ganfw_data_info info;
-  if ((st = checkpoint_data_info(ckpt, &info)) != GANFW_OK) return st;
+  if ((st = ganfw_sample_data_info(ckpt, &info)) != GANFW_OK) return st;
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
   ganfw_tensor *z = NULL, *y = NULL;

@@ -4,7 +4,9 @@
 
 #include <stdint.h>
 
-#include "ganfw/status.h"
+#include <stddef.h>
+
+#include "ganfw/model.h"
 
 typedef struct ganfw_sample_args {
   const char *source; /* RUN_DIR or a checkpoint file */
@@ -16,5 +18,11 @@ typedef struct ganfw_sample_args {
 } ganfw_sample_args;
 
 ganfw_status ganfw_sample(const ganfw_sample_args *a);
+
+/* RUN_DIR -> its config.resolved.yaml and latest checkpoint; CHECKPOINT -> itself and the
+ * config of the run folder above checkpoints/ (also used by `ganfw score`). */
+ganfw_status ganfw_sample_locate(const char *what, char *config, size_t nc, char *ckpt, size_t nk);
+/* The data shape a training checkpoint was trained on (its data.* metadata). */
+ganfw_status ganfw_sample_data_info(const char *path, ganfw_data_info *info);
 
 #endif

@@ -4,9 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+#include "checkpoint.h"
 #include "config.h"
 #include "error.h"
 #include "log.h"
+#include "net.h"
 
 static ganfw_status read_transform(const ganfw_cfg *data, ganfw_transform *tf) {
   memset(tf, 0, sizeof *tf);
@@ -139,6 +142,138 @@ static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
   return GANFW_OK;
 }
 
+/* The net an item of model.freeze names: "generator:" / "discriminator:" / "classifier:"
+ * before the rest (required for a GAN); *rest points after the colon. */
+static ganfw_net *freeze_net(ganfw_session *s, const char *item, const char **rest) {
+  const char *colon = strchr(item, ':');
+  *rest = item;
+  if (!colon) return s->family == GANFW_MODEL_GAN ? NULL : s->classifier;
+  *rest = colon + 1;
+  const size_t n = (size_t)(colon - item);
+  const char *roles[] = {"generator", "discriminator", "classifier"};
+  ganfw_net *nets[] = {s->generator, s->discriminator, s->classifier};
+  for (int r = 0; r < 3; r++)
+    if (nets[r] && strlen(roles[r]) == n && strncmp(item, roles[r], n) == 0) return nets[r];
+  return NULL;
+}
+
+/* "5" or "2-7" (inclusive) into [*a, *b); 0 when `t` is not of that form. */
+static int parse_range(const char *t, int32_t *a, int32_t *b) {
+  char *end;
+  if (*t < '0' || *t > '9') return 0;
+  long x = strtol(t, &end, 10), y = x;
+  if (*end == '-') {
+    const char *u = end + 1;
+    if (*u < '0' || *u > '9') return 0;
+    y = strtol(u, &end, 10);
+  }
+  if (*end || x > 1000000 || y > 1000000) return 0;
+  *a = (int32_t)x;
+  *b = (int32_t)y + 1;
+  return 1;
+}
+
+/* model.freeze: a list of layer names (a name matches itself and the layers under it:
+ * "features" freezes "features.0", "features.1", ...), layer indices and inclusive index
+ * ranges ("0-5"), each prefixed with the net ("generator:main.0") for a GAN. Frees the
+ * frozen layers' gradients; runs before the optimizers exist. */
+static ganfw_status apply_freeze(ganfw_session *s, const ganfw_cfg *model) {
+  if (!ganfw_cfg_has(model, "freeze")) return GANFW_OK;
+  const ganfw_cfg *node = ganfw_cfg_child(model, "freeze");
+  int64_t n = ganfw_cfg_list_len(model, "freeze");
+  if (n < 0)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: model.freeze must be a list of layer names or index ranges "
+                           "(e.g. [features] or [\"0-5\"])",
+                           ganfw_cfg_where(node));
+  for (int64_t i = 0; i < n; i++) {
+    const ganfw_cfg *item = ganfw_cfg_list_at(model, "freeze", i);
+    const char *text = NULL, *rest = NULL;
+    ganfw_status st = ganfw_cfg_string(item, NULL, NULL, &text);
+    if (st != GANFW_OK) return st;
+    if (!text || !*text)
+      return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s is empty", ganfw_cfg_where(item),
+                             ganfw_cfg_path(item));
+    ganfw_net *net = freeze_net(s, text, &rest);
+    if (!net)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: %s '%s': name the net first (%s), e.g. "
+                             "\"generator:main.0\"",
+                             ganfw_cfg_where(item), ganfw_cfg_path(item), text,
+                             s->family == GANFW_MODEL_GAN ? "generator: or discriminator:"
+                                                          : "classifier:");
+    const int32_t layers = ganfw_net_layer_count(net);
+    int32_t a, b;
+    if (parse_range(rest, &a, &b)) {
+      if (b <= a || b > layers)
+        return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s '%s': net %s has layers 0..%d",
+                               ganfw_cfg_where(item), ganfw_cfg_path(item), text,
+                               ganfw_net_name(net), (int)layers - 1);
+      if ((st = ganfw_net_freeze(net, a, b)) != GANFW_OK) return st;
+      continue;
+    }
+    const size_t len = strlen(rest);
+    int32_t matched = 0;
+    for (int32_t k = 0; k < layers; k++) {
+      const char *name = ganfw_net_layer_name(net, k);
+      if (strncmp(name, rest, len) == 0 && (name[len] == '\0' || name[len] == '.')) {
+        if ((st = ganfw_net_freeze(net, k, k + 1)) != GANFW_OK) return st;
+        matched++;
+      }
+    }
+    if (!matched)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: %s '%s': net %s has no layer of that name (its first is '%s', "
+                             "its last '%s'; or give an index range such as \"0-3\")",
+                             ganfw_cfg_where(item), ganfw_cfg_path(item), text, ganfw_net_name(net),
+                             ganfw_net_layer_name(net, 0), ganfw_net_layer_name(net, layers - 1));
+  }
+  int64_t frozen = 0, total = 0;
+  ganfw_net *nets[] = {s->generator, s->discriminator, s->classifier};
+  for (int r = 0; r < 3; r++) {
+    if (!nets[r]) continue;
+    for (int64_t i = 0; i < ganfw_net_param_count(nets[r]); i++) {
+      ganfw_param_info info = {.struct_size = sizeof info};
+      if (ganfw_net_param_info(nets[r], i, &info) != GANFW_OK) continue;
+      total += info.value->numel;
+      if (!info.trainable) frozen += info.value->numel;
+    }
+  }
+  /* the gradients freed above were never used: peaks count from here (plan, compare) */
+  ganfw_alloc_reset_peak(s->ctx->alloc);
+  ganfw_log(GANFW_LOG_INFO, "model.freeze: %lld of %lld parameters frozen", (long long)frozen,
+            (long long)total);
+  return GANFW_OK;
+}
+
+/* model.init_from: the nets' weights from a checkpoint or safetensors state_dict file
+ * (tensors "<net>.<name>"); tensors missing on either side are allowed and logged, a shape
+ * mismatch is an error naming the tensor. */
+static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model) {
+  if (!ganfw_cfg_has(model, "init_from")) return GANFW_OK;
+  const char *path = NULL;
+  ganfw_status st = ganfw_cfg_string(model, "init_from", NULL, &path);
+  if (st != GANFW_OK) return st;
+  if (!path || !*path) return GANFW_OK;
+  if (s->run->ctx_opt.meta) return GANFW_OK; /* planning: no values to load */
+  ganfw_ckpt_net nets[3];
+  int32_t n = 0;
+  ganfw_net *all[] = {s->generator, s->discriminator, s->classifier};
+  for (int r = 0; r < 3; r++)
+    if (all[r]) nets[n++] = (ganfw_ckpt_net){all[r], NULL, NULL, NULL};
+  ganfw_ckpt_report rep = {0};
+  st = ganfw_checkpoint_load_weights(path, nets, n,
+                                     GANFW_CKPT_ALLOW_MISSING | GANFW_CKPT_ALLOW_UNEXPECTED, &rep);
+  if (st != GANFW_OK)
+    return ganfw_error_wrap(st, "%s: model.init_from",
+                            ganfw_cfg_where(ganfw_cfg_child(model, "init_from")));
+  ganfw_log(GANFW_LOG_INFO,
+            "model.init_from %s: %lld tensors loaded, %lld kept their initial values, %lld in "
+            "the file unused",
+            path, (long long)rep.loaded, (long long)rep.missing, (long long)rep.unexpected);
+  return GANFW_OK;
+}
+
 static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const char *role,
                                  ganfw_net *net, double lr) {
   if (!s->run->optim)
@@ -232,6 +367,9 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   if ((st = open_data(s, root, with_data, info)) != GANFW_OK) return st;
   if ((st = create_model(s, root)) != GANFW_OK) return st;
   if ((st = configure_nets(s)) != GANFW_OK) return st;
+  const ganfw_cfg *model = ganfw_cfg_section(root, "model");
+  if ((st = apply_freeze(s, model)) != GANFW_OK) return st;
+  if (with_data && (st = apply_init_from(s, model)) != GANFW_OK) return st;
   const ganfw_cfg *optim = ganfw_cfg_section(root, "optim");
   double lr, lr_g, lr_d;
   if ((st = read_lr(optim, "lr", 1e-3, &lr)) != GANFW_OK) return st;
