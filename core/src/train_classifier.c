@@ -16,12 +16,12 @@
 #include "error.h"
 #include "log.h"
 #include "outputs.h"
+#include "run_state.h"
 #include "tensor.h"
 #include "trainer.h"
 
 #define EVAL_COLUMNS                                                                               \
   "step,epoch,test_loss,test_acc,eval_peak_activation,train_peak_activation,eval_seconds"
-#define MAX_EXTRA 64
 
 static volatile sig_atomic_t interrupted;
 
@@ -55,36 +55,6 @@ typedef struct cls_run {
   int32_t memory_written; /* memory.json was written before the final evaluation */
 } cls_run;
 
-/* Metadata as "<key>" and %.17g / %lld values. */
-typedef struct extras {
-  char keys[MAX_EXTRA][128], values[MAX_EXTRA][40];
-  const char *key_ptr[MAX_EXTRA], *value_ptr[MAX_EXTRA];
-  int32_t n;
-} extras;
-
-static void add_extra(extras *e, const char *key, const char *fmt, double v) {
-  if (e->n == MAX_EXTRA) return;
-  snprintf(e->keys[e->n], sizeof e->keys[0], "%s", key);
-  snprintf(e->values[e->n], sizeof e->values[0], fmt, v);
-  e->key_ptr[e->n] = e->keys[e->n];
-  e->value_ptr[e->n] = e->values[e->n];
-  e->n++;
-}
-
-/* The memory strategies' scalars as "memory.<plugin>.<name>". */
-static void strategy_scalars(ganfw_session *s, extras *e) {
-  for (int32_t i = 0; i < s->n_memory; i++) {
-    const ganfw_session_memory *m = &s->memory[i];
-    const char *name;
-    double value;
-    for (int32_t k = 0; m->vt->scalar && m->vt->scalar(m->self, k, &name, &value); k++) {
-      char key[128];
-      snprintf(key, sizeof key, "memory.%s.%s", m->name, name);
-      add_extra(e, key, "%.17g", value);
-    }
-  }
-}
-
 static ganfw_ckpt_net ckpt_net(ganfw_session *s) {
   return (ganfw_ckpt_net){s->classifier, "classifier", s->optim[0].vt, s->optim[0].self};
 }
@@ -92,32 +62,14 @@ static ganfw_ckpt_net ckpt_net(ganfw_session *s) {
 /* A full checkpoint (weights, optimizer, position, best accuracy) at `path`; test_acc < 0
  * leaves out the "test_acc" of this checkpoint. */
 static ganfw_status save_to(cls_run *r, const char *path, double test_acc) {
-  ganfw_session *s = r->s;
-  int64_t epoch = 0, offset = 0;
-  ganfw_loader_position(r->loader, &epoch, &offset);
-  extras e = {.n = 0};
-  add_extra(&e, "data.channels", "%.0f", s->data_info.channels);
-  add_extra(&e, "data.height", "%.0f", s->data_info.height);
-  add_extra(&e, "data.width", "%.0f", s->data_info.width);
-  add_extra(&e, "data.num_classes", "%.0f", s->data_info.num_classes);
+  ganfw_extras e = {.n = 0};
   if (r->best_acc >= 0) {
-    add_extra(&e, "classifier.best_test_acc", "%.17g", r->best_acc);
-    add_extra(&e, "classifier.best_step", "%.0f", (double)r->best_step);
+    ganfw_extras_add(&e, "classifier.best_test_acc", "%.17g", r->best_acc);
+    ganfw_extras_add(&e, "classifier.best_step", "%.0f", (double)r->best_step);
   }
-  if (test_acc >= 0) add_extra(&e, "classifier.test_acc", "%.17g", test_acc);
-  strategy_scalars(s, &e);
-  ganfw_ckpt_meta meta = {.step = r->step,
-                          .epoch = epoch,
-                          .loader_position = offset,
-                          .seed = s->ctx->seed,
-                          .rng_offset = s->ctx->rng_offset,
-                          .n_extra = e.n,
-                          .extra_keys = e.key_ptr,
-                          .extra_values = e.value_ptr};
-  ganfw_ckpt_net net = ckpt_net(s);
-  ganfw_status st = ganfw_checkpoint_save(path, &net, 1, &meta);
-  if (st == GANFW_OK) ganfw_log(GANFW_LOG_INFO, "checkpoint %s", path);
-  return st;
+  if (test_acc >= 0) ganfw_extras_add(&e, "classifier.test_acc", "%.17g", test_acc);
+  ganfw_ckpt_net net = ckpt_net(r->s);
+  return ganfw_run_save_checkpoint(r->s, path, &net, 1, r->loader, r->step, &e);
 }
 
 static ganfw_status save_checkpoint(cls_run *r) {
@@ -126,62 +78,18 @@ static ganfw_status save_checkpoint(cls_run *r) {
   return st == GANFW_OK ? save_to(r, path, -1) : st;
 }
 
-/* Gives each strategy back the scalars it saved. */
-static ganfw_status restore_scalars(ganfw_session *s, const ganfw_ckpt_meta *meta) {
-  for (int32_t i = 0; i < s->n_memory; i++) {
-    const ganfw_session_memory *m = &s->memory[i];
-    const char *name;
-    double value;
-    for (int32_t k = 0; m->vt->scalar && m->vt->scalar(m->self, k, &name, &value); k++) {
-      char key[128];
-      snprintf(key, sizeof key, "memory.%s.%s", m->name, name);
-      const char *saved = ganfw_ckpt_meta_extra(meta, key);
-      if (!saved || !m->vt->set_scalar) continue;
-      ganfw_status st = m->vt->set_scalar(m->self, name, strtod(saved, NULL));
-      if (st != GANFW_OK) return ganfw_error_wrap(st, "restoring %s", key);
-    }
-  }
-  return GANFW_OK;
-}
-
 static ganfw_status resume(cls_run *r) {
-  ganfw_session *s = r->s;
-  const char *what = s->train.resume;
-  char path[4200];
-  if (strcmp(what, "latest") == 0) {
-    int64_t step = -1;
-    ganfw_status st = ganfw_checkpoint_latest(r->ckpt_dir, path, sizeof path, &step);
-    if (st != GANFW_OK) return st;
-    if (step < 0) {
-      ganfw_log(GANFW_LOG_INFO, "train.resume: latest: no checkpoint in %s yet, starting anew",
-                r->ckpt_dir);
-      return GANFW_OK;
-    }
-  } else {
-    snprintf(path, sizeof path, "%s", what);
-  }
-  ganfw_ckpt_net net = ckpt_net(s);
+  ganfw_ckpt_net net = ckpt_net(r->s);
   ganfw_ckpt_meta *meta = NULL;
-  ganfw_status st = ganfw_checkpoint_load(path, &net, 1, &meta);
-  if (st != GANFW_OK) return ganfw_error_wrap(st, "train.resume");
-  if (meta->seed != s->ctx->seed) {
-    ganfw_log(GANFW_LOG_WARN,
-              "train.resume: the checkpoint was made with seed %llu, the config says %llu; "
-              "continuing with the checkpoint's",
-              (unsigned long long)meta->seed, (unsigned long long)s->ctx->seed);
-    s->ctx->seed = meta->seed;
+  ganfw_status st = ganfw_run_resume(r->s, r->ckpt_dir, &net, 1, r->loader, &meta);
+  if (meta) {
+    r->step = r->last_eval_step = meta->step;
+    const char *best = ganfw_ckpt_meta_extra(meta, "classifier.best_test_acc");
+    const char *best_step = ganfw_ckpt_meta_extra(meta, "classifier.best_step");
+    if (best) r->best_acc = strtod(best, NULL);
+    if (best_step) r->best_step = strtoll(best_step, NULL, 10);
   }
-  s->ctx->rng_offset = meta->rng_offset;
-  r->step = r->last_eval_step = meta->step;
-  const char *best = ganfw_ckpt_meta_extra(meta, "classifier.best_test_acc");
-  const char *best_step = ganfw_ckpt_meta_extra(meta, "classifier.best_step");
-  if (best) r->best_acc = strtod(best, NULL);
-  if (best_step) r->best_step = strtoll(best_step, NULL, 10);
-  st = restore_scalars(s, meta);
-  if (st == GANFW_OK) st = ganfw_loader_seek(r->loader, meta->epoch, meta->loader_position);
   ganfw_ckpt_meta_free(meta);
-  if (st == GANFW_OK)
-    ganfw_log(GANFW_LOG_INFO, "resumed from %s at step %lld", path, (long long)r->step);
   return st;
 }
 
@@ -240,8 +148,8 @@ static ganfw_status open_run(cls_run *r) {
   if (!r->host_x || !r->host_y) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
   char columns[4096] = "step,epoch,loss,acc,lr,allocated,reserved,step_seconds,skipped";
-  extras e = {.n = 0};
-  strategy_scalars(s, &e);
+  ganfw_extras e = {.n = 0};
+  ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++)
     snprintf(columns + strlen(columns), sizeof columns - strlen(columns), ",%s",
              e.keys[i] + strlen("memory."));
@@ -268,18 +176,18 @@ static ganfw_status log_step(cls_run *r, const ganfw_classifier_stats *cs,
   ganfw_session *s = r->s;
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
-  double row[9 + MAX_EXTRA] = {(double)r->step,
-                               (double)bi->epoch,
-                               cs->loss,
-                               cs->accuracy,
-                               s->optim[0].lr,
-                               (double)as.allocated.current,
-                               (double)as.reserved.current,
-                               seconds,
-                               (double)r->skipped};
+  double row[9 + GANFW_MAX_EXTRA] = {(double)r->step,
+                                     (double)bi->epoch,
+                                     cs->loss,
+                                     cs->accuracy,
+                                     s->optim[0].lr,
+                                     (double)as.allocated.current,
+                                     (double)as.reserved.current,
+                                     seconds,
+                                     (double)r->skipped};
   int32_t n = 9;
-  extras e = {.n = 0};
-  strategy_scalars(s, &e);
+  ganfw_extras e = {.n = 0};
+  ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++) row[n++] = strtod(e.values[i], NULL);
   char losses[96];
   snprintf(losses, sizeof losses, "loss %.4f acc %.3f lr %.3g", cs->loss, cs->accuracy,

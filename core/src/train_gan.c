@@ -15,6 +15,7 @@
 #include "log.h"
 #include "outputs.h"
 #include "png_io.h"
+#include "run_state.h"
 #include "tensor.h"
 #include "trainer.h"
 
@@ -48,121 +49,22 @@ static void fill_ckpt_nets(ganfw_session *s, ganfw_ckpt_net nets[2]) {
   nets[1] = (ganfw_ckpt_net){s->discriminator, "discriminator", s->optim[1].vt, s->optim[1].self};
 }
 
-#define MAX_EXTRA 64
-
-/* The memory strategies' scalars as "memory.<plugin>.<name>" keys and %.17g values. */
-typedef struct extras {
-  char keys[MAX_EXTRA][128], values[MAX_EXTRA][40];
-  const char *key_ptr[MAX_EXTRA], *value_ptr[MAX_EXTRA];
-  int32_t n;
-} extras;
-
-static void add_extra(extras *e, const char *key, const char *value) {
-  if (e->n == MAX_EXTRA) return;
-  snprintf(e->keys[e->n], sizeof e->keys[0], "%s", key);
-  snprintf(e->values[e->n], sizeof e->values[0], "%s", value);
-  e->key_ptr[e->n] = e->keys[e->n];
-  e->value_ptr[e->n] = e->values[e->n];
-  e->n++;
-}
-
-static void strategy_scalars(ganfw_session *s, extras *e) {
-  for (int32_t i = 0; i < s->n_memory; i++) {
-    const ganfw_session_memory *m = &s->memory[i];
-    const char *name;
-    double value;
-    for (int32_t k = 0; m->vt->scalar && m->vt->scalar(m->self, k, &name, &value); k++) {
-      char key[128], v[40];
-      snprintf(key, sizeof key, "memory.%s.%s", m->name, name);
-      snprintf(v, sizeof v, "%.17g", value);
-      add_extra(e, key, v);
-    }
-  }
-}
-
 static ganfw_status save_checkpoint(gan_run *r) {
-  ganfw_session *s = r->s;
-  char path[4200], v[16];
+  char path[4200];
   ganfw_status st = ganfw_checkpoint_path(r->ckpt_dir, r->step, path, sizeof path);
   if (st != GANFW_OK) return st;
   ganfw_ckpt_net nets[2];
-  fill_ckpt_nets(s, nets);
-  int64_t epoch = 0, offset = 0;
-  ganfw_loader_position(r->loader, &epoch, &offset);
-  extras e = {.n = 0};
-  snprintf(v, sizeof v, "%d", (int)s->data_info.channels);
-  add_extra(&e, "data.channels", v);
-  snprintf(v, sizeof v, "%d", (int)s->data_info.height);
-  add_extra(&e, "data.height", v);
-  snprintf(v, sizeof v, "%d", (int)s->data_info.width);
-  add_extra(&e, "data.width", v);
-  strategy_scalars(s, &e);
-  ganfw_ckpt_meta meta = {.step = r->step,
-                          .epoch = epoch,
-                          .loader_position = offset,
-                          .seed = s->ctx->seed,
-                          .rng_offset = s->ctx->rng_offset,
-                          .n_extra = e.n,
-                          .extra_keys = e.key_ptr,
-                          .extra_values = e.value_ptr};
-  st = ganfw_checkpoint_save(path, nets, 2, &meta);
-  if (st == GANFW_OK) ganfw_log(GANFW_LOG_INFO, "checkpoint %s", path);
-  return st;
-}
-
-/* Gives each strategy back the scalars it saved. */
-static ganfw_status restore_scalars(ganfw_session *s, const ganfw_ckpt_meta *meta) {
-  for (int32_t i = 0; i < s->n_memory; i++) {
-    const ganfw_session_memory *m = &s->memory[i];
-    const char *name;
-    double value;
-    for (int32_t k = 0; m->vt->scalar && m->vt->scalar(m->self, k, &name, &value); k++) {
-      char key[128];
-      snprintf(key, sizeof key, "memory.%s.%s", m->name, name);
-      const char *saved = ganfw_ckpt_meta_extra(meta, key);
-      if (!saved || !m->vt->set_scalar) continue;
-      ganfw_status st = m->vt->set_scalar(m->self, name, strtod(saved, NULL));
-      if (st != GANFW_OK) return ganfw_error_wrap(st, "restoring %s", key);
-    }
-  }
-  return GANFW_OK;
+  fill_ckpt_nets(r->s, nets);
+  return ganfw_run_save_checkpoint(r->s, path, nets, 2, r->loader, r->step, NULL);
 }
 
 static ganfw_status resume(gan_run *r) {
-  ganfw_session *s = r->s;
-  const char *what = s->train.resume;
-  char path[4200];
-  if (strcmp(what, "latest") == 0) {
-    int64_t step = -1;
-    ganfw_status st = ganfw_checkpoint_latest(r->ckpt_dir, path, sizeof path, &step);
-    if (st != GANFW_OK) return st;
-    if (step < 0) {
-      ganfw_log(GANFW_LOG_INFO, "train.resume: latest: no checkpoint in %s yet, starting anew",
-                r->ckpt_dir);
-      return GANFW_OK;
-    }
-  } else {
-    snprintf(path, sizeof path, "%s", what);
-  }
   ganfw_ckpt_net nets[2];
-  fill_ckpt_nets(s, nets);
+  fill_ckpt_nets(r->s, nets);
   ganfw_ckpt_meta *meta = NULL;
-  ganfw_status st = ganfw_checkpoint_load(path, nets, 2, &meta);
-  if (st != GANFW_OK) return ganfw_error_wrap(st, "train.resume");
-  if (meta->seed != s->ctx->seed) {
-    ganfw_log(GANFW_LOG_WARN,
-              "train.resume: the checkpoint was made with seed %llu, the config "
-              "says %llu; continuing with the checkpoint's",
-              (unsigned long long)meta->seed, (unsigned long long)s->ctx->seed);
-    s->ctx->seed = meta->seed;
-  }
-  s->ctx->rng_offset = meta->rng_offset;
-  r->step = meta->step;
-  st = restore_scalars(s, meta);
-  if (st == GANFW_OK) st = ganfw_loader_seek(r->loader, meta->epoch, meta->loader_position);
+  ganfw_status st = ganfw_run_resume(r->s, r->ckpt_dir, nets, 2, r->loader, &meta);
+  if (meta) r->step = meta->step;
   ganfw_ckpt_meta_free(meta);
-  if (st == GANFW_OK)
-    ganfw_log(GANFW_LOG_INFO, "resumed from %s at step %lld", path, (long long)r->step);
   return st;
 }
 
@@ -213,8 +115,8 @@ static ganfw_status open_run(gan_run *r) {
   if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
   char columns[4096] = "step,epoch,loss_d,loss_g,d_x,d_g_z1,d_g_z2,lr_g,lr_d,allocated,reserved,"
                        "step_seconds,skipped_d,skipped_g";
-  extras e = {.n = 0};
-  strategy_scalars(s, &e);
+  ganfw_extras e = {.n = 0};
+  ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++)
     snprintf(columns + strlen(columns), sizeof columns - strlen(columns), ",%s",
              e.keys[i] + strlen("memory."));
@@ -236,23 +138,23 @@ static ganfw_status log_step(gan_run *r, const ganfw_gan_stats *gs, const ganfw_
   ganfw_session *s = r->s;
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
-  double row[14 + MAX_EXTRA] = {(double)r->step,
-                                (double)bi->epoch,
-                                gs->loss_d,
-                                gs->loss_g,
-                                gs->d_x,
-                                gs->d_g_z1,
-                                gs->d_g_z2,
-                                s->optim[0].lr,
-                                s->optim[1].lr,
-                                (double)as.allocated.current,
-                                (double)as.reserved.current,
-                                seconds,
-                                (double)r->skipped_d,
-                                (double)r->skipped_g};
+  double row[14 + GANFW_MAX_EXTRA] = {(double)r->step,
+                                      (double)bi->epoch,
+                                      gs->loss_d,
+                                      gs->loss_g,
+                                      gs->d_x,
+                                      gs->d_g_z1,
+                                      gs->d_g_z2,
+                                      s->optim[0].lr,
+                                      s->optim[1].lr,
+                                      (double)as.allocated.current,
+                                      (double)as.reserved.current,
+                                      seconds,
+                                      (double)r->skipped_d,
+                                      (double)r->skipped_g};
   int32_t n = 14;
-  extras e = {.n = 0};
-  strategy_scalars(s, &e);
+  ganfw_extras e = {.n = 0};
+  ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++) row[n++] = strtod(e.values[i], NULL);
   char losses[160];
   snprintf(losses, sizeof losses, "loss_d %.4f loss_g %.4f D(x) %.3f D(G(z)) %.3f/%.3f", gs->loss_d,
