@@ -5,9 +5,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "error.h"
+#include "run_state.h"
 #include "tensor.h"
 #include "tensor_cast.h"
 #include "trainer.h"
@@ -230,12 +230,6 @@ ganfw_status ganfw_classifier_step(ganfw_classifier *c, ganfw_tensor *x, ganfw_t
 
 /* --- evaluation ---------------------------------------------------------------------- */
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 void ganfw_eval_result_free(ganfw_eval_result *r) {
   if (!r) return;
   free(r->confusion);
@@ -335,7 +329,7 @@ ganfw_status ganfw_classifier_evaluate(ganfw_session *s, const ganfw_dataset *ds
   memset(out, 0, sizeof *out);
   if (batch < 1 || !ds || ganfw_dataset_size(ds) < 1)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "evaluation needs a batch size and images");
-  const double t0 = now_s();
+  const double t0 = ganfw_now_s();
   eval_run e = {0};
   ganfw_status st = eval_open(s, ds, batch, &e);
   ganfw_net_set_train(s->classifier, 0, 0);
@@ -357,7 +351,7 @@ ganfw_status ganfw_classifier_evaluate(ganfw_session *s, const ganfw_dataset *ds
   }
   out->loss = out->n ? out->loss / (double)out->n : 0;
   out->accuracy = out->n ? (double)out->correct / (double)out->n : 0;
-  out->seconds = now_s() - t0;
+  out->seconds = ganfw_now_s() - t0;
   return GANFW_OK;
 }
 

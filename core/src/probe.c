@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "config.h"
 #include "error.h"
+#include "run_state.h"
 #include "log.h"
 #include "run.h"
 #include "session.h"
@@ -27,12 +27,6 @@ void ganfw_probe_result_free(ganfw_probe_result *r) {
   free(r->layers);
   r->layers = NULL;
   r->n_layers = 0;
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static int64_t max64(int64_t a, int64_t b) {
@@ -481,10 +475,10 @@ static ganfw_status run_steps(probe *p) {
   for (int32_t k = 0; k < opt->steps && st == GANFW_OK; k++) {
     if ((st = next_batch(p)) != GANFW_OK) break;
     ganfw_backend *be = p->s->ctx->be;
-    double t0 = now_s();
+    double t0 = ganfw_now_s();
     st = measured_step(p);
     if (st == GANFW_OK && be->vt->synchronize) st = be->vt->synchronize(be); /* queued kernels */
-    times[k] = now_s() - t0;
+    times[k] = ganfw_now_s() - t0;
     if (st == GANFW_OK) out->steps_done++;
   }
   ganfw_alloc_set_peak_hook(a, NULL, NULL);

@@ -1,9 +1,11 @@
 /* Checkpoint metadata and resuming, shared by the trainers (see run_state.h). */
 #include "run_state.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "log.h"
@@ -118,4 +120,34 @@ ganfw_status ganfw_run_resume(ganfw_session *s, const char *ckpt_dir, const ganf
   ganfw_log(GANFW_LOG_INFO, "resumed from %s at step %lld", path, (long long)m->step);
   *meta = m;
   return GANFW_OK;
+}
+
+double ganfw_now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static volatile sig_atomic_t interrupted;
+static struct sigaction previous;
+
+static void on_sigint(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+void ganfw_interrupt_begin(void) {
+  interrupted = 0;
+  struct sigaction sa = {0};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &previous);
+}
+
+void ganfw_interrupt_end(void) {
+  sigaction(SIGINT, &previous, NULL);
+}
+
+int32_t ganfw_interrupt_requested(void) {
+  return interrupted != 0;
 }

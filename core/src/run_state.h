@@ -37,4 +37,13 @@ ganfw_status ganfw_run_save_checkpoint(ganfw_session *s, const char *path,
 ganfw_status ganfw_run_resume(ganfw_session *s, const char *ckpt_dir, const ganfw_ckpt_net *nets,
                               int32_t n, ganfw_loader *loader, ganfw_ckpt_meta **meta);
 
+/* Seconds on a monotonic clock, for step and phase timings. */
+double ganfw_now_s(void);
+
+/* Ctrl-C during training: begin installs a SIGINT handler that only raises a flag (the
+ * loop finishes its step, writes a checkpoint and stops), end restores the previous one. */
+void ganfw_interrupt_begin(void);
+void ganfw_interrupt_end(void);
+int32_t ganfw_interrupt_requested(void);
+
 #endif

@@ -5,11 +5,9 @@
  * checkpoints/best.safetensors (the highest test accuracy), config.resolved.yaml and
  * memory.json. `train.resume` continues as the GAN trainer's does, the best accuracy so
  * far included. Ctrl-C finishes the step, writes a checkpoint and stops. */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -22,19 +20,6 @@
 
 #define EVAL_COLUMNS                                                                               \
   "step,epoch,test_loss,test_acc,eval_peak_activation,train_peak_activation,eval_seconds"
-
-static volatile sig_atomic_t interrupted;
-
-static void on_sigint(int sig) {
-  (void)sig;
-  interrupted = 1;
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef struct cls_run {
   ganfw_session *s;
@@ -238,13 +223,13 @@ static ganfw_status train_loop(cls_run *r) {
   ganfw_session *s = r->s;
   ganfw_status st = GANFW_OK;
   const int64_t B = s->train.batch_size, size = ganfw_dataset_size(s->data);
-  double rate = 0, t_start = now_s();
+  double rate = 0, t_start = ganfw_now_s();
   int64_t first_step = r->step;
   while (r->step < r->total && st == GANFW_OK) {
     ganfw_batch_info bi;
     if ((st = ganfw_loader_next(r->loader, r->host_x, r->host_y, &bi)) != GANFW_OK) break;
     if (bi.n == B) {
-      double t0 = now_s();
+      double t0 = ganfw_now_s();
       if ((st = ganfw_tensor_from_host(r->x, r->host_x, r->x->nbytes)) ||
           (st = ganfw_tensor_from_host(r->y, r->host_y, r->y->nbytes)))
         break;
@@ -256,7 +241,7 @@ static ganfw_status train_loop(cls_run *r) {
       }
       r->step++;
       r->skipped += cs.skipped;
-      double t1 = now_s(), elapsed = t1 - t_start;
+      double t1 = ganfw_now_s(), elapsed = t1 - t_start;
       rate = elapsed > 0 ? (double)(r->step - first_step) * (double)B / elapsed : 0;
       double eta = elapsed / (double)(r->step - first_step) * (double)(r->total - r->step);
       if ((s->train.log_every && r->step % s->train.log_every == 0) || r->step == first_step + 1 ||
@@ -276,7 +261,7 @@ static ganfw_status train_loop(cls_run *r) {
       st = save_checkpoint(r);
       saved = 1;
     }
-    if (st == GANFW_OK && interrupted) {
+    if (st == GANFW_OK && ganfw_interrupt_requested()) {
       if (!saved) st = save_checkpoint(r);
       if (st == GANFW_OK)
         st = ganfw_error_set(GANFW_ERR_INTERRUPTED,
@@ -290,7 +275,7 @@ static ganfw_status train_loop(cls_run *r) {
 
 ganfw_status ganfw_train_classifier(ganfw_session *s) {
   cls_run r = {.s = s, .best_acc = -1, .best_step = -1, .last_eval_step = -1};
-  const double t0 = now_s();
+  const double t0 = ganfw_now_s();
   ganfw_status st = open_run(&r);
   if (st == GANFW_OK) {
     ganfw_alloc_stats as;
@@ -308,16 +293,12 @@ ganfw_status ganfw_train_classifier(ganfw_session *s) {
               ganfw_plugin_name(s->run->model), (long long)r.total, (long long)s->train.batch_size,
               (long long)ganfw_dataset_size(s->data), (long long)ganfw_dataset_size(r.test),
               ganfw_schedule_name(s->schedule.kind), s->run->out_dir);
-    interrupted = 0;
-    struct sigaction sa = {0}, old;
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
+    ganfw_interrupt_begin();
     st = train_loop(&r);
-    sigaction(SIGINT, &old, NULL);
+    ganfw_interrupt_end();
     if (st == GANFW_OK && r.best_acc >= 0)
       ganfw_log(GANFW_LOG_INFO, "done in %.1f s: best test accuracy %.2f%% at step %lld",
-                now_s() - t0, 100.0 * r.best_acc, (long long)r.best_step);
+                ganfw_now_s() - t0, 100.0 * r.best_acc, (long long)r.best_step);
   }
   if (s->ctx && !r.memory_written) {
     ganfw_status mst = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir);

@@ -4,11 +4,9 @@
  * `train.resume` continues from a checkpoint with the same parameters, optimizer state,
  * RNG position and loader position, so that on the CPU the continued run is bitwise the
  * uninterrupted one. Ctrl-C finishes the step, writes a checkpoint and stops. */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "checkpoint.h"
 #include "error.h"
@@ -18,19 +16,6 @@
 #include "run_state.h"
 #include "tensor.h"
 #include "trainer.h"
-
-static volatile sig_atomic_t interrupted;
-
-static void on_sigint(int sig) {
-  (void)sig;
-  interrupted = 1;
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef struct gan_run {
   ganfw_session *s;
@@ -167,13 +152,13 @@ static ganfw_status train_loop(gan_run *r) {
   ganfw_session *s = r->s;
   const ganfw_host *host = ganfw_host_table();
   ganfw_status st = GANFW_OK;
-  double rate = 0, t_start = now_s();
+  double rate = 0, t_start = ganfw_now_s();
   int64_t first_step = r->step;
   while (r->step < r->total && st == GANFW_OK) {
     ganfw_batch_info bi;
     if ((st = ganfw_loader_next(r->loader, r->host_batch, NULL, &bi)) != GANFW_OK) break;
     if (bi.n < s->train.batch_size) continue; /* a short last batch (drop_last: false) */
-    double t0 = now_s();
+    double t0 = ganfw_now_s();
     if ((st = ganfw_tensor_from_host(r->x, r->host_batch, r->x->nbytes)) ||
         (st = host->rng_normal(s->ctx, r->z, 0.0f, 1.0f)))
       break;
@@ -187,7 +172,7 @@ static ganfw_status train_loop(gan_run *r) {
     r->step++;
     r->skipped_d += gs.skipped_d;
     r->skipped_g += gs.skipped_g;
-    double t1 = now_s();
+    double t1 = ganfw_now_s();
     double elapsed = t1 - t_start;
     rate = elapsed > 0 ? (double)(r->step - first_step) * (double)s->train.batch_size / elapsed : 0;
     double eta = r->step > first_step
@@ -205,7 +190,7 @@ static ganfw_status train_loop(gan_run *r) {
       st = save_checkpoint(r);
       saved = 1;
     }
-    if (st == GANFW_OK && interrupted) {
+    if (st == GANFW_OK && ganfw_interrupt_requested()) {
       if (!saved) st = save_checkpoint(r);
       if (st == GANFW_OK)
         st = ganfw_error_set(GANFW_ERR_INTERRUPTED,
@@ -233,13 +218,9 @@ ganfw_status ganfw_train_gan(ganfw_session *s) {
     ganfw_log(GANFW_LOG_INFO, "training %s for %lld steps (batch %lld) into %s",
               ganfw_plugin_name(s->run->model), (long long)r.total, (long long)s->train.batch_size,
               s->run->out_dir);
-    interrupted = 0;
-    struct sigaction sa = {0}, old;
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old);
+    ganfw_interrupt_begin();
     st = train_loop(&r);
-    sigaction(SIGINT, &old, NULL);
+    ganfw_interrupt_end();
   }
   if (s->ctx) {
     ganfw_status mst = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir);
