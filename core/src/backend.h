@@ -192,7 +192,63 @@ typedef struct ganfw_backend_vt {
    * that follow, but src (from host_alloc_pinned) must stay unchanged until synchronize
    * or a copy_d2h returns. NULL: copy_h2d. */
   ganfw_status (*copy_h2d_async)(ganfw_backend *be, void *dst, const void *src, size_t bytes);
+
+  /* --- (optional) native 16-bit compute for mixed precision ---------------------------
+   * lp_ops: which groups of the _lp entries below take `dtype` (GANFW_DTYPE_F16 or
+   * GANFW_DTYPE_BF16), a bit set of GANFW_LP_*. NULL or 0: none; the layers then convert
+   * their 16-bit tensors to f32 around the f32 entries (core/src/layer_dtype.c). A backend
+   * that sets a bit fills every entry of that group.
+   *
+   * Each _lp entry has the semantics of the f32 entry of the same name, with these types:
+   * the activations x, y, dy and dx and a matmul layer's weight w are in `dtype` (w is a
+   * copy of the f32 master rounded by the caller); products and sums accumulate in f32
+   * (tensor cores allowed); the bias b, BatchNorm's gamma and beta, running and saved
+   * statistics, and every parameter gradient (dw, db, dgamma, dbeta, f32, overwritten or
+   * added to as `accumulate` says) are f32. w may be NULL in a backward that computes no
+   * dx. A convolution's _lp workspace is whatever its backend needs for both passes (for
+   * example room for a 16-bit weight gradient before it is added to the f32 dw). */
+  uint32_t (*lp_ops)(ganfw_backend *be, int32_t dtype);
+  size_t (*conv2d_workspace_lp)(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s);
+  void (*conv2d_forward_lp)(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
+                            const void *x, const void *w, const float *b, void *y, void *ws);
+  void (*conv2d_backward_lp)(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
+                             const void *x, const void *w, const void *dy, void *dx, float *dw,
+                             float *db, int accumulate, void *ws);
+  size_t (*convt2d_workspace_lp)(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s);
+  void (*convt2d_forward_lp)(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s,
+                             const void *x, const void *w, const float *b, void *y, void *ws);
+  void (*convt2d_backward_lp)(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s,
+                              const void *x, const void *w, const void *dy, void *dx, float *dw,
+                              float *db, int accumulate, void *ws);
+  void (*linear_forward_lp)(ganfw_backend *be, int32_t dtype, int64_t N, int64_t IN, int64_t OUT,
+                            const void *x, const void *w, const float *b, void *y);
+  void (*linear_backward_lp)(ganfw_backend *be, int32_t dtype, int64_t N, int64_t IN, int64_t OUT,
+                             const void *x, const void *w, const void *dy, void *dx, float *dw,
+                             float *db, int accumulate);
+  void (*batchnorm2d_forward_train_lp)(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
+                                       int64_t HW, const void *x, const float *gamma,
+                                       const float *beta, void *y, float *running_mean,
+                                       float *running_var, float momentum, float eps,
+                                       float *save_mean, float *save_invstd);
+  void (*batchnorm2d_forward_eval_lp)(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
+                                      int64_t HW, const void *x, const float *gamma,
+                                      const float *beta, void *y, const float *running_mean,
+                                      const float *running_var, float eps);
+  void (*batchnorm2d_backward_lp)(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
+                                  int64_t HW, const void *x, const void *dy, const float *gamma,
+                                  const float *save_mean, const float *save_invstd, void *dx,
+                                  float *dgamma, float *dbeta, int accumulate);
+  void (*act_forward_lp)(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha, int64_t n,
+                         const void *x, void *y);
+  void (*act_backward_lp)(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha, int64_t n,
+                          const void *y, const void *dy, void *dx);
 } ganfw_backend_vt;
+
+/* The groups of lp_ops. */
+#define GANFW_LP_CONV      1u /* conv2d_*_lp and convt2d_*_lp */
+#define GANFW_LP_LINEAR    2u /* linear_*_lp */
+#define GANFW_LP_BATCHNORM 4u /* batchnorm2d_*_lp */
+#define GANFW_LP_ACT       8u /* act_*_lp */
 
 struct ganfw_backend {
   const ganfw_backend_vt *vt;

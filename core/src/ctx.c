@@ -59,9 +59,20 @@ ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_opti
   return GANFW_OK;
 }
 
+static ganfw_backend *backend_override;
+
+void ganfw_ctx_override_backend(ganfw_backend *be) {
+  backend_override = be;
+}
+
 /* Resolves `auto` and refuses a device this build or machine does not have. */
 static ganfw_status pick_backend(const ganfw_ctx_options *opt, ganfw_backend **be, int32_t *type) {
   const int32_t requested = opt->device_type;
+  if (backend_override) {
+    *be = backend_override;
+    *type = GANFW_DEVICE_CPU; /* no CUDA-only settings (context size) apply to it */
+    return GANFW_OK;
+  }
 #ifdef GANFW_HAVE_CUDA
   if (requested == GANFW_DEVICE_CUDA || requested == GANFW_DEVICE_AUTO) {
     char why[512] = "";

@@ -42,6 +42,11 @@ ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_opti
 /* Creates the backend and the allocator. *out is owned by the caller (ganfw_ctx_destroy). */
 ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out);
 void ganfw_ctx_destroy(ganfw_ctx *ctx); /* accepts NULL */
+/* For tests: every context created afterwards runs on `be` (a backend table built by the
+ * test, e.g. the CPU's with extra entries) instead of the one device.type picks; with
+ * options.meta it is the meta backend's shadow. NULL: pick by device.type again. Not for
+ * use while contexts are being created on other threads. */
+void ganfw_ctx_override_backend(ganfw_backend *be);
 /* Reserves n values' worth of Philox blocks and returns the first block's offset. */
 uint64_t ganfw_ctx_rng_take(ganfw_ctx *ctx, int64_t n);
 /* The host table for plugins; static, valid for the process lifetime. */

@@ -140,6 +140,20 @@ void ganfw_layer_store_out(const ganfw_exec *ex, ganfw_layer_scratch *sc);
 /* Releases the scratch without storing (an error path). */
 void ganfw_layer_scratch_release(ganfw_layer_scratch *sc);
 
+/* Native 16-bit compute: with a 16-bit compute dtype and a backend whose lp_ops cover a
+ * layer's group (GANFW_LP_*, backend.h), the layer calls the backend's _lp entries on the
+ * whole batch instead: its 16-bit tensors as they are, no f32 copies. Scratch use as above
+ * (ganfw_layer_scratch_release frees the copies these make). */
+/* 1 when ex's compute dtype is f16/bf16 and the backend runs `group` natively in it. */
+int32_t ganfw_layer_lp(const ganfw_exec *ex, uint32_t group);
+/* t's data in the compute dtype: t's own memory when it has that dtype (activations), else
+ * a workspace copy converted to it (an f32 input such as the data batch). NULL on failure. */
+void *ganfw_layer_lp_in(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                        ganfw_tensor *t);
+/* Parameter i (f32 master) rounded to the compute dtype in a workspace copy, or NULL. */
+void *ganfw_layer_lp_param(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                           int32_t i);
+
 /* A kernel call over rows [n0, n0 + rows) of a batch: f[i] is the f32 data of those rows of
  * tensor i of ganfw_layer_rows_run's list (NULL for a NULL tensor). */
 typedef ganfw_status (*ganfw_layer_rows_fn)(ganfw_layer *l, const ganfw_exec *ex, void *arg,

@@ -6,20 +6,55 @@
 #include "layer.h"
 #include "tensor_cast.h"
 
-/* A new f32 workspace tensor of n values in sc, its data, or NULL. */
-static float *scratch_push(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc, int64_t n,
-                           ganfw_tensor *out) {
+/* A new workspace tensor of n values of dtype in sc, its data, or NULL. */
+static void *scratch_push_dtype(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                                int32_t dtype, int64_t n, ganfw_tensor *out) {
   if (sc->n == GANFW_LAYER_SCRATCH_MAX) {
     ganfw_layer_error(l, GANFW_ERR_INTERNAL, "more than %d conversion buffers in one call",
                       GANFW_LAYER_SCRATCH_MAX);
     return NULL;
   }
-  ganfw_tensor *t = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_WORKSPACE);
+  ganfw_tensor *t = ganfw_layer_tensor(l, ex, dtype, 1, &n, GANFW_MEM_WORKSPACE);
   if (!t) return NULL;
   sc->t[sc->n] = t;
   sc->out[sc->n] = out;
   sc->n++;
   return t->data;
+}
+
+/* A new f32 workspace tensor of n values in sc, its data, or NULL. */
+static float *scratch_push(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc, int64_t n,
+                           ganfw_tensor *out) {
+  return scratch_push_dtype(l, ex, sc, GANFW_DTYPE_F32, n, out);
+}
+
+/* --- native 16-bit compute (backends whose lp_ops cover the layer) --------------------- */
+
+int32_t ganfw_layer_lp(const ganfw_exec *ex, uint32_t group) {
+  const ganfw_backend_vt *vt = ex->be->vt;
+  return ex->dtype != GANFW_DTYPE_F32 && vt->lp_ops && (vt->lp_ops(ex->be, ex->dtype) & group);
+}
+
+void *ganfw_layer_lp_in(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                        ganfw_tensor *t) {
+  if (t->dtype == ex->dtype) return t->data;
+  void *h = scratch_push_dtype(l, ex, sc, ex->dtype, t->numel, NULL);
+  if (h && ganfw_cast(ex->be, t->numel, t->dtype, t->data, ex->dtype, h) != GANFW_OK) {
+    ganfw_layer_error(l, ganfw_error_code(), "input '%s': %s", t->name, ganfw_error_message());
+    return NULL;
+  }
+  return h;
+}
+
+void *ganfw_layer_lp_param(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                           int32_t i) {
+  const ganfw_tensor *w = l->param[i];
+  void *h = scratch_push_dtype(l, ex, sc, ex->dtype, w->numel, NULL);
+  if (h && ganfw_cast(ex->be, w->numel, GANFW_DTYPE_F32, w->data, ex->dtype, h) != GANFW_OK) {
+    ganfw_layer_error(l, ganfw_error_code(), "rounding '%s': %s", w->name, ganfw_error_message());
+    return NULL;
+  }
+  return h;
 }
 
 float *ganfw_layer_f32_in(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,

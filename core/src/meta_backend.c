@@ -251,6 +251,100 @@ static void meta_rng(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t offse
   (void)be, (void)n, (void)seed, (void)offset, (void)a, (void)b, (void)out;
 }
 
+/* Native 16-bit compute as the shadow has it, so that the layers take the same path (and
+ * ask for the same workspaces) as on the real device. */
+static uint32_t meta_lp_ops(ganfw_backend *be, int32_t dtype) {
+  ganfw_backend *sh = shadow_of(be);
+  return sh->vt->lp_ops ? sh->vt->lp_ops(sh, dtype) : 0;
+}
+
+static size_t meta_conv2d_workspace_lp(ganfw_backend *be, int32_t dtype,
+                                       const ganfw_conv2d_shape *s) {
+  ganfw_backend *sh = shadow_of(be);
+  return sh->vt->conv2d_workspace_lp ? sh->vt->conv2d_workspace_lp(sh, dtype, s) : 0;
+}
+
+static size_t meta_convt2d_workspace_lp(ganfw_backend *be, int32_t dtype,
+                                        const ganfw_convt2d_shape *s) {
+  ganfw_backend *sh = shadow_of(be);
+  return sh->vt->convt2d_workspace_lp ? sh->vt->convt2d_workspace_lp(sh, dtype, s) : 0;
+}
+
+static void meta_conv2d_forward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
+                                   const void *x, const void *w, const float *b, void *y,
+                                   void *ws) {
+  (void)be, (void)dtype, (void)s, (void)x, (void)w, (void)b, (void)y, (void)ws;
+}
+
+static void meta_conv2d_backward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
+                                    const void *x, const void *w, const void *dy, void *dx,
+                                    float *dw, float *db, int accumulate, void *ws) {
+  (void)be, (void)dtype, (void)s, (void)x, (void)w, (void)dy, (void)dx, (void)dw, (void)db;
+  (void)accumulate, (void)ws;
+}
+
+static void meta_convt2d_forward_lp(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s,
+                                    const void *x, const void *w, const float *b, void *y,
+                                    void *ws) {
+  (void)be, (void)dtype, (void)s, (void)x, (void)w, (void)b, (void)y, (void)ws;
+}
+
+static void meta_convt2d_backward_lp(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s,
+                                     const void *x, const void *w, const void *dy, void *dx,
+                                     float *dw, float *db, int accumulate, void *ws) {
+  (void)be, (void)dtype, (void)s, (void)x, (void)w, (void)dy, (void)dx, (void)dw, (void)db;
+  (void)accumulate, (void)ws;
+}
+
+static void meta_linear_forward_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t IN,
+                                   int64_t OUT, const void *x, const void *w, const float *b,
+                                   void *y) {
+  (void)be, (void)dtype, (void)N, (void)IN, (void)OUT, (void)x, (void)w, (void)b, (void)y;
+}
+
+static void meta_linear_backward_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t IN,
+                                    int64_t OUT, const void *x, const void *w, const void *dy,
+                                    void *dx, float *dw, float *db, int accumulate) {
+  (void)be, (void)dtype, (void)N, (void)IN, (void)OUT, (void)x, (void)w, (void)dy, (void)dx;
+  (void)dw, (void)db, (void)accumulate;
+}
+
+static void meta_bn_forward_train_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
+                                     int64_t HW, const void *x, const float *gamma,
+                                     const float *beta, void *y, float *running_mean,
+                                     float *running_var, float momentum, float eps,
+                                     float *save_mean, float *save_invstd) {
+  (void)be, (void)dtype, (void)N, (void)C, (void)HW, (void)x, (void)gamma, (void)beta, (void)y;
+  (void)running_mean, (void)running_var, (void)momentum, (void)eps, (void)save_mean;
+  (void)save_invstd;
+}
+
+static void meta_bn_forward_eval_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
+                                    int64_t HW, const void *x, const float *gamma,
+                                    const float *beta, void *y, const float *running_mean,
+                                    const float *running_var, float eps) {
+  (void)be, (void)dtype, (void)N, (void)C, (void)HW, (void)x, (void)gamma, (void)beta, (void)y;
+  (void)running_mean, (void)running_var, (void)eps;
+}
+
+static void meta_bn_backward_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C, int64_t HW,
+                                const void *x, const void *dy, const float *gamma,
+                                const float *save_mean, const float *save_invstd, void *dx,
+                                float *dgamma, float *dbeta, int accumulate) {
+  (void)be, (void)dtype, (void)N, (void)C, (void)HW, (void)x, (void)dy, (void)gamma;
+  (void)save_mean, (void)save_invstd, (void)dx, (void)dgamma, (void)dbeta, (void)accumulate;
+}
+
+static void meta_act_forward_lp(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha,
+                                int64_t n, const void *x, void *y) {
+  (void)be, (void)dtype, (void)kind, (void)alpha, (void)n, (void)x, (void)y;
+}
+
+static void meta_act_backward_lp(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha,
+                                 int64_t n, const void *y, const void *dy, void *dx) {
+  (void)be, (void)dtype, (void)kind, (void)alpha, (void)n, (void)y, (void)dy, (void)dx;
+}
+
 static const ganfw_backend_vt meta_vt = {
     .name = "meta",
     .raw_alloc = meta_raw_alloc,
@@ -305,6 +399,20 @@ static const ganfw_backend_vt meta_vt = {
     .bf16_to_f32 = meta_from_half,
     .rng_uniform = meta_rng,
     .rng_normal = meta_rng,
+    .lp_ops = meta_lp_ops,
+    .conv2d_workspace_lp = meta_conv2d_workspace_lp,
+    .conv2d_forward_lp = meta_conv2d_forward_lp,
+    .conv2d_backward_lp = meta_conv2d_backward_lp,
+    .convt2d_workspace_lp = meta_convt2d_workspace_lp,
+    .convt2d_forward_lp = meta_convt2d_forward_lp,
+    .convt2d_backward_lp = meta_convt2d_backward_lp,
+    .linear_forward_lp = meta_linear_forward_lp,
+    .linear_backward_lp = meta_linear_backward_lp,
+    .batchnorm2d_forward_train_lp = meta_bn_forward_train_lp,
+    .batchnorm2d_forward_eval_lp = meta_bn_forward_eval_lp,
+    .batchnorm2d_backward_lp = meta_bn_backward_lp,
+    .act_forward_lp = meta_act_forward_lp,
+    .act_backward_lp = meta_act_backward_lp,
 };
 
 /* One meta backend per shadow (there are few real backends: cpu, cuda). */

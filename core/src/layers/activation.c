@@ -38,9 +38,20 @@ static ganfw_status act_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tens
                                 ganfw_tensor **y, ganfw_saved *saved) {
   ganfw_tensor *t = in_place_or_new(l, ex, x);
   if (!t) return ganfw_error_code();
-  int64_t per_row = x->numel / x->shape[0];
-  ganfw_tensor *io[2] = {x, t};
-  ganfw_status st = ganfw_layer_rows_run(l, ex, io, 1, 2, act_forward_rows, &per_row);
+  ganfw_status st;
+  if (ganfw_layer_lp(ex, GANFW_LP_ACT)) { /* native 16-bit: the whole tensor at once */
+    ganfw_layer_scratch sc = {0};
+    const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
+    if (xh)
+      ex->be->vt->act_forward_lp(ex->be, ex->dtype, (int32_t)l->arg[0], l->farg[0], x->numel, xh,
+                                 t->data);
+    st = xh ? GANFW_OK : ganfw_error_code();
+    ganfw_layer_scratch_release(&sc);
+  } else {
+    int64_t per_row = x->numel / x->shape[0];
+    ganfw_tensor *io[2] = {x, t};
+    st = ganfw_layer_rows_run(l, ex, io, 1, 2, act_forward_rows, &per_row);
+  }
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(t);
     return st;
@@ -56,9 +67,20 @@ static ganfw_status act_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_sav
   if (!dx) return GANFW_OK;
   ganfw_tensor *g = in_place_or_new(l, ex, dy);
   if (!g) return ganfw_error_code();
-  int64_t per_row = dy->numel / dy->shape[0];
-  ganfw_tensor *io[3] = {saved->t[0], dy, g};
-  ganfw_status st = ganfw_layer_rows_run(l, ex, io, 2, 3, act_backward_rows, &per_row);
+  ganfw_status st;
+  if (ganfw_layer_lp(ex, GANFW_LP_ACT)) { /* the saved output is in the compute dtype */
+    ganfw_layer_scratch sc = {0};
+    const void *dyh = ganfw_layer_lp_in(l, ex, &sc, dy);
+    if (dyh)
+      ex->be->vt->act_backward_lp(ex->be, ex->dtype, (int32_t)l->arg[0], l->farg[0], dy->numel,
+                                  saved->t[0]->data, dyh, g->data);
+    st = dyh ? GANFW_OK : ganfw_error_code();
+    ganfw_layer_scratch_release(&sc);
+  } else {
+    int64_t per_row = dy->numel / dy->shape[0];
+    ganfw_tensor *io[3] = {saved->t[0], dy, g};
+    st = ganfw_layer_rows_run(l, ex, io, 2, 3, act_backward_rows, &per_row);
+  }
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(g);
     return st;

@@ -96,6 +96,41 @@ static ganfw_status bn_backward_channels(ganfw_layer *l, const ganfw_exec *ex, v
   return GANFW_OK;
 }
 
+/* --- native 16-bit compute: the backend's _lp entries on the whole batch ---------------- */
+
+static ganfw_status bn_forward_lp(ganfw_layer *l, const ganfw_exec *ex, const bn_call *c,
+                                  ganfw_tensor *x, ganfw_tensor *y) {
+  const float eps = l->farg[0], momentum = l->farg[1];
+  const int64_t C = x->shape[1];
+  ganfw_layer_scratch sc = {0};
+  const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
+  if (xh && !c->mean)
+    ex->be->vt->batchnorm2d_forward_eval_lp(ex->be, ex->dtype, c->N, C, c->HW, xh,
+                                            at(l->param[0], 0), at(l->param[1], 0), y->data,
+                                            l->running_mean->data, l->running_var->data, eps);
+  else if (xh)
+    ex->be->vt->batchnorm2d_forward_train_lp(
+        ex->be, ex->dtype, c->N, C, c->HW, xh, at(l->param[0], 0), at(l->param[1], 0), y->data,
+        c->update_stats ? l->running_mean->data : NULL,
+        c->update_stats ? l->running_var->data : NULL, momentum, eps, c->mean, c->invstd);
+  ganfw_layer_scratch_release(&sc);
+  return xh ? GANFW_OK : ganfw_error_code();
+}
+
+static ganfw_status bn_backward_lp(ganfw_layer *l, const ganfw_exec *ex, const bn_call *c,
+                                   ganfw_tensor *x, ganfw_tensor *dy, ganfw_tensor *dx) {
+  ganfw_layer_scratch sc = {0};
+  const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
+  const void *dyh = xh ? ganfw_layer_lp_in(l, ex, &sc, dy) : NULL;
+  if (dyh)
+    ex->be->vt->batchnorm2d_backward_lp(
+        ex->be, ex->dtype, c->N, x->shape[1], c->HW, xh, dyh, at(l->param[0], 0), c->mean,
+        c->invstd, dx ? dx->data : NULL, c->param_grads ? at(l->grad[0], 0) : NULL,
+        c->param_grads ? at(l->grad[1], 0) : NULL, c->accumulate);
+  ganfw_layer_scratch_release(&sc);
+  return dyh ? GANFW_OK : ganfw_error_code();
+}
+
 static ganfw_status bn_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
                                ganfw_tensor **y, ganfw_saved *saved) {
   const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
@@ -116,7 +151,9 @@ static ganfw_status bn_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tenso
     c.mean = mean ? mean->data : NULL;
     c.invstd = invstd ? invstd->data : NULL;
     ganfw_tensor *io[2] = {x, t};
-    st = ganfw_layer_channels_run(l, ex, io, 1, 2, bn_forward_channels, &c);
+    st = ganfw_layer_lp(ex, GANFW_LP_BATCHNORM)
+             ? bn_forward_lp(l, ex, &c, x, t)
+             : ganfw_layer_channels_run(l, ex, io, 1, 2, bn_forward_channels, &c);
   }
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(invstd);
@@ -158,7 +195,9 @@ static ganfw_status bn_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_save
                .param_grads = param_grads,
                .accumulate = accumulate};
   ganfw_tensor *io[3] = {x, dy, g};
-  ganfw_status st = ganfw_layer_channels_run(l, ex, io, 2, 3, bn_backward_channels, &c);
+  ganfw_status st = ganfw_layer_lp(ex, GANFW_LP_BATCHNORM)
+                        ? bn_backward_lp(l, ex, &c, x, dy, g)
+                        : ganfw_layer_channels_run(l, ex, io, 2, 3, bn_backward_channels, &c);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(g);
     return st;

@@ -137,6 +137,60 @@ static ganfw_status conv_backward_rows(ganfw_layer *l, const ganfw_exec *ex, voi
   return GANFW_OK;
 }
 
+/* --- native 16-bit compute: the backend's _lp entries on the whole batch ---------------- */
+
+static size_t workspace_lp_bytes(const ganfw_exec *ex, const conv_call *c) {
+  return c->transposed ? ex->be->vt->convt2d_workspace_lp(ex->be, ex->dtype, &c->s.t)
+                       : ex->be->vt->conv2d_workspace_lp(ex->be, ex->dtype, &c->s.c);
+}
+
+static ganfw_status conv_forward_lp(ganfw_layer *l, const ganfw_exec *ex, const conv_call *c,
+                                    ganfw_tensor *x, ganfw_tensor *y) {
+  ganfw_layer_scratch sc = {0};
+  const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
+  const void *wh = xh ? ganfw_layer_lp_param(l, ex, &sc, 0) : NULL;
+  ganfw_status st = wh ? GANFW_OK : ganfw_error_code();
+  ganfw_tensor *ws =
+      st != GANFW_OK ? NULL : ganfw_layer_workspace(l, ex, workspace_lp_bytes(ex, c), &st);
+  if (st == GANFW_OK) {
+    const float *b = l->param[1] ? l->param[1]->data : NULL;
+    void *w = ws ? ws->data : NULL;
+    if (c->transposed)
+      ex->be->vt->convt2d_forward_lp(ex->be, ex->dtype, &c->s.t, xh, wh, b, y->data, w);
+    else
+      ex->be->vt->conv2d_forward_lp(ex->be, ex->dtype, &c->s.c, xh, wh, b, y->data, w);
+  }
+  ganfw_tensor_destroy(ws);
+  ganfw_layer_scratch_release(&sc);
+  return st;
+}
+
+/* dx (or NULL) gets the input gradient; the weight copy is made only for it. */
+static ganfw_status conv_backward_lp(ganfw_layer *l, const ganfw_exec *ex, const conv_call *c,
+                                     ganfw_tensor *x, ganfw_tensor *dy, ganfw_tensor *dx) {
+  ganfw_layer_scratch sc = {0};
+  const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
+  const void *dyh = xh ? ganfw_layer_lp_in(l, ex, &sc, dy) : NULL;
+  const void *wh = dyh && dx ? ganfw_layer_lp_param(l, ex, &sc, 0) : NULL;
+  ganfw_status st = dyh && (wh || !dx) ? GANFW_OK : ganfw_error_code();
+  ganfw_tensor *ws =
+      st != GANFW_OK ? NULL : ganfw_layer_workspace(l, ex, workspace_lp_bytes(ex, c), &st);
+  if (st == GANFW_OK) {
+    float *dw = c->param_grads ? l->grad[0]->data : NULL;
+    float *db = c->param_grads && l->grad[1] ? l->grad[1]->data : NULL;
+    void *w = ws ? ws->data : NULL, *g = dx ? dx->data : NULL;
+    if (c->transposed)
+      ex->be->vt->convt2d_backward_lp(ex->be, ex->dtype, &c->s.t, xh, wh, dyh, g, dw, db,
+                                      c->accumulate, w);
+    else
+      ex->be->vt->conv2d_backward_lp(ex->be, ex->dtype, &c->s.c, xh, wh, dyh, g, dw, db,
+                                     c->accumulate, w);
+  }
+  ganfw_tensor_destroy(ws);
+  ganfw_layer_scratch_release(&sc);
+  return st;
+}
+
 static ganfw_status conv_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
                                  ganfw_tensor **y, ganfw_saved *saved) {
   conv_call c = {0};
@@ -144,11 +198,16 @@ static ganfw_status conv_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_ten
   conv_shape(l, x->shape, &c, out);
   ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 4, out, GANFW_MEM_ACTIVATION);
   if (!t) return ganfw_error_code();
-  ganfw_layer_scratch ps = {0};
-  ganfw_tensor *io[2] = {x, t};
-  ganfw_status st = ganfw_layer_f32_params(l, ex, &ps, c.p);
-  if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 1, 2, conv_forward_rows, &c);
-  ganfw_layer_scratch_release(&ps);
+  ganfw_status st;
+  if (ganfw_layer_lp(ex, GANFW_LP_CONV)) {
+    st = conv_forward_lp(l, ex, &c, x, t);
+  } else {
+    ganfw_layer_scratch ps = {0};
+    ganfw_tensor *io[2] = {x, t};
+    st = ganfw_layer_f32_params(l, ex, &ps, c.p);
+    if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 1, 2, conv_forward_rows, &c);
+    ganfw_layer_scratch_release(&ps);
+  }
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(t);
     return st;
@@ -170,11 +229,16 @@ static ganfw_status conv_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_sa
     if (!g) return ganfw_error_code();
   }
   if (!g && !param_grads) return GANFW_OK;
-  ganfw_layer_scratch ps = {0};
-  ganfw_tensor *io[3] = {x, dy, g};
-  ganfw_status st = ganfw_layer_f32_params(l, ex, &ps, c.p);
-  if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 2, 3, conv_backward_rows, &c);
-  ganfw_layer_scratch_release(&ps);
+  ganfw_status st;
+  if (ganfw_layer_lp(ex, GANFW_LP_CONV)) {
+    st = conv_backward_lp(l, ex, &c, x, dy, g);
+  } else {
+    ganfw_layer_scratch ps = {0};
+    ganfw_tensor *io[3] = {x, dy, g};
+    st = ganfw_layer_f32_params(l, ex, &ps, c.p);
+    if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 2, 3, conv_backward_rows, &c);
+    ganfw_layer_scratch_release(&ps);
+  }
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(g);
     return st;

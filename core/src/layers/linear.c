@@ -49,17 +49,53 @@ static ganfw_status linear_backward_rows(ganfw_layer *l, const ganfw_exec *ex, v
   return GANFW_OK;
 }
 
+/* --- native 16-bit compute: the backend's _lp entries on the whole batch ---------------- */
+
+static ganfw_status linear_forward_lp(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
+                                      ganfw_tensor *y) {
+  ganfw_layer_scratch sc = {0};
+  const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
+  const void *wh = xh ? ganfw_layer_lp_param(l, ex, &sc, 0) : NULL;
+  if (wh)
+    ex->be->vt->linear_forward_lp(ex->be, ex->dtype, x->shape[0], l->arg[0], l->arg[1], xh, wh,
+                                  l->param[1] ? l->param[1]->data : NULL, y->data);
+  ganfw_layer_scratch_release(&sc);
+  return wh ? GANFW_OK : ganfw_error_code();
+}
+
+/* dx (or NULL) gets the input gradient; the weight copy is made only for it. */
+static ganfw_status linear_backward_lp(ganfw_layer *l, const ganfw_exec *ex, const linear_call *c,
+                                       ganfw_tensor *x, ganfw_tensor *dy, ganfw_tensor *dx) {
+  ganfw_layer_scratch sc = {0};
+  const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
+  const void *dyh = xh ? ganfw_layer_lp_in(l, ex, &sc, dy) : NULL;
+  const void *wh = dyh && dx ? ganfw_layer_lp_param(l, ex, &sc, 0) : NULL;
+  const int32_t ok = dyh && (wh || !dx);
+  if (ok)
+    ex->be->vt->linear_backward_lp(
+        ex->be, ex->dtype, x->shape[0], l->arg[0], l->arg[1], xh, wh, dyh, dx ? dx->data : NULL,
+        c->param_grads ? l->grad[0]->data : NULL,
+        c->param_grads && l->grad[1] ? l->grad[1]->data : NULL, c->accumulate);
+  ganfw_layer_scratch_release(&sc);
+  return ok ? GANFW_OK : ganfw_error_code();
+}
+
 static ganfw_status linear_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
                                    ganfw_tensor **y, ganfw_saved *saved) {
   int64_t out[2] = {x->shape[0], l->arg[1]};
   ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 2, out, GANFW_MEM_ACTIVATION);
   if (!t) return ganfw_error_code();
-  linear_call c = {.param_grads = 0};
-  ganfw_layer_scratch ps = {0};
-  ganfw_tensor *io[2] = {x, t};
-  ganfw_status st = ganfw_layer_f32_params(l, ex, &ps, c.p);
-  if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 1, 2, linear_forward_rows, &c);
-  ganfw_layer_scratch_release(&ps);
+  ganfw_status st;
+  if (ganfw_layer_lp(ex, GANFW_LP_LINEAR)) {
+    st = linear_forward_lp(l, ex, x, t);
+  } else {
+    linear_call c = {.param_grads = 0};
+    ganfw_layer_scratch ps = {0};
+    ganfw_tensor *io[2] = {x, t};
+    st = ganfw_layer_f32_params(l, ex, &ps, c.p);
+    if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 1, 2, linear_forward_rows, &c);
+    ganfw_layer_scratch_release(&ps);
+  }
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(t);
     return st;
@@ -80,11 +116,16 @@ static ganfw_status linear_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_
   }
   if (!g && !param_grads) return GANFW_OK;
   linear_call c = {.param_grads = param_grads, .accumulate = accumulate};
-  ganfw_layer_scratch ps = {0};
-  ganfw_tensor *io[3] = {x, dy, g};
-  ganfw_status st = ganfw_layer_f32_params(l, ex, &ps, c.p);
-  if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 2, 3, linear_backward_rows, &c);
-  ganfw_layer_scratch_release(&ps);
+  ganfw_status st;
+  if (ganfw_layer_lp(ex, GANFW_LP_LINEAR)) {
+    st = linear_backward_lp(l, ex, &c, x, dy, g);
+  } else {
+    ganfw_layer_scratch ps = {0};
+    ganfw_tensor *io[3] = {x, dy, g};
+    st = ganfw_layer_f32_params(l, ex, &ps, c.p);
+    if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 2, 3, linear_backward_rows, &c);
+    ganfw_layer_scratch_release(&ps);
+  }
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(g);
     return st;

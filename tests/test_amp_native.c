@@ -1,0 +1,468 @@
+/* The layers' native 16-bit path (the _lp entries of backend.h), on the CPU: a test backend
+ * is the CPU's table plus _lp entries that convert whole tensors on the host and call the
+ * f32 kernels, counting every call. With it the layers must take the _lp entries for the
+ * groups lp_ops names and the converting path (layer_dtype.c) for the rest, give what the
+ * CPU backend's converting path gives, never take them in f32, and `ganfw plan` (the meta
+ * backend with this backend as its shadow) must still predict the measured step exactly. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctx.h"
+#include "error.h"
+#include "net.h"
+#include "probe.h"
+#include "tensor.h"
+#include "tensor_cast.h"
+#include "testutil.h"
+
+/* --- the test backend ----------------------------------------------------------------- */
+
+enum {
+  C_CONV_FWD,
+  C_CONV_BWD,
+  C_CONVT_FWD,
+  C_CONVT_BWD,
+  C_LIN_FWD,
+  C_LIN_BWD,
+  C_BN_TRAIN,
+  C_BN_EVAL,
+  C_BN_BWD,
+  C_ACT_FWD,
+  C_ACT_BWD,
+  C_COUNT
+};
+static int64_t calls[C_COUNT];
+static uint32_t groups_f16 = GANFW_LP_CONV | GANFW_LP_LINEAR | GANFW_LP_BATCHNORM | GANFW_LP_ACT;
+static uint32_t groups_bf16 = GANFW_LP_CONV | GANFW_LP_LINEAR | GANFW_LP_BATCHNORM | GANFW_LP_ACT;
+static ganfw_backend_vt lp_vt;
+static ganfw_backend lp_be = {.vt = &lp_vt};
+
+static ganfw_backend *cpu(void) {
+  return ganfw_cpu_backend();
+}
+
+static float *to_f32(int32_t dtype, int64_t n, const void *h) {
+  if (!h) return NULL;
+  float *f = malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
+  CU_ASSERT_EQUAL_FATAL(ganfw_cast(cpu(), n, dtype, h, GANFW_DTYPE_F32, f), GANFW_OK);
+  return f;
+}
+
+static float *scratch(int64_t n, const void *wanted) {
+  return wanted ? malloc((size_t)(n > 0 ? n : 1) * sizeof(float)) : NULL;
+}
+
+/* Rounds f into h (when both are there) and frees f. */
+static void store(int32_t dtype, int64_t n, float *f, void *h) {
+  if (f && h) ganfw_cast(cpu(), n, GANFW_DTYPE_F32, f, dtype, h);
+  free(f);
+}
+
+static uint32_t lp_ops(ganfw_backend *be, int32_t dtype) {
+  (void)be;
+  return dtype == GANFW_DTYPE_F16 ? groups_f16 : dtype == GANFW_DTYPE_BF16 ? groups_bf16 : 0;
+}
+
+/* The CPU's workspace plus room for a 16-bit weight gradient, as the CUDA backend asks. */
+static size_t conv_ws_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s) {
+  (void)be, (void)dtype;
+  return cpu()->vt->conv2d_workspace(cpu(), s) + (size_t)(s->K * s->C * s->R * s->S) * 2;
+}
+
+static size_t convt_ws_lp(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s) {
+  (void)be, (void)dtype;
+  return cpu()->vt->convt2d_workspace(cpu(), s) + (size_t)(s->K * s->C * s->R * s->S) * 2;
+}
+
+static void conv_fwd_lp(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *s, const void *x,
+                        const void *w, const float *b, void *y, void *ws) {
+  (void)be;
+  calls[C_CONV_FWD]++;
+  float *xf = to_f32(dt, s->N * s->C * s->H * s->W, x),
+        *wf = to_f32(dt, s->K * s->C * s->R * s->S, w);
+  float *yf = scratch(s->N * s->K * s->P * s->Q, y);
+  cpu()->vt->conv2d_forward(cpu(), s, xf, wf, b, yf, ws);
+  store(dt, s->N * s->K * s->P * s->Q, yf, y);
+  free(xf), free(wf);
+}
+
+static void conv_bwd_lp(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *s, const void *x,
+                        const void *w, const void *dy, void *dx, float *dw, float *db,
+                        int accumulate, void *ws) {
+  (void)be;
+  calls[C_CONV_BWD]++;
+  CU_ASSERT(w || !dx); /* the weight copy is there whenever dx is wanted */
+  const int64_t nx = s->N * s->C * s->H * s->W;
+  float *xf = to_f32(dt, nx, x), *wf = to_f32(dt, s->K * s->C * s->R * s->S, w);
+  float *dyf = to_f32(dt, s->N * s->K * s->P * s->Q, dy), *dxf = scratch(nx, dx);
+  cpu()->vt->conv2d_backward(cpu(), s, xf, wf, dyf, dxf, dw, db, accumulate, ws);
+  store(dt, nx, dxf, dx);
+  free(xf), free(wf), free(dyf);
+}
+
+static void convt_fwd_lp(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *s, const void *x,
+                         const void *w, const float *b, void *y, void *ws) {
+  (void)be;
+  calls[C_CONVT_FWD]++;
+  float *xf = to_f32(dt, s->N * s->C * s->H * s->W, x),
+        *wf = to_f32(dt, s->K * s->C * s->R * s->S, w);
+  float *yf = scratch(s->N * s->K * s->P * s->Q, y);
+  cpu()->vt->convt2d_forward(cpu(), s, xf, wf, b, yf, ws);
+  store(dt, s->N * s->K * s->P * s->Q, yf, y);
+  free(xf), free(wf);
+}
+
+static void convt_bwd_lp(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *s, const void *x,
+                         const void *w, const void *dy, void *dx, float *dw, float *db,
+                         int accumulate, void *ws) {
+  (void)be;
+  calls[C_CONVT_BWD]++;
+  CU_ASSERT(w || !dx);
+  const int64_t nx = s->N * s->C * s->H * s->W;
+  float *xf = to_f32(dt, nx, x), *wf = to_f32(dt, s->K * s->C * s->R * s->S, w);
+  float *dyf = to_f32(dt, s->N * s->K * s->P * s->Q, dy), *dxf = scratch(nx, dx);
+  cpu()->vt->convt2d_backward(cpu(), s, xf, wf, dyf, dxf, dw, db, accumulate, ws);
+  store(dt, nx, dxf, dx);
+  free(xf), free(wf), free(dyf);
+}
+
+static void lin_fwd_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t IN, int64_t OUT,
+                       const void *x, const void *w, const float *b, void *y) {
+  (void)be;
+  calls[C_LIN_FWD]++;
+  float *xf = to_f32(dt, N * IN, x), *wf = to_f32(dt, OUT * IN, w), *yf = scratch(N * OUT, y);
+  cpu()->vt->linear_forward(cpu(), N, IN, OUT, xf, wf, b, yf);
+  store(dt, N * OUT, yf, y);
+  free(xf), free(wf);
+}
+
+static void lin_bwd_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t IN, int64_t OUT,
+                       const void *x, const void *w, const void *dy, void *dx, float *dw, float *db,
+                       int accumulate) {
+  (void)be;
+  calls[C_LIN_BWD]++;
+  CU_ASSERT(w || !dx);
+  float *xf = to_f32(dt, N * IN, x), *wf = to_f32(dt, OUT * IN, w);
+  float *dyf = to_f32(dt, N * OUT, dy), *dxf = scratch(N * IN, dx);
+  cpu()->vt->linear_backward(cpu(), N, IN, OUT, xf, wf, dyf, dxf, dw, db, accumulate);
+  store(dt, N * IN, dxf, dx);
+  free(xf), free(wf), free(dyf);
+}
+
+static void bn_train_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
+                        const void *x, const float *gamma, const float *beta, void *y, float *rm,
+                        float *rv, float momentum, float eps, float *sm, float *si) {
+  (void)be;
+  calls[C_BN_TRAIN]++;
+  float *xf = to_f32(dt, N * C * HW, x), *yf = scratch(N * C * HW, y);
+  cpu()->vt->batchnorm2d_forward_train(cpu(), N, C, HW, xf, gamma, beta, yf, rm, rv, momentum, eps,
+                                       sm, si);
+  store(dt, N * C * HW, yf, y);
+  free(xf);
+}
+
+static void bn_eval_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
+                       const void *x, const float *gamma, const float *beta, void *y,
+                       const float *rm, const float *rv, float eps) {
+  (void)be;
+  calls[C_BN_EVAL]++;
+  float *xf = to_f32(dt, N * C * HW, x), *yf = scratch(N * C * HW, y);
+  cpu()->vt->batchnorm2d_forward_eval(cpu(), N, C, HW, xf, gamma, beta, yf, rm, rv, eps);
+  store(dt, N * C * HW, yf, y);
+  free(xf);
+}
+
+static void bn_bwd_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
+                      const void *x, const void *dy, const float *gamma, const float *sm,
+                      const float *si, void *dx, float *dgamma, float *dbeta, int accumulate) {
+  (void)be;
+  calls[C_BN_BWD]++;
+  float *xf = to_f32(dt, N * C * HW, x), *dyf = to_f32(dt, N * C * HW, dy);
+  float *dxf = scratch(N * C * HW, dx);
+  cpu()->vt->batchnorm2d_backward(cpu(), N, C, HW, xf, dyf, gamma, sm, si, dxf, dgamma, dbeta,
+                                  accumulate);
+  store(dt, N * C * HW, dxf, dx);
+  free(xf), free(dyf);
+}
+
+static void act_fwd_lp(ganfw_backend *be, int32_t dt, int32_t kind, float alpha, int64_t n,
+                       const void *x, void *y) {
+  (void)be;
+  calls[C_ACT_FWD]++;
+  float *xf = to_f32(dt, n, x), *yf = scratch(n, y);
+  cpu()->vt->act_forward(cpu(), kind, alpha, n, xf, yf);
+  store(dt, n, yf, y);
+  free(xf);
+}
+
+static void act_bwd_lp(ganfw_backend *be, int32_t dt, int32_t kind, float alpha, int64_t n,
+                       const void *y, const void *dy, void *dx) {
+  (void)be;
+  calls[C_ACT_BWD]++;
+  float *yf = to_f32(dt, n, y), *dyf = to_f32(dt, n, dy), *dxf = scratch(n, dx);
+  cpu()->vt->act_backward(cpu(), kind, alpha, n, yf, dyf, dxf);
+  store(dt, n, dxf, dx);
+  free(yf), free(dyf);
+}
+
+static int suite_init(void) {
+  lp_vt = *ganfw_cpu_backend()->vt;
+  lp_vt.name = "cpu+lp";
+  lp_vt.lp_ops = lp_ops;
+  lp_vt.conv2d_workspace_lp = conv_ws_lp;
+  lp_vt.conv2d_forward_lp = conv_fwd_lp;
+  lp_vt.conv2d_backward_lp = conv_bwd_lp;
+  lp_vt.convt2d_workspace_lp = convt_ws_lp;
+  lp_vt.convt2d_forward_lp = convt_fwd_lp;
+  lp_vt.convt2d_backward_lp = convt_bwd_lp;
+  lp_vt.linear_forward_lp = lin_fwd_lp;
+  lp_vt.linear_backward_lp = lin_bwd_lp;
+  lp_vt.batchnorm2d_forward_train_lp = bn_train_lp;
+  lp_vt.batchnorm2d_forward_eval_lp = bn_eval_lp;
+  lp_vt.batchnorm2d_backward_lp = bn_bwd_lp;
+  lp_vt.act_forward_lp = act_fwd_lp;
+  lp_vt.act_backward_lp = act_bwd_lp;
+  return 0;
+}
+
+static int suite_clean(void) {
+  ganfw_ctx_override_backend(NULL);
+  return 0;
+}
+
+/* --- nets ------------------------------------------------------------------------------ */
+
+/* A context on the CPU backend (lp 0) or on the test backend (lp 1). */
+static ganfw_ctx *make_ctx(int lp) {
+  ganfw_ctx_options opt = {.device_type = GANFW_DEVICE_CPU, .threads = 2, .seed = 11};
+  ganfw_ctx *c = NULL;
+  ganfw_ctx_override_backend(lp ? &lp_be : NULL);
+  CU_ASSERT_EQUAL_FATAL(ganfw_ctx_create(&opt, &c), GANFW_OK);
+  ganfw_ctx_override_backend(NULL);
+  CU_ASSERT_PTR_EQUAL(c->be, lp ? &lp_be : ganfw_cpu_backend());
+  return c;
+}
+
+/* Every layer kind, the _lp ones mixed with some that have no _lp entry (dropout, pooling),
+ * and a convolution with a bias: conv -> bn -> sigmoid -> dropout -> conv-transpose (bias)
+ * -> leaky relu -> avg pool -> flatten -> linear -> tanh, on [8,3,16,16]. Smooth
+ * activations where the paths' rounding could flip a kink (see test_amp.c); no bias before
+ * a BatchNorm (its gradient is zero up to rounding). */
+static ganfw_net *make_net(ganfw_ctx *c) {
+  ganfw_net *net = ganfw_net_create(c, "mix");
+  CU_ASSERT_EQUAL(ganfw_net_conv2d(net, "c", 3, 16, 4, 2, 1, 0), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_batchnorm2d(net, "bn", 16, 1e-5f, 0.1f), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_activation(net, "sig", GANFW_ACT_SIGMOID, 0), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_dropout(net, "drop", 0.25f), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_conv_transpose2d(net, "t", 16, 8, 4, 2, 1, 0, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_activation(net, "lrelu", GANFW_ACT_LEAKY_RELU, 0.2f), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_pool2d(net, "pool", GANFW_POOL_AVG, 4, 4, 0), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_flatten(net, "flat"), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_linear(net, "fc", 8 * 4 * 4, 10, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_activation(net, "tanh", GANFW_ACT_TANH, 0), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_build(net, 3, 16, 16), GANFW_OK);
+  return net;
+}
+
+/* ||a - b|| / ||b|| over two tensors of any float dtype. */
+static double norm_rel(ganfw_tensor *a, ganfw_tensor *b) {
+  ganfw_tensor *fa = ganfw_tensor_as_dtype(a, GANFW_DTYPE_F32, GANFW_MEM_OTHER);
+  ganfw_tensor *fb = ganfw_tensor_as_dtype(b, GANFW_DTYPE_F32, GANFW_MEM_OTHER);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fa);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fb);
+  CU_ASSERT_EQUAL_FATAL(fa->numel, fb->numel);
+  double d = 0, r = 0;
+  const float *x = fa->data, *y = fb->data;
+  for (int64_t i = 0; i < fa->numel; i++) {
+    d += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+    r += (double)y[i] * y[i];
+  }
+  ganfw_tensor_destroy(fa);
+  ganfw_tensor_destroy(fb);
+  return sqrt(d / fmax(r, 1e-30));
+}
+
+static ganfw_tensor *input(ganfw_ctx *c, int32_t ndim, const int64_t *shape, uint64_t seed) {
+  ganfw_tensor *t = ganfw_tensor_create(c, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_DATA, "in");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  gt_fill_uniform(t->data, t->numel, -1, 1, seed);
+  return t;
+}
+
+typedef struct pass_result {
+  double y, dx, dw, running; /* norm-relative differences: lp backend vs CPU */
+  int64_t ws_peak[2];        /* workspace peak: CPU, lp backend */
+} pass_result;
+
+/* The net in `dtype` on the CPU backend and on the test backend, same weights, inputs and
+ * dropout masks: a training forward and a backward, then an eval forward. */
+static pass_result compare_paths(int32_t dtype) {
+  pass_result r = {0};
+  ganfw_ctx *ctx[2] = {make_ctx(0), make_ctx(1)};
+  ganfw_net *net[2];
+  ganfw_tensor *y[2], *dx[2], *ye[2];
+  for (int k = 0; k < 2; k++) {
+    net[k] = make_net(ctx[k]);
+    if (dtype != GANFW_DTYPE_F32)
+      CU_ASSERT_EQUAL_FATAL(ganfw_net_set_compute_dtype(net[k], dtype), GANFW_OK);
+    const int64_t xs[4] = {8, 3, 16, 16}, ys[2] = {8, 10};
+    ganfw_tensor *x = input(ctx[k], 4, xs, 1), *dy = input(ctx[k], 2, ys, 2);
+    ganfw_tape *t = ganfw_tape_create(net[k]);
+    ganfw_alloc_reset_peak(ctx[k]->alloc);
+    CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net[k], x, t, &y[k]), GANFW_OK);
+    CU_ASSERT_EQUAL_FATAL(
+        ganfw_net_backward(net[k], t, dy, GANFW_BWD_INPUT_GRAD | GANFW_BWD_PARAM_GRAD, &dx[k]),
+        GANFW_OK);
+    ganfw_alloc_stats s;
+    ganfw_alloc_get_stats(ctx[k]->alloc, &s);
+    r.ws_peak[k] = s.category[GANFW_MEM_WORKSPACE].peak;
+    ganfw_net_set_train(net[k], 0, 0);
+    CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net[k], x, NULL, &ye[k]), GANFW_OK);
+    CU_ASSERT_EQUAL(y[k]->dtype, dtype);
+    CU_ASSERT_EQUAL(dx[k]->dtype, dtype);
+    ganfw_tape_destroy(t);
+    ganfw_tensor_destroy(x);
+    ganfw_tensor_destroy(dy);
+  }
+  r.y = fmax(norm_rel(y[1], y[0]), norm_rel(ye[1], ye[0]));
+  r.dx = norm_rel(dx[1], dx[0]);
+  for (int64_t i = 0; i < ganfw_net_param_count(net[0]); i++) {
+    ganfw_param_info a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
+    ganfw_net_param_info(net[0], i, &a);
+    ganfw_net_param_info(net[1], i, &b);
+    r.dw = fmax(r.dw, norm_rel(b.grad, a.grad));
+  }
+  for (int64_t i = 0;; i++) { /* BatchNorm's running statistics */
+    ganfw_net_buffer a, b;
+    if (!ganfw_net_buffer_at(net[0], i, &a) || !ganfw_net_buffer_at(net[1], i, &b)) break;
+    if (a.tensor && b.tensor) r.running = fmax(r.running, norm_rel(b.tensor, a.tensor));
+  }
+  for (int k = 0; k < 2; k++) {
+    ganfw_tensor_destroy(y[k]);
+    ganfw_tensor_destroy(dx[k]);
+    ganfw_tensor_destroy(ye[k]);
+    ganfw_net_destroy(net[k]);
+    ganfw_alloc_stats s; /* everything handed back */
+    ganfw_alloc_get_stats(ctx[k]->alloc, &s);
+    CU_ASSERT_EQUAL(s.category[GANFW_MEM_ACTIVATION].current, 0);
+    CU_ASSERT_EQUAL(s.category[GANFW_MEM_WORKSPACE].current, 0);
+    ganfw_ctx_destroy(ctx[k]);
+  }
+  return r;
+}
+
+static void print_result(const char *what, const pass_result *r) {
+  printf("\n  %s: y %.2g, dx %.2g, param grads %.2g, running stats %.2g (norm-relative); "
+         "workspace peak %lld B converting, %lld B native",
+         what, r->y, r->dx, r->dw, r->running, (long long)r->ws_peak[0], (long long)r->ws_peak[1]);
+}
+
+/* f16 with every group native: each _lp entry is taken (forward, backward, eval) and the
+ * results are the converting path's up to the order of f32 sums. */
+static void test_f16_all_groups(void) {
+  memset(calls, 0, sizeof calls);
+  pass_result r = compare_paths(GANFW_DTYPE_F16);
+  print_result("f16", &r);
+  for (int i = 0; i < C_COUNT; i++) {
+    if (calls[i] == 0) printf("\n  _lp entry %d never called", i);
+    CU_ASSERT(calls[i] > 0);
+  }
+  CU_ASSERT(r.y < 2e-3);
+  CU_ASSERT(r.dx < 2e-3);
+  CU_ASSERT(r.dw < 2e-3);
+  CU_ASSERT(r.running < 2e-3); /* running means near 0: relative to small values */
+}
+
+/* bf16 where the backend has no native BatchNorm (as a cuDNN without bf16 BatchNorm): the
+ * BatchNorm layers convert, the others are native, and the mix still agrees. */
+static void test_bf16_without_batchnorm(void) {
+  memset(calls, 0, sizeof calls);
+  groups_bf16 = GANFW_LP_CONV | GANFW_LP_LINEAR | GANFW_LP_ACT;
+  pass_result r = compare_paths(GANFW_DTYPE_BF16);
+  groups_bf16 |= GANFW_LP_BATCHNORM;
+  print_result("bf16 without native BatchNorm", &r);
+  CU_ASSERT_EQUAL(calls[C_BN_TRAIN] + calls[C_BN_EVAL] + calls[C_BN_BWD], 0);
+  CU_ASSERT(calls[C_CONV_FWD] > 0 && calls[C_CONVT_BWD] > 0 && calls[C_LIN_BWD] > 0);
+  CU_ASSERT(calls[C_ACT_FWD] > 0 && calls[C_ACT_BWD] > 0);
+  CU_ASSERT(r.y < 3e-2); /* bf16 keeps 8 bits: one flipped rounding moves more */
+  CU_ASSERT(r.dx < 3e-2);
+  CU_ASSERT(r.dw < 3e-2);
+}
+
+/* In f32 the _lp entries are never taken, and the two backends agree bit for bit. */
+static void test_f32_never_native(void) {
+  memset(calls, 0, sizeof calls);
+  pass_result r = compare_paths(GANFW_DTYPE_F32);
+  for (int i = 0; i < C_COUNT; i++) CU_ASSERT_EQUAL(calls[i], 0);
+  CU_ASSERT_EQUAL(r.y, 0.0);
+  CU_ASSERT_EQUAL(r.dx, 0.0);
+  CU_ASSERT_EQUAL(r.dw, 0.0);
+}
+
+/* --- the plan on a backend with native 16-bit entries ----------------------------------- */
+
+/* `ganfw plan` of a DC-GAN AMP step on the meta backend shadowing the test backend equals
+ * the measured step on it (every category and phase), and differs from the converting
+ * path's plan (so the meta backend did follow the shadow's lp_ops). */
+static void test_plan_follows_native_path(void) {
+  char dir[] = "/tmp/ganfw_lp_XXXXXX";
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof path, "%s/amp.yaml", dir);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "seed: 2\n"
+             "device: {type: cpu, threads: 2}\n"
+             "model: {plugin: dcgan, image_size: 32, channels: 1, nz: 16, ngf: 16, ndf: 16}\n"
+             "optim: {plugin: adam, lr: 2.0e-4}\n"
+             "train: {batch_size: 32, max_steps: 1}\n"
+             "memory: [{plugin: amp, dtype: f16}]\n");
+  fclose(f);
+  ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 32, .width = 32};
+  ganfw_probe_result res[3];
+  memset(res, 0, sizeof res);
+  /* 0: plan on the test backend, 1: measured on it, 2: plan on the plain CPU */
+  for (int k = 0; k < 3; k++) {
+    ganfw_probe_options o = {.meta = k != 1, .warmup = 1, .steps = 1, .info = &info};
+    memset(calls, 0, sizeof calls);
+    ganfw_ctx_override_backend(k < 2 ? &lp_be : NULL);
+    ganfw_status st = ganfw_probe_run(path, NULL, 0, &o, &res[k]);
+    ganfw_ctx_override_backend(NULL);
+    if (st != GANFW_OK) printf("\n  probe %d: %s", k, ganfw_error_message());
+    CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+    CU_ASSERT_EQUAL(res[k].oom, 0);
+    CU_ASSERT_EQUAL(res[k].compute_dtype, GANFW_DTYPE_F16);
+    if (k == 1) CU_ASSERT(calls[C_CONV_FWD] > 0 && calls[C_BN_BWD] > 0);
+    if (k != 1) CU_ASSERT_EQUAL(calls[C_CONV_FWD], 0); /* a plan runs no kernel */
+  }
+  const double mib = 1024.0 * 1024.0;
+  printf("\n  DC-GAN f16 step, peak allocated: plan %.3f MiB, measured %.3f MiB (native); "
+         "converting path %.3f MiB",
+         res[0].peak_allocated / mib, res[1].peak_allocated / mib, res[2].peak_allocated / mib);
+  CU_ASSERT_EQUAL(res[0].peak_allocated, res[1].peak_allocated);
+  CU_ASSERT_EQUAL(res[0].peak_reserved, res[1].peak_reserved);
+  for (int c = 0; c < GANFW_MEM_COUNT; c++)
+    CU_ASSERT_EQUAL(res[0].peak_category[c], res[1].peak_category[c]);
+  for (int p = 0; p < res[0].n_phases; p++)
+    CU_ASSERT_EQUAL(res[0].phase[p].allocated, res[1].phase[p].allocated);
+  CU_ASSERT(res[0].peak_category[GANFW_MEM_WORKSPACE] != res[2].peak_category[GANFW_MEM_WORKSPACE]);
+  CU_ASSERT_EQUAL(res[0].peak_category[GANFW_MEM_ACTIVATION],
+                  res[2].peak_category[GANFW_MEM_ACTIVATION]); /* the same 16-bit activations */
+  for (int k = 0; k < 3; k++) ganfw_probe_result_free(&res[k]);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+static CU_TestInfo tests[] = {{"f16_all_groups", test_f16_all_groups},
+                              {"bf16_without_batchnorm", test_bf16_without_batchnorm},
+                              {"f32_never_native", test_f32_never_native},
+                              {"plan_follows_native_path", test_plan_follows_native_path},
+                              CU_TEST_INFO_NULL};
+
+int main(void) {
+  return gt_run_fixture("amp_native", tests, suite_init, suite_clean);
+}
