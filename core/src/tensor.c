@@ -170,6 +170,36 @@ ganfw_status ganfw_tensor_from_host(ganfw_tensor *t, const void *src, int64_t nb
   return be->vt->copy_h2d(be, t->data, src, (size_t)nbytes);
 }
 
+void *ganfw_host_staging_alloc(ganfw_ctx *ctx, size_t bytes, int32_t *pinned) {
+  ganfw_backend *be = ctx->be;
+  *pinned = 0;
+  if (be->vt->host_alloc_pinned && be->vt->host_free_pinned) {
+    void *p = be->vt->host_alloc_pinned(be, bytes);
+    if (p) {
+      *pinned = 1;
+      return p;
+    }
+    ganfw_error_clear(); /* no page-locked memory to be had: plain memory works too */
+  }
+  return malloc(bytes ? bytes : 1);
+}
+
+void ganfw_host_staging_free(ganfw_ctx *ctx, void *p, int32_t pinned) {
+  if (!p) return;
+  if (pinned)
+    ctx->be->vt->host_free_pinned(ctx->be, p);
+  else
+    free(p);
+}
+
+ganfw_status ganfw_tensor_from_staging(ganfw_tensor *t, const void *src, int64_t nbytes,
+                                       int32_t pinned) {
+  ganfw_backend *be = t ? ganfw_tensor_ctx(t)->be : NULL;
+  if (!pinned || !be->vt->copy_h2d_async || nbytes != t->nbytes)
+    return ganfw_tensor_from_host(t, src, nbytes);
+  return be->vt->copy_h2d_async(be, t->data, src, (size_t)nbytes);
+}
+
 ganfw_status ganfw_tensor_to_host(const ganfw_tensor *t, void *dst, int64_t nbytes) {
   if (!t || nbytes != t->nbytes)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,

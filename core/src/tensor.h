@@ -32,6 +32,17 @@ ganfw_tensor *ganfw_tensor_view(ganfw_tensor *base, int32_t ndim, const int64_t 
                                 const char *name);
 ganfw_status ganfw_tensor_from_host(ganfw_tensor *t, const void *src, int64_t nbytes);
 ganfw_status ganfw_tensor_to_host(const ganfw_tensor *t, void *dst, int64_t nbytes);
+/* Host staging memory for a trainer's uploads: page-locked when ctx's backend offers it
+ * (its copies run at full bus speed and asynchronously), else malloc'd; *pinned says which,
+ * for ganfw_host_staging_free and ganfw_tensor_from_staging. NULL when out of memory. */
+void *ganfw_host_staging_alloc(ganfw_ctx *ctx, size_t bytes, int32_t *pinned);
+void ganfw_host_staging_free(ganfw_ctx *ctx, void *p, int32_t pinned); /* accepts NULL */
+/* ganfw_tensor_from_host from a staging buffer: with a pinned one the copy may still be
+ * running when this returns (ordered before every op that follows), so src must not change
+ * until the backend has synchronised: a copy back to the host (e.g. a step's losses) or
+ * ganfw_ctx's synchronize. */
+ganfw_status ganfw_tensor_from_staging(ganfw_tensor *t, const void *src, int64_t nbytes,
+                                       int32_t pinned);
 /* Rows [start, start + rows) of `base` along its first dimension, as a new tensor (one
  * reference, owned by the caller) sharing base's memory and keeping it alive. */
 ganfw_tensor *ganfw_tensor_rows(ganfw_tensor *base, int64_t start, int64_t rows, const char *name);

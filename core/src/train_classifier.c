@@ -28,6 +28,7 @@ typedef struct cls_run {
   ganfw_dataset *test;
   float *host_x;
   int32_t *host_y;
+  int32_t x_pinned, y_pinned; /* host_x/host_y are page-locked staging (CUDA) */
   ganfw_tensor *x, *y;
   ganfw_metrics *metrics;
   FILE *eval_csv;
@@ -128,8 +129,8 @@ static ganfw_status open_run(cls_run *r) {
   r->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
   r->y = ganfw_tensor_create(s->ctx, GANFW_DTYPE_I32, 1, &B, GANFW_MEM_DATA, "labels");
   if (!r->x || !r->y) return ganfw_error_code();
-  r->host_x = malloc((size_t)r->x->nbytes);
-  r->host_y = malloc((size_t)B * sizeof *r->host_y);
+  r->host_x = ganfw_host_staging_alloc(s->ctx, (size_t)r->x->nbytes, &r->x_pinned);
+  r->host_y = ganfw_host_staging_alloc(s->ctx, (size_t)B * sizeof *r->host_y, &r->y_pinned);
   if (!r->host_x || !r->host_y) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
   char columns[4096] = "step,epoch,loss,acc,lr,allocated,reserved,step_seconds,skipped";
@@ -147,8 +148,8 @@ static ganfw_status open_run(cls_run *r) {
 static void close_run(cls_run *r) {
   ganfw_metrics_close(r->metrics);
   if (r->eval_csv) fclose(r->eval_csv);
-  free(r->host_x);
-  free(r->host_y);
+  ganfw_host_staging_free(r->s->ctx, r->host_x, r->x_pinned);
+  ganfw_host_staging_free(r->s->ctx, r->host_y, r->y_pinned);
   ganfw_tensor_destroy(r->x);
   ganfw_tensor_destroy(r->y);
   ganfw_classifier_destroy(r->cls);
@@ -230,8 +231,10 @@ static ganfw_status train_loop(cls_run *r) {
     if ((st = ganfw_loader_next(r->loader, r->host_x, r->host_y, &bi)) != GANFW_OK) break;
     if (bi.n == B) {
       double t0 = ganfw_now_s();
-      if ((st = ganfw_tensor_from_host(r->x, r->host_x, r->x->nbytes)) ||
-          (st = ganfw_tensor_from_host(r->y, r->host_y, r->y->nbytes)))
+      /* asynchronous from page-locked memory: the step's loss, read back at its end, waits
+       * for the copies before the loader refills the buffers */
+      if ((st = ganfw_tensor_from_staging(r->x, r->host_x, r->x->nbytes, r->x_pinned)) ||
+          (st = ganfw_tensor_from_staging(r->y, r->host_y, r->y->nbytes, r->y_pinned)))
         break;
       s->optim[0].lr = ganfw_schedule_lr(&s->schedule, s->optim[0].base_lr, r->step, r->total);
       ganfw_classifier_stats cs;

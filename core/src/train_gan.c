@@ -21,7 +21,8 @@ typedef struct gan_run {
   ganfw_session *s;
   ganfw_gan *gan;
   ganfw_loader *loader;
-  float *host_batch;
+  float *host_batch;   /* staging for uploads (page-locked on CUDA) */
+  int32_t host_pinned; /* host_batch is page-locked */
   ganfw_tensor *x, *z, *fixed;
   ganfw_metrics *metrics;
   char samples_dir[4096], ckpt_dir[4096];
@@ -95,7 +96,7 @@ static ganfw_status open_run(gan_run *r) {
   r->z = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, zs, GANFW_MEM_DATA, "noise");
   r->fixed = ganfw_gan_fixed_noise(s, s->train.samples, s->ctx->seed);
   if (!r->x || !r->z || !r->fixed) return ganfw_error_code();
-  r->host_batch = malloc((size_t)r->x->nbytes);
+  r->host_batch = ganfw_host_staging_alloc(s->ctx, (size_t)r->x->nbytes, &r->host_pinned);
   if (!r->host_batch) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
   char columns[4096] = "step,epoch,loss_d,loss_g,d_x,d_g_z1,d_g_z2,lr_g,lr_d,allocated,reserved,"
@@ -110,7 +111,7 @@ static ganfw_status open_run(gan_run *r) {
 
 static void close_run(gan_run *r) {
   ganfw_metrics_close(r->metrics);
-  free(r->host_batch);
+  ganfw_host_staging_free(r->s->ctx, r->host_batch, r->host_pinned);
   ganfw_tensor_destroy(r->x);
   ganfw_tensor_destroy(r->z);
   ganfw_tensor_destroy(r->fixed);
@@ -159,7 +160,9 @@ static ganfw_status train_loop(gan_run *r) {
     if ((st = ganfw_loader_next(r->loader, r->host_batch, NULL, &bi)) != GANFW_OK) break;
     if (bi.n < s->train.batch_size) continue; /* a short last batch (drop_last: false) */
     double t0 = ganfw_now_s();
-    if ((st = ganfw_tensor_from_host(r->x, r->host_batch, r->x->nbytes)) ||
+    /* asynchronous from page-locked memory: the step's losses, read back at its end, wait
+     * for it before the loader refills host_batch */
+    if ((st = ganfw_tensor_from_staging(r->x, r->host_batch, r->x->nbytes, r->host_pinned)) ||
         (st = host->rng_normal(s->ctx, r->z, 0.0f, 1.0f)))
       break;
     for (int32_t i = 0; i < s->n_optim; i++) /* optim.schedule */
