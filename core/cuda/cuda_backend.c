@@ -1,7 +1,8 @@
 /* The CUDA backend: device discovery, the process's backend on device 0 (context, one
- * non-blocking compute stream, cuBLAS and cuDNN handles bound to it), the op table, and the
- * error record behind the check macros (check.h). The ops live beside this file: memory.c,
- * gemm.c, conv.c, batchnorm.c, and ops.c over the kernels of the .cu files. */
+ * non-blocking compute stream, cuBLAS and cuDNN handles bound to it), the op table with the
+ * 16-bit groups it runs natively (lp_ops), and the error record behind the check macros
+ * (check.h). The ops live beside this file: memory.c, gemm.c, conv.c, batchnorm.c, and ops.c
+ * over the kernels of the .cu files. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,8 +20,10 @@ static const char *short_path(const char *file) {
 
 ganfw_status ganfw_cuda_fail(ganfw_cuda_state *cs, ganfw_status code, const char *call,
                              const char *lib_error, const char *file, int line) {
-  char msg[sizeof cs->error_msg];
-  snprintf(msg, sizeof msg, "CUDA backend: %s failed: %s (%s:%d)", call, lib_error,
+  char msg[sizeof cs->error_msg], in[96] = "";
+  if (cs && cs->op)
+    snprintf(in, sizeof in, " in %s (%s)", cs->op, ganfw_cuda_dtype_name(cs->op_dtype));
+  snprintf(msg, sizeof msg, "CUDA backend: %s failed%s: %s (%s:%d)", call, in, lib_error,
            short_path(file), line);
   if (cs && cs->error == GANFW_OK) {
     cs->error = code;
@@ -70,6 +73,37 @@ void ganfw_cuda_clear_error(ganfw_backend *be) {
   cs->error = GANFW_OK;
   cs->error_msg[0] = '\0';
   (void)cudaGetLastError(); /* forgets a non-sticky launch error */
+}
+
+/* --- native 16-bit compute --------------------------------------------------------------- */
+
+const char *ganfw_cuda_dtype_name(int32_t dtype) {
+  return dtype == GANFW_DTYPE_F16 ? "f16" : dtype == GANFW_DTYPE_BF16 ? "bf16" : "?";
+}
+
+int ganfw_cuda_lp_begin(ganfw_cuda_state *cs, const char *op, int32_t dtype) {
+  cs->op = op;
+  cs->op_dtype = dtype;
+  if (dtype == GANFW_DTYPE_F16 || dtype == GANFW_DTYPE_BF16) return 1;
+  char why[96];
+  snprintf(why, sizeof why, "dtype %d is neither GANFW_DTYPE_F16 nor GANFW_DTYPE_BF16", (int)dtype);
+  ganfw_cuda_fail(cs, GANFW_ERR_INVALID_ARG, "a 16-bit entry", why, __FILE__, __LINE__);
+  cs->op = NULL;
+  return 0;
+}
+
+/* vt->lp_ops. f16 (cuDNN's PSEUDO_HALF_CONFIG: half data, float compute; cuBLAS's
+ * CUDA_R_16F with CUBLAS_COMPUTE_32F): every group. bf16 needs sm_80 or newer (cuDNN's
+ * PSEUDO_BFLOAT16_CONFIG is documented for compute capability 8.0 and later), and leaves
+ * out BatchNorm, whose legacy cuDNN entries we do not rely on for bfloat16 data: the layer
+ * then converts around the f32 BatchNorm. */
+uint32_t ganfw_cuda_lp_ops(ganfw_backend *be, int32_t dtype) {
+  const ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
+  if (dtype == GANFW_DTYPE_F16)
+    return GANFW_LP_CONV | GANFW_LP_LINEAR | GANFW_LP_BATCHNORM | GANFW_LP_ACT;
+  if (dtype == GANFW_DTYPE_BF16 && cs->info.cc_major >= 8)
+    return GANFW_LP_CONV | GANFW_LP_LINEAR | GANFW_LP_ACT;
+  return 0;
 }
 
 /* --- the table ------------------------------------------------------------------------ */
@@ -137,6 +171,20 @@ static const ganfw_backend_vt cuda_vt = {
     .host_alloc_pinned = ganfw_cuda_host_alloc_pinned,
     .host_free_pinned = ganfw_cuda_host_free_pinned,
     .copy_h2d_async = ganfw_cuda_copy_h2d_async,
+    .lp_ops = ganfw_cuda_lp_ops,
+    .conv2d_workspace_lp = ganfw_cuda_conv2d_workspace_lp,
+    .conv2d_forward_lp = ganfw_cuda_conv2d_forward_lp,
+    .conv2d_backward_lp = ganfw_cuda_conv2d_backward_lp,
+    .convt2d_workspace_lp = ganfw_cuda_convt2d_workspace_lp,
+    .convt2d_forward_lp = ganfw_cuda_convt2d_forward_lp,
+    .convt2d_backward_lp = ganfw_cuda_convt2d_backward_lp,
+    .linear_forward_lp = ganfw_cuda_linear_forward_lp,
+    .linear_backward_lp = ganfw_cuda_linear_backward_lp,
+    .batchnorm2d_forward_train_lp = ganfw_cuda_batchnorm2d_forward_train_lp,
+    .batchnorm2d_forward_eval_lp = ganfw_cuda_batchnorm2d_forward_eval_lp,
+    .batchnorm2d_backward_lp = ganfw_cuda_batchnorm2d_backward_lp,
+    .act_forward_lp = ganfw_cuda_act_forward_lp,
+    .act_backward_lp = ganfw_cuda_act_backward_lp,
 };
 
 /* --- devices and the backend ------------------------------------------------------------ */

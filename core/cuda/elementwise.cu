@@ -1,9 +1,11 @@
 /* Element-wise kernels of the CUDA backend over n contiguous elements: the foreach ops of
- * the optimizers, activations (forward from x, backward from the output y), f32 <-> f16 /
- * bf16 casts and the bias broadcast of linear. Rounding is written out (__fmul_rn, fmaf)
+ * the optimizers, activations (forward from x, backward from the output y; f32 and 16-bit),
+ * f32 <-> f16 / bf16 casts, the bias broadcast of linear, and the 16-bit bias add and
+ * weight-gradient accumulation of the _lp entries. Rounding is written out (__fmul_rn, fmaf)
  * wherever the CPU backend's result depends on it, so that these give the CPU's bits. */
 #include "kernels.h"
 #include "launch.cuh"
+#include "lp.cuh"
 
 /* --- foreach --------------------------------------------------------------------------- */
 
@@ -94,72 +96,84 @@ extern "C" cudaError_t ganfw_cu_maximum(cudaStream_t st, int64_t n, float *y, co
   GANFW_CU_LAUNCH(st, n, maximum_k, n, y, x);
 }
 
-/* --- activations ----------------------------------------------------------------------- */
+/* --- activations: one formula per kind, shared by the f32 and the 16-bit kernels -------- */
 
 static __device__ __forceinline__ float sigmoid_f(float x) {
   const float e = expf(-fabsf(x));
   return (x < 0.0f ? e : 1.0f) / (1.0f + e);
 }
 
-static __global__ void act_forward_k(int32_t kind, float alpha, int64_t n, const float *x,
-                                     float *y) {
-  GANFW_CU_FOR(i, n) {
-    const float v = x[i];
-    float r;
-    switch (kind) {
-    case GANFW_ACT_RELU:
-      r = v < 0.0f ? 0.0f : v; /* NaN passes */
-      break;
-    case GANFW_ACT_LEAKY_RELU:
-      r = v * (v < 0.0f ? alpha : 1.0f);
-      break;
-    case GANFW_ACT_TANH:
-      r = tanhf(v);
-      break;
-    case GANFW_ACT_SIGMOID:
-      r = sigmoid_f(v);
-      break;
-    default:
-      r = v;
-      break;
-    }
-    y[i] = r;
+static __device__ __forceinline__ float act_f(int32_t kind, float alpha, float v) {
+  switch (kind) {
+  case GANFW_ACT_RELU:
+    return v < 0.0f ? 0.0f : v; /* NaN passes */
+  case GANFW_ACT_LEAKY_RELU:
+    return v * (v < 0.0f ? alpha : 1.0f);
+  case GANFW_ACT_TANH:
+    return tanhf(v);
+  case GANFW_ACT_SIGMOID:
+    return sigmoid_f(v);
+  default:
+    return v;
   }
 }
 
-static __global__ void act_backward_k(int32_t kind, float alpha, int64_t n, const float *y,
-                                      const float *dy, float *dx) {
-  GANFW_CU_FOR(i, n) {
-    const float o = y[i], g = dy[i];
-    float r;
-    switch (kind) {
-    case GANFW_ACT_RELU:
-      r = o > 0.0f ? g : 0.0f;
-      break;
-    case GANFW_ACT_LEAKY_RELU: /* alpha >= 0: y > 0 exactly when x > 0 */
-      r = g * (o > 0.0f ? 1.0f : alpha);
-      break;
-    case GANFW_ACT_TANH:
-      r = g * (1.0f - o * o);
-      break;
-    case GANFW_ACT_SIGMOID:
-      r = g * o * (1.0f - o);
-      break;
-    default:
-      r = g;
-      break;
-    }
-    dx[i] = r;
+/* dx from the output o = f(x) and the gradient g */
+static __device__ __forceinline__ float act_b(int32_t kind, float alpha, float o, float g) {
+  switch (kind) {
+  case GANFW_ACT_RELU:
+    return o > 0.0f ? g : 0.0f;
+  case GANFW_ACT_LEAKY_RELU: /* alpha >= 0: y > 0 exactly when x > 0 */
+    return g * (o > 0.0f ? 1.0f : alpha);
+  case GANFW_ACT_TANH:
+    return g * (1.0f - o * o);
+  case GANFW_ACT_SIGMOID:
+    return g * o * (1.0f - o);
+  default:
+    return g;
   }
+}
+
+/* T = float, __half or __nv_bfloat16: computed in float, stored rounded once. */
+template <typename T>
+static __global__ void act_forward_k(int32_t kind, float alpha, int64_t n, const T *x, T *y) {
+  GANFW_CU_FOR(i, n) y[i] = lp_store<T>(act_f(kind, alpha, lp_load(x[i])));
+}
+
+template <typename T>
+static __global__ void act_backward_k(int32_t kind, float alpha, int64_t n, const T *y, const T *dy,
+                                      T *dx) {
+  GANFW_CU_FOR(i, n) dx[i] = lp_store<T>(act_b(kind, alpha, lp_load(y[i]), lp_load(dy[i])));
 }
 
 extern "C" cudaError_t ganfw_cu_act_forward(cudaStream_t st, int32_t kind, float alpha, int64_t n,
                                             const float *x, float *y) {
-  GANFW_CU_LAUNCH(st, n, act_forward_k, kind, alpha, n, x, y);
+  GANFW_CU_LAUNCH(st, n, act_forward_k<float>, kind, alpha, n, x, y);
 }
 extern "C" cudaError_t ganfw_cu_act_backward(cudaStream_t st, int32_t kind, float alpha, int64_t n,
                                              const float *y, const float *dy, float *dx) {
-  GANFW_CU_LAUNCH(st, n, act_backward_k, kind, alpha, n, y, dy, dx);
+  GANFW_CU_LAUNCH(st, n, act_backward_k<float>, kind, alpha, n, y, dy, dx);
+}
+
+template <typename T>
+static cudaError_t act_forward_lp(cudaStream_t st, int32_t kind, float alpha, int64_t n,
+                                  const void *x, void *y) {
+  GANFW_CU_LAUNCH(st, n, act_forward_k<T>, kind, alpha, n, (const T *)x, (T *)y);
+}
+template <typename T>
+static cudaError_t act_backward_lp(cudaStream_t st, int32_t kind, float alpha, int64_t n,
+                                   const void *y, const void *dy, void *dx) {
+  GANFW_CU_LAUNCH(st, n, act_backward_k<T>, kind, alpha, n, (const T *)y, (const T *)dy, (T *)dx);
+}
+
+extern "C" cudaError_t ganfw_cu_act_forward_lp(cudaStream_t st, int32_t dtype, int32_t kind,
+                                               float alpha, int64_t n, const void *x, void *y) {
+  GANFW_LP_DISPATCH(dtype, act_forward_lp, st, kind, alpha, n, x, y);
+}
+extern "C" cudaError_t ganfw_cu_act_backward_lp(cudaStream_t st, int32_t dtype, int32_t kind,
+                                                float alpha, int64_t n, const void *y,
+                                                const void *dy, void *dx) {
+  GANFW_LP_DISPATCH(dtype, act_backward_lp, st, kind, alpha, n, y, dy, dx);
 }
 
 /* --- casts: the integer rules of core/src/cpu/cast.h, so that every value (NaN payloads
@@ -253,4 +267,42 @@ extern "C" cudaError_t ganfw_cu_bias_rows(cudaStream_t st, int64_t rows, int64_t
                                           const float *b, float *y) {
   const int64_t n = rows * cols;
   GANFW_CU_LAUNCH(st, n, bias_rows_k, n, cols, b, y);
+}
+
+/* --- 16-bit bias and weight-gradient helpers of the _lp entries ---------------------------- */
+
+template <typename T>
+static __global__ void bias_add_lp_k(int64_t n, int64_t C, int64_t HW, const float *b, T *y) {
+  GANFW_CU_FOR(i, n) y[i] = lp_store<T>(lp_load(y[i]) + b[i / HW % C]);
+}
+
+template <typename T>
+static cudaError_t bias_add_lp(cudaStream_t st, int64_t N, int64_t C, int64_t HW, const float *b,
+                               void *y) {
+  const int64_t n = N * C * HW;
+  GANFW_CU_LAUNCH(st, n, bias_add_lp_k<T>, n, C, HW, b, (T *)y);
+}
+
+extern "C" cudaError_t ganfw_cu_bias_add_lp(cudaStream_t st, int32_t dtype, int64_t N, int64_t C,
+                                            int64_t HW, const float *b, void *y) {
+  GANFW_LP_DISPATCH(dtype, bias_add_lp, st, N, C, HW, b, y);
+}
+
+template <typename T>
+static __global__ void lp_to_f32_k(int64_t n, const T *x, float *y, int accumulate) {
+  if (accumulate) {
+    GANFW_CU_FOR(i, n) y[i] += lp_load(x[i]);
+  } else {
+    GANFW_CU_FOR(i, n) y[i] = lp_load(x[i]);
+  }
+}
+
+template <typename T>
+static cudaError_t lp_to_f32(cudaStream_t st, int64_t n, const void *x, float *y, int accumulate) {
+  GANFW_CU_LAUNCH(st, n, lp_to_f32_k<T>, n, (const T *)x, y, accumulate);
+}
+
+extern "C" cudaError_t ganfw_cu_lp_to_f32(cudaStream_t st, int32_t dtype, int64_t n, const void *x,
+                                          float *y, int accumulate) {
+  GANFW_LP_DISPATCH(dtype, lp_to_f32, st, n, x, y, accumulate);
 }

@@ -44,6 +44,21 @@ cudaError_t ganfw_cu_bf16_to_f32(cudaStream_t st, int64_t n, const uint16_t *x, 
 cudaError_t ganfw_cu_bias_rows(cudaStream_t st, int64_t rows, int64_t cols, const float *b,
                                float *y);
 
+/* --- elementwise.cu, 16-bit (dtype GANFW_DTYPE_F16 or _BF16; x, y, dy, dx of that type):
+ * computed in float from the 16-bit inputs, each output rounded once to nearest-even ----- */
+cudaError_t ganfw_cu_act_forward_lp(cudaStream_t st, int32_t dtype, int32_t kind, float alpha,
+                                    int64_t n, const void *x, void *y);
+cudaError_t ganfw_cu_act_backward_lp(cudaStream_t st, int32_t dtype, int32_t kind, float alpha,
+                                     int64_t n, const void *y, const void *dy, void *dx);
+/* y [N,C,HW]: y[n][c][i] = round(float(y[n][c][i]) + b[c]) (a convolution's bias; a linear
+ * layer's with C = columns, HW = 1). */
+cudaError_t ganfw_cu_bias_add_lp(cudaStream_t st, int32_t dtype, int64_t N, int64_t C, int64_t HW,
+                                 const float *b, void *y);
+/* y[i] = float(x[i]) (accumulate 0) or y[i] += float(x[i]) (1): a 16-bit weight gradient
+ * into the f32 one. */
+cudaError_t ganfw_cu_lp_to_f32(cudaStream_t st, int32_t dtype, int64_t n, const void *x, float *y,
+                               int accumulate);
+
 /* --- reduce.cu: deterministic reductions (the same grid for the same n) --------------- */
 #define GANFW_CUDA_REDUCE_PARTIALS 1024
 /* *result = sum of x (squares: of x*x) in double; partials holds
@@ -62,6 +77,18 @@ cudaError_t ganfw_cu_bn_param_grads(cudaStream_t st, int64_t N, int64_t C, int64
                                     const float *x, const float *dy, const float *mean,
                                     const float *invstd, float *dgamma, float *dbeta,
                                     int accumulate);
+/* The same three reductions over 16-bit inputs (dtype GANFW_DTYPE_F16 or _BF16), summed
+ * in double from float(x), into f32 outputs: */
+cudaError_t ganfw_cu_column_sums_lp(cudaStream_t st, int32_t dtype, int64_t rows, int64_t cols,
+                                    const void *x, float *out, int accumulate);
+/* out[c] (+)= sum over n and HW of float(x[n][c][i]), x [N,C,HW] (a convolution's bias
+ * gradient); one block per channel. */
+cudaError_t ganfw_cu_channel_sums_lp(cudaStream_t st, int32_t dtype, int64_t N, int64_t C,
+                                     int64_t HW, const void *x, float *out, int accumulate);
+cudaError_t ganfw_cu_bn_param_grads_lp(cudaStream_t st, int32_t dtype, int64_t N, int64_t C,
+                                       int64_t HW, const void *x, const void *dy, const float *mean,
+                                       const float *invstd, float *dgamma, float *dbeta,
+                                       int accumulate);
 
 /* --- loss.cu ------------------------------------------------------------------------ */
 cudaError_t ganfw_cu_bce_logits_forward(cudaStream_t st, int64_t n, const float *logits,

@@ -1,7 +1,7 @@
-/* The CUDA backend's table entries that run its own kernels (kernels.h): activations,
- * pooling, dropout, losses, the foreach ops, reductions, casts and Philox sampling. Each
- * launches on the compute stream and records a failed launch (LAUNCH_CHECK); reductions
- * that return a value to the host copy it back and so wait for the stream. */
+/* The CUDA backend's table entries that run its own kernels (kernels.h): activations
+ * (f32 and 16-bit), pooling, dropout, losses, the foreach ops, reductions, casts and Philox
+ * sampling. Each launches on the compute stream and records a failed launch (LAUNCH_CHECK);
+ * reductions that return a value to the host copy it back and so wait for the stream. */
 #include "cuda_internal.h"
 
 #define STREAM(be)      (ganfw_cuda_state_of(be)->stream)
@@ -25,6 +25,36 @@ void ganfw_cuda_act_backward(ganfw_backend *be, int32_t kind, float alpha, int64
     RUN(be, ganfw_cu_act_backward(STREAM(be), kind, alpha, n, y, dy, dx));
   else if (dx != dy)
     (void)ganfw_cuda_copy_d2d(be, dx, dy, (size_t)n * sizeof *dx);
+}
+
+static int act_is_kernel(int32_t kind) {
+  return kind == GANFW_ACT_RELU || kind == GANFW_ACT_LEAKY_RELU || kind == GANFW_ACT_TANH ||
+         kind == GANFW_ACT_SIGMOID;
+}
+
+/* 16-bit x and y (2 bytes an element); identity is a copy */
+void ganfw_cuda_act_forward_lp(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha,
+                               int64_t n, const void *x, void *y) {
+  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
+  if (!ganfw_cuda_lp_begin(cs, "act_forward_lp", dtype)) return;
+  if (act_is_kernel(kind))
+    (void)LAUNCH_CHECK(cs, ganfw_cu_act_forward_lp(cs->stream, dtype, kind, alpha, n, x, y));
+  else if (y != x && n > 0)
+    (void)CUDA_CHECK(cs,
+                     cudaMemcpyAsync(y, x, (size_t)n * 2, cudaMemcpyDeviceToDevice, cs->stream));
+  ganfw_cuda_lp_end(cs);
+}
+
+void ganfw_cuda_act_backward_lp(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha,
+                                int64_t n, const void *y, const void *dy, void *dx) {
+  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
+  if (!ganfw_cuda_lp_begin(cs, "act_backward_lp", dtype)) return;
+  if (act_is_kernel(kind))
+    (void)LAUNCH_CHECK(cs, ganfw_cu_act_backward_lp(cs->stream, dtype, kind, alpha, n, y, dy, dx));
+  else if (dx != dy && n > 0)
+    (void)CUDA_CHECK(cs,
+                     cudaMemcpyAsync(dx, dy, (size_t)n * 2, cudaMemcpyDeviceToDevice, cs->stream));
+  ganfw_cuda_lp_end(cs);
 }
 
 void ganfw_cuda_maxpool2d_forward(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *x,
