@@ -2,7 +2,11 @@
  * step, G through D, G's Adam step) on a random real batch [N,C,H,W] in [-1,1] and noise
  * [N,nz,1,1], without a data set. bench/dcgan_torch.py is the PyTorch twin and
  * bench/run_dcgan.sh runs both alternately. Prints one machine-readable line:
- *   ganfw median_ms=... min_ms=... rss_mib=... gflops=...
+ *   ganfw median_ms=... min_ms=... rss_mib=... gflops=... alloc_peak_mib=...
+ *         alloc_reserved_peak_mib=...
+ * alloc_peak_mib and alloc_reserved_peak_mib are the allocator's allocated and reserved
+ * peaks over the timed steps (reset after the warm-up, as the PyTorch twins reset
+ * torch.cuda's peak memory stats).
  *
  *   build/bench/bench_dcgan_step [CONFIG] [--steps S] [--warmup W] [--threads T]
  *                                [--batch N] [--channels C] [--size HxW] [--layers] [--profile]
@@ -480,6 +484,7 @@ int main(int argc, char **argv) {
   double total_ms = 0;
   for (int i = 0; i < a.warmup + a.steps; i++) {
     if (a.profile && i == a.warmup) prof_install(s->ctx->be);
+    if (i == a.warmup) ganfw_alloc_reset_peak(s->ctx->alloc);
     double t0 = now_ms();
     ganfw_gan_stats gs;
     if ((st = host->rng_normal(s->ctx, z, 0.0f, 1.0f)) != GANFW_OK) goto done;
@@ -496,10 +501,10 @@ int main(int argc, char **argv) {
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
   printf("ganfw median_ms=%.2f min_ms=%.2f rss_mib=%.1f gflops=%.1f step_gflop=%.3f "
-         "alloc_peak_mib=%.1f threads=%d batch=%lld steps=%d\n",
+         "alloc_peak_mib=%.1f alloc_reserved_peak_mib=%.1f threads=%d batch=%lld steps=%d\n",
          median, times[0], (double)ru.ru_maxrss / 1024.0, flops / (median * 1e6), flops * 1e-9,
-         (double)as.allocated.peak / (1024.0 * 1024.0), (int)s->ctx->threads, (long long)n,
-         a.steps);
+         (double)as.allocated.peak / (1024.0 * 1024.0),
+         (double)as.reserved.peak / (1024.0 * 1024.0), (int)s->ctx->threads, (long long)n, a.steps);
 
 done:
   prof_remove(s && s->ctx ? s->ctx->be : NULL);

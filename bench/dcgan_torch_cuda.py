@@ -6,16 +6,21 @@ The model is PyTorch's examples/dcgan at 64x64 (D without the final Sigmoid, wei
 N(0, 0.02)), Adam 2e-4 betas (0.5, 0.999), BCE-with-logits, in ganfw's step order
 (core/src/gan_step.c): D on the real batch, D on G(z) made under no-grad, D's step; then G
 through D without D's parameter gradients, G's step. One random real batch in [-1, 1];
-fresh noise every step. FP32 math as ganfw's CUDA backend (TF32 off for convolutions and
-matmuls); cudnn.benchmark with --benchmark (ganfw: device.cudnn_benchmark).
+fresh noise every step. FP32 math as ganfw's CUDA backend: TF32 off for convolutions and
+matmuls by default (--no-tf32, stated explicitly, is the same), although PyTorch's own
+default allows TF32 in cuDNN convolutions; --tf32 allows it in both, as a plain PyTorch
+program would run (it matters for f32 and for the f32 ops that autocast leaves). AMP is
+torch.autocast(device_type='cuda', dtype=torch.float16) with a GradScaler.
+cudnn.benchmark with --benchmark (ganfw: device.cudnn_benchmark).
 
 Prints one machine-readable line:
-  torch_cuda mode=... median_ms=... min_ms=... peak_alloc_mib=... peak_reserved_mib=...
+  torch_cuda mode=... median_ms=... min_ms=... peak_alloc_mib=... peak_reserved_mib=... tf32=0|1
 peak_* are torch.cuda.max_memory_allocated/reserved over the timed steps (the same
 quantities as ganfw's allocated and reserved peaks).
 
   python3 bench/dcgan_torch_cuda.py [--mode f32|amp|ckpt] [--steps 50] [--warmup 10]
                                     [--batch 64] [--size 64] [--nc 3] [--benchmark]
+                                    [--no-tf32 | --tf32]
 """
 import argparse
 import statistics
@@ -85,14 +90,20 @@ def main():
     ap.add_argument("--ngf", type=int, default=64)
     ap.add_argument("--ndf", type=int, default=64)
     ap.add_argument("--benchmark", action="store_true")
+    tf32 = ap.add_mutually_exclusive_group()
+    tf32.add_argument("--no-tf32", dest="tf32", action="store_false",
+                      help="TF32 off in cuDNN convolutions and matmuls (the default, as ganfw)")
+    tf32.add_argument("--tf32", dest="tf32", action="store_true",
+                      help="TF32 allowed in both (PyTorch's own default for convolutions)")
+    ap.set_defaults(tf32=False)
     a = ap.parse_args()
 
     if not torch.cuda.is_available():
         raise SystemExit("dcgan_torch_cuda.py: torch sees no CUDA device")
     dev = torch.device("cuda")
     torch.backends.cudnn.benchmark = a.benchmark
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = a.tf32
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.manual_seed(1)
     stages = 3 if a.size == 64 else 2
     G = Generator(a.nz, a.ngf, a.nc, stages).to(dev)
@@ -103,14 +114,17 @@ def main():
     opt_d = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
     amp = a.mode == "amp"
     seg = 2 if a.mode == "ckpt" else 0
-    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    try:
+        scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    except (AttributeError, TypeError):  # PyTorch before 2.3
+        scaler = torch.cuda.amp.GradScaler(enabled=amp)
     n = a.batch
     x = torch.rand(n, a.nc, a.size, a.size, device=dev) * 2 - 1
     real_t = torch.ones(n, device=dev)
     fake_t = torch.zeros(n, device=dev)
 
     def autocast():
-        return torch.autocast("cuda", dtype=torch.float16, enabled=amp)
+        return torch.autocast(device_type="cuda", dtype=torch.float16, enabled=amp)
 
     def step():
         z = torch.randn(n, a.nz, 1, 1, device=dev)
@@ -160,6 +174,7 @@ def main():
           f"min_ms={min(times):.2f} peak_alloc_mib={torch.cuda.max_memory_allocated() / mib:.1f} "
           f"peak_reserved_mib={torch.cuda.max_memory_reserved() / mib:.1f} batch={n} "
           f"size={a.size} nc={a.nc} steps={a.steps} benchmark={int(a.benchmark)} "
+          f"tf32={int(a.tf32)} "
           f"device={torch.cuda.get_device_name(0).replace(' ', '_')} version={torch.__version__}",
           flush=True)
 

@@ -171,37 +171,41 @@ done
 
 # --- the benchmark: ganfw vs PyTorch, 64x64 RGB, batch 64 --------------------------------------
 value() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
-declare -A g_ms g_mib t_ms t_mib t_res
+declare -A g_ms g_mib g_res t_ms t_mib t_res
 for cfg in dcgan dcgan_amp dcgan_ckpt; do
   case $cfg in dcgan) mode=f32 ;; dcgan_amp) mode=amp ;; dcgan_ckpt) mode=ckpt ;; esac
   conf=$tmp/bench_$cfg.yaml
   printf 'extends: %s\ndevice: {type: cuda, cudnn_benchmark: true}\nmodel: {image_size: 64}\ndata: {channels: 3, resize: 64}\n' \
     "$root/configs/$cfg.yaml" >"$conf"
+  gline="ganfw failed" tline="torch failed"
   if stage "bench ganfw $cfg" 90 bench.log "$build/bench/bench_dcgan_step" "$conf" --steps "$steps" \
     --warmup "$warmup" --batch 64 --channels 3 --size 64x64; then
-    line=$(grep '^ganfw ' "$out/bench.log" | tail -1)
-    g_ms[$cfg]=$(value median_ms "$line") g_mib[$cfg]=$(value alloc_peak_mib "$line")
+    gline=$(grep '^ganfw ' "$out/bench.log" | tail -1)
+    g_ms[$cfg]=$(value median_ms "$gline") g_mib[$cfg]=$(value alloc_peak_mib "$gline")
+    g_res[$cfg]=$(value alloc_reserved_peak_mib "$gline")
   fi
   if stage "bench torch $cfg" 90 bench.log "$python" bench/dcgan_torch_cuda.py --mode "$mode" \
     --steps "$steps" --warmup "$warmup" --batch 64 --size 64 --nc 3 --benchmark; then
-    line=$(grep '^torch_cuda ' "$out/bench.log" | tail -1)
-    t_ms[$cfg]=$(value median_ms "$line") t_mib[$cfg]=$(value peak_alloc_mib "$line")
-    t_res[$cfg]=$(value peak_reserved_mib "$line")
+    tline=$(grep '^torch_cuda ' "$out/bench.log" | tail -1)
+    t_ms[$cfg]=$(value median_ms "$tline") t_mib[$cfg]=$(value peak_alloc_mib "$tline")
+    t_res[$cfg]=$(value peak_reserved_mib "$tline")
   fi
+  say "# bench $cfg: ${gline:-ganfw: no result line} | ${tline:-torch: no result line}"
 done
 
 # --- the table ---------------------------------------------------------------------------------
 {
   echo
   echo "DC-GAN 64x64 RGB, batch 64, CUDA ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)),"
-  echo "median of $steps steps after $warmup; peak = allocator's allocated peak (torch: max_memory_allocated)"
-  printf '%-16s %11s %11s %9s %16s %16s %17s\n' config "ganfw ms" "torch ms" "ratio" \
-    "ganfw peak MiB" "torch peak MiB" "torch reserved MiB"
+  echo "median of $steps steps after $warmup; peak and reserved over those steps: the allocator's"
+  echo "allocated and reserved peaks (torch: max_memory_allocated, max_memory_reserved)"
+  printf '%-16s %9s %9s %6s %15s %15s %19s %19s\n' config "ganfw ms" "torch ms" "ratio" \
+    "ganfw peak MiB" "torch peak MiB" "ganfw reserved MiB" "torch reserved MiB"
   for cfg in dcgan dcgan_amp dcgan_ckpt; do
     gm=${g_ms[$cfg]:-fail} tm=${t_ms[$cfg]:-fail}
     ratio=$(awk -v g="$gm" -v t="$tm" 'BEGIN { if (g + 0 > 0 && t + 0 > 0) printf "%.2f", g / t; else print "-" }')
-    printf '%-16s %11s %11s %9s %16s %16s %17s\n' "$cfg.yaml" "$gm" "$tm" "$ratio" \
-      "${g_mib[$cfg]:-fail}" "${t_mib[$cfg]:-fail}" "${t_res[$cfg]:-fail}"
+    printf '%-16s %9s %9s %6s %15s %15s %19s %19s\n' "$cfg.yaml" "$gm" "$tm" "$ratio" \
+      "${g_mib[$cfg]:-fail}" "${t_mib[$cfg]:-fail}" "${g_res[$cfg]:-fail}" "${t_res[$cfg]:-fail}"
   done
   echo
   for cfg in dcgan dcgan_amp; do

@@ -3,9 +3,11 @@
  * backward-filter, bias, accumulation; cuDNN heuristics and cudnn_benchmark), linear,
  * BatchNorm (train, eval, backward with and without dx, affine=False), activations,
  * pooling, dropout, losses, the foreach ops and reductions, casts (bit for bit), Philox
- * (uniform bit for bit), an f16-rounded conv as AMP runs it, and the error record. Tolerance
- * 1e-3 relative for f32 (floor 1e-2), 2e-2 for f16-rounded inputs. The worst error of each
- * op is printed at the end. Skips (exit 77) without a CUDA device. */
+ * (uniform bit for bit), an f16-rounded conv as AMP runs it, the native 16-bit (_lp) entries
+ * in f16 and bf16 (conv, convT, linear, BatchNorm, activations) against the CPU's f32 entries
+ * on the same rounded values, and the error record. Tolerance 1e-3 relative for f32 (floor
+ * 1e-2), 2e-2 for f16-rounded inputs and the _lp entries. The worst error of each op is
+ * printed at the end. Skips (exit 77) without a CUDA device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,7 @@
 static ganfw_backend *gpu, *cpu;
 
 /* --- worst error per op, printed at the end ----------------------------------------------- */
-#define MAX_RECORDS 128
+#define MAX_RECORDS 192
 static struct {
   char what[64];
   double err;
@@ -634,6 +636,475 @@ static void test_f16_rounded_conv(void) {
   gt_free(x), gt_free(w), gt_free(y), gt_free(cws);
 }
 
+/* --- native 16-bit entries (_lp) against the CPU's f32 entries on the same rounded values ---
+ * Inputs and weights are rounded to the dtype on the host with the CPU's casts; the CPU runs
+ * its f32 entry on the rounded values, the GPU its _lp entry on their 16-bit bits; 16-bit
+ * outputs come back through the CPU's cast. What may differ: the summation order, the
+ * rounding of each 16-bit output (and of a 16-bit weight gradient inside the backend),
+ * hence TOL_F16. Output buffers start as NaN (all bits set), so an output the entry does not
+ * write, or one it adds to when it should overwrite, fails. A group the backend does not
+ * claim in lp_ops is skipped with a line saying so (test_lp_ops requires all of f16). */
+static const int32_t lp_dtypes[2] = {GANFW_DTYPE_F16, GANFW_DTYPE_BF16};
+
+static const char *dtype_name(int32_t dtype) {
+  return dtype == GANFW_DTYPE_F16 ? "f16" : "bf16";
+}
+
+static uint32_t lp_mask(int32_t dtype) {
+  return gpu->vt->lp_ops ? gpu->vt->lp_ops(gpu, dtype) : 0;
+}
+
+/* 1 when the GPU claims `group` for dtype; else prints that the group is skipped. */
+static int lp_has(int32_t dtype, uint32_t group, const char *group_name) {
+  if (lp_mask(dtype) & group) return 1;
+  printf("\n  %s %s: not in lp_ops, skipped", group_name, dtype_name(dtype));
+  return 0;
+}
+
+/* Rounds x[0..n) to dtype in place with the CPU's casts; returns the 16-bit bits (gt_free). */
+static uint16_t *round16(int32_t dtype, float *x, int64_t n) {
+  uint16_t *h = gt_alloc((size_t)(n > 0 ? n : 1) * sizeof(uint16_t));
+  if (dtype == GANFW_DTYPE_F16) {
+    cpu->vt->f32_to_f16(cpu, n, x, h);
+    cpu->vt->f16_to_f32(cpu, n, h, x);
+  } else {
+    cpu->vt->f32_to_bf16(cpu, n, x, h);
+    cpu->vt->bf16_to_f32(cpu, n, h, x);
+  }
+  return h;
+}
+
+/* Random values in [lo, hi) rounded to dtype; *bits gets their 16-bit copy. */
+static float *host_rand16(int32_t dtype, int64_t n, float lo, float hi, uint64_t seed,
+                          uint16_t **bits) {
+  float *h = host_rand(n, lo, hi, seed);
+  *bits = round16(dtype, h, n);
+  return h;
+}
+
+/* Sets bytes of device memory to all ones: NaN in f32, f16 and bf16. */
+static void dev_poison(void *d, size_t bytes) {
+  if (!bytes) return;
+  unsigned char *ones = gt_alloc(bytes);
+  memset(ones, 0xff, bytes);
+  CU_ASSERT_EQUAL(gpu->vt->copy_h2d(gpu, d, ones, bytes), GANFW_OK);
+  gt_free(ones);
+}
+
+/* A device buffer of bytes, all NaN. */
+static void *dev_nan(size_t bytes) {
+  void *d = dev_bytes(NULL, bytes);
+  dev_poison(d, bytes);
+  return d;
+}
+
+/* Compares n values at device d (16-bit in dtype when is16, else f32) with want, recording
+ * the worst error under "<entry> <dtype>[ <out>]"; `detail` names the case on failure.
+ * before: for a parameter gradient added to (accumulate=1), the values it held before the
+ * call; both sides are compared less these, so that the error is relative to the gradient
+ * computed (which the backend may round to 16 bits, see the _lp contract) rather than to a
+ * sum that may cancel. NULL otherwise. */
+static void compare_lp_core(const char *entry, int32_t dtype, const char *out, const char *detail,
+                            const void *d, int is16, const float *want, const float *before,
+                            int64_t n) {
+  char key[64], label[192];
+  snprintf(key, sizeof key, "%s %s%s%s", entry, dtype_name(dtype), out ? " " : "", out ? out : "");
+  snprintf(label, sizeof label, "%s [%s]%s", key, detail,
+           before ? " (added to: the sum less the values before)" : "");
+  expect_no_error(label);
+  const size_t cap = (size_t)(n > 0 ? n : 1);
+  float *got = gt_alloc(cap * sizeof(float)), *delta = NULL;
+  if (is16) {
+    uint16_t *bits = gt_alloc(cap * sizeof(uint16_t));
+    CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, bits, d, (size_t)n * sizeof(uint16_t)), GANFW_OK);
+    if (dtype == GANFW_DTYPE_F16)
+      cpu->vt->f16_to_f32(cpu, n, bits, got);
+    else
+      cpu->vt->bf16_to_f32(cpu, n, bits, got);
+    gt_free(bits);
+  } else {
+    CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, got, d, (size_t)n * sizeof(float)), GANFW_OK);
+  }
+  if (before) {
+    delta = gt_alloc(cap * sizeof(float));
+    for (int64_t i = 0; i < n; i++) got[i] -= before[i], delta[i] = want[i] - before[i];
+    want = delta;
+  }
+  record(key, gt_check_close(label, got, want, n, TOL_F16, FLOOR));
+  gt_free(got);
+  if (delta) gt_free(delta);
+}
+
+static void compare_lp(const char *entry, int32_t dtype, const char *out, const char *detail,
+                       const void *d, int is16, const float *want, int64_t n) {
+  compare_lp_core(entry, dtype, out, detail, d, is16, want, NULL, n);
+}
+
+/* An f32 parameter gradient at d added to values `before`. */
+static void compare_lp_added(const char *entry, int32_t dtype, const char *out, const char *detail,
+                             const float *d, const float *want, const float *before, int64_t n) {
+  compare_lp_core(entry, dtype, out, detail, d, 0, want, before, n);
+}
+
+/* lp_ops: f16 has every group on CUDA (the point of the native path); a claimed group of
+ * either dtype has all its entries; no unknown bits. */
+static void test_lp_ops(void) {
+  const uint32_t all = GANFW_LP_CONV | GANFW_LP_LINEAR | GANFW_LP_BATCHNORM | GANFW_LP_ACT;
+  CU_ASSERT_PTR_NOT_NULL(gpu->vt->lp_ops);
+  printf("\n  lp_ops: f16 0x%x, bf16 0x%x (conv 1, linear 2, batchnorm 4, act 8)",
+         (unsigned)lp_mask(GANFW_DTYPE_F16), (unsigned)lp_mask(GANFW_DTYPE_BF16));
+  CU_ASSERT_EQUAL(lp_mask(GANFW_DTYPE_F16), all);
+  for (int i = 0; i < 2; i++) {
+    const ganfw_backend_vt *vt = gpu->vt;
+    const uint32_t m = lp_mask(lp_dtypes[i]);
+    CU_ASSERT_EQUAL(m & ~all, 0u);
+    if (m & GANFW_LP_CONV)
+      CU_ASSERT(vt->conv2d_workspace_lp && vt->conv2d_forward_lp && vt->conv2d_backward_lp &&
+                vt->convt2d_workspace_lp && vt->convt2d_forward_lp && vt->convt2d_backward_lp);
+    if (m & GANFW_LP_LINEAR) CU_ASSERT(vt->linear_forward_lp && vt->linear_backward_lp);
+    if (m & GANFW_LP_BATCHNORM)
+      CU_ASSERT(vt->batchnorm2d_forward_train_lp && vt->batchnorm2d_forward_eval_lp &&
+                vt->batchnorm2d_backward_lp);
+    if (m & GANFW_LP_ACT) CU_ASSERT(vt->act_forward_lp && vt->act_backward_lp);
+  }
+}
+
+/* One conv2d or conv_transpose2d shape: forward; backward into all three gradients with
+ * accumulate=1 on random dw, db; the filter gradient alone (w NULL, accumulate 0); the data
+ * gradient alone. One workspace of exactly the _lp size for all of them. */
+static void conv_lp_case(int32_t dtype, int transposed, ganfw_conv2d_shape cs,
+                         ganfw_convt2d_shape ts, int bias, int benchmark) {
+  CU_ASSERT_EQUAL_FATAL(transposed ? ganfw_convt2d_shape_init(&ts) : ganfw_conv2d_shape_init(&cs),
+                        GANFW_OK);
+  ganfw_cuda_set_cudnn_benchmark(gpu, benchmark);
+  const int64_t N = transposed ? ts.N : cs.N, C = transposed ? ts.C : cs.C,
+                H = transposed ? ts.H : cs.H, W = transposed ? ts.W : cs.W,
+                K = transposed ? ts.K : cs.K, RS = transposed ? ts.R * ts.S : cs.R * cs.S,
+                PQ = transposed ? ts.P * ts.Q : cs.P * cs.Q;
+  const int64_t nx = N * C * H * W, nw = K * C * RS, ny = N * K * PQ;
+  const char *fwd = transposed ? "convt2d_forward_lp" : "conv2d_forward_lp";
+  const char *bwd = transposed ? "convt2d_backward_lp" : "conv2d_backward_lp";
+  char detail[128];
+  snprintf(detail, sizeof detail, "N%lld C%lld %lldx%lld -> K%lld %lldx%lld%s%s", (long long)N,
+           (long long)C, (long long)H, (long long)W, (long long)K,
+           (long long)(transposed ? ts.P : cs.P), (long long)(transposed ? ts.Q : cs.Q),
+           bias ? ", bias" : "", benchmark ? ", cudnn_benchmark" : "");
+
+  uint16_t *xh, *wh, *dyh;
+  float *x = host_rand16(dtype, nx, -1, 1, 120, &xh), *w = host_rand16(dtype, nw, -1, 1, 121, &wh);
+  float *dy = host_rand16(dtype, ny, -1, 1, 123, &dyh), *b = host_rand(K, -1, 1, 122);
+  float *y = host_rand(ny, 0, 0, 0), *dx = host_rand(nx, 0, 0, 0);
+  float *dw = host_rand(nw, -1, 1, 124), *db = host_rand(K, -1, 1, 125);
+  float *dw0 = host_rand(nw, -1, 1, 124), *db0 = host_rand(K, -1, 1, 125); /* dw, db before */
+  void *gx = dev_bytes(xh, (size_t)nx * 2), *gw = dev_bytes(wh, (size_t)nw * 2);
+  void *gdy = dev_bytes(dyh, (size_t)ny * 2), *gy = dev_nan((size_t)ny * 2);
+  void *gdx = dev_nan((size_t)nx * 2);
+  float *gb = dev(b, K), *gdw = dev(dw, nw), *gdb = dev(db, K);
+  const size_t cws_bytes =
+      transposed ? cpu->vt->convt2d_workspace(cpu, &ts) : cpu->vt->conv2d_workspace(cpu, &cs);
+  void *cws = gt_alloc(cws_bytes + 64);
+  const size_t ws_bytes = transposed ? gpu->vt->convt2d_workspace_lp(gpu, dtype, &ts)
+                                     : gpu->vt->conv2d_workspace_lp(gpu, dtype, &cs);
+  void *gws = ws_bytes ? dev_nan(ws_bytes) : NULL; /* exactly the bytes asked for */
+  expect_no_error(transposed ? "convt2d_workspace_lp" : "conv2d_workspace_lp");
+  const float *pb = bias ? b : NULL, *qb = bias ? gb : NULL;
+  float *pdb = bias ? db : NULL, *qdb = bias ? gdb : NULL;
+
+#define CPU_FWD(...)                                                                               \
+  (transposed ? cpu->vt->convt2d_forward(cpu, &ts, __VA_ARGS__)                                    \
+              : cpu->vt->conv2d_forward(cpu, &cs, __VA_ARGS__))
+#define GPU_FWD(...)                                                                               \
+  (transposed ? gpu->vt->convt2d_forward_lp(gpu, dtype, &ts, __VA_ARGS__)                          \
+              : gpu->vt->conv2d_forward_lp(gpu, dtype, &cs, __VA_ARGS__))
+#define CPU_BWD(...)                                                                               \
+  (transposed ? cpu->vt->convt2d_backward(cpu, &ts, __VA_ARGS__)                                   \
+              : cpu->vt->conv2d_backward(cpu, &cs, __VA_ARGS__))
+#define GPU_BWD(...)                                                                               \
+  (transposed ? gpu->vt->convt2d_backward_lp(gpu, dtype, &ts, __VA_ARGS__)                         \
+              : gpu->vt->conv2d_backward_lp(gpu, dtype, &cs, __VA_ARGS__))
+  CPU_FWD(x, w, pb, y, cws);
+  GPU_FWD(gx, gw, qb, gy, gws);
+  compare_lp(fwd, dtype, NULL, detail, gy, 1, y, ny);
+  /* every gradient, accumulating into the random dw, db */
+  CPU_BWD(x, w, dy, dx, dw, pdb, 1, cws);
+  GPU_BWD(gx, gw, gdy, gdx, gdw, qdb, 1, gws);
+  compare_lp(bwd, dtype, "dx", detail, gdx, 1, dx, nx);
+  compare_lp_added(bwd, dtype, "dw", detail, gdw, dw, dw0, nw);
+  if (bias) compare_lp_added(bwd, dtype, "db", detail, gdb, db, db0, K);
+  /* parameter gradients only, overwritten (NaN before), no w */
+  dev_poison(gdw, (size_t)nw * sizeof(float));
+  dev_poison(gdb, (size_t)K * sizeof(float));
+  CPU_BWD(x, w, dy, NULL, dw, pdb, 0, cws);
+  GPU_BWD(gx, NULL, gdy, NULL, gdw, qdb, 0, gws);
+  compare_lp(bwd, dtype, "dw", detail, gdw, 0, dw, nw);
+  if (bias) compare_lp(bwd, dtype, "db", detail, gdb, 0, db, K);
+  /* the data gradient only (D in the G step) */
+  dev_poison(gdx, (size_t)nx * 2);
+  CPU_BWD(x, w, dy, dx, NULL, NULL, 0, cws);
+  GPU_BWD(gx, gw, gdy, gdx, NULL, NULL, 0, gws);
+  compare_lp(bwd, dtype, "dx", detail, gdx, 1, dx, nx);
+#undef CPU_FWD
+#undef GPU_FWD
+#undef CPU_BWD
+#undef GPU_BWD
+
+  dev_free(gx), dev_free(gw), dev_free(gdy), dev_free(gy), dev_free(gdx), dev_free(gb);
+  dev_free(gdw), dev_free(gdb);
+  if (gws) dev_free(gws);
+  gt_free(cws), gt_free(x), gt_free(w), gt_free(dy), gt_free(b), gt_free(y), gt_free(dx);
+  gt_free(dw), gt_free(db), gt_free(dw0), gt_free(db0), gt_free(xh), gt_free(wh), gt_free(dyh);
+  ganfw_cuda_set_cudnn_benchmark(gpu, 0);
+}
+
+/* DC-GAN's convolutions, small: D's first layer (3 channels, k4 s2 p1), a middle one
+ * (channels a multiple of 8: tensor-core algorithms), the last (4x4 -> 1x1, k4 s1 p0); the
+ * first shape is also test_conv2d's, so a plan cache that ignores the dtype shows here. */
+static void test_lp_conv2d(void) {
+  const ganfw_conv2d_shape shapes[] = {
+      {.N = 4,
+       .C = 3,
+       .H = 16,
+       .W = 16,
+       .K = 8,
+       .R = 4,
+       .S = 4,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_h = 1,
+       .pad_w = 1},
+      {.N = 4,
+       .C = 16,
+       .H = 8,
+       .W = 8,
+       .K = 32,
+       .R = 4,
+       .S = 4,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_h = 1,
+       .pad_w = 1},
+      {.N = 2, .C = 16, .H = 4, .W = 4, .K = 1, .R = 4, .S = 4, .stride_h = 1, .stride_w = 1},
+  };
+  const ganfw_convt2d_shape none = {0};
+  for (int d = 0; d < 2; d++) {
+    if (!lp_has(lp_dtypes[d], GANFW_LP_CONV, "conv")) continue;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+      conv_lp_case(lp_dtypes[d], 0, shapes[i], none, i == 0, 0);
+    conv_lp_case(lp_dtypes[d], 0, shapes[1], none, 0, 1); /* cudnnFind's choice */
+  }
+}
+
+/* G's transposed convolutions, small: the first (1x1 -> 4x4, k4 s1 p0), a middle one and
+ * the last (3 channels out, k4 s2 p1). */
+static void test_lp_convt2d(void) {
+  const ganfw_convt2d_shape shapes[] = {
+      {.N = 4, .C = 16, .H = 1, .W = 1, .K = 8, .R = 4, .S = 4, .stride_h = 1, .stride_w = 1},
+      {.N = 4,
+       .C = 32,
+       .H = 4,
+       .W = 4,
+       .K = 16,
+       .R = 4,
+       .S = 4,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_h = 1,
+       .pad_w = 1},
+      {.N = 2,
+       .C = 8,
+       .H = 4,
+       .W = 4,
+       .K = 3,
+       .R = 4,
+       .S = 4,
+       .stride_h = 2,
+       .stride_w = 2,
+       .pad_h = 1,
+       .pad_w = 1},
+  };
+  const ganfw_conv2d_shape none = {0};
+  for (int d = 0; d < 2; d++) {
+    if (!lp_has(lp_dtypes[d], GANFW_LP_CONV, "convT")) continue;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+      conv_lp_case(lp_dtypes[d], 1, none, shapes[i], i == 2, 0);
+    conv_lp_case(lp_dtypes[d], 1, none, shapes[1], 0, 1); /* cudnnFind's choice */
+  }
+}
+
+/* linear: forward, backward into every gradient (accumulate=1 with a bias, overwriting NaN
+ * without), then dw alone with w NULL. */
+static void linear_lp_case(int32_t dtype, int64_t N, int64_t IN, int64_t OUT, int bias) {
+  char detail[96];
+  snprintf(detail, sizeof detail, "N%lld IN%lld OUT%lld%s", (long long)N, (long long)IN,
+           (long long)OUT, bias ? ", bias, accumulate" : "");
+  const int acc = bias;
+  uint16_t *xh, *wh, *dyh;
+  float *x = host_rand16(dtype, N * IN, -1, 1, 130, &xh);
+  float *w = host_rand16(dtype, OUT * IN, -1, 1, 131, &wh);
+  float *dy = host_rand16(dtype, N * OUT, -1, 1, 133, &dyh), *b = host_rand(OUT, -1, 1, 132);
+  float *y = host_rand(N * OUT, 0, 0, 0), *dx = host_rand(N * IN, 0, 0, 0);
+  float *dw = host_rand(OUT * IN, -1, 1, 134), *db = host_rand(OUT, -1, 1, 135);
+  float *dw0 = host_rand(OUT * IN, -1, 1, 134), *db0 = host_rand(OUT, -1, 1, 135); /* before */
+  void *gx = dev_bytes(xh, (size_t)(N * IN) * 2), *gw = dev_bytes(wh, (size_t)(OUT * IN) * 2);
+  void *gdy = dev_bytes(dyh, (size_t)(N * OUT) * 2), *gy = dev_nan((size_t)(N * OUT) * 2);
+  void *gdx = dev_nan((size_t)(N * IN) * 2);
+  float *gb = dev(b, OUT), *gdw = dev(dw, OUT * IN), *gdb = dev(db, OUT);
+  if (!acc) dev_poison(gdw, (size_t)(OUT * IN) * sizeof(float));
+  cpu->vt->linear_forward(cpu, N, IN, OUT, x, w, bias ? b : NULL, y);
+  gpu->vt->linear_forward_lp(gpu, dtype, N, IN, OUT, gx, gw, bias ? gb : NULL, gy);
+  compare_lp("linear_forward_lp", dtype, NULL, detail, gy, 1, y, N * OUT);
+  cpu->vt->linear_backward(cpu, N, IN, OUT, x, w, dy, dx, dw, bias ? db : NULL, acc);
+  gpu->vt->linear_backward_lp(gpu, dtype, N, IN, OUT, gx, gw, gdy, gdx, gdw, bias ? gdb : NULL,
+                              acc);
+  compare_lp("linear_backward_lp", dtype, "dx", detail, gdx, 1, dx, N * IN);
+  if (acc) {
+    compare_lp_added("linear_backward_lp", dtype, "dw", detail, gdw, dw, dw0, OUT * IN);
+    compare_lp_added("linear_backward_lp", dtype, "db", detail, gdb, db, db0, OUT);
+  } else {
+    compare_lp("linear_backward_lp", dtype, "dw", detail, gdw, 0, dw, OUT * IN);
+  }
+  dev_poison(gdw, (size_t)(OUT * IN) * sizeof(float));
+  cpu->vt->linear_backward(cpu, N, IN, OUT, x, w, dy, NULL, dw, NULL, 0);
+  gpu->vt->linear_backward_lp(gpu, dtype, N, IN, OUT, gx, NULL, gdy, NULL, gdw, NULL, 0);
+  compare_lp("linear_backward_lp", dtype, "dw", detail, gdw, 0, dw, OUT * IN);
+  dev_free(gx), dev_free(gw), dev_free(gdy), dev_free(gy), dev_free(gdx), dev_free(gb);
+  dev_free(gdw), dev_free(gdb);
+  gt_free(x), gt_free(w), gt_free(dy), gt_free(b), gt_free(y), gt_free(dx), gt_free(dw);
+  gt_free(db), gt_free(dw0), gt_free(db0), gt_free(xh), gt_free(wh), gt_free(dyh);
+}
+
+static void test_lp_linear(void) {
+  for (int d = 0; d < 2; d++) {
+    if (!lp_has(lp_dtypes[d], GANFW_LP_LINEAR, "linear")) continue;
+    linear_lp_case(lp_dtypes[d], 7, 33, 10, 1); /* odd sizes */
+    linear_lp_case(lp_dtypes[d], 16, 64, 32, 0);
+  }
+}
+
+/* BatchNorm: affine with running stats (train, eval, backward with dx and accumulate=1, the
+ * parameter gradients alone, dx alone), and affine=False without running stats (as a
+ * checkpoint recompute runs it) with dx only. */
+static void bn_lp_case(int32_t dtype, int affine) {
+  const int64_t N = 4, C = 6, HW = 25, n = N * C * HW;
+  const float eps = 1e-5f, momentum = 0.1f;
+  const char *detail = affine ? "affine, running stats" : "affine=False, no running stats";
+  uint16_t *xh, *dyh;
+  float *x = host_rand16(dtype, n, -2, 3, 140, &xh), *dy = host_rand16(dtype, n, -1, 1, 141, &dyh);
+  float *gamma = host_rand(C, 0.5f, 1.5f, 142), *beta = host_rand(C, -1, 1, 143);
+  float *rm = host_rand(C, -1, 1, 144), *rv = host_rand(C, 0.5f, 2, 145);
+  float *y = host_rand(n, 0, 0, 0), *dx = host_rand(n, 0, 0, 0);
+  float *mean = host_rand(C, 0, 0, 0), *invstd = host_rand(C, 0, 0, 0);
+  float *dg = host_rand(C, -1, 1, 146), *dbt = host_rand(C, -1, 1, 147);
+  float *dg0 = host_rand(C, -1, 1, 146), *dbt0 = host_rand(C, -1, 1, 147); /* before */
+  void *gx = dev_bytes(xh, (size_t)n * 2), *gdy = dev_bytes(dyh, (size_t)n * 2);
+  void *gy = dev_nan((size_t)n * 2), *gdx = dev_nan((size_t)n * 2);
+  float *gg = dev(gamma, C), *gbt = dev(beta, C), *grm = dev(rm, C), *grv = dev(rv, C);
+  float *gmean = dev_nan((size_t)C * 4), *ginv = dev_nan((size_t)C * 4);
+  float *gdg = dev(dg, C), *gdbt = dev(dbt, C);
+  const float *pg = affine ? gamma : NULL, *pb = affine ? beta : NULL;
+  const float *qg = affine ? gg : NULL, *qb = affine ? gbt : NULL;
+
+  cpu->vt->batchnorm2d_forward_train(cpu, N, C, HW, x, pg, pb, y, affine ? rm : NULL,
+                                     affine ? rv : NULL, momentum, eps, mean, invstd);
+  gpu->vt->batchnorm2d_forward_train_lp(gpu, dtype, N, C, HW, gx, qg, qb, gy, affine ? grm : NULL,
+                                        affine ? grv : NULL, momentum, eps, gmean, ginv);
+  compare_lp("batchnorm2d_forward_train_lp", dtype, "y", detail, gy, 1, y, n);
+  compare_lp("batchnorm2d_forward_train_lp", dtype, "saved", detail, gmean, 0, mean, C);
+  compare_lp("batchnorm2d_forward_train_lp", dtype, "saved", detail, ginv, 0, invstd, C);
+  if (affine) {
+    compare_lp("batchnorm2d_forward_train_lp", dtype, "running", detail, grm, 0, rm, C);
+    compare_lp("batchnorm2d_forward_train_lp", dtype, "running", detail, grv, 0, rv, C);
+  }
+
+  dev_poison(gy, (size_t)n * 2);
+  cpu->vt->batchnorm2d_forward_eval(cpu, N, C, HW, x, pg, pb, y, rm, rv, eps);
+  gpu->vt->batchnorm2d_forward_eval_lp(gpu, dtype, N, C, HW, gx, qg, qb, gy, grm, grv, eps);
+  compare_lp("batchnorm2d_forward_eval_lp", dtype, NULL, detail, gy, 1, y, n);
+
+  if (affine) {
+    cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, dg, dbt, 1);
+    gpu->vt->batchnorm2d_backward_lp(gpu, dtype, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, gdg, gdbt,
+                                     1);
+    compare_lp("batchnorm2d_backward_lp", dtype, "dx", detail, gdx, 1, dx, n);
+    compare_lp_added("batchnorm2d_backward_lp", dtype, "dgamma/dbeta", detail, gdg, dg, dg0, C);
+    compare_lp_added("batchnorm2d_backward_lp", dtype, "dgamma/dbeta", detail, gdbt, dbt, dbt0, C);
+    /* parameter gradients only, overwritten (NaN before) */
+    dev_poison(gdg, (size_t)C * 4), dev_poison(gdbt, (size_t)C * 4);
+    cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, NULL, dg, dbt, 0);
+    gpu->vt->batchnorm2d_backward_lp(gpu, dtype, N, C, HW, gx, gdy, qg, gmean, ginv, NULL, gdg,
+                                     gdbt, 0);
+    compare_lp("batchnorm2d_backward_lp", dtype, "dgamma/dbeta", detail, gdg, 0, dg, C);
+    compare_lp("batchnorm2d_backward_lp", dtype, "dgamma/dbeta", detail, gdbt, 0, dbt, C);
+  }
+  /* dx only (D in the G step; affine=False has no parameter gradients) */
+  dev_poison(gdx, (size_t)n * 2);
+  cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, NULL, NULL, 0);
+  gpu->vt->batchnorm2d_backward_lp(gpu, dtype, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, NULL, NULL,
+                                   0);
+  compare_lp("batchnorm2d_backward_lp", dtype, "dx", detail, gdx, 1, dx, n);
+
+  dev_free(gx), dev_free(gdy), dev_free(gy), dev_free(gdx), dev_free(gg), dev_free(gbt);
+  dev_free(grm), dev_free(grv), dev_free(gmean), dev_free(ginv), dev_free(gdg), dev_free(gdbt);
+  gt_free(x), gt_free(dy), gt_free(gamma), gt_free(beta), gt_free(rm), gt_free(rv), gt_free(y);
+  gt_free(dx), gt_free(mean), gt_free(invstd), gt_free(dg), gt_free(dbt), gt_free(dg0);
+  gt_free(dbt0), gt_free(xh), gt_free(dyh);
+}
+
+static void test_lp_batchnorm(void) {
+  for (int d = 0; d < 2; d++) {
+    if (!lp_has(lp_dtypes[d], GANFW_LP_BATCHNORM, "batchnorm")) continue;
+    bn_lp_case(lp_dtypes[d], 1);
+    bn_lp_case(lp_dtypes[d], 0);
+  }
+}
+
+/* Every activation, forward and backward (from the 16-bit y), out of place and in place; an
+ * odd length for the vector kernels' tails. */
+static void test_lp_activations(void) {
+  const int64_t n = 10001;
+  const char *names[] = {"identity", "relu", "leaky_relu 0.2", "tanh", "sigmoid"};
+  _Static_assert(sizeof names / sizeof names[0] == GANFW_ACT_COUNT, "one name per kind");
+  for (int d = 0; d < 2; d++) {
+    const int32_t dtype = lp_dtypes[d];
+    if (!lp_has(dtype, GANFW_LP_ACT, "act")) continue;
+    for (int32_t kind = 0; kind < GANFW_ACT_COUNT; kind++) {
+      char detail[64];
+      uint16_t *xh, *dyh;
+      float *x = host_rand16(dtype, n, -6, 6, 150 + kind, &xh);
+      float *dy = host_rand16(dtype, n, -1, 1, 160 + kind, &dyh);
+      float *y = host_rand(n, 0, 0, 0), *dx = host_rand(n, 0, 0, 0);
+      void *gx = dev_bytes(xh, (size_t)n * 2), *gdy = dev_bytes(dyh, (size_t)n * 2);
+      void *gy = dev_nan((size_t)n * 2), *gdx = dev_nan((size_t)n * 2);
+      cpu->vt->act_forward(cpu, kind, 0.2f, n, x, y);
+      gpu->vt->act_forward_lp(gpu, dtype, kind, 0.2f, n, gx, gy);
+      snprintf(detail, sizeof detail, "%s", names[kind]);
+      compare_lp("act_forward_lp", dtype, NULL, detail, gy, 1, y, n);
+      /* backward from y as the GPU stores it: the CPU's y rounded to the dtype */
+      uint16_t *yh = round16(dtype, y, n);
+      void *gyr = dev_bytes(yh, (size_t)n * 2);
+      cpu->vt->act_backward(cpu, kind, 0.2f, n, y, dy, dx);
+      gpu->vt->act_backward_lp(gpu, dtype, kind, 0.2f, n, gyr, gdy, gdx);
+      compare_lp("act_backward_lp", dtype, NULL, detail, gdx, 1, dx, n);
+      /* in place: y over x, dx over dy */
+      snprintf(detail, sizeof detail, "%s, in place", names[kind]);
+      gpu->vt->act_forward_lp(gpu, dtype, kind, 0.2f, n, gx, gx);
+      compare_lp("act_forward_lp", dtype, NULL, detail, gx, 1, y, n);
+      gpu->vt->act_backward_lp(gpu, dtype, kind, 0.2f, n, gyr, gdy, gdy);
+      compare_lp("act_backward_lp", dtype, NULL, detail, gdy, 1, dx, n);
+      dev_free(gx), dev_free(gdy), dev_free(gy), dev_free(gdx), dev_free(gyr);
+      gt_free(x), gt_free(dy), gt_free(y), gt_free(dx), gt_free(xh), gt_free(dyh), gt_free(yh);
+    }
+  }
+}
+
+/* None of the _lp calls above recorded a failure in the backend. */
+static void test_lp_no_error(void) {
+  CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_OK);
+  const ganfw_status st = gpu->vt->last_error(gpu);
+  if (st != GANFW_OK) printf("\n  last_error after the _lp tests: %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL(st, GANFW_OK);
+}
+
 /* --- errors: a void op's failure is recorded with call, file and line ------------------------ */
 static void test_error_record(void) {
   CU_ASSERT_EQUAL(gpu->vt->last_error(gpu), GANFW_OK);
@@ -655,7 +1126,7 @@ static void print_records(void) {
   ganfw_cuda_get_info(gpu, &info);
   printf("\n\nworst error per op on %s (cc %d.%d, cuDNN %d):\n", info.name, (int)info.cc_major,
          (int)info.cc_minor, (int)info.cudnn_version);
-  for (int i = 0; i < n_records; i++) printf("  %-34s %.3e\n", records[i].what, records[i].err);
+  for (int i = 0; i < n_records; i++) printf("  %-44s %.3e\n", records[i].what, records[i].err);
 }
 
 static int suite_init(void) {
@@ -684,6 +1155,13 @@ static CU_TestInfo tests[] = {
     {"casts", test_casts},
     {"rng", test_rng},
     {"f16_rounded_conv", test_f16_rounded_conv},
+    {"lp_ops", test_lp_ops},
+    {"lp_conv2d", test_lp_conv2d},
+    {"lp_convt2d", test_lp_convt2d},
+    {"lp_linear", test_lp_linear},
+    {"lp_batchnorm", test_lp_batchnorm},
+    {"lp_activations", test_lp_activations},
+    {"lp_no_error", test_lp_no_error},
     {"error_record", test_error_record},
     CU_TEST_INFO_NULL,
 };
