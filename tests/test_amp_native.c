@@ -3,7 +3,8 @@
  * f32 kernels, counting every call. With it the layers must take the _lp entries for the
  * groups lp_ops names and the converting path (layer_dtype.c) for the rest, give what the
  * CPU backend's converting path gives, never take them in f32, and `ganfw plan` (the meta
- * backend with this backend as its shadow) must still predict the measured step exactly. */
+ * backend with this backend as its shadow) must still predict the measured step exactly.
+ * Also the loss scaler's non-finite check through a backend's nonfinite_many. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "ctx.h"
 #include "error.h"
+#include "ganfw/host.h"
 #include "net.h"
 #include "probe.h"
 #include "tensor.h"
@@ -208,9 +210,21 @@ static void act_bwd_lp(ganfw_backend *be, int32_t dt, int32_t kind, float alpha,
   free(yf), free(dyf);
 }
 
+static int64_t nonfinite_many_calls;
+
+static int32_t nonfinite_many(ganfw_backend *be, int64_t n, const float *const *x,
+                              const int64_t *numel) {
+  (void)be;
+  nonfinite_many_calls++;
+  int32_t any = 0;
+  for (int64_t i = 0; i < n; i++) any |= cpu()->vt->nonfinite(cpu(), numel[i], x[i]);
+  return any;
+}
+
 static int suite_init(void) {
   lp_vt = *ganfw_cpu_backend()->vt;
   lp_vt.name = "cpu+lp";
+  lp_vt.nonfinite_many = nonfinite_many;
   lp_vt.lp_ops = lp_ops;
   lp_vt.conv2d_workspace_lp = conv_ws_lp;
   lp_vt.conv2d_forward_lp = conv_fwd_lp;
@@ -457,10 +471,45 @@ static void test_plan_follows_native_path(void) {
   CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
+/* --- the loss scaler's check on a backend that answers for a whole list ---------------- */
+
+/* foreach_nonfinite hands the backend up to 64 buffers per call and stops at the first
+ * batch with a NaN or inf. */
+static void test_nonfinite_many(void) {
+  ganfw_ctx *c = make_ctx(1);
+  enum { N = 70 };
+  ganfw_tensor *t[N];
+  for (int i = 0; i < N; i++) {
+    const int64_t n = 1 + i % 5;
+    t[i] = ganfw_tensor_create(c, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_GRAD, "g");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t[i]);
+    for (int64_t k = 0; k < n; k++) ((float *)t[i]->data)[k] = (float)(i + k);
+  }
+  const ganfw_host *h = ganfw_host_table();
+  int32_t bad = -1;
+  nonfinite_many_calls = 0;
+  CU_ASSERT_EQUAL(h->foreach_nonfinite(c, t, N, &bad), GANFW_OK);
+  CU_ASSERT_EQUAL(bad, 0);
+  CU_ASSERT_EQUAL(nonfinite_many_calls, 2); /* 64 + 6 */
+  ((float *)t[N - 1]->data)[0] = INFINITY;  /* in the second batch */
+  CU_ASSERT_EQUAL(h->foreach_nonfinite(c, t, N, &bad), GANFW_OK);
+  CU_ASSERT_EQUAL(bad, 1);
+  ((float *)t[3]->data)[0] = NAN; /* in the first: the second is not asked */
+  nonfinite_many_calls = 0;
+  CU_ASSERT_EQUAL(h->foreach_nonfinite(c, t, N, &bad), GANFW_OK);
+  CU_ASSERT_EQUAL(bad, 1);
+  CU_ASSERT_EQUAL(nonfinite_many_calls, 1);
+  CU_ASSERT_EQUAL(h->foreach_nonfinite(c, t, 0, &bad), GANFW_OK);
+  CU_ASSERT_EQUAL(bad, 0);
+  for (int i = 0; i < N; i++) ganfw_tensor_destroy(t[i]);
+  ganfw_ctx_destroy(c);
+}
+
 static CU_TestInfo tests[] = {{"f16_all_groups", test_f16_all_groups},
                               {"bf16_without_batchnorm", test_bf16_without_batchnorm},
                               {"f32_never_native", test_f32_never_native},
                               {"plan_follows_native_path", test_plan_follows_native_path},
+                              {"nonfinite_many", test_nonfinite_many},
                               CU_TEST_INFO_NULL};
 
 int main(void) {

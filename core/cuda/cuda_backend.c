@@ -161,6 +161,7 @@ static const ganfw_backend_vt cuda_vt = {
     .sum = ganfw_cuda_sum,
     .sumsq = ganfw_cuda_sumsq,
     .nonfinite = ganfw_cuda_nonfinite,
+    .nonfinite_many = ganfw_cuda_nonfinite_many,
     .f32_to_f16 = ganfw_cuda_f32_to_f16,
     .f16_to_f32 = ganfw_cuda_f16_to_f32,
     .f32_to_bf16 = ganfw_cuda_f32_to_bf16,

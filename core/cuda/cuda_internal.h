@@ -220,6 +220,8 @@ void ganfw_cuda_maximum(ganfw_backend *be, int64_t n, float *y, const float *x);
 double ganfw_cuda_sum(ganfw_backend *be, int64_t n, const float *x);
 double ganfw_cuda_sumsq(ganfw_backend *be, int64_t n, const float *x);
 int32_t ganfw_cuda_nonfinite(ganfw_backend *be, int64_t n, const float *x);
+int32_t ganfw_cuda_nonfinite_many(ganfw_backend *be, int64_t n, const float *const *x,
+                                  const int64_t *numel);
 void ganfw_cuda_f32_to_f16(ganfw_backend *be, int64_t n, const float *x, uint16_t *y);
 void ganfw_cuda_f16_to_f32(ganfw_backend *be, int64_t n, const uint16_t *x, float *y);
 void ganfw_cuda_f32_to_bf16(ganfw_backend *be, int64_t n, const float *x, uint16_t *y);

@@ -182,6 +182,20 @@ int32_t ganfw_cuda_nonfinite(ganfw_backend *be, int64_t n, const float *x) {
   return flag;
 }
 
+/* One flag for every buffer, read back once. */
+int32_t ganfw_cuda_nonfinite_many(ganfw_backend *be, int64_t n, const float *const *x,
+                                  const int64_t *numel) {
+  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
+  int32_t flag = 0;
+  int32_t *dflag = (int32_t *)(cs->reduce + GANFW_CUDA_REDUCE_PARTIALS + 1);
+  if (CUDA_CHECK(cs, cudaMemsetAsync(dflag, 0, sizeof *dflag, cs->stream))) return 1;
+  for (int64_t i = 0; i < n; i++)
+    if (numel[i] > 0 && LAUNCH_CHECK(cs, ganfw_cu_nonfinite(cs->stream, numel[i], x[i], dflag)))
+      return 1;
+  if (ganfw_cuda_copy_d2h(be, &flag, dflag, sizeof flag) != GANFW_OK) return 1;
+  return flag;
+}
+
 /* --- casts and Philox ---------------------------------------------------------------------- */
 
 void ganfw_cuda_f32_to_f16(ganfw_backend *be, int64_t n, const float *x, uint16_t *y) {

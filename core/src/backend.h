@@ -192,6 +192,12 @@ typedef struct ganfw_backend_vt {
    * that follow, but src (from host_alloc_pinned) must stay unchanged until synchronize
    * or a copy_d2h returns. NULL: copy_h2d. */
   ganfw_status (*copy_h2d_async)(ganfw_backend *be, void *dst, const void *src, size_t bytes);
+  /* (optional) nonfinite over n buffers with one answer: 1 when any value of any
+   * x[i][0..numel[i]) is NaN or inf. NULL: nonfinite per buffer. A GPU answers it with one
+   * wait for the device instead of one per buffer (the loss scaler's check of every
+   * gradient). */
+  int32_t (*nonfinite_many)(ganfw_backend *be, int64_t n, const float *const *x,
+                            const int64_t *numel);
 
   /* --- (optional) native 16-bit compute for mixed precision ---------------------------
    * lp_ops: which groups of the _lp entries below take `dtype` (GANFW_DTYPE_F16 or

@@ -158,6 +158,18 @@ static ganfw_status host_nonfinite(ganfw_ctx *ctx, ganfw_tensor *const *x, int64
                                    int32_t *out) {
   ganfw_status st = check_lists("foreach_nonfinite", n, 1, (ganfw_tensor *const *const[]){x});
   *out = 0;
+  ganfw_backend *be = n > 0 ? BE(x[0]) : NULL; /* one context: one backend */
+  if (st == GANFW_OK && be && be->vt->nonfinite_many) {
+    enum { BATCH = 64 };
+    const float *p[BATCH];
+    int64_t numel[BATCH];
+    for (int64_t i = 0; i < n && !*out; i += BATCH) {
+      const int64_t k = n - i < BATCH ? n - i : BATCH;
+      for (int64_t j = 0; j < k; j++) p[j] = x[i + j]->data, numel[j] = x[i + j]->numel;
+      *out = be->vt->nonfinite_many(be, k, p, numel);
+    }
+    return st;
+  }
   for (int64_t i = 0; st == GANFW_OK && i < n && !*out; i++)
     *out = BE(x[i])->vt->nonfinite(BE(x[i]), x[i]->numel, x[i]->data);
   return st;

@@ -528,6 +528,17 @@ static void test_foreach(void) {
         GANFW_OK);
   }
   CU_ASSERT_EQUAL(gpu->vt->nonfinite(gpu, n, ga), 0);
+  /* nonfinite_many: one answer over three buffers (parts of ga, gb, gy), the bad value in
+   * the last; a zero-length buffer in the list is allowed */
+  CU_ASSERT_PTR_NOT_NULL_FATAL(gpu->vt->nonfinite_many);
+  const float *lists[4] = {ga, gb, ga, gy};
+  const int64_t counts[4] = {n, n / 2, 0, n};
+  CU_ASSERT_EQUAL(gpu->vt->nonfinite_many(gpu, 4, lists, counts), 0);
+  CU_ASSERT_EQUAL(gpu->vt->copy_h2d(gpu, gy + n - 1, &bad[1], sizeof(float)), GANFW_OK);
+  CU_ASSERT_EQUAL(gpu->vt->nonfinite_many(gpu, 4, lists, counts), 1);
+  CU_ASSERT_EQUAL(gpu->vt->nonfinite_many(gpu, 3, lists, counts), 0); /* without gy */
+  CU_ASSERT_EQUAL(gpu->vt->copy_h2d(gpu, gy, y, (size_t)n * sizeof(float)), GANFW_OK);
+  CU_ASSERT_EQUAL(gpu->vt->nonfinite_many(gpu, 4, lists, counts), 0);
   /* d2d copy */
   CU_ASSERT_EQUAL(gpu->vt->copy_d2d(gpu, gout, ga, (size_t)n * sizeof(float)), GANFW_OK);
   compare("copy_d2d", gout, a, n, 0.0);
