@@ -395,24 +395,6 @@ static ganfw_net *mixed_net(ganfw_ctx *c) {
   return net;
 }
 
-/* ||a - b|| / ||b|| over the values of two tensors of any float dtype. */
-static double norm_rel(ganfw_tensor *a, ganfw_tensor *b) {
-  ganfw_tensor *fa = ganfw_tensor_as_dtype(a, GANFW_DTYPE_F32, GANFW_MEM_OTHER);
-  ganfw_tensor *fb = ganfw_tensor_as_dtype(b, GANFW_DTYPE_F32, GANFW_MEM_OTHER);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fa);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fb);
-  CU_ASSERT_EQUAL_FATAL(fa->numel, fb->numel);
-  double d = 0, r = 0;
-  const float *x = fa->data, *y = fb->data;
-  for (int64_t i = 0; i < fa->numel; i++) {
-    d += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
-    r += (double)y[i] * y[i];
-  }
-  ganfw_tensor_destroy(fa);
-  ganfw_tensor_destroy(fb);
-  return sqrt(d / fmax(r, 1e-30));
-}
-
 static ganfw_tensor *host_tensor(ganfw_ctx *c, int32_t ndim, const int64_t *shape, float lo,
                                  float hi, uint64_t seed) {
   ganfw_tensor *t = ganfw_tensor_create(c, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_DATA, "in");
@@ -452,14 +434,14 @@ static void check_executor(int32_t dtype, double tol) {
   CU_ASSERT_EQUAL(y32->dtype, GANFW_DTYPE_F32);
   CU_ASSERT_EQUAL(y16->dtype, dtype);
   CU_ASSERT_EQUAL(dx16->dtype, dtype);
-  double ey = norm_rel(y16, y32), edx = norm_rel(dx16, dx32), edw = 0;
+  double ey = gt_tensor_norm_rel(y16, y32), edx = gt_tensor_norm_rel(dx16, dx32), edw = 0;
   for (int64_t i = 0; i < ganfw_net_param_count(n32); i++) {
     ganfw_param_info a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
     ganfw_net_param_info(n32, i, &a);
     ganfw_net_param_info(n16, i, &b);
     CU_ASSERT_EQUAL(b.value->dtype, GANFW_DTYPE_F32); /* f32 masters */
     CU_ASSERT_EQUAL(b.grad->dtype, GANFW_DTYPE_F32);  /* and f32 gradients */
-    edw = fmax(edw, norm_rel(b.grad, a.grad));
+    edw = fmax(edw, gt_tensor_norm_rel(b.grad, a.grad));
   }
   printf("\n  %s: output %.2g, input grad %.2g, param grads %.2g (norm-relative); activation "
          "peak %lld vs %lld bytes (%.3fx)",
@@ -522,8 +504,8 @@ static void test_maxpool_exact(void) {
     ganfw_tape_destroy(t);
   }
   CU_ASSERT_EQUAL(y[1]->dtype, GANFW_DTYPE_F16);
-  CU_ASSERT_EQUAL(norm_rel(y[1], y[0]), 0.0);
-  CU_ASSERT_EQUAL(norm_rel(dx[1], dx[0]), 0.0);
+  CU_ASSERT_EQUAL(gt_tensor_norm_rel(y[1], y[0]), 0.0);
+  CU_ASSERT_EQUAL(gt_tensor_norm_rel(dx[1], dx[0]), 0.0);
   for (int k = 0; k < 2; k++) {
     ganfw_tensor_destroy(y[k]);
     ganfw_tensor_destroy(dx[k]);

@@ -281,24 +281,6 @@ static ganfw_net *make_net(ganfw_ctx *c) {
   return net;
 }
 
-/* ||a - b|| / ||b|| over two tensors of any float dtype. */
-static double norm_rel(ganfw_tensor *a, ganfw_tensor *b) {
-  ganfw_tensor *fa = ganfw_tensor_as_dtype(a, GANFW_DTYPE_F32, GANFW_MEM_OTHER);
-  ganfw_tensor *fb = ganfw_tensor_as_dtype(b, GANFW_DTYPE_F32, GANFW_MEM_OTHER);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fa);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fb);
-  CU_ASSERT_EQUAL_FATAL(fa->numel, fb->numel);
-  double d = 0, r = 0;
-  const float *x = fa->data, *y = fb->data;
-  for (int64_t i = 0; i < fa->numel; i++) {
-    d += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
-    r += (double)y[i] * y[i];
-  }
-  ganfw_tensor_destroy(fa);
-  ganfw_tensor_destroy(fb);
-  return sqrt(d / fmax(r, 1e-30));
-}
-
 static ganfw_tensor *input(ganfw_ctx *c, int32_t ndim, const int64_t *shape, uint64_t seed) {
   ganfw_tensor *t = ganfw_tensor_create(c, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_DATA, "in");
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
@@ -341,18 +323,18 @@ static pass_result compare_paths(int32_t dtype) {
     ganfw_tensor_destroy(x);
     ganfw_tensor_destroy(dy);
   }
-  r.y = fmax(norm_rel(y[1], y[0]), norm_rel(ye[1], ye[0]));
-  r.dx = norm_rel(dx[1], dx[0]);
+  r.y = fmax(gt_tensor_norm_rel(y[1], y[0]), gt_tensor_norm_rel(ye[1], ye[0]));
+  r.dx = gt_tensor_norm_rel(dx[1], dx[0]);
   for (int64_t i = 0; i < ganfw_net_param_count(net[0]); i++) {
     ganfw_param_info a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
     ganfw_net_param_info(net[0], i, &a);
     ganfw_net_param_info(net[1], i, &b);
-    r.dw = fmax(r.dw, norm_rel(b.grad, a.grad));
+    r.dw = fmax(r.dw, gt_tensor_norm_rel(b.grad, a.grad));
   }
   for (int64_t i = 0;; i++) { /* BatchNorm's running statistics */
     ganfw_net_buffer a, b;
     if (!ganfw_net_buffer_at(net[0], i, &a) || !ganfw_net_buffer_at(net[1], i, &b)) break;
-    if (a.tensor && b.tensor) r.running = fmax(r.running, norm_rel(b.tensor, a.tensor));
+    if (a.tensor && b.tensor) r.running = fmax(r.running, gt_tensor_norm_rel(b.tensor, a.tensor));
   }
   for (int k = 0; k < 2; k++) {
     ganfw_tensor_destroy(y[k]);

@@ -11,6 +11,8 @@
 
 #include "error.h"
 #include "safetensors.h"
+#include "tensor.h"
+#include "tensor_cast.h"
 
 /* Records a CUnit failure with `msg` (CUnit copies it) and prints it at once. */
 static void gt_fail(const char *msg) {
@@ -480,4 +482,21 @@ static int write_idx_pair(const char *dir, const char *prefix, int n, uint64_t s
 int gt_write_mnist(const char *dir, int n_train, int n_test, uint64_t seed) {
   if (write_idx_pair(dir, "train", n_train, seed) != 0) return -1;
   return write_idx_pair(dir, "t10k", n_test, seed + 1);
+}
+
+double gt_tensor_norm_rel(ganfw_tensor *a, ganfw_tensor *b) {
+  ganfw_tensor *fa = ganfw_tensor_as_dtype(a, GANFW_DTYPE_F32, GANFW_MEM_OTHER);
+  ganfw_tensor *fb = ganfw_tensor_as_dtype(b, GANFW_DTYPE_F32, GANFW_MEM_OTHER);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fa);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fb);
+  CU_ASSERT_EQUAL_FATAL(fa->numel, fb->numel);
+  double d = 0, r = 0;
+  const float *x = fa->data, *y = fb->data;
+  for (int64_t i = 0; i < fa->numel; i++) {
+    d += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+    r += (double)y[i] * y[i];
+  }
+  ganfw_tensor_destroy(fa);
+  ganfw_tensor_destroy(fb);
+  return sqrt(d / fmax(r, 1e-30));
 }

@@ -7,6 +7,8 @@
 #include <CUnit/CUnit.h>
 #include <stdint.h>
 
+#include "ganfw/tensor.h"
+
 /* A suite file defines `static CU_TestInfo tests[] = {{"name", fn}, ..., CU_TEST_INFO_NULL};`
  * and ends with GT_MAIN("suite name", tests). The runner exits non-zero when any assertion
  * failed (so CTest sees it), and prints CUnit's summary. */
@@ -42,6 +44,11 @@ double gt_max_rel_err(const float *a, const float *b, int64_t n, double floor);
  * failure under `what`. Returns the error reached, so suites can report tolerances. */
 double gt_check_close(const char *what, const float *got, const float *want, int64_t n, double tol,
                       double floor);
+
+/* ||a - b|| / ||b|| over the values of two tensors of equal element count and any float
+ * dtype (f32, f16, bf16: compared as f32), in double; asserts (fatally) that both can be
+ * read. */
+double gt_tensor_norm_rel(ganfw_tensor *a, ganfw_tensor *b);
 
 /* --- finite differences ----------------------------------------------------------------
  * For a function y = f(inputs) that `forward(ctx)` recomputes into y[0..ny), checks the
