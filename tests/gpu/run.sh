@@ -5,7 +5,8 @@
 # and with AMP for 200 steps on CUDA (64x64 RGB, a synthetic folder data set), then times
 # the training step and peak memory of configs/dcgan.yaml, dcgan_amp.yaml and
 # dcgan_ckpt.yaml at 64x64 RGB, batch 64, against the same model in PyTorch on CUDA
-# (bench/dcgan_torch_cuda.py), and prints one table. About 3-5 minutes on an H200, most of
+# (bench/dcgan_torch_cuda.py), records `ganfw plan --measure` of the f32 and amp bench
+# configs (where the memory goes, by category and layer), and prints one table. About 3-5 minutes on an H200, most of
 # it the build; every stage has a time limit so that the whole stays under 8 minutes.
 #
 #   tests/gpu/run.sh
@@ -191,6 +192,17 @@ for cfg in dcgan dcgan_amp dcgan_ckpt; do
     t_res[$cfg]=$(value peak_reserved_mib "$tline")
   fi
   say "# bench $cfg: ${gline:-ganfw: no result line} | ${tline:-torch: no result line}"
+done
+
+# --- where the memory goes: ganfw plan --measure of the f32 and amp bench configs (plan vs a
+# real step on CUDA, per category; the per-layer table is in plan_<cfg>.log) -----------------
+for cfg in dcgan dcgan_amp; do
+  if stage "plan $cfg" 60 "plan_$cfg.log" "$build/ganfw" plan "$tmp/bench_$cfg.yaml" --measure \
+    --set data.dataset=folder --set "data.path=$data"; then
+    say "# plan --measure $cfg (MiB: plan, measured, diff):"
+    grep -E "^peak (allocated|reserved|activation|workspace) " "$out/plan_$cfg.log" |
+      sed 's/^/#   /' | tee -a "$out/run.log" >/dev/null
+  fi
 done
 
 # --- the table ---------------------------------------------------------------------------------
