@@ -6,8 +6,9 @@
 # the training step and peak memory of configs/dcgan.yaml, dcgan_amp.yaml and
 # dcgan_ckpt.yaml at 64x64 RGB, batch 64, against the same model in PyTorch on CUDA
 # (bench/dcgan_torch_cuda.py), records `ganfw plan --measure` of the f32 and amp bench
-# configs (where the memory goes, by category and layer), and prints one table. About 3-5 minutes on an H200, most of
-# it the build; every stage has a time limit so that the whole stays under 8 minutes.
+# configs (where the memory goes, by category and layer), and prints one table. About 3-5
+# minutes on an H200, most of it the build; every stage has a time limit so that the whole
+# stays under 8 minutes.
 #
 #   tests/gpu/run.sh
 #   env: BUILD_DIR (build-gpu), JOBS (all cores), PYTHON (python3: PyTorch with CUDA),
