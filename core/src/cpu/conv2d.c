@@ -12,7 +12,15 @@
  * larger: about 16 MiB at most whatever the batch, and the same for any thread count. A
  * kernel that covers the whole unpadded input (P = Q = 1, DC-GAN's 4x4 -> 1x1) is a plain
  * GEMM over the batch without workspace. conv_transpose2d.c runs on these functions with
- * the roles swapped. */
+ * the roles swapped.
+ * 4x4 kernels of stride 2 (DC-GAN's layers) go to conv_winograd.c instead, for the shapes
+ * ganfw_cpu_conv2d_winograd_use picks: those where it is faster and its workspace (the
+ * transformed weights, 2.25x the weights, and chunks of transformed tiles) fits within
+ * im2col's, so that the workspace a conv reports, and every memory figure and plan built on
+ * it, is the same for both paths. GANFW_CONV_IM2COL=1 in the environment (read once) keeps
+ * every conv on im2col + GEMM, for benchmarks and tests. */
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -20,6 +28,7 @@
 #define CONV_AVX512 1
 #endif
 
+#include "conv_winograd.h"
 #include "cpu_ops.h"
 
 /* Chunk buffers are sized to hold at most this many bytes each (col and the GEMM
@@ -301,12 +310,32 @@ static int64_t conv_ld(int64_t nb, int64_t PQ) {
   return lines * 16;
 }
 
-size_t ganfw_cpu_conv2d_workspace(ganfw_backend *be, const ganfw_conv2d_shape *s) {
-  (void)be;
+static pthread_once_t im2col_once = PTHREAD_ONCE_INIT;
+static int im2col_forced;
+
+static void read_im2col_env(void) {
+  const char *v = getenv("GANFW_CONV_IM2COL");
+  im2col_forced = v && *v && strcmp(v, "0") != 0;
+}
+
+/* 1 when `pass` of this shape runs on the Winograd kernels. */
+static int conv_winograd(const ganfw_conv2d_shape *s, ganfw_conv_pass pass) {
+  pthread_once(&im2col_once, read_im2col_env);
+  return !im2col_forced && !conv_is_dense(s) && ganfw_cpu_conv2d_winograd_use(s, pass);
+}
+
+size_t ganfw_cpu_conv2d_im2col_workspace(const ganfw_conv2d_shape *s) {
   if (conv_is_dense(s)) return 0;
   const int64_t chunk = conv_chunk(s), ld = conv_ld(chunk, s->P * s->Q);
   const int64_t floats = (s->C * s->R * s->S + s->K) * ld + chunk * conv_plane(s);
   return (size_t)floats * sizeof(float);
+}
+
+/* The Winograd path sizes its chunks to fit this too (conv_winograd.h), so the workspace of
+ * a conv is the same whichever path runs it. */
+size_t ganfw_cpu_conv2d_workspace(ganfw_backend *be, const ganfw_conv2d_shape *s) {
+  (void)be;
+  return ganfw_cpu_conv2d_im2col_workspace(s);
 }
 
 /* y[i][k][:] = out[k][i*PQ ...] (+ b[k]) for the n images of a group; out rows hold ld. */
@@ -383,6 +412,10 @@ void ganfw_cpu_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *s, co
                               const float *w, const float *b, float *y, void *ws) {
   const int64_t N = s->N, K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q;
   const int64_t CHW = s->C * s->H * s->W;
+  if (conv_winograd(s, GANFW_CONV_PASS_FORWARD)) {
+    ganfw_cpu_conv2d_winograd_forward(s, x, w, b, y, ws);
+    return;
+  }
   if (conv_is_dense(s)) {
     /* y[N, K] = x[N, CRS] * w[K, CRS]^T (+ b): start from the bias, then add. */
     if (b) {
@@ -424,6 +457,15 @@ void ganfw_cpu_conv2d_backward(ganfw_backend *be, const ganfw_conv2d_shape *s, c
   const int64_t N = s->N, K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q;
   const int64_t CHW = s->C * s->H * s->W;
   if (db) bias_grad(N, K, PQ, dy, db, accumulate);
+  const int wino_dx = dx && conv_winograd(s, GANFW_CONV_PASS_DATA);
+  const int wino_dw = dw && conv_winograd(s, GANFW_CONV_PASS_FILTER);
+  if (wino_dx || wino_dw) {
+    /* The passes Winograd does not take stay on im2col + GEMM below. */
+    ganfw_cpu_conv2d_winograd_backward(s, x, w, dy, wino_dx ? dx : NULL, wino_dw ? dw : NULL,
+                                       accumulate, ws);
+    if (wino_dx) dx = NULL;
+    if (wino_dw) dw = NULL;
+  }
   if (conv_is_dense(s)) {
     /* dy is [N, K]: dx[N, CRS] = dy * w[K, CRS]; dw[K, CRS] (+)= dy^T * x[N, CRS]. */
     if (dw)
