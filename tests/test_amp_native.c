@@ -4,7 +4,8 @@
  * groups lp_ops names and the converting path (layer_dtype.c) for the rest, give what the
  * CPU backend's converting path gives, never take them in f32, and `ganfw plan` (the meta
  * backend with this backend as its shadow) must still predict the measured step exactly.
- * Also the loss scaler's non-finite check through a backend's nonfinite_many. */
+ * Also the loss scaler's non-finite check through a backend's nonfinite_many, and the
+ * trainers' page-locked staging buffers. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,10 +222,38 @@ static int32_t nonfinite_many(ganfw_backend *be, int64_t n, const float *const *
   return any;
 }
 
+/* Page-locked memory as malloc'd memory with counters; `pinned_fails` refuses it. */
+static int64_t pinned_allocs, pinned_frees, async_copies;
+static int pinned_fails;
+
+static void *host_alloc_pinned(ganfw_backend *be, size_t bytes) {
+  (void)be;
+  if (pinned_fails) {
+    ganfw_error_set(GANFW_ERR_OOM, "test: no page-locked memory");
+    return NULL;
+  }
+  pinned_allocs++;
+  return malloc(bytes);
+}
+
+static void host_free_pinned(ganfw_backend *be, void *p) {
+  (void)be;
+  pinned_frees++;
+  free(p);
+}
+
+static ganfw_status copy_h2d_async(ganfw_backend *be, void *dst, const void *src, size_t bytes) {
+  async_copies++;
+  return cpu()->vt->copy_h2d(be, dst, src, bytes);
+}
+
 static int suite_init(void) {
   lp_vt = *ganfw_cpu_backend()->vt;
   lp_vt.name = "cpu+lp";
   lp_vt.nonfinite_many = nonfinite_many;
+  lp_vt.host_alloc_pinned = host_alloc_pinned;
+  lp_vt.host_free_pinned = host_free_pinned;
+  lp_vt.copy_h2d_async = copy_h2d_async;
   lp_vt.lp_ops = lp_ops;
   lp_vt.conv2d_workspace_lp = conv_ws_lp;
   lp_vt.conv2d_forward_lp = conv_fwd_lp;
@@ -487,11 +516,50 @@ static void test_nonfinite_many(void) {
   ganfw_ctx_destroy(c);
 }
 
+/* --- staging buffers for uploads ------------------------------------------------------- */
+
+/* Page-locked staging when the backend has it (uploads through copy_h2d_async), plain
+ * memory and plain copies when it refuses, with no error left behind; the CPU has none. */
+static void test_staging(void) {
+  ganfw_ctx *c = make_ctx(1);
+  const int64_t n = 300;
+  ganfw_tensor *t = ganfw_tensor_create(c, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_DATA, "batch");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  for (int fail = 0; fail < 2; fail++) {
+    pinned_fails = fail;
+    pinned_allocs = pinned_frees = async_copies = 0;
+    int32_t pinned = -1;
+    float *h = ganfw_host_staging_alloc(c, (size_t)n * sizeof *h, &pinned);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    CU_ASSERT_EQUAL(pinned, !fail);
+    CU_ASSERT_EQUAL(ganfw_error_code(), GANFW_OK);
+    for (int64_t i = 0; i < n; i++) h[i] = (float)i * 0.5f;
+    CU_ASSERT_EQUAL(ganfw_tensor_from_staging(t, h, t->nbytes, pinned), GANFW_OK);
+    CU_ASSERT_EQUAL(async_copies, !fail);
+    CU_ASSERT_EQUAL(memcmp(t->data, h, (size_t)t->nbytes), 0);
+    CU_ASSERT_EQUAL(ganfw_tensor_from_staging(t, h, t->nbytes - 4, pinned), GANFW_ERR_INVALID_ARG);
+    ganfw_host_staging_free(c, h, pinned);
+    CU_ASSERT_EQUAL(pinned_frees, !fail);
+    CU_ASSERT_EQUAL(pinned_allocs, !fail);
+  }
+  pinned_fails = 0;
+  ganfw_tensor_destroy(t);
+  ganfw_ctx_destroy(c);
+  ganfw_ctx *plain = make_ctx(0);
+  int32_t pinned = -1;
+  void *h = ganfw_host_staging_alloc(plain, 64, &pinned);
+  CU_ASSERT_PTR_NOT_NULL(h);
+  CU_ASSERT_EQUAL(pinned, 0);
+  ganfw_host_staging_free(plain, h, pinned);
+  ganfw_ctx_destroy(plain);
+}
+
 static CU_TestInfo tests[] = {{"f16_all_groups", test_f16_all_groups},
                               {"bf16_without_batchnorm", test_bf16_without_batchnorm},
                               {"f32_never_native", test_f32_never_native},
                               {"plan_follows_native_path", test_plan_follows_native_path},
                               {"nonfinite_many", test_nonfinite_many},
+                              {"staging", test_staging},
                               CU_TEST_INFO_NULL};
 
 int main(void) {

@@ -194,9 +194,9 @@ void ganfw_host_staging_free(ganfw_ctx *ctx, void *p, int32_t pinned) {
 
 ganfw_status ganfw_tensor_from_staging(ganfw_tensor *t, const void *src, int64_t nbytes,
                                        int32_t pinned) {
-  ganfw_backend *be = t ? ganfw_tensor_ctx(t)->be : NULL;
-  if (!pinned || !be->vt->copy_h2d_async || nbytes != t->nbytes)
-    return ganfw_tensor_from_host(t, src, nbytes);
+  if (!t || !pinned || nbytes != t->nbytes) return ganfw_tensor_from_host(t, src, nbytes);
+  ganfw_backend *be = ganfw_tensor_ctx(t)->be;
+  if (!be->vt->copy_h2d_async) return ganfw_tensor_from_host(t, src, nbytes);
   return be->vt->copy_h2d_async(be, t->data, src, (size_t)nbytes);
 }
 
