@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "alloc.h"
-#include "error.h"
+#include "runtime/alloc.h"
+#include "base/error.h"
 
 #define REPS 9
 

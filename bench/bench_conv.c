@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cpu/conv_winograd.h"
-#include "cpu/cpu_ops.h"
+#include "backend/cpu/conv_winograd.h"
+#include "backend/cpu/cpu_ops.h"
 
 typedef struct bench_layer {
   const char *name;

@@ -21,11 +21,11 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "error.h"
-#include "run.h"
-#include "session.h"
-#include "tensor.h"
-#include "trainer.h"
+#include "base/error.h"
+#include "train/run.h"
+#include "train/session.h"
+#include "runtime/tensor.h"
+#include "train/trainer.h"
 
 #define MAX_CONVS 16
 

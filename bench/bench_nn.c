@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cpu/cpu_ops.h"
+#include "backend/cpu/cpu_ops.h"
 
 static double now_us(void) {
   struct timespec ts;

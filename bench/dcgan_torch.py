@@ -1,7 +1,7 @@
 """PyTorch twin of bench_dcgan_step.c: the DC-GAN training step at 32x32 (G and D of
 PyTorch's examples/dcgan with one stage fewer, D without the final Sigmoid, weights_init
 N(0, 0.02)), Adam 2e-4 betas (0.5, 0.999), BCE-with-logits, in ganfw's step order
-(core/src/gan_step.c). One random real batch [N,nc,32,32] in [-1,1]; fresh noise each step.
+(core/src/train/gan_step.c). One random real batch [N,nc,32,32] in [-1,1]; fresh noise each step.
 Prints one machine-readable line:  torch median_ms=... min_ms=... rss_mib=...
 
 Run with Debian's interpreter:

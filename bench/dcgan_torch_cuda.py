@@ -4,7 +4,7 @@ GradScaler shared by both optimizers, as ganfw's amp strategy) and dcgan_ckpt.ya
 (--mode ckpt: G and D each in 2 checkpoint segments), at --size 64 with --nc 3 by default.
 The model is PyTorch's examples/dcgan at 64x64 (D without the final Sigmoid, weights_init
 N(0, 0.02)), Adam 2e-4 betas (0.5, 0.999), BCE-with-logits, in ganfw's step order
-(core/src/gan_step.c): D on the real batch, D on G(z) made under no-grad, D's step; then G
+(core/src/train/gan_step.c): D on the real batch, D on G(z) made under no-grad, D's step; then G
 through D without D's parameter gradients, G's step. One random real batch in [-1, 1];
 fresh noise every step. FP32 math as ganfw's CUDA backend: TF32 off for convolutions and
 matmuls by default (--no-tf32, stated explicitly, is the same), although PyTorch's own

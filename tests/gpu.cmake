@@ -8,7 +8,6 @@ if(GANFW_HAVE_CUDA)
     get_filename_component(name ${src} NAME_WE)
     add_executable(${name} ${src})
     target_link_libraries(${name} PRIVATE ganfw_testutil)
-    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/core/cuda)
     add_test(NAME ${name} COMMAND ${name})
     set_tests_properties(${name} PROPERTIES
       SKIP_RETURN_CODE 77

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "error.h"
+#include "runtime/alloc.h"
+#include "base/error.h"
 #include "testutil.h"
 
 #define KiB ((size_t)1 << 10)

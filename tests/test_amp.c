@@ -10,16 +10,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "ctx.h"
-#include "error.h"
-#include "net.h"
-#include "plugin_host.h"
-#include "session.h"
-#include "tensor.h"
-#include "tensor_cast.h"
+#include "config/config.h"
+#include "runtime/ctx.h"
+#include "base/error.h"
+#include "nn/net.h"
+#include "plugin/plugin_host.h"
+#include "train/session.h"
+#include "runtime/tensor.h"
+#include "runtime/tensor_cast.h"
 #include "testutil.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 static ganfw_ctx *ctx;
 static ganfw_plugin *plugin;

@@ -12,13 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctx.h"
-#include "error.h"
+#include "runtime/ctx.h"
+#include "base/error.h"
 #include "ganfw/host.h"
-#include "net.h"
-#include "probe.h"
-#include "tensor.h"
-#include "tensor_cast.h"
+#include "nn/net.h"
+#include "tools/probe.h"
+#include "runtime/tensor.h"
+#include "runtime/tensor_cast.h"
 #include "testutil.h"
 
 /* --- the test backend ----------------------------------------------------------------- */

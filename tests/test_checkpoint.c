@@ -11,13 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "ctx.h"
-#include "error.h"
-#include "log.h"
-#include "net.h"
-#include "safetensors.h"
-#include "tensor.h"
+#include "io/checkpoint.h"
+#include "runtime/ctx.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "nn/net.h"
+#include "io/safetensors.h"
+#include "runtime/tensor.h"
 #include "testutil.h"
 
 /* --- a fake optimizer: two state tensors per parameter and a step ------------------------- */

@@ -13,13 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "eval.h"
-#include "safetensors.h"
-#include "session.h"
-#include "tensor.h"
+#include "base/error.h"
+#include "tools/eval.h"
+#include "io/safetensors.h"
+#include "train/session.h"
+#include "runtime/tensor.h"
 #include "testutil.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 static char root[64];
 

@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "compare.h"
-#include "error.h"
-#include "log.h"
+#include "tools/compare.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "testutil.h"
 
 static char root[64];

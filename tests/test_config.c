@@ -1,4 +1,4 @@
-/* The YAML config (core/src/config.c, config_yaml.c): every value type and byte unit, exact
+/* The YAML config (core/src/config/config.c, config_yaml.c): every value type and byte unit, exact
  * file:line:col in errors, `extends:` chains (merge, replace, positions, cycles, missing
  * bases), --set, the unread-key check with suggestions, and the resolved config written
  * with its defaults and read back. Fixtures: tests/data/config/. */
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "error.h"
+#include "config/config.h"
+#include "base/error.h"
 #include "testutil.h"
 
 /* --- helpers ------------------------------------------------------------------------------ */

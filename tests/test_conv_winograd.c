@@ -1,4 +1,4 @@
-/* The Winograd conv2d kernels (core/src/cpu/conv_winograd.c: 4x4 kernels, stride 2) against
+/* The Winograd conv2d kernels (core/src/backend/cpu/conv_winograd.c: 4x4 kernels, stride 2) against
  * direct double sums, side by side with the im2col + GEMM path on the same data: y (with
  * bias), dx, dw overwritten and accumulated, on DC-GAN's layer shapes at batch 64 and on odd
  * sizes (odd H or W, outputs not a multiple of the 2x2 tile, N = 1, C = 1, K = 1, padding 0
@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "cpu/conv_winograd.h"
-#include "cpu/cpu_ops.h"
+#include "backend/cpu/conv_winograd.h"
+#include "backend/cpu/cpu_ops.h"
 
 #define ERR_RATIO 3.0
 /* Sums of 4 to 48 terms (C = 1, K = 1, ...): a few roundings in the transforms weigh more

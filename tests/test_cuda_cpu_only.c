@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ctx.h"
-#include "error.h"
+#include "runtime/ctx.h"
+#include "base/error.h"
 #include "testutil.h"
 
 static char root[64];

@@ -14,10 +14,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "data.h"
-#include "data_source.h"
-#include "error.h"
-#include "png_io.h"
+#include "data/data.h"
+#include "data/data_source.h"
+#include "base/error.h"
+#include "io/png_io.h"
 #include "testutil.h"
 
 /* --- fixtures ----------------------------------------------------------------------------- */

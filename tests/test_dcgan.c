@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "config.h"
-#include "ctx.h"
-#include "error.h"
+#include "runtime/alloc.h"
+#include "config/config.h"
+#include "runtime/ctx.h"
+#include "base/error.h"
 #include "ganfw/ganfw.h"
-#include "net.h"
-#include "plugin_host.h"
-#include "tensor.h"
+#include "nn/net.h"
+#include "plugin/plugin_host.h"
+#include "runtime/tensor.h"
 #include "testutil.h"
 
 /* --- fixture ------------------------------------------------------------------------------ */

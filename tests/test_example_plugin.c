@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "example_plugin_config.h"
-#include "safetensors.h"
+#include "io/safetensors.h"
 #include "testutil.h"
 
 #define EX_IMAGES 64

@@ -9,17 +9,17 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "alloc.h"
-#include "checkpoint.h"
-#include "error.h"
-#include "net.h"
-#include "plan.h"
-#include "safetensors.h"
-#include "score.h"
-#include "session.h"
-#include "tensor.h"
+#include "runtime/alloc.h"
+#include "io/checkpoint.h"
+#include "base/error.h"
+#include "nn/net.h"
+#include "tools/plan.h"
+#include "io/safetensors.h"
+#include "tools/score.h"
+#include "train/session.h"
+#include "runtime/tensor.h"
 #include "testutil.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 static char root[64];
 

@@ -9,11 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "session.h"
-#include "tensor.h"
+#include "base/error.h"
+#include "train/session.h"
+#include "runtime/tensor.h"
 #include "testutil.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 #define BATCH 64
 #define NZ    100

@@ -4,10 +4,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "ctx.h"
-#include "error.h"
-#include "net.h"
-#include "tensor.h"
+#include "runtime/ctx.h"
+#include "base/error.h"
+#include "nn/net.h"
+#include "runtime/tensor.h"
 #include "testutil.h"
 
 static ganfw_ctx *make_ctx(void) {

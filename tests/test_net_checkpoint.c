@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctx.h"
-#include "error.h"
-#include "net.h"
-#include "tensor.h"
+#include "runtime/ctx.h"
+#include "base/error.h"
+#include "nn/net.h"
+#include "runtime/tensor.h"
 #include "testutil.h"
 
 #define NLAYERS 12

@@ -1,5 +1,5 @@
-/* The CPU dense kernels (core/src/cpu/{gemm,conv2d,conv_transpose2d,linear}.c) and the shape
- * helpers (core/src/shapes.c): GEMM and the forward passes against direct double sums, every
+/* The CPU dense kernels (core/src/backend/cpu/{gemm,conv2d,conv_transpose2d,linear}.c) and the shape
+ * helpers (core/src/backend/shapes.c): GEMM and the forward passes against direct double sums, every
  * input and parameter gradient against central differences (gt_gradcheck) and against
  * direct double sums, the accumulate flag, NULL gradients, workspaces allocated at exactly
  * the reported size (run under ASan) and results that do not depend on the thread count.
@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "cpu/cpu_ops.h"
-#include "error.h"
+#include "backend/cpu/cpu_ops.h"
+#include "base/error.h"
 
 /* Errors reached (printed) must stay below these. The ops are linear in each input, so a
  * central difference with a large step is exact up to f32 rounding of the outputs. */

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/cast.h"
-#include "cpu/cpu_ops.h"
-#include "philox.h"
+#include "backend/cpu/cast.h"
+#include "backend/cpu/cpu_ops.h"
+#include "base/philox.h"
 #include "testutil.h"
 
 /* --- helpers -------------------------------------------------------------------------- */

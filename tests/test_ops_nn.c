@@ -1,4 +1,4 @@
-/* The CPU nn kernels (core/src/cpu/{batchnorm2d,activation,pool2d,dropout,loss}.c) against
+/* The CPU nn kernels (core/src/backend/cpu/{batchnorm2d,activation,pool2d,dropout,loss}.c) against
  * central differences (gt_gradcheck) for every backward, and against direct double
  * formulas for the forward passes, over several shapes (the DC-GAN BatchNorm shapes at
  * batch 64 among them), plus the properties the layers rely on: running statistics,
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "cpu/cpu_ops.h"
-#include "philox.h"
+#include "backend/cpu/cpu_ops.h"
+#include "base/philox.h"
 
 static float *falloc(int64_t n) {
   return gt_alloc((size_t)n * sizeof(float));

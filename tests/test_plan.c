@@ -10,12 +10,12 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "alloc.h"
-#include "backend.h"
-#include "cpu/cpu_ops.h"
-#include "error.h"
-#include "log.h"
-#include "plan.h"
+#include "runtime/alloc.h"
+#include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "tools/plan.h"
 #include "testutil.h"
 
 #define MIB (1024.0 * 1024.0)

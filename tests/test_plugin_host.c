@@ -1,4 +1,4 @@
-/* Tests for the plugin host (core/src/plugin_host.c) against the test plugins that
+/* Tests for the plugin host (core/src/plugin/plugin_host.c) against the test plugins that
  * tests/plugins.cmake builds into $GANFW_TEST_BUILD_DIR/tests/plugins: valid plugins of each
  * kind (called through their vtables with a small fake host), every broken descriptor and
  * file, the search order, loading by path, the `ganfw plugins` listing and the exports. */
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "ganfw/ganfw.h"
-#include "plugin_host.h"
+#include "plugin/plugin_host.h"
 #include "testutil.h"
 
 #ifndef GANFW_NM

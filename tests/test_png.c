@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "png_io.h"
+#include "base/error.h"
+#include "io/png_io.h"
 #include "testutil.h"
 
 static char tmp_root[64];

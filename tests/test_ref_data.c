@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "data_source.h"
+#include "data/data_source.h"
 #include "testutil.h"
 
 static void check_case(const char *name) {

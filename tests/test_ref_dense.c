@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "testutil.h"
-#include "cpu/cpu_ops.h"
+#include "backend/cpu/cpu_ops.h"
 
 #define REF_TOL     1e-4
 #define REF_FLOOR   1e-2

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cpu/cast.h"
-#include "cpu/cpu_ops.h"
+#include "backend/cpu/cast.h"
+#include "backend/cpu/cpu_ops.h"
 #include "testutil.h"
 
 static gt_ref *ref;

@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "error.h"
-#include "session.h"
-#include "tensor.h"
+#include "io/checkpoint.h"
+#include "base/error.h"
+#include "train/session.h"
+#include "runtime/tensor.h"
 #include "testutil.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 static const char config_text[] = "seed: 1\n"
                                   "device: {type: cpu, threads: 2}\n"

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "cpu/cpu_ops.h"
+#include "backend/cpu/cpu_ops.h"
 
 /* The reference file, opened by each test (gt_ref_open records the failure when it is
  * missing) and closed at its end. */

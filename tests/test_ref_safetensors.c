@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
+#include "io/safetensors.h"
 #include "testutil.h"
 
 static double exact_value(int k) {

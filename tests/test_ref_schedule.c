@@ -1,10 +1,10 @@
-/* Learning-rate schedules (core/src/schedule.c) against PyTorch 1.13's schedulers stepped
+/* Learning-rate schedules (core/src/train/schedule.c) against PyTorch 1.13's schedulers stepped
  * once per optimizer step (tests/ref/gen_schedule.py): StepLR, CosineAnnealingLR, and a
  * LinearLR warm-up joined to cosine, step or nothing by SequentialLR; 60 steps each. */
 #include <math.h>
 #include <stdio.h>
 
-#include "schedule.h"
+#include "train/schedule.h"
 #include "testutil.h"
 
 #define STEPS   60

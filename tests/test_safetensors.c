@@ -1,4 +1,4 @@
-/* The safetensors reader and atomic writer (core/src/safetensors.c): round trips of every
+/* The safetensors reader and atomic writer (core/src/io/safetensors.c): round trips of every
  * dtype and shape, and corrupt files (truncated at every length, bad header lengths, bad
  * JSON, bad offsets, unknown dtypes, random mutations) each refused with a clear message. */
 #include <dirent.h>
@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "safetensors.h"
+#include "base/error.h"
+#include "io/safetensors.h"
 #include "testutil.h"
 
 /* --- helpers ------------------------------------------------------------------------------ */

@@ -1,4 +1,4 @@
-/* Learning-rate schedules (core/src/schedule.c): the rate of each step against values
+/* Learning-rate schedules (core/src/train/schedule.c): the rate of each step against values
  * worked out here from the formulas in docs/CONFIG.md, reading the optim.schedule keys
  * (defaults, the keys each kind reads, errors naming the key). PyTorch's schedulers are
  * compared in test_ref_schedule.c. */
@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
-#include "error.h"
-#include "schedule.h"
+#include "config/config.h"
+#include "base/error.h"
+#include "train/schedule.h"
 #include "testutil.h"
 
 #define EQ(a, b) CU_ASSERT(fabs((a) - (b)) <= 1e-12 * fmax(1.0, fabs(b)))

@@ -7,12 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "safetensors.h"
-#include "sample.h"
-#include "session.h"
+#include "base/error.h"
+#include "io/safetensors.h"
+#include "tools/sample.h"
+#include "train/session.h"
 #include "testutil.h"
-#include "trainer.h"
+#include "train/trainer.h"
 
 static char root[64];
 

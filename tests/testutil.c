@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "safetensors.h"
-#include "tensor.h"
-#include "tensor_cast.h"
+#include "base/error.h"
+#include "io/safetensors.h"
+#include "runtime/tensor.h"
+#include "runtime/tensor_cast.h"
 
 /* Records a CUnit failure with `msg` (CUnit copies it) and prints it at once. */
 static void gt_fail(const char *msg) {

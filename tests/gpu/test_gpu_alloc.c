@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "ctx.h"
-#include "cuda_backend.h"
-#include "error.h"
+#include "runtime/alloc.h"
+#include "runtime/ctx.h"
+#include "backend/cuda/cuda_backend.h"
+#include "base/error.h"
 #include "testutil.h"
 
 #define MiB ((size_t)1 << 20)

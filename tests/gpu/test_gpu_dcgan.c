@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_backend.h"
-#include "error.h"
-#include "run.h"
-#include "session.h"
-#include "tensor.h"
-#include "trainer.h"
+#include "backend/cuda/cuda_backend.h"
+#include "base/error.h"
+#include "train/run.h"
+#include "train/session.h"
+#include "runtime/tensor.h"
+#include "train/trainer.h"
 #include "testutil.h"
 
 #define STEPS 3

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_backend.h"
-#include "error.h"
+#include "backend/cuda/cuda_backend.h"
+#include "base/error.h"
 #include "testutil.h"
 
 #define TOL_F32 1e-3
@@ -1124,7 +1124,7 @@ static void test_error_record(void) {
   CU_ASSERT_EQUAL(gpu->vt->last_error(gpu), GANFW_ERR_UNSUPPORTED);
   const char *msg = ganfw_error_message();
   CU_ASSERT_PTR_NOT_NULL(strstr(msg, "cublasSgemm"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(msg, "core/cuda/gemm.c:"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(msg, "core/src/backend/cuda/gemm.c:"));
   /* copies and synchronize report it too, until cleared */
   CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_ERR_UNSUPPORTED);
   ganfw_cuda_clear_error(gpu);

@@ -13,7 +13,7 @@ import tempfile
 
 import torch
 
-# torch dtype -> (safetensors name, element size). Read by the C side (core/src/safetensors.c).
+# torch dtype -> (safetensors name, element size). Read by the C side (core/src/io/safetensors.c).
 _DTYPES = {
     torch.float32: ("F32", 4),
     torch.float64: ("F64", 8),

@@ -1,0 +1,515 @@
+/* conv2d on the CPU: x [N,C,H,W] * w [K,C,R,S] (+ b [K]) -> y [N,K,P,Q], and its backward,
+ * by im2col and GEMM (OpenBLAS through ganfw_cpu_gemm). Images go in chunks, and a chunk in
+ * groups of at least CONV_GROUP_COLS GEMM columns that one thread takes from im2col to the
+ * result while the group's columns are in its core's cache (col has CRS = C*R*S rows):
+ *   forward        col_g = im2col(x_g) [CRS, n*PQ]; out_g = w[K, CRS] * col_g; scatter into y
+ *   backward-data  col_g = w^T * dy_g;  col2im(col_g) into dx_g
+ *   backward-filt  dw[K, CRS] (+)= dyc * col^T over a whole chunk: one GEMM with a long inner
+ *                  dimension, split over the threads by ganfw_cpu_gemm
+ * Workspace (ganfw_cpu_conv2d_workspace): one chunk's col [CRS, ld] and out/dyc [K, ld] with
+ * ld ~ chunk*P*Q, plus a zero-padded input plane per image of the chunk. A chunk holds at
+ * most CONV_CHUNK_BYTES (8 MiB) of columns and as much of outputs, or one image when that is
+ * larger: about 16 MiB at most whatever the batch, and the same for any thread count. A
+ * kernel that covers the whole unpadded input (P = Q = 1, DC-GAN's 4x4 -> 1x1) is a plain
+ * GEMM over the batch without workspace. conv_transpose2d.c runs on these functions with
+ * the roles swapped.
+ * 4x4 kernels of stride 2 (DC-GAN's layers) go to conv_winograd.c instead, for the shapes
+ * ganfw_cpu_conv2d_winograd_use picks: those where it is faster and its workspace (the
+ * transformed weights, 2.25x the weights, and chunks of transformed tiles) fits within
+ * im2col's, so that the workspace a conv reports, and every memory figure and plan built on
+ * it, is the same for both paths. GANFW_CONV_IM2COL=1 in the environment (read once) keeps
+ * every conv on im2col + GEMM, for benchmarks and tests. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define CONV_AVX512 1
+#endif
+
+#include "backend/cpu/conv_winograd.h"
+#include "backend/cpu/cpu_ops.h"
+
+/* Chunk buffers are sized to hold at most this many bytes each (col and the GEMM
+ * output), or one image when a single image is larger. */
+#define CONV_CHUNK_BYTES ((size_t)8 << 20)
+/* A group (the images one thread takes through im2col, GEMM and scatter in a row) spans at
+ * least this many GEMM columns, so that the single-threaded GEMM runs at full speed. */
+#define CONV_GROUP_COLS 128
+/* Loops over fewer elements than this stay on one thread, and so do chunks of fewer
+ * multiply-adds than CONV_PARALLEL_MIN_MACS: starting a team costs microseconds, and far more
+ * when the cores are shared. */
+#define CONV_PARALLEL_MIN      65536
+#define CONV_PARALLEL_MIN_MACS (1 << 21)
+
+/* The kernel covers the whole unpadded input: col of an image is the image itself. */
+static int conv_is_dense(const ganfw_conv2d_shape *s) {
+  return s->P == 1 && s->Q == 1 && s->pad_h == 0 && s->pad_w == 0 && s->R == s->H && s->S == s->W;
+}
+
+/* Images per chunk. */
+static int64_t conv_chunk(const ganfw_conv2d_shape *s) {
+  size_t PQ = (size_t)(s->P * s->Q);
+  size_t col_img = (size_t)(s->C * s->R * s->S) * PQ * sizeof(float);
+  size_t out_img = (size_t)s->K * PQ * sizeof(float);
+  size_t per_img = col_img > out_img ? col_img : out_img;
+  int64_t nb = (int64_t)(CONV_CHUNK_BYTES / per_img);
+  if (nb < 1) nb = 1;
+  if (nb > s->N) nb = s->N;
+  return nb;
+}
+
+/* Images per group within a chunk of nb: enough GEMM columns, yet at least one group per
+ * thread when the chunk allows. */
+static int64_t conv_group(const ganfw_conv2d_shape *s, int64_t nb) {
+  const int64_t PQ = s->P * s->Q;
+  int64_t g = (CONV_GROUP_COLS + PQ - 1) / PQ;
+  const int64_t per_thread = nb / ganfw_cpu_threads();
+  if (g > per_thread) g = per_thread;
+  return g < 1 ? 1 : g;
+}
+
+/* Floats of the scratch plane each image of a chunk owns: the input plane padded with zeros
+ * (im2col reads it; col2im accumulates into it), plus slack so that the vector code may
+ * read and write whole 16-float vectors past a row's end. */
+#define CONV_PLANE_SLACK 32
+static int64_t conv_plane(const ganfw_conv2d_shape *s) {
+  const int64_t floats = (s->H + 2 * s->pad_h) * (s->W + 2 * s->pad_w) + CONV_PLANE_SLACK;
+  return (floats + 15) / 16 * 16;
+}
+
+/* Plane x (H x W) with pad_h rows and pad_w columns of zeros around it, in pad. */
+static void pad_plane(const ganfw_conv2d_shape *s, const float *x, float *pad) {
+  const int64_t H = s->H, W = s->W, ph = s->pad_h, pw = s->pad_w, Wp = W + 2 * pw;
+  memset(pad, 0, (size_t)(ph * Wp) * sizeof *pad);
+  float *row = pad + ph * Wp;
+  for (int64_t h = 0; h < H; h++, row += Wp) {
+    for (int64_t j = 0; j < pw; j++) row[j] = 0.0f;
+    memcpy(row + pw, x + h * W, (size_t)W * sizeof *row);
+    for (int64_t j = pw + W; j < Wp; j++) row[j] = 0.0f;
+  }
+  memset(row, 0, (size_t)(ph * Wp + CONV_PLANE_SLACK) * sizeof *pad);
+}
+
+/* The strided block copies behind im2col and col2im, for one (c, r, s) row of one image,
+ * between the compact block d/src [P, Q] and the padded plane (rows `step` apart):
+ *   gather   d[p*Q + q]  = plane[p*step + q*sw]
+ *   scatter  plane[p*step + q*sw] += src[p*Q + q]
+ * Rows are short (Q = 4..16 in DC-GAN), too short for the compiler's vector loops, so
+ * strides 1 and 2 have AVX-512 versions; the plane's slack lets them read (gather) and
+ * read-add-write (scatter) whole vectors past a row's end. Other strides are scalar. */
+static void block_gather_scalar(float *restrict d, const float *restrict plane, int64_t P,
+                                int64_t Q, int64_t step, int64_t sw) {
+  for (int64_t p = 0; p < P; p++, d += Q, plane += step)
+    for (int64_t q = 0; q < Q; q++) d[q] = plane[q * sw];
+}
+
+static void block_scatter_scalar(float *restrict plane, const float *restrict src, int64_t P,
+                                 int64_t Q, int64_t step, int64_t sw) {
+  for (int64_t p = 0; p < P; p++, src += Q, plane += step)
+    for (int64_t q = 0; q < Q; q++) plane[q * sw] += src[q];
+}
+
+#ifdef CONV_AVX512
+/* Lanes [0, n) of a 16-lane mask. */
+static inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+}
+
+/* Stores lanes [0, n) of v with plain stores of 16, 8, 4, 2 and 1 floats: masked stores are
+ * many times slower on some CPUs (AMD Zen 4). */
+__attribute__((target("avx512f"))) static inline void store_n(float *d, __m512 v, int64_t n) {
+  if (n >= 16) {
+    _mm512_storeu_ps(d, v);
+    return;
+  }
+  __m256 y = _mm512_castps512_ps256(v);
+  if (n >= 8) {
+    _mm256_storeu_ps(d, y);
+    y = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    d += 8, n -= 8;
+  }
+  __m128 x = _mm256_castps256_ps128(y);
+  if (n >= 4) {
+    _mm_storeu_ps(d, x);
+    x = _mm256_extractf128_ps(y, 1);
+    d += 4, n -= 4;
+  }
+  if (n >= 2) {
+    _mm_storel_pi((__m64 *)d, x);
+    x = _mm_movehl_ps(x, x);
+    d += 2, n -= 2;
+  }
+  if (n >= 1) _mm_store_ss(d, x);
+}
+
+__attribute__((target("avx512f"))) static void
+block_gather_avx512(float *d, const float *plane, int64_t P, int64_t Q, int64_t step, int64_t sw) {
+  if (sw == 1) {
+    for (int64_t p = 0; p < P; p++, d += Q, plane += step)
+      for (int64_t q = 0; q < Q; q += 16) store_n(d + q, _mm512_loadu_ps(plane + q), Q - q);
+    return;
+  }
+  /* Stride 2: the even lanes of two consecutive vectors, picked by one permute. */
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  int64_t p = 0;
+  if (Q == 4) {
+    /* Four rows of 4 make one vector (DC-GAN's 8x8 -> 4x4): pairs of rows, then halves. */
+    const __m512i pair = _mm512_setr_epi32(0, 2, 4, 6, 16, 18, 20, 22, 0, 2, 4, 6, 16, 18, 20, 22);
+    for (; p + 3 < P; p += 4, d += 16, plane += 4 * step) {
+      __m512 v01 =
+          _mm512_permutex2var_ps(_mm512_loadu_ps(plane), pair, _mm512_loadu_ps(plane + step));
+      __m512 v23 = _mm512_permutex2var_ps(_mm512_loadu_ps(plane + 2 * step), pair,
+                                          _mm512_loadu_ps(plane + 3 * step));
+      _mm512_storeu_ps(d, _mm512_shuffle_f32x4(v01, v23, _MM_SHUFFLE(1, 0, 1, 0)));
+    }
+  }
+  if (Q == 8) {
+    /* Two rows of 8 make one vector (DC-GAN's 16x16 -> 8x8). */
+    for (; p + 1 < P; p += 2, d += 16, plane += 2 * step) {
+      __m512 v =
+          _mm512_permutex2var_ps(_mm512_loadu_ps(plane), even, _mm512_loadu_ps(plane + step));
+      _mm512_storeu_ps(d, v);
+    }
+  }
+  for (; p < P; p++, d += Q, plane += step) {
+    for (int64_t q = 0; q < Q; q += 16) {
+      __m512 v = _mm512_permutex2var_ps(_mm512_loadu_ps(plane + 2 * q), even,
+                                        _mm512_loadu_ps(plane + 2 * q + 16));
+      store_n(d + q, v, Q - q);
+    }
+  }
+}
+
+__attribute__((target("avx512f"))) static void block_scatter_avx512(float *plane, const float *src,
+                                                                    int64_t P, int64_t Q,
+                                                                    int64_t step, int64_t sw) {
+  if (sw == 1) {
+    for (int64_t p = 0; p < P; p++, src += Q, plane += step) {
+      for (int64_t q = 0; q < Q; q += 16) {
+        __m512 v = _mm512_maskz_loadu_ps(lanes(Q - q), src + q);
+        _mm512_storeu_ps(plane + q, _mm512_add_ps(_mm512_loadu_ps(plane + q), v));
+      }
+    }
+    return;
+  }
+  /* Stride 2: spread 16 source floats over the even lanes of two vectors (odd lanes 0). */
+  const __m512i spread_lo =
+      _mm512_setr_epi32(0, 16, 1, 16, 2, 16, 3, 16, 4, 16, 5, 16, 6, 16, 7, 16);
+  const __m512i spread_hi =
+      _mm512_setr_epi32(8, 16, 9, 16, 10, 16, 11, 16, 12, 16, 13, 16, 14, 16, 15, 16);
+  const __m512 zero = _mm512_setzero_ps();
+  int64_t p = 0;
+  if (Q == 4) {
+    /* Four rows of 4 come from one vector. */
+    const __m512i row[4] = {
+        _mm512_setr_epi32(0, 16, 1, 16, 2, 16, 3, 16, 16, 16, 16, 16, 16, 16, 16, 16),
+        _mm512_setr_epi32(4, 16, 5, 16, 6, 16, 7, 16, 16, 16, 16, 16, 16, 16, 16, 16),
+        _mm512_setr_epi32(8, 16, 9, 16, 10, 16, 11, 16, 16, 16, 16, 16, 16, 16, 16, 16),
+        _mm512_setr_epi32(12, 16, 13, 16, 14, 16, 15, 16, 16, 16, 16, 16, 16, 16, 16, 16)};
+    for (; p + 3 < P; p += 4, src += 16, plane += 4 * step) {
+      __m512 v = _mm512_loadu_ps(src);
+      for (int j = 0; j < 4; j++) {
+        float *t = plane + j * step;
+        _mm512_storeu_ps(
+            t, _mm512_add_ps(_mm512_loadu_ps(t), _mm512_permutex2var_ps(v, row[j], zero)));
+      }
+    }
+  }
+  if (Q == 8) {
+    /* Two rows of 8 come from one vector. */
+    for (; p + 1 < P; p += 2, src += 16, plane += 2 * step) {
+      __m512 v = _mm512_loadu_ps(src);
+      _mm512_storeu_ps(
+          plane, _mm512_add_ps(_mm512_loadu_ps(plane), _mm512_permutex2var_ps(v, spread_lo, zero)));
+      float *t = plane + step;
+      _mm512_storeu_ps(
+          t, _mm512_add_ps(_mm512_loadu_ps(t), _mm512_permutex2var_ps(v, spread_hi, zero)));
+    }
+  }
+  for (; p < P; p++, src += Q, plane += step) {
+    for (int64_t q = 0; q < Q; q += 16) {
+      __m512 v = _mm512_maskz_loadu_ps(lanes(Q - q), src + q);
+      float *t = plane + 2 * q;
+      _mm512_storeu_ps(
+          t, _mm512_add_ps(_mm512_loadu_ps(t), _mm512_permutex2var_ps(v, spread_lo, zero)));
+      _mm512_storeu_ps(t + 16, _mm512_add_ps(_mm512_loadu_ps(t + 16),
+                                             _mm512_permutex2var_ps(v, spread_hi, zero)));
+    }
+  }
+}
+#endif
+
+typedef void (*block_fn)(float *d, const float *src, int64_t P, int64_t Q, int64_t step,
+                         int64_t sw);
+
+/* The fastest block copy this CPU runs for stride sw. */
+static block_fn pick_gather(int64_t sw) {
+#ifdef CONV_AVX512
+  if ((sw == 1 || sw == 2) && __builtin_cpu_supports("avx512f")) return block_gather_avx512;
+#endif
+  (void)sw;
+  return block_gather_scalar;
+}
+
+static block_fn pick_scatter(int64_t sw) {
+#ifdef CONV_AVX512
+  if ((sw == 1 || sw == 2) && __builtin_cpu_supports("avx512f")) return block_scatter_avx512;
+#endif
+  (void)sw;
+  return block_scatter_scalar;
+}
+
+/* im2col of one image: col[(c*R + r)*S + s][p*Q + q] = xpad[c][p*sh + r][q*sw + s], xpad
+ * being the image x [C,H,W] padded with zeros, plane by plane in `scratch`. col rows are
+ * ld floats apart. */
+static void im2col(const ganfw_conv2d_shape *s, const float *x, float *col, int64_t ld,
+                   float *scratch) {
+  const int64_t C = s->C, H = s->H, W = s->W, R = s->R, S = s->S;
+  const int64_t Wp = W + 2 * s->pad_w, step = s->stride_h * Wp;
+  const block_fn gather = pick_gather(s->stride_w);
+  for (int64_t c = 0; c < C; c++) {
+    pad_plane(s, x + c * H * W, scratch);
+    for (int64_t r = 0; r < R; r++) {
+      for (int64_t k = 0; k < S; k++) {
+        gather(col + ((c * R + r) * S + k) * ld, scratch + r * Wp + k, s->P, s->Q, step,
+               s->stride_w);
+      }
+    }
+  }
+}
+
+/* The adjoint of im2col for one image: dx [C,H,W] = the sum of the col entries that im2col
+ * took from there, accumulated in the padded plane `scratch` and then cropped. */
+static void col2im(const ganfw_conv2d_shape *s, const float *col, int64_t ld, float *scratch,
+                   float *dx) {
+  const int64_t C = s->C, H = s->H, W = s->W, R = s->R, S = s->S;
+  const int64_t ph = s->pad_h, pw = s->pad_w, Wp = W + 2 * pw;
+  const int64_t step = s->stride_h * Wp;
+  const block_fn scatter = pick_scatter(s->stride_w);
+  for (int64_t c = 0; c < C; c++) {
+    memset(scratch, 0, (size_t)conv_plane(s) * sizeof *scratch);
+    for (int64_t r = 0; r < R; r++) {
+      for (int64_t k = 0; k < S; k++) {
+        scatter(scratch + r * Wp + k, col + ((c * R + r) * S + k) * ld, s->P, s->Q, step,
+                s->stride_w);
+      }
+    }
+    float *plane = dx + c * H * W;
+    for (int64_t h = 0; h < H; h++)
+      memcpy(plane + h * W, scratch + (h + ph) * Wp + pw, (size_t)W * sizeof *plane);
+  }
+}
+
+/* Rows of nb images' columns in the chunk-wide layout: nb*PQ rounded up to an odd number
+ * of 64-byte lines, so that walking down a column does not hit the same cache sets. */
+static int64_t conv_ld(int64_t nb, int64_t PQ) {
+  int64_t lines = (nb * PQ + 15) / 16;
+  if (lines % 2 == 0) lines++;
+  return lines * 16;
+}
+
+static pthread_once_t im2col_once = PTHREAD_ONCE_INIT;
+static int im2col_forced;
+
+static void read_im2col_env(void) {
+  const char *v = getenv("GANFW_CONV_IM2COL");
+  im2col_forced = v && *v && strcmp(v, "0") != 0;
+}
+
+/* 1 when `pass` of this shape runs on the Winograd kernels. */
+static int conv_winograd(const ganfw_conv2d_shape *s, ganfw_conv_pass pass) {
+  pthread_once(&im2col_once, read_im2col_env);
+  return !im2col_forced && !conv_is_dense(s) && ganfw_cpu_conv2d_winograd_use(s, pass);
+}
+
+size_t ganfw_cpu_conv2d_im2col_workspace(const ganfw_conv2d_shape *s) {
+  if (conv_is_dense(s)) return 0;
+  const int64_t chunk = conv_chunk(s), ld = conv_ld(chunk, s->P * s->Q);
+  const int64_t floats = (s->C * s->R * s->S + s->K) * ld + chunk * conv_plane(s);
+  return (size_t)floats * sizeof(float);
+}
+
+/* The Winograd path sizes its chunks to fit this too (conv_winograd.h), so the workspace of
+ * a conv is the same whichever path runs it. */
+size_t ganfw_cpu_conv2d_workspace(ganfw_backend *be, const ganfw_conv2d_shape *s) {
+  (void)be;
+  return ganfw_cpu_conv2d_im2col_workspace(s);
+}
+
+/* y[i][k][:] = out[k][i*PQ ...] (+ b[k]) for the n images of a group; out rows hold ld. */
+static void scatter_out(int64_t n, int64_t K, int64_t PQ, int64_t ld, const float *out,
+                        const float *b, float *y) {
+  for (int64_t i = 0; i < n; i++) {
+    for (int64_t k = 0; k < K; k++) {
+      const float *src = out + k * ld + i * PQ;
+      float *dst = y + (i * K + k) * PQ;
+      if (b) {
+        const float bk = b[k];
+        for (int64_t j = 0; j < PQ; j++) dst[j] = src[j] + bk;
+      } else {
+        memcpy(dst, src, (size_t)PQ * sizeof *dst);
+      }
+    }
+  }
+}
+
+/* y[k][:] += b[k] for one image's output [K, PQ]. */
+static void add_bias(int64_t K, int64_t PQ, const float *b, float *y) {
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t j = 0; j < PQ; j++) y[k * PQ + j] += b[k];
+}
+
+/* dyc[k][i*PQ ...] = dy[i][k][:] for n images; dyc rows hold ld floats. */
+static void gather_dy(int64_t n, int64_t K, int64_t PQ, int64_t ld, const float *dy, float *dyc) {
+  for (int64_t k = 0; k < K; k++) {
+    for (int64_t i = 0; i < n; i++) {
+      memcpy(dyc + k * ld + i * PQ, dy + (i * K + k) * PQ, (size_t)PQ * sizeof *dyc);
+    }
+  }
+}
+
+/* db[k] (+)= sum of dy[n][k][:] over n. */
+static void bias_grad(int64_t N, int64_t K, int64_t PQ, const float *dy, float *db,
+                      int accumulate) {
+#pragma omp parallel for schedule(static)                                                          \
+    num_threads(ganfw_cpu_threads()) if (N * K * PQ >= CONV_PARALLEL_MIN)
+  for (int64_t k = 0; k < K; k++) {
+    double acc = 0.0;
+    for (int64_t n = 0; n < N; n++) {
+      const float *row = dy + (n * K + k) * PQ;
+      float part = 0.0f;
+      for (int64_t j = 0; j < PQ; j++) part += row[j];
+      acc += part;
+    }
+    db[k] = accumulate ? db[k] + (float)acc : (float)acc;
+  }
+}
+
+/* The workspace of a chunk: col [CRS, ld] and out/dyc [K, ld] in the chunk-wide layout, or
+ * group by group in the compact layout (a group of n images starting at image i0 owns
+ * col + i0*CRS*PQ as [CRS, n*PQ] and out + i0*K*PQ as [K, n*PQ]), then one padded plane
+ * per image. */
+typedef struct conv_ws {
+  float *col, *out, *scratch;
+  int64_t plane;
+} conv_ws;
+
+static conv_ws conv_ws_split(const ganfw_conv2d_shape *s, void *ws) {
+  const int64_t PQ = s->P * s->Q, ld = conv_ld(conv_chunk(s), PQ);
+  conv_ws w = {.col = ws, .plane = conv_plane(s)};
+  w.out = w.col + s->C * s->R * s->S * ld;
+  w.scratch = w.out + s->K * ld;
+  return w;
+}
+
+static float *conv_scratch(const conv_ws *w, int64_t i) {
+  return w->scratch + i * w->plane;
+}
+
+void ganfw_cpu_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
+                              const float *w, const float *b, float *y, void *ws) {
+  const int64_t N = s->N, K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q;
+  const int64_t CHW = s->C * s->H * s->W;
+  if (conv_winograd(s, GANFW_CONV_PASS_FORWARD)) {
+    ganfw_cpu_conv2d_winograd_forward(s, x, w, b, y, ws);
+    return;
+  }
+  if (conv_is_dense(s)) {
+    /* y[N, K] = x[N, CRS] * w[K, CRS]^T (+ b): start from the bias, then add. */
+    if (b) {
+      for (int64_t n = 0; n < N; n++) memcpy(y + n * K, b, (size_t)K * sizeof *y);
+    }
+    ganfw_cpu_gemm(be, 0, 1, N, K, CRS, 1.0f, x, CRS, w, CRS, b ? 1.0f : 0.0f, y, K);
+    return;
+  }
+  const int64_t chunk = conv_chunk(s);
+  const conv_ws cw = conv_ws_split(s, ws);
+  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const int64_t nb = N - n0 < chunk ? N - n0 : chunk;
+    const int64_t g = conv_group(s, nb), groups = (nb + g - 1) / g;
+    const int parallel = groups > 1 && K * CRS * nb * PQ >= CONV_PARALLEL_MIN_MACS;
+    /* Each group, in the compact layout: im2col, GEMM and scatter on one thread, while its
+     * columns are in that core's cache. */
+#pragma omp parallel for schedule(static) num_threads(ganfw_cpu_threads()) if (parallel)
+    for (int64_t gi = 0; gi < groups; gi++) {
+      const int64_t i0 = gi * g, n = i0 + g < nb ? g : nb - i0, cols = n * PQ;
+      float *col = cw.col + i0 * CRS * PQ, *out = cw.out + i0 * K * PQ;
+      float *yg = y + (n0 + i0) * K * PQ;
+      for (int64_t i = 0; i < n; i++)
+        im2col(s, x + (n0 + i0 + i) * CHW, col + i * PQ, cols, conv_scratch(&cw, i0 + i));
+      if (n == 1) {
+        /* One image: its output rows are y's rows, no scatter needed. */
+        ganfw_cpu_gemm(be, 0, 0, K, PQ, CRS, 1.0f, w, CRS, col, PQ, 0.0f, yg, PQ);
+        if (b) add_bias(K, PQ, b, yg);
+      } else {
+        ganfw_cpu_gemm(be, 0, 0, K, cols, CRS, 1.0f, w, CRS, col, cols, 0.0f, out, cols);
+        scatter_out(n, K, PQ, cols, out, b, yg);
+      }
+    }
+  }
+}
+
+void ganfw_cpu_conv2d_backward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
+                               const float *w, const float *dy, float *dx, float *dw, float *db,
+                               int accumulate, void *ws) {
+  const int64_t N = s->N, K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q;
+  const int64_t CHW = s->C * s->H * s->W;
+  if (db) bias_grad(N, K, PQ, dy, db, accumulate);
+  const int wino_dx = dx && conv_winograd(s, GANFW_CONV_PASS_DATA);
+  const int wino_dw = dw && conv_winograd(s, GANFW_CONV_PASS_FILTER);
+  if (wino_dx || wino_dw) {
+    /* The passes Winograd does not take stay on im2col + GEMM below. */
+    ganfw_cpu_conv2d_winograd_backward(s, x, w, dy, wino_dx ? dx : NULL, wino_dw ? dw : NULL,
+                                       accumulate, ws);
+    if (wino_dx) dx = NULL;
+    if (wino_dw) dw = NULL;
+  }
+  if (conv_is_dense(s)) {
+    /* dy is [N, K]: dx[N, CRS] = dy * w[K, CRS]; dw[K, CRS] (+)= dy^T * x[N, CRS]. */
+    if (dw)
+      ganfw_cpu_gemm(be, 1, 0, K, CRS, N, 1.0f, dy, K, x, CRS, accumulate ? 1.0f : 0.0f, dw, CRS);
+    if (dx) ganfw_cpu_gemm(be, 0, 0, N, CRS, K, 1.0f, dy, K, w, CRS, 0.0f, dx, CRS);
+    return;
+  }
+  if (!dx && !dw) return;
+  const int64_t chunk = conv_chunk(s);
+  const conv_ws cw = conv_ws_split(s, ws);
+  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const int64_t nb = N - n0 < chunk ? N - n0 : chunk, ld = conv_ld(nb, PQ);
+    const int64_t g = conv_group(s, nb), groups = (nb + g - 1) / g;
+    const int parallel = groups > 1 && K * CRS * nb * PQ >= CONV_PARALLEL_MIN_MACS;
+    const float *dyn = dy + n0 * K * PQ;
+    if (dw) {
+      /* dw[K, CRS] (+)= dyc * col^T over all the chunk's columns (chunk-wide layout): one
+       * GEMM with a long inner dimension, split over the threads. */
+#pragma omp parallel for schedule(static) num_threads(ganfw_cpu_threads()) if (parallel)
+      for (int64_t gi = 0; gi < groups; gi++) {
+        const int64_t i0 = gi * g, n = i0 + g < nb ? g : nb - i0;
+        gather_dy(n, K, PQ, ld, dyn + i0 * K * PQ, cw.out + i0 * PQ);
+        for (int64_t i = i0; i < i0 + n; i++)
+          im2col(s, x + (n0 + i) * CHW, cw.col + i * PQ, ld, conv_scratch(&cw, i));
+      }
+      const float beta = (n0 == 0 && !accumulate) ? 0.0f : 1.0f;
+      ganfw_cpu_gemm(be, 0, 1, K, CRS, nb * PQ, 1.0f, cw.out, ld, cw.col, ld, beta, dw, CRS);
+    }
+    if (dx) {
+      /* Each group, in the compact layout: col = w^T * dyc and col2im on one thread. */
+#pragma omp parallel for schedule(static) num_threads(ganfw_cpu_threads()) if (parallel)
+      for (int64_t gi = 0; gi < groups; gi++) {
+        const int64_t i0 = gi * g, n = i0 + g < nb ? g : nb - i0, cols = n * PQ;
+        float *col = cw.col + i0 * CRS * PQ;
+        const float *dyc = dyn + i0 * K * PQ; /* one image: dy's rows are the rows needed */
+        if (n > 1) {
+          float *buf = cw.out + i0 * K * PQ;
+          gather_dy(n, K, PQ, cols, dyc, buf);
+          dyc = buf;
+        }
+        ganfw_cpu_gemm(be, 1, 0, CRS, cols, K, 1.0f, w, CRS, dyc, cols, 0.0f, col, cols);
+        for (int64_t i = 0; i < n; i++)
+          col2im(s, col + i * PQ, cols, conv_scratch(&cw, i0 + i), dx + (n0 + i0 + i) * CHW);
+      }
+    }
+  }
+}

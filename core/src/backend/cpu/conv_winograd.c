@@ -1,0 +1,748 @@
+/* conv2d with a 4x4 kernel and stride 2 (DC-GAN's k4 s2 p1 layers), x [N,C,H,W] * w [K,C,4,4]
+ * -> y [N,K,P,Q], and its backward, in 16/9 fewer multiplies than im2col + GEMM.
+ *
+ * Polyphase: with xpad the zero-padded input, phase (i,j) of it X_ij[u][v] = xpad[2u+i][2v+j]
+ * and of the weight W_ij[a][b] = w[2a+i][2b+j], the conv is a 2x2 stride-1 correlation
+ * y[p][q] = sum over c and the 4 phases of sum_ab X_ij[p+a][q+b] W_ij[a][b]: 4C input
+ * channels (c4 = phase*C + c). That runs on Winograd F(m x m, 2x2): an m x m output tile from
+ * an A x A input tile (A = m+1) and A*A products instead of 4*m*m,
+ *   y_tile = AT [ sum_c4 (G W G^T)[c4] .* (BT d BT^T)[c4] ] AT^T,
+ * done as A*A GEMMs over the batch: M[t] [K, T] = U[t] [K, 4C] * V[t] [4C, T], t the position
+ * in the A x A tile, T the tiles of a chunk of images. m = WG_M = 2 (9 products for 16): its
+ * errors stay within 1.1-2.3x of im2col's (tests/test_conv_winograd.c); m = 4 (25 for 64,
+ * -DWG_M=4) is 5-15x, too inexact. The backward passes are the exact adjoints of these three
+ * maps, on the same GEMM engine and transforms:
+ *   backward-data    E = AT^T dy AT per tile, Z[t] = U[t]^T E[t], dX_ij += BT^T Z BT
+ *                    (neighbouring tiles share a phase row/column), then dx from the phases
+ *   backward-filter  dU[t] [K, 4C] (+)= E[t] V[t]^T over the chunks, dW_ij = G^T dU G
+ * Layout: tiles lie batch-innermost so that the transforms work on 16 images at once, with
+ * lanes = the chunk's images rounded up to 16 (the extra lanes are zeros):
+ *   U [A*A][K][4C], V [A*A][4C][T], M [A*A][K][T] (E and the forward result),
+ *   T = (th, tw, n), and per thread slot one plane [rows][cols][lanes]: a padded input channel
+ *   (2A x 2A input patches per tile, 2 rows/columns shared between neighbours) or an output
+ *   one. Planes and images trade places by 16x16 transposes.
+ * A chunk holds at most WG_CHUNK_BYTES of V and M, or 16 images. */
+#include <omp.h>
+#include <string.h>
+
+#include "backend/cpu/conv_winograd.h"
+
+#ifndef WG_M
+#define WG_M 2
+#endif
+#define WG_A  (WG_M + 1)
+#define WG_AA (WG_A * WG_A)
+/* Tiles transformed together: one vector of 16 floats. */
+#define WG_LANES 16
+/* Thread slots with a plane of their own in the workspace (so that its size does not depend
+ * on the thread count); the transforms use at most this many threads. */
+#define WG_SLOTS       8
+#define WG_CHUNK_BYTES ((size_t)8 << 20)
+/* Work below this many multiply-adds stays on one thread. */
+#define WG_PARALLEL_MIN_MACS (1 << 21)
+
+#if WG_M == 4
+/* F(4x4, 2x2) on the points 0, 1, -1, 2 and infinity, rows scaled so that BT is integral. */
+static const float wg_AT[WG_M][WG_A] = {
+    {1, 1, 1, 1, 0}, {0, 1, -1, 2, 0}, {0, 1, 1, 4, 0}, {0, 1, -1, 8, 1}};
+static const float wg_G[WG_A][2] = {
+    {0.5f, 0}, {0.5f, 0.5f}, {1.0f / 6.0f, -1.0f / 6.0f}, {1.0f / 6.0f, 1.0f / 3.0f}, {0, 1}};
+static const float wg_BT[WG_A][WG_A] = {
+    {2, -1, -2, 1, 0}, {0, 2, 1, -1, 0}, {0, -2, 3, -1, 0}, {0, -1, 0, 1, 0}, {0, 2, -1, -2, 1}};
+#elif WG_M == 2
+/* F(2x2, 2x2) on the points 1, -1 and infinity (a little more exact than 0, 1, infinity). */
+static const float wg_AT[WG_M][WG_A] = {{1, 1, 0}, {1, -1, 1}};
+static const float wg_G[WG_A][2] = {{0.5f, 0.5f}, {0.5f, -0.5f}, {0, 1}};
+static const float wg_BT[WG_A][WG_A] = {{1, 1, 0}, {1, -1, 0}, {-1, 0, 1}};
+#else
+#error "WG_M must be 2 or 4"
+#endif
+
+/* 16 floats, loaded and stored unaligned through memcpy. The transforms are compiled for
+ * AVX-512 and for the baseline, picked at load time; their loops over the constant matrices
+ * are unrolled so that the zero and unit coefficients fold away. */
+typedef float wg_v __attribute__((vector_size(WG_LANES * sizeof(float))));
+#define WG_LOAD(v, p)  memcpy(&(v), (p), sizeof(wg_v))
+#define WG_STORE(p, v) memcpy((p), &(v), sizeof(wg_v))
+#define WG_MAC(acc, coef, x)                                                                       \
+  do {                                                                                             \
+    if ((coef) == 1.0f)                                                                            \
+      (acc) += (x);                                                                                \
+    else if ((coef) == -1.0f)                                                                      \
+      (acc) -= (x);                                                                                \
+    else if ((coef) != 0.0f)                                                                       \
+      (acc) += (coef) * (x);                                                                       \
+  } while (0)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define WG_VECTOR_FN __attribute__((target_clones("avx512f", "default")))
+#else
+#define WG_VECTOR_FN
+#endif
+#define WG_UNROLL _Pragma("GCC unroll 16")
+
+/* Sizes of one shape: tiles, planes and chunks. */
+typedef struct wg_geo {
+  int64_t N, C, K, H, W, P, Q, ph, pw;
+  int64_t C4, TH, TW; /* 4C; tile rows and columns */
+  int64_t Hs, Ws;     /* input plane: padded rows/columns the tiles read */
+  int64_t Pm, Qm;     /* output plane: m*TH x m*TW */
+  int64_t chunk;      /* images per chunk */
+  int64_t lanes;      /* chunk rounded up to 16: the plane's innermost dimension */
+  int64_t tiles;      /* TH*TW*lanes: GEMM columns of a chunk */
+  int64_t plane;      /* floats of one slot's plane */
+  int64_t u, v, m;    /* floats of U, V, M */
+} wg_geo;
+
+static int64_t round16(int64_t n) {
+  return (n + 15) / 16 * 16;
+}
+
+/* The sizes for chunks of `chunk` images. */
+static void wg_chunk_sizes(wg_geo *g, int64_t chunk) {
+  g->chunk = chunk < g->N ? chunk : g->N;
+  g->lanes = round16(g->chunk);
+  g->tiles = g->TH * g->TW * g->lanes;
+  g->plane = round16(g->Hs * g->Ws * g->lanes);
+  g->u = round16(WG_AA * g->K * g->C4);
+  g->v = round16(WG_AA * g->C4 * g->tiles);
+  g->m = round16(WG_AA * g->K * g->tiles);
+}
+
+static size_t wg_bytes(const wg_geo *g) {
+  return (size_t)(g->u + g->v + g->m + WG_SLOTS * g->plane) * sizeof(float);
+}
+
+/* The chunk is the largest multiple of 16 images whose V and M stay within WG_CHUNK_BYTES
+ * and whose whole workspace stays within im2col's for the shape (so that taking this path
+ * never raises a step's memory), and at least 16 images (or the batch) when nothing fits;
+ * ganfw_cpu_conv2d_winograd_use then refuses the shape. */
+static wg_geo wg_geometry(const ganfw_conv2d_shape *s) {
+  wg_geo g = {.N = s->N, .C = s->C, .K = s->K, .H = s->H, .W = s->W, .P = s->P, .Q = s->Q};
+  g.ph = s->pad_h, g.pw = s->pad_w, g.C4 = 4 * s->C;
+  g.TH = (s->P + WG_M - 1) / WG_M, g.TW = (s->Q + WG_M - 1) / WG_M;
+  g.Hs = 2 * WG_M * g.TH + 2, g.Ws = 2 * WG_M * g.TW + 2;
+  g.Pm = WG_M * g.TH, g.Qm = WG_M * g.TW;
+  const size_t per_img = (size_t)(WG_AA * (g.C4 + g.K) * g.TH * g.TW) * sizeof(float);
+  int64_t chunk = (int64_t)(WG_CHUNK_BYTES / per_img) / 16 * 16;
+  if (chunk > round16(g.N)) chunk = round16(g.N);
+  const size_t budget = ganfw_cpu_conv2d_im2col_workspace(s);
+  for (; chunk > 16; chunk -= 16) {
+    wg_chunk_sizes(&g, chunk);
+    if (wg_bytes(&g) <= budget) return g;
+  }
+  wg_chunk_sizes(&g, 16);
+  return g;
+}
+
+/* The workspace: U (or dU), V (or Z), M (or E), then the slots' planes. */
+typedef struct wg_ws {
+  float *u, *v, *m, *planes;
+} wg_ws;
+
+static wg_ws wg_split(const wg_geo *g, void *ws) {
+  wg_ws w = {.u = ws};
+  w.v = w.u + g->u, w.m = w.v + g->v, w.planes = w.m + g->m;
+  return w;
+}
+
+int ganfw_cpu_conv2d_winograd_fits(const ganfw_conv2d_shape *s) {
+  return s->R == 4 && s->S == 4 && s->stride_h == 2 && s->stride_w == 2 && s->pad_h >= 0 &&
+         s->pad_h <= 3 && s->pad_w >= 0 && s->pad_w <= 3 && s->P >= 1 && s->Q >= 1;
+}
+
+size_t ganfw_cpu_conv2d_winograd_workspace(const ganfw_conv2d_shape *s) {
+  const wg_geo g = wg_geometry(s);
+  return wg_bytes(&g);
+}
+
+/* Threads for the transforms (each needs a slot) and the GEMMs. */
+static int wg_threads(void) {
+  const int t = ganfw_cpu_threads();
+  return t < WG_SLOTS ? t : WG_SLOTS;
+}
+
+static float *wg_slot(const wg_geo *g, const wg_ws *w) {
+  return w->planes + (int64_t)omp_get_thread_num() * g->plane;
+}
+
+/* --- 16x16 transposes ---------------------------------------------------------------------- */
+
+/* In-register transpose of 16 rows of 16 floats: four rounds of swapping the off-diagonal
+ * blocks of size 8, 4, 2 and 1 between row pairs (GCC's __builtin_shuffle; element by element
+ * elsewhere). */
+#if defined(__GNUC__) && !defined(__clang__)
+typedef int wg_vi __attribute__((vector_size(WG_LANES * sizeof(int))));
+#define WG_TRANSPOSE_ROUND(r, b, lo, hi)                                                           \
+  do {                                                                                             \
+    WG_UNROLL for (int i_ = 0; i_ < 16; i_++) {                                                    \
+      if (i_ & (b)) continue;                                                                      \
+      const wg_v a_ = (r)[i_], c_ = (r)[i_ + (b)];                                                 \
+      (r)[i_] = __builtin_shuffle(a_, c_, lo);                                                     \
+      (r)[i_ + (b)] = __builtin_shuffle(a_, c_, hi);                                               \
+    }                                                                                              \
+  } while (0)
+#define WG_TRANSPOSE16(r)                                                                          \
+  do {                                                                                             \
+    WG_TRANSPOSE_ROUND(r, 8, ((wg_vi){0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}),    \
+                       ((wg_vi){8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}));   \
+    WG_TRANSPOSE_ROUND(r, 4, ((wg_vi){0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}),  \
+                       ((wg_vi){4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}));     \
+    WG_TRANSPOSE_ROUND(r, 2, ((wg_vi){0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}),  \
+                       ((wg_vi){2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}));     \
+    WG_TRANSPOSE_ROUND(r, 1, ((wg_vi){0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}), \
+                       ((wg_vi){1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}));      \
+  } while (0)
+#else
+#define WG_TRANSPOSE16(r)                                                                          \
+  do {                                                                                             \
+    wg_v t_[16];                                                                                   \
+    for (int i_ = 0; i_ < 16; i_++)                                                                \
+      for (int j_ = 0; j_ < 16; j_++) t_[j_][i_] = (r)[i_][j_];                                    \
+    memcpy((r), t_, sizeof t_);                                                                    \
+  } while (0)
+#endif
+
+/* --- weights: U = G W_ij G^T and its adjoint dW_ij = G^T dU G, 16 input channels at a time */
+
+/* U[t][k][ph*C + c] for c in [c0, c0+n), n <= 16, from w[k][c][4][4]. */
+WG_VECTOR_FN static void wg_weight_block(const wg_geo *g, const float *w, int64_t k, int64_t c0,
+                                         int64_t n, float *U) {
+  wg_v buf[16]; /* buf[r*4 + s][lane] = w[k][c0 + lane][r][s] */
+  if (n == WG_LANES) {
+    WG_UNROLL for (int l = 0; l < 16; l++) WG_LOAD(buf[l], w + (k * g->C + c0 + l) * 16);
+    WG_TRANSPOSE16(buf);
+  } else {
+    float tmp[16][WG_LANES] = {{0}};
+    for (int64_t l = 0; l < n; l++)
+      for (int rs = 0; rs < 16; rs++) tmp[rs][l] = w[(k * g->C + c0 + l) * 16 + rs];
+    for (int rs = 0; rs < 16; rs++) WG_LOAD(buf[rs], tmp[rs]);
+  }
+  for (int ph = 0; ph < 4; ph++) {
+    const int i = ph >> 1, j = ph & 1;
+    wg_v t[WG_A][2];
+    WG_UNROLL for (int x = 0; x < WG_A; x++) WG_UNROLL for (int b = 0; b < 2; b++) {
+      wg_v acc = {0};
+      WG_UNROLL for (int a = 0; a < 2; a++)
+          WG_MAC(acc, wg_G[x][a], buf[(2 * a + i) * 4 + 2 * b + j]);
+      t[x][b] = acc;
+    }
+    WG_UNROLL for (int x = 0; x < WG_A; x++) WG_UNROLL for (int y = 0; y < WG_A; y++) {
+      wg_v acc = {0};
+      WG_UNROLL for (int b = 0; b < 2; b++) WG_MAC(acc, wg_G[y][b], t[x][b]);
+      float *dst = U + ((x * WG_A + y) * g->K + k) * g->C4 + ph * g->C + c0;
+      if (n == WG_LANES) {
+        WG_STORE(dst, acc);
+      } else {
+        float tmp[WG_LANES];
+        WG_STORE(tmp, acc);
+        memcpy(dst, tmp, (size_t)n * sizeof *dst);
+      }
+    }
+  }
+}
+
+/* dw[k][c][4][4] (+)= G^T dU[t][k][ph*C + c] G for c in [c0, c0+n). */
+WG_VECTOR_FN static void wg_filter_block(const wg_geo *g, const float *dU, int64_t k, int64_t c0,
+                                         int64_t n, int accumulate, float *dw) {
+  wg_v out[16]; /* out[r*4 + s][lane] = dw[k][c0 + lane][r][s] */
+  for (int ph = 0; ph < 4; ph++) {
+    const int i = ph >> 1, j = ph & 1;
+    wg_v e[WG_A][WG_A], t[2][WG_A];
+    WG_UNROLL for (int x = 0; x < WG_A; x++) WG_UNROLL for (int y = 0; y < WG_A; y++) {
+      const float *src = dU + ((x * WG_A + y) * g->K + k) * g->C4 + ph * g->C + c0;
+      if (n == WG_LANES) {
+        WG_LOAD(e[x][y], src);
+      } else {
+        float tmp[WG_LANES] = {0};
+        memcpy(tmp, src, (size_t)n * sizeof *tmp);
+        WG_LOAD(e[x][y], tmp);
+      }
+    }
+    WG_UNROLL for (int a = 0; a < 2; a++) WG_UNROLL for (int y = 0; y < WG_A; y++) {
+      wg_v acc = {0};
+      WG_UNROLL for (int x = 0; x < WG_A; x++) WG_MAC(acc, wg_G[x][a], e[x][y]);
+      t[a][y] = acc;
+    }
+    WG_UNROLL for (int a = 0; a < 2; a++) WG_UNROLL for (int b = 0; b < 2; b++) {
+      wg_v acc = {0};
+      WG_UNROLL for (int y = 0; y < WG_A; y++) WG_MAC(acc, wg_G[y][b], t[a][y]);
+      out[(2 * a + i) * 4 + 2 * b + j] = acc;
+    }
+  }
+  if (n == WG_LANES) {
+    WG_TRANSPOSE16(out);
+    WG_UNROLL for (int l = 0; l < 16; l++) {
+      float *d = dw + (k * g->C + c0 + l) * 16;
+      if (accumulate) {
+        wg_v old;
+        WG_LOAD(old, d);
+        out[l] += old;
+      }
+      WG_STORE(d, out[l]);
+    }
+    return;
+  }
+  float buf[16][WG_LANES];
+  for (int rs = 0; rs < 16; rs++) WG_STORE(buf[rs], out[rs]);
+  for (int64_t l = 0; l < n; l++) {
+    float *d = dw + (k * g->C + c0 + l) * 16;
+    for (int rs = 0; rs < 16; rs++) d[rs] = accumulate ? d[rs] + buf[rs][l] : buf[rs][l];
+  }
+}
+
+static void wg_weights(const wg_geo *g, const float *w, float *U) {
+  const int nt = wg_threads();
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && g->K * g->C >= 256)
+  for (int64_t k = 0; k < g->K; k++)
+    for (int64_t c0 = 0; c0 < g->C; c0 += WG_LANES)
+      wg_weight_block(g, w, k, c0, g->C - c0 < WG_LANES ? g->C - c0 : WG_LANES, U);
+}
+
+static void wg_filter(const wg_geo *g, const float *dU, int accumulate, float *dw) {
+  const int nt = wg_threads();
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && g->K * g->C >= 256)
+  for (int64_t k = 0; k < g->K; k++)
+    for (int64_t c0 = 0; c0 < g->C; c0 += WG_LANES)
+      wg_filter_block(g, dU, k, c0, g->C - c0 < WG_LANES ? g->C - c0 : WG_LANES, accumulate, dw);
+}
+
+/* --- planes: one channel of nb images, batch innermost ------------------------------------ */
+
+/* Where pixel e of an image's [rows][width] plane goes in a plane of lanes: row pitch `pitch`
+ * floats, first pixel at `base`. */
+typedef struct wg_map {
+  int64_t width, base, pitch, lanes;
+} wg_map;
+
+static int64_t wg_off(const wg_map *m, int64_t e) {
+  return m->base + e / m->width * m->pitch + e % m->width * m->lanes;
+}
+
+/* off[j] = wg_off(m, e0 + j) for j < 16, with one division. */
+static void wg_offsets(const wg_map *m, int64_t e0, int64_t off[16]) {
+  int64_t h = e0 / m->width, w = e0 % m->width;
+  for (int j = 0; j < 16; j++) {
+    off[j] = m->base + h * m->pitch + w * m->lanes;
+    if (++w == m->width) w = 0, h++;
+  }
+}
+
+/* pl[off(e) + n] = src[n*stride + e] for nb images of npix pixels. */
+WG_VECTOR_FN static void wg_to_lanes(const float *src, int64_t stride, int64_t nb, int64_t npix,
+                                     const wg_map *m, float *pl) {
+  int64_t n0 = 0;
+  for (; n0 + 16 <= nb; n0 += 16) {
+    int64_t e0 = 0;
+    for (; e0 + 16 <= npix; e0 += 16) {
+      wg_v r[16];
+      int64_t off[16];
+      wg_offsets(m, e0, off);
+      WG_UNROLL for (int i = 0; i < 16; i++) WG_LOAD(r[i], src + (n0 + i) * stride + e0);
+      WG_TRANSPOSE16(r);
+      WG_UNROLL for (int j = 0; j < 16; j++) WG_STORE(pl + off[j] + n0, r[j]);
+    }
+    for (; e0 < npix; e0++)
+      for (int64_t n = n0; n < n0 + 16; n++) pl[wg_off(m, e0) + n] = src[n * stride + e0];
+  }
+  for (int64_t e = 0; e < npix; e++) {
+    float *d = pl + wg_off(m, e);
+    for (int64_t n = n0; n < nb; n++) d[n] = src[n * stride + e];
+  }
+}
+
+/* dst[n*stride + e] = pl[off(e) + n] + bias for nb images of npix pixels. */
+WG_VECTOR_FN static void wg_from_lanes(const float *pl, const wg_map *m, int64_t nb, int64_t npix,
+                                       float bias, float *dst, int64_t stride) {
+  int64_t n0 = 0;
+  wg_v bv;
+  WG_UNROLL for (int i = 0; i < 16; i++) bv[i] = bias;
+  for (; n0 + 16 <= nb; n0 += 16) {
+    int64_t e0 = 0;
+    for (; e0 + 16 <= npix; e0 += 16) {
+      wg_v r[16];
+      int64_t off[16];
+      wg_offsets(m, e0, off);
+      WG_UNROLL for (int j = 0; j < 16; j++) WG_LOAD(r[j], pl + off[j] + n0);
+      WG_TRANSPOSE16(r);
+      WG_UNROLL for (int i = 0; i < 16; i++) {
+        r[i] += bv;
+        WG_STORE(dst + (n0 + i) * stride + e0, r[i]);
+      }
+    }
+    for (; e0 < npix; e0++)
+      for (int64_t n = n0; n < n0 + 16; n++) dst[n * stride + e0] = pl[wg_off(m, e0) + n] + bias;
+  }
+  for (int64_t e = 0; e < npix; e++) {
+    const float *sp = pl + wg_off(m, e);
+    for (int64_t n = n0; n < nb; n++) dst[n * stride + e] = sp[n] + bias;
+  }
+}
+
+/* The whole image lies in the input plane (false only for some odd sizes without padding,
+ * whose last row or column no output reads). */
+static int wg_image_in_plane(const wg_geo *g) {
+  return g->H + g->ph <= g->Hs && g->W + g->pw <= g->Ws;
+}
+
+/* plane[hp][wp][n] = x[n][h][w] at hp = h + pad_h, wp = w + pad_w, zeros elsewhere; x is
+ * channel c of the chunk's first image, images `stride` floats apart. */
+static void wg_plane_in(const wg_geo *g, const float *x, int64_t stride, int64_t nb, float *pl) {
+  const int64_t L = g->lanes, Ws = g->Ws;
+  if (!wg_image_in_plane(g)) {
+    memset(pl, 0, (size_t)(g->Hs * Ws * L) * sizeof *pl);
+    for (int64_t n = 0; n < nb; n++)
+      for (int64_t h = 0; h + g->ph < g->Hs && h < g->H; h++)
+        for (int64_t w = 0; w + g->pw < Ws && w < g->W; w++)
+          pl[((h + g->ph) * Ws + w + g->pw) * L + n] = x[n * stride + h * g->W + w];
+    return;
+  }
+  if (nb < L) {
+    memset(pl, 0, (size_t)(g->Hs * Ws * L) * sizeof *pl);
+  } else {
+    /* Only the padding: rows above and below, columns left and right. */
+    memset(pl, 0, (size_t)(g->ph * Ws * L) * sizeof *pl);
+    const int64_t below = g->ph + g->H;
+    memset(pl + below * Ws * L, 0, (size_t)((g->Hs - below) * Ws * L) * sizeof *pl);
+    const int64_t right = g->pw + g->W;
+    for (int64_t hp = g->ph; hp < below; hp++) {
+      memset(pl + hp * Ws * L, 0, (size_t)(g->pw * L) * sizeof *pl);
+      memset(pl + (hp * Ws + right) * L, 0, (size_t)((Ws - right) * L) * sizeof *pl);
+    }
+  }
+  const wg_map m = {g->W, (g->ph * Ws + g->pw) * L, Ws * L, L};
+  wg_to_lanes(x, stride, nb, g->H * g->W, &m, pl);
+}
+
+/* dx[n][h][w] = plane[h + pad_h][w + pad_w][n] (0 outside the plane). */
+static void wg_plane_out_input(const wg_geo *g, const float *pl, int64_t stride, int64_t nb,
+                               float *dx) {
+  const int64_t L = g->lanes;
+  if (!wg_image_in_plane(g)) {
+    for (int64_t n = 0; n < nb; n++)
+      for (int64_t h = 0; h < g->H; h++)
+        for (int64_t w = 0; w < g->W; w++) {
+          const int64_t hp = h + g->ph, wp = w + g->pw;
+          dx[n * stride + h * g->W + w] =
+              hp < g->Hs && wp < g->Ws ? pl[(hp * g->Ws + wp) * L + n] : 0.0f;
+        }
+    return;
+  }
+  const wg_map m = {g->W, (g->ph * g->Ws + g->pw) * L, g->Ws * L, L};
+  wg_from_lanes(pl, &m, nb, g->H * g->W, 0.0f, dx, stride);
+}
+
+/* plane[p][q][n] = dy[n][p][q] over the output plane (Pm x Qm), zeros beyond P x Q. */
+static void wg_plane_in_output(const wg_geo *g, const float *dy, int64_t stride, int64_t nb,
+                               float *pl) {
+  const int64_t L = g->lanes;
+  if (nb < L || g->P < g->Pm || g->Q < g->Qm)
+    memset(pl, 0, (size_t)(g->Pm * g->Qm * L) * sizeof *pl);
+  const wg_map m = {g->Q, 0, g->Qm * L, L};
+  wg_to_lanes(dy, stride, nb, g->P * g->Q, &m, pl);
+}
+
+/* y[n][p][q] = plane[p][q][n] + bias. */
+static void wg_plane_out(const wg_geo *g, const float *pl, int64_t stride, int64_t nb, float bias,
+                         float *y) {
+  const wg_map m = {g->Q, 0, g->Qm * g->lanes, g->lanes};
+  wg_from_lanes(pl, &m, nb, g->P * g->Q, bias, y, stride);
+}
+
+/* --- tile transforms over one plane ------------------------------------------------------ */
+
+/* V[t][ph*C + c][T] = BT d BT^T for every tile T of the input plane and phase ph; Vc points
+ * at row c of V[0]. */
+WG_VECTOR_FN static void wg_input_tiles(const wg_geo *g, const float *pl, float *Vc) {
+  const int64_t L = g->lanes, rs = g->Ws * L, tstep = g->C4 * g->tiles, pstep = g->C * g->tiles;
+  for (int64_t th = 0; th < g->TH; th++)
+    for (int64_t tw = 0; tw < g->TW; tw++)
+      for (int64_t l = 0; l < L; l += WG_LANES) {
+        const float *src = pl + (2 * WG_M * th * g->Ws + 2 * WG_M * tw) * L + l;
+        float *dst = Vc + (th * g->TW + tw) * L + l;
+        for (int ph = 0; ph < 4; ph++) {
+          const float *s0 = src + (ph >> 1) * rs + (ph & 1) * L;
+          wg_v d[WG_A][WG_A], t[WG_A][WG_A];
+          WG_UNROLL for (int a = 0; a < WG_A; a++) WG_UNROLL for (int b = 0; b < WG_A; b++)
+              WG_LOAD(d[a][b], s0 + 2 * a * rs + 2 * b * L);
+          WG_UNROLL for (int x = 0; x < WG_A; x++) WG_UNROLL for (int b = 0; b < WG_A; b++) {
+            wg_v acc = {0};
+            WG_UNROLL for (int a = 0; a < WG_A; a++) WG_MAC(acc, wg_BT[x][a], d[a][b]);
+            t[x][b] = acc;
+          }
+          WG_UNROLL for (int x = 0; x < WG_A; x++) WG_UNROLL for (int y = 0; y < WG_A; y++) {
+            wg_v acc = {0};
+            WG_UNROLL for (int b = 0; b < WG_A; b++) WG_MAC(acc, wg_BT[y][b], t[x][b]);
+            WG_STORE(dst + (x * WG_A + y) * tstep + ph * pstep, acc);
+          }
+        }
+      }
+}
+
+/* The adjoint: plane (zeroed) += BT^T Z[t][ph*C + c][T] BT over the tiles, at their phase
+ * positions; Zc points at row c of Z[0]. */
+WG_VECTOR_FN static void wg_input_tiles_adjoint(const wg_geo *g, const float *Zc, float *pl) {
+  const int64_t L = g->lanes, rs = g->Ws * L, tstep = g->C4 * g->tiles, pstep = g->C * g->tiles;
+  for (int64_t th = 0; th < g->TH; th++)
+    for (int64_t tw = 0; tw < g->TW; tw++)
+      for (int64_t l = 0; l < L; l += WG_LANES) {
+        float *dst = pl + (2 * WG_M * th * g->Ws + 2 * WG_M * tw) * L + l;
+        const float *src = Zc + (th * g->TW + tw) * L + l;
+        for (int ph = 0; ph < 4; ph++) {
+          float *d0 = dst + (ph >> 1) * rs + (ph & 1) * L;
+          wg_v z[WG_A][WG_A], t[WG_A][WG_A];
+          WG_UNROLL for (int x = 0; x < WG_A; x++) WG_UNROLL for (int y = 0; y < WG_A; y++)
+              WG_LOAD(z[x][y], src + (x * WG_A + y) * tstep + ph * pstep);
+          WG_UNROLL for (int a = 0; a < WG_A; a++) WG_UNROLL for (int y = 0; y < WG_A; y++) {
+            wg_v acc = {0};
+            WG_UNROLL for (int x = 0; x < WG_A; x++) WG_MAC(acc, wg_BT[x][a], z[x][y]);
+            t[a][y] = acc;
+          }
+          WG_UNROLL for (int a = 0; a < WG_A; a++) WG_UNROLL for (int b = 0; b < WG_A; b++) {
+            wg_v acc, old;
+            WG_LOAD(old, d0 + 2 * a * rs + 2 * b * L);
+            acc = old;
+            WG_UNROLL for (int y = 0; y < WG_A; y++) WG_MAC(acc, wg_BT[y][b], t[a][y]);
+            WG_STORE(d0 + 2 * a * rs + 2 * b * L, acc);
+          }
+        }
+      }
+}
+
+/* Output plane [Pm][Qm][lanes] = AT M[t][k][T] AT^T for every tile; Mk points at row k of
+ * M[0]. */
+WG_VECTOR_FN static void wg_output_tiles(const wg_geo *g, const float *Mk, float *pl) {
+  const int64_t L = g->lanes, tstep = g->K * g->tiles;
+  for (int64_t th = 0; th < g->TH; th++)
+    for (int64_t tw = 0; tw < g->TW; tw++)
+      for (int64_t l = 0; l < L; l += WG_LANES) {
+        const float *src = Mk + (th * g->TW + tw) * L + l;
+        float *dst = pl + (WG_M * th * g->Qm + WG_M * tw) * L + l;
+        wg_v mm[WG_A][WG_A], t[WG_M][WG_A];
+        WG_UNROLL for (int x = 0; x < WG_A; x++) WG_UNROLL for (int y = 0; y < WG_A; y++)
+            WG_LOAD(mm[x][y], src + (x * WG_A + y) * tstep);
+        WG_UNROLL for (int a = 0; a < WG_M; a++) WG_UNROLL for (int y = 0; y < WG_A; y++) {
+          wg_v acc = {0};
+          WG_UNROLL for (int x = 0; x < WG_A; x++) WG_MAC(acc, wg_AT[a][x], mm[x][y]);
+          t[a][y] = acc;
+        }
+        WG_UNROLL for (int a = 0; a < WG_M; a++) WG_UNROLL for (int b = 0; b < WG_M; b++) {
+          wg_v acc = {0};
+          WG_UNROLL for (int y = 0; y < WG_A; y++) WG_MAC(acc, wg_AT[b][y], t[a][y]);
+          WG_STORE(dst + (a * g->Qm + b) * L, acc);
+        }
+      }
+}
+
+/* The adjoint: E[t][k][T] = AT^T dy AT for every tile of the output plane. */
+WG_VECTOR_FN static void wg_output_tiles_adjoint(const wg_geo *g, const float *pl, float *Ek) {
+  const int64_t L = g->lanes, tstep = g->K * g->tiles;
+  for (int64_t th = 0; th < g->TH; th++)
+    for (int64_t tw = 0; tw < g->TW; tw++)
+      for (int64_t l = 0; l < L; l += WG_LANES) {
+        const float *src = pl + (WG_M * th * g->Qm + WG_M * tw) * L + l;
+        float *dst = Ek + (th * g->TW + tw) * L + l;
+        wg_v e[WG_M][WG_M], t[WG_A][WG_M];
+        WG_UNROLL for (int a = 0; a < WG_M; a++) WG_UNROLL for (int b = 0; b < WG_M; b++)
+            WG_LOAD(e[a][b], src + (a * g->Qm + b) * L);
+        WG_UNROLL for (int x = 0; x < WG_A; x++) WG_UNROLL for (int b = 0; b < WG_M; b++) {
+          wg_v acc = {0};
+          WG_UNROLL for (int a = 0; a < WG_M; a++) WG_MAC(acc, wg_AT[a][x], e[a][b]);
+          t[x][b] = acc;
+        }
+        WG_UNROLL for (int x = 0; x < WG_A; x++) WG_UNROLL for (int y = 0; y < WG_A; y++) {
+          wg_v acc = {0};
+          WG_UNROLL for (int b = 0; b < WG_M; b++) WG_MAC(acc, wg_AT[b][y], t[x][b]);
+          WG_STORE(dst + (x * WG_A + y) * tstep, acc);
+        }
+      }
+}
+
+/* --- the three stages of a chunk ----------------------------------------------------------- */
+
+/* V of the chunk's images [n0, n0+nb) of x. */
+static void wg_stage_input(const wg_geo *g, const wg_ws *w, const float *x, int64_t n0,
+                           int64_t nb) {
+  const int nt = wg_threads();
+  const int64_t CHW = g->C * g->H * g->W;
+#pragma omp parallel num_threads(nt) if (nt > 1 && g->C > 1)
+  {
+    float *pl = wg_slot(g, w);
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < g->C; c++) {
+      wg_plane_in(g, x + n0 * CHW + c * g->H * g->W, CHW, nb, pl);
+      wg_input_tiles(g, pl, w->v + c * g->tiles);
+    }
+  }
+}
+
+/* E (in M) of the chunk's images of dy. */
+static void wg_stage_dy(const wg_geo *g, const wg_ws *w, const float *dy, int64_t n0, int64_t nb) {
+  const int nt = wg_threads();
+  const int64_t KPQ = g->K * g->P * g->Q;
+#pragma omp parallel num_threads(nt) if (nt > 1 && g->K > 1)
+  {
+    float *pl = wg_slot(g, w);
+#pragma omp for schedule(static)
+    for (int64_t k = 0; k < g->K; k++) {
+      wg_plane_in_output(g, dy + n0 * KPQ + k * g->P * g->Q, KPQ, nb, pl);
+      wg_output_tiles_adjoint(g, pl, w->m + k * g->tiles);
+    }
+  }
+}
+
+/* A*A GEMMs C[t] = op(A[t]) op(B[t]) (+ beta C[t]), t-th operands sa, sb, sc floats apart,
+ * each split in one block of rows or columns (multiples of 16) per thread so that every
+ * thread gets the same work; a block's GEMM runs on its thread alone. */
+typedef struct wg_gemm {
+  int ta, tb;
+  int64_t M, N, K;
+  const float *A;
+  int64_t lda, sa;
+  const float *B;
+  int64_t ldb, sb;
+  float beta;
+  float *C;
+  int64_t ldc, sc;
+} wg_gemm;
+
+static void wg_gemm_batch(const wg_gemm *p) {
+  const int nt = ganfw_cpu_threads();
+  const int split_n = p->N >= p->M;
+  const int64_t dim = split_n ? p->N : p->M, units = (dim + 15) / 16;
+  int64_t parts = nt < units ? nt : units;
+  if (parts < 1) parts = 1;
+  const int parallel = nt > 1 && WG_AA * p->M * p->N * p->K >= WG_PARALLEL_MIN_MACS;
+#pragma omp parallel for schedule(static) num_threads(nt) if (parallel)
+  for (int64_t task = 0; task < WG_AA * parts; task++) {
+    const int64_t t = task / parts, part = task % parts;
+    int64_t i0 = units * part / parts * 16, i1 = units * (part + 1) / parts * 16;
+    if (i1 > dim) i1 = dim;
+    if (i1 <= i0) continue;
+    const float *A = p->A + t * p->sa, *B = p->B + t * p->sb;
+    float *C = p->C + t * p->sc;
+    if (split_n) {
+      ganfw_cpu_gemm(NULL, p->ta, p->tb, p->M, i1 - i0, p->K, 1.0f, A, p->lda,
+                     p->tb ? B + i0 * p->ldb : B + i0, p->ldb, p->beta, C + i0, p->ldc);
+    } else {
+      ganfw_cpu_gemm(NULL, p->ta, p->tb, i1 - i0, p->N, p->K, 1.0f,
+                     p->ta ? A + i0 : A + i0 * p->lda, p->lda, B, p->ldb, p->beta, C + i0 * p->ldc,
+                     p->ldc);
+    }
+  }
+}
+
+/* --- the passes ---------------------------------------------------------------------------- */
+
+void ganfw_cpu_conv2d_winograd_forward(const ganfw_conv2d_shape *s, const float *x, const float *w,
+                                       const float *b, float *y, void *ws) {
+  const wg_geo g = wg_geometry(s);
+  const wg_ws cw = wg_split(&g, ws);
+  const int nt = wg_threads();
+  const int64_t PQ = g.P * g.Q, KPQ = g.K * PQ;
+  wg_weights(&g, w, cw.u);
+  for (int64_t n0 = 0; n0 < g.N; n0 += g.chunk) {
+    const int64_t nb = g.N - n0 < g.chunk ? g.N - n0 : g.chunk;
+    wg_stage_input(&g, &cw, x, n0, nb);
+    /* M[t] [K, T] = U[t] [K, 4C] * V[t] [4C, T] */
+    const wg_gemm mm = {.M = g.K,
+                        .N = g.tiles,
+                        .K = g.C4,
+                        .A = cw.u,
+                        .lda = g.C4,
+                        .sa = g.K * g.C4,
+                        .B = cw.v,
+                        .ldb = g.tiles,
+                        .sb = g.C4 * g.tiles,
+                        .C = cw.m,
+                        .ldc = g.tiles,
+                        .sc = g.K * g.tiles};
+    wg_gemm_batch(&mm);
+#pragma omp parallel num_threads(nt) if (nt > 1 && g.K > 1)
+    {
+      float *pl = wg_slot(&g, &cw);
+#pragma omp for schedule(static)
+      for (int64_t k = 0; k < g.K; k++) {
+        wg_output_tiles(&g, cw.m + k * g.tiles, pl);
+        wg_plane_out(&g, pl, KPQ, nb, b ? b[k] : 0.0f, y + n0 * KPQ + k * PQ);
+      }
+    }
+  }
+}
+
+void ganfw_cpu_conv2d_winograd_backward(const ganfw_conv2d_shape *s, const float *x, const float *w,
+                                        const float *dy, float *dx, float *dw, int accumulate,
+                                        void *ws) {
+  const wg_geo g = wg_geometry(s);
+  const wg_ws cw = wg_split(&g, ws);
+  const int nt = wg_threads();
+  const int64_t CHW = g.C * g.H * g.W;
+  int e_ready = 0; /* M holds E of the only chunk */
+  if (dx) {
+    wg_weights(&g, w, cw.u);
+    for (int64_t n0 = 0; n0 < g.N; n0 += g.chunk) {
+      const int64_t nb = g.N - n0 < g.chunk ? g.N - n0 : g.chunk;
+      wg_stage_dy(&g, &cw, dy, n0, nb);
+      /* Z[t] [4C, T] = U[t]^T [4C, K] * E[t] [K, T], in V */
+      const wg_gemm mm = {.ta = 1,
+                          .M = g.C4,
+                          .N = g.tiles,
+                          .K = g.K,
+                          .A = cw.u,
+                          .lda = g.C4,
+                          .sa = g.K * g.C4,
+                          .B = cw.m,
+                          .ldb = g.tiles,
+                          .sb = g.K * g.tiles,
+                          .C = cw.v,
+                          .ldc = g.tiles,
+                          .sc = g.C4 * g.tiles};
+      wg_gemm_batch(&mm);
+#pragma omp parallel num_threads(nt) if (nt > 1 && g.C > 1)
+      {
+        float *pl = wg_slot(&g, &cw);
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < g.C; c++) {
+          memset(pl, 0, (size_t)(g.Hs * g.Ws * g.lanes) * sizeof *pl);
+          wg_input_tiles_adjoint(&g, cw.v + c * g.tiles, pl);
+          wg_plane_out_input(&g, pl, CHW, nb, dx + n0 * CHW + c * g.H * g.W);
+        }
+      }
+    }
+    e_ready = g.chunk >= g.N;
+  }
+  if (dw) {
+    for (int64_t n0 = 0; n0 < g.N; n0 += g.chunk) {
+      const int64_t nb = g.N - n0 < g.chunk ? g.N - n0 : g.chunk;
+      if (!e_ready) wg_stage_dy(&g, &cw, dy, n0, nb);
+      wg_stage_input(&g, &cw, x, n0, nb);
+      /* dU[t] [K, 4C] (+)= E[t] [K, T] * V[t]^T, in U */
+      const wg_gemm mm = {.tb = 1,
+                          .M = g.K,
+                          .N = g.C4,
+                          .K = g.tiles,
+                          .A = cw.m,
+                          .lda = g.tiles,
+                          .sa = g.K * g.tiles,
+                          .B = cw.v,
+                          .ldb = g.tiles,
+                          .sb = g.C4 * g.tiles,
+                          .beta = n0 == 0 ? 0.0f : 1.0f,
+                          .C = cw.u,
+                          .ldc = g.C4,
+                          .sc = g.K * g.C4};
+      wg_gemm_batch(&mm);
+    }
+    wg_filter(&g, cw.u, accumulate, dw);
+  }
+}
+
+/* The (shape, pass) pairs measured faster than im2col + GEMM at 1 and 2 threads
+ * (bench_conv ... wino): DC-GAN's layers from 64 channels up, at 16 images or more (a chunk
+ * pads the batch to 16 lanes) and outputs of 4x4 or more. With 1 or 3 input channels (the
+ * first D layer, the last G layer) the GEMMs are too thin and im2col is 2-4x faster. */
+int ganfw_cpu_conv2d_winograd_use(const ganfw_conv2d_shape *s, ganfw_conv_pass pass) {
+  (void)pass; /* the three passes measured alike */
+  return ganfw_cpu_conv2d_winograd_fits(s) && s->N >= 16 && s->C >= 64 && s->K >= 64 && s->P >= 4 &&
+         s->Q >= 4 &&
+         ganfw_cpu_conv2d_winograd_workspace(s) <= ganfw_cpu_conv2d_im2col_workspace(s);
+}

@@ -1,0 +1,187 @@
+/* The foreach element-wise ops over n contiguous f32 elements (optimizer updates, grad
+ * scaling, norms, NaN checks). Multiply-adds are written as fmaf, as PyTorch's CPU (AVX2)
+ * and CUDA kernels compute them fused: results match torch 1.13 bit for bit
+ * (test_ref_elementwise) on any machine, and the FMA clones only make them fast. Reductions
+ * accumulate in double, in a fixed order, so their result does not depend on the thread count. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+/* Below this many elements a loop runs on one thread (memory-bound ops). */
+#define FOREACH_OMP_MIN (1 << 15)
+/* Loops with an explicit vector body run over chunks of this many elements. */
+#define SIMD_CHUNK 4096
+
+/* Loops with fmaf get an FMA clone (AVX, vfmadd on 8 lanes) besides the portable one,
+ * where the C library's fmaf gives the same bits more slowly (build with
+ * -DGANFW_NO_FMA_CLONES to run the portable one everywhere). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(GANFW_NO_FMA_CLONES)
+#define FOREACH_FMA_CLONES __attribute__((target_clones("fma", "default")))
+#else
+#define FOREACH_FMA_CLONES
+#endif
+
+void ganfw_cpu_fill(ganfw_backend *be, int64_t n, float *x, float v) {
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) x[i] = v;
+}
+
+void ganfw_cpu_scale(ganfw_backend *be, int64_t n, float *x, float a) {
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) x[i] *= a;
+}
+
+void ganfw_cpu_add_scalar(ganfw_backend *be, int64_t n, float *x, float a) {
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) x[i] += a;
+}
+
+void ganfw_cpu_add(ganfw_backend *be, int64_t n, float *out, const float *a, const float *b) {
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* y += alpha * x, fused (torch.add(y, x, alpha=alpha)) */
+FOREACH_FMA_CLONES
+void ganfw_cpu_axpy(ganfw_backend *be, int64_t n, float *y, float alpha, const float *x) {
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) y[i] = fmaf(alpha, x[i], y[i]);
+}
+
+void ganfw_cpu_mul(ganfw_backend *be, int64_t n, float *out, const float *a, const float *b) {
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) out[i] = a[i] * b[i];
+}
+
+/* y += (v * a) * b, the product with y fused (torch.addcmul) */
+FOREACH_FMA_CLONES
+void ganfw_cpu_addcmul(ganfw_backend *be, int64_t n, float *y, float v, const float *a,
+                       const float *b) {
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) y[i] = fmaf(v * a[i], b[i], y[i]);
+}
+
+/* y += (v * a) / b (torch.addcdiv) */
+void ganfw_cpu_addcdiv(ganfw_backend *be, int64_t n, float *y, float v, const float *a,
+                       const float *b) {
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+  for (int64_t i = 0; i < n; i++) y[i] += v * a[i] / b[i];
+}
+
+/* sqrt and maximum are written with SSE where there is SSE: with errno-setting sqrtf
+ * and NaN-aware selects GCC would not vectorise them. Both paths give the same bits. */
+void ganfw_cpu_sqrt(ganfw_backend *be, int64_t n, float *out, const float *x) {
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+  for (int64_t c = 0; c < n; c += SIMD_CHUNK) {
+    int64_t i = c, hi = n - c < SIMD_CHUNK ? n : c + SIMD_CHUNK;
+#ifdef __SSE2__
+    for (; i + 4 <= hi; i += 4) _mm_storeu_ps(out + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
+#endif
+    for (; i < hi; i++) out[i] = __builtin_sqrtf(x[i]);
+  }
+}
+
+/* y = lerp(y, x, w) as torch.lerp computes it: from the nearer end, fused. */
+FOREACH_FMA_CLONES
+void ganfw_cpu_lerp(ganfw_backend *be, int64_t n, float *y, const float *x, float w) {
+  if (fabsf(w) < 0.5f) {
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) y[i] = fmaf(w, x[i] - y[i], y[i]);
+  } else {
+    float omw = 1.0f - w;
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) y[i] = fmaf(y[i] - x[i], omw, x[i]);
+  }
+}
+
+/* y = max(y, x), NaN (a + b) when either is NaN (torch.maximum) */
+void ganfw_cpu_maximum(ganfw_backend *be, int64_t n, float *y, const float *x) {
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
+  for (int64_t c = 0; c < n; c += SIMD_CHUNK) {
+    int64_t i = c, hi = n - c < SIMD_CHUNK ? n : c + SIMD_CHUNK;
+#ifdef __SSE2__
+    for (; i + 4 <= hi; i += 4) {
+      __m128 a = _mm_loadu_ps(y + i), b = _mm_loadu_ps(x + i);
+      __m128 nan = _mm_cmpunord_ps(a, b);
+      __m128 m = _mm_max_ps(a, b); /* a > b ? a : b */
+      _mm_storeu_ps(y + i, _mm_or_ps(_mm_andnot_ps(nan, m), _mm_and_ps(nan, _mm_add_ps(a, b))));
+    }
+#endif
+    for (; i < hi; i++) {
+      float a = y[i], b = x[i];
+      y[i] = (a != a || b != b) ? a + b : (a > b ? a : b);
+    }
+  }
+}
+
+/* --- reductions --------------------------------------------------------------------- */
+/* Chunks of REDUCE_CHUNK elements are summed in double with 8 lanes; up to REDUCE_GROUP
+ * chunk sums are computed in parallel and then added in order. */
+#define REDUCE_CHUNK 8192
+#define REDUCE_GROUP 256
+
+static double sum_chunk(const float *x, int64_t n, int squares) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  if (squares) {
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; l++) acc[l] += (double)x[i + l] * (double)x[i + l];
+    for (; i < n; i++) acc[0] += (double)x[i] * (double)x[i];
+  } else {
+    for (; i + 8 <= n; i += 8)
+      for (int l = 0; l < 8; l++) acc[l] += (double)x[i + l];
+    for (; i < n; i++) acc[0] += (double)x[i];
+  }
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+static double reduce(int64_t n, const float *x, int squares) {
+  double total = 0.0;
+  for (int64_t g = 0; g < n; g += (int64_t)REDUCE_CHUNK * REDUCE_GROUP) {
+    int64_t gn =
+        n - g < (int64_t)REDUCE_CHUNK * REDUCE_GROUP ? n - g : (int64_t)REDUCE_CHUNK * REDUCE_GROUP;
+    int nc = (int)((gn + REDUCE_CHUNK - 1) / REDUCE_CHUNK);
+    double part[REDUCE_GROUP];
+#pragma omp parallel for if (gn >= FOREACH_OMP_MIN) schedule(static)
+    for (int c = 0; c < nc; c++) {
+      int64_t lo = (int64_t)c * REDUCE_CHUNK;
+      int64_t len = gn - lo < REDUCE_CHUNK ? gn - lo : REDUCE_CHUNK;
+      part[c] = sum_chunk(x + g + lo, len, squares);
+    }
+    for (int c = 0; c < nc; c++) total += part[c];
+  }
+  return total;
+}
+
+double ganfw_cpu_sum(ganfw_backend *be, int64_t n, const float *x) {
+  return reduce(n, x, 0);
+}
+
+double ganfw_cpu_sumsq(ganfw_backend *be, int64_t n, const float *x) {
+  return reduce(n, x, 1);
+}
+
+/* 1 when an exponent field is all ones (inf or NaN). Each thread stops at its first hit. */
+int32_t ganfw_cpu_nonfinite(ganfw_backend *be, int64_t n, const float *x) {
+  int32_t found = 0;
+  int64_t nc = (n + REDUCE_CHUNK - 1) / REDUCE_CHUNK;
+#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static) reduction(| : found)
+  for (int64_t c = 0; c < nc; c++) {
+    if (found) continue;
+    int64_t lo = c * REDUCE_CHUNK;
+    int64_t hi = n - lo < REDUCE_CHUNK ? n : lo + REDUCE_CHUNK;
+    uint32_t hit = 0;
+    for (int64_t i = lo; i < hi; i++) {
+      uint32_t u;
+      memcpy(&u, x + i, sizeof u);
+      hit |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    found |= (int32_t)hit;
+  }
+  return found;
+}

@@ -1,0 +1,105 @@
+/* Row-major single-precision GEMM for the CPU backend, C[M,N] = alpha op(A) op(B) + beta C,
+ * over OpenBLAS, and the backend's thread count. One threading system: OpenBLAS runs
+ * single-threaded and large products are split into column (or row) blocks over OpenMP. */
+#include <cblas.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+
+/* OpenBLAS's own thread control (declared in its cblas.h, repeated for other providers). */
+void openblas_set_num_threads(int num_threads);
+
+/* Products below this many multiply-adds stay on the calling thread: starting a team costs
+ * microseconds, and far more when the cores are shared. */
+#define GEMM_PARALLEL_MIN_MACS (1 << 21)
+/* Blocks are multiples of this many rows/columns (the SIMD kernels' register tile). */
+#define GEMM_BLOCK_ALIGN 16
+
+/* 0 until set: then omp_get_max_threads() is used. */
+static atomic_int cpu_threads;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_single_thread(void) {
+  openblas_set_num_threads(1);
+}
+
+int ganfw_cpu_threads(void) {
+  pthread_once(&blas_once, blas_single_thread);
+  int t = atomic_load(&cpu_threads);
+  return t > 0 ? t : omp_get_max_threads();
+}
+
+/* Sets the OpenMP team size for every CPU kernel (threads <= 0: one per processor) and
+ * keeps OpenBLAS single-threaded: the kernels call it from inside their OpenMP regions,
+ * where a threaded OpenBLAS would oversubscribe the cores. */
+void ganfw_cpu_set_threads(ganfw_backend *be, int threads) {
+  (void)be;
+  if (threads <= 0) threads = omp_get_num_procs();
+  pthread_once(&blas_once, blas_single_thread);
+  atomic_store(&cpu_threads, threads);
+  omp_set_num_threads(threads);
+}
+
+static void gemm_serial(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                        float *C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B,
+              (int)ldb, beta, C, (int)ldc);
+}
+
+/* C = beta * C for an empty inner dimension (some BLAS builds skip it). */
+static void gemm_scale_only(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
+  for (int64_t i = 0; i < M; i++) {
+    float *c = C + i * ldc;
+    if (beta == 0.0f) {
+      memset(c, 0, (size_t)N * sizeof *c);
+    } else {
+      for (int64_t j = 0; j < N; j++) c[j] *= beta;
+    }
+  }
+}
+
+void ganfw_cpu_gemm(ganfw_backend *be, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                    float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                    float beta, float *C, int64_t ldc) {
+  (void)be;
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    gemm_scale_only(M, N, beta, C, ldc);
+    return;
+  }
+  int threads = ganfw_cpu_threads();
+  /* Split the larger of M and N into aligned blocks, one per thread. */
+  int split_n = N >= M;
+  int64_t dim = split_n ? N : M;
+  int64_t max_blocks = dim / GEMM_BLOCK_ALIGN;
+  if (max_blocks < threads) threads = (int)(max_blocks > 0 ? max_blocks : 1);
+  if (threads <= 1 || omp_in_parallel() || M * N * K < GEMM_PARALLEL_MIN_MACS) {
+    gemm_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  int64_t units = (dim + GEMM_BLOCK_ALIGN - 1) / GEMM_BLOCK_ALIGN;
+#pragma omp parallel num_threads(threads)
+  {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
+    int64_t i0 = u0 * GEMM_BLOCK_ALIGN, i1 = u1 * GEMM_BLOCK_ALIGN;
+    if (i1 > dim) i1 = dim;
+    if (i1 > i0) {
+      if (split_n) {
+        /* Columns [i0, i1) of C come from columns [i0, i1) of op(B). */
+        const float *Bb = trans_b ? B + i0 * ldb : B + i0;
+        gemm_serial(trans_a, trans_b, M, i1 - i0, K, alpha, A, lda, Bb, ldb, beta, C + i0, ldc);
+      } else {
+        /* Rows [i0, i1) of C come from rows [i0, i1) of op(A). */
+        const float *Ab = trans_a ? A + i0 : A + i0 * lda;
+        gemm_serial(trans_a, trans_b, i1 - i0, N, K, alpha, Ab, lda, B, ldb, beta, C + i0 * ldc,
+                    ldc);
+      }
+    }
+  }
+}

@@ -1,0 +1,105 @@
+/* The generic dataset: a source (MNIST, CIFAR-10, folder) plus its transforms; get(i)
+ * decodes sample i and writes the transformed image [C,H,W] and its label. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/data_source.h"
+#include "base/error.h"
+
+struct ganfw_dataset {
+  const ganfw_source_vt *vt;
+  void *self;
+  char name[512];
+  int64_t size;
+  int32_t num_classes;
+  ganfw_transform tf;
+  int32_t c, h, w; /* output shape */
+};
+
+ganfw_status ganfw_dataset_wrap(const ganfw_source_vt *vt, void *self, const char *name,
+                                int64_t size, int32_t num_classes, int32_t src_h, int32_t src_w,
+                                int32_t native_c, const ganfw_transform *tf, ganfw_dataset **out) {
+  static const ganfw_transform none;
+  *out = NULL;
+  ganfw_dataset *ds = calloc(1, sizeof *ds);
+  if (!ds) {
+    vt->destroy(self);
+    return ganfw_error_set(GANFW_ERR_OOM, "%s: no host memory", name);
+  }
+  ds->vt = vt;
+  ds->self = self;
+  snprintf(ds->name, sizeof ds->name, "%s", name);
+  ds->size = size;
+  ds->num_classes = num_classes;
+  ds->tf = tf ? *tf : none;
+  ds->c = ds->tf.channels ? ds->tf.channels : native_c;
+  ganfw_status st = ganfw_transform_shape(&ds->tf, src_h, src_w, &ds->h, &ds->w);
+  if (st != GANFW_OK) {
+    ganfw_dataset_destroy(ds);
+    return ganfw_error_wrap(st, "%s", name);
+  }
+  *out = ds;
+  return GANFW_OK;
+}
+
+void ganfw_dataset_destroy(ganfw_dataset *ds) {
+  if (!ds) return;
+  ds->vt->destroy(ds->self);
+  free(ds);
+}
+
+int64_t ganfw_dataset_size(const ganfw_dataset *ds) {
+  return ds->size;
+}
+
+int32_t ganfw_dataset_num_classes(const ganfw_dataset *ds) {
+  return ds->num_classes;
+}
+
+void ganfw_dataset_shape(const ganfw_dataset *ds, int32_t *c, int32_t *h, int32_t *w) {
+  *c = ds->c;
+  *h = ds->h;
+  *w = ds->w;
+}
+
+const char *ganfw_dataset_name(const ganfw_dataset *ds) {
+  return ds->name;
+}
+
+uint64_t ganfw_data_sample_key(uint64_t seed, int64_t epoch, int64_t index) {
+  return ganfw_data_mix64(ganfw_data_mix64(ganfw_data_mix64(seed) ^ (uint64_t)epoch) ^
+                          (uint64_t)index);
+}
+
+ganfw_status ganfw_dataset_get(const ganfw_dataset *ds, int64_t index, uint64_t key, float *image,
+                               int32_t *label) {
+  if (index < 0 || index >= ds->size)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: sample %lld is out of range 0..%lld",
+                           ds->name, (long long)index, (long long)ds->size - 1);
+  ganfw_raw_image img = {0};
+  int32_t lab = 0;
+  ganfw_status st = ds->vt->load(ds->self, index, &img, &lab);
+  if (st != GANFW_OK) return st;
+  st = ganfw_transform_apply(&ds->tf, img.pixels, img.c, img.h, img.w, key, image, ds->c, ds->h,
+                             ds->w);
+  free(img.pixels);
+  if (st != GANFW_OK) {
+    const char *path = ds->vt->sample_path ? ds->vt->sample_path(ds->self, index) : NULL;
+    return ganfw_error_wrap(st == GANFW_ERR_INVALID_ARG ? GANFW_ERR_IO : st, "%s, sample %lld",
+                            path ? path : ds->name, (long long)index);
+  }
+  if (label) *label = lab;
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t train,
+                                const ganfw_transform *tf, ganfw_dataset **out) {
+  *out = NULL;
+  if (kind && strcmp(kind, "mnist") == 0) return ganfw_dataset_open_mnist(path, train, tf, out);
+  if (kind && strcmp(kind, "cifar10") == 0) return ganfw_dataset_open_cifar10(path, train, tf, out);
+  if (kind && strcmp(kind, "folder") == 0) return ganfw_dataset_open_folder(path, tf, out);
+  return ganfw_error_set(GANFW_ERR_CONFIG,
+                         "unknown dataset kind '%s'; the kinds are mnist, cifar10 and folder",
+                         kind ? kind : "(null)");
+}

@@ -1,0 +1,198 @@
+/* The MNIST source: an IDX image file (magic 0x803: count, rows, cols, then uint8 pixels)
+ * and its IDX label file (magic 0x801: count, then uint8 labels), plain or gzipped, read
+ * whole and checked. Samples are [1,rows,cols] in [0,1]. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "data/data_source.h"
+#include "base/error.h"
+
+#define FETCH_HINT "run scripts/fetch_mnist.sh"
+
+typedef struct mnist_src {
+  uint8_t *images; /* [n, rows, cols] */
+  uint8_t *labels; /* [n] */
+  int64_t n;
+  int32_t rows, cols;
+} mnist_src;
+
+static uint32_t be32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Reads exactly `len` bytes; returns the count read, -1 on a zlib error (message in *why). */
+static int64_t gz_read_all(gzFile gz, uint8_t *dst, int64_t len, const char **why) {
+  int64_t got = 0;
+  while (got < len) {
+    int64_t want = len - got > (1 << 30) ? (1 << 30) : len - got;
+    int r = gzread(gz, dst + got, (unsigned)want);
+    if (r < 0) {
+      int errnum;
+      *why = gzerror(gz, &errnum);
+      return -1;
+    }
+    if (r == 0) break;
+    got += r;
+  }
+  return got;
+}
+
+/* Opens dir/base or dir/base.gz and reads one IDX file with `ndim` dimensions (1 labels,
+ * 3 images) into a new buffer; dims[0] is the count. path receives the file used. */
+static ganfw_status read_idx(const char *dir, const char *base, uint32_t magic, int ndim,
+                             char *path, size_t path_len, uint8_t **data, uint32_t dims[3]) {
+  *data = NULL;
+  struct stat sb;
+  snprintf(path, path_len, "%s/%s", dir, base);
+  if (stat(path, &sb) != 0) {
+    char gz_path[4200];
+    snprintf(gz_path, sizeof gz_path, "%s.gz", path);
+    if (stat(gz_path, &sb) != 0)
+      return ganfw_error_set(GANFW_ERR_IO,
+                             "MNIST: cannot open '%s' (nor '%s.gz'): %s; " FETCH_HINT " %s", path,
+                             path, strerror(errno), dir);
+    snprintf(path, path_len, "%s", gz_path);
+  }
+  gzFile gz = gzopen(path, "rb");
+  if (!gz)
+    return ganfw_error_set(GANFW_ERR_IO, "MNIST: cannot open '%s': %s; " FETCH_HINT, path,
+                           errno ? strerror(errno) : "out of memory");
+  gzbuffer(gz, 1 << 17);
+  const char *why = "unexpected end of file";
+  uint8_t hdr[16];
+  const int64_t hdr_len = 4 + 4 * (int64_t)ndim;
+  ganfw_status st = GANFW_OK;
+  int64_t got = gz_read_all(gz, hdr, hdr_len, &why);
+  if (got != hdr_len) {
+    st = ganfw_error_set(GANFW_ERR_IO,
+                         "MNIST: '%s' is too short for an IDX header (%s); " FETCH_HINT, path,
+                         got < 0 ? why : "truncated");
+    goto done;
+  }
+  if (be32(hdr) != magic) {
+    st = ganfw_error_set(GANFW_ERR_IO,
+                         "MNIST: '%s' has magic number 0x%08x, expected 0x%08x for IDX %s (a "
+                         "corrupt or different file); " FETCH_HINT,
+                         path, be32(hdr), magic, ndim == 1 ? "labels" : "images");
+    goto done;
+  }
+  int64_t payload = 1;
+  for (int i = 0; i < ndim; i++) {
+    dims[i] = be32(hdr + 4 + 4 * i);
+    const uint32_t limit = i == 0 ? (1u << 30) : 4096u;
+    if (dims[i] == 0 || dims[i] > limit) {
+      st = ganfw_error_set(GANFW_ERR_IO,
+                           "MNIST: '%s' declares dimension %d of size %u (allowed 1..%u): "
+                           "corrupt header; " FETCH_HINT,
+                           path, i, dims[i], limit);
+      goto done;
+    }
+    payload *= dims[i];
+  }
+  if (payload > ((int64_t)1 << 34)) {
+    st = ganfw_error_set(GANFW_ERR_IO, "MNIST: '%s' declares %lld bytes of data: corrupt header",
+                         path, (long long)payload);
+    goto done;
+  }
+  if (gzdirect(gz) && sb.st_size != hdr_len + payload) {
+    st = ganfw_error_set(
+        GANFW_ERR_IO, "MNIST: '%s' has %lld bytes but its header promises %lld (%s); " FETCH_HINT,
+        path, (long long)sb.st_size, (long long)(hdr_len + payload),
+        sb.st_size < hdr_len + payload ? "truncated" : "trailing data");
+    goto done;
+  }
+  *data = malloc((size_t)payload);
+  if (!*data) {
+    st = ganfw_error_set(GANFW_ERR_OOM, "MNIST: no host memory for the %lld bytes of '%s'",
+                         (long long)payload, path);
+    goto done;
+  }
+  got = gz_read_all(gz, *data, payload, &why);
+  if (got != payload) {
+    st = ganfw_error_set(GANFW_ERR_IO,
+                         "MNIST: '%s' ends after %lld of the %lld data bytes its header "
+                         "promises (%s); " FETCH_HINT,
+                         path, (long long)(got < 0 ? 0 : got), (long long)payload,
+                         got < 0 ? why : "truncated");
+    goto done;
+  }
+  uint8_t extra;
+  got = gz_read_all(gz, &extra, 1, &why);
+  if (got != 0) {
+    st = ganfw_error_set(
+        GANFW_ERR_IO, "MNIST: '%s' %s after the %lld data bytes its header promises; " FETCH_HINT,
+        path, got < 0 ? why : "has trailing data", (long long)payload);
+    goto done;
+  }
+done:
+  gzclose(gz);
+  if (st != GANFW_OK) {
+    free(*data);
+    *data = NULL;
+  }
+  return st;
+}
+
+static ganfw_status mnist_load(const void *self, int64_t index, ganfw_raw_image *img,
+                               int32_t *label) {
+  const mnist_src *s = self;
+  const size_t plane = (size_t)s->rows * s->cols;
+  img->pixels = malloc(sizeof(float) * plane);
+  if (!img->pixels) return ganfw_error_set(GANFW_ERR_OOM, "MNIST: no host memory for a sample");
+  const uint8_t *p = s->images + plane * index;
+  for (size_t i = 0; i < plane; i++) img->pixels[i] = (float)p[i] / 255.0f;
+  img->c = 1;
+  img->h = s->rows;
+  img->w = s->cols;
+  *label = s->labels[index];
+  return GANFW_OK;
+}
+
+static void mnist_destroy(void *self) {
+  mnist_src *s = self;
+  if (!s) return;
+  free(s->images);
+  free(s->labels);
+  free(s);
+}
+
+static const ganfw_source_vt mnist_vt = {mnist_load, NULL, mnist_destroy};
+
+ganfw_status ganfw_dataset_open_mnist(const char *dir, int32_t train, const ganfw_transform *tf,
+                                      ganfw_dataset **out) {
+  *out = NULL;
+  if (!dir) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "MNIST: no directory given");
+  const char *prefix = train ? "train" : "t10k";
+  char img_name[64], lbl_name[64], img_path[4200], lbl_path[4200];
+  snprintf(img_name, sizeof img_name, "%s-images-idx3-ubyte", prefix);
+  snprintf(lbl_name, sizeof lbl_name, "%s-labels-idx1-ubyte", prefix);
+  mnist_src *s = calloc(1, sizeof *s);
+  if (!s) return ganfw_error_set(GANFW_ERR_OOM, "MNIST: no host memory");
+  uint32_t idims[3] = {0}, ldims[3] = {0};
+  ganfw_status st =
+      read_idx(dir, img_name, 0x00000803u, 3, img_path, sizeof img_path, &s->images, idims);
+  if (st == GANFW_OK)
+    st = read_idx(dir, lbl_name, 0x00000801u, 1, lbl_path, sizeof lbl_path, &s->labels, ldims);
+  if (st == GANFW_OK && idims[0] != ldims[0])
+    st = ganfw_error_set(GANFW_ERR_IO,
+                         "MNIST: '%s' holds %u images but '%s' holds %u labels; the two files "
+                         "do not belong together; " FETCH_HINT " %s",
+                         img_path, idims[0], lbl_path, ldims[0], dir);
+  if (st != GANFW_OK) {
+    mnist_destroy(s);
+    return st;
+  }
+  s->n = idims[0];
+  s->rows = (int32_t)idims[1];
+  s->cols = (int32_t)idims[2];
+  int32_t max_label = 0;
+  for (int64_t i = 0; i < s->n; i++)
+    if (s->labels[i] > max_label) max_label = s->labels[i];
+  char name[4300];
+  snprintf(name, sizeof name, "MNIST %s '%s'", train ? "train" : "test", dir);
+  return ganfw_dataset_wrap(&mnist_vt, s, name, s->n, max_label + 1, s->rows, s->cols, 1, tf, out);
+}

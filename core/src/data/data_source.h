@@ -1,0 +1,56 @@
+/* Inside the data module: what a dataset source (MNIST, CIFAR-10, folder) supplies to the
+ * generic dataset in data.c, and the transform pipeline (transform.c) that turns a decoded
+ * image [c,h,w] in [0,1] into the dataset's output [C,H,W]. */
+#ifndef GANFW_DATA_SOURCE_H
+#define GANFW_DATA_SOURCE_H
+
+#include <stdint.h>
+
+#include "data/data.h"
+
+/* A decoded image, float [c,h,w] in [0,1]; `pixels` is malloc'd and owned by whoever holds
+ * the struct (free()). */
+typedef struct ganfw_raw_image {
+  float *pixels;
+  int32_t c, h, w;
+} ganfw_raw_image;
+
+typedef struct ganfw_source_vt {
+  /* Decodes sample `index` into *img (a new buffer) and its label. Thread-safe. */
+  ganfw_status (*load)(const void *self, int64_t index, ganfw_raw_image *img, int32_t *label);
+  /* The file a sample comes from, for messages (optional: NULL = the dataset's name). */
+  const char *(*sample_path)(const void *self, int64_t index);
+  void (*destroy)(void *self);
+} ganfw_source_vt;
+
+/* Wraps a source into a dataset. `src_h` x `src_w` is the decoded size of a typical sample (the
+ * first one) from which the output shape is computed; `native_c` is the channel count used
+ * when tf->channels is 0. Takes ownership of `self` (destroyed on failure too). */
+ganfw_status ganfw_dataset_wrap(const ganfw_source_vt *vt, void *self, const char *name,
+                                int64_t size, int32_t num_classes, int32_t src_h, int32_t src_w,
+                                int32_t native_c, const ganfw_transform *tf, ganfw_dataset **out);
+
+/* --- transform.c --------------------------------------------------------------------------- */
+/* The output shape of `tf` for an input of h x w (channels resolved by the caller). Returns
+ * GANFW_ERR_CONFIG naming the field when the transform is invalid or yields an empty image. */
+ganfw_status ganfw_transform_shape(const ganfw_transform *tf, int32_t h, int32_t w, int32_t *oh,
+                                   int32_t *ow);
+
+/* Applies tf to src [c,h,w] in [0,1], converting to oc channels (1 or 3), into dst [oc,oh,ow]
+ * (which must be the shape ganfw_transform_shape gives; GANFW_ERR_INVALID_ARG otherwise).
+ * `key` decides the flip. */
+ganfw_status ganfw_transform_apply(const ganfw_transform *tf, const float *src, int32_t c,
+                                   int32_t h, int32_t w, uint64_t key, float *dst, int32_t oc,
+                                   int32_t oh, int32_t ow);
+
+/* Bilinear resize of x [c,h,w] into y [c,oh,ow] with the formula of PyTorch's
+ * F.interpolate(mode="bilinear", align_corners=False) without antialiasing: source coordinate
+ * (dst + 0.5) * (in / out) - 0.5, clamped at 0, neighbours clamped at the last pixel.
+ * GANFW_ERR_OOM when its small index table cannot be allocated. */
+ganfw_status ganfw_resize_bilinear(const float *x, int32_t c, int32_t h, int32_t w, float *y,
+                                   int32_t oh, int32_t ow);
+
+/* splitmix64's finaliser: a well-mixed 64-bit hash of x. */
+uint64_t ganfw_data_mix64(uint64_t x);
+
+#endif

@@ -1,0 +1,907 @@
+/* Checkpoints (see checkpoint.h): the tensors of nets and optimizers as one safetensors
+ * file with the run's position as metadata. Metadata "crc32" is zlib's crc32 of the data
+ * section (all tensor bytes in file order); "header_crc32" covers what the header says
+ * (metadata, names, dtypes, shapes, order), so any damage is refused before a load. */
+#include "io/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "runtime/ctx.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "nn/net.h"
+#include "io/safetensors.h"
+#include "runtime/tensor.h"
+
+#define CK_NAMES_SHOWN 3 /* tensor names listed in a message before "..." */
+
+/* --- what a set of nets saves ------------------------------------------------------------ */
+typedef struct ck_item {
+  char *name;           /* the name in the file; owned */
+  ganfw_tensor *tensor; /* a parameter, f32 buffer or optimizer state; or NULL */
+  int64_t *counter;     /* num_batches_tracked (I64 scalar); or NULL */
+  const void *host;     /* save: the bytes written */
+  int64_t nbytes;
+  int32_t elem_size;
+} ck_item;
+
+typedef struct ck_items {
+  ck_item *v;
+  int64_t n, cap;
+  ck_item **by_name; /* sorted by name */
+} ck_items;
+
+static void ck_items_free(ck_items *it) {
+  for (int64_t i = 0; i < it->n; i++) free(it->v[i].name);
+  free(it->v);
+  free(it->by_name);
+  memset(it, 0, sizeof *it);
+}
+
+static const char *ck_prefix(const ganfw_ckpt_net *cn) {
+  return cn->prefix ? cn->prefix : ganfw_net_name(cn->net);
+}
+
+/* "<a>.<b>.<c>" skipping empty parts; NULL when out of memory. */
+static char *ck_join3(const char *a, const char *b, const char *c) {
+  size_t n = strlen(a) + strlen(b) + strlen(c) + 3;
+  char *s = malloc(n);
+  if (!s) return NULL;
+  s[0] = '\0';
+  const char *parts[3] = {a, b, c};
+  for (int i = 0; i < 3; i++) {
+    if (!parts[i][0]) continue;
+    if (s[0]) strcat(s, ".");
+    strcat(s, parts[i]);
+  }
+  return s;
+}
+
+static ganfw_status ck_items_add(ck_items *it, const char *scope, const char *prefix,
+                                 const char *name, ganfw_tensor *t, int64_t *counter) {
+  if (it->n == it->cap) {
+    int64_t cap = it->cap ? 2 * it->cap : 64;
+    ck_item *v = realloc(it->v, (size_t)cap * sizeof *v);
+    if (!v) return ganfw_error_set(GANFW_ERR_OOM, "checkpoint: out of host memory");
+    it->v = v;
+    it->cap = cap;
+  }
+  ck_item *e = &it->v[it->n];
+  memset(e, 0, sizeof *e);
+  if (!(e->name = ck_join3(scope, prefix, name)))
+    return ganfw_error_set(GANFW_ERR_OOM, "checkpoint: out of host memory");
+  e->tensor = t;
+  e->counter = counter;
+  e->elem_size = counter ? 8 : (int32_t)ganfw_dtype_size(t->dtype);
+  e->nbytes = counter ? 8 : t->nbytes;
+  it->n++;
+  return GANFW_OK;
+}
+
+static int ck_cmp_item_name(const void *a, const void *b) {
+  const ck_item *const *x = a, *const *y = b;
+  return strcmp((*x)->name, (*y)->name);
+}
+
+/* The tensors of nets[0..n) (with optimizer state when `optim`), sorted by name into
+ * it->by_name; GANFW_ERR_INVALID_ARG when two share a name. */
+static ganfw_status ck_collect(const ganfw_ckpt_net *nets, int32_t n, int32_t optim, ck_items *it) {
+  memset(it, 0, sizeof *it);
+  if (n < 0 || (n > 0 && !nets))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "checkpoint: bad list of nets");
+  ganfw_status st = GANFW_OK;
+  for (int32_t k = 0; k < n && st == GANFW_OK; k++) {
+    const ganfw_ckpt_net *cn = &nets[k];
+    if (!cn->net) {
+      st = ganfw_error_set(GANFW_ERR_INVALID_ARG, "checkpoint: net %d is NULL", k);
+      break;
+    }
+    const char *p = ck_prefix(cn);
+    int64_t np = ganfw_net_param_count(cn->net);
+    for (int64_t i = 0; i < np && st == GANFW_OK; i++) {
+      ganfw_param_info info = {.struct_size = sizeof info};
+      st = ganfw_net_param_info(cn->net, i, &info);
+      if (st == GANFW_OK) st = ck_items_add(it, "", p, info.name, info.value, NULL);
+    }
+    ganfw_net_buffer b;
+    for (int64_t i = 0; st == GANFW_OK && ganfw_net_buffer_at(cn->net, i, &b); i++)
+      st = ck_items_add(it, "", p, b.name, b.tensor, b.tensor ? NULL : b.counter);
+    if (optim && cn->optim_vt && cn->optim_vt->state_tensor) {
+      const char *sname = NULL;
+      ganfw_tensor *t;
+      for (int64_t i = 0;
+           st == GANFW_OK && (t = cn->optim_vt->state_tensor(cn->optim_self, i, &sname)) != NULL;
+           i++)
+        st = ck_items_add(it, "optim", p, sname ? sname : "", t, NULL);
+    }
+  }
+  if (st == GANFW_OK) {
+    it->by_name = malloc((size_t)(it->n ? it->n : 1) * sizeof *it->by_name);
+    if (!it->by_name) st = ganfw_error_set(GANFW_ERR_OOM, "checkpoint: out of host memory");
+  }
+  if (st == GANFW_OK) {
+    for (int64_t i = 0; i < it->n; i++) it->by_name[i] = &it->v[i];
+    if (it->n) qsort(it->by_name, (size_t)it->n, sizeof *it->by_name, ck_cmp_item_name);
+    for (int64_t i = 1; i < it->n && st == GANFW_OK; i++)
+      if (strcmp(it->by_name[i - 1]->name, it->by_name[i]->name) == 0)
+        st = ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "checkpoint: two tensors are named \"%s\" (give the nets distinct "
+                             "names or prefixes)",
+                             it->by_name[i]->name);
+  }
+  if (st != GANFW_OK) ck_items_free(it);
+  return st;
+}
+
+static ck_item *ck_items_find(const ck_items *it, const char *name) {
+  int64_t lo = 0, hi = it->n;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(it->by_name[mid]->name, name);
+    if (c == 0) return it->by_name[mid];
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return NULL;
+}
+
+/* --- crc32s ------------------------------------------------------------------------------ */
+static uLong ck_crc(uLong crc, const void *p, int64_t n) {
+  const Bytef *b = p;
+  while (n > 0) {
+    uInt chunk = n > (1 << 30) ? (uInt)(1 << 30) : (uInt)n;
+    crc = crc32(crc, b, chunk);
+    b += chunk;
+    n -= chunk;
+  }
+  return crc;
+}
+
+static uLong ck_crc_str(uLong crc, const char *s) {
+  return crc32(crc, (const Bytef *)s, (uInt)strlen(s) + 1); /* with its NUL */
+}
+
+/* One tensor as the header describes it. */
+typedef struct ck_desc {
+  const char *name, *dtype;
+  int32_t ndim;
+  const int64_t *shape;
+} ck_desc;
+
+static int ck_is_crc_key(const char *k) {
+  return strcmp(k, "crc32") == 0 || strcmp(k, "header_crc32") == 0;
+}
+
+typedef struct ck_kv {
+  const char *key, *value;
+} ck_kv;
+
+static int ck_cmp_kv(const void *a, const void *b) {
+  return strcmp(((const ck_kv *)a)->key, ((const ck_kv *)b)->key);
+}
+
+/* crc32 of the header's content, independent of its JSON layout: every metadata entry but
+ * the two crcs, sorted by key, as "M" key NUL value NUL; then every tensor in file order
+ * as "T" name NUL dtype NUL "d0,d1,...," NUL. -1 when out of memory. */
+static int64_t ck_header_crc(const char *const *keys, const char *const *values, int64_t nmeta,
+                             const ck_desc *t, int64_t nt) {
+  ck_kv *kv = malloc((size_t)(nmeta ? nmeta : 1) * sizeof *kv);
+  if (!kv) return -1;
+  for (int64_t i = 0; i < nmeta; i++) kv[i] = (ck_kv){keys[i], values[i]};
+  if (nmeta) qsort(kv, (size_t)nmeta, sizeof *kv, ck_cmp_kv);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (int64_t i = 0; i < nmeta; i++) {
+    if (ck_is_crc_key(kv[i].key)) continue;
+    crc = ck_crc_str(crc, "M");
+    crc = ck_crc_str(crc, kv[i].key);
+    crc = ck_crc_str(crc, kv[i].value);
+  }
+  free(kv);
+  for (int64_t i = 0; i < nt; i++) {
+    char dims[GANFW_ST_MAX_DIMS * 24 + 1] = "";
+    size_t len = 0;
+    for (int32_t d = 0; d < t[i].ndim; d++)
+      len += (size_t)snprintf(dims + len, sizeof dims - len, "%lld,", (long long)t[i].shape[d]);
+    crc = ck_crc_str(crc, "T");
+    crc = ck_crc_str(crc, t[i].name);
+    crc = ck_crc_str(crc, t[i].dtype);
+    crc = ck_crc_str(crc, dims);
+  }
+  return (int64_t)(crc & 0xffffffffUL);
+}
+
+static void ck_crc_format(int64_t crc, char out[9]) {
+  snprintf(out, 9, "%08x", (unsigned)(crc & 0xffffffff));
+}
+
+/* Parses exactly 8 lowercase hex digits; -1 otherwise. */
+static int64_t ck_crc_parse(const char *s) {
+  if (!s || strlen(s) != 8) return -1;
+  int64_t v = 0;
+  for (int i = 0; i < 8; i++) {
+    char c = s[i];
+    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+/* --- metadata ---------------------------------------------------------------------------- */
+static const char *const ck_reserved[] = {"format", "step",       "epoch", "loader_position",
+                                          "seed",   "rng_offset", "crc32", "header_crc32"};
+
+static int ck_is_reserved(const char *k) {
+  for (size_t i = 0; i < sizeof ck_reserved / sizeof ck_reserved[0]; i++)
+    if (strcmp(k, ck_reserved[i]) == 0) return 1;
+  return strncmp(k, "optim.", 6) == 0;
+}
+
+/* Strict decimal parses: the whole string, no blanks, in range. 0 on success. */
+static int ck_parse_i64(const char *s, int64_t *out) {
+  if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9'))) return -1;
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end) return -1;
+  *out = v;
+  return 0;
+}
+
+static int ck_parse_u64(const char *s, uint64_t *out) {
+  if (!s || *s < '0' || *s > '9') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end) return -1;
+  *out = v;
+  return 0;
+}
+
+/* --- saving ------------------------------------------------------------------------------ */
+static int ck_cmp_elem_size(const void *a, const void *b) {
+  const ck_item *const *x = a, *const *y = b;
+  if ((*x)->elem_size != (*y)->elem_size) return (*x)->elem_size > (*y)->elem_size ? -1 : 1;
+  return *x < *y ? -1 : (*x > *y); /* stable: collection order */
+}
+
+static ganfw_status ck_check_extras(const ganfw_ckpt_meta *meta) {
+  if (meta->n_extra < 0 || (meta->n_extra > 0 && (!meta->extra_keys || !meta->extra_values)))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "checkpoint: bad extra metadata arrays");
+  for (int32_t i = 0; i < meta->n_extra; i++) {
+    const char *k = meta->extra_keys[i];
+    if (!k || !k[0] || !meta->extra_values[i])
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "checkpoint: extra metadata %d has an empty key or a NULL value", i);
+    if (ck_is_reserved(k))
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "checkpoint: extra metadata key \"%s\" is reserved by the "
+                             "checkpoint format; choose another name",
+                             k);
+    for (int32_t j = 0; j < i; j++)
+      if (strcmp(meta->extra_keys[j], k) == 0)
+        return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                               "checkpoint: extra metadata key \"%s\" is given twice", k);
+  }
+  return GANFW_OK;
+}
+
+/* Appends (key, copy of value) taking ownership of key; -1 when out of memory. */
+static int ck_meta_push(char **keys, char **values, int64_t *n, char *key, const char *value) {
+  keys[*n] = key;
+  values[*n] = strdup(value);
+  (*n)++;
+  return key && values[*n - 1] ? 0 : -1;
+}
+
+ganfw_status ganfw_checkpoint_save(const char *path, const ganfw_ckpt_net *nets, int32_t n,
+                                   const ganfw_ckpt_meta *meta) {
+  if (!path || !meta)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_checkpoint_save: NULL argument");
+  ganfw_status st = ck_check_extras(meta);
+  if (st != GANFW_OK) return st;
+  ck_items it;
+  if ((st = ck_collect(nets, n, 1, &it)) != GANFW_OK) return st;
+
+  ck_item **order = malloc((size_t)(it.n ? it.n : 1) * sizeof *order);
+  void **staged = calloc((size_t)(it.n ? it.n : 1), sizeof *staged);
+  ck_desc *desc = malloc((size_t)(it.n ? it.n : 1) * sizeof *desc);
+  /* metadata: the fixed keys, one step per optimizer, the extras, the two crcs */
+  int64_t nmeta_cap = 8 + (int64_t)n + meta->n_extra;
+  char **mkeys = calloc((size_t)nmeta_cap, sizeof *mkeys);
+  char **mvals = calloc((size_t)nmeta_cap, sizeof *mvals);
+  int64_t nmeta = 0;
+  ganfw_st_writer *w = ganfw_st_writer_create();
+  if (!order || !staged || !desc || !mkeys || !mvals || !w) {
+    st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory saving a checkpoint", path);
+    goto done;
+  }
+
+  /* Host bytes of every tensor: CPU tensors are read in place, device ones staged. */
+  for (int64_t i = 0; i < it.n && st == GANFW_OK; i++) {
+    ck_item *e = &it.v[i];
+    order[i] = e;
+    if (e->counter) {
+      e->host = e->counter;
+    } else if (e->tensor->device == GANFW_DEVICE_CPU || e->nbytes == 0) {
+      e->host = e->tensor->data;
+    } else {
+      staged[i] = malloc((size_t)e->nbytes);
+      if (!staged[i]) {
+        st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory staging %s (%lld bytes)", path,
+                             e->name, (long long)e->nbytes);
+        break;
+      }
+      st = ganfw_tensor_to_host(e->tensor, staged[i], e->nbytes);
+      e->host = staged[i];
+    }
+  }
+  if (st != GANFW_OK) goto done;
+
+  /* The writer lays data out by decreasing element size, in the order added among equal
+   * sizes; adding in that order makes `order` the file order the crc is computed in. */
+  if (it.n) qsort(order, (size_t)it.n, sizeof *order, ck_cmp_elem_size);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  static const int64_t scalar_shape[1] = {0};
+  for (int64_t i = 0; i < it.n; i++) {
+    ck_item *e = order[i];
+    crc = ck_crc(crc, e->host, e->nbytes);
+    desc[i].name = e->name;
+    desc[i].dtype = e->counter ? "I64" : ganfw_st_dtype_name(e->tensor->dtype);
+    desc[i].ndim = e->counter ? 0 : e->tensor->ndim;
+    desc[i].shape = e->counter ? scalar_shape : e->tensor->shape;
+    if (!desc[i].dtype) {
+      st = ganfw_error_set(GANFW_ERR_INVALID_ARG, "checkpoint: tensor %s has unknown dtype %d",
+                           e->name, (int)e->tensor->dtype);
+      goto done;
+    }
+    if (e->counter)
+      st = ganfw_st_writer_add_raw(w, e->name, "I64", 0, NULL, e->host);
+    else
+      st = ganfw_st_writer_add_borrowed(w, e->name, e->tensor->dtype, e->tensor->ndim,
+                                        e->tensor->shape, e->host);
+    if (st != GANFW_OK) goto done;
+  }
+
+  /* Metadata, then its crc. */
+  char num[32];
+  int bad = 0;
+  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("format"), GANFW_CKPT_FORMAT);
+  snprintf(num, sizeof num, "%lld", (long long)meta->step);
+  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("step"), num);
+  snprintf(num, sizeof num, "%lld", (long long)meta->epoch);
+  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("epoch"), num);
+  snprintf(num, sizeof num, "%lld", (long long)meta->loader_position);
+  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("loader_position"), num);
+  snprintf(num, sizeof num, "%llu", (unsigned long long)meta->seed);
+  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("seed"), num);
+  snprintf(num, sizeof num, "%llu", (unsigned long long)meta->rng_offset);
+  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("rng_offset"), num);
+  for (int32_t k = 0; k < n; k++) {
+    if (!nets[k].optim_vt || !nets[k].optim_vt->get_step) continue;
+    snprintf(num, sizeof num, "%lld", (long long)nets[k].optim_vt->get_step(nets[k].optim_self));
+    bad |= ck_meta_push(mkeys, mvals, &nmeta, ck_join3("optim", ck_prefix(&nets[k]), "step"), num);
+  }
+  for (int32_t i = 0; i < meta->n_extra; i++)
+    bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup(meta->extra_keys[i]), meta->extra_values[i]);
+  if (bad) goto oom;
+  for (int64_t i = 0; i < nmeta; i++) {
+    if ((st = ganfw_st_writer_metadata(w, mkeys[i], mvals[i])) != GANFW_OK) goto done;
+  }
+  int64_t hcrc =
+      ck_header_crc((const char *const *)mkeys, (const char *const *)mvals, nmeta, desc, it.n);
+  if (hcrc < 0) goto oom;
+  char hex[9];
+  ck_crc_format((int64_t)(crc & 0xffffffffUL), hex);
+  if ((st = ganfw_st_writer_metadata(w, "crc32", hex)) != GANFW_OK) goto done;
+  ck_crc_format(hcrc, hex);
+  if ((st = ganfw_st_writer_metadata(w, "header_crc32", hex)) != GANFW_OK) goto done;
+
+  st = ganfw_st_writer_write(w, path);
+  goto done;
+oom:
+  st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory saving a checkpoint", path);
+done:
+  ganfw_st_writer_destroy(w);
+  for (int64_t i = 0; staged && i < it.n; i++) free(staged[i]);
+  for (int64_t i = 0; mkeys && i < nmeta; i++) free(mkeys[i]);
+  for (int64_t i = 0; mvals && i < nmeta; i++) free(mvals[i]);
+  free(mkeys);
+  free(mvals);
+  free(staged);
+  free(order);
+  free(desc);
+  ck_items_free(&it);
+  return st;
+}
+
+/* --- loading ----------------------------------------------------------------------------- */
+/* Opens `path`, rewording the reader's "corrupt safetensors file" as a checkpoint error. */
+static ganfw_status ck_open(const char *path, ganfw_st_file **f) {
+  ganfw_status st = ganfw_st_open(path, f);
+  if (st == GANFW_OK) return st;
+  const char *msg = ganfw_error_message();
+  const char *tag = "corrupt safetensors file: ";
+  const char *why = strstr(msg, tag);
+  if (st == GANFW_ERR_IO && why) {
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", why + strlen(tag));
+    return ganfw_error_set(GANFW_ERR_IO,
+                           "%s: corrupt or truncated checkpoint: %s (delete it to resume from an "
+                           "earlier one)",
+                           path, copy);
+  }
+  return st;
+}
+
+static ganfw_status ck_corrupt(const char *path, const char *what) {
+  return ganfw_error_set(GANFW_ERR_IO,
+                         "%s: corrupt or truncated checkpoint: %s (the file was damaged after "
+                         "it was written; delete it to resume from an earlier one)",
+                         path, what);
+}
+
+/* Verifies the crcs the file records; `required` makes a missing one an error. */
+static ganfw_status ck_verify_crcs(const char *path, const ganfw_st_file *f, int32_t required) {
+  const char *hs = ganfw_st_metadata(f, "header_crc32");
+  const char *ds = ganfw_st_metadata(f, "crc32");
+  char why[256];
+  if (required && (!hs || !ds))
+    return ck_corrupt(path, !hs ? "its metadata has no \"header_crc32\""
+                                : "its metadata has no \"crc32\"");
+  int64_t nt = ganfw_st_count(f), nmeta = ganfw_st_metadata_count(f);
+  if (hs) {
+    int64_t want = ck_crc_parse(hs);
+    if (want < 0) {
+      snprintf(why, sizeof why, "\"header_crc32\" is \"%.16s\", not 8 hex digits", hs);
+      return ck_corrupt(path, why);
+    }
+    ck_desc *desc = malloc((size_t)(nt ? nt : 1) * sizeof *desc);
+    const char **keys = malloc((size_t)(nmeta ? nmeta : 1) * sizeof *keys);
+    const char **vals = malloc((size_t)(nmeta ? nmeta : 1) * sizeof *vals);
+    int64_t got = -1;
+    if (desc && keys && vals) {
+      for (int64_t i = 0; i < nt; i++) {
+        const ganfw_st_tensor *t = ganfw_st_at(f, i);
+        desc[i] = (ck_desc){t->name, t->dtype_name, t->ndim, t->shape};
+      }
+      for (int64_t i = 0; i < nmeta; i++) {
+        keys[i] = ganfw_st_metadata_key(f, i);
+        vals[i] = ganfw_st_metadata_value(f, i);
+      }
+      got = ck_header_crc(keys, vals, nmeta, desc, nt);
+    }
+    free(desc);
+    free(keys);
+    free(vals);
+    if (got < 0) return ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory", path);
+    if (got != want) {
+      snprintf(why, sizeof why, "the header's crc32 is %08lx but the file records %s",
+               (unsigned long)got, hs);
+      return ck_corrupt(path, why);
+    }
+  }
+  if (ds) {
+    int64_t want = ck_crc_parse(ds);
+    if (want < 0) {
+      snprintf(why, sizeof why, "\"crc32\" is \"%.16s\", not 8 hex digits", ds);
+      return ck_corrupt(path, why);
+    }
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (int64_t i = 0; i < nt; i++) {
+      const ganfw_st_tensor *t = ganfw_st_at(f, i);
+      crc = ck_crc(crc, t->data, t->nbytes);
+    }
+    if ((int64_t)(crc & 0xffffffffUL) != want) {
+      snprintf(why, sizeof why, "the data's crc32 is %08lx but the file records %s",
+               (unsigned long)(crc & 0xffffffffUL), ds);
+      return ck_corrupt(path, why);
+    }
+  }
+  return GANFW_OK;
+}
+
+static void ck_shape_str(char *buf, size_t n, int32_t ndim, const int64_t *shape) {
+  size_t len = (size_t)snprintf(buf, n, "[");
+  for (int32_t d = 0; d < ndim && len < n; d++)
+    len += (size_t)snprintf(buf + len, n - len, "%s%lld", d ? "," : "", (long long)shape[d]);
+  if (len < n) snprintf(buf + len, n - len, "]");
+}
+
+/* A list of up to CK_NAMES_SHOWN names, then "... (N in all)". */
+typedef struct ck_names {
+  char buf[512];
+  int64_t count;
+} ck_names;
+
+static void ck_names_add(ck_names *l, const char *name) {
+  size_t len = strlen(l->buf);
+  if (l->count < CK_NAMES_SHOWN)
+    snprintf(l->buf + len, sizeof l->buf - len, "%s%.120s", l->count ? ", " : "", name);
+  else if (l->count == CK_NAMES_SHOWN)
+    snprintf(l->buf + len, sizeof l->buf - len, ", ...");
+  l->count++;
+}
+
+static const char *ck_names_str(ck_names *l) {
+  if (l->count > CK_NAMES_SHOWN) {
+    size_t len = strlen(l->buf);
+    snprintf(l->buf + len, sizeof l->buf - len, " (%lld in all)", (long long)l->count);
+  }
+  return l->buf;
+}
+
+/* 1 when the file tensor `name` belongs to one of the nets for a weights-only load. */
+static int ck_in_scope(const ganfw_ckpt_net *nets, int32_t n, const char *name, int32_t is_ckpt) {
+  if (is_ckpt && strncmp(name, "optim.", 6) == 0) return 0;
+  for (int32_t k = 0; k < n; k++) {
+    const char *p = ck_prefix(&nets[k]);
+    size_t pl = strlen(p);
+    if (pl == 0 || (strncmp(name, p, pl) == 0 && name[pl] == '.')) return 1;
+  }
+  return 0;
+}
+
+/* Matches the file against the items: every mismatch of shape or dtype is an error (the
+ * first one named), missing and unexpected tensors are errors unless allowed. `file_of`
+ * gets the file tensor of each item (NULL when missing). */
+static ganfw_status ck_match(const char *path, const ganfw_st_file *f, const ck_items *it,
+                             const ganfw_ckpt_net *nets, int32_t n, int32_t weights_only,
+                             int32_t flags, const ganfw_st_tensor **file_of,
+                             ganfw_ckpt_report *report) {
+  ck_names missing = {{0}, 0}, unexpected = {{0}, 0};
+  int64_t mismatched = 0, loaded = 0;
+  char first[1024] = "";
+  for (int64_t i = 0; i < it->n; i++) {
+    const ck_item *e = &it->v[i];
+    const ganfw_st_tensor *t = ganfw_st_find(f, e->name);
+    file_of[i] = t;
+    if (!t) {
+      ck_names_add(&missing, e->name);
+      continue;
+    }
+    const char *dt = e->counter ? "I64" : ganfw_st_dtype_name(e->tensor->dtype);
+    int32_t ndim = e->counter ? 0 : e->tensor->ndim;
+    const int64_t *shape = e->counter ? NULL : e->tensor->shape;
+    int same = strcmp(t->dtype_name, dt) == 0 && t->ndim == ndim;
+    for (int32_t d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+    if (same) {
+      loaded++;
+      continue;
+    }
+    if (mismatched++ == 0) {
+      char a[160], b[160];
+      ck_shape_str(a, sizeof a, t->ndim, t->shape);
+      ck_shape_str(b, sizeof b, ndim, shape);
+      snprintf(first, sizeof first, "%.200s is %s %s in the file, %s %s here", e->name,
+               t->dtype_name, a, dt, b);
+    }
+  }
+  int32_t is_ckpt = ganfw_st_metadata(f, "format") != NULL;
+  for (int64_t i = 0; i < ganfw_st_count(f); i++) {
+    const ganfw_st_tensor *t = ganfw_st_at(f, i);
+    if (weights_only && !ck_in_scope(nets, n, t->name, is_ckpt)) continue;
+    if (!ck_items_find(it, t->name)) ck_names_add(&unexpected, t->name);
+  }
+  if (report) {
+    report->loaded = loaded;
+    report->missing = missing.count;
+    report->unexpected = unexpected.count;
+  }
+  const char *hint = "check the model settings (e.g. model.ngf, model.ndf, model.nz, "
+                     "model.image_size, optim) against the run that wrote it";
+  if (mismatched)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: checkpoint does not match this model: %s (%lld tensors differ, "
+                           "%lld missing, %lld unexpected; %s)",
+                           path, first, (long long)mismatched, (long long)missing.count,
+                           (long long)unexpected.count, hint);
+  if (weights_only && loaded == 0 && it->n > 0) {
+    const char *p = ck_prefix(&nets[0]);
+    return ganfw_error_set(
+        GANFW_ERR_CONFIG,
+        "%s: no tensor of the file matches the model (it expects names like "
+        "\"%.120s\"%s%s%s; the file holds %lld tensors%s%.120s%s)",
+        path, it->v[0].name, p[0] ? ", under the prefix \"" : "", p, p[0] ? ".\"" : "",
+        (long long)ganfw_st_count(f), ganfw_st_count(f) ? " such as \"" : "",
+        ganfw_st_count(f) ? ganfw_st_at(f, 0)->name : "", ganfw_st_count(f) ? "\"" : "");
+  }
+  if (missing.count && !(flags & GANFW_CKPT_ALLOW_MISSING))
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: checkpoint does not match this model: %s %s missing from the "
+                           "file (%s)",
+                           path, ck_names_str(&missing), missing.count > 1 ? "are" : "is", hint);
+  if (unexpected.count && !(flags & GANFW_CKPT_ALLOW_UNEXPECTED))
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: checkpoint does not match this model: the file holds %s, which "
+                           "this model lacks (%s)",
+                           path, ck_names_str(&unexpected), hint);
+  if (missing.count)
+    ganfw_log(GANFW_LOG_WARN, "%s: not in the file, keeping their values: %s", path,
+              ck_names_str(&missing));
+  if (unexpected.count)
+    ganfw_log(GANFW_LOG_WARN, "%s: ignored, not in the model: %s", path, ck_names_str(&unexpected));
+  return GANFW_OK;
+}
+
+/* Copies the matched tensors in (validation is over). */
+static ganfw_status ck_copy_in(const ck_items *it, const ganfw_st_tensor **file_of) {
+  for (int64_t i = 0; i < it->n; i++) {
+    const ck_item *e = &it->v[i];
+    const ganfw_st_tensor *t = file_of[i];
+    if (!t) continue;
+    if (e->counter) {
+      memcpy(e->counter, t->data, 8);
+    } else if (t->nbytes > 0) {
+      ganfw_status st = ganfw_tensor_from_host(e->tensor, t->data, t->nbytes);
+      if (st != GANFW_OK) return ganfw_error_wrap(st, "loading %s", e->name);
+    }
+  }
+  return GANFW_OK;
+}
+
+/* The caller's copy of the metadata: one block. */
+typedef struct ck_meta_owned {
+  ganfw_ckpt_meta pub; /* first: ganfw_ckpt_meta_free casts back */
+  char **keys, **values;
+} ck_meta_owned;
+
+void ganfw_ckpt_meta_free(ganfw_ckpt_meta *meta) {
+  if (!meta) return;
+  ck_meta_owned *m = (ck_meta_owned *)meta;
+  for (int32_t i = 0; i < meta->n_extra; i++) {
+    free(m->keys[i]);
+    free(m->values[i]);
+  }
+  free(m->keys);
+  free(m->values);
+  free(m);
+}
+
+const char *ganfw_ckpt_meta_extra(const ganfw_ckpt_meta *meta, const char *key) {
+  if (!meta || !key) return NULL;
+  for (int32_t i = 0; i < meta->n_extra; i++)
+    if (strcmp(meta->extra_keys[i], key) == 0) return meta->extra_values[i];
+  return NULL;
+}
+
+/* Reads the run position and extras out of f into a new ck_meta_owned. */
+static ganfw_status ck_meta_read(const char *path, const ganfw_st_file *f, ck_meta_owned **out) {
+  *out = NULL;
+  ganfw_ckpt_meta m;
+  memset(&m, 0, sizeof m);
+  struct {
+    const char *key;
+    int64_t *i;
+    uint64_t *u;
+  } fields[] = {{"step", &m.step, NULL},
+                {"epoch", &m.epoch, NULL},
+                {"loader_position", &m.loader_position, NULL},
+                {"seed", NULL, &m.seed},
+                {"rng_offset", NULL, &m.rng_offset}};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    const char *v = ganfw_st_metadata(f, fields[i].key);
+    int bad = fields[i].i ? ck_parse_i64(v, fields[i].i) : ck_parse_u64(v, fields[i].u);
+    if (bad) {
+      char why[200];
+      snprintf(why, sizeof why, "metadata \"%s\" is %s%.40s%s, not an integer", fields[i].key,
+               v ? "\"" : "", v ? v : "missing", v ? "\"" : "");
+      return ck_corrupt(path, why);
+    }
+  }
+  ck_meta_owned *o = calloc(1, sizeof *o);
+  int64_t nmeta = ganfw_st_metadata_count(f);
+  if (o) {
+    o->keys = calloc((size_t)(nmeta ? nmeta : 1), sizeof *o->keys);
+    o->values = calloc((size_t)(nmeta ? nmeta : 1), sizeof *o->values);
+  }
+  if (!o || !o->keys || !o->values) goto oom;
+  o->pub = m;
+  for (int64_t i = 0; i < nmeta; i++) {
+    const char *k = ganfw_st_metadata_key(f, i);
+    if (ck_is_reserved(k)) continue;
+    int32_t j = o->pub.n_extra;
+    o->keys[j] = strdup(k);
+    o->values[j] = strdup(ganfw_st_metadata_value(f, i));
+    o->pub.n_extra++;
+    if (!o->keys[j] || !o->values[j]) goto oom;
+  }
+  o->pub.extra_keys = (const char *const *)o->keys;
+  o->pub.extra_values = (const char *const *)o->values;
+  *out = o;
+  return GANFW_OK;
+oom:
+  if (o) ganfw_ckpt_meta_free(&o->pub);
+  return ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory", path);
+}
+
+ganfw_status ganfw_checkpoint_load(const char *path, const ganfw_ckpt_net *nets, int32_t n,
+                                   ganfw_ckpt_meta **meta_out) {
+  if (meta_out) *meta_out = NULL;
+  if (!path) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_checkpoint_load: NULL path");
+  ganfw_st_file *f = NULL;
+  ganfw_status st = ck_open(path, &f);
+  if (st != GANFW_OK) return st;
+  ck_items it = {0};
+  const ganfw_st_tensor **file_of = NULL;
+  int64_t *steps = NULL;
+  ck_meta_owned *meta = NULL;
+
+  const char *format = ganfw_st_metadata(f, "format");
+  if (!format) {
+    st = ganfw_error_set(GANFW_ERR_CONFIG,
+                         "%s: not a ganfw checkpoint (its metadata has no \"format\"); to start "
+                         "from weights saved elsewhere use model.init_from",
+                         path);
+    goto done;
+  }
+  if (strcmp(format, GANFW_CKPT_FORMAT) != 0) {
+    st = ganfw_error_set(GANFW_ERR_CONFIG,
+                         "%s: checkpoint format \"%.64s\" is not one this ganfw reads (\"%s\")",
+                         path, format, GANFW_CKPT_FORMAT);
+    goto done;
+  }
+  if ((st = ck_verify_crcs(path, f, 1)) != GANFW_OK) goto done;
+  if ((st = ck_meta_read(path, f, &meta)) != GANFW_OK) goto done;
+  if ((st = ck_collect(nets, n, 1, &it)) != GANFW_OK) goto done;
+  file_of = calloc((size_t)(it.n ? it.n : 1), sizeof *file_of);
+  steps = calloc((size_t)(n ? n : 1), sizeof *steps);
+  if (!file_of || !steps) {
+    st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory", path);
+    goto done;
+  }
+  if ((st = ck_match(path, f, &it, nets, n, 0, 0, file_of, NULL)) != GANFW_OK) goto done;
+  for (int32_t k = 0; k < n; k++) {
+    if (!nets[k].optim_vt || !nets[k].optim_vt->set_step) continue;
+    char *key = ck_join3("optim", ck_prefix(&nets[k]), "step");
+    if (!key) {
+      st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory", path);
+      goto done;
+    }
+    const char *v = ganfw_st_metadata(f, key);
+    if (ck_parse_i64(v, &steps[k]) || steps[k] < 0)
+      st = ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: checkpoint does not match this model: metadata \"%s\" is %s "
+                           "(the run that wrote it had no optimizer for %s, or another one)",
+                           path, key, v ? "not a step count" : "missing", ck_prefix(&nets[k]));
+    free(key);
+    if (st != GANFW_OK) goto done;
+  }
+
+  /* Everything checked: change the nets. */
+  if ((st = ck_copy_in(&it, file_of)) != GANFW_OK) goto done;
+  for (int32_t k = 0; k < n; k++)
+    if (nets[k].optim_vt && nets[k].optim_vt->set_step)
+      nets[k].optim_vt->set_step(nets[k].optim_self, steps[k]);
+  if (meta_out) {
+    *meta_out = &meta->pub;
+    meta = NULL;
+  }
+done:
+  if (meta) ganfw_ckpt_meta_free(&meta->pub);
+  free(steps);
+  free(file_of);
+  ck_items_free(&it);
+  ganfw_st_close(f);
+  return st;
+}
+
+ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_net *nets, int32_t n,
+                                           int32_t flags, ganfw_ckpt_report *report) {
+  if (report) memset(report, 0, sizeof *report);
+  if (!path)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_checkpoint_load_weights: NULL path");
+  ganfw_st_file *f = NULL;
+  ganfw_status st = ck_open(path, &f);
+  if (st != GANFW_OK) return st;
+  ck_items it = {0};
+  const ganfw_st_tensor **file_of = NULL;
+  const char *format = ganfw_st_metadata(f, "format");
+  if (format && strcmp(format, GANFW_CKPT_FORMAT) != 0) {
+    st = ganfw_error_set(GANFW_ERR_CONFIG,
+                         "%s: checkpoint format \"%.64s\" is not one this ganfw reads (\"%s\")",
+                         path, format, GANFW_CKPT_FORMAT);
+    goto done;
+  }
+  if ((st = ck_verify_crcs(path, f, format != NULL)) != GANFW_OK) goto done;
+  if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
+  file_of = calloc((size_t)(it.n ? it.n : 1), sizeof *file_of);
+  if (!file_of) {
+    st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory", path);
+    goto done;
+  }
+  if ((st = ck_match(path, f, &it, nets, n, 1, flags, file_of, report)) != GANFW_OK) goto done;
+  st = ck_copy_in(&it, file_of);
+done:
+  free(file_of);
+  ck_items_free(&it);
+  ganfw_st_close(f);
+  return st;
+}
+
+/* --- files in a checkpoint directory ----------------------------------------------------- */
+ganfw_status ganfw_checkpoint_path(const char *dir, int64_t step, char *buf, size_t n) {
+  if (!dir || !buf || step < 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_checkpoint_path: bad argument");
+  int len = snprintf(buf, n, "%s/step_%08lld.safetensors", dir, (long long)step);
+  if (len < 0 || (size_t)len >= n) {
+    if (n) buf[0] = '\0';
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: checkpoint path longer than %zu bytes", dir,
+                           n);
+  }
+  return GANFW_OK;
+}
+
+/* The step of a name "step_<digits>.safetensors", or -1. */
+static int64_t ck_name_step(const char *name) {
+  static const char head[] = "step_", tail[] = ".safetensors";
+  size_t len = strlen(name), hl = sizeof head - 1, tl = sizeof tail - 1;
+  if (len <= hl + tl || strncmp(name, head, hl) != 0 || strcmp(name + len - tl, tail) != 0)
+    return -1;
+  int64_t v = 0;
+  for (size_t i = hl; i < len - tl; i++) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    if (v > (INT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+/* 1 when the file looks like a complete safetensors file: a regular file whose 8-byte
+ * header length fits in it. */
+static int ck_looks_valid(int dfd, const char *name) {
+  int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat sb;
+  unsigned char len8[8];
+  int ok =
+      fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= 10 && pread(fd, len8, 8, 0) == 8;
+  close(fd);
+  if (!ok) return 0;
+  uint64_t hl = 0;
+  for (int i = 7; i >= 0; i--) hl = (hl << 8) | len8[i];
+  return hl >= 2 && hl <= (uint64_t)sb.st_size - 8;
+}
+
+ganfw_status ganfw_checkpoint_latest(const char *dir, char *buf, size_t n, int64_t *step) {
+  if (step) *step = -1;
+  if (!dir || !buf || n == 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_checkpoint_latest: bad argument");
+  buf[0] = '\0';
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (errno == ENOENT) return GANFW_OK;
+    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot list checkpoints: %s", dir, strerror(errno));
+  }
+  int64_t best = -1;
+  char best_name[256] = "";
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    int64_t s = ck_name_step(de->d_name);
+    if (s < 0 || s < best || strlen(de->d_name) >= sizeof best_name) continue;
+    if (s == best && strcmp(de->d_name, best_name) < 0) continue; /* deterministic tie */
+    if (!ck_looks_valid(dirfd(d), de->d_name)) continue;
+    best = s;
+    snprintf(best_name, sizeof best_name, "%s", de->d_name);
+  }
+  closedir(d);
+  if (best < 0) return GANFW_OK;
+  int len = snprintf(buf, n, "%s/%s", dir, best_name);
+  if (len < 0 || (size_t)len >= n) {
+    buf[0] = '\0';
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s/%s: path longer than %zu bytes", dir,
+                           best_name, n);
+  }
+  if (step) *step = best;
+  return GANFW_OK;
+}

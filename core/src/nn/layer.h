@@ -1,0 +1,186 @@
+/* The layer interface behind the executor (net.c): a table of functions per layer type,
+ * forward and backward side by side in core/src/nn/layers/<type>.c. Shapes carry the batch
+ * dimension first: [N,C,H,W] or [N,F]. Outputs and input gradients are stored in the
+ * exec's compute dtype (f32, or f16/bf16 under AMP); kernels run in f32 through the
+ * conversion helpers at the end of this file. */
+#ifndef GANFW_LAYER_H
+#define GANFW_LAYER_H
+
+#include "backend/backend.h"
+#include "runtime/ctx.h"
+#include "base/error.h"
+#include "ganfw/host.h"
+#include "runtime/tensor.h"
+
+/* How a forward or backward runs. */
+typedef struct ganfw_exec {
+  ganfw_ctx *ctx;
+  ganfw_backend *be;
+  int32_t train;        /* BatchNorm batch statistics, Dropout active */
+  int32_t update_stats; /* BatchNorm running statistics updated */
+  int32_t dtype;        /* compute dtype (GANFW_DTYPE_F32 = 0, F16, BF16): every activation a
+                           layer allocates (outputs, input gradients) is stored in it */
+} ganfw_exec;
+
+/* What one layer keeps for its backward: references released by the executor. */
+#define GANFW_SAVED_MAX 3
+typedef struct ganfw_saved {
+  ganfw_tensor *t[GANFW_SAVED_MAX];
+  uint64_t rng_offset;
+  int64_t shape[GANFW_MAX_DIMS]; /* the input shape, for layers that keep no tensor */
+  int32_t ndim;
+} ganfw_saved;
+
+typedef struct ganfw_layer ganfw_layer;
+
+typedef struct ganfw_layer_vt {
+  const char *type; /* "conv2d", ... */
+  /* The output shape for an input shape (batch first); an error names the layer. */
+  ganfw_status (*infer)(const ganfw_layer *l, const int64_t *in, int32_t in_ndim, int64_t *out,
+                        int32_t *out_ndim);
+  /* (optional) Allocates and initialises parameters and buffers; in is the input shape
+   * with N = 1. */
+  ganfw_status (*init)(ganfw_layer *l, const int64_t *in, int32_t in_ndim);
+  /* *y: a new reference (it may be x itself, retained, for in-place layers when the
+   * caller holds the only reference to x). saved is NULL in no-grad mode. */
+  ganfw_status (*forward)(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x, ganfw_tensor **y,
+                          ganfw_saved *saved);
+  /* dx NULL: no input gradient wanted. param_grads 0: no parameter gradients.
+   * accumulate 1: add to the existing parameter gradients. */
+  ganfw_status (*backward)(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                           ganfw_tensor *dy, ganfw_tensor **dx, int32_t param_grads,
+                           int32_t accumulate);
+} ganfw_layer_vt;
+
+#define GANFW_LAYER_MAX_PARAMS 2
+#define GANFW_LAYER_MAX_ARGS   8
+
+struct ganfw_layer {
+  const ganfw_layer_vt *vt;
+  ganfw_net *net;
+  ganfw_ctx *ctx;
+  char *name;                        /* "main.0" */
+  char *qualified;                   /* "generator.main.0": owner name in memory reports */
+  int64_t arg[GANFW_LAYER_MAX_ARGS]; /* type-specific integer arguments */
+  float farg[2];                     /* type-specific float arguments */
+  int32_t nparams;
+  ganfw_tensor *param[GANFW_LAYER_MAX_PARAMS]; /* weight, bias */
+  ganfw_tensor *grad[GANFW_LAYER_MAX_PARAMS];
+  char *param_name[GANFW_LAYER_MAX_PARAMS]; /* "main.0.weight" */
+  ganfw_tensor *running_mean, *running_var; /* batchnorm2d */
+  int64_t num_batches_tracked;
+  char *buffer_name[3];
+  int32_t trainable;
+};
+
+/* The layer types. */
+extern const ganfw_layer_vt ganfw_layer_conv2d;
+extern const ganfw_layer_vt ganfw_layer_conv_transpose2d;
+extern const ganfw_layer_vt ganfw_layer_linear;
+extern const ganfw_layer_vt ganfw_layer_batchnorm2d;
+extern const ganfw_layer_vt ganfw_layer_activation;
+extern const ganfw_layer_vt ganfw_layer_pool2d;
+extern const ganfw_layer_vt ganfw_layer_dropout;
+extern const ganfw_layer_vt ganfw_layer_reshape;
+
+/* Helpers for layer implementations (net.c). */
+/* A new activation tensor named after the layer. */
+ganfw_tensor *ganfw_layer_tensor(ganfw_layer *l, const ganfw_exec *ex, int32_t dtype, int32_t ndim,
+                                 const int64_t *shape, int32_t category);
+/* A workspace tensor of `bytes` (category workspace) for one call, or NULL with *st set;
+ * NULL with GANFW_OK for 0 bytes. */
+ganfw_tensor *ganfw_layer_workspace(ganfw_layer *l, const ganfw_exec *ex, size_t bytes,
+                                    ganfw_status *st);
+/* Creates parameter `i` (f32, category param, with its grad) named "<layer>.<suffix>". */
+ganfw_status ganfw_layer_add_param(ganfw_layer *l, int32_t i, const char *suffix, int32_t ndim,
+                                   const int64_t *shape);
+/* PyTorch's default init of a weight and bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
+ganfw_status ganfw_layer_init_uniform(ganfw_layer *l, int64_t fan_in);
+/* Error naming the layer: "generator.main.3 (conv2d): ..." */
+ganfw_status ganfw_layer_error(const ganfw_layer *l, ganfw_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Releases the saved references. */
+void ganfw_saved_clear(ganfw_saved *s);
+
+/* The compute-dtype boundary of a layer (layer_dtype.c). Kernels read and write f32; a
+ * layer's tensors may be f32, f16 or bf16. Around one kernel call a layer collects its f32
+ * buffers in a ganfw_layer_scratch: with every tensor f32 they are the tensors' own memory
+ * (no copy, no allocation); otherwise they are workspace tensors that hold the converted
+ * values. Usage:
+ *   ganfw_layer_scratch sc = {0};
+ *   const float *xf = ganfw_layer_f32_in(l, ex, &sc, x);     (NULL: failed, error set)
+ *   float *yf = xf ? ganfw_layer_f32_out(l, ex, &sc, y) : NULL;
+ *   if (!yf) { ganfw_layer_scratch_release(&sc); ...; return ganfw_error_code(); }
+ *   kernel(xf, yf);
+ *   ganfw_layer_store_out(ex, &sc);                          (converts into y, releases) */
+#define GANFW_LAYER_SCRATCH_MAX 8
+typedef struct ganfw_layer_scratch {
+  ganfw_tensor *t[GANFW_LAYER_SCRATCH_MAX];   /* f32 workspace tensors, released together */
+  ganfw_tensor *out[GANFW_LAYER_SCRATCH_MAX]; /* where t[i] is stored by store_out, or NULL */
+  int32_t n;
+} ganfw_layer_scratch;
+/* The values of t (f32, f16 or bf16) as f32 for a kernel: t's own memory when t is f32,
+ * else a workspace copy that the kernel may also overwrite. NULL on failure. */
+float *ganfw_layer_f32_in(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                          ganfw_tensor *t);
+/* Where a kernel writes the f32 values of `out` (f32, f16 or bf16): out's own memory when
+ * out is f32, else a workspace buffer that ganfw_layer_store_out converts into out. NULL on
+ * failure. */
+float *ganfw_layer_f32_out(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                           ganfw_tensor *out);
+/* The parameters of a matmul layer (conv, conv-transpose, linear) as its kernel uses them:
+ * the f32 masters when the compute dtype is f32, else one workspace copy rounded to the
+ * compute dtype (f32 -> f16/bf16 -> f32), so that the kernel computes with f16/bf16 inputs
+ * and f32 accumulation. p[i] is NULL for an absent parameter. */
+ganfw_status ganfw_layer_f32_params(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                                    const float *p[GANFW_LAYER_MAX_PARAMS]);
+/* Converts every buffer from ganfw_layer_f32_out into its tensor, then releases the
+ * scratch. */
+void ganfw_layer_store_out(const ganfw_exec *ex, ganfw_layer_scratch *sc);
+/* Releases the scratch without storing (an error path). */
+void ganfw_layer_scratch_release(ganfw_layer_scratch *sc);
+
+/* Native 16-bit compute: with a 16-bit compute dtype and a backend whose lp_ops cover a
+ * layer's group (GANFW_LP_*, backend.h), the layer calls the backend's _lp entries on the
+ * whole batch instead: its 16-bit tensors as they are, no f32 copies. Scratch use as above
+ * (ganfw_layer_scratch_release frees the copies these make). */
+/* 1 when ex's compute dtype is f16/bf16 and the backend runs `group` natively in it. */
+int32_t ganfw_layer_lp(const ganfw_exec *ex, uint32_t group);
+/* t's data in the compute dtype: t's own memory when it has that dtype (activations), else
+ * a workspace copy converted to it (an f32 input such as the data batch). NULL on failure. */
+void *ganfw_layer_lp_in(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                        ganfw_tensor *t);
+/* Parameter i (f32 master) rounded to the compute dtype in a workspace copy, or NULL. */
+void *ganfw_layer_lp_param(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
+                           int32_t i);
+
+/* A kernel call over rows [n0, n0 + rows) of a batch: f[i] is the f32 data of those rows of
+ * tensor i of ganfw_layer_rows_run's list (NULL for a NULL tensor). */
+typedef ganfw_status (*ganfw_layer_rows_fn)(ganfw_layer *l, const ganfw_exec *ex, void *arg,
+                                            int64_t n0, int64_t rows, float *const *f);
+#define GANFW_LAYER_ROWS_MAX 4
+/* Bytes of f32 copies one chunk of ganfw_layer_rows_run may convert at a time. */
+#define GANFW_LAYER_CHUNK_BYTES ((int64_t)2 << 20)
+/* Runs fn over a batch whose tensors t[0..n) all have the batch first (inputs t[0..n_in),
+ * then outputs; NULL entries allowed). With every tensor f32, fn runs once on all rows and
+ * the tensors' own memory. Otherwise the rows go in equal chunks whose f32 copies stay
+ * within GANFW_LAYER_CHUNK_BYTES (at least one row), each converted in, computed and
+ * converted out before the next, so that converting a 16-bit batch never holds a full f32
+ * copy of it. fn must be row-separable for its outputs (parameter gradients accumulate over
+ * the chunks: n0 > 0 means add). */
+ganfw_status ganfw_layer_rows_run(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *const *t,
+                                  int32_t n_in, int32_t n, ganfw_layer_rows_fn fn, void *arg);
+/* A kernel call over channels [c0, c0 + channels) of [N,C,H,W] tensors: f[i] holds those
+ * channels of tensor i compactly, [N,channels,H,W] (NULL for a NULL tensor). */
+typedef ganfw_status (*ganfw_layer_channels_fn)(ganfw_layer *l, const ganfw_exec *ex, void *arg,
+                                                int64_t c0, int64_t channels, float *const *f);
+/* ganfw_layer_rows_run for per-channel kernels (BatchNorm, whose statistics span the
+ * batch): with every tensor f32, fn runs once on all channels and the tensors' own memory;
+ * otherwise each chunk of channels is gathered into compact f32 copies within
+ * GANFW_LAYER_CHUNK_BYTES (at least one channel), computed, and the outputs scattered back
+ * converted. */
+ganfw_status ganfw_layer_channels_run(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *const *t,
+                                      int32_t n_in, int32_t n, ganfw_layer_channels_fn fn,
+                                      void *arg);
+
+#endif

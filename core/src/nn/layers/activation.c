@@ -1,0 +1,97 @@
+/* Activation layer (ReLU, LeakyReLU, Tanh, Sigmoid) on any shape. Runs in place when the
+ * executor holds the only reference to its input, as PyTorch's inplace=True; keeps its
+ * output for backward, which runs in place on dy the same way. Args: kind; fargs: alpha. */
+#include "nn/layer.h"
+
+static ganfw_status act_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim,
+                              int64_t *out, int32_t *out_ndim) {
+  for (int32_t d = 0; d < in_ndim; d++) out[d] = in[d];
+  *out_ndim = in_ndim;
+  return GANFW_OK;
+}
+
+/* x itself (retained) when nobody else holds it and it has the compute dtype, else a new
+ * tensor of its shape in the compute dtype. */
+static ganfw_tensor *in_place_or_new(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x) {
+  if (ganfw_tensor_exclusive(x) && x->dtype == ex->dtype) return ganfw_tensor_retain(x);
+  return ganfw_layer_tensor(l, ex, ex->dtype, x->ndim, x->shape, GANFW_MEM_ACTIVATION);
+}
+
+/* f: x, y */
+static ganfw_status act_forward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
+                                     int64_t rows, float *const *f) {
+  const int64_t per_row = *(const int64_t *)arg;
+  ex->be->vt->act_forward(ex->be, (int32_t)l->arg[0], l->farg[0], rows * per_row, f[0], f[1]);
+  return GANFW_OK;
+}
+
+/* f: y, dy, dx */
+static ganfw_status act_backward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
+                                      int64_t rows, float *const *f) {
+  const int64_t per_row = *(const int64_t *)arg;
+  ex->be->vt->act_backward(ex->be, (int32_t)l->arg[0], l->farg[0], rows * per_row, f[0], f[1],
+                           f[2]);
+  return GANFW_OK;
+}
+
+static ganfw_status act_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
+                                ganfw_tensor **y, ganfw_saved *saved) {
+  ganfw_tensor *t = in_place_or_new(l, ex, x);
+  if (!t) return ganfw_error_code();
+  ganfw_status st;
+  if (ganfw_layer_lp(ex, GANFW_LP_ACT)) { /* native 16-bit: the whole tensor at once */
+    ganfw_layer_scratch sc = {0};
+    const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
+    if (xh)
+      ex->be->vt->act_forward_lp(ex->be, ex->dtype, (int32_t)l->arg[0], l->farg[0], x->numel, xh,
+                                 t->data);
+    st = xh ? GANFW_OK : ganfw_error_code();
+    ganfw_layer_scratch_release(&sc);
+  } else {
+    int64_t per_row = x->numel / x->shape[0];
+    ganfw_tensor *io[2] = {x, t};
+    st = ganfw_layer_rows_run(l, ex, io, 1, 2, act_forward_rows, &per_row);
+  }
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(t);
+    return st;
+  }
+  if (saved) saved->t[0] = ganfw_tensor_retain(t);
+  *y = t;
+  return GANFW_OK;
+}
+
+static ganfw_status act_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                 ganfw_tensor *dy, ganfw_tensor **dx, int32_t param_grads,
+                                 int32_t accumulate) {
+  if (!dx) return GANFW_OK;
+  ganfw_tensor *g = in_place_or_new(l, ex, dy);
+  if (!g) return ganfw_error_code();
+  ganfw_status st;
+  if (ganfw_layer_lp(ex, GANFW_LP_ACT)) { /* the saved output is in the compute dtype */
+    ganfw_layer_scratch sc = {0};
+    const void *dyh = ganfw_layer_lp_in(l, ex, &sc, dy);
+    if (dyh)
+      ex->be->vt->act_backward_lp(ex->be, ex->dtype, (int32_t)l->arg[0], l->farg[0], dy->numel,
+                                  saved->t[0]->data, dyh, g->data);
+    st = dyh ? GANFW_OK : ganfw_error_code();
+    ganfw_layer_scratch_release(&sc);
+  } else {
+    int64_t per_row = dy->numel / dy->shape[0];
+    ganfw_tensor *io[3] = {saved->t[0], dy, g};
+    st = ganfw_layer_rows_run(l, ex, io, 2, 3, act_backward_rows, &per_row);
+  }
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(g);
+    return st;
+  }
+  *dx = g;
+  return GANFW_OK;
+}
+
+const ganfw_layer_vt ganfw_layer_activation = {
+    .type = "activation",
+    .infer = act_infer,
+    .forward = act_forward,
+    .backward = act_backward,
+};

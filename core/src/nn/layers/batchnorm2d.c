@@ -1,0 +1,215 @@
+/* batchnorm2d layer: per-channel normalisation of x [N,C,H,W] with affine weight and bias
+ * [C] and running statistics (PyTorch's BatchNorm2d). Train mode keeps x and the batch
+ * mean and 1/std [C] for backward. Args: C; fargs: eps, momentum. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/error.h"
+#include "nn/layer.h"
+
+static ganfw_status bn_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim, int64_t *out,
+                             int32_t *out_ndim) {
+  if (in_ndim != 4 || in[1] != l->arg[0])
+    return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
+                             "expects [N,%lld,H,W] input, gets %d dims with %lld channels",
+                             (long long)l->arg[0], (int)in_ndim, (long long)in[1]);
+  for (int32_t d = 0; d < 4; d++) out[d] = in[d];
+  *out_ndim = 4;
+  return GANFW_OK;
+}
+
+static char *buffer_name(const char *layer, const char *suffix) {
+  size_t n = snprintf(NULL, 0, "%s.%s", layer, suffix) + 1;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s.%s", layer, suffix);
+  return s;
+}
+
+static ganfw_status bn_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) {
+  const int64_t C = l->arg[0];
+  ganfw_status st = ganfw_layer_add_param(l, 0, "weight", 1, &C);
+  if (st == GANFW_OK) st = ganfw_layer_add_param(l, 1, "bias", 1, &C);
+  if (st != GANFW_OK) return st;
+  static const char *const names[3] = {"running_mean", "running_var", "num_batches_tracked"};
+  for (int i = 0; i < 3; i++)
+    if (!(l->buffer_name[i] = buffer_name(l->name, names[i])))
+      return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  char *q_mean = buffer_name(l->qualified, names[0]);
+  char *q_var = buffer_name(l->qualified, names[1]);
+  if (q_mean && q_var) {
+    l->running_mean = ganfw_tensor_create(l->ctx, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_PARAM, q_mean);
+    if (l->running_mean)
+      l->running_var = ganfw_tensor_create(l->ctx, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_PARAM, q_var);
+  }
+  free(q_mean);
+  free(q_var);
+  if (!l->running_mean || !l->running_var)
+    return ganfw_error_wrap(ganfw_error_code() ? ganfw_error_code() : GANFW_ERR_OOM,
+                            "allocating the running statistics of %s", l->qualified);
+  ganfw_backend *be = l->ctx->be;
+  be->vt->fill(be, C, l->param[0]->data, 1.0f);
+  be->vt->fill(be, C, l->param[1]->data, 0.0f);
+  be->vt->fill(be, C, l->running_mean->data, 0.0f);
+  be->vt->fill(be, C, l->running_var->data, 1.0f);
+  l->num_batches_tracked = 0;
+  return GANFW_OK;
+}
+
+/* One kernel call over a chunk of channels (see ganfw_layer_channels_run). */
+typedef struct bn_call {
+  int64_t N, HW;
+  float *mean, *invstd; /* [C] batch statistics (train) */
+  int32_t update_stats, param_grads, accumulate;
+} bn_call;
+
+/* Channel c0's entry of a [C] f32 vector, or NULL. */
+static float *at(const ganfw_tensor *t, int64_t c0) {
+  return t ? (float *)t->data + c0 : NULL;
+}
+
+/* f: x, y */
+static ganfw_status bn_forward_channels(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t c0,
+                                        int64_t channels, float *const *f) {
+  const bn_call *c = arg;
+  const float eps = l->farg[0], momentum = l->farg[1];
+  if (!c->mean)
+    ex->be->vt->batchnorm2d_forward_eval(ex->be, c->N, channels, c->HW, f[0], at(l->param[0], c0),
+                                         at(l->param[1], c0), f[1], at(l->running_mean, c0),
+                                         at(l->running_var, c0), eps);
+  else
+    ex->be->vt->batchnorm2d_forward_train(ex->be, c->N, channels, c->HW, f[0], at(l->param[0], c0),
+                                          at(l->param[1], c0), f[1],
+                                          c->update_stats ? at(l->running_mean, c0) : NULL,
+                                          c->update_stats ? at(l->running_var, c0) : NULL, momentum,
+                                          eps, c->mean + c0, c->invstd + c0);
+  return GANFW_OK;
+}
+
+/* f: x, dy, dx (or NULL) */
+static ganfw_status bn_backward_channels(ganfw_layer *l, const ganfw_exec *ex, void *arg,
+                                         int64_t c0, int64_t channels, float *const *f) {
+  const bn_call *c = arg;
+  ex->be->vt->batchnorm2d_backward(ex->be, c->N, channels, c->HW, f[0], f[1], at(l->param[0], c0),
+                                   c->mean + c0, c->invstd + c0, f[2],
+                                   c->param_grads ? at(l->grad[0], c0) : NULL,
+                                   c->param_grads ? at(l->grad[1], c0) : NULL, c->accumulate);
+  return GANFW_OK;
+}
+
+/* --- native 16-bit compute: the backend's _lp entries on the whole batch ---------------- */
+
+static ganfw_status bn_forward_lp(ganfw_layer *l, const ganfw_exec *ex, const bn_call *c,
+                                  ganfw_tensor *x, ganfw_tensor *y) {
+  const float eps = l->farg[0], momentum = l->farg[1];
+  const int64_t C = x->shape[1];
+  ganfw_layer_scratch sc = {0};
+  const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
+  if (xh && !c->mean)
+    ex->be->vt->batchnorm2d_forward_eval_lp(ex->be, ex->dtype, c->N, C, c->HW, xh,
+                                            at(l->param[0], 0), at(l->param[1], 0), y->data,
+                                            l->running_mean->data, l->running_var->data, eps);
+  else if (xh)
+    ex->be->vt->batchnorm2d_forward_train_lp(
+        ex->be, ex->dtype, c->N, C, c->HW, xh, at(l->param[0], 0), at(l->param[1], 0), y->data,
+        c->update_stats ? l->running_mean->data : NULL,
+        c->update_stats ? l->running_var->data : NULL, momentum, eps, c->mean, c->invstd);
+  ganfw_layer_scratch_release(&sc);
+  return xh ? GANFW_OK : ganfw_error_code();
+}
+
+static ganfw_status bn_backward_lp(ganfw_layer *l, const ganfw_exec *ex, const bn_call *c,
+                                   ganfw_tensor *x, ganfw_tensor *dy, ganfw_tensor *dx) {
+  ganfw_layer_scratch sc = {0};
+  const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
+  const void *dyh = xh ? ganfw_layer_lp_in(l, ex, &sc, dy) : NULL;
+  if (dyh)
+    ex->be->vt->batchnorm2d_backward_lp(
+        ex->be, ex->dtype, c->N, x->shape[1], c->HW, xh, dyh, at(l->param[0], 0), c->mean,
+        c->invstd, dx ? dx->data : NULL, c->param_grads ? at(l->grad[0], 0) : NULL,
+        c->param_grads ? at(l->grad[1], 0) : NULL, c->accumulate);
+  ganfw_layer_scratch_release(&sc);
+  return dyh ? GANFW_OK : ganfw_error_code();
+}
+
+static ganfw_status bn_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
+                               ganfw_tensor **y, ganfw_saved *saved) {
+  const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+  if (ex->train && N * HW < 2)
+    return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
+                             "training needs more than one value per channel (batch %lld of "
+                             "%lldx%lld); use a larger batch",
+                             (long long)N, (long long)x->shape[2], (long long)x->shape[3]);
+  ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 4, x->shape, GANFW_MEM_ACTIVATION);
+  /* the batch mean and 1/std stay f32 whatever the compute dtype */
+  ganfw_tensor *mean = NULL, *invstd = NULL;
+  if (t && ex->train &&
+      (mean = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_ACTIVATION)))
+    invstd = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_ACTIVATION);
+  bn_call c = {.N = N, .HW = HW, .update_stats = ex->update_stats};
+  ganfw_status st = !t || (ex->train && !invstd) ? ganfw_error_code() : GANFW_OK;
+  if (st == GANFW_OK) {
+    c.mean = mean ? mean->data : NULL;
+    c.invstd = invstd ? invstd->data : NULL;
+    ganfw_tensor *io[2] = {x, t};
+    st = ganfw_layer_lp(ex, GANFW_LP_BATCHNORM)
+             ? bn_forward_lp(l, ex, &c, x, t)
+             : ganfw_layer_channels_run(l, ex, io, 1, 2, bn_forward_channels, &c);
+  }
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(invstd);
+    ganfw_tensor_destroy(mean);
+    ganfw_tensor_destroy(t);
+    return st;
+  }
+  if (ex->train && ex->update_stats) l->num_batches_tracked++;
+  if (saved && ex->train) {
+    saved->t[0] = ganfw_tensor_retain(x);
+    saved->t[1] = mean;
+    saved->t[2] = invstd;
+  } else {
+    ganfw_tensor_destroy(mean);
+    ganfw_tensor_destroy(invstd);
+  }
+  *y = t;
+  return GANFW_OK;
+}
+
+static ganfw_status bn_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                ganfw_tensor *dy, ganfw_tensor **dx, int32_t param_grads,
+                                int32_t accumulate) {
+  ganfw_tensor *x = saved->t[0];
+  if (!saved->t[1])
+    return ganfw_layer_error(l, GANFW_ERR_UNSUPPORTED,
+                             "backward through batchnorm in eval mode is not supported; train "
+                             "the net in train mode or freeze the layers before it");
+  ganfw_tensor *g = NULL;
+  if (dx) {
+    g = ganfw_layer_tensor(l, ex, ex->dtype, 4, x->shape, GANFW_MEM_ACTIVATION);
+    if (!g) return ganfw_error_code();
+  }
+  if (!g && !param_grads) return GANFW_OK;
+  bn_call c = {.N = x->shape[0],
+               .HW = x->shape[2] * x->shape[3],
+               .mean = saved->t[1]->data,
+               .invstd = saved->t[2]->data,
+               .param_grads = param_grads,
+               .accumulate = accumulate};
+  ganfw_tensor *io[3] = {x, dy, g};
+  ganfw_status st = ganfw_layer_lp(ex, GANFW_LP_BATCHNORM)
+                        ? bn_backward_lp(l, ex, &c, x, dy, g)
+                        : ganfw_layer_channels_run(l, ex, io, 2, 3, bn_backward_channels, &c);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(g);
+    return st;
+  }
+  if (dx) *dx = g;
+  return GANFW_OK;
+}
+
+const ganfw_layer_vt ganfw_layer_batchnorm2d = {
+    .type = "batchnorm2d",
+    .infer = bn_infer,
+    .init = bn_init,
+    .forward = bn_forward,
+    .backward = bn_backward,
+};

@@ -1,0 +1,82 @@
+/* dropout layer on any shape: in train mode zeroes each value with probability p (Philox
+ * from the run's seed and offset) and scales the rest by 1/(1-p); keeps the u8 mask for
+ * backward. Identity in eval mode. fargs: p. */
+#include "nn/layer.h"
+
+static ganfw_status dropout_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim,
+                                  int64_t *out, int32_t *out_ndim) {
+  for (int32_t d = 0; d < in_ndim; d++) out[d] = in[d];
+  *out_ndim = in_ndim;
+  return GANFW_OK;
+}
+
+/* x itself (retained) when nobody else holds it and it has the compute dtype, else a new
+ * tensor of its shape in the compute dtype. */
+static ganfw_tensor *in_place_or_new(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x) {
+  if (ganfw_tensor_exclusive(x) && x->dtype == ex->dtype) return ganfw_tensor_retain(x);
+  return ganfw_layer_tensor(l, ex, ex->dtype, x->ndim, x->shape, GANFW_MEM_ACTIVATION);
+}
+
+static ganfw_status dropout_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
+                                    ganfw_tensor **y, ganfw_saved *saved) {
+  const float p = l->farg[0];
+  if (!ex->train || p == 0.0f) {
+    *y = ganfw_tensor_retain(x);
+    return GANFW_OK;
+  }
+  ganfw_layer_scratch sc = {0};
+  const float *xf = ganfw_layer_f32_in(l, ex, &sc, x);
+  ganfw_tensor *t = xf ? in_place_or_new(l, ex, x) : NULL;
+  ganfw_tensor *mask =
+      t ? ganfw_layer_tensor(l, ex, GANFW_DTYPE_U8, x->ndim, x->shape, GANFW_MEM_ACTIVATION) : NULL;
+  float *yf = mask ? ganfw_layer_f32_out(l, ex, &sc, t) : NULL;
+  if (!yf) {
+    ganfw_status st = ganfw_error_code();
+    ganfw_layer_scratch_release(&sc);
+    ganfw_tensor_destroy(mask);
+    ganfw_tensor_destroy(t);
+    return st;
+  }
+  uint64_t offset = ganfw_ctx_rng_take(ex->ctx, x->numel);
+  ex->be->vt->dropout_forward(ex->be, x->numel, p, ex->ctx->seed, offset, xf, yf, mask->data);
+  ganfw_layer_store_out(ex, &sc);
+  if (saved) {
+    saved->t[0] = mask;
+    saved->rng_offset = offset;
+  } else {
+    ganfw_tensor_destroy(mask);
+  }
+  *y = t;
+  return GANFW_OK;
+}
+
+static ganfw_status dropout_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                     ganfw_tensor *dy, ganfw_tensor **dx, int32_t param_grads,
+                                     int32_t accumulate) {
+  if (!dx) return GANFW_OK;
+  if (!saved->t[0]) { /* eval mode or p = 0: identity */
+    *dx = ganfw_tensor_retain(dy);
+    return GANFW_OK;
+  }
+  ganfw_layer_scratch sc = {0};
+  const float *dyf = ganfw_layer_f32_in(l, ex, &sc, dy);
+  ganfw_tensor *g = dyf ? in_place_or_new(l, ex, dy) : NULL;
+  float *gf = g ? ganfw_layer_f32_out(l, ex, &sc, g) : NULL;
+  if (!gf) {
+    ganfw_status st = ganfw_error_code();
+    ganfw_layer_scratch_release(&sc);
+    ganfw_tensor_destroy(g);
+    return st;
+  }
+  ex->be->vt->dropout_backward(ex->be, dy->numel, l->farg[0], saved->t[0]->data, dyf, gf);
+  ganfw_layer_store_out(ex, &sc);
+  *dx = g;
+  return GANFW_OK;
+}
+
+const ganfw_layer_vt ganfw_layer_dropout = {
+    .type = "dropout",
+    .infer = dropout_infer,
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+};

@@ -1,0 +1,659 @@
+/* The plugin host (see plugin_host.h): the search path, dlopen with RTLD_NOW|RTLD_LOCAL, the
+ * descriptor checks a plugin must pass before the core calls into it, and the `ganfw plugins`
+ * listing. Every failure leaves nothing loaded and records one message naming the file. */
+#include "plugin/plugin_host.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "base/error.h"
+#include "ganfw/memory.h"
+#include "ganfw/model.h"
+#include "ganfw/optim.h"
+
+#ifndef GANFW_BUILD_PLUGIN_DIR
+#define GANFW_BUILD_PLUGIN_DIR ""
+#endif
+/* The installed plugins' folder relative to the installed binary's folder, e.g.
+ * "../lib/ganfw/plugins": resolved at run time, so an installed tree can be moved. */
+#ifndef GANFW_INSTALL_PLUGIN_REL
+#define GANFW_INSTALL_PLUGIN_REL ""
+#endif
+
+#define PLUGIN_PREFIX "ganfw_"
+#define PLUGIN_SUFFIX ".so"
+
+struct ganfw_plugin {
+  void *handle;
+  const ganfw_plugin_desc *desc;
+  char *path;
+};
+
+/* --- kinds and their vtables --------------------------------------------------------- */
+
+static const char *const kind_names[] = {"model", "optimizer", "memory"};
+_Static_assert(sizeof(kind_names) / sizeof(kind_names[0]) == GANFW_PLUGIN_KIND_COUNT,
+               "kind_names must name every GANFW_PLUGIN_* kind");
+
+const char *ganfw_plugin_kind_name(int32_t kind) {
+  if (kind < 0 || kind >= GANFW_PLUGIN_KIND_COUNT) return "unknown";
+  return kind_names[kind];
+}
+
+static const char *article(const char *word) {
+  return strchr("aeiou", word[0]) ? "an" : "a";
+}
+
+/* Bytes of `type` up to and including `member`. */
+#define END_OF(type, member) (offsetof(type, member) + sizeof(((type *)0)->member))
+
+/* The smallest vtable a plugin of each kind may hand us: up to its last required member. */
+static const struct {
+  size_t min_size;
+  const char *last_required;
+  const char *type;
+} vt_rules[] = {
+    {END_OF(ganfw_model_vt, net), "net", "ganfw_model_vt"},
+    {END_OF(ganfw_optim_vt, step), "step", "ganfw_optim_vt"},
+    {END_OF(ganfw_memory_vt, configure), "configure", "ganfw_memory_vt"},
+};
+_Static_assert(sizeof(vt_rules) / sizeof(vt_rules[0]) == GANFW_PLUGIN_KIND_COUNT,
+               "vt_rules must cover every GANFW_PLUGIN_* kind");
+
+/* The name of the first required vtable member that is NULL, or NULL when all are set. The
+ * vtable is known to be at least vt_rules[kind].min_size bytes. */
+static const char *missing_member(int32_t kind, const void *vtable) {
+  switch (kind) {
+  case GANFW_PLUGIN_MODEL: {
+    const ganfw_model_vt *vt = vtable;
+    if (!vt->create) return "create";
+    if (!vt->destroy) return "destroy";
+    if (!vt->net) return "net";
+    return NULL;
+  }
+  case GANFW_PLUGIN_OPTIM: {
+    const ganfw_optim_vt *vt = vtable;
+    if (!vt->create) return "create";
+    if (!vt->destroy) return "destroy";
+    if (!vt->step) return "step";
+    return NULL;
+  }
+  default: {
+    const ganfw_memory_vt *vt = vtable;
+    if (!vt->create) return "create";
+    if (!vt->destroy) return "destroy";
+    if (!vt->configure) return "configure";
+    return NULL;
+  }
+  }
+}
+
+/* --- messages ---------------------------------------------------------------------------- */
+
+/* Records "WHAT: <message>" (just the message when what is NULL) as a plugin error. */
+static ganfw_status fail(const char *what, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static ganfw_status fail(const char *what, const char *fmt, ...) {
+  char msg[3072];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (what && what[0]) return ganfw_error_set(GANFW_ERR_PLUGIN, "%s: %s", what, msg);
+  return ganfw_error_set(GANFW_ERR_PLUGIN, "%s", msg);
+}
+
+/* What to do about a dlopen failure, from the loader's text. */
+static const char *dlopen_hint(const char *err) {
+  if (strstr(err, "undefined symbol"))
+    return "the plugin calls a function that nothing provides; a plugin reaches the core only "
+           "through the host table (const ganfw_host *) and never links against it: define or "
+           "link what is missing and rebuild it";
+  if (strstr(err, "invalid ELF header") || strstr(err, "file too short"))
+    return "the file is not a shared library; build the plugin as a shared object "
+           "(ganfw_add_plugin in CMake, or cc -shared -fPIC) and install the .so";
+  if (strstr(err, "ELF") || strstr(err, "machine"))
+    return "the file was built for another architecture or ABI; rebuild it for this machine "
+           "against this ganfw's headers";
+  if (strstr(err, "Permission denied")) return "make the file readable by this user";
+  /* The loader names the plugin itself only when the file was refused (the prefix is cut
+   * off by the caller); a missing dependency comes as "libfoo.so.1: cannot open ...". */
+  if (strncmp(err, "cannot open shared object file", 30) == 0)
+    return "the dynamic loader refused the file although it exists: it was probably built for "
+           "another architecture (check with `file`); rebuild it for this machine";
+  if (strstr(err, "cannot open shared object file"))
+    return "the plugin needs a shared library the loader cannot find: install it or add its "
+           "directory to LD_LIBRARY_PATH";
+  return "rebuild the plugin for this machine against this ganfw's headers";
+}
+
+static const char *elf_machine_name(unsigned machine) {
+  switch (machine) {
+  case EM_X86_64:
+    return "x86-64";
+  case EM_386:
+    return "x86 (32-bit)";
+  case EM_AARCH64:
+    return "AArch64";
+  case EM_ARM:
+    return "ARM (32-bit)";
+  case EM_RISCV:
+    return "RISC-V";
+  case EM_PPC64:
+    return "PowerPC64";
+  case EM_S390:
+    return "s390x";
+  default:
+    return "another machine";
+  }
+}
+
+/* Class (32/64-bit) and machine from the ELF header of `path`; 0 when it is not ELF. */
+static int elf_header(const char *path, unsigned *elf_class, unsigned *machine) {
+  unsigned char h[EI_NIDENT + 4];
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  size_t n = fread(h, 1, sizeof h, f);
+  fclose(f);
+  if (n < sizeof h || memcmp(h, ELFMAG, SELFMAG) != 0) return 0;
+  *elf_class = h[EI_CLASS];
+  /* e_machine follows e_ident and the 2-byte e_type, in the file's byte order. */
+  const unsigned char *m = h + EI_NIDENT + 2;
+  *machine =
+      h[EI_DATA] == ELFDATA2MSB ? (unsigned)(m[0] << 8 | m[1]) : (unsigned)(m[1] << 8 | m[0]);
+  return 1;
+}
+
+/* When the plugin is an ELF file for another machine or word size than this process,
+ * describes the difference into buf and returns 1. */
+static int elf_mismatch(const char *path, char *buf, size_t cap) {
+  unsigned pc, pm, sc, sm;
+  if (!elf_header(path, &pc, &pm) || !elf_header("/proc/self/exe", &sc, &sm)) return 0;
+  if (pc == sc && pm == sm) return 0;
+  snprintf(buf, cap,
+           "the file was built for %s, %d-bit (ELF machine %u), but this ganfw runs on %s, "
+           "%d-bit (ELF machine %u): rebuild the plugin for this machine",
+           elf_machine_name(pm), pc == ELFCLASS32 ? 32 : 64, pm, elf_machine_name(sm),
+           sc == ELFCLASS32 ? 32 : 64, sm);
+  return 1;
+}
+
+/* --- checks on a loaded file ----------------------------------------------------------- */
+
+/* Checks the descriptor `d` of the plugin at `path`. `want_name` is the name it was asked
+ * for (NULL when loaded by path). */
+static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, const char *want_name,
+                               int32_t expected_kind, const char *what) {
+  const char *rebuild = "rebuild the plugin against this ganfw's headers";
+  if (!d)
+    return fail(what,
+                "plugin %s: " GANFW_PLUGIN_ENTRY_SYMBOL "() returned NULL instead of its "
+                "descriptor; it must return a pointer to a static ganfw_plugin_desc",
+                path);
+  if (d->abi_major != GANFW_ABI_MAJOR)
+    return fail(what, "plugin %s was built for ABI %u.%u, this ganfw speaks ABI %d.%d: %s", path,
+                (unsigned)d->abi_major, (unsigned)d->abi_minor, GANFW_ABI_MAJOR, GANFW_ABI_MINOR,
+                rebuild);
+  /* A newer abi_minor is accepted silently: the plugin checks host->struct_size itself. */
+  size_t min_desc = END_OF(ganfw_plugin_desc, vtable);
+  if (d->struct_size < min_desc)
+    return fail(what,
+                "plugin %s: descriptor struct_size is %u bytes, smaller than the %zu bytes of an "
+                "ABI %d.0 ganfw_plugin_desc; set it to sizeof(ganfw_plugin_desc) and %s",
+                path, (unsigned)d->struct_size, min_desc, GANFW_ABI_MAJOR, rebuild);
+  if (d->kind < 0 || d->kind >= GANFW_PLUGIN_KIND_COUNT)
+    return fail(what,
+                "plugin %s declares kind %d, which this ganfw does not know (0 model, "
+                "1 optimizer, 2 memory); set kind to a GANFW_PLUGIN_* value and %s",
+                path, (int)d->kind, rebuild);
+  const char *kind = kind_names[d->kind];
+  const char *shown = d->name && d->name[0] ? d->name : (want_name ? want_name : "?");
+  if (expected_kind >= 0 && d->kind != expected_kind) {
+    const char *want = ganfw_plugin_kind_name(expected_kind);
+    /* The key alone ("model.plugin") when what is "config.yaml:12:11: model.plugin". */
+    const char *key = what && what[0] ? what : "the caller";
+    for (const char *c = key; (c = strstr(c, ": ")); c += 2) key = c + 2;
+    return fail(what,
+                "'%s' at %s is %s %s plugin, but %s needs %s %s plugin; name %s %s plugin "
+                "there",
+                shown, path, article(kind), kind, key, article(want), want, article(want), want);
+  }
+  if (!d->name || !d->name[0])
+    return fail(what,
+                "plugin %s has no name (descriptor name is %s); set it to the name a "
+                "config uses, e.g. \"plugin: %s\"",
+                path, d->name ? "empty" : "NULL", want_name ? want_name : "myplugin");
+  if (want_name && strcmp(d->name, want_name) != 0)
+    return fail(what,
+                "plugin %s calls itself '%s', but it was found as '%s' (file " PLUGIN_PREFIX
+                "%s" PLUGIN_SUFFIX "); rename the file to " PLUGIN_PREFIX "%s" PLUGIN_SUFFIX
+                " and ask for '%s', or fix the name in its descriptor",
+                path, d->name, want_name, want_name, d->name, d->name);
+  if (!d->vtable)
+    return fail(what, "%s plugin '%s' at %s has a NULL vtable; point it at its %s and %s", kind,
+                d->name, path, vt_rules[d->kind].type, rebuild);
+  uint32_t vt_size = *(const uint32_t *)d->vtable; /* first member of every vtable */
+  if (vt_size < vt_rules[d->kind].min_size)
+    return fail(what,
+                "%s plugin '%s' at %s: vtable struct_size is %u bytes, smaller than the %zu "
+                "bytes of %s up to its last required member '%s'; set struct_size to "
+                "sizeof(%s) and %s",
+                kind, d->name, path, (unsigned)vt_size, vt_rules[d->kind].min_size,
+                vt_rules[d->kind].type, vt_rules[d->kind].last_required, vt_rules[d->kind].type,
+                rebuild);
+  const char *missing = missing_member(d->kind, d->vtable);
+  if (missing)
+    return fail(what,
+                "%s plugin '%s' at %s: required vtable member '%s' is NULL; implement it (only "
+                "members marked (optional) in ganfw/%s.h may be NULL)",
+                kind, d->name, path, missing,
+                d->kind == GANFW_PLUGIN_OPTIM ? "optim" : kind_names[d->kind]);
+  if (d->kind == GANFW_PLUGIN_MODEL) {
+    int32_t family = ((const ganfw_model_vt *)d->vtable)->family;
+    if (family < 0 || family >= GANFW_MODEL_FAMILY_COUNT)
+      return fail(what,
+                  "model plugin '%s' at %s declares family %d, which this ganfw does not know; "
+                  "set it to GANFW_MODEL_GAN or GANFW_MODEL_CLASSIFIER and %s",
+                  d->name, path, (int)family, rebuild);
+  }
+  return GANFW_OK;
+}
+
+/* Loads the file at `path` (which exists) and checks it; takes ownership of `path`. */
+static ganfw_status load_file(char *path, const char *want_name, int32_t expected_kind,
+                              const char *what, ganfw_plugin **out) {
+  dlerror(); /* clear */
+  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char *err = dlerror();
+    if (!err) err = "unknown dlopen error";
+    size_t n = strlen(path); /* glibc starts with "PATH: "; the message names it already */
+    if (strncmp(err, path, n) == 0 && err[n] == ':' && err[n + 1] == ' ') err += n + 2;
+    char arch[256];
+    const char *hint = elf_mismatch(path, arch, sizeof arch) ? arch : dlopen_hint(err);
+    ganfw_status st = fail(what, "cannot load plugin %s: %s; %s", path, err, hint);
+    free(path);
+    return st;
+  }
+  dlerror();
+  void *sym = dlsym(handle, GANFW_PLUGIN_ENTRY_SYMBOL);
+  ganfw_status st = GANFW_OK;
+  if (!sym) {
+    st = fail(what,
+              "plugin %s does not export " GANFW_PLUGIN_ENTRY_SYMBOL " and so is not a ganfw "
+              "plugin; define `GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *"
+              "" GANFW_PLUGIN_ENTRY_SYMBOL "(void)` (see ganfw/plugin.h) and rebuild it",
+              path);
+  } else {
+    ganfw_plugin_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry); /* object pointer to function pointer, as POSIX allows */
+    const ganfw_plugin_desc *desc = entry();
+    st = check_desc(desc, path, want_name, expected_kind, what);
+    if (st == GANFW_OK) {
+      ganfw_plugin *p = malloc(sizeof *p);
+      if (!p) {
+        st = fail(what, "plugin %s: out of host memory while loading it", path);
+      } else {
+        p->handle = handle;
+        p->desc = desc;
+        p->path = path;
+        *out = p;
+        return GANFW_OK;
+      }
+    }
+  }
+  dlclose(handle);
+  free(path);
+  return st;
+}
+
+/* --- the search path ------------------------------------------------------------------ */
+
+typedef struct search_dir {
+  const char *dir;
+  const char *origin; /* for messages: where this directory came from */
+} search_dir;
+
+typedef struct search_path {
+  search_dir *items;
+  int64_t n;
+  char *env;     /* a copy of $GANFW_PLUGIN_PATH, split in place */
+  char *install; /* the install prefix's plugin folder, beside this executable */
+} search_path;
+
+static void search_path_free(search_path *sp) {
+  free(sp->items);
+  free(sp->env);
+  free(sp->install);
+}
+
+/* <folder of this executable>/GANFW_INSTALL_PLUGIN_REL, malloc'd; NULL when unknown. */
+static char *install_plugin_dir(void) {
+  if (!GANFW_INSTALL_PLUGIN_REL[0]) return NULL;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return NULL;
+  exe[n] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (!slash) return NULL;
+  *slash = '\0';
+  size_t len = strlen(exe) + strlen(GANFW_INSTALL_PLUGIN_REL) + 2;
+  char *dir = malloc(len);
+  if (dir) snprintf(dir, len, "%s/%s", exe, GANFW_INSTALL_PLUGIN_REL);
+  return dir;
+}
+
+static ganfw_status search_path_init(search_path *sp, const char *const *dirs, int64_t ndirs) {
+  memset(sp, 0, sizeof *sp);
+  if (ndirs < 0 || (ndirs > 0 && !dirs))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "plugin search: %lld directories at %p",
+                           (long long)ndirs, (const void *)dirs);
+  const char *env = getenv(GANFW_PLUGIN_PATH_ENV);
+  int64_t nenv = 0;
+  if (env && env[0]) {
+    sp->env = strdup(env);
+    if (!sp->env) return ganfw_error_set(GANFW_ERR_OOM, "plugin search: out of host memory");
+    nenv = 1;
+    for (const char *c = env; *c; c++) nenv += *c == ':';
+  }
+  sp->items = malloc((size_t)(ndirs + nenv + 2) * sizeof *sp->items);
+  if (!sp->items) {
+    search_path_free(sp);
+    return ganfw_error_set(GANFW_ERR_OOM, "plugin search: out of host memory");
+  }
+  for (int64_t i = 0; i < ndirs; i++)
+    if (dirs[i] && dirs[i][0]) sp->items[sp->n++] = (search_dir){dirs[i], "plugin_path"};
+  if (sp->env) {
+    char *start = sp->env;
+    for (char *c = sp->env;; c++) {
+      int end = *c == '\0';
+      if (*c == ':' || end) {
+        *c = '\0';
+        if (start[0]) sp->items[sp->n++] = (search_dir){start, GANFW_PLUGIN_PATH_ENV};
+        start = c + 1;
+      }
+      if (end) break;
+    }
+  }
+  if (GANFW_BUILD_PLUGIN_DIR[0])
+    sp->items[sp->n++] = (search_dir){GANFW_BUILD_PLUGIN_DIR, "build tree"};
+  sp->install = install_plugin_dir();
+  if (sp->install) sp->items[sp->n++] = (search_dir){sp->install, "install prefix"};
+  return GANFW_OK;
+}
+
+/* dir + "/" + file, malloc'd; NULL when out of memory. */
+static char *path_join(const char *dir, const char *file) {
+  size_t nd = strlen(dir), nf = strlen(file);
+  int slash = nd > 0 && dir[nd - 1] != '/';
+  char *p = malloc(nd + (size_t)slash + nf + 1);
+  if (!p) return NULL;
+  memcpy(p, dir, nd);
+  if (slash) p[nd] = '/';
+  memcpy(p + nd + slash, file, nf + 1);
+  return p;
+}
+
+static int is_file(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+static int is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t ns = strlen(s), nx = strlen(suffix);
+  return ns >= nx && strcmp(s + ns - nx, suffix) == 0;
+}
+
+/* Appends the searched directories, "A (origin), B (origin)", to buf. */
+static void describe_dirs(const search_path *sp, char *buf, size_t cap) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int64_t i = 0; i < sp->n && len < cap; i++) {
+    int w = snprintf(buf + len, cap - len, "%s%s (%s%s)", i ? ", " : "", sp->items[i].dir,
+                     sp->items[i].origin, is_dir(sp->items[i].dir) ? "" : ", missing");
+    if (w < 0) break;
+    len += (size_t)w;
+  }
+  if (sp->n == 0) snprintf(buf, cap, "no directories");
+}
+
+ganfw_status ganfw_plugin_load(const char *name, int32_t expected_kind, const char *what,
+                               const char *const *dirs, int64_t ndirs, ganfw_plugin **out) {
+  if (!out) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_plugin_load: out is NULL");
+  *out = NULL;
+  if (!name || !name[0])
+    return fail(what, "no plugin named: give a plugin name (e.g. `plugin: adam`) or the path "
+                      "of a " PLUGIN_PREFIX "<name>" PLUGIN_SUFFIX " file");
+  if (expected_kind < -1 || expected_kind >= GANFW_PLUGIN_KIND_COUNT)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_plugin_load: expected kind %d",
+                           (int)expected_kind);
+
+  if (strchr(name, '/') || ends_with(name, PLUGIN_SUFFIX)) {
+    /* dlopen would search the library path for a name without '/'; a path is a file. */
+    char *path = strchr(name, '/') ? strdup(name) : path_join(".", name);
+    if (!path) return fail(what, "plugin %s: out of host memory", name);
+    if (!is_file(path)) {
+      ganfw_status st =
+          fail(what,
+               "plugin file %s not found (a relative path is relative to the "
+               "current directory); check the path, or give the plugin by name "
+               "and add its directory to plugin_path in the config or to " GANFW_PLUGIN_PATH_ENV,
+               path);
+      free(path);
+      return st;
+    }
+    return load_file(path, NULL, expected_kind, what, out);
+  }
+
+  search_path sp;
+  ganfw_status st = search_path_init(&sp, dirs, ndirs);
+  if (st != GANFW_OK) return st;
+  size_t nfile = strlen(PLUGIN_PREFIX) + strlen(name) + strlen(PLUGIN_SUFFIX) + 1;
+  char *file = malloc(nfile);
+  if (!file) {
+    search_path_free(&sp);
+    return ganfw_error_set(GANFW_ERR_OOM, "plugin search: out of host memory");
+  }
+  snprintf(file, nfile, PLUGIN_PREFIX "%s" PLUGIN_SUFFIX, name);
+  for (int64_t i = 0; i < sp.n; i++) {
+    char *path = path_join(sp.items[i].dir, file);
+    if (!path) {
+      st = ganfw_error_set(GANFW_ERR_OOM, "plugin search: out of host memory");
+      break;
+    }
+    if (is_file(path)) {
+      st = load_file(path, name, expected_kind, what, out);
+      free(file);
+      search_path_free(&sp);
+      return st;
+    }
+    free(path);
+  }
+  if (st == GANFW_OK) {
+    char searched[2048];
+    describe_dirs(&sp, searched, sizeof searched);
+    const char *kind = expected_kind >= 0 ? kind_names[expected_kind] : NULL;
+    st = fail(what,
+              "%s%splugin '%s' not found: no file %s in %s. Add the directory that holds "
+              "%s to plugin_path in the config or to " GANFW_PLUGIN_PATH_ENV " (':'-separated), "
+              "or give the path of the .so file; `ganfw plugins` lists what is found",
+              kind ? kind : "", kind ? " " : "", name, file, searched, file);
+  }
+  free(file);
+  search_path_free(&sp);
+  return st;
+}
+
+void ganfw_plugin_unload(ganfw_plugin *p) {
+  if (!p) return;
+  dlclose(p->handle);
+  free(p->path);
+  free(p);
+}
+
+const ganfw_plugin_desc *ganfw_plugin_desc_of(const ganfw_plugin *p) {
+  return p->desc;
+}
+
+const char *ganfw_plugin_path(const ganfw_plugin *p) {
+  return p->path;
+}
+
+const void *ganfw_plugin_vtable(const ganfw_plugin *p) {
+  return p->desc->vtable;
+}
+
+const char *ganfw_plugin_name(const ganfw_plugin *p) {
+  return p->desc->name;
+}
+
+int32_t ganfw_plugin_kind(const ganfw_plugin *p) {
+  return p->desc->kind;
+}
+
+/* --- `ganfw plugins` ------------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The plugin file names ganfw_*.so in `dir`, sorted; *n of them, malloc'd (free each and
+ * the array). NULL with *n = 0 when the directory cannot be read or holds none. */
+static char **list_dir(const char *dir, int64_t *n) {
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return NULL;
+  char **names = NULL;
+  int64_t cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    const char *s = e->d_name;
+    if (strncmp(s, PLUGIN_PREFIX, strlen(PLUGIN_PREFIX)) != 0 || !ends_with(s, PLUGIN_SUFFIX) ||
+        strlen(s) <= strlen(PLUGIN_PREFIX) + strlen(PLUGIN_SUFFIX))
+      continue;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **grown = realloc(names, (size_t)cap * sizeof *names);
+      if (!grown) break;
+      names = grown;
+    }
+    char *copy = strdup(s);
+    if (!copy) break;
+    names[(*n)++] = copy;
+  }
+  closedir(d);
+  if (names) qsort(names, (size_t)*n, sizeof *names, cmp_str);
+  return names;
+}
+
+/* A name found earlier in the listing and the file that provides it. */
+typedef struct seen_name {
+  char *name;
+  char *path;
+} seen_name;
+
+ganfw_status ganfw_plugin_list(const char *const *dirs, int64_t ndirs, FILE *out) {
+  search_path sp;
+  ganfw_status st = search_path_init(&sp, dirs, ndirs);
+  if (st != GANFW_OK) return st;
+  /* Directories named twice (a build dir also in GANFW_PLUGIN_PATH) are scanned once. */
+  char **real = calloc((size_t)sp.n + 1, sizeof *real);
+  seen_name *seen = NULL;
+  int64_t nseen = 0, capseen = 0;
+
+  fprintf(out, "Plugin search path, in order (ABI of this ganfw: %d.%d):\n", GANFW_ABI_MAJOR,
+          GANFW_ABI_MINOR);
+  for (int64_t i = 0; i < sp.n; i++)
+    fprintf(out, "  %lld. %s (%s%s)\n", (long long)i + 1, sp.items[i].dir, sp.items[i].origin,
+            is_dir(sp.items[i].dir) ? "" : ", missing");
+  fprintf(out, "\n%-10s %-16s %-10s %-6s %s\n", "KIND", "NAME", "VERSION", "ABI", "PATH");
+
+  int64_t nrows = 0;
+  for (int64_t i = 0; real && i < sp.n; i++) {
+    real[i] = realpath(sp.items[i].dir, NULL);
+    int dup = 0;
+    for (int64_t j = 0; j < i && real[i]; j++) dup |= real[j] && strcmp(real[i], real[j]) == 0;
+    if (dup || !real[i]) continue;
+    int64_t nfiles;
+    char **files = list_dir(sp.items[i].dir, &nfiles);
+    for (int64_t f = 0; f < nfiles; f++) {
+      size_t nname = strlen(files[f]) - strlen(PLUGIN_PREFIX) - strlen(PLUGIN_SUFFIX);
+      char name[NAME_MAX + 1];
+      memcpy(name, files[f] + strlen(PLUGIN_PREFIX), nname);
+      name[nname] = '\0';
+      char *path = path_join(sp.items[i].dir, files[f]);
+      const char *shadowed_by = NULL;
+      for (int64_t s = 0; s < nseen; s++)
+        if (strcmp(seen[s].name, name) == 0) shadowed_by = seen[s].path;
+      ganfw_plugin *p = NULL;
+      char *load_path = path ? strdup(path) : NULL;
+      ganfw_status lst = GANFW_ERR_OOM;
+      if (load_path)
+        lst = load_file(load_path, name, -1, NULL, &p);
+      else
+        ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+      if (lst == GANFW_OK) {
+        const ganfw_plugin_desc *d = p->desc;
+        char abi[32];
+        snprintf(abi, sizeof abi, "%u.%u", (unsigned)d->abi_major, (unsigned)d->abi_minor);
+        fprintf(out, "%-10s %-16s %-10s %-6s %s", kind_names[d->kind], d->name,
+                d->version && d->version[0] ? d->version : "-", abi, path);
+        if (d->abi_minor > GANFW_ABI_MINOR) fprintf(out, "  (newer ABI minor than this ganfw)");
+      } else {
+        fprintf(out, "%-10s %-16s %-10s %-6s %s", "error", name, "-", "-", path ? path : files[f]);
+      }
+      if (shadowed_by) fprintf(out, "  (shadowed by %s)", shadowed_by);
+      fputc('\n', out);
+      if (lst != GANFW_OK) fprintf(out, "           error: %s\n", ganfw_error_message());
+      ganfw_plugin_unload(p);
+      nrows++;
+      if (!shadowed_by && path) {
+        if (nseen == capseen) {
+          capseen = capseen ? 2 * capseen : 16;
+          seen_name *grown = realloc(seen, (size_t)capseen * sizeof *seen);
+          if (grown) seen = grown;
+        }
+        if (nseen < capseen) {
+          seen[nseen].name = strdup(name);
+          seen[nseen].path = path;
+          if (seen[nseen].name) {
+            nseen++;
+            path = NULL;
+          }
+        }
+      }
+      free(path);
+      free(files[f]);
+    }
+    free(files);
+  }
+  if (nrows == 0)
+    fprintf(out, "(no " PLUGIN_PREFIX "*" PLUGIN_SUFFIX " files found; add a directory to "
+                 "plugin_path in the config or to " GANFW_PLUGIN_PATH_ENV ")\n");
+
+  for (int64_t s = 0; s < nseen; s++) {
+    free(seen[s].name);
+    free(seen[s].path);
+  }
+  free(seen);
+  for (int64_t i = 0; real && i < sp.n; i++) free(real[i]);
+  free(real);
+  search_path_free(&sp);
+  ganfw_error_clear();
+  if (fflush(out) != 0 || ferror(out))
+    return ganfw_error_set(GANFW_ERR_IO, "ganfw plugins: writing the listing failed");
+  return GANFW_OK;
+}

@@ -1,0 +1,191 @@
+/* The run context: picks the backend from `device`, creates the caching allocator over
+ * it, and hands out Philox offsets (see ctx.h). */
+#include "runtime/ctx.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/log.h"
+
+#ifdef GANFW_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+static const char *const device_names[] = {"cpu", "cuda", "auto"};
+_Static_assert(sizeof(device_names) / sizeof(device_names[0]) == GANFW_DEVICE_COUNT,
+               "device_names must name every GANFW_DEVICE_*");
+
+const char *ganfw_device_name(int32_t type) {
+  return type >= 0 && type < GANFW_DEVICE_COUNT ? device_names[type] : "unknown";
+}
+
+int32_t ganfw_device_from_name(const char *name) {
+  for (int32_t i = 0; i < GANFW_DEVICE_COUNT; i++)
+    if (name && strcmp(name, device_names[i]) == 0) return i;
+  return -1;
+}
+
+ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_options *opt) {
+  memset(opt, 0, sizeof *opt);
+  const ganfw_cfg *dev = ganfw_cfg_section(root, "device");
+  const char *type = NULL;
+  int64_t threads = 0, seed = 0;
+  ganfw_status st;
+  if ((st = ganfw_cfg_string(dev, "type", "auto", &type)) != GANFW_OK) return st;
+  if ((st = ganfw_cfg_int(dev, "threads", 0, &threads)) != GANFW_OK) return st;
+  if ((st = ganfw_cfg_bytes(dev, "memory_limit", 0, &opt->memory_limit)) != GANFW_OK) return st;
+  if ((st = ganfw_cfg_bytes(dev, "max_split_size", 0, &opt->max_split_size)) != GANFW_OK) return st;
+  if ((st = ganfw_cfg_bool(dev, "cudnn_benchmark", 0, &opt->cudnn_benchmark)) != GANFW_OK)
+    return st;
+  if ((st = ganfw_cfg_int(root, "seed", 0, &seed)) != GANFW_OK) return st;
+  opt->device_type = ganfw_device_from_name(type);
+  if (opt->device_type < 0) {
+    const ganfw_cfg *node = ganfw_cfg_child(dev, "type");
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: device.type: unknown device '%s' (use cpu, cuda or auto)",
+                           node ? ganfw_cfg_where(node) : "config", type);
+  }
+  if (threads < 0 || threads > 1024)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: device.threads: %lld is out of range (0 = all cores, or 1..1024)",
+                           ganfw_cfg_where(ganfw_cfg_child(dev, "threads")), (long long)threads);
+  if (opt->memory_limit < 0 || opt->max_split_size < 0)
+    return ganfw_error_set(GANFW_ERR_CONFIG, "device.memory_limit and device.max_split_size "
+                                             "must not be negative");
+  opt->threads = (int32_t)threads;
+  opt->seed = (uint64_t)seed;
+  return GANFW_OK;
+}
+
+static ganfw_backend *backend_override;
+
+void ganfw_ctx_override_backend(ganfw_backend *be) {
+  backend_override = be;
+}
+
+/* Resolves `auto` and refuses a device this build or machine does not have. */
+static ganfw_status pick_backend(const ganfw_ctx_options *opt, ganfw_backend **be, int32_t *type) {
+  const int32_t requested = opt->device_type;
+  if (backend_override) {
+    *be = backend_override;
+    *type = GANFW_DEVICE_CPU; /* no CUDA-only settings (context size) apply to it */
+    return GANFW_OK;
+  }
+#ifdef GANFW_HAVE_CUDA
+  if (requested == GANFW_DEVICE_CUDA || requested == GANFW_DEVICE_AUTO) {
+    char why[512] = "";
+    const int count = ganfw_cuda_device_count(why, sizeof why);
+    ganfw_backend *cuda = count > 0 ? ganfw_cuda_backend() : NULL;
+    if (cuda) {
+      ganfw_cuda_info info;
+      ganfw_cuda_get_info(cuda, &info);
+      ganfw_cuda_set_cudnn_benchmark(cuda, opt->cudnn_benchmark);
+      ganfw_log(GANFW_LOG_INFO, "device.type %s: using CUDA device %d (%s, %.1f GiB)",
+                ganfw_device_name(requested), (int)info.device, info.name,
+                (double)info.total_bytes / (1024.0 * 1024.0 * 1024.0));
+      *be = cuda;
+      *type = GANFW_DEVICE_CUDA;
+      return GANFW_OK;
+    }
+    if (count > 0) { /* a device, but the backend could not start on it */
+      if (requested == GANFW_DEVICE_CUDA)
+        return ganfw_error_wrap(GANFW_ERR_BACKEND, "device.type: cuda");
+      snprintf(why, sizeof why, "%s", ganfw_error_message());
+    } else if (requested == GANFW_DEVICE_CUDA) {
+      return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
+                             "device.type: cuda, but no CUDA device is visible (%s); check "
+                             "nvidia-smi and CUDA_VISIBLE_DEVICES, or use device.type: cpu or "
+                             "auto",
+                             why);
+    }
+    ganfw_log(GANFW_LOG_INFO, "device.type auto: no usable CUDA device (%s), using the CPU", why);
+  }
+#else
+  if (requested == GANFW_DEVICE_CUDA)
+    return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
+                           "device.type: cuda was asked for, but this ganfw has no CUDA backend "
+                           "yet; use device.type: cpu (or auto)");
+  if (requested == GANFW_DEVICE_AUTO)
+    ganfw_log(GANFW_LOG_INFO, "device.type auto: no CUDA backend in this build, using the CPU");
+#endif
+  *be = ganfw_cpu_backend();
+  *type = GANFW_DEVICE_CPU;
+  return GANFW_OK;
+}
+
+/* The allocator's cap. On CUDA, memory_limit is a per-process cap that counts the CUDA
+ * context (and cuBLAS/cuDNN), measured when the backend started: the allocator may
+ * reserve the limit minus that. */
+static ganfw_status allocator_limit(const ganfw_ctx *ctx, int64_t limit, size_t *out) {
+  *out = (size_t)limit;
+#ifdef GANFW_HAVE_CUDA
+  if (limit > 0 && ctx->device_type == GANFW_DEVICE_CUDA) {
+    ganfw_cuda_info info;
+    ganfw_cuda_get_info(ctx->be, &info);
+    const double mib = 1024.0 * 1024.0;
+    if ((size_t)limit <= info.context_bytes)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "device.memory_limit: %.1f MiB is not more than the %.1f MiB the "
+                             "CUDA context already holds on %s; raise the limit",
+                             (double)limit / mib, (double)info.context_bytes / mib, info.name);
+    *out = (size_t)limit - info.context_bytes;
+    /* no single convolution workspace may take more than an eighth of what is left */
+    size_t ws_limit = *out / 8;
+    ganfw_cuda_set_workspace_limit(ctx->be,
+                                   ws_limit < ((size_t)1 << 30) ? ws_limit : ((size_t)1 << 30));
+    ganfw_log(GANFW_LOG_INFO,
+              "device.memory_limit %.1f MiB counts the CUDA context (%.1f MiB): the allocator "
+              "may reserve %.1f MiB",
+              (double)limit / mib, (double)info.context_bytes / mib, (double)*out / mib);
+  }
+#else
+  (void)ctx;
+#endif
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out) {
+  *out = NULL;
+  ganfw_ctx *ctx = calloc(1, sizeof *ctx);
+  if (!ctx) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory creating the run context");
+  ganfw_status st = pick_backend(opt, &ctx->be, &ctx->device_type);
+  if (st != GANFW_OK) {
+    free(ctx);
+    return st;
+  }
+  ctx->threads = opt->threads;
+  if (ctx->be->vt->set_threads) ctx->be->vt->set_threads(ctx->be, opt->threads);
+  size_t limit = 0;
+  if ((st = allocator_limit(ctx, opt->memory_limit, &limit)) != GANFW_OK) {
+    free(ctx);
+    return st;
+  }
+  if (opt->meta && !(ctx->be = ganfw_meta_backend(ctx->be))) { /* planning: see ctx.h */
+    free(ctx);
+    return ganfw_error_set(GANFW_ERR_INTERNAL, "no meta backend for this device");
+  }
+  ganfw_alloc_options aopt = {
+      .memory_limit = limit, .max_split_size = (size_t)opt->max_split_size, .trace = opt->trace};
+  st = ganfw_alloc_create(ctx->be, &aopt, &ctx->alloc);
+  if (st != GANFW_OK) {
+    free(ctx);
+    return st;
+  }
+  ctx->seed = opt->seed;
+  *out = ctx;
+  return GANFW_OK;
+}
+
+void ganfw_ctx_destroy(ganfw_ctx *ctx) {
+  if (!ctx) return;
+  ganfw_alloc_destroy(ctx->alloc);
+  free(ctx);
+}
+
+uint64_t ganfw_ctx_rng_take(ganfw_ctx *ctx, int64_t n) {
+  uint64_t first = ctx->rng_offset;
+  ctx->rng_offset += (uint64_t)((n + 3) / 4);
+  return first;
+}

@@ -1,0 +1,58 @@
+/* The run context behind the opaque ganfw_ctx of the host table: the backend, the one
+ * caching allocator every tensor comes from, the config, and the Philox RNG position. */
+#ifndef GANFW_CTX_H
+#define GANFW_CTX_H
+
+#include <stdint.h>
+
+#include "runtime/alloc.h"
+#include "backend/backend.h"
+#include "config/config.h"
+#include "ganfw/host.h"
+
+typedef struct ganfw_ctx_options {
+  int32_t device_type;    /* GANFW_DEVICE_* */
+  int32_t threads;        /* 0: all cores */
+  int64_t memory_limit;   /* bytes, 0: the device's capacity */
+  int64_t max_split_size; /* bytes, 0: unlimited */
+  int32_t trace;          /* record allocator events */
+  uint64_t seed;
+  int32_t meta; /* 1: plan only: the device is picked as usual, then the meta backend
+                   stands in for it (nothing allocated or computed; the allocator, its
+                   memory_limit and the workspace sizes as on the device); not a config key */
+  /* device.cudnn_benchmark (CUDA): time the convolution algorithms once per shape */
+  int32_t cudnn_benchmark;
+} ganfw_ctx_options;
+
+enum { GANFW_DEVICE_CPU = 0, GANFW_DEVICE_CUDA = 1, GANFW_DEVICE_AUTO = 2, GANFW_DEVICE_COUNT };
+
+struct ganfw_ctx {
+  ganfw_backend *be;
+  ganfw_alloc *alloc;
+  const ganfw_config *config; /* borrowed, may be NULL */
+  int32_t device_type;        /* resolved: GANFW_DEVICE_CPU or _CUDA */
+  int32_t threads;
+  uint64_t seed;
+  uint64_t rng_offset; /* next free Philox block */
+};
+
+/* Reads the `device` section and `seed` of a config into options; config errors name the
+ * key. `root` may be NULL (defaults). */
+ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_options *opt);
+/* Creates the backend and the allocator. *out is owned by the caller (ganfw_ctx_destroy). */
+ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out);
+void ganfw_ctx_destroy(ganfw_ctx *ctx); /* accepts NULL */
+/* For tests: every context created afterwards runs on `be` (a backend table built by the
+ * test, e.g. the CPU's with extra entries) instead of the one device.type picks; with
+ * options.meta it is the meta backend's shadow. NULL: pick by device.type again. Not for
+ * use while contexts are being created on other threads. */
+void ganfw_ctx_override_backend(ganfw_backend *be);
+/* Reserves n values' worth of Philox blocks and returns the first block's offset. */
+uint64_t ganfw_ctx_rng_take(ganfw_ctx *ctx, int64_t n);
+/* The host table for plugins; static, valid for the process lifetime. */
+const ganfw_host *ganfw_host_table(void);
+/* "cpu", "cuda", "auto" and back; -1 when unknown. */
+const char *ganfw_device_name(int32_t type);
+int32_t ganfw_device_from_name(const char *name);
+
+#endif

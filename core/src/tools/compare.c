@@ -1,0 +1,237 @@
+/* `ganfw compare` (see compare.h): every config through ganfw_probe_run on its device with
+ * its data set, and the rows as a Markdown table, CSV or JSON with the same fields. */
+#include "tools/compare.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "runtime/tensor.h"
+
+#define MIB (1024.0 * 1024.0)
+
+ganfw_status ganfw_compare_run(const char *const *configs, int n, const char *const *sets,
+                               int nsets, const ganfw_compare_options *opt, ganfw_compare_row *rows,
+                               FILE *log) {
+  memset(rows, 0, (size_t)(n > 0 ? n : 0) * sizeof *rows);
+  if (opt->steps < 1 || opt->warmup < 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "compare: --steps must be at least 1 and --warmup at least 0");
+  ganfw_probe_options popt = {.meta = 0,
+                              .warmup = opt->warmup,
+                              .steps = opt->steps,
+                              .real_data = 1,
+                              .limit_mode = GANFW_PROBE_LIMIT_CONFIG};
+  for (int i = 0; i < n; i++) {
+    ganfw_compare_row *row = &rows[i];
+    row->config = configs[i];
+    if (log) {
+      fprintf(log, "compare: %s (%d/%d): %d warm-up + %d measured steps\n", configs[i], i + 1, n,
+              (int)opt->warmup, (int)opt->steps);
+      fflush(log);
+    }
+    row->status = ganfw_probe_run(configs[i], sets, nsets, &popt, &row->r);
+    if (row->status != GANFW_OK) {
+      snprintf(row->error, sizeof row->error, "%s", ganfw_error_message());
+      ganfw_error_clear();
+    }
+    if (log && row->status != GANFW_OK)
+      fprintf(log, "compare: %s failed: %s\n", configs[i], row->error);
+    else if (log && row->r.oom)
+      fprintf(log, "compare: %s ran out of memory in the %s\n", configs[i], row->r.oom_where);
+  }
+  return GANFW_OK;
+}
+
+void ganfw_compare_rows_free(ganfw_compare_row *rows, int n) {
+  for (int i = 0; rows && i < n; i++) ganfw_probe_result_free(&rows[i].r);
+}
+
+static const char *row_state(const ganfw_compare_row *row) {
+  return row->status != GANFW_OK ? "error" : row->r.oom ? "oom" : "ok";
+}
+
+/* The first line of the OOM report or the error, into buf. */
+static const char *first_line(const ganfw_compare_row *row, char *buf, size_t n) {
+  const char *text = row->status != GANFW_OK ? row->error : row->r.oom ? row->r.oom_report : "";
+  const char *nl = strchr(text, '\n');
+  snprintf(buf, n, "%.*s", nl ? (int)(nl - text) : (int)strlen(text), text);
+  return buf;
+}
+
+void ganfw_compare_print(const ganfw_compare_row *rows, int n, FILE *out) {
+  fprintf(out, "| config | batch | peak allocated MiB | peak reserved MiB |");
+  for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, " %s |", ganfw_mem_category_name(c));
+  fprintf(out, " step s | images/s | final losses | skipped | OOM |\n|---|--:|--:|--:|");
+  for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, "--:|");
+  fprintf(out, "--:|--:|---|--:|---|\n");
+  for (int i = 0; i < n; i++) {
+    const ganfw_compare_row *row = &rows[i];
+    const ganfw_probe_result *r = &row->r;
+    if (row->status != GANFW_OK) {
+      fprintf(out, "| %s | | | |", row->config);
+      for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, " |");
+      fprintf(out, " | | | | error |\n");
+      continue;
+    }
+    fprintf(out, "| %s | %lld | %.2f | %.2f |", row->config, (long long)r->batch_size,
+            (double)r->peak_allocated / MIB, (double)r->peak_reserved / MIB);
+    for (int c = 0; c < GANFW_MEM_COUNT; c++)
+      fprintf(out, " %.2f |", (double)r->peak_category[c] / MIB);
+    if (r->steps_done > 0 && r->family == GANFW_MODEL_GAN)
+      fprintf(out, " %.3f | %.1f | D %.4f, G %.4f |", r->step_seconds, r->images_per_s, r->loss_d,
+              r->loss_g);
+    else if (r->steps_done > 0)
+      fprintf(out, " %.3f | %.1f | loss %.4f, acc %.3f |", r->step_seconds, r->images_per_s,
+              r->loss, r->accuracy);
+    else
+      fprintf(out, " - | - | - |");
+    if (r->family == GANFW_MODEL_GAN)
+      fprintf(out, " D %lld, G %lld |", (long long)r->skipped_d, (long long)r->skipped_g);
+    else
+      fprintf(out, " %lld |", (long long)r->skipped_g);
+    fprintf(out, " %s |\n", r->oom ? "yes" : "no");
+  }
+  for (int i = 0; i < n; i++) {
+    const ganfw_compare_row *row = &rows[i];
+    char line[1024];
+    if (row->status != GANFW_OK)
+      fprintf(out, "\n%s: failed: %s", row->config, first_line(row, line, sizeof line));
+    else if (row->r.oom)
+      fprintf(out, "\n%s: OOM in the %s: %s", row->config, row->r.oom_where,
+              first_line(row, line, sizeof line));
+  }
+  fprintf(out, "\n");
+}
+
+/* --- machine-readable ----------------------------------------------------------------------- */
+
+/* A row's fields in order: name, text and whether the text is a string (quoted). */
+#define MAX_FIELDS 32
+
+typedef struct field {
+  const char *key;
+  char value[1024];
+  int32_t is_string;
+} field;
+
+static void put(field *f, int *n, const char *key, int32_t is_string, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void put(field *f, int *n, const char *key, int32_t is_string, const char *fmt, ...) {
+  if (*n == MAX_FIELDS) return;
+  field *x = &f[(*n)++];
+  x->key = key;
+  x->is_string = is_string;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(x->value, sizeof x->value, fmt, ap);
+  va_end(ap);
+}
+
+static int row_fields(const ganfw_compare_row *row, field *f) {
+  static const char *const peak_keys[GANFW_MEM_COUNT] = {
+      "peak_param",     "peak_grad", "peak_optim_state", "peak_activation",
+      "peak_workspace", "peak_data", "peak_other"};
+  _Static_assert(GANFW_MEM_COUNT == 7, "peak_keys names every memory category");
+  const ganfw_probe_result *r = &row->r;
+  char line[1024];
+  int n = 0;
+  put(f, &n, "config", 1, "%s", row->config);
+  put(f, &n, "status", 1, "%s", row_state(row));
+  put(f, &n, "family", 1, "%s", r->family == GANFW_MODEL_GAN ? "gan" : "classifier");
+  put(f, &n, "batch_size", 0, "%lld", (long long)r->batch_size);
+  put(f, &n, "micro_batches", 0, "%d", (int)r->micro_batches);
+  put(f, &n, "compute_dtype", 1, "%s", ganfw_dtype_name(r->compute_dtype));
+  put(f, &n, "memory_limit", 0, "%lld", (long long)r->memory_limit);
+  put(f, &n, "peak_allocated", 0, "%lld", (long long)r->peak_allocated);
+  put(f, &n, "peak_reserved", 0, "%lld", (long long)r->peak_reserved);
+  for (int c = 0; c < GANFW_MEM_COUNT; c++)
+    put(f, &n, peak_keys[c], 0, "%lld", (long long)r->peak_category[c]);
+  put(f, &n, "steps", 0, "%d", (int)r->steps_done);
+  put(f, &n, "step_seconds", 0, "%.6f", r->step_seconds);
+  put(f, &n, "images_per_s", 0, "%.3f", r->images_per_s);
+  put(f, &n, "loss_d", 0, "%.6f", r->loss_d);
+  put(f, &n, "loss_g", 0, "%.6f", r->loss_g);
+  put(f, &n, "loss", 0, "%.6f", r->loss);
+  put(f, &n, "accuracy", 0, "%.6f", r->accuracy);
+  put(f, &n, "skipped_d", 0, "%lld", (long long)r->skipped_d);
+  put(f, &n, "skipped_g", 0, "%lld", (long long)r->skipped_g);
+  put(f, &n, "oom", 0, "%d", r->oom ? 1 : 0);
+  put(f, &n, "oom_where", 1, "%s", r->oom_where);
+  put(f, &n, "report", 1, "%s", first_line(row, line, sizeof line));
+  return n;
+}
+
+static void csv_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 0x20)
+      fprintf(f, "\\u%04x", ch);
+    else
+      fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+static ganfw_status finish(FILE *f, const char *path) {
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad)
+    return ganfw_error_set(GANFW_ERR_IO, "compare: could not write '%s'", path);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_compare_write_csv(const ganfw_compare_row *rows, int n, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return ganfw_error_set(GANFW_ERR_IO, "compare: cannot create '%s'", path);
+  field fl[MAX_FIELDS];
+  ganfw_compare_row empty = {.config = ""};
+  int nf = row_fields(&empty, fl);
+  for (int k = 0; k < nf; k++) fprintf(f, "%s%s", k ? "," : "", fl[k].key);
+  fputc('\n', f);
+  for (int i = 0; i < n; i++) {
+    nf = row_fields(&rows[i], fl);
+    for (int k = 0; k < nf; k++) {
+      if (k) fputc(',', f);
+      if (fl[k].is_string)
+        csv_string(f, fl[k].value);
+      else
+        fputs(fl[k].value, f);
+    }
+    fputc('\n', f);
+  }
+  return finish(f, path);
+}
+
+ganfw_status ganfw_compare_write_json(const ganfw_compare_row *rows, int n, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return ganfw_error_set(GANFW_ERR_IO, "compare: cannot create '%s'", path);
+  field fl[MAX_FIELDS];
+  fputs("[\n", f);
+  for (int i = 0; i < n; i++) {
+    int nf = row_fields(&rows[i], fl);
+    fputs("  {", f);
+    for (int k = 0; k < nf; k++) {
+      fprintf(f, "%s\"%s\": ", k ? ", " : "", fl[k].key);
+      if (fl[k].is_string)
+        json_string(f, fl[k].value);
+      else
+        fputs(fl[k].value, f);
+    }
+    fprintf(f, "}%s\n", i + 1 < n ? "," : "");
+  }
+  fputs("]\n", f);
+  return finish(f, path);
+}

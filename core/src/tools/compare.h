@@ -1,0 +1,40 @@
+/* `ganfw compare A.yaml B.yaml ...`: each config trained for a few steps on its device
+ * with batches from its data set, side by side: peak allocated and reserved, peak per
+ * category, step time and images/s, final losses, skipped optimizer steps, and whether
+ * it ran out of memory (a row, not a failure). As a Markdown table, CSV or JSON. */
+#ifndef GANFW_COMPARE_H
+#define GANFW_COMPARE_H
+
+#include <stdio.h>
+
+#include "tools/probe.h"
+
+typedef struct ganfw_compare_options {
+  int32_t warmup; /* steps before measuring (default 2) */
+  int32_t steps;  /* measured steps (default 10) */
+} ganfw_compare_options;
+
+typedef struct ganfw_compare_row {
+  const char *config;  /* borrowed from the caller */
+  ganfw_status status; /* GANFW_OK, or the failure other than OOM (see error) */
+  char error[512];
+  ganfw_probe_result r; /* r.oom: it ran out of memory (r.oom_report) */
+} ganfw_compare_row;
+
+/* Runs configs[0..n) one after the other (each with the --set assignments) into rows
+ * (n of them, filled by this call). A config that runs out of memory, or fails in another
+ * way, is a row saying so; the others still run. Prints a progress line per config to
+ * `log` when not NULL. Returns GANFW_OK, or GANFW_ERR_INVALID_ARG for bad options. */
+ganfw_status ganfw_compare_run(const char *const *configs, int n, const char *const *sets,
+                               int nsets, const ganfw_compare_options *opt, ganfw_compare_row *rows,
+                               FILE *log);
+void ganfw_compare_rows_free(ganfw_compare_row *rows, int n);
+
+/* The table (Markdown), then one line per OOM or failed row with its report's first line. */
+void ganfw_compare_print(const ganfw_compare_row *rows, int n, FILE *out);
+/* The same fields, one row per config: CSV with a header line, or a JSON array of
+ * objects. Bytes are integers, times seconds. GANFW_ERR_IO naming the path on failure. */
+ganfw_status ganfw_compare_write_csv(const ganfw_compare_row *rows, int n, const char *path);
+ganfw_status ganfw_compare_write_json(const ganfw_compare_row *rows, int n, const char *path);
+
+#endif

@@ -1,0 +1,89 @@
+/* The memory planner's tools, all built on ganfw_probe_run (probe.h) over the meta
+ * backend: `ganfw plan` (peak memory per category, per phase and per layer from shapes
+ * alone, and against one real step), `ganfw find-batch` (the largest batch that fits the
+ * device budget) and the advice an out-of-memory failure ends with (what each memory
+ * strategy would bring the peak to). */
+#ifndef GANFW_PLAN_H
+#define GANFW_PLAN_H
+
+#include <stdio.h>
+
+#include "tools/probe.h"
+
+/* --- plan (plan.c) ---------------------------------------------------------------------- */
+
+/* The plan of a config: one warm-up and one measured step on the meta backend with the
+ * per-layer table, under the config's memory_limit. When that limit is too small, *out
+ * has oom = 1 with the report, and its peaks and layers come from a second plan without
+ * the limit. batch_size > 0 replaces train.batch_size; extra_memory as in
+ * ganfw_probe_options. Free *out with ganfw_probe_result_free. */
+ganfw_status ganfw_plan_make(const char *config, const char *const *sets, int nsets,
+                             int64_t batch_size, const char *extra_memory, ganfw_probe_result *out);
+
+/* One real step on the config's device after one warm-up step, with the plan's data
+ * shape (noise instead of the data set), for comparing with the plan. With `summary` not
+ * NULL the allocator's memory_summary after the step is written there. */
+ganfw_status ganfw_plan_measure(const char *config, const char *const *sets, int nsets,
+                                const ganfw_probe_result *plan, FILE *summary,
+                                ganfw_probe_result *out);
+
+/* The plan as tables: per category and phase, totals, and per layer at the peak. */
+void ganfw_plan_print(const char *config, const ganfw_probe_result *plan, FILE *out);
+/* Plan against measured: peaks allocated and reserved, per phase, per category, with the
+ * difference in percent of the measured value. */
+void ganfw_plan_print_vs(const ganfw_probe_result *plan, const ganfw_probe_result *measured,
+                         FILE *out);
+/* (plan - measured) / measured in percent; 0 when both are 0. */
+double ganfw_plan_diff_percent(int64_t plan, int64_t measured);
+
+/* --- find-batch (find_batch.c) ------------------------------------------------------------ */
+
+#define GANFW_FIND_BATCH_MAX_TRIES 64
+
+typedef struct ganfw_find_batch_options {
+  double margin;     /* fraction of the budget kept free, in [0, 0.9] (default 0.05) */
+  int32_t confirm;   /* 1: one real step at the found size */
+  int64_t max_batch; /* upper bound of the search (0: 1048576) */
+} ganfw_find_batch_options;
+
+typedef struct ganfw_find_batch_try {
+  int64_t batch;
+  int32_t fits;
+  int64_t peak_allocated, peak_reserved; /* of the plan (up to the OOM when it does not fit) */
+  char oom_where[32];
+} ganfw_find_batch_try;
+
+typedef struct ganfw_find_batch_result {
+  int64_t budget;          /* memory_limit, or the device's free bytes */
+  int32_t from_limit;      /* 1: the budget is device.memory_limit */
+  int64_t limit;           /* budget * (1 - margin): the memory_limit the plans run under */
+  int64_t granularity;     /* batch sizes are multiples of this (the micro-batch count) */
+  int64_t batch;           /* the largest batch that fits; 0 when none does */
+  ganfw_probe_result plan; /* at `batch` */
+  ganfw_find_batch_try tries[GANFW_FIND_BATCH_MAX_TRIES];
+  int32_t n_tries;
+  int32_t confirmed;       /* 1: a real step ran (see real) */
+  ganfw_probe_result real; /* the confirming step, under `limit` */
+} ganfw_find_batch_result;
+
+/* Searches batch sizes (doubling from train.batch_size, then bisecting) with plans under
+ * `limit`, then confirms the result with one real step under the same limit. The result
+ * is the largest multiple of the granularity that fits, such that the next multiple does
+ * not. Prints the table of tries to `out` when not NULL. Free *res with
+ * ganfw_find_batch_free. */
+ganfw_status ganfw_find_batch(const char *config, const char *const *sets, int nsets,
+                              const ganfw_find_batch_options *opt, ganfw_find_batch_result *res,
+                              FILE *out);
+void ganfw_find_batch_free(ganfw_find_batch_result *res);
+
+/* --- OOM advice (oom_advice.c) ------------------------------------------------------------- */
+
+/* After a run of `config` (with `sets`) ran out of memory: plans the config with each
+ * memory strategy whose plugin is installed added (amp f16, checkpoint segments=2,
+ * accumulate steps=2; one already in the config is left out) and with half the batch, and
+ * writes one line per variant into buf ("  + amp f16: peak 310.00 MiB reserved, fits in
+ * memory_limit 256.00 MiB"), after a heading. buf is always NUL-terminated; "" when no
+ * variant could be planned. */
+void ganfw_oom_advice(const char *config, const char *const *sets, int nsets, char *buf, size_t n);
+
+#endif

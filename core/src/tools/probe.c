@@ -1,0 +1,559 @@
+/* Runs a config's training steps (GAN or classifier) on the meta or the real backend and
+ * measures its memory (see probe.h): set-up bytes, per-phase and per-category peaks, and,
+ * with a peak hook on the allocator, which layer holds which bytes at the allocated peak. */
+#include "tools/probe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "base/error.h"
+#include "train/run_state.h"
+#include "base/log.h"
+#include "train/run.h"
+#include "train/session.h"
+#include "runtime/tensor.h"
+#include "train/trainer.h"
+
+const char *ganfw_probe_phase_name(const ganfw_probe_result *r, int32_t phase) {
+  if (phase < 0) return "set-up";
+  if (r->family != GANFW_MODEL_GAN) return "step";
+  return phase == GANFW_PHASE_D ? "D step" : "G step";
+}
+
+void ganfw_probe_result_free(ganfw_probe_result *r) {
+  if (!r) return;
+  free(r->layers);
+  r->layers = NULL;
+  r->n_layers = 0;
+}
+
+static int64_t max64(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
+
+/* --- who holds the bytes at the peak ------------------------------------------------ */
+
+typedef struct snap_row {
+  const void *ptr;
+  int64_t size;
+  int32_t category;
+  int32_t has_owner;
+  size_t name_off; /* into snapshot.names */
+} snap_row;
+
+typedef struct snapshot {
+  snap_row *rows;
+  size_t n, cap;
+  char *names;
+  size_t names_len, names_cap;
+  int64_t best;  /* allocated bytes when the rows were taken */
+  int32_t phase; /* the phase running now, and the one of the rows */
+  int32_t best_phase;
+  int32_t failed; /* out of host memory: no per-layer table */
+} snapshot;
+
+static void snap_collect(void *ud, const void *ptr, size_t size, int32_t category,
+                         const char *owner) {
+  snapshot *s = ud;
+  if (s->failed) return;
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    snap_row *rows = realloc(s->rows, cap * sizeof *rows);
+    if (!rows) {
+      s->failed = 1;
+      return;
+    }
+    s->rows = rows;
+    s->cap = cap;
+  }
+  size_t len = owner ? strlen(owner) + 1 : 0;
+  if (s->names_len + len > s->names_cap) {
+    size_t cap = s->names_cap ? s->names_cap : 4096;
+    while (cap < s->names_len + len) cap *= 2;
+    char *names = realloc(s->names, cap);
+    if (!names) {
+      s->failed = 1;
+      return;
+    }
+    s->names = names;
+    s->names_cap = cap;
+  }
+  snap_row *r = &s->rows[s->n++];
+  r->ptr = ptr;
+  r->size = (int64_t)size;
+  r->category = category;
+  r->has_owner = owner != NULL;
+  r->name_off = s->names_len;
+  if (len) memcpy(s->names + s->names_len, owner, len);
+  s->names_len += len;
+}
+
+/* The allocator's peak hook: a new high of allocated bytes replaces the rows. */
+static void snap_on_peak(void *ud, const ganfw_alloc *a) {
+  snapshot *s = ud;
+  ganfw_alloc_stats st;
+  ganfw_alloc_get_stats(a, &st);
+  if (st.allocated.current <= s->best) return;
+  s->best = st.allocated.current;
+  s->best_phase = s->phase;
+  s->n = 0;
+  s->names_len = 0;
+  ganfw_alloc_for_each_block(a, snap_collect, s);
+}
+
+/* Layer names: "<net>.<layer>" from every parameter ("main.0.weight" -> "main.0") and
+ * every activation or workspace owner under a net's name. */
+typedef struct name_set {
+  char (*name)[GANFW_PROBE_NAME_MAX];
+  int32_t n, cap;
+} name_set;
+
+static int set_add(name_set *set, const char *a, const char *b, size_t b_len) {
+  char buf[GANFW_PROBE_NAME_MAX];
+  if (b)
+    snprintf(buf, sizeof buf, "%s.%.*s", a, (int)b_len, b);
+  else
+    snprintf(buf, sizeof buf, "%s", a);
+  for (int32_t i = 0; i < set->n; i++)
+    if (strcmp(set->name[i], buf) == 0) return 0;
+  if (set->n == set->cap) {
+    int32_t cap = set->cap ? set->cap * 2 : 64;
+    void *p = realloc(set->name, (size_t)cap * sizeof *set->name);
+    if (!p) return -1;
+    set->name = p;
+    set->cap = cap;
+  }
+  memcpy(set->name[set->n++], buf, sizeof buf);
+  return 0;
+}
+
+/* The longest layer name that is `owner` or a dotted prefix of it; NULL when none. */
+static const char *layer_of(const name_set *set, const char *owner) {
+  const char *best = NULL;
+  size_t best_len = 0;
+  for (int32_t i = 0; i < set->n; i++) {
+    size_t len = strlen(set->name[i]);
+    if (len > best_len && strncmp(owner, set->name[i], len) == 0 &&
+        (owner[len] == '\0' || owner[len] == '.')) {
+      best = set->name[i];
+      best_len = len;
+    }
+  }
+  return best;
+}
+
+static int layer_cmp(const void *x, const void *y) {
+  const ganfw_probe_layer *p = x, *q = y;
+  if (p->total != q->total) return p->total > q->total ? -1 : 1;
+  return strcmp(p->name, q->name);
+}
+
+/* The net name prefix of an optimizer state block ("generator"), or NULL. Optimizer
+ * states are named after the parameter's state_dict name, without the net. */
+static const char *optim_net_of(ganfw_session *s, const void *ptr) {
+  for (int32_t k = 0; k < s->n_optim; k++) {
+    const ganfw_session_optim *o = &s->optim[k];
+    if (!o->vt->state_tensor) continue;
+    for (int64_t i = 0;; i++) {
+      const char *name = NULL;
+      ganfw_tensor *t = o->vt->state_tensor(o->self, i, &name);
+      if (!t) break;
+      if (t->data == ptr) return ganfw_net_name(o->net);
+    }
+  }
+  return NULL;
+}
+
+static ganfw_status attribute_layers(ganfw_session *s, const snapshot *snap,
+                                     ganfw_probe_result *out) {
+  name_set set = {0};
+  ganfw_net *nets[] = {s->generator, s->discriminator, s->classifier};
+  int failed = 0;
+  for (int k = 0; k < 3 && !failed; k++) {
+    if (!nets[k]) continue;
+    int64_t n = ganfw_net_param_count(nets[k]);
+    for (int64_t i = 0; i < n && !failed; i++) {
+      ganfw_param_info info = {.struct_size = sizeof info};
+      if (ganfw_net_param_info(nets[k], i, &info) != GANFW_OK || !info.name) continue;
+      const char *dot = strrchr(info.name, '.');
+      size_t len = dot ? (size_t)(dot - info.name) : strlen(info.name);
+      failed = set_add(&set, ganfw_net_name(nets[k]), info.name, len) != 0;
+    }
+  }
+  for (size_t i = 0; i < snap->n && !failed; i++) {
+    const snap_row *r = &snap->rows[i];
+    if (!r->has_owner ||
+        (r->category != GANFW_MEM_ACTIVATION && r->category != GANFW_MEM_WORKSPACE))
+      continue;
+    const char *owner = snap->names + r->name_off;
+    for (int k = 0; k < 3; k++) {
+      const char *net = nets[k] ? ganfw_net_name(nets[k]) : NULL;
+      size_t len = net ? strlen(net) : 0;
+      if (net && strncmp(owner, net, len) == 0 && owner[len] == '.') {
+        failed = set_add(&set, owner, NULL, 0) != 0;
+        break;
+      }
+    }
+  }
+  ganfw_probe_layer *layers = failed ? NULL : calloc(snap->n + 1, sizeof *layers);
+  int32_t n_layers = 0;
+  for (size_t i = 0; i < snap->n && layers; i++) {
+    const snap_row *r = &snap->rows[i];
+    char owner[2 * GANFW_PROBE_NAME_MAX];
+    const char *raw = r->has_owner ? snap->names + r->name_off : "(unnamed)";
+    const char *net = r->category == GANFW_MEM_OPTIM_STATE ? optim_net_of(s, r->ptr) : NULL;
+    if (net)
+      snprintf(owner, sizeof owner, "%s.%s", net, raw);
+    else
+      snprintf(owner, sizeof owner, "%s", raw);
+    const char *layer = layer_of(&set, owner);
+    if (!layer) layer = owner;
+    int32_t j = 0;
+    while (j < n_layers && strncmp(layers[j].name, layer, GANFW_PROBE_NAME_MAX - 1) != 0) j++;
+    if (j == n_layers) { /* a new row; long names are cut */
+      size_t len = strnlen(layer, GANFW_PROBE_NAME_MAX - 1);
+      memcpy(layers[n_layers].name, layer, len);
+      layers[n_layers++].name[len] = '\0';
+    }
+    layers[j].bytes[r->category] += r->size;
+    layers[j].total += r->size;
+    out->at_peak[r->category] += r->size;
+  }
+  free(set.name);
+  if (!layers) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory for the layer table");
+  qsort(layers, (size_t)n_layers, sizeof *layers, layer_cmp);
+  out->layers = layers;
+  out->n_layers = n_layers;
+  return GANFW_OK;
+}
+
+/* --- the probe ------------------------------------------------------------------------ */
+
+typedef struct probe {
+  const ganfw_probe_options *opt;
+  ganfw_probe_result *out;
+  ganfw_run *run;
+  ganfw_config *side; /* the extra memory strategy's entry */
+  ganfw_session *s;
+  ganfw_gan *gan;
+  ganfw_classifier *cls;
+  ganfw_loader *loader;
+  float *host_batch;
+  int32_t *host_labels;
+  ganfw_tensor *x, *z, *fixed, *labels;
+  snapshot snap;
+} probe;
+
+static int is_oom(ganfw_status st) {
+  return st == GANFW_ERR_OOM;
+}
+
+static void record_oom(probe *p, const char *where) {
+  p->out->oom = 1;
+  snprintf(p->out->oom_where, sizeof p->out->oom_where, "%s", where);
+  snprintf(p->out->oom_report, sizeof p->out->oom_report, "%s", ganfw_error_message());
+}
+
+/* Appends options.extra_memory to the run's strategies, loading its plugin. */
+static ganfw_status add_extra_memory(probe *p) {
+  ganfw_run *run = p->run;
+  char text[512];
+  snprintf(text, sizeof text, "memory: [%s]\n", p->opt->extra_memory);
+  ganfw_status st = ganfw_config_load_string(text, "(extra memory strategy)", &p->side);
+  if (st != GANFW_OK) return st;
+  if (run->n_memory == GANFW_MAX_MEMORY_PLUGINS)
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: memory: no room for another strategy",
+                           run->config_path);
+  const ganfw_cfg *item = ganfw_cfg_list_at(ganfw_config_root(p->side), "memory", 0);
+  const char *name = NULL;
+  if ((st = ganfw_cfg_string(item, "plugin", NULL, &name)) != GANFW_OK) return st;
+  if (!name) return ganfw_error_set(GANFW_ERR_CONFIG, "%s: needs a plugin", p->opt->extra_memory);
+  st = ganfw_plugin_load(name, GANFW_PLUGIN_MEMORY, p->opt->extra_memory,
+                         (const char *const *)run->plugin_dirs, run->n_plugin_dirs,
+                         &run->memory[run->n_memory]);
+  if (st != GANFW_OK) return st;
+  run->memory_cfg[run->n_memory++] = item;
+  return GANFW_OK;
+}
+
+static ganfw_status open_run(probe *p, const char *path, const char *const *sets, int nsets) {
+  const ganfw_probe_options *opt = p->opt;
+  ganfw_status st = ganfw_run_open(path, sets, nsets, &p->run);
+  if (st != GANFW_OK) return st;
+  if (opt->batch_size > 0) {
+    char set[64];
+    snprintf(set, sizeof set, "train.batch_size=%lld", (long long)opt->batch_size);
+    if ((st = ganfw_config_set(p->run->config, set)) != GANFW_OK) return st;
+  }
+  p->out->config_memory_limit = p->run->ctx_opt.memory_limit;
+  if (opt->limit_mode == GANFW_PROBE_LIMIT_NONE) p->run->ctx_opt.memory_limit = 0;
+  if (opt->limit_mode == GANFW_PROBE_LIMIT_SET) p->run->ctx_opt.memory_limit = opt->memory_limit;
+  p->run->ctx_opt.meta = opt->meta;
+  p->out->memory_limit = p->run->ctx_opt.memory_limit;
+  if (opt->extra_memory && (st = add_extra_memory(p)) != GANFW_OK) return st;
+  return GANFW_OK;
+}
+
+/* The session and everything a training run holds before its first step (as
+ * ganfw_train_gan: loader, the step's working set, batch, noise, fixed sample noise; as
+ * ganfw_train_classifier: loader, working set, batch, labels). */
+static ganfw_status set_up(probe *p) {
+  const ganfw_probe_options *opt = p->opt;
+  ganfw_probe_result *out = p->out;
+  int32_t with_data = opt->real_data || !opt->info;
+  ganfw_status st = ganfw_session_open(p->run, with_data, with_data ? NULL : opt->info, &p->s);
+  if (st != GANFW_OK) return st;
+  ganfw_session *s = p->s;
+  out->batch_size = s->train.batch_size;
+  out->micro_batches = s->exec.micro_batches;
+  out->compute_dtype = s->exec.compute_dtype;
+  out->data = s->data_info;
+  size_t total = 0, free_bytes = 0;
+  if (s->ctx->be->vt->capacity &&
+      s->ctx->be->vt->capacity(s->ctx->be, &total, &free_bytes) == GANFW_OK) {
+    out->capacity = (int64_t)total;
+    out->free_bytes = (int64_t)free_bytes;
+  }
+  out->family = s->family;
+  out->n_phases = s->family == GANFW_MODEL_GAN ? 2 : 1;
+  if (opt->real_data && (st = ganfw_loader_create(s->data, &s->loader_cfg, &p->loader)) != GANFW_OK)
+    return st;
+  const int64_t B = s->train.batch_size;
+  int64_t xs[4] = {B, s->data_info.channels, s->data_info.height, s->data_info.width};
+  if (s->family == GANFW_MODEL_GAN) {
+    if ((st = ganfw_gan_create(s, &p->gan)) != GANFW_OK) return st;
+    int64_t zs[4] = {B, s->nz, 1, 1};
+    p->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
+    p->z =
+        p->x ? ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, zs, GANFW_MEM_DATA, "noise") : NULL;
+    p->fixed = p->z ? ganfw_gan_fixed_noise(s, s->train.samples, s->ctx->seed) : NULL;
+    if (!p->fixed) return ganfw_error_code();
+  } else {
+    if ((st = ganfw_classifier_create(s, &p->cls)) != GANFW_OK) return st;
+    p->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
+    p->labels =
+        p->x ? ganfw_tensor_create(s->ctx, GANFW_DTYPE_I32, 1, &B, GANFW_MEM_DATA, "labels") : NULL;
+    if (!p->labels) return ganfw_error_code();
+  }
+  if (opt->real_data) p->host_batch = malloc((size_t)p->x->nbytes); /* a plan needs none */
+  p->host_labels = calloc((size_t)B, sizeof *p->host_labels);       /* class 0 without data */
+  if ((opt->real_data && !p->host_batch) || !p->host_labels)
+    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  return GANFW_OK;
+}
+
+/* The next batch and noise (or labels), as the training loops make them; without the
+ * data set, uniform noise images of class 0. */
+static ganfw_status next_batch(probe *p) {
+  ganfw_session *s = p->s;
+  const ganfw_host *host = ganfw_host_table();
+  ganfw_status st;
+  if (p->loader) {
+    ganfw_batch_info bi;
+    do {
+      st = ganfw_loader_next(p->loader, p->host_batch, p->labels ? p->host_labels : NULL, &bi);
+      if (st != GANFW_OK) return st;
+    } while (bi.n < s->train.batch_size);
+    if ((st = ganfw_tensor_from_host(p->x, p->host_batch, p->x->nbytes)) != GANFW_OK) return st;
+  } else if ((st = host->rng_uniform(s->ctx, p->x, -1.0f, 1.0f)) != GANFW_OK) {
+    return st;
+  }
+  if (p->labels) return ganfw_tensor_from_host(p->labels, p->host_labels, p->labels->nbytes);
+  return host->rng_normal(s->ctx, p->z, 0.0f, 1.0f);
+}
+
+/* One whole step (warm-up): as the training loop runs it. */
+static ganfw_status whole_step(probe *p) {
+  ganfw_probe_result *out = p->out;
+  ganfw_status st;
+  if (p->cls) {
+    ganfw_classifier_stats cs;
+    st = ganfw_classifier_step(p->cls, p->x, p->labels, &cs);
+    if (st == GANFW_OK) out->skipped_g += cs.skipped;
+    return st;
+  }
+  ganfw_gan_stats gs;
+  st = ganfw_gan_step(p->gan, p->x, p->z, &gs);
+  if (st == GANFW_OK) {
+    out->skipped_d += gs.skipped_d;
+    out->skipped_g += gs.skipped_g;
+  }
+  return st;
+}
+
+static void take_phase(probe *p, int32_t phase) {
+  ganfw_alloc_stats st;
+  ganfw_alloc_get_stats(p->s->ctx->alloc, &st);
+  ganfw_probe_result *out = p->out;
+  ganfw_probe_phase *ph = &out->phase[phase];
+  ph->allocated = max64(ph->allocated, st.allocated.peak);
+  ph->reserved = max64(ph->reserved, st.reserved.peak);
+  for (int c = 0; c < GANFW_MEM_COUNT; c++) {
+    ph->category[c] = max64(ph->category[c], st.category[c].peak);
+    out->peak_category[c] = max64(out->peak_category[c], st.category[c].peak);
+  }
+  if (st.allocated.peak > out->peak_allocated) {
+    out->peak_allocated = st.allocated.peak;
+    out->peak_phase = phase;
+  }
+  out->peak_reserved = max64(out->peak_reserved, st.reserved.peak);
+}
+
+static int dbl_cmp(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* One measured step: a GAN's D phase and G phase (with the strategies' step end), each
+ * after a peak reset; a classifier's step as one phase. */
+static ganfw_status measured_step(probe *p) {
+  ganfw_session *s = p->s;
+  ganfw_probe_result *out = p->out;
+  ganfw_alloc *a = s->ctx->alloc;
+  ganfw_alloc_reset_peak(a);
+  if (p->cls) {
+    ganfw_classifier_stats cs;
+    p->snap.phase = GANFW_PHASE_STEP;
+    ganfw_status st = ganfw_classifier_step(p->cls, p->x, p->labels, &cs);
+    take_phase(p, GANFW_PHASE_STEP);
+    if (is_oom(st)) record_oom(p, "step");
+    if (st != GANFW_OK) return st;
+    out->loss = cs.loss;
+    out->accuracy = cs.accuracy;
+    out->skipped_g += cs.skipped;
+    return GANFW_OK;
+  }
+  ganfw_gan_stats stats, *gs = &stats;
+  memset(gs, 0, sizeof *gs);
+  p->snap.phase = GANFW_PHASE_D;
+  ganfw_status st = ganfw_gan_d_step(p->gan, p->x, p->z, gs);
+  take_phase(p, GANFW_PHASE_D);
+  if (st != GANFW_OK) {
+    if (is_oom(st)) record_oom(p, "D step");
+    return st;
+  }
+  ganfw_alloc_reset_peak(a);
+  p->snap.phase = GANFW_PHASE_G;
+  st = ganfw_gan_g_step(p->gan, p->z, gs);
+  for (int32_t i = 0; i < s->n_memory && st == GANFW_OK; i++) /* as ganfw_gan_step */
+    if (s->memory[i].vt->step_end) st = s->memory[i].vt->step_end(s->memory[i].self);
+  take_phase(p, GANFW_PHASE_G);
+  if (is_oom(st)) record_oom(p, "G step");
+  if (st != GANFW_OK) return st;
+  out->loss_d = gs->loss_d;
+  out->loss_g = gs->loss_g;
+  out->skipped_d += gs->skipped_d;
+  out->skipped_g += gs->skipped_g;
+  return GANFW_OK;
+}
+
+static ganfw_status run_steps(probe *p) {
+  const ganfw_probe_options *opt = p->opt;
+  ganfw_probe_result *out = p->out;
+  ganfw_alloc *a = p->s->ctx->alloc;
+  ganfw_status st = GANFW_OK;
+  for (int32_t k = 0; k < opt->warmup && st == GANFW_OK; k++) {
+    if ((st = next_batch(p)) == GANFW_OK) st = whole_step(p);
+    if (is_oom(st)) { /* the peaks up to the failed request */
+      record_oom(p, "warm-up");
+      ganfw_alloc_stats as;
+      ganfw_alloc_get_stats(a, &as);
+      out->peak_allocated = max64(out->peak_allocated, as.allocated.peak);
+      out->peak_reserved = max64(out->peak_reserved, as.reserved.peak);
+      for (int c = 0; c < GANFW_MEM_COUNT; c++)
+        out->peak_category[c] = max64(out->peak_category[c], as.category[c].peak);
+    }
+  }
+  if (st != GANFW_OK) return st;
+  if (opt->layers) {
+    ganfw_alloc_set_peak_hook(a, snap_on_peak, &p->snap);
+  }
+  double *times = calloc((size_t)opt->steps, sizeof *times);
+  if (!times) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  for (int32_t k = 0; k < opt->steps && st == GANFW_OK; k++) {
+    if ((st = next_batch(p)) != GANFW_OK) break;
+    ganfw_backend *be = p->s->ctx->be;
+    double t0 = ganfw_now_s();
+    st = measured_step(p);
+    if (st == GANFW_OK && be->vt->synchronize) st = be->vt->synchronize(be); /* queued kernels */
+    times[k] = ganfw_now_s() - t0;
+    if (st == GANFW_OK) out->steps_done++;
+  }
+  ganfw_alloc_set_peak_hook(a, NULL, NULL);
+  if (out->steps_done > 0) {
+    qsort(times, (size_t)out->steps_done, sizeof *times, dbl_cmp);
+    out->step_seconds = times[out->steps_done / 2];
+    if (out->steps_done % 2 == 0)
+      out->step_seconds = 0.5 * (out->step_seconds + times[out->steps_done / 2 - 1]);
+    out->images_per_s = out->step_seconds > 0 ? (double)out->batch_size / out->step_seconds : 0.0;
+  }
+  free(times);
+  return st;
+}
+
+static ganfw_status probe_body(probe *p, const char *path, const char *const *sets, int nsets) {
+  ganfw_probe_result *out = p->out;
+  ganfw_status st = open_run(p, path, sets, nsets);
+  if (st != GANFW_OK) return st;
+  if ((st = set_up(p)) != GANFW_OK) {
+    if (is_oom(st)) record_oom(p, "set-up");
+    return st;
+  }
+  ganfw_alloc *a = p->s->ctx->alloc;
+  ganfw_alloc_stats as;
+  ganfw_alloc_get_stats(a, &as);
+  out->setup_allocated = as.allocated.current;
+  out->setup_reserved = as.reserved.current;
+  for (int c = 0; c < GANFW_MEM_COUNT; c++) {
+    out->setup_category[c] = as.category[c].current;
+    out->peak_category[c] = as.category[c].peak;
+  }
+  out->peak_allocated = as.allocated.peak;
+  out->peak_reserved = as.reserved.peak;
+  out->peak_phase = -1;
+  ganfw_alloc_reset_peak(a);
+  st = run_steps(p);
+  ganfw_alloc_get_stats(a, &as);
+  out->num_alloc_retries = as.num_alloc_retries;
+  if (p->opt->summary) ganfw_alloc_memory_summary(a, p->opt->summary);
+  if (st == GANFW_OK && p->opt->layers && !p->snap.failed && p->snap.n > 0) {
+    st = attribute_layers(p->s, &p->snap, out);
+    out->peak_phase = p->snap.best_phase;
+  }
+  return st;
+}
+
+ganfw_status ganfw_probe_run(const char *config_path, const char *const *sets, int nsets,
+                             const ganfw_probe_options *opt, ganfw_probe_result *out) {
+  memset(out, 0, sizeof *out);
+  out->meta = opt->meta;
+  if (opt->steps < 1 || opt->warmup < 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "probe: steps must be >= 1, warm-up >= 0");
+  probe p = {.opt = opt, .out = out};
+  const int32_t level = ganfw_log_level(); /* a plan is quiet: its set-up is not a run's */
+  if (opt->meta && level < GANFW_LOG_WARN) ganfw_log_set_level(GANFW_LOG_WARN);
+  ganfw_status st = probe_body(&p, config_path, sets, nsets);
+  ganfw_log_set_level(level);
+  if (p.s && p.s->ctx) ganfw_alloc_set_peak_hook(p.s->ctx->alloc, NULL, NULL);
+  free(p.host_batch);
+  free(p.host_labels);
+  ganfw_tensor_destroy(p.x);
+  ganfw_tensor_destroy(p.z);
+  ganfw_tensor_destroy(p.fixed);
+  ganfw_tensor_destroy(p.labels);
+  ganfw_gan_destroy(p.gan);
+  ganfw_classifier_destroy(p.cls);
+  ganfw_loader_destroy(p.loader);
+  ganfw_session_close(p.s);
+  ganfw_run_close(p.run);
+  ganfw_config_destroy(p.side);
+  free(p.snap.rows);
+  free(p.snap.names);
+  if (out->oom) {
+    ganfw_error_clear();
+    return GANFW_OK;
+  }
+  return st;
+}

@@ -1,0 +1,106 @@
+/* Running a config's training step to see its memory: on the meta backend (a plan,
+ * from shapes alone: nothing allocated on the device, no kernel run) or on the config's
+ * device (a measurement), with the same session, step and allocator code, so that a plan
+ * and a measurement can only differ where the device does something the shapes do not
+ * say. `ganfw plan`, `find-batch`, `compare` and the OOM advice are built on it. */
+#ifndef GANFW_PROBE_H
+#define GANFW_PROBE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/alloc.h"
+#include "ganfw/model.h"
+#include "ganfw/status.h"
+
+/* The phases of a step, measured apart: a GAN step's two halves (ganfw_gan_d_step,
+ * ganfw_gan_g_step); a classifier step is one phase (GANFW_PHASE_STEP). */
+enum { GANFW_PHASE_D = 0, GANFW_PHASE_G = 1, GANFW_PHASE_COUNT };
+#define GANFW_PHASE_STEP 0
+
+/* Which memory_limit the allocator runs under. */
+enum { GANFW_PROBE_LIMIT_CONFIG = 0, GANFW_PROBE_LIMIT_NONE = 1, GANFW_PROBE_LIMIT_SET = 2 };
+
+typedef struct ganfw_probe_options {
+  int32_t meta;                /* 1: plan on the meta backend; 0: measure on the config's device */
+  int32_t warmup;              /* whole steps before the measured ones (>= 0) */
+  int32_t steps;               /* measured steps (>= 1); peaks are reset after the warm-up */
+  int32_t real_data;           /* 1: batches from the data set's loader; 0: uniform noise */
+  int32_t layers;              /* 1: record which layer holds which bytes at the peak */
+  int32_t limit_mode;          /* GANFW_PROBE_LIMIT_* */
+  int64_t memory_limit;        /* bytes, with GANFW_PROBE_LIMIT_SET (0: none) */
+  int64_t batch_size;          /* > 0: instead of train.batch_size */
+  const char *extra_memory;    /* NULL, or one more memory strategy appended to the
+                                  config's `memory:` list, as a YAML flow map:
+                                  "{plugin: checkpoint, segments: 2}" */
+  const ganfw_data_info *info; /* not NULL (and real_data 0): the data set is not opened,
+                                  its shape is this */
+  FILE *summary;               /* not NULL: the allocator's memory_summary after the
+                                  measured steps is written here */
+} ganfw_probe_options;
+
+#define GANFW_PROBE_NAME_MAX 96
+
+/* The bytes one layer (or named buffer: "batch", "noise", "targets.real") holds. */
+typedef struct ganfw_probe_layer {
+  char name[GANFW_PROBE_NAME_MAX]; /* "generator.main.3" */
+  int64_t bytes[GANFW_MEM_COUNT];
+  int64_t total;
+} ganfw_probe_layer;
+
+typedef struct ganfw_probe_phase {
+  int64_t allocated, reserved;       /* peaks over the phase of every measured step */
+  int64_t category[GANFW_MEM_COUNT]; /* each category's own peak */
+} ganfw_probe_phase;
+
+typedef struct ganfw_probe_result {
+  int64_t batch_size;
+  int32_t micro_batches, compute_dtype; /* after the memory strategies */
+  int32_t meta;
+  int32_t family;               /* GANFW_MODEL_GAN or GANFW_MODEL_CLASSIFIER */
+  int32_t n_phases;             /* 2 for a GAN (D, G), 1 for a classifier */
+  int64_t memory_limit;         /* the limit the allocator ran under; 0: none */
+  int64_t config_memory_limit;  /* the config's device.memory_limit; 0: none */
+  int64_t capacity, free_bytes; /* the device's, when the probe started */
+  ganfw_data_info data;         /* the data shape used (reusable as options.info) */
+
+  /* set-up: the session and the step's buffers, before the first step */
+  int64_t setup_allocated, setup_reserved, setup_category[GANFW_MEM_COUNT];
+  ganfw_probe_phase phase[GANFW_PHASE_COUNT];
+  /* over the set-up and the measured steps */
+  int64_t peak_allocated, peak_reserved, peak_category[GANFW_MEM_COUNT];
+  int32_t peak_phase; /* the phase of the allocated peak; -1: the set-up */
+  /* with options.layers: who holds the bytes at the allocated peak, largest first */
+  int64_t at_peak[GANFW_MEM_COUNT];
+  ganfw_probe_layer *layers; /* owned (ganfw_probe_result_free) */
+  int32_t n_layers;
+
+  /* the steps (on the meta backend the losses read 0 and the times mean nothing) */
+  int32_t steps_done;           /* measured steps completed */
+  double step_seconds;          /* median of the measured steps */
+  double images_per_s;          /* batch_size / step_seconds */
+  double loss_d, loss_g;        /* GAN: of the last step */
+  double loss, accuracy;        /* classifier: of the last step */
+  int64_t skipped_d, skipped_g; /* optimizer steps a strategy skipped, warm-up included
+                                   (a classifier's count as skipped_g) */
+  int64_t num_alloc_retries;
+
+  /* an out-of-memory stop: the run is unwound and the result kept (not an error) */
+  int32_t oom;
+  char oom_where[32];    /* "set-up", "warm-up", "D step", "G step" */
+  char oom_report[4096]; /* the message with the allocator's report; "" without OOM */
+} ganfw_probe_result;
+
+/* Opens `config_path` with the --set assignments, builds the session (on the meta backend
+ * when opt->meta) and runs opt->warmup then opt->steps training steps as `ganfw CONFIG`
+ * does (a GAN step measured as a D phase and a G phase). An OOM anywhere is reported in
+ * out->oom (GANFW_OK is returned); other failures return their status with the message.
+ * Free out with ganfw_probe_result_free (also after a failure). */
+ganfw_status ganfw_probe_run(const char *config_path, const char *const *sets, int nsets,
+                             const ganfw_probe_options *opt, ganfw_probe_result *out);
+void ganfw_probe_result_free(ganfw_probe_result *r); /* the layers; accepts NULL */
+
+/* "D step", "G step", "step" (classifier) or "set-up" (phase -1). Static strings. */
+const char *ganfw_probe_phase_name(const ganfw_probe_result *r, int32_t phase);
+
+#endif

@@ -1,0 +1,279 @@
+/* One DC-GAN training step (see trainer.h), shaped like PyTorch's DC-GAN example with
+ * BCE-with-logits: D learns from a real batch and from G(z) made under no-grad; G then
+ * learns through D, whose parameter gradients are not computed. Logits and losses are
+ * tiny ([N] and one float) and are read back to the host for the metrics. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "runtime/tensor.h"
+#include "runtime/tensor_cast.h"
+#include "train/trainer.h"
+
+struct ganfw_gan {
+  ganfw_session *s;
+  ganfw_ctx *ctx;
+  ganfw_tape *tape_real, *tape_fake, *tape_g, *tape_dg;
+  int64_t n;                            /* batch size the targets were made for */
+  ganfw_tensor *real_t, *fake_t, *ones; /* BCE targets [N] */
+  ganfw_tensor *loss;                   /* one float */
+  float *host_logits;                   /* [N] */
+};
+
+static ganfw_status make_targets(ganfw_gan *g, int64_t n) {
+  if (g->n == n) return GANFW_OK;
+  ganfw_tensor_destroy(g->real_t);
+  ganfw_tensor_destroy(g->fake_t);
+  ganfw_tensor_destroy(g->ones);
+  free(g->host_logits);
+  g->real_t = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_OTHER, "targets.real");
+  g->fake_t = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_OTHER, "targets.fake");
+  g->ones = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_OTHER, "targets.ones");
+  g->host_logits = malloc((size_t)n * sizeof(float));
+  g->n = 0;
+  if (!g->real_t || !g->fake_t || !g->ones || !g->host_logits)
+    return ganfw_error_code() ? ganfw_error_code()
+                              : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  ganfw_backend *be = g->ctx->be;
+  be->vt->fill(be, n, g->real_t->data, (float)(1.0 - g->s->train.label_smoothing));
+  be->vt->fill(be, n, g->fake_t->data, 0.0f);
+  be->vt->fill(be, n, g->ones->data, 1.0f);
+  g->n = n;
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_gan_create(ganfw_session *s, ganfw_gan **out) {
+  *out = NULL;
+  ganfw_gan *g = calloc(1, sizeof *g);
+  if (!g) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  g->s = s;
+  g->ctx = s->ctx;
+  g->tape_real = ganfw_tape_create(s->discriminator);
+  g->tape_fake = ganfw_tape_create(s->discriminator);
+  g->tape_dg = ganfw_tape_create(s->discriminator);
+  g->tape_g = ganfw_tape_create(s->generator);
+  int64_t one = 1;
+  g->loss = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 1, &one, GANFW_MEM_OTHER, "loss");
+  if (!g->tape_real || !g->tape_fake || !g->tape_dg || !g->tape_g || !g->loss) {
+    ganfw_gan_destroy(g);
+    return ganfw_error_code() ? ganfw_error_code()
+                              : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  }
+  *out = g;
+  return GANFW_OK;
+}
+
+void ganfw_gan_destroy(ganfw_gan *g) {
+  if (!g) return;
+  ganfw_tape_destroy(g->tape_real);
+  ganfw_tape_destroy(g->tape_fake);
+  ganfw_tape_destroy(g->tape_g);
+  ganfw_tape_destroy(g->tape_dg);
+  ganfw_tensor_destroy(g->real_t);
+  ganfw_tensor_destroy(g->fake_t);
+  ganfw_tensor_destroy(g->ones);
+  ganfw_tensor_destroy(g->loss);
+  free(g->host_logits);
+  free(g);
+}
+
+/* The gradient of the mean BCE-with-logits times dloss wrt the f32 logits lf, as a new
+ * tensor in the logits' own dtype (f32 computed, then converted). */
+static ganfw_status bce_grad(ganfw_gan *g, ganfw_tensor *lf, int32_t dtype, ganfw_tensor *target,
+                             float dloss, ganfw_tensor **dlogits, const char *what) {
+  ganfw_backend *be = g->ctx->be;
+  *dlogits = NULL;
+  ganfw_tensor *d = ganfw_tensor_create(
+      g->ctx, GANFW_DTYPE_F32, lf->ndim, lf->shape,
+      dtype == GANFW_DTYPE_F32 ? GANFW_MEM_ACTIVATION : GANFW_MEM_WORKSPACE, what);
+  if (!d) return ganfw_error_code();
+  be->vt->bce_logits_backward(be, lf->numel, lf->data, target->data, dloss, d->data);
+  *dlogits = ganfw_tensor_as_dtype(d, dtype, GANFW_MEM_ACTIVATION);
+  ganfw_tensor_destroy(d);
+  return *dlogits ? GANFW_OK : ganfw_error_code();
+}
+
+/* BCE-with-logits of `logits` against `target`: the loss (host), mean sigmoid of the
+ * logits (host) and, when dlogits is not NULL, a new gradient tensor of the mean loss. */
+static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target, float dloss,
+                        double *loss, double *mean_prob, ganfw_tensor **dlogits, const char *what) {
+  ganfw_backend *be = g->ctx->be;
+  const int64_t n = logits->numel;
+  if (n != target->numel)
+    return ganfw_error_set(GANFW_ERR_PLUGIN,
+                           "the discriminator returns %lld values for %lld samples; it must "
+                           "return one logit per sample ([N,1] or [N,1,1,1])",
+                           (long long)n, (long long)target->numel);
+  /* The loss reads f32: logits of a 16-bit compute dtype are converted first. */
+  ganfw_tensor *lf = ganfw_tensor_as_dtype(logits, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE);
+  if (!lf) return ganfw_error_code();
+  be->vt->bce_logits_forward(be, n, lf->data, target->data, g->loss->data);
+  float l = 0;
+  ganfw_status st = ganfw_tensor_to_host(g->loss, &l, sizeof l);
+  if (st == GANFW_OK) st = be->vt->copy_d2h(be, g->host_logits, lf->data, (size_t)n * 4);
+  if (st == GANFW_OK && !isfinite(l) && !g->s->loss_scaling)
+    st = ganfw_error_set(GANFW_ERR_NUMERIC,
+                         "%s is %g: training diverged; lower optim.lr, or with AMP keep the "
+                         "loss scaler on",
+                         what, (double)l);
+  if (st == GANFW_OK && dlogits) st = bce_grad(g, lf, logits->dtype, target, dloss, dlogits, what);
+  ganfw_tensor_destroy(lf);
+  if (st != GANFW_OK) return st;
+  double p = 0;
+  for (int64_t i = 0; i < n; i++) p += 1.0 / (1.0 + exp(-(double)g->host_logits[i]));
+  *loss = l;
+  *mean_prob = p / (double)n;
+  return GANFW_OK;
+}
+
+/* D forward with a tape, BCE against target, backward into D's parameter gradients
+ * (scaled by dloss). */
+static ganfw_status d_learn(ganfw_gan *g, ganfw_tape *tape, ganfw_tensor *x, ganfw_tensor *target,
+                            float dloss, double *loss, double *prob, const char *what) {
+  ganfw_net *D = g->s->discriminator;
+  ganfw_tensor *logits = NULL, *dlogits = NULL;
+  ganfw_status st = ganfw_net_forward(D, x, tape, &logits);
+  if (st == GANFW_OK) st = bce(g, logits, target, dloss, loss, prob, &dlogits, what);
+  if (st == GANFW_OK) st = ganfw_net_backward(D, tape, dlogits, GANFW_BWD_PARAM_GRAD, NULL);
+  ganfw_tape_clear(tape);
+  ganfw_tensor_destroy(logits);
+  ganfw_tensor_destroy(dlogits);
+  return st;
+}
+
+/* The loss scale of optimizer `opt`: the product of every strategy's factor. */
+static double loss_scale(ganfw_session *s, int32_t opt) {
+  double scale = 1.0;
+  for (int32_t i = 0; i < s->n_memory; i++)
+    if (s->memory[i].vt->loss_scale) scale *= s->memory[i].vt->loss_scale(s->memory[i].self, opt);
+  return scale;
+}
+
+/* Lets every strategy see optimizer `opt`'s gradients, then steps it unless one of them
+ * says to skip (a non-finite gradient under loss scaling). */
+static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped) {
+  ganfw_session *s = g->s;
+  ganfw_session_optim *o = &s->optim[opt];
+  int32_t skip = 0;
+  for (int32_t i = 0; i < s->n_memory && !skip; i++) {
+    const ganfw_session_memory *m = &s->memory[i];
+    if (!m->vt->after_backward) continue;
+    ganfw_status st = m->vt->after_backward(m->self, opt, o->params, o->n_params, &skip);
+    if (st != GANFW_OK) return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
+  }
+  *skipped = skip;
+  if (skip) return GANFW_OK;
+  ganfw_status st = o->vt->step(o->self, o->lr);
+  return st == GANFW_OK ? st : ganfw_error_wrap(st, "optimizer step of the %s", o->role);
+}
+
+/* Rows [k*m, (k+1)*m) of t, or t itself (retained) for a single micro-batch. */
+static ganfw_tensor *micro(ganfw_tensor *t, int64_t k, int64_t m, int32_t count) {
+  if (count == 1) return ganfw_tensor_retain(t);
+  return ganfw_tensor_rows(t, k * m, m, t->name);
+}
+
+ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
+                              ganfw_gan_stats *out) {
+  ganfw_session *s = g->s;
+  ganfw_net *G = s->generator;
+  const int32_t M = s->exec.micro_batches;
+  const int64_t m = x->shape[0] / M;
+  ganfw_status st = make_targets(g, m);
+  if (st != GANFW_OK) return st;
+  const float dloss = (float)(loss_scale(s, 1) / M);
+  out->loss_d = out->d_x = out->d_g_z1 = 0;
+  ganfw_net_zero_grad(s->discriminator);
+  for (int32_t k = 0; k < M && st == GANFW_OK; k++) {
+    double loss_real = 0, loss_fake = 0, p_real = 0, p_fake = 0;
+    ganfw_tensor *xk = micro(x, k, m, M), *zk = micro(z, k, m, M), *fake = NULL;
+    if (!xk || !zk) st = ganfw_error_code();
+    if (st == GANFW_OK)
+      st = d_learn(g, g->tape_real, xk, g->real_t, dloss, &loss_real, &p_real, "loss_d (real)");
+    if (st == GANFW_OK) st = ganfw_net_forward(G, zk, NULL, &fake); /* no-grad */
+    if (st == GANFW_OK)
+      st = d_learn(g, g->tape_fake, fake, g->fake_t, dloss, &loss_fake, &p_fake, "loss_d (fake)");
+    ganfw_tensor_destroy(fake);
+    ganfw_tensor_destroy(xk);
+    ganfw_tensor_destroy(zk);
+    out->loss_d += (loss_real + loss_fake) / M;
+    out->d_x += p_real / M;
+    out->d_g_z1 += p_fake / M;
+  }
+  if (st == GANFW_OK) st = optim_step(g, 1, &out->skipped_d);
+  return st;
+}
+
+ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *out) {
+  ganfw_session *s = g->s;
+  ganfw_net *G = s->generator, *D = s->discriminator;
+  const int32_t M = s->exec.micro_batches;
+  const int64_t m = z->shape[0] / M;
+  ganfw_status st = make_targets(g, m);
+  if (st != GANFW_OK) return st;
+  const float dloss = (float)(loss_scale(s, 0) / M);
+  out->loss_g = out->d_g_z2 = 0;
+  ganfw_net_zero_grad(G);
+  for (int32_t k = 0; k < M && st == GANFW_OK; k++) {
+    double loss = 0, prob = 0;
+    ganfw_tensor *zk = micro(z, k, m, M), *fake = NULL, *logits = NULL, *dlogits = NULL,
+                 *dfake = NULL;
+    st = zk ? ganfw_net_forward(G, zk, g->tape_g, &fake) : ganfw_error_code();
+    if (st == GANFW_OK) st = ganfw_net_forward(D, fake, g->tape_dg, &logits);
+    ganfw_tensor_destroy(fake);
+    if (st == GANFW_OK) st = bce(g, logits, g->ones, dloss, &loss, &prob, &dlogits, "loss_g");
+    ganfw_tensor_destroy(logits);
+    /* through D without its parameter gradients, into G */
+    if (st == GANFW_OK)
+      st = ganfw_net_backward(D, g->tape_dg, dlogits, GANFW_BWD_INPUT_GRAD, &dfake);
+    ganfw_tensor_destroy(dlogits);
+    if (st == GANFW_OK) st = ganfw_net_backward(G, g->tape_g, dfake, GANFW_BWD_PARAM_GRAD, NULL);
+    ganfw_tensor_destroy(dfake);
+    ganfw_tensor_destroy(zk);
+    ganfw_tape_clear(g->tape_g);
+    ganfw_tape_clear(g->tape_dg);
+    out->loss_g += loss / M;
+    out->d_g_z2 += prob / M;
+  }
+  if (st == GANFW_OK) st = optim_step(g, 0, &out->skipped_g);
+  return st;
+}
+
+ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganfw_gan_stats *out) {
+  memset(out, 0, sizeof *out);
+  ganfw_session *s = g->s;
+  if (x->shape[0] % s->exec.micro_batches != 0 || z->shape[0] != x->shape[0])
+    return ganfw_error_set(
+        GANFW_ERR_INVALID_ARG, "gan step: batch %lld, noise %lld, %d micro-batches",
+        (long long)x->shape[0], (long long)z->shape[0], (int)s->exec.micro_batches);
+  ganfw_status st = ganfw_gan_d_step(g, x, z, out);
+  if (st == GANFW_OK) st = ganfw_gan_g_step(g, z, out);
+  for (int32_t i = 0; i < s->n_memory && st == GANFW_OK; i++)
+    if (s->memory[i].vt->step_end) st = s->memory[i].vt->step_end(s->memory[i].self);
+  return st;
+}
+
+ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, ganfw_tensor **y) {
+  ganfw_tensor *out = NULL;
+  *y = NULL;
+  ganfw_net_set_train(s->generator, 1, 0);
+  ganfw_status st = ganfw_net_forward(s->generator, z, NULL, &out);
+  ganfw_net_set_train(s->generator, 1, 1);
+  if (st != GANFW_OK) return st;
+  /* images leave the compute dtype (f16/bf16 under AMP) as f32 */
+  *y = ganfw_tensor_as_dtype(out, GANFW_DTYPE_F32, GANFW_MEM_ACTIVATION);
+  ganfw_tensor_destroy(out);
+  return *y ? GANFW_OK : ganfw_error_code();
+}
+
+ganfw_tensor *ganfw_gan_fixed_noise(ganfw_session *s, int64_t n, uint64_t seed) {
+  int64_t shape[4] = {n, s->nz, 1, 1};
+  ganfw_tensor *z =
+      ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, shape, GANFW_MEM_DATA, "fixed_noise");
+  if (!z) return NULL;
+  /* A stream of its own: the training RNG's position does not change the samples. */
+  const uint64_t fixed_stream = 0x9e3779b97f4a7c15ull;
+  s->ctx->be->vt->rng_normal(s->ctx->be, z->numel, seed ^ fixed_stream, 0, 0.0f, 1.0f, z->data);
+  return z;
+}

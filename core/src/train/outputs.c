@@ -1,0 +1,176 @@
+/* A run's files and progress line (see outputs.h). Whole files are written to a temporary
+ * name in the same folder, synced, then renamed, so a crash never leaves half a file. */
+#include "train/outputs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "base/log.h"
+
+struct ganfw_metrics {
+  FILE *f;
+  char path[4096];
+};
+
+ganfw_status ganfw_path_join(char *buf, size_t n, const char *a, const char *b) {
+  int len = snprintf(buf, n, "%s/%s", a, b);
+  if (len < 0 || (size_t)len >= n)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "path too long: %s/%s", a, b);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_mkdirs(const char *path) {
+  char buf[4096];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf) return ganfw_error_set(GANFW_ERR_IO, "bad folder name '%s'", path);
+  memcpy(buf, path, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (buf[i] != '/' && buf[i] != '\0') continue;
+    char c = buf[i];
+    buf[i] = '\0';
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      return ganfw_error_set(GANFW_ERR_IO, "%s: cannot create the folder: %s", buf,
+                             strerror(errno));
+    buf[i] = c;
+  }
+  struct stat sb;
+  if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    return ganfw_error_set(GANFW_ERR_IO, "%s: exists and is not a folder", path);
+  return GANFW_OK;
+}
+
+typedef ganfw_status (*writer_fn)(const void *obj, FILE *f);
+
+/* Writes <dir>/<name> through `write` into a temporary file, then renames it. */
+static ganfw_status write_atomic(const char *dir, const char *name, writer_fn write,
+                                 const void *obj) {
+  char path[4096], tmp[4200];
+  ganfw_status st = ganfw_path_join(path, sizeof path, dir, name);
+  if (st != GANFW_OK) return st;
+  snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+  int fd = mkstemp(tmp);
+  if (fd < 0) return ganfw_error_set(GANFW_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    close(fd);
+    unlink(tmp);
+    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  }
+  st = write(obj, f);
+  int bad = fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
+  bad |= fclose(f) != 0;
+  if (st == GANFW_OK && bad) st = ganfw_error_set(GANFW_ERR_IO, "%s: write failed", path);
+  if (st == GANFW_OK && rename(tmp, path) != 0)
+    st = ganfw_error_set(GANFW_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
+  if (st != GANFW_OK) unlink(tmp);
+  return st;
+}
+
+static ganfw_status write_config(const void *c, FILE *f) {
+  return ganfw_config_write_resolved(c, f);
+}
+
+ganfw_status ganfw_write_resolved_config(const ganfw_config *c, const char *dir) {
+  return write_atomic(dir, "config.resolved.yaml", write_config, c);
+}
+
+static ganfw_status write_memory(const void *a, FILE *f) {
+  return ganfw_alloc_trace_write_json(a, f);
+}
+
+ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *dir) {
+  return write_atomic(dir, "memory.json", write_memory, a);
+}
+
+/* Keeps the header and the rows of steps before from_step of an existing metrics file. */
+static ganfw_status truncate_rows(const char *path, int64_t from_step) {
+  FILE *in = fopen(path, "r");
+  if (!in) return GANFW_OK;
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *out = fopen(tmp, "w");
+  if (!out) {
+    fclose(in);
+    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+  }
+  char line[8192];
+  int first = 1;
+  while (fgets(line, sizeof line, in)) {
+    if (!first && strtoll(line, NULL, 10) >= from_step) continue;
+    first = 0;
+    fputs(line, out);
+  }
+  fclose(in);
+  int bad = fclose(out) != 0;
+  if (bad || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot rewrite for resume", path);
+  }
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_metrics_open(const char *dir, const char *columns, int32_t append,
+                                int64_t from_step, ganfw_metrics **out) {
+  *out = NULL;
+  ganfw_metrics *m = calloc(1, sizeof *m);
+  if (!m) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  ganfw_status st = ganfw_path_join(m->path, sizeof m->path, dir, "metrics.csv");
+  if (st == GANFW_OK && append) st = truncate_rows(m->path, from_step);
+  if (st != GANFW_OK) {
+    free(m);
+    return st;
+  }
+  int had_file = append && access(m->path, F_OK) == 0;
+  m->f = fopen(m->path, had_file ? "a" : "w");
+  if (!m->f) {
+    st = ganfw_error_set(GANFW_ERR_IO, "%s: cannot write: %s", m->path, strerror(errno));
+    free(m);
+    return st;
+  }
+  if (!had_file) fprintf(m->f, "%s\n", columns);
+  fflush(m->f);
+  *out = m;
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_metrics_row(ganfw_metrics *m, const double *values, int32_t n) {
+  for (int32_t i = 0; i < n; i++) fprintf(m->f, i ? ",%.9g" : "%.0f", values[i]);
+  fputc('\n', m->f);
+  if (fflush(m->f) != 0 || ferror(m->f))
+    return ganfw_error_set(GANFW_ERR_IO, "%s: write failed", m->path);
+  return GANFW_OK;
+}
+
+void ganfw_metrics_close(ganfw_metrics *m) {
+  if (!m) return;
+  fclose(m->f);
+  free(m);
+}
+
+void ganfw_progress(int64_t step, int64_t total, double images_per_s, double eta_s,
+                    const char *losses, const ganfw_alloc *a, int32_t final) {
+  ganfw_alloc_stats s;
+  ganfw_alloc_get_stats(a, &s);
+  char eta[32] = "-";
+  if (eta_s >= 0 && !final) {
+    long long t = (long long)(eta_s + 0.5);
+    snprintf(eta, sizeof eta, "%lldm%02llds", t / 60, t % 60);
+  }
+  const double mib = 1024.0 * 1024.0;
+  if (isatty(STDERR_FILENO)) {
+    fprintf(stderr,
+            "\r\033[Kstep %lld/%lld  %.1f img/s  ETA %s  %s  alloc %.1f MiB  reserved %.1f MiB%s",
+            (long long)step, (long long)total, images_per_s, eta, losses, s.allocated.current / mib,
+            s.reserved.current / mib, final ? "\n" : "");
+    fflush(stderr);
+  } else {
+    ganfw_log(GANFW_LOG_INFO,
+              "step %lld/%lld  %.1f img/s  ETA %s  %s  alloc %.1f MiB  reserved %.1f MiB",
+              (long long)step, (long long)total, images_per_s, eta, losses,
+              s.allocated.current / mib, s.reserved.current / mib);
+  }
+}

@@ -1,0 +1,35 @@
+/* What a run leaves in run.out_dir: folders, the resolved config, metrics.csv, sample
+ * grids, memory.json, and the progress line on the terminal. */
+#ifndef GANFW_OUTPUTS_H
+#define GANFW_OUTPUTS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "runtime/alloc.h"
+#include "config/config.h"
+
+/* mkdir -p; GANFW_ERR_IO naming the path. */
+ganfw_status ganfw_mkdirs(const char *path);
+/* "<a>/<b>" into buf; GANFW_ERR_INVALID_ARG when it does not fit. */
+ganfw_status ganfw_path_join(char *buf, size_t n, const char *a, const char *b);
+/* Writes the resolved config to <dir>/config.resolved.yaml atomically. */
+ganfw_status ganfw_write_resolved_config(const ganfw_config *c, const char *dir);
+/* Writes the allocator's stats and trace to <dir>/memory.json atomically. */
+ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *dir);
+
+/* metrics.csv: one header, then a row per logged step. */
+typedef struct ganfw_metrics ganfw_metrics;
+/* Opens <dir>/metrics.csv with these comma-separated columns; `append` keeps the rows of
+ * an earlier run (resume) and drops those at or after `from_step`. */
+ganfw_status ganfw_metrics_open(const char *dir, const char *columns, int32_t append,
+                                int64_t from_step, ganfw_metrics **out);
+/* One row of n values (the first is the step); flushed at once. */
+ganfw_status ganfw_metrics_row(ganfw_metrics *m, const double *values, int32_t n);
+void ganfw_metrics_close(ganfw_metrics *m); /* accepts NULL */
+
+/* The progress line: on a terminal one line rewritten in place, else a log line. */
+void ganfw_progress(int64_t step, int64_t total, double images_per_s, double eta_s,
+                    const char *losses, const ganfw_alloc *a, int32_t final);
+
+#endif

@@ -1,0 +1,135 @@
+/* A run's set-up (see run.h): config, core keys, plugin search path, plugins. */
+#include "train/run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+
+/* The folder of the file a config node came from ("a/b.yaml:3:5" -> "a"). */
+static char *node_dir(const ganfw_cfg *node) {
+  const char *where = ganfw_cfg_where(node);
+  char *s = strdup(where ? where : "");
+  if (!s) return NULL;
+  for (int k = 0; k < 2; k++) { /* drop ":line:col" */
+    char *colon = strrchr(s, ':');
+    if (colon) *colon = '\0';
+  }
+  char *slash = strrchr(s, '/');
+  if (slash)
+    *slash = '\0';
+  else
+    strcpy(s, ".");
+  return s;
+}
+
+static ganfw_status read_plugin_path(ganfw_run *run, const ganfw_cfg *root) {
+  int64_t n = ganfw_cfg_list_len(root, "plugin_path");
+  if (n < 0) return ganfw_error_code();
+  if (n == 0) return GANFW_OK;
+  run->plugin_dirs = calloc((size_t)n, sizeof *run->plugin_dirs);
+  if (!run->plugin_dirs) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  for (int64_t i = 0; i < n; i++) {
+    const ganfw_cfg *item = ganfw_cfg_list_at(root, "plugin_path", i);
+    const char *dir = NULL;
+    ganfw_status st = ganfw_cfg_string(item, NULL, NULL, &dir);
+    if (st != GANFW_OK) return st;
+    if (!dir || !*dir)
+      return ganfw_error_set(GANFW_ERR_CONFIG, "%s: plugin_path: empty entry",
+                             ganfw_cfg_where(item));
+    char *base = dir[0] == '/' ? strdup("") : node_dir(item);
+    if (!base) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+    size_t len = strlen(base) + strlen(dir) + 2;
+    run->plugin_dirs[i] = malloc(len);
+    if (!run->plugin_dirs[i]) {
+      free(base);
+      return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+    }
+    snprintf(run->plugin_dirs[i], len, "%s%s%s", base, *base ? "/" : "", dir);
+    free(base);
+    run->n_plugin_dirs = i + 1;
+  }
+  return GANFW_OK;
+}
+
+/* Loads the plugin named by `section.plugin` (when the section names one). */
+static ganfw_status load_named(ganfw_run *run, const ganfw_cfg *section, const char *key,
+                               int32_t kind, ganfw_plugin **out) {
+  const char *name = NULL;
+  ganfw_status st = ganfw_cfg_string(section, "plugin", NULL, &name);
+  if (st != GANFW_OK || !name) return st;
+  char what[512];
+  snprintf(what, sizeof what, "%s: %s", ganfw_cfg_where(ganfw_cfg_child(section, "plugin")), key);
+  return ganfw_plugin_load(name, kind, what, (const char *const *)run->plugin_dirs,
+                           run->n_plugin_dirs, out);
+}
+
+static ganfw_status open_run(ganfw_run *run, const char *const *sets, int nsets) {
+  ganfw_status st = ganfw_config_load(run->config_path, &run->config);
+  /* An unreadable config file is the user's to fix, like a wrong key: exit code 2. */
+  if (st == GANFW_ERR_IO) return ganfw_error_wrap(GANFW_ERR_CONFIG, "config");
+  if (st != GANFW_OK) return st;
+  for (int i = 0; i < nsets; i++)
+    if ((st = ganfw_config_set(run->config, sets[i])) != GANFW_OK) return st;
+  const ganfw_cfg *root = ganfw_config_root(run->config);
+  if ((st = ganfw_ctx_options_from_config(root, &run->ctx_opt)) != GANFW_OK) return st;
+  if ((st = ganfw_cfg_string(root, "run.out_dir", "runs/default", &run->out_dir)) != GANFW_OK)
+    return st;
+  if ((st = read_plugin_path(run, root)) != GANFW_OK) return st;
+  if ((st = load_named(run, ganfw_cfg_child(root, "model"), "model.plugin", GANFW_PLUGIN_MODEL,
+                       &run->model)) != GANFW_OK)
+    return st;
+  if ((st = load_named(run, ganfw_cfg_child(root, "optim"), "optim.plugin", GANFW_PLUGIN_OPTIM,
+                       &run->optim)) != GANFW_OK)
+    return st;
+  int64_t n = ganfw_cfg_list_len(root, "memory");
+  if (n < 0) return ganfw_error_code();
+  if (n > GANFW_MAX_MEMORY_PLUGINS)
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: memory: at most %d strategies can be combined",
+                           ganfw_cfg_where(ganfw_cfg_child(root, "memory")),
+                           GANFW_MAX_MEMORY_PLUGINS);
+  for (int64_t i = 0; i < n; i++) {
+    const ganfw_cfg *item = ganfw_cfg_list_at(root, "memory", i);
+    const char *name = NULL;
+    if ((st = ganfw_cfg_string(item, "plugin", NULL, &name)) != GANFW_OK) return st;
+    if (!name)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: memory[%lld]: each strategy needs a `plugin:` name "
+                             "(amp, accumulate, checkpoint)",
+                             ganfw_cfg_where(item), (long long)i);
+    char key[64];
+    snprintf(key, sizeof key, "memory[%lld].plugin", (long long)i);
+    if ((st = load_named(run, item, key, GANFW_PLUGIN_MEMORY, &run->memory[i])) != GANFW_OK)
+      return st;
+    run->memory_cfg[i] = item;
+    run->n_memory = (int32_t)(i + 1);
+  }
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_run_open(const char *config_path, const char *const *sets, int nsets,
+                            ganfw_run **out) {
+  *out = NULL;
+  ganfw_run *run = calloc(1, sizeof *run);
+  if (!run) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  run->config_path = config_path;
+  ganfw_status st = open_run(run, sets, nsets);
+  if (st != GANFW_OK) {
+    ganfw_run_close(run);
+    return st;
+  }
+  *out = run;
+  return GANFW_OK;
+}
+
+void ganfw_run_close(ganfw_run *run) {
+  if (!run) return;
+  for (int32_t i = 0; i < run->n_memory; i++) ganfw_plugin_unload(run->memory[i]);
+  ganfw_plugin_unload(run->optim);
+  ganfw_plugin_unload(run->model);
+  for (int64_t i = 0; i < run->n_plugin_dirs; i++) free(run->plugin_dirs[i]);
+  free(run->plugin_dirs);
+  ganfw_config_destroy(run->config);
+  free(run);
+}

@@ -1,0 +1,33 @@
+/* A run's set-up, shared by `ganfw CONFIG`, `validate` and the tools: the config (after
+ * extends and --set), the core's own keys, the plugin search path and the plugins the
+ * config names, loaded and kind-checked. */
+#ifndef GANFW_RUN_H
+#define GANFW_RUN_H
+
+#include "config/config.h"
+#include "runtime/ctx.h"
+#include "plugin/plugin_host.h"
+
+#define GANFW_MAX_MEMORY_PLUGINS 8
+
+typedef struct ganfw_run {
+  ganfw_config *config;
+  const char *config_path;
+  char **plugin_dirs; /* plugin_path entries, resolved against the config's folder */
+  int64_t n_plugin_dirs;
+  ganfw_ctx_options ctx_opt;
+  const char *out_dir;
+  ganfw_plugin *model; /* NULL when the config names none */
+  ganfw_plugin *optim; /* NULL when the config names none */
+  ganfw_plugin *memory[GANFW_MAX_MEMORY_PLUGINS];
+  const ganfw_cfg *memory_cfg[GANFW_MAX_MEMORY_PLUGINS];
+  int32_t n_memory;
+} ganfw_run;
+
+/* Loads `config_path`, applies the `--set` assignments, reads the core's keys and loads
+ * every plugin named. *out is owned by the caller (ganfw_run_close). */
+ganfw_status ganfw_run_open(const char *config_path, const char *const *sets, int nsets,
+                            ganfw_run **out);
+void ganfw_run_close(ganfw_run *run); /* accepts NULL */
+
+#endif

@@ -1,0 +1,153 @@
+/* Checkpoint metadata and resuming, shared by the trainers (see run_state.h). */
+#include "train/run_state.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/error.h"
+#include "base/log.h"
+
+void ganfw_extras_add(ganfw_extras *e, const char *key, const char *fmt, double v) {
+  if (e->n == GANFW_MAX_EXTRA) return;
+  snprintf(e->keys[e->n], sizeof e->keys[0], "%s", key);
+  snprintf(e->values[e->n], sizeof e->values[0], fmt, v);
+  e->key_ptr[e->n] = e->keys[e->n];
+  e->value_ptr[e->n] = e->values[e->n];
+  e->n++;
+}
+
+void ganfw_extras_add_strategies(const ganfw_session *s, ganfw_extras *e) {
+  for (int32_t i = 0; i < s->n_memory; i++) {
+    const ganfw_session_memory *m = &s->memory[i];
+    const char *name;
+    double value;
+    for (int32_t k = 0; m->vt->scalar && m->vt->scalar(m->self, k, &name, &value); k++) {
+      char key[128];
+      snprintf(key, sizeof key, "memory.%s.%s", m->name, name);
+      ganfw_extras_add(e, key, "%.17g", value);
+    }
+  }
+}
+
+ganfw_status ganfw_run_save_checkpoint(ganfw_session *s, const char *path,
+                                       const ganfw_ckpt_net *nets, int32_t n,
+                                       const ganfw_loader *loader, int64_t step,
+                                       const ganfw_extras *extras) {
+  int64_t epoch = 0, offset = 0;
+  ganfw_loader_position(loader, &epoch, &offset);
+  ganfw_extras e = {.n = 0};
+  ganfw_extras_add(&e, "data.channels", "%.0f", s->data_info.channels);
+  ganfw_extras_add(&e, "data.height", "%.0f", s->data_info.height);
+  ganfw_extras_add(&e, "data.width", "%.0f", s->data_info.width);
+  if (s->data_info.num_classes > 0)
+    ganfw_extras_add(&e, "data.num_classes", "%.0f", s->data_info.num_classes);
+  for (int32_t i = 0; extras && i < extras->n && e.n < GANFW_MAX_EXTRA; i++) {
+    memcpy(e.keys[e.n], extras->keys[i], sizeof e.keys[0]);
+    memcpy(e.values[e.n], extras->values[i], sizeof e.values[0]);
+    e.key_ptr[e.n] = e.keys[e.n];
+    e.value_ptr[e.n] = e.values[e.n];
+    e.n++;
+  }
+  ganfw_extras_add_strategies(s, &e);
+  ganfw_ckpt_meta meta = {.step = step,
+                          .epoch = epoch,
+                          .loader_position = offset,
+                          .seed = s->ctx->seed,
+                          .rng_offset = s->ctx->rng_offset,
+                          .n_extra = e.n,
+                          .extra_keys = e.key_ptr,
+                          .extra_values = e.value_ptr};
+  ganfw_status st = ganfw_checkpoint_save(path, nets, n, &meta);
+  if (st == GANFW_OK) ganfw_log(GANFW_LOG_INFO, "checkpoint %s", path);
+  return st;
+}
+
+/* Gives each strategy back the scalars it saved. */
+static ganfw_status restore_scalars(ganfw_session *s, const ganfw_ckpt_meta *meta) {
+  for (int32_t i = 0; i < s->n_memory; i++) {
+    const ganfw_session_memory *m = &s->memory[i];
+    const char *name;
+    double value;
+    for (int32_t k = 0; m->vt->scalar && m->vt->scalar(m->self, k, &name, &value); k++) {
+      char key[128];
+      snprintf(key, sizeof key, "memory.%s.%s", m->name, name);
+      const char *saved = ganfw_ckpt_meta_extra(meta, key);
+      if (!saved || !m->vt->set_scalar) continue;
+      ganfw_status st = m->vt->set_scalar(m->self, name, strtod(saved, NULL));
+      if (st != GANFW_OK) return ganfw_error_wrap(st, "restoring %s", key);
+    }
+  }
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_run_resume(ganfw_session *s, const char *ckpt_dir, const ganfw_ckpt_net *nets,
+                              int32_t n, ganfw_loader *loader, ganfw_ckpt_meta **meta) {
+  *meta = NULL;
+  const char *what = s->train.resume;
+  char path[4200];
+  if (strcmp(what, "latest") == 0) {
+    int64_t step = -1;
+    ganfw_status st = ganfw_checkpoint_latest(ckpt_dir, path, sizeof path, &step);
+    if (st != GANFW_OK) return st;
+    if (step < 0) {
+      ganfw_log(GANFW_LOG_INFO, "train.resume: latest: no checkpoint in %s yet, starting anew",
+                ckpt_dir);
+      return GANFW_OK;
+    }
+  } else {
+    snprintf(path, sizeof path, "%s", what);
+  }
+  ganfw_ckpt_meta *m = NULL;
+  ganfw_status st = ganfw_checkpoint_load(path, nets, n, &m);
+  if (st != GANFW_OK) return ganfw_error_wrap(st, "train.resume");
+  if (m->seed != s->ctx->seed) {
+    ganfw_log(GANFW_LOG_WARN,
+              "train.resume: the checkpoint was made with seed %llu, the config says %llu; "
+              "continuing with the checkpoint's",
+              (unsigned long long)m->seed, (unsigned long long)s->ctx->seed);
+    s->ctx->seed = m->seed;
+  }
+  s->ctx->rng_offset = m->rng_offset;
+  st = restore_scalars(s, m);
+  if (st == GANFW_OK) st = ganfw_loader_seek(loader, m->epoch, m->loader_position);
+  if (st != GANFW_OK) {
+    ganfw_ckpt_meta_free(m);
+    return st;
+  }
+  ganfw_log(GANFW_LOG_INFO, "resumed from %s at step %lld", path, (long long)m->step);
+  *meta = m;
+  return GANFW_OK;
+}
+
+double ganfw_now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static volatile sig_atomic_t interrupted;
+static struct sigaction previous;
+
+static void on_sigint(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+void ganfw_interrupt_begin(void) {
+  interrupted = 0;
+  struct sigaction sa = {0};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &previous);
+}
+
+void ganfw_interrupt_end(void) {
+  sigaction(SIGINT, &previous, NULL);
+}
+
+int32_t ganfw_interrupt_requested(void) {
+  return interrupted != 0;
+}

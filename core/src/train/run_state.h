@@ -1,0 +1,49 @@
+/* What a training run keeps beside its nets' weights, shared by the GAN and classifier
+ * trainers: checkpoint metadata (the data shape, the memory strategies' scalars, the run's
+ * position) and resuming from `train.resume`. */
+#ifndef GANFW_RUN_STATE_H
+#define GANFW_RUN_STATE_H
+
+#include "io/checkpoint.h"
+#include "data/data.h"
+#include "train/session.h"
+
+#define GANFW_MAX_EXTRA 64
+
+/* String metadata for a checkpoint; fixed room, extra entries past it are dropped. */
+typedef struct ganfw_extras {
+  char keys[GANFW_MAX_EXTRA][128], values[GANFW_MAX_EXTRA][40];
+  const char *key_ptr[GANFW_MAX_EXTRA], *value_ptr[GANFW_MAX_EXTRA];
+  int32_t n;
+} ganfw_extras;
+
+/* Adds key = v printed with fmt (e.g. "%.17g", "%.0f"). */
+void ganfw_extras_add(ganfw_extras *e, const char *key, const char *fmt, double v);
+/* Adds every memory strategy's scalars as "memory.<plugin>.<name>". */
+void ganfw_extras_add_strategies(const ganfw_session *s, ganfw_extras *e);
+
+/* Writes the session's nets[0..n) to `path` with the run's position (step, the loader's
+ * epoch and offset, seed, RNG offset), the data shape, the strategies' scalars and the
+ * caller's extras (may be NULL). */
+ganfw_status ganfw_run_save_checkpoint(ganfw_session *s, const char *path,
+                                       const ganfw_ckpt_net *nets, int32_t n,
+                                       const ganfw_loader *loader, int64_t step,
+                                       const ganfw_extras *extras);
+
+/* Continues from s->train.resume ("latest": the newest checkpoint in ckpt_dir; else a
+ * path): loads nets[0..n), restores the seed, RNG offset, strategies' scalars and the
+ * loader's position. *meta is the checkpoint's metadata (owned by the caller:
+ * ganfw_ckpt_meta_free), or NULL when "latest" found nothing to resume. */
+ganfw_status ganfw_run_resume(ganfw_session *s, const char *ckpt_dir, const ganfw_ckpt_net *nets,
+                              int32_t n, ganfw_loader *loader, ganfw_ckpt_meta **meta);
+
+/* Seconds on a monotonic clock, for step and phase timings. */
+double ganfw_now_s(void);
+
+/* Ctrl-C during training: begin installs a SIGINT handler that only raises a flag (the
+ * loop finishes its step, writes a checkpoint and stops), end restores the previous one. */
+void ganfw_interrupt_begin(void);
+void ganfw_interrupt_end(void);
+int32_t ganfw_interrupt_requested(void);
+
+#endif

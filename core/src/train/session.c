@@ -1,0 +1,417 @@
+/* A training session (see session.h): context, data, model nets, optimizers. */
+#include "train/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/alloc.h"
+#include "io/checkpoint.h"
+#include "config/config.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "nn/net.h"
+
+static ganfw_status read_transform(const ganfw_cfg *data, ganfw_transform *tf) {
+  memset(tf, 0, sizeof *tf);
+  int64_t channels = 0, resize = 0, crop = 0, pad = 0;
+  int32_t hflip = 0;
+  ganfw_status st;
+  if ((st = ganfw_cfg_int(data, "channels", 0, &channels)) ||
+      (st = ganfw_cfg_int(data, "resize", 0, &resize)) ||
+      (st = ganfw_cfg_int(data, "crop", 0, &crop)) || (st = ganfw_cfg_int(data, "pad", 0, &pad)) ||
+      (st = ganfw_cfg_bool(data, "hflip", 0, &hflip)))
+    return st;
+  if (channels != 0 && channels != 1 && channels != 3)
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: data.channels must be 1 (gray) or 3 (RGB)",
+                           ganfw_cfg_where(ganfw_cfg_child(data, "channels")));
+  if (resize < 0 || resize > 4096 || crop < 0 || crop > 4096 || pad < 0 || pad > 1024)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: data.resize, data.crop and data.pad must be between 0 and 4096",
+                           ganfw_cfg_where(data));
+  tf->channels = (int32_t)channels;
+  tf->resize = (int32_t)resize;
+  tf->crop_h = tf->crop_w = (int32_t)crop;
+  tf->pad = (int32_t)pad;
+  tf->hflip = hflip;
+  return GANFW_OK;
+}
+
+static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t with_data,
+                              const ganfw_data_info *info) {
+  const ganfw_cfg *data = ganfw_cfg_section(root, "data");
+  const char *kind = NULL, *path = NULL;
+  int32_t prefetch = 1, shuffle = 1, drop_last = 1;
+  ganfw_transform tf;
+  ganfw_status st;
+  if ((st = ganfw_cfg_string(data, "dataset", "mnist", &kind)) ||
+      (st = ganfw_cfg_string(data, "path", "data/mnist", &path)) ||
+      (st = ganfw_cfg_bool(data, "prefetch", 1, &prefetch)) ||
+      (st = ganfw_cfg_bool(data, "shuffle", 1, &shuffle)) ||
+      (st = ganfw_cfg_bool(data, "drop_last", 1, &drop_last)) || (st = read_transform(data, &tf)))
+    return st;
+  s->data_kind = kind;
+  s->data_path = path;
+  s->transform = tf;
+  s->loader_cfg = (ganfw_loader_config){.batch_size = (int32_t)s->train.batch_size,
+                                        .seed = s->run->ctx_opt.seed,
+                                        .shuffle = shuffle,
+                                        .drop_last = drop_last,
+                                        .prefetch = prefetch};
+  s->data_info.struct_size = sizeof s->data_info;
+  if (!with_data) {
+    s->data_info = *info;
+    return GANFW_OK;
+  }
+  if ((st = ganfw_dataset_open(kind, path, 1, &tf, &s->data)) != GANFW_OK)
+    return ganfw_error_wrap(st, "%s: data", ganfw_cfg_where(data ? data : root));
+  int32_t c, h, w;
+  ganfw_dataset_shape(s->data, &c, &h, &w);
+  s->data_info.channels = c;
+  s->data_info.height = h;
+  s->data_info.width = w;
+  s->data_info.num_classes = ganfw_dataset_num_classes(s->data);
+  return GANFW_OK;
+}
+
+static ganfw_status read_train(ganfw_session *s, const ganfw_cfg *root) {
+  const ganfw_cfg *train = ganfw_cfg_section(root, "train");
+  const ganfw_cfg *run = ganfw_cfg_section(root, "run");
+  ganfw_train_settings *t = &s->train;
+  ganfw_status st;
+  if ((st = ganfw_cfg_int(train, "batch_size", 64, &t->batch_size)) ||
+      (st = ganfw_cfg_int(train, "epochs", 0, &t->epochs)) ||
+      (st = ganfw_cfg_int(train, "max_steps", 0, &t->max_steps)) ||
+      (st = ganfw_cfg_int(train, "log_every", 50, &t->log_every)) ||
+      (st = ganfw_cfg_int(train, "sample_every", 500, &t->sample_every)) ||
+      (st = ganfw_cfg_int(train, "checkpoint_every", 1000, &t->checkpoint_every)) ||
+      (st = ganfw_cfg_float(train, "label_smoothing", 0.0, &t->label_smoothing)) ||
+      (st = ganfw_cfg_string(train, "resume", "", &t->resume)) ||
+      (st = ganfw_cfg_int(run, "samples", 64, &t->samples)) ||
+      (st = ganfw_cfg_int(run, "sample_nrow", 8, &t->sample_nrow)))
+    return st;
+  const char *where = ganfw_cfg_where(train ? train : root);
+  if (t->batch_size < 1 || t->batch_size > (1 << 20))
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: train.batch_size must be between 1 and 1048576",
+                           where);
+  if (t->epochs < 0 || t->max_steps < 0 || (t->epochs == 0 && t->max_steps == 0))
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: set train.epochs or train.max_steps (a positive number)", where);
+  if (t->log_every < 0 || t->sample_every < 0 || t->checkpoint_every < 0)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: train.log_every, sample_every and checkpoint_every must be >= 0 "
+                           "(0 = never)",
+                           where);
+  if (!(t->label_smoothing >= 0 && t->label_smoothing < 0.5))
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: train.label_smoothing must be in [0, 0.5)",
+                           where);
+  if (t->samples < 1 || t->samples > 1024 || t->sample_nrow < 1)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: run.samples must be in 1..1024 and run.sample_nrow positive",
+                           ganfw_cfg_where(run ? run : root));
+  return GANFW_OK;
+}
+
+static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
+  if (!s->run->model)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: no model: set model.plugin (`ganfw plugins` lists the installed "
+                           "ones)",
+                           s->run->config_path);
+  s->model_vt = ganfw_plugin_vtable(s->run->model);
+  s->family = s->model_vt->family;
+  ganfw_status st = s->model_vt->create(ganfw_host_table(), s->ctx,
+                                        ganfw_cfg_section(root, "model"), &s->data_info, &s->model);
+  if (st != GANFW_OK) return ganfw_error_wrap(st, "model '%s'", ganfw_plugin_name(s->run->model));
+  if (s->family == GANFW_MODEL_GAN) {
+    s->generator = s->model_vt->net(s->model, "generator");
+    s->discriminator = s->model_vt->net(s->model, "discriminator");
+    if (!s->generator || !s->discriminator)
+      return ganfw_error_set(GANFW_ERR_PLUGIN,
+                             "model '%s' is a GAN but has no generator or discriminator net",
+                             ganfw_plugin_name(s->run->model));
+    s->nz = s->model_vt->latent_dim ? s->model_vt->latent_dim(s->model) : 0;
+    if (s->nz <= 0)
+      return ganfw_error_set(GANFW_ERR_PLUGIN, "model '%s' is a GAN but reports no latent_dim",
+                             ganfw_plugin_name(s->run->model));
+  } else {
+    s->classifier = s->model_vt->net(s->model, "classifier");
+    if (!s->classifier)
+      return ganfw_error_set(GANFW_ERR_PLUGIN, "model '%s' has no classifier net",
+                             ganfw_plugin_name(s->run->model));
+  }
+  return GANFW_OK;
+}
+
+/* The net an item of model.freeze names: "generator:" / "discriminator:" / "classifier:"
+ * before the rest (required for a GAN); *rest points after the colon. */
+static ganfw_net *freeze_net(ganfw_session *s, const char *item, const char **rest) {
+  const char *colon = strchr(item, ':');
+  *rest = item;
+  if (!colon) return s->family == GANFW_MODEL_GAN ? NULL : s->classifier;
+  *rest = colon + 1;
+  const size_t n = (size_t)(colon - item);
+  const char *roles[] = {"generator", "discriminator", "classifier"};
+  ganfw_net *nets[] = {s->generator, s->discriminator, s->classifier};
+  for (int r = 0; r < 3; r++)
+    if (nets[r] && strlen(roles[r]) == n && strncmp(item, roles[r], n) == 0) return nets[r];
+  return NULL;
+}
+
+/* "5" or "2-7" (inclusive) into [*a, *b); 0 when `t` is not of that form. */
+static int parse_range(const char *t, int32_t *a, int32_t *b) {
+  char *end;
+  if (*t < '0' || *t > '9') return 0;
+  long x = strtol(t, &end, 10), y = x;
+  if (*end == '-') {
+    const char *u = end + 1;
+    if (*u < '0' || *u > '9') return 0;
+    y = strtol(u, &end, 10);
+  }
+  if (*end || x > 1000000 || y > 1000000) return 0;
+  *a = (int32_t)x;
+  *b = (int32_t)y + 1;
+  return 1;
+}
+
+/* model.freeze: a list of layer names (a name matches itself and the layers under it:
+ * "features" freezes "features.0", "features.1", ...), layer indices and inclusive index
+ * ranges ("0-5"), each prefixed with the net ("generator:main.0") for a GAN. Frees the
+ * frozen layers' gradients; runs before the optimizers exist. */
+static ganfw_status apply_freeze(ganfw_session *s, const ganfw_cfg *model) {
+  if (!ganfw_cfg_has(model, "freeze")) return GANFW_OK;
+  const ganfw_cfg *node = ganfw_cfg_child(model, "freeze");
+  int64_t n = ganfw_cfg_list_len(model, "freeze");
+  if (n < 0)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: model.freeze must be a list of layer names or index ranges "
+                           "(e.g. [features] or [\"0-5\"])",
+                           ganfw_cfg_where(node));
+  for (int64_t i = 0; i < n; i++) {
+    const ganfw_cfg *item = ganfw_cfg_list_at(model, "freeze", i);
+    const char *text = NULL, *rest = NULL;
+    ganfw_status st = ganfw_cfg_string(item, NULL, NULL, &text);
+    if (st != GANFW_OK) return st;
+    if (!text || !*text)
+      return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s is empty", ganfw_cfg_where(item),
+                             ganfw_cfg_path(item));
+    ganfw_net *net = freeze_net(s, text, &rest);
+    if (!net)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: %s '%s': name the net first (%s), e.g. "
+                             "\"generator:main.0\"",
+                             ganfw_cfg_where(item), ganfw_cfg_path(item), text,
+                             s->family == GANFW_MODEL_GAN ? "generator: or discriminator:"
+                                                          : "classifier:");
+    const int32_t layers = ganfw_net_layer_count(net);
+    int32_t a, b;
+    if (parse_range(rest, &a, &b)) {
+      if (b <= a || b > layers)
+        return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s '%s': net %s has layers 0..%d",
+                               ganfw_cfg_where(item), ganfw_cfg_path(item), text,
+                               ganfw_net_name(net), (int)layers - 1);
+      if ((st = ganfw_net_freeze(net, a, b)) != GANFW_OK) return st;
+      continue;
+    }
+    const size_t len = strlen(rest);
+    int32_t matched = 0;
+    for (int32_t k = 0; k < layers; k++) {
+      const char *name = ganfw_net_layer_name(net, k);
+      if (strncmp(name, rest, len) == 0 && (name[len] == '\0' || name[len] == '.')) {
+        if ((st = ganfw_net_freeze(net, k, k + 1)) != GANFW_OK) return st;
+        matched++;
+      }
+    }
+    if (!matched)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: %s '%s': net %s has no layer of that name (its first is '%s', "
+                             "its last '%s'; or give an index range such as \"0-3\")",
+                             ganfw_cfg_where(item), ganfw_cfg_path(item), text, ganfw_net_name(net),
+                             ganfw_net_layer_name(net, 0), ganfw_net_layer_name(net, layers - 1));
+  }
+  int64_t frozen = 0, total = 0;
+  ganfw_net *nets[] = {s->generator, s->discriminator, s->classifier};
+  for (int r = 0; r < 3; r++) {
+    if (!nets[r]) continue;
+    for (int64_t i = 0; i < ganfw_net_param_count(nets[r]); i++) {
+      ganfw_param_info info = {.struct_size = sizeof info};
+      if (ganfw_net_param_info(nets[r], i, &info) != GANFW_OK) continue;
+      total += info.value->numel;
+      if (!info.trainable) frozen += info.value->numel;
+    }
+  }
+  /* the gradients freed above were never used: peaks count from here (plan, compare) */
+  ganfw_alloc_reset_peak(s->ctx->alloc);
+  ganfw_log(GANFW_LOG_INFO, "model.freeze: %lld of %lld parameters frozen", (long long)frozen,
+            (long long)total);
+  return GANFW_OK;
+}
+
+/* model.init_from: the nets' weights from a checkpoint or safetensors state_dict file
+ * (tensors "<net>.<name>"); tensors missing on either side are allowed and logged, a shape
+ * mismatch is an error naming the tensor. */
+static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model) {
+  if (!ganfw_cfg_has(model, "init_from")) return GANFW_OK;
+  const char *path = NULL;
+  ganfw_status st = ganfw_cfg_string(model, "init_from", NULL, &path);
+  if (st != GANFW_OK) return st;
+  if (!path || !*path) return GANFW_OK;
+  if (s->run->ctx_opt.meta) return GANFW_OK; /* planning: no values to load */
+  ganfw_ckpt_net nets[3];
+  int32_t n = 0;
+  ganfw_net *all[] = {s->generator, s->discriminator, s->classifier};
+  for (int r = 0; r < 3; r++)
+    if (all[r]) nets[n++] = (ganfw_ckpt_net){all[r], NULL, NULL, NULL};
+  ganfw_ckpt_report rep = {0};
+  st = ganfw_checkpoint_load_weights(path, nets, n,
+                                     GANFW_CKPT_ALLOW_MISSING | GANFW_CKPT_ALLOW_UNEXPECTED, &rep);
+  if (st != GANFW_OK)
+    return ganfw_error_wrap(st, "%s: model.init_from",
+                            ganfw_cfg_where(ganfw_cfg_child(model, "init_from")));
+  ganfw_log(GANFW_LOG_INFO,
+            "model.init_from %s: %lld tensors loaded, %lld kept their initial values, %lld in "
+            "the file unused",
+            path, (long long)rep.loaded, (long long)rep.missing, (long long)rep.unexpected);
+  return GANFW_OK;
+}
+
+static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const char *role,
+                                 ganfw_net *net, double lr) {
+  if (!s->run->optim)
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: no optimizer: set optim.plugin (adam or sgd)",
+                           s->run->config_path);
+  ganfw_session_optim *o = &s->optim[s->n_optim];
+  o->role = role;
+  o->net = net;
+  o->lr = lr;
+  o->base_lr = lr;
+  o->vt = ganfw_plugin_vtable(s->run->optim);
+  int64_t n = ganfw_net_param_count(net);
+  o->params = calloc((size_t)(n ? n : 1), sizeof *o->params);
+  if (!o->params) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  s->n_optim++;
+  for (int64_t i = 0; i < n; i++) {
+    ganfw_param_info info = {.struct_size = sizeof info};
+    ganfw_status st = ganfw_net_param_info(net, i, &info);
+    if (st != GANFW_OK) return st;
+    if (!info.trainable) continue;
+    o->params[o->n_params++] = (ganfw_param){info.name, info.value, info.grad};
+  }
+  ganfw_status st = o->vt->create(ganfw_host_table(), s->ctx, ganfw_cfg_section(root, "optim"),
+                                  o->params, o->n_params, &o->self);
+  if (st != GANFW_OK)
+    return ganfw_error_wrap(st, "optimizer '%s' for the %s", ganfw_plugin_name(s->run->optim),
+                            role);
+  return GANFW_OK;
+}
+
+static ganfw_status read_lr(const ganfw_cfg *optim, const char *key, double def, double *out) {
+  ganfw_status st = ganfw_cfg_float(optim, key, def, out);
+  if (st == GANFW_OK && !(*out > 0 && *out < 10))
+    st = ganfw_error_set(GANFW_ERR_CONFIG, "%s: optim.%s must be in (0, 10), got %g",
+                         ganfw_cfg_where(ganfw_cfg_child(optim, key)), key, *out);
+  return st;
+}
+
+/* Creates the memory strategies in config order and lets each adjust the options. */
+static ganfw_status create_memory(ganfw_session *s) {
+  s->exec = (ganfw_exec_options){
+      .struct_size = sizeof s->exec, .compute_dtype = GANFW_DTYPE_F32, .micro_batches = 1};
+  for (int32_t i = 0; i < s->run->n_memory; i++) {
+    ganfw_session_memory *m = &s->memory[i];
+    m->name = ganfw_plugin_name(s->run->memory[i]);
+    m->vt = ganfw_plugin_vtable(s->run->memory[i]);
+    ganfw_status st = m->vt->create(ganfw_host_table(), s->ctx, s->run->memory_cfg[i], &m->self);
+    if (st != GANFW_OK) return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
+    s->n_memory = i + 1;
+    if ((st = m->vt->configure(m->self, &s->exec)) != GANFW_OK)
+      return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
+    if (m->vt->loss_scale) s->loss_scaling = 1;
+  }
+  const ganfw_exec_options *e = &s->exec;
+  if (e->compute_dtype != GANFW_DTYPE_F32 && e->compute_dtype != GANFW_DTYPE_F16 &&
+      e->compute_dtype != GANFW_DTYPE_BF16)
+    return ganfw_error_set(GANFW_ERR_PLUGIN, "memory: compute dtype %d is not f32, f16 or bf16",
+                           (int)e->compute_dtype);
+  if (e->micro_batches < 1 || s->train.batch_size % e->micro_batches != 0)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: memory: %d micro-batches do not divide train.batch_size %lld; "
+                           "pick a divisor",
+                           s->run->config_path, (int)e->micro_batches,
+                           (long long)s->train.batch_size);
+  return GANFW_OK;
+}
+
+/* Hands every net to every strategy and sets the compute dtype. */
+static ganfw_status configure_nets(ganfw_session *s) {
+  const char *roles[] = {"generator", "discriminator", "classifier"};
+  ganfw_net *nets[] = {s->generator, s->discriminator, s->classifier};
+  for (int r = 0; r < 3; r++) {
+    if (!nets[r]) continue;
+    ganfw_status st = ganfw_net_set_compute_dtype(nets[r], s->exec.compute_dtype);
+    if (st != GANFW_OK) return st;
+    for (int32_t i = 0; i < s->n_memory; i++) {
+      const ganfw_session_memory *m = &s->memory[i];
+      if (m->vt->configure_net && (st = m->vt->configure_net(m->self, roles[r], nets[r])))
+        return ganfw_error_wrap(st, "memory strategy '%s' on the %s", m->name, roles[r]);
+    }
+  }
+  return GANFW_OK;
+}
+
+static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganfw_data_info *info) {
+  const ganfw_cfg *root = ganfw_config_root(s->run->config);
+  ganfw_status st;
+  if ((st = read_train(s, root)) != GANFW_OK) return st;
+  if ((st = ganfw_ctx_create(&s->run->ctx_opt, &s->ctx)) != GANFW_OK) return st;
+  if ((st = create_memory(s)) != GANFW_OK) return st;
+  if ((st = open_data(s, root, with_data, info)) != GANFW_OK) return st;
+  if ((st = create_model(s, root)) != GANFW_OK) return st;
+  if ((st = configure_nets(s)) != GANFW_OK) return st;
+  const ganfw_cfg *model = ganfw_cfg_section(root, "model");
+  if ((st = apply_freeze(s, model)) != GANFW_OK) return st;
+  if (with_data && (st = apply_init_from(s, model)) != GANFW_OK) return st;
+  const ganfw_cfg *optim = ganfw_cfg_section(root, "optim");
+  double lr, lr_g, lr_d;
+  if ((st = read_lr(optim, "lr", 1e-3, &lr)) != GANFW_OK) return st;
+  if ((st = ganfw_schedule_read(s->run->config, optim, &s->schedule)) != GANFW_OK) return st;
+  if (s->family == GANFW_MODEL_GAN) {
+    if ((st = read_lr(optim, "lr_generator", lr, &lr_g)) ||
+        (st = read_lr(optim, "lr_discriminator", lr, &lr_d)))
+      return st;
+    if ((st = create_optim(s, root, "generator", s->generator, lr_g)) ||
+        (st = create_optim(s, root, "discriminator", s->discriminator, lr_d)))
+      return st;
+  } else if ((st = create_optim(s, root, "classifier", s->classifier, lr)) != GANFW_OK) {
+    return st;
+  }
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_session_open(ganfw_run *run, int32_t with_data, const ganfw_data_info *info,
+                                ganfw_session **out) {
+  *out = NULL;
+  ganfw_session *s = calloc(1, sizeof *s);
+  if (!s) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  s->run = run;
+  ganfw_status st = open_session(s, with_data, info);
+  if (st != GANFW_OK) {
+    ganfw_session_close(s);
+    return st;
+  }
+  *out = s;
+  return GANFW_OK;
+}
+
+void ganfw_session_close(ganfw_session *s) {
+  if (!s) return;
+  for (int32_t i = 0; i < s->n_optim; i++) {
+    if (s->optim[i].self) s->optim[i].vt->destroy(s->optim[i].self);
+    free(s->optim[i].params);
+  }
+  if (s->model) s->model_vt->destroy(s->model);
+  for (int32_t i = 0; i < s->n_memory; i++)
+    if (s->memory[i].self) s->memory[i].vt->destroy(s->memory[i].self);
+  ganfw_dataset_destroy(s->data);
+  ganfw_ctx_destroy(s->ctx);
+  free(s);
+}

@@ -1,0 +1,74 @@
+/* A training session: what `ganfw CONFIG`, `sample`, `validate` and the A/B tools build
+ * from a run's config: the context (backend + allocator), the model plugin's nets, one
+ * optimizer per trainable net, and the training data. */
+#ifndef GANFW_SESSION_H
+#define GANFW_SESSION_H
+
+#include "data/data.h"
+#include "ganfw/ganfw.h"
+#include "nn/net.h"
+#include "train/run.h"
+#include "train/schedule.h"
+
+/* One optimizer and the net it moves. */
+typedef struct ganfw_session_optim {
+  const char *role; /* "generator", "discriminator", "classifier" */
+  ganfw_net *net;
+  const ganfw_optim_vt *vt;
+  void *self;
+  ganfw_param *params; /* the net's trainable parameters, owned by the session */
+  int64_t n_params;
+  double lr;      /* the rate of the next step: the trainers set it from the schedule */
+  double base_lr; /* the configured rate (optim.lr, lr_generator, lr_discriminator) */
+} ganfw_session_optim;
+
+/* One memory strategy of the config's `memory:` list. */
+typedef struct ganfw_session_memory {
+  const char *name;
+  const ganfw_memory_vt *vt;
+  void *self;
+} ganfw_session_memory;
+
+typedef struct ganfw_train_settings {
+  int64_t batch_size;
+  int64_t epochs;    /* 0: until max_steps */
+  int64_t max_steps; /* 0: until epochs */
+  int64_t log_every, sample_every, checkpoint_every;
+  double label_smoothing; /* D's real target is 1 - label_smoothing */
+  const char *resume;     /* "" none, "latest", or a checkpoint path */
+  int64_t samples;        /* images in each sample grid */
+  int64_t sample_nrow;
+} ganfw_train_settings;
+
+typedef struct ganfw_session {
+  ganfw_run *run; /* borrowed */
+  ganfw_ctx *ctx;
+  const ganfw_model_vt *model_vt;
+  void *model;
+  int32_t family;                                    /* GANFW_MODEL_* */
+  ganfw_net *generator, *discriminator, *classifier; /* owned by the model */
+  int64_t nz;
+  ganfw_session_optim optim[2]; /* [0] generator or classifier, [1] discriminator */
+  int32_t n_optim;
+  ganfw_session_memory memory[GANFW_MAX_MEMORY_PLUGINS]; /* in config order */
+  int32_t n_memory;
+  ganfw_exec_options exec; /* after every strategy's configure */
+  int32_t loss_scaling;    /* a strategy scales the loss: non-finite steps are skipped,
+                              not fatal */
+  ganfw_data_info data_info;
+  ganfw_dataset *data; /* NULL when opened without data */
+  ganfw_loader_config loader_cfg;
+  const char *data_kind, *data_path; /* data.dataset and data.path (borrowed from the config) */
+  ganfw_transform transform;         /* data's transforms, e.g. to open the test split */
+  ganfw_train_settings train;
+  ganfw_schedule schedule; /* optim.schedule, for every optimizer */
+} ganfw_session;
+
+/* Builds everything from run's config. With `with_data` 0 the data set is not opened and
+ * `info` (not NULL) gives its shape (e.g. from a checkpoint). *out is owned by the caller
+ * (ganfw_session_close). */
+ganfw_status ganfw_session_open(ganfw_run *run, int32_t with_data, const ganfw_data_info *info,
+                                ganfw_session **out);
+void ganfw_session_close(ganfw_session *s); /* accepts NULL */
+
+#endif

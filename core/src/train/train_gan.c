@@ -1,0 +1,234 @@
+/* The GAN training loop of `ganfw CONFIG`: batches from the loader, one ganfw_gan_step per
+ * batch, and the run's outputs: metrics.csv, samples/step_NNNNNN.png from a fixed noise
+ * batch, checkpoints/step_NNNNNNNN.safetensors, config.resolved.yaml and memory.json.
+ * `train.resume` continues from a checkpoint with the same parameters, optimizer state,
+ * RNG position and loader position, so that on the CPU the continued run is bitwise the
+ * uninterrupted one. Ctrl-C finishes the step, writes a checkpoint and stops. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/checkpoint.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "train/outputs.h"
+#include "io/png_io.h"
+#include "train/run_state.h"
+#include "runtime/tensor.h"
+#include "train/trainer.h"
+
+typedef struct gan_run {
+  ganfw_session *s;
+  ganfw_gan *gan;
+  ganfw_loader *loader;
+  float *host_batch;   /* staging for uploads (page-locked on CUDA) */
+  int32_t host_pinned; /* host_batch is page-locked */
+  ganfw_tensor *x, *z, *fixed;
+  ganfw_metrics *metrics;
+  char samples_dir[4096], ckpt_dir[4096];
+  int64_t step, total;
+  int64_t skipped_d, skipped_g; /* optimizer steps skipped by a strategy, this run */
+} gan_run;
+
+static void fill_ckpt_nets(ganfw_session *s, ganfw_ckpt_net nets[2]) {
+  nets[0] = (ganfw_ckpt_net){s->generator, "generator", s->optim[0].vt, s->optim[0].self};
+  nets[1] = (ganfw_ckpt_net){s->discriminator, "discriminator", s->optim[1].vt, s->optim[1].self};
+}
+
+static ganfw_status save_checkpoint(gan_run *r) {
+  char path[4200];
+  ganfw_status st = ganfw_checkpoint_path(r->ckpt_dir, r->step, path, sizeof path);
+  if (st != GANFW_OK) return st;
+  ganfw_ckpt_net nets[2];
+  fill_ckpt_nets(r->s, nets);
+  return ganfw_run_save_checkpoint(r->s, path, nets, 2, r->loader, r->step, NULL);
+}
+
+static ganfw_status resume(gan_run *r) {
+  ganfw_ckpt_net nets[2];
+  fill_ckpt_nets(r->s, nets);
+  ganfw_ckpt_meta *meta = NULL;
+  ganfw_status st = ganfw_run_resume(r->s, r->ckpt_dir, nets, 2, r->loader, &meta);
+  if (meta) r->step = meta->step;
+  ganfw_ckpt_meta_free(meta);
+  return st;
+}
+
+static ganfw_status write_samples(gan_run *r) {
+  ganfw_session *s = r->s;
+  ganfw_tensor *y = NULL;
+  ganfw_status st = ganfw_gan_generate(s, r->fixed, &y);
+  if (st != GANFW_OK) return st;
+  float *host = malloc((size_t)y->nbytes);
+  char name[64], path[4200];
+  snprintf(name, sizeof name, "step_%06lld.png", (long long)r->step);
+  st = host ? ganfw_tensor_to_host(y, host, y->nbytes)
+            : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  if (st == GANFW_OK) st = ganfw_path_join(path, sizeof path, r->samples_dir, name);
+  if (st == GANFW_OK)
+    st = ganfw_png_write_grid(path, host, (int32_t)y->shape[0], (int32_t)y->shape[1],
+                              (int32_t)y->shape[2], (int32_t)y->shape[3],
+                              (int32_t)s->train.sample_nrow, 2, 0.0f, 1);
+  free(host);
+  ganfw_tensor_destroy(y);
+  return st;
+}
+
+static ganfw_status open_run(gan_run *r) {
+  ganfw_session *s = r->s;
+  const char *out = s->run->out_dir;
+  ganfw_status st;
+  if ((st = ganfw_path_join(r->samples_dir, sizeof r->samples_dir, out, "samples")) ||
+      (st = ganfw_path_join(r->ckpt_dir, sizeof r->ckpt_dir, out, "checkpoints")) ||
+      (st = ganfw_mkdirs(r->samples_dir)) || (st = ganfw_mkdirs(r->ckpt_dir)) ||
+      (st = ganfw_write_resolved_config(s->run->config, out)))
+    return st;
+  if ((st = ganfw_loader_create(s->data, &s->loader_cfg, &r->loader)) != GANFW_OK) return st;
+  int64_t per_epoch = ganfw_loader_batches_per_epoch(r->loader);
+  r->total = s->train.epochs * per_epoch;
+  if (s->train.max_steps > 0 && (r->total == 0 || s->train.max_steps < r->total))
+    r->total = s->train.max_steps;
+  if ((st = ganfw_gan_create(s, &r->gan)) != GANFW_OK) return st;
+  const int64_t B = s->train.batch_size;
+  int64_t xs[4] = {B, s->data_info.channels, s->data_info.height, s->data_info.width};
+  int64_t zs[4] = {B, s->nz, 1, 1};
+  r->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
+  r->z = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, zs, GANFW_MEM_DATA, "noise");
+  r->fixed = ganfw_gan_fixed_noise(s, s->train.samples, s->ctx->seed);
+  if (!r->x || !r->z || !r->fixed) return ganfw_error_code();
+  r->host_batch = ganfw_host_staging_alloc(s->ctx, (size_t)r->x->nbytes, &r->host_pinned);
+  if (!r->host_batch) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
+  char columns[4096] = "step,epoch,loss_d,loss_g,d_x,d_g_z1,d_g_z2,lr_g,lr_d,allocated,reserved,"
+                       "step_seconds,skipped_d,skipped_g";
+  ganfw_extras e = {.n = 0};
+  ganfw_extras_add_strategies(s, &e);
+  for (int32_t i = 0; i < e.n; i++)
+    snprintf(columns + strlen(columns), sizeof columns - strlen(columns), ",%s",
+             e.keys[i] + strlen("memory."));
+  return ganfw_metrics_open(out, columns, *s->train.resume != '\0', r->step + 1, &r->metrics);
+}
+
+static void close_run(gan_run *r) {
+  ganfw_metrics_close(r->metrics);
+  ganfw_host_staging_free(r->s->ctx, r->host_batch, r->host_pinned);
+  ganfw_tensor_destroy(r->x);
+  ganfw_tensor_destroy(r->z);
+  ganfw_tensor_destroy(r->fixed);
+  ganfw_gan_destroy(r->gan);
+  ganfw_loader_destroy(r->loader);
+}
+
+static ganfw_status log_step(gan_run *r, const ganfw_gan_stats *gs, const ganfw_batch_info *bi,
+                             double seconds, double rate, double eta) {
+  ganfw_session *s = r->s;
+  ganfw_alloc_stats as;
+  ganfw_alloc_get_stats(s->ctx->alloc, &as);
+  double row[14 + GANFW_MAX_EXTRA] = {(double)r->step,
+                                      (double)bi->epoch,
+                                      gs->loss_d,
+                                      gs->loss_g,
+                                      gs->d_x,
+                                      gs->d_g_z1,
+                                      gs->d_g_z2,
+                                      s->optim[0].lr,
+                                      s->optim[1].lr,
+                                      (double)as.allocated.current,
+                                      (double)as.reserved.current,
+                                      seconds,
+                                      (double)r->skipped_d,
+                                      (double)r->skipped_g};
+  int32_t n = 14;
+  ganfw_extras e = {.n = 0};
+  ganfw_extras_add_strategies(s, &e);
+  for (int32_t i = 0; i < e.n; i++) row[n++] = strtod(e.values[i], NULL);
+  char losses[160];
+  snprintf(losses, sizeof losses, "loss_d %.4f loss_g %.4f D(x) %.3f D(G(z)) %.3f/%.3f", gs->loss_d,
+           gs->loss_g, gs->d_x, gs->d_g_z1, gs->d_g_z2);
+  ganfw_progress(r->step, r->total, rate, eta, losses, s->ctx->alloc, r->step == r->total);
+  return ganfw_metrics_row(r->metrics, row, n);
+}
+
+static ganfw_status train_loop(gan_run *r) {
+  ganfw_session *s = r->s;
+  const ganfw_host *host = ganfw_host_table();
+  ganfw_status st = GANFW_OK;
+  double rate = 0, t_start = ganfw_now_s();
+  int64_t first_step = r->step;
+  while (r->step < r->total && st == GANFW_OK) {
+    ganfw_batch_info bi;
+    if ((st = ganfw_loader_next(r->loader, r->host_batch, NULL, &bi)) != GANFW_OK) break;
+    if (bi.n < s->train.batch_size) continue; /* a short last batch (drop_last: false) */
+    double t0 = ganfw_now_s();
+    /* asynchronous from page-locked memory: the step's losses, read back at its end, wait
+     * for it before the loader refills host_batch */
+    if ((st = ganfw_tensor_from_staging(r->x, r->host_batch, r->x->nbytes, r->host_pinned)) ||
+        (st = host->rng_normal(s->ctx, r->z, 0.0f, 1.0f)))
+      break;
+    for (int32_t i = 0; i < s->n_optim; i++) /* optim.schedule */
+      s->optim[i].lr = ganfw_schedule_lr(&s->schedule, s->optim[i].base_lr, r->step, r->total);
+    ganfw_gan_stats gs;
+    if ((st = ganfw_gan_step(r->gan, r->x, r->z, &gs)) != GANFW_OK) {
+      st = ganfw_error_wrap(st, "step %lld", (long long)(r->step + 1));
+      break;
+    }
+    r->step++;
+    r->skipped_d += gs.skipped_d;
+    r->skipped_g += gs.skipped_g;
+    double t1 = ganfw_now_s();
+    double elapsed = t1 - t_start;
+    rate = elapsed > 0 ? (double)(r->step - first_step) * (double)s->train.batch_size / elapsed : 0;
+    double eta = r->step > first_step
+                     ? elapsed / (double)(r->step - first_step) * (double)(r->total - r->step)
+                     : -1;
+    int last = r->step == r->total;
+    if ((s->train.log_every && r->step % s->train.log_every == 0) || r->step == first_step + 1 ||
+        last)
+      st = log_step(r, &gs, &bi, t1 - t0, rate, eta);
+    if (st == GANFW_OK && ((s->train.sample_every && r->step % s->train.sample_every == 0) || last))
+      st = write_samples(r);
+    int saved = 0;
+    if (st == GANFW_OK &&
+        ((s->train.checkpoint_every && r->step % s->train.checkpoint_every == 0) || last)) {
+      st = save_checkpoint(r);
+      saved = 1;
+    }
+    if (st == GANFW_OK && ganfw_interrupt_requested()) {
+      if (!saved) st = save_checkpoint(r);
+      if (st == GANFW_OK)
+        st = ganfw_error_set(GANFW_ERR_INTERRUPTED,
+                             "interrupted at step %lld; a checkpoint is in %s: continue with "
+                             "--set train.resume=latest",
+                             (long long)r->step, r->ckpt_dir);
+    }
+  }
+  return st;
+}
+
+ganfw_status ganfw_train_gan(ganfw_session *s) {
+  gan_run r = {.s = s};
+  ganfw_status st = open_run(&r);
+  if (st == GANFW_OK) {
+    ganfw_alloc_stats as;
+    ganfw_alloc_get_stats(s->ctx->alloc, &as);
+    const double mib = 1024.0 * 1024.0;
+    ganfw_log(GANFW_LOG_INFO,
+              "memory before the first step: params %.2f MiB, grads %.2f MiB, optim_state %.2f "
+              "MiB, data %.2f MiB (reserved %.2f MiB)",
+              as.category[GANFW_MEM_PARAM].current / mib, as.category[GANFW_MEM_GRAD].current / mib,
+              as.category[GANFW_MEM_OPTIM_STATE].current / mib,
+              as.category[GANFW_MEM_DATA].current / mib, as.reserved.current / mib);
+    ganfw_log(GANFW_LOG_INFO, "training %s for %lld steps (batch %lld) into %s",
+              ganfw_plugin_name(s->run->model), (long long)r.total, (long long)s->train.batch_size,
+              s->run->out_dir);
+    ganfw_interrupt_begin();
+    st = train_loop(&r);
+    ganfw_interrupt_end();
+  }
+  if (s->ctx) {
+    ganfw_status mst = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir);
+    if (st == GANFW_OK) st = mst;
+  }
+  close_run(&r);
+  return st;
+}

@@ -1,0 +1,104 @@
+/* The trainers: the GAN loop (D step on real and fake, then G step through D) and the
+ * classifier loop (cross-entropy steps, per-epoch evaluation) with their outputs (samples,
+ * metrics, checkpoints), and the pieces tools and tests reuse. */
+#ifndef GANFW_TRAINER_H
+#define GANFW_TRAINER_H
+
+#include "train/session.h"
+
+typedef struct ganfw_gan ganfw_gan;
+
+typedef struct ganfw_gan_stats {
+  double loss_d; /* BCE(D(x), real) + BCE(D(G(z)), fake), as PyTorch's DC-GAN example */
+  double loss_g; /* BCE(D(G(z)), 1): the non-saturating G loss */
+  double d_x;    /* mean sigmoid(D(x)) */
+  double d_g_z1; /* mean sigmoid(D(G(z))) before the D step */
+  double d_g_z2; /* ... after it */
+  int32_t skipped_d, skipped_g; /* 1 when a strategy skipped that optimizer's step */
+} ganfw_gan_stats;
+
+/* The step's working set over a session (borrowed; it must outlive the result). */
+ganfw_status ganfw_gan_create(ganfw_session *s, ganfw_gan **out);
+void ganfw_gan_destroy(ganfw_gan *g); /* accepts NULL */
+/* One training step on the real batch x [N,C,H,W] with noise z [N,nz,1,1] (both
+ * borrowed): D on x and on G(z) under no-grad, D's optimizer step; then G(z) with a tape,
+ * D forward, backward through D without D's parameter gradients into G, G's optimizer
+ * step. With micro-batches (memory strategy accumulate) each half runs on N/M rows at a
+ * time, the losses divided by M, and steps once. The losses are multiplied by the
+ * strategies' loss scale before backward, and each optimizer step may be skipped by them.
+ * A non-finite loss stops with GANFW_ERR_NUMERIC before any update is applied, unless a
+ * strategy scales the loss (then the step is skipped by it). */
+ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganfw_gan_stats *out);
+
+/* The two halves of ganfw_gan_step, for tools that measure each phase: the D step
+ * (micro-batches of x and G(z) under no-grad, D's optimizer) and the G step. ganfw_gan_step
+ * also ends the step for the memory strategies (step_end). */
+ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganfw_gan_stats *out);
+ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *out);
+
+/* Images of G for the noise z, in train mode with batch statistics but without touching
+ * the running statistics, under no-grad; *y is f32 whatever the compute dtype, owned by
+ * the caller. */
+ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, ganfw_tensor **y);
+
+/* Noise of n latent vectors from the fixed-noise stream of `seed` (independent of the
+ * training RNG), as a new tensor owned by the caller. */
+ganfw_tensor *ganfw_gan_fixed_noise(ganfw_session *s, int64_t n, uint64_t seed);
+
+/* The whole training run of `ganfw CONFIG` for a GAN session. */
+ganfw_status ganfw_train_gan(ganfw_session *s);
+
+/* --- the classifier (core/src/train/classifier_step.c, core/src/train/train_classifier.c) --------- */
+typedef struct ganfw_classifier ganfw_classifier;
+
+typedef struct ganfw_classifier_stats {
+  double loss;     /* mean softmax cross-entropy of the batch */
+  double accuracy; /* fraction of the batch predicted right (argmax of the logits) */
+  int32_t skipped; /* 1 when a strategy skipped the optimizer step */
+} ganfw_classifier_stats;
+
+/* The step's working set over a classifier session (borrowed; it must outlive it). */
+ganfw_status ganfw_classifier_create(ganfw_session *s, ganfw_classifier **out);
+void ganfw_classifier_destroy(ganfw_classifier *c); /* accepts NULL */
+/* One training step on images x [N,C,H,W] with int32 labels [N] (both borrowed): forward
+ * with a tape, softmax cross-entropy (times the strategies' loss scale), backward into the
+ * parameter gradients, the strategies' after_backward, the optimizer step at
+ * s->optim[0].lr, step_end. With micro-batches (accumulate) the batch runs N/M rows at a
+ * time with the loss divided by M, and steps once. A non-finite loss stops with
+ * GANFW_ERR_NUMERIC before any update, unless a strategy scales the loss. */
+ganfw_status ganfw_classifier_step(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *labels,
+                                   ganfw_classifier_stats *out);
+
+/* What an evaluation found. */
+typedef struct ganfw_eval_result {
+  int64_t n;               /* images evaluated */
+  int64_t correct;         /* of them predicted right */
+  double loss;             /* mean softmax cross-entropy */
+  double accuracy;         /* correct / n */
+  int32_t classes;         /* logits per image */
+  int64_t *confusion;      /* [classes * classes], row = true label, column = prediction; owned
+                              by the result (ganfw_eval_result_free) */
+  int64_t peak_activation; /* bytes: the allocator's activation peak during the evaluation */
+  double seconds;
+} ganfw_eval_result;
+
+/* Evaluates the session's classifier on every image of `ds` (borrowed), `batch` at a time,
+ * in eval mode (BatchNorm running statistics, no dropout) and no-grad (nothing is kept for
+ * a backward): the allocator's peaks are reset first, so peak_activation is the
+ * evaluation's own. The net is back in train mode afterwards. *out is the caller's to free
+ * with ganfw_eval_result_free. */
+ganfw_status ganfw_classifier_evaluate(ganfw_session *s, const ganfw_dataset *ds, int64_t batch,
+                                       ganfw_eval_result *out);
+void ganfw_eval_result_free(ganfw_eval_result *r); /* accepts NULL and a zeroed result */
+
+/* The session's test split: data.dataset and data.path opened with train = 0 and the
+ * session's transforms without the random flip. *out is owned by the caller. */
+ganfw_status ganfw_classifier_open_test_split(ganfw_session *s, ganfw_dataset **out);
+
+/* The whole training run of `ganfw CONFIG` for a classifier session: metrics.csv (per
+ * step), eval.csv (per epoch: test loss and accuracy, eval and training peak activation
+ * bytes), checkpoints/step_NNNNNNNN.safetensors and checkpoints/best.safetensors (highest
+ * test accuracy), resume as the GAN's. */
+ganfw_status ganfw_train_classifier(ganfw_session *s);
+
+#endif
