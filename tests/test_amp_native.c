@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "plugin/plugin_host.h"
 #include "runtime/ctx.h"
 #include "base/error.h"
 #include "ganfw/host.h"

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plugin/plugin_host.h"
 #include "runtime/ctx.h"
 #include "base/error.h"
 #include "nn/net.h"

@@ -83,7 +83,9 @@ extern const ganfw_layer_vt ganfw_layer_pool2d;
 extern const ganfw_layer_vt ganfw_layer_dropout;
 extern const ganfw_layer_vt ganfw_layer_reshape;
 
-/* Helpers for layer implementations (net.c). */
+/* Helpers for layer implementations (layer.c). */
+/* "a.b", malloc'ed (the caller frees it); NULL when out of memory. */
+char *ganfw_name_join(const char *a, const char *b);
 /* A new activation tensor named after the layer. */
 ganfw_tensor *ganfw_layer_tensor(ganfw_layer *l, const ganfw_exec *ex, int32_t dtype, int32_t ndim,
                                  const int64_t *shape, int32_t category);

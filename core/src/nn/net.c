@@ -3,8 +3,6 @@
  * soon as its gradient is computed. */
 #include "nn/net.h"
 
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,22 +45,6 @@ static char *dup_str(const char *s) {
   char *d = malloc(n);
   if (d) memcpy(d, s, n);
   return d;
-}
-
-static char *join(const char *a, const char *b) {
-  size_t n = strlen(a) + strlen(b) + 2;
-  char *d = malloc(n);
-  if (d) snprintf(d, n, "%s.%s", a, b);
-  return d;
-}
-
-ganfw_status ganfw_layer_error(const ganfw_layer *l, ganfw_status code, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return ganfw_error_set(code, "layer %s (%s): %s", l->qualified, l->vt->type, msg);
 }
 
 ganfw_net *ganfw_net_create(ganfw_ctx *ctx, const char *name) {
@@ -133,7 +115,7 @@ static ganfw_status add_layer(ganfw_net *net, const ganfw_layer_vt *vt, const ch
   l->ctx = net->ctx;
   l->trainable = 1;
   l->name = dup_str(name);
-  l->qualified = join(net->name, name);
+  l->qualified = ganfw_name_join(net->name, name);
   if (!l->name || !l->qualified) {
     layer_destroy(l);
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
@@ -447,13 +429,6 @@ ganfw_tape *ganfw_tape_create(ganfw_net *net) {
   return t;
 }
 
-void ganfw_saved_clear(ganfw_saved *s) {
-  for (int i = 0; i < GANFW_SAVED_MAX; i++) {
-    ganfw_tensor_destroy(s->t[i]);
-    s->t[i] = NULL;
-  }
-}
-
 void ganfw_tape_clear(ganfw_tape *tape) {
   if (!tape) return;
   for (int32_t i = 0; i < tape->n; i++) {
@@ -639,51 +614,5 @@ ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *
     *dx = g;
   else
     ganfw_tensor_destroy(g);
-  return GANFW_OK;
-}
-
-/* --- helpers for layer implementations --------------------------------------------- */
-
-ganfw_tensor *ganfw_layer_tensor(ganfw_layer *l, const ganfw_exec *ex, int32_t dtype, int32_t ndim,
-                                 const int64_t *shape, int32_t category) {
-  return ganfw_tensor_create(ex->ctx, dtype, ndim, shape, category, l->qualified);
-}
-
-ganfw_tensor *ganfw_layer_workspace(ganfw_layer *l, const ganfw_exec *ex, size_t bytes,
-                                    ganfw_status *st) {
-  *st = GANFW_OK;
-  if (bytes == 0) return NULL;
-  int64_t n = (int64_t)bytes;
-  ganfw_tensor *ws = ganfw_layer_tensor(l, ex, GANFW_DTYPE_U8, 1, &n, GANFW_MEM_WORKSPACE);
-  if (!ws) *st = ganfw_error_code();
-  return ws;
-}
-
-ganfw_status ganfw_layer_add_param(ganfw_layer *l, int32_t i, const char *suffix, int32_t ndim,
-                                   const int64_t *shape) {
-  ganfw_ctx *ctx = l->ctx;
-  l->param_name[i] = join(l->name, suffix);
-  char *qualified = join(l->qualified, suffix);
-  if (!l->param_name[i] || !qualified) {
-    free(qualified);
-    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-  }
-  l->param[i] = ganfw_tensor_create(ctx, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_PARAM, qualified);
-  if (l->param[i])
-    l->grad[i] = ganfw_tensor_create(ctx, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_GRAD, qualified);
-  free(qualified);
-  if (!l->param[i] || !l->grad[i])
-    return ganfw_error_wrap(ganfw_error_code(), "allocating parameter %s", l->param_name[i]);
-  if (i + 1 > l->nparams) l->nparams = i + 1;
-  return GANFW_OK;
-}
-
-ganfw_status ganfw_layer_init_uniform(ganfw_layer *l, int64_t fan_in) {
-  const ganfw_host *host = ganfw_host_table();
-  float bound = fan_in > 0 ? (float)(1.0 / sqrt((double)fan_in)) : 0.0f;
-  for (int32_t i = 0; i < l->nparams; i++) {
-    ganfw_status st = host->rng_uniform(l->ctx, l->param[i], -bound, bound);
-    if (st != GANFW_OK) return st;
-  }
   return GANFW_OK;
 }

@@ -10,6 +10,7 @@
 #include "ganfw/plugin.h"
 #include "base/log.h"
 #include "nn/net.h"
+#include "plugin/plugin_host.h"
 #include "runtime/tensor.h"
 
 static ganfw_status host_error(ganfw_ctx *ctx, ganfw_status code, const char *fmt, ...) {
@@ -178,16 +179,14 @@ static ganfw_status host_nonfinite(ganfw_ctx *ctx, ganfw_tensor *const *x, int64
 static ganfw_status host_rng_normal(ganfw_ctx *ctx, ganfw_tensor *t, float mean, float std) {
   ganfw_status st = check_lists("rng_normal", 1, 1, (ganfw_tensor *const *const[]){&t});
   if (st != GANFW_OK) return st;
-  uint64_t offset = ganfw_ctx_rng_take(ctx, t->numel);
-  ctx->be->vt->rng_normal(ctx->be, t->numel, ctx->seed, offset, mean, std, t->data);
+  ganfw_ctx_rng_normal(ctx, t->numel, t->data, mean, std);
   return GANFW_OK;
 }
 
 static ganfw_status host_rng_uniform(ganfw_ctx *ctx, ganfw_tensor *t, float lo, float hi) {
   ganfw_status st = check_lists("rng_uniform", 1, 1, (ganfw_tensor *const *const[]){&t});
   if (st != GANFW_OK) return st;
-  uint64_t offset = ganfw_ctx_rng_take(ctx, t->numel);
-  ctx->be->vt->rng_uniform(ctx->be, t->numel, ctx->seed, offset, lo, hi, t->data);
+  ganfw_ctx_rng_uniform(ctx, t->numel, t->data, lo, hi);
   return GANFW_OK;
 }
 

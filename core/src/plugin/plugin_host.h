@@ -58,4 +58,7 @@ const char *ganfw_plugin_kind_name(int32_t kind);
  * writing to `out` fails). */
 ganfw_status ganfw_plugin_list(const char *const *dirs, int64_t ndirs, FILE *out);
 
+/* The host table handed to plugins (host.c); static, valid for the process lifetime. */
+const ganfw_host *ganfw_host_table(void);
+
 #endif

@@ -189,3 +189,13 @@ uint64_t ganfw_ctx_rng_take(ganfw_ctx *ctx, int64_t n) {
   ctx->rng_offset += (uint64_t)((n + 3) / 4);
   return first;
 }
+
+void ganfw_ctx_rng_uniform(ganfw_ctx *ctx, int64_t n, float *data, float lo, float hi) {
+  uint64_t offset = ganfw_ctx_rng_take(ctx, n);
+  ctx->be->vt->rng_uniform(ctx->be, n, ctx->seed, offset, lo, hi, data);
+}
+
+void ganfw_ctx_rng_normal(ganfw_ctx *ctx, int64_t n, float *data, float mean, float std) {
+  uint64_t offset = ganfw_ctx_rng_take(ctx, n);
+  ctx->be->vt->rng_normal(ctx->be, n, ctx->seed, offset, mean, std, data);
+}

@@ -49,8 +49,10 @@ void ganfw_ctx_destroy(ganfw_ctx *ctx); /* accepts NULL */
 void ganfw_ctx_override_backend(ganfw_backend *be);
 /* Reserves n values' worth of Philox blocks and returns the first block's offset. */
 uint64_t ganfw_ctx_rng_take(ganfw_ctx *ctx, int64_t n);
-/* The host table for plugins; static, valid for the process lifetime. */
-const ganfw_host *ganfw_host_table(void);
+/* Fills data[0..n) (device memory of ctx's backend, f32) with U(lo, hi) or N(mean, std)
+ * from the run's Philox stream: ctx's seed at the next n values' offsets. */
+void ganfw_ctx_rng_uniform(ganfw_ctx *ctx, int64_t n, float *data, float lo, float hi);
+void ganfw_ctx_rng_normal(ganfw_ctx *ctx, int64_t n, float *data, float mean, float std);
 /* "cpu", "cuda", "auto" and back; -1 when unknown. */
 const char *ganfw_device_name(int32_t type);
 int32_t ganfw_device_from_name(const char *name);
