@@ -2,7 +2,6 @@
  * decodes sample i and writes the transformed image [C,H,W] and its label. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "data/data_source.h"
 #include "base/error.h"
@@ -91,15 +90,4 @@ ganfw_status ganfw_dataset_get(const ganfw_dataset *ds, int64_t index, uint64_t 
   }
   if (label) *label = lab;
   return GANFW_OK;
-}
-
-ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t train,
-                                const ganfw_transform *tf, ganfw_dataset **out) {
-  *out = NULL;
-  if (kind && strcmp(kind, "mnist") == 0) return ganfw_dataset_open_mnist(path, train, tf, out);
-  if (kind && strcmp(kind, "cifar10") == 0) return ganfw_dataset_open_cifar10(path, train, tf, out);
-  if (kind && strcmp(kind, "folder") == 0) return ganfw_dataset_open_folder(path, tf, out);
-  return ganfw_error_set(GANFW_ERR_CONFIG,
-                         "unknown dataset kind '%s'; the kinds are mnist, cifar10 and folder",
-                         kind ? kind : "(null)");
 }
