@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/json.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c assumes a little-endian host"
@@ -1040,23 +1041,12 @@ static void st_buf_puts(st_buf *b, const char *s) {
   st_buf_put(b, s, strlen(s));
 }
 
+static void st_buf_put_json(void *b, const char *bytes, size_t n) {
+  st_buf_put(b, bytes, n);
+}
+
 static void st_buf_json_string(st_buf *b, const char *s) {
-  st_buf_puts(b, "\"");
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    char esc[8];
-    if (c == '"' || c == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)c;
-      st_buf_put(b, esc, 2);
-    } else if (c < 0x20) {
-      snprintf(esc, sizeof esc, "\\u%04x", c);
-      st_buf_puts(b, esc);
-    } else {
-      st_buf_put(b, (const char *)&c, 1);
-    }
-  }
-  st_buf_puts(b, "\"");
+  ganfw_json_string(s, st_buf_put_json, b);
 }
 
 static int st_cmp_wentry(const void *a, const void *b) {

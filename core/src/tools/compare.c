@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/json.h"
 #include "runtime/tensor.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -172,20 +173,6 @@ static void csv_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static void json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\')
-      fprintf(f, "\\%c", ch);
-    else if (ch < 0x20)
-      fprintf(f, "\\u%04x", ch);
-    else
-      fputc(ch, f);
-  }
-  fputc('"', f);
-}
-
 static ganfw_status finish(FILE *f, const char *path) {
   int bad = ferror(f);
   if (fclose(f) != 0 || bad)
@@ -226,7 +213,7 @@ ganfw_status ganfw_compare_write_json(const ganfw_compare_row *rows, int n, cons
     for (int k = 0; k < nf; k++) {
       fprintf(f, "%s\"%s\": ", k ? ", " : "", fl[k].key);
       if (fl[k].is_string)
-        json_string(f, fl[k].value);
+        ganfw_json_fputs(f, fl[k].value);
       else
         fputs(fl[k].value, f);
     }
