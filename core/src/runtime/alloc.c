@@ -1,7 +1,8 @@
 /* The caching allocator (rules in alloc.h): segments from the backend, blocks split and
  * merged inside them, size-class bins with a bitmap per pool for best fit, an
- * open-addressing map from pointer to live block, PyTorch-named stats, the OOM report and
- * an optional event trace. Sizes are bytes; every block is a 512-byte multiple. */
+ * open-addressing map from pointer to live block and PyTorch-named stats; the OOM report is
+ * alloc_oom.c, the event trace and its JSON alloc_trace.c, the shared records
+ * alloc_internal.h. Sizes are bytes; every block is a 512-byte multiple. */
 #include "runtime/alloc.h"
 
 #include <inttypes.h>
@@ -11,112 +12,7 @@
 #include <time.h>
 
 #include "base/error.h"
-
-enum { POOL_SMALL = 0, POOL_LARGE = 1, POOL_COUNT };
-enum { EV_ALLOC = 0, EV_FREE, EV_SEGMENT_ALLOC, EV_SEGMENT_FREE, EV_OOM, EV_COUNT };
-
-/* Requests above this are refused as OOM before any rounding can overflow. */
-#define MAX_REQUEST    (SIZE_MAX / 4)
-#define BLK_CHUNK      256
-#define MAP_MIN_BITS   10
-#define TRACE_DEFAULT  65536
-#define OWNER_COPY_MAX 96
-
-typedef struct seg seg;
-typedef struct blk blk;
-
-/* A block: a run of bytes inside one segment, allocated or free. */
-struct blk {
-  char *ptr;
-  size_t size;
-  blk *prev, *next;  /* address neighbours inside the segment */
-  blk *l, *r;        /* treap children while free; r links the record free list */
-  seg *sg;           /* the segment it lies in */
-  const char *owner; /* while allocated (borrowed) */
-  uint32_t prio;     /* treap priority */
-  int16_t category;  /* while allocated */
-  uint8_t allocated;
-  uint8_t pool;
-};
-
-/* A segment: one raw_alloc of the backend. Its lowest block never changes (splits keep
- * the low part, merges keep the lower block), so `first` walks every block in it. */
-struct seg {
-  char *base;
-  size_t size;
-  blk *first;
-  seg *prev, *next;
-  int32_t pool;
-};
-
-/* Free blocks of one pool, by size class: exact 512-byte classes up to 2 MiB, then 64
- * classes per power of two. Each class is a treap keyed by (size, ptr), usually of one or
- * two blocks; a two-level bitmap finds the next non-empty class in O(1). */
-#define EXACT_CLASSES 4096 /* sizes 512 .. 2 MiB */
-#define SUB_BITS      6    /* 64 classes per power of two above */
-#define N_CLASSES     (EXACT_CLASSES + (64 - 21) * (1 << SUB_BITS))
-#define N_WORDS       (N_CLASSES / 64)
-_Static_assert(N_CLASSES % 64 == 0 && N_WORDS <= 128, "class bitmap layout");
-
-typedef struct freeset {
-  blk *bin[N_CLASSES];
-  uint64_t bits[N_WORDS]; /* bit c: bin[c] is non-empty */
-  uint64_t summary[2];    /* bit w: bits[w] != 0 */
-} freeset;
-
-typedef struct blk_chunk {
-  struct blk_chunk *next;
-  blk b[BLK_CHUNK];
-} blk_chunk;
-
-typedef struct map_slot {
-  const void *key; /* NULL = empty */
-  blk *b;
-} map_slot;
-
-typedef struct trace_ev {
-  int64_t t_ns;
-  uint64_t ptr, offset, size;
-  int32_t kind, category;
-  int32_t owner; /* index into the interned names, -1 none */
-  int32_t pad;
-} trace_ev;
-
-struct ganfw_alloc {
-  ganfw_backend *be;
-  size_t memory_limit, max_split_size;
-  int32_t trace_on;
-
-  freeset *fs[POOL_COUNT]; /* free blocks per pool */
-  seg *segs;               /* every segment, newest first */
-  blk *blk_free;
-  blk_chunk *chunks;
-  uint32_t rng;
-
-  map_slot *map; /* live blocks by pointer */
-  size_t map_mask, map_count, map_grow_at;
-  unsigned map_shift;
-
-  ganfw_alloc_stats st; /* active, largest_free_block, fragmentation filled on read */
-
-  int have_oom;
-  ganfw_oom_report oom;
-  char oom_names[GANFW_OOM_TOP + 1][OWNER_COPY_MAX];
-  ganfw_oom_hook hook;
-  void *hook_ud;
-  ganfw_alloc_peak_fn peak_hook;
-  void *peak_ud;
-
-  /* trace: a ring of the latest events, owner names interned */
-  trace_ev *ev;
-  size_t ev_cap, ev_head, ev_len;
-  int64_t ev_dropped;
-  struct timespec t0;
-  char **names;
-  size_t n_names, names_cap;
-  int32_t *name_tab; /* open addressing over names, -1 empty */
-  size_t name_mask;
-};
+#include "runtime/alloc_internal.h"
 
 /* --- small helpers ------------------------------------------------------------------- */
 
@@ -157,27 +53,6 @@ int32_t ganfw_mem_category_from_name(const char *name) {
   for (int32_t c = 0; c < GANFW_MEM_COUNT; c++)
     if (strcmp(name, category_names[c]) == 0) return c;
   return -1;
-}
-
-/* "512 bytes", "64.00 KiB", "20.00 MiB", "1.50 GiB" */
-static const char *fmt_bytes(char *buf, size_t n, int64_t b) {
-  double v = (double)b;
-  if (b < 1024) {
-    snprintf(buf, n, "%" PRId64 " bytes", b);
-  } else if (b < ((int64_t)1 << 20)) {
-    snprintf(buf, n, "%.2f KiB", v / 1024.0);
-  } else if (b < ((int64_t)1 << 30)) {
-    snprintf(buf, n, "%.2f MiB", v / 1048576.0);
-  } else {
-    snprintf(buf, n, "%.2f GiB", v / 1073741824.0);
-  }
-  return buf;
-}
-
-static int64_t now_ns(const struct timespec *t0) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (int64_t)(t.tv_sec - t0->tv_sec) * 1000000000 + (t.tv_nsec - t0->tv_nsec);
 }
 
 /* --- block records --------------------------------------------------------------------- */
@@ -415,75 +290,6 @@ static int map_grow(ganfw_alloc *a) {
   return 0;
 }
 
-/* --- trace ------------------------------------------------------------------------------ */
-
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
-/* The index of `s` among the interned owner names (copied once); -1 for NULL or when out
- * of host memory. Only called while tracing. */
-static int32_t intern(ganfw_alloc *a, const char *s) {
-  if (!s) return -1;
-  if (!a->name_tab || (a->n_names + 1) * 2 > a->name_mask + 1) {
-    size_t cap = a->name_tab ? (a->name_mask + 1) * 2 : 256;
-    int32_t *tab = malloc(cap * sizeof *tab);
-    if (!tab) return -1;
-    for (size_t i = 0; i < cap; i++) tab[i] = -1;
-    for (size_t k = 0; k < a->n_names; k++) {
-      size_t i = (size_t)hash_str(a->names[k]) & (cap - 1);
-      while (tab[i] >= 0) i = (i + 1) & (cap - 1);
-      tab[i] = (int32_t)k;
-    }
-    free(a->name_tab);
-    a->name_tab = tab;
-    a->name_mask = cap - 1;
-  }
-  size_t i = (size_t)hash_str(s) & a->name_mask;
-  while (a->name_tab[i] >= 0) {
-    if (strcmp(a->names[a->name_tab[i]], s) == 0) return a->name_tab[i];
-    i = (i + 1) & a->name_mask;
-  }
-  if (a->n_names == a->names_cap) {
-    size_t cap = a->names_cap ? a->names_cap * 2 : 64;
-    char **nn = realloc(a->names, cap * sizeof *nn);
-    if (!nn) return -1;
-    a->names = nn;
-    a->names_cap = cap;
-  }
-  char *copy = strdup(s);
-  if (!copy) return -1;
-  a->names[a->n_names] = copy;
-  a->name_tab[i] = (int32_t)a->n_names;
-  return (int32_t)a->n_names++;
-}
-
-static void trace_add(ganfw_alloc *a, int32_t kind, const void *ptr, const seg *s, size_t size,
-                      int32_t category, const char *owner) {
-  trace_ev *e;
-  if (a->ev_len < a->ev_cap) {
-    e = &a->ev[(a->ev_head + a->ev_len++) % a->ev_cap];
-  } else {
-    e = &a->ev[a->ev_head];
-    a->ev_head = (a->ev_head + 1) % a->ev_cap;
-    a->ev_dropped++;
-  }
-  e->t_ns = now_ns(&a->t0);
-  e->kind = kind;
-  e->ptr = (uint64_t)(uintptr_t)ptr;
-  e->offset = s ? (uint64_t)((const char *)ptr - s->base) : 0;
-  e->size = size;
-  e->category = category;
-  e->owner = intern(a, owner);
-  e->pad = 0;
-}
-
-size_t ganfw_alloc_trace_length(const ganfw_alloc *a) {
-  return a ? a->ev_len : 0;
-}
-
 /* --- create / destroy -------------------------------------------------------------------- */
 
 ganfw_status ganfw_alloc_create(ganfw_backend *be, const ganfw_alloc_options *opt,
@@ -581,7 +387,7 @@ void ganfw_alloc_empty_cache(ganfw_alloc *a) {
     blk *b = s->first;
     if (!b->allocated && !b->next) {
       fs_erase(a, b);
-      if (a->trace_on) trace_add(a, EV_SEGMENT_FREE, s->base, s, s->size, -1, NULL);
+      if (a->trace_on) ganfw_alloc_trace_add(a, EV_SEGMENT_FREE, s->base, s, s->size, -1, NULL);
       blk_release(a, b);
       seg_release(a, s);
     }
@@ -622,183 +428,8 @@ static blk *seg_new(ganfw_alloc *a, int pool, size_t size) {
   stat_add(&a->st.reserved, (int64_t)bytes);
   stat_add(&a->st.segments, 1);
   a->st.num_segments = a->st.segments.current;
-  if (a->trace_on) trace_add(a, EV_SEGMENT_ALLOC, p, s, bytes, -1, NULL);
+  if (a->trace_on) ganfw_alloc_trace_add(a, EV_SEGMENT_ALLOC, p, s, bytes, -1, NULL);
   return b;
-}
-
-/* --- OOM ------------------------------------------------------------------------------------ */
-
-typedef struct owner_row {
-  const char *owner;
-  int32_t category;
-  int64_t bytes;
-} owner_row;
-
-static int owner_row_cmp(const void *x, const void *y) {
-  const owner_row *p = x, *q = y;
-  if (p->category != q->category) return p->category < q->category ? -1 : 1;
-  if (p->owner == q->owner) return 0;
-  if (!p->owner) return -1;
-  if (!q->owner) return 1;
-  return strcmp(p->owner, q->owner);
-}
-
-static void copy_name(char *dst, const char *src) {
-  snprintf(dst, OWNER_COPY_MAX, "%s", src);
-}
-
-/* The biggest (owner, category) holders of live blocks, into r->top. */
-static void oom_top_owners(ganfw_alloc *a, ganfw_oom_report *r) {
-  r->n_top = 0;
-  if (a->map_count == 0) return;
-  owner_row *rows = malloc(a->map_count * sizeof *rows);
-  if (!rows) return;
-  size_t n = 0;
-  for (size_t i = 0; i <= a->map_mask; i++) {
-    const blk *b = a->map[i].b;
-    if (!a->map[i].key) continue;
-    rows[n].owner = b->owner;
-    rows[n].category = b->category;
-    rows[n].bytes = (int64_t)b->size;
-    n++;
-  }
-  qsort(rows, n, sizeof *rows, owner_row_cmp);
-  size_t m = 0; /* merge equal (owner, category) runs in place */
-  for (size_t i = 0; i < n; i++) {
-    if (m > 0 && owner_row_cmp(&rows[m - 1], &rows[i]) == 0)
-      rows[m - 1].bytes += rows[i].bytes;
-    else
-      rows[m++] = rows[i];
-  }
-  for (int k = 0; k < GANFW_OOM_TOP && (size_t)k < m; k++) { /* selection of the top few */
-    size_t best = (size_t)k;
-    for (size_t i = (size_t)k + 1; i < m; i++)
-      if (rows[i].bytes > rows[best].bytes) best = i;
-    owner_row t = rows[k];
-    rows[k] = rows[best];
-    rows[best] = t;
-    copy_name(a->oom_names[k], rows[k].owner ? rows[k].owner : "(unnamed)");
-    r->top[k].owner = a->oom_names[k];
-    r->top[k].category = rows[k].category;
-    r->top[k].bytes = rows[k].bytes;
-    r->n_top = k + 1;
-  }
-  free(rows);
-}
-
-static ganfw_status oom(ganfw_alloc *a, size_t size, int32_t category, const char *owner) {
-  ganfw_oom_report *r = &a->oom;
-  memset(r, 0, sizeof *r);
-  a->st.num_ooms++;
-  a->have_oom = 1;
-  ganfw_alloc_stats st;
-  ganfw_alloc_get_stats(a, &st);
-  r->requested = (int64_t)(size > INT64_MAX ? INT64_MAX : size);
-  r->req_category = category;
-  copy_name(a->oom_names[GANFW_OOM_TOP], owner ? owner : "");
-  r->req_owner = a->oom_names[GANFW_OOM_TOP];
-  size_t total = 0, dev_free = 0;
-  int have_dev = a->be->vt->capacity && a->be->vt->capacity(a->be, &total, &dev_free) == GANFW_OK;
-  if (a->memory_limit) {
-    r->limited = 1;
-    r->capacity = (int64_t)a->memory_limit;
-    int64_t left = (int64_t)a->memory_limit - st.reserved.current;
-    if (left < 0) left = 0;
-    if (have_dev && (int64_t)dev_free < left) left = (int64_t)dev_free;
-    r->free_bytes = left;
-  } else if (have_dev) {
-    r->capacity = (int64_t)total;
-    r->free_bytes = (int64_t)dev_free;
-  }
-  r->allocated = st.allocated.current;
-  r->reserved = st.reserved.current;
-  r->reserved_unallocated = st.reserved.current - st.allocated.current;
-  r->largest_free_block = st.largest_free_block;
-  r->fragmentation = st.fragmentation;
-  for (int c = 0; c < GANFW_MEM_COUNT; c++) r->category[c] = st.category[c].current;
-  oom_top_owners(a, r);
-  if (a->trace_on) trace_add(a, EV_OOM, NULL, NULL, size, category, owner);
-  char text[3072];
-  ganfw_oom_report_format(a, r, text, sizeof text);
-  return ganfw_error_set(GANFW_ERR_OOM, "%s", text);
-}
-
-int ganfw_alloc_last_oom(const ganfw_alloc *a, ganfw_oom_report *out) {
-  if (!a || !a->have_oom) return 0;
-  if (out) *out = a->oom;
-  return 1;
-}
-
-void ganfw_alloc_set_oom_hook(ganfw_alloc *a, ganfw_oom_hook fn, void *ud) {
-  if (!a) return;
-  a->hook = fn;
-  a->hook_ud = ud;
-}
-
-/* Appends printf-style text at *len, keeping buf NUL-terminated and *len <= n - 1. */
-__attribute__((format(printf, 4, 5))) static void app(char *buf, size_t n, size_t *len,
-                                                      const char *fmt, ...) {
-  if (*len + 1 >= n) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int k = vsnprintf(buf + *len, n - *len, fmt, ap);
-  va_end(ap);
-  if (k < 0) return;
-  *len = (*len + (size_t)k < n - 1) ? *len + (size_t)k : n - 1;
-}
-
-void ganfw_oom_report_format(const ganfw_alloc *a, const ganfw_oom_report *r, char *buf, size_t n) {
-  if (!buf || n == 0) return;
-  buf[0] = '\0';
-  if (!r) return;
-  size_t len = 0;
-  char s1[32], s2[32], s3[32], s4[32];
-  app(buf, n, &len, "out of memory: tried to allocate %s", fmt_bytes(s1, sizeof s1, r->requested));
-  if (r->req_category >= 0 && r->req_category < GANFW_MEM_COUNT)
-    app(buf, n, &len, " for %s", ganfw_mem_category_name(r->req_category));
-  if (r->req_owner && r->req_owner[0]) app(buf, n, &len, " '%s'", r->req_owner);
-  if (r->capacity > 0)
-    app(buf, n, &len, " (%s %s, %s free; ", r->limited ? "memory_limit" : "device capacity",
-        fmt_bytes(s1, sizeof s1, r->capacity), fmt_bytes(s2, sizeof s2, r->free_bytes));
-  else
-    app(buf, n, &len, " (device capacity unknown; ");
-  app(buf, n, &len, "%s allocated by ganfw, %s reserved but unallocated).",
-      fmt_bytes(s3, sizeof s3, r->allocated), fmt_bytes(s4, sizeof s4, r->reserved_unallocated));
-  app(buf, n, &len, " Largest free block %s, fragmentation %.1f%%.",
-      fmt_bytes(s1, sizeof s1, r->largest_free_block), 100.0 * r->fragmentation);
-
-  /* categories, largest first */
-  int order[GANFW_MEM_COUNT], k = 0;
-  for (int c = 0; c < GANFW_MEM_COUNT; c++)
-    if (r->category[c] > 0) order[k++] = c;
-  for (int i = 1; i < k; i++)
-    for (int j = i; j > 0 && r->category[order[j]] > r->category[order[j - 1]]; j--) {
-      int t = order[j];
-      order[j] = order[j - 1];
-      order[j - 1] = t;
-    }
-  if (k > 0) {
-    app(buf, n, &len, "\nBy category:");
-    for (int i = 0; i < k; i++)
-      app(buf, n, &len, "%s %s %s", i ? "," : "", ganfw_mem_category_name(order[i]),
-          fmt_bytes(s1, sizeof s1, r->category[order[i]]));
-    app(buf, n, &len, ".");
-  }
-  if (r->n_top > 0) {
-    app(buf, n, &len, "\nBiggest holders:");
-    for (int i = 0; i < r->n_top && i < GANFW_OOM_TOP; i++)
-      app(buf, n, &len, "%s %s (%s) %s", i ? "," : "", r->top[i].owner ? r->top[i].owner : "?",
-          ganfw_mem_category_name(r->top[i].category), fmt_bytes(s1, sizeof s1, r->top[i].bytes));
-    app(buf, n, &len, ".");
-  }
-  if (r->reserved_unallocated >= r->requested && r->requested > 0)
-    app(buf, n, &len,
-        "\nReserved but unallocated memory would hold the request but is fragmented: try "
-        "device.max_split_size (e.g. 64 MiB) so large cached blocks are not split.");
-  if (a && a->hook && len + 1 < n) {
-    a->hook(a->hook_ud, r, buf + len, n - len);
-    buf[n - 1] = '\0';
-  }
 }
 
 /* --- malloc / free ------------------------------------------------------------------------ */
@@ -828,7 +459,7 @@ ganfw_status ganfw_alloc_malloc(ganfw_alloc *a, size_t bytes, int32_t category, 
                            "ganfw_alloc_malloc: category %d (owner '%s') is not a GANFW_MEM_* "
                            "value",
                            (int)category, owner ? owner : "");
-  if (bytes > MAX_REQUEST) return oom(a, bytes, category, owner);
+  if (bytes > MAX_REQUEST) return ganfw_alloc_oom(a, bytes, category, owner);
   if (a->map_count >= a->map_grow_at && map_grow(a) != 0)
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory for the allocator's block map");
   size_t size = ganfw_alloc_round_size(bytes);
@@ -838,7 +469,7 @@ ganfw_status ganfw_alloc_malloc(ganfw_alloc *a, size_t bytes, int32_t category, 
     fs_erase(a, b);
   } else {
     b = seg_new(a, pool, size);
-    if (!b) return oom(a, size, category, owner);
+    if (!b) return ganfw_alloc_oom(a, size, category, owner);
   }
   int64_t inactive = blk_is_split(b) ? -(int64_t)b->size : 0;
   size_t remaining = b->size - size;
@@ -868,7 +499,7 @@ ganfw_status ganfw_alloc_malloc(ganfw_alloc *a, size_t bytes, int32_t category, 
   stat_add(&a->st.category[category], (int64_t)b->size);
   stat_add(&a->st.allocations, 1);
   a->st.num_allocs++;
-  if (a->trace_on) trace_add(a, EV_ALLOC, b->ptr, b->sg, b->size, category, owner);
+  if (a->trace_on) ganfw_alloc_trace_add(a, EV_ALLOC, b->ptr, b->sg, b->size, category, owner);
   *ptr = b->ptr;
   if (a->peak_hook && a->st.allocated.peak > old_peak) a->peak_hook(a->peak_ud, a);
   return GANFW_OK;
@@ -904,7 +535,7 @@ void ganfw_alloc_free(ganfw_alloc *a, void *ptr) {
   stat_add(&a->st.category[b->category], -(int64_t)b->size);
   stat_add(&a->st.allocations, -1);
   a->st.num_frees++;
-  if (a->trace_on) trace_add(a, EV_FREE, b->ptr, b->sg, b->size, b->category, b->owner);
+  if (a->trace_on) ganfw_alloc_trace_add(a, EV_FREE, b->ptr, b->sg, b->size, b->category, b->owner);
   b->allocated = 0;
   b->owner = NULL;
   int64_t inactive = 0;
@@ -948,6 +579,10 @@ void ganfw_alloc_reset_peak(ganfw_alloc *a) {
   for (int c = 0; c < GANFW_MEM_COUNT; c++) a->st.category[c].peak = a->st.category[c].current;
 }
 
+size_t ganfw_alloc_memory_limit(const ganfw_alloc *a) {
+  return a ? a->memory_limit : 0;
+}
+
 void ganfw_alloc_get_stats(const ganfw_alloc *a, ganfw_alloc_stats *out) {
   if (!out) return;
   memset(out, 0, sizeof *out);
@@ -989,8 +624,8 @@ void ganfw_alloc_memory_summary(const ganfw_alloc *a, FILE *out) {
                     {"Reserved memory", &st.reserved},
                     {"Inactive split memory", &st.inactive_split}};
   for (size_t i = 0; i < sizeof bytes_rows / sizeof bytes_rows[0]; i++)
-    summary_row(out, bytes_rows[i].name, fmt_bytes(s1, sizeof s1, bytes_rows[i].s->current),
-                fmt_bytes(s2, sizeof s2, bytes_rows[i].s->peak));
+    summary_row(out, bytes_rows[i].name, ganfw_alloc_fmt_bytes(s1, sizeof s1, bytes_rows[i].s->current),
+                ganfw_alloc_fmt_bytes(s2, sizeof s2, bytes_rows[i].s->peak));
   fputs(thin, out);
   const struct {
     const char *name;
@@ -1002,7 +637,7 @@ void ganfw_alloc_memory_summary(const ganfw_alloc *a, FILE *out) {
     summary_row(out, count_rows[i].name, s1, s2);
   }
   fputs(thin, out);
-  summary_row(out, "Largest free block", fmt_bytes(s1, sizeof s1, st.largest_free_block), "");
+  summary_row(out, "Largest free block", ganfw_alloc_fmt_bytes(s1, sizeof s1, st.largest_free_block), "");
   snprintf(s1, sizeof s1, "%.1f%%", 100.0 * st.fragmentation);
   summary_row(out, "Fragmentation", s1, "");
   const struct {
@@ -1020,95 +655,15 @@ void ganfw_alloc_memory_summary(const ganfw_alloc *a, FILE *out) {
   summary_row(out, "Category", "Cur Usage", "Peak Usage");
   fputs(thin, out);
   for (int c = 0; c < GANFW_MEM_COUNT; c++)
-    summary_row(out, ganfw_mem_category_name(c), fmt_bytes(s1, sizeof s1, st.category[c].current),
-                fmt_bytes(s2, sizeof s2, st.category[c].peak));
+    summary_row(out, ganfw_mem_category_name(c), ganfw_alloc_fmt_bytes(s1, sizeof s1, st.category[c].current),
+                ganfw_alloc_fmt_bytes(s2, sizeof s2, st.category[c].peak));
   fputs(thin, out);
   summary_row(out, "memory_limit",
-              a->memory_limit ? fmt_bytes(s1, sizeof s1, (int64_t)a->memory_limit) : "none", "");
+              a->memory_limit ? ganfw_alloc_fmt_bytes(s1, sizeof s1, (int64_t)a->memory_limit) : "none", "");
   summary_row(
       out, "max_split_size",
-      a->max_split_size ? fmt_bytes(s2, sizeof s2, (int64_t)a->max_split_size) : "unlimited", "");
+      a->max_split_size ? ganfw_alloc_fmt_bytes(s2, sizeof s2, (int64_t)a->max_split_size) : "unlimited", "");
   fputs(rule, out);
-}
-
-/* --- JSON ----------------------------------------------------------------------------------- */
-
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
-static void json_stat(FILE *f, const char *name, const ganfw_alloc_stat *s, int comma) {
-  fprintf(f, "    \"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRId64 "}%s\n", name, s->current,
-          s->peak, comma ? "," : "");
-}
-
-static const char *const event_names[] = {"alloc", "free", "segment_alloc", "segment_free", "oom"};
-_Static_assert(sizeof(event_names) / sizeof(event_names[0]) == EV_COUNT,
-               "event_names must name every event kind");
-
-ganfw_status ganfw_alloc_trace_write_json(const ganfw_alloc *a, FILE *f) {
-  if (!a || !f)
-    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_alloc_trace_write_json: NULL argument");
-  ganfw_alloc_stats st;
-  ganfw_alloc_get_stats(a, &st);
-  fprintf(f, "{\n  \"stats\": {\n");
-  json_stat(f, "allocated_bytes", &st.allocated, 1);
-  json_stat(f, "reserved_bytes", &st.reserved, 1);
-  json_stat(f, "active_bytes", &st.active, 1);
-  json_stat(f, "inactive_split_bytes", &st.inactive_split, 1);
-  json_stat(f, "allocations", &st.allocations, 1);
-  json_stat(f, "segments", &st.segments, 1);
-  fprintf(f, "    \"category\": {\n");
-  for (int c = 0; c < GANFW_MEM_COUNT; c++)
-    fprintf(f, "      \"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRId64 "}%s\n",
-            ganfw_mem_category_name(c), st.category[c].current, st.category[c].peak,
-            c + 1 < GANFW_MEM_COUNT ? "," : "");
-  fprintf(f, "    },\n");
-  fprintf(f,
-          "    \"num_alloc_retries\": %" PRId64 ", \"num_ooms\": %" PRId64
-          ", \"num_segments\": %" PRId64 ", \"num_allocs\": %" PRId64 ", \"num_frees\": %" PRId64
-          ",\n",
-          st.num_alloc_retries, st.num_ooms, st.num_segments, st.num_allocs, st.num_frees);
-  fprintf(f, "    \"largest_free_block\": %" PRId64 ", \"fragmentation\": %.6f,\n",
-          st.largest_free_block, st.fragmentation);
-  fprintf(f, "    \"memory_limit\": %zu, \"max_split_size\": %zu\n  },\n", a->memory_limit,
-          a->max_split_size);
-  fprintf(f,
-          "  \"trace\": {\n    \"enabled\": %s, \"capacity\": %zu, \"dropped\": %" PRId64
-          ",\n    \"events\": [",
-          a->trace_on ? "true" : "false", a->ev_cap, a->ev_dropped);
-  for (size_t k = 0; k < a->ev_len; k++) {
-    const trace_ev *e = &a->ev[(a->ev_head + k) % a->ev_cap];
-    fprintf(f,
-            "%s\n      {\"t_ns\": %" PRId64 ", \"kind\": \"%s\", \"ptr\": \"0x%" PRIx64
-            "\", \"offset\": %" PRIu64 ", \"size\": %" PRIu64 ", \"category\": ",
-            k ? "," : "", e->t_ns, event_names[e->kind], e->ptr, e->offset, e->size);
-    if (e->category >= 0)
-      json_str(f, ganfw_mem_category_name(e->category));
-    else
-      fputs("null", f);
-    fputs(", \"owner\": ", f);
-    if (e->owner >= 0)
-      json_str(f, a->names[e->owner]);
-    else
-      fputs("null", f);
-    fputc('}', f);
-  }
-  fprintf(f, "%s]\n  }\n}\n", a->ev_len ? "\n    " : "");
-  if (ferror(f))
-    return ganfw_error_set(GANFW_ERR_IO, "could not write the allocator trace (JSON): write "
-                                         "error on the output stream (disk full?)");
-  return GANFW_OK;
 }
 
 /* --- invariants (tests) ----------------------------------------------------------------------- */
@@ -1261,4 +816,18 @@ int ganfw_alloc_check_invariants(const ganfw_alloc *a) {
   if (a->memory_limit && reserved > (int64_t)a->memory_limit)
     FAIL("reserved %" PRId64 " exceeds memory_limit %zu", reserved, a->memory_limit);
   return 0;
+}
+/* "512 bytes", "64.00 KiB", "20.00 MiB", "1.50 GiB" */
+const char *ganfw_alloc_fmt_bytes(char *buf, size_t n, int64_t b) {
+  double v = (double)b;
+  if (b < 1024) {
+    snprintf(buf, n, "%" PRId64 " bytes", b);
+  } else if (b < ((int64_t)1 << 20)) {
+    snprintf(buf, n, "%.2f KiB", v / 1024.0);
+  } else if (b < ((int64_t)1 << 30)) {
+    snprintf(buf, n, "%.2f MiB", v / 1048576.0);
+  } else {
+    snprintf(buf, n, "%.2f GiB", v / 1073741824.0);
+  }
+  return buf;
 }

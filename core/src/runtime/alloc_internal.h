@@ -1,0 +1,127 @@
+/* The caching allocator's records, shared by its three files: the allocator itself
+ * (alloc.c), its OOM report (alloc_oom.c) and its event trace (alloc_trace.c). Private to
+ * runtime/: everything else goes through alloc.h. */
+#ifndef GANFW_ALLOC_INTERNAL_H
+#define GANFW_ALLOC_INTERNAL_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "runtime/alloc.h"
+
+enum { POOL_SMALL = 0, POOL_LARGE = 1, POOL_COUNT };
+enum { EV_ALLOC = 0, EV_FREE, EV_SEGMENT_ALLOC, EV_SEGMENT_FREE, EV_OOM, EV_COUNT };
+
+/* Requests above this are refused as OOM before any rounding can overflow. */
+#define MAX_REQUEST    (SIZE_MAX / 4)
+#define BLK_CHUNK      256
+#define MAP_MIN_BITS   10
+#define TRACE_DEFAULT  65536
+#define OWNER_COPY_MAX 96
+
+typedef struct seg seg;
+typedef struct blk blk;
+
+/* A block: a run of bytes inside one segment, allocated or free. */
+struct blk {
+  char *ptr;
+  size_t size;
+  blk *prev, *next;  /* address neighbours inside the segment */
+  blk *l, *r;        /* treap children while free; r links the record free list */
+  seg *sg;           /* the segment it lies in */
+  const char *owner; /* while allocated (borrowed) */
+  uint32_t prio;     /* treap priority */
+  int16_t category;  /* while allocated */
+  uint8_t allocated;
+  uint8_t pool;
+};
+
+/* A segment: one raw_alloc of the backend. Its lowest block never changes (splits keep
+ * the low part, merges keep the lower block), so `first` walks every block in it. */
+struct seg {
+  char *base;
+  size_t size;
+  blk *first;
+  seg *prev, *next;
+  int32_t pool;
+};
+
+/* Free blocks of one pool, by size class: exact 512-byte classes up to 2 MiB, then 64
+ * classes per power of two. Each class is a treap keyed by (size, ptr), usually of one or
+ * two blocks; a two-level bitmap finds the next non-empty class in O(1). */
+#define EXACT_CLASSES 4096 /* sizes 512 .. 2 MiB */
+#define SUB_BITS      6    /* 64 classes per power of two above */
+#define N_CLASSES     (EXACT_CLASSES + (64 - 21) * (1 << SUB_BITS))
+#define N_WORDS       (N_CLASSES / 64)
+_Static_assert(N_CLASSES % 64 == 0 && N_WORDS <= 128, "class bitmap layout");
+
+typedef struct freeset {
+  blk *bin[N_CLASSES];
+  uint64_t bits[N_WORDS]; /* bit c: bin[c] is non-empty */
+  uint64_t summary[2];    /* bit w: bits[w] != 0 */
+} freeset;
+
+typedef struct blk_chunk {
+  struct blk_chunk *next;
+  blk b[BLK_CHUNK];
+} blk_chunk;
+
+typedef struct map_slot {
+  const void *key; /* NULL = empty */
+  blk *b;
+} map_slot;
+
+typedef struct trace_ev {
+  int64_t t_ns;
+  uint64_t ptr, offset, size;
+  int32_t kind, category;
+  int32_t owner; /* index into the interned names, -1 none */
+  int32_t pad;
+} trace_ev;
+
+struct ganfw_alloc {
+  ganfw_backend *be;
+  size_t memory_limit, max_split_size;
+  int32_t trace_on;
+
+  freeset *fs[POOL_COUNT]; /* free blocks per pool */
+  seg *segs;               /* every segment, newest first */
+  blk *blk_free;
+  blk_chunk *chunks;
+  uint32_t rng;
+
+  map_slot *map; /* live blocks by pointer */
+  size_t map_mask, map_count, map_grow_at;
+  unsigned map_shift;
+
+  ganfw_alloc_stats st; /* active, largest_free_block, fragmentation filled on read */
+
+  int have_oom;
+  ganfw_oom_report oom;
+  char oom_names[GANFW_OOM_TOP + 1][OWNER_COPY_MAX];
+  ganfw_oom_hook hook;
+  void *hook_ud;
+  ganfw_alloc_peak_fn peak_hook;
+  void *peak_ud;
+
+  /* trace: a ring of the latest events, owner names interned */
+  trace_ev *ev;
+  size_t ev_cap, ev_head, ev_len;
+  int64_t ev_dropped;
+  struct timespec t0;
+  char **names;
+  size_t n_names, names_cap;
+  int32_t *name_tab; /* open addressing over names, -1 empty */
+  size_t name_mask;
+};
+
+/* "512 bytes", "64.00 KiB", "20.00 MiB", "1.50 GiB" into buf; returns buf. */
+const char *ganfw_alloc_fmt_bytes(char *buf, size_t n, int64_t b);
+/* Records an OOM for a request of `size` (the report, the stats, a trace event) and
+ * returns GANFW_ERR_OOM with the formatted report as the error message (alloc_oom.c). */
+ganfw_status ganfw_alloc_oom(ganfw_alloc *a, size_t size, int32_t category, const char *owner);
+/* Appends one event to the trace ring (alloc_trace.c); only called while a->trace_on. */
+void ganfw_alloc_trace_add(ganfw_alloc *a, int32_t kind, const void *ptr, const seg *s,
+                           size_t size, int32_t category, const char *owner);
+
+#endif
