@@ -6,13 +6,13 @@
 #include <errno.h>
 #include <math.h>
 #include <png.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/file.h"
 
 #define PNG_MAX_SIDE 16384 /* refuse larger images instead of attempting huge allocations */
 
@@ -75,7 +75,19 @@ static int png_encode(FILE *f, const uint8_t *pixels, int32_t h, int32_t w, int3
   return 0;
 }
 
-static atomic_uint tmp_counter;
+typedef struct {
+  const char *path;
+  const uint8_t *pixels;
+  int32_t h, w, c;
+} png_job;
+
+static ganfw_status write_png(FILE *f, void *ud) {
+  const png_job *j = ud;
+  png_err_ctx err = {{0}};
+  if (png_encode(f, j->pixels, j->h, j->w, j->c, &err))
+    return ganfw_error_set(GANFW_ERR_IO, "cannot write PNG '%s': %s", j->path, err.msg);
+  return GANFW_OK;
+}
 
 ganfw_status ganfw_png_write_u8(const char *path, const uint8_t *pixels, int32_t h, int32_t w,
                                 int32_t c) {
@@ -84,37 +96,8 @@ ganfw_status ganfw_png_write_u8(const char *path, const uint8_t *pixels, int32_t
                            "PNG '%s': cannot write %d x %d pixels with %d channels (need "
                            "1, 2, 3 or 4 channels and a positive size)",
                            path ? path : "(null)", h, w, c);
-  char tmp[4096];
-  int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(),
-                     atomic_fetch_add(&tmp_counter, 1u));
-  if (len < 0 || (size_t)len >= sizeof tmp)
-    return ganfw_error_set(GANFW_ERR_IO, "PNG path too long: '%s'", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f)
-    return ganfw_error_set(GANFW_ERR_IO,
-                           "cannot write PNG '%s': %s (does its directory exist and is it "
-                           "writable?)",
-                           path, strerror(errno));
-  png_err_ctx err = {{0}};
-  int bad = png_encode(f, pixels, h, w, c, &err);
-  if (!bad && (fflush(f) != 0 || fsync(fileno(f)) != 0)) {
-    bad = 1;
-    snprintf(err.msg, sizeof err.msg, "%s", strerror(errno));
-  }
-  if (fclose(f) != 0 && !bad) {
-    bad = 1;
-    snprintf(err.msg, sizeof err.msg, "%s", strerror(errno));
-  }
-  if (!bad && rename(tmp, path) != 0) {
-    bad = 1;
-    snprintf(err.msg, sizeof err.msg, "rename of the temporary file failed: %s", strerror(errno));
-  }
-  if (bad) {
-    unlink(tmp);
-    return ganfw_error_set(GANFW_ERR_IO, "cannot write PNG '%s': %s (disk full or not writable?)",
-                           path, err.msg);
-  }
-  return GANFW_OK;
+  png_job job = {path, pixels, h, w, c};
+  return ganfw_file_write_atomic(path, write_png, &job);
 }
 
 void ganfw_png_grid_size(int32_t n, int32_t h, int32_t w, int32_t nrow, int32_t padding,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/file.h"
 #include "base/json.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -1056,17 +1057,24 @@ static int st_cmp_wentry(const void *a, const void *b) {
   return *x < *y ? -1 : (*x > *y); /* insertion order among equal element sizes */
 }
 
-static int st_write_all(int fd, const void *p, int64_t n) {
-  const unsigned char *c = p;
-  while (n > 0) {
-    size_t chunk = n > (int64_t)(1 << 30) ? (size_t)1 << 30 : (size_t)n;
-    ssize_t r = write(fd, c, chunk);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    c += r;
-    n -= r;
-  }
-  return 0;
+/* The file: the header's length (u64 little-endian), the header, the tensors' bytes in
+ * the header's order. Write errors show at the atomic writer's flush. */
+typedef struct {
+  const st_buf *h;
+  st_wentry **order;
+  int64_t count;
+} st_file_job;
+
+static ganfw_status st_write_file(FILE *f, void *ud) {
+  const st_file_job *j = ud;
+  unsigned char len8[8];
+  uint64_t hl = (uint64_t)j->h->len;
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(hl >> (8 * i));
+  fwrite(len8, 1, 8, f);
+  fwrite(j->h->p, 1, j->h->len, f);
+  for (int64_t i = 0; i < j->count && !ferror(f); i++)
+    fwrite(j->order[i]->data, 1, (size_t)j->order[i]->nbytes, f);
+  return GANFW_OK;
 }
 
 ganfw_status ganfw_st_writer_write(ganfw_st_writer *w, const char *path) {
@@ -1125,58 +1133,8 @@ ganfw_status ganfw_st_writer_write(ganfw_st_writer *w, const char *path) {
                            h.len, GANFW_ST_MAX_HEADER);
   }
 
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 16);
-  if (!tmp) {
-    free(h.p);
-    free(order);
-    return ganfw_error_set(GANFW_ERR_OOM, "%s: out of memory", path);
-  }
-  snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-  ganfw_status st = GANFW_OK;
-  int fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0) {
-    st = ganfw_error_set(GANFW_ERR_IO,
-                         "%s: cannot create a temporary file in its directory: %s (check that "
-                         "the directory exists and is writable)",
-                         path, strerror(errno));
-    goto done;
-  }
-  unsigned char len8[8];
-  uint64_t hl = (uint64_t)h.len;
-  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(hl >> (8 * i));
-  int bad = st_write_all(fd, len8, 8) || st_write_all(fd, h.p, (int64_t)h.len);
-  for (int64_t i = 0; !bad && i < w->count; i++)
-    bad = st_write_all(fd, order[i]->data, order[i]->nbytes);
-  if (!bad) bad = fchmod(fd, 0644) != 0 || fsync(fd) != 0;
-  if (bad) {
-    st =
-        ganfw_error_set(GANFW_ERR_IO, "%s: writing failed: %s (disk full?)", path, strerror(errno));
-    close(fd);
-    unlink(tmp);
-    goto done;
-  }
-  if (close(fd) != 0) {
-    st = ganfw_error_set(GANFW_ERR_IO, "%s: writing failed: %s", path, strerror(errno));
-    unlink(tmp);
-    goto done;
-  }
-  if (rename(tmp, path) != 0) {
-    st = ganfw_error_set(GANFW_ERR_IO, "%s: cannot rename the temporary file over it: %s", path,
-                         strerror(errno));
-    unlink(tmp);
-    goto done;
-  }
-  /* Make the rename itself durable; a directory that cannot be fsync'ed is not an error. */
-  char *slash = strrchr(tmp, '/');
-  if (slash) *(slash == tmp ? slash + 1 : slash) = '\0';
-  int dfd = open(slash ? tmp : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)fsync(dfd);
-    close(dfd);
-  }
-done:
-  free(tmp);
+  st_file_job job = {&h, order, w->count};
+  ganfw_status st = ganfw_file_write_atomic(path, st_write_file, &job);
   free(h.p);
   free(order);
   return st;

@@ -1,5 +1,5 @@
-/* A run's files and progress line (see outputs.h). Whole files are written to a temporary
- * name in the same folder, synced, then renamed, so a crash never leaves half a file. */
+/* A run's files and progress line (see outputs.h). Whole files go through the atomic
+ * writer (base/file.c), so a crash never leaves half a file. */
 #include "train/outputs.h"
 
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/file.h"
 #include "base/log.h"
 
 struct ganfw_metrics {
@@ -43,74 +44,59 @@ ganfw_status ganfw_mkdirs(const char *path) {
   return GANFW_OK;
 }
 
-typedef ganfw_status (*writer_fn)(const void *obj, FILE *f);
-
-/* Writes <dir>/<name> through `write` into a temporary file, then renames it. */
-static ganfw_status write_atomic(const char *dir, const char *name, writer_fn write,
-                                 const void *obj) {
-  char path[4096], tmp[4200];
+/* Writes <dir>/<name> atomically through `write`. */
+static ganfw_status write_in(const char *dir, const char *name, ganfw_file_writer write,
+                             void *obj) {
+  char path[4096];
   ganfw_status st = ganfw_path_join(path, sizeof path, dir, name);
   if (st != GANFW_OK) return st;
-  snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) return ganfw_error_set(GANFW_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-  FILE *f = fdopen(fd, "w");
-  if (!f) {
-    close(fd);
-    unlink(tmp);
-    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-  }
-  st = write(obj, f);
-  int bad = fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
-  bad |= fclose(f) != 0;
-  if (st == GANFW_OK && bad) st = ganfw_error_set(GANFW_ERR_IO, "%s: write failed", path);
-  if (st == GANFW_OK && rename(tmp, path) != 0)
-    st = ganfw_error_set(GANFW_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
-  if (st != GANFW_OK) unlink(tmp);
-  return st;
+  return ganfw_file_write_atomic(path, write, obj);
 }
 
-static ganfw_status write_config(const void *c, FILE *f) {
+static ganfw_status write_config(FILE *f, void *c) {
   return ganfw_config_write_resolved(c, f);
 }
 
 ganfw_status ganfw_write_resolved_config(const ganfw_config *c, const char *dir) {
-  return write_atomic(dir, "config.resolved.yaml", write_config, c);
+  return write_in(dir, "config.resolved.yaml", write_config, (void *)c);
 }
 
-static ganfw_status write_memory(const void *a, FILE *f) {
+static ganfw_status write_memory(FILE *f, void *a) {
   return ganfw_alloc_trace_write_json(a, f);
 }
 
 ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *dir) {
-  return write_atomic(dir, "memory.json", write_memory, a);
+  return write_in(dir, "memory.json", write_memory, (void *)a);
 }
 
-/* Keeps the header and the rows of steps before from_step of an existing metrics file. */
-static ganfw_status truncate_rows(const char *path, int64_t from_step) {
-  FILE *in = fopen(path, "r");
-  if (!in) return GANFW_OK;
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *out = fopen(tmp, "w");
-  if (!out) {
-    fclose(in);
-    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
-  }
+typedef struct {
+  const char *path, *header;
+  FILE *old; /* the file as it was, or NULL */
+  int64_t from_step;
+} csv_rewrite;
+
+static ganfw_status write_csv_rows(FILE *f, void *ud) {
+  csv_rewrite *r = ud;
   char line[8192];
-  int first = 1;
-  while (fgets(line, sizeof line, in)) {
-    if (!first && strtoll(line, NULL, 10) >= from_step) continue;
-    first = 0;
-    fputs(line, out);
-  }
-  fclose(in);
-  int bad = fclose(out) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot rewrite for resume", path);
-  }
+  int have_header = r->old && fgets(line, sizeof line, r->old) != NULL;
+  if (r->header)
+    fprintf(f, "%s\n", r->header);
+  else if (have_header)
+    fputs(line, f);
+  while (have_header && fgets(line, sizeof line, r->old))
+    if (strtoll(line, NULL, 10) < r->from_step) fputs(line, f);
+  if (r->old && ferror(r->old))
+    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot read it back for resume", r->path);
   return GANFW_OK;
+}
+
+ganfw_status ganfw_csv_rewrite(const char *path, const char *header, int32_t keep,
+                               int64_t from_step) {
+  csv_rewrite r = {path, header, keep ? fopen(path, "r") : NULL, from_step};
+  if (!r.old && !header) return GANFW_OK;
+  ganfw_status st = ganfw_file_write_atomic(path, write_csv_rows, &r);
+  if (r.old) fclose(r.old);
+  return st;
 }
 
 ganfw_status ganfw_metrics_open(const char *dir, const char *columns, int32_t append,
@@ -119,7 +105,7 @@ ganfw_status ganfw_metrics_open(const char *dir, const char *columns, int32_t ap
   ganfw_metrics *m = calloc(1, sizeof *m);
   if (!m) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   ganfw_status st = ganfw_path_join(m->path, sizeof m->path, dir, "metrics.csv");
-  if (st == GANFW_OK && append) st = truncate_rows(m->path, from_step);
+  if (st == GANFW_OK && append) st = ganfw_csv_rewrite(m->path, NULL, 1, from_step);
   if (st != GANFW_OK) {
     free(m);
     return st;

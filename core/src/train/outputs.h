@@ -18,6 +18,12 @@ ganfw_status ganfw_write_resolved_config(const ganfw_config *c, const char *dir)
 /* Writes the allocator's stats and trace to <dir>/memory.json atomically. */
 ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *dir);
 
+/* Rewrites the CSV file `path` atomically for a resumed run: `header` (NULL: the file's own
+ * first line), then, when `keep`, the file's rows whose step (first column) is below
+ * from_step. With no header and no file there is nothing to do. */
+ganfw_status ganfw_csv_rewrite(const char *path, const char *header, int32_t keep,
+                               int64_t from_step);
+
 /* metrics.csv: one header, then a row per logged step. */
 typedef struct ganfw_metrics ganfw_metrics;
 /* Opens <dir>/metrics.csv with these comma-separated columns; `append` keeps the rows of

@@ -82,24 +82,8 @@ static ganfw_status resume(cls_run *r) {
 /* eval.csv: the header, then one row per evaluation; on resume the rows of steps before
  * from_step are kept. */
 static ganfw_status open_eval_csv(cls_run *r, int32_t append, int64_t from_step) {
-  char tmp[4300];
-  snprintf(tmp, sizeof tmp, "%s.tmp", r->eval_path);
-  FILE *in = append ? fopen(r->eval_path, "r") : NULL;
-  FILE *out = fopen(tmp, "w");
-  if (!out) {
-    if (in) fclose(in);
-    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot write", tmp);
-  }
-  fprintf(out, "%s\n", EVAL_COLUMNS);
-  char line[1024];
-  if (in && fgets(line, sizeof line, in))
-    while (fgets(line, sizeof line, in))
-      if (strtoll(line, NULL, 10) < from_step) fputs(line, out);
-  if (in) fclose(in);
-  if (fclose(out) != 0 || rename(tmp, r->eval_path) != 0) {
-    unlink(tmp);
-    return ganfw_error_set(GANFW_ERR_IO, "%s: cannot write", r->eval_path);
-  }
+  ganfw_status st = ganfw_csv_rewrite(r->eval_path, EVAL_COLUMNS, append, from_step);
+  if (st != GANFW_OK) return st;
   r->eval_csv = fopen(r->eval_path, "a");
   return r->eval_csv ? GANFW_OK : ganfw_error_set(GANFW_ERR_IO, "%s: cannot write", r->eval_path);
 }
