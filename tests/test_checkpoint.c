@@ -788,6 +788,68 @@ static void test_load_weights(void) {
   rig_free(&r);
 }
 
+/* A state_dict file as safetensors.torch.save_file (and Hugging Face) writes it: metadata
+ * {"format": "pt"}, no crc32s. load_weights takes it like a plain one; a resume refuses it
+ * pointing to model.init_from, and another framework's format ("flax": HWIO kernels) is
+ * refused by name. */
+static void write_state_dict(ganfw_net *net, const char *format, const char *path) {
+  ganfw_st_writer *w = ganfw_st_writer_create();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+  if (format) CU_ASSERT_EQUAL(ganfw_st_writer_metadata(w, "format", format), GANFW_OK);
+  for (int64_t i = 0; i < ganfw_net_param_count(net); i++) {
+    ganfw_param_info info = {.struct_size = sizeof info};
+    ganfw_net_param_info(net, i, &info);
+    CU_ASSERT_EQUAL(ganfw_st_writer_add(w, info.name, GANFW_DTYPE_F32, info.value->ndim,
+                                        info.value->shape, info.value->data),
+                    GANFW_OK);
+  }
+  ganfw_net_buffer b;
+  for (int64_t i = 0; ganfw_net_buffer_at(net, i, &b); i++) {
+    ganfw_status st = b.counter ? ganfw_st_writer_add_raw(w, b.name, "I64", 0, NULL, b.counter)
+                                : ganfw_st_writer_add(w, b.name, GANFW_DTYPE_F32, 1,
+                                                      b.tensor->shape, b.tensor->data);
+    CU_ASSERT_EQUAL(st, GANFW_OK);
+  }
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_writer_write(w, path), GANFW_OK);
+  ganfw_st_writer_destroy(w);
+}
+
+static void test_load_weights_pt_format(void) {
+  rig r;
+  rig_init(&r);
+  rig_randomize(&r, 21);
+  snap saved = {NULL, 0}, now = {NULL, 0};
+  saved = take_net(r.g, NULL, saved);
+  const char *pt = tmp_path("pt.safetensors");
+  write_state_dict(r.g, "pt", pt);
+  randomize_net(r.g, NULL, 22);
+  ganfw_ckpt_net g_plain = {r.g, "", NULL, NULL};
+  ganfw_ckpt_report rep;
+  ganfw_status st = ganfw_checkpoint_load_weights(pt, &g_plain, 1, 0, &rep);
+  if (st != GANFW_OK) printf("\n  %s ", ganfw_error_message());
+  CU_ASSERT_EQUAL(st, GANFW_OK);
+  now = take_net(r.g, NULL, now);
+  CU_ASSERT(snap_equal(saved, now));
+  CU_ASSERT_EQUAL(rep.missing + rep.unexpected, 0);
+  CU_ASSERT(rep.loaded > 0);
+
+  /* A resume needs a ganfw checkpoint: the message points to model.init_from. */
+  CU_ASSERT_EQUAL(ganfw_checkpoint_load(pt, &g_plain, 1, NULL), GANFW_ERR_CONFIG);
+  CU_ASSERT(contains(ganfw_error_message(), "\"pt\"") &&
+            contains(ganfw_error_message(), "model.init_from"));
+
+  /* Another framework's layout is refused, naming both formats this ganfw reads. */
+  const char *flax = tmp_path("flax.safetensors");
+  write_state_dict(r.g, "flax", flax);
+  CU_ASSERT_EQUAL(ganfw_checkpoint_load_weights(flax, &g_plain, 1, 0, NULL), GANFW_ERR_CONFIG);
+  CU_ASSERT(contains(ganfw_error_message(), "\"flax\"") &&
+            contains(ganfw_error_message(), "\"pt\"") &&
+            contains(ganfw_error_message(), GANFW_CKPT_FORMAT));
+  free(saved.p);
+  free(now.p);
+  rig_free(&r);
+}
+
 static void touch(const char *name, const void *bytes, size_t n) {
   write_file(tmp_path(name), bytes, n);
 }
@@ -946,6 +1008,7 @@ static CU_TestInfo tests[] = {{"roundtrip", test_roundtrip},
                               {"mismatch", test_mismatch},
                               {"save_errors", test_save_errors},
                               {"load_weights", test_load_weights},
+                              {"load_weights_pt_format", test_load_weights_pt_format},
                               {"latest", test_latest},
                               {"dcgan_export", test_dcgan_export},
                               {"cleanup", test_cleanup},

@@ -541,6 +541,23 @@ static const char *ck_names_str(ck_names *l) {
   return l->buf;
 }
 
+/* 1 when the file is a ganfw checkpoint (its "format" is ours): "optim.*" is then optimizer
+ * state and the crc32s are required. */
+static int32_t ck_is_ganfw(const ganfw_st_file *f) {
+  const char *format = ganfw_st_metadata(f, "format");
+  return format && strcmp(format, GANFW_CKPT_FORMAT) == 0;
+}
+
+/* 1 when `name` is "<layer>.bias" and the items hold "<layer>.weight": a bias the layer
+ * was built without. */
+static int ck_is_missing_bias(const ck_items *it, const char *name) {
+  size_t len = strlen(name);
+  if (len <= 5 || strcmp(name + len - 5, ".bias") != 0 || len > 400) return 0;
+  char weight[420];
+  snprintf(weight, sizeof weight, "%.*s.weight", (int)(len - 5), name);
+  return ck_items_find(it, weight) != NULL;
+}
+
 /* 1 when the file tensor `name` belongs to one of the nets for a weights-only load. */
 static int ck_in_scope(const ganfw_ckpt_net *nets, int32_t n, const char *name, int32_t is_ckpt) {
   if (is_ckpt && strncmp(name, "optim.", 6) == 0) return 0;
@@ -587,19 +604,29 @@ static ganfw_status ck_match(const char *path, const ganfw_st_file *f, const ck_
                t->dtype_name, a, dt, b);
     }
   }
-  int32_t is_ckpt = ganfw_st_metadata(f, "format") != NULL;
+  int32_t is_ckpt = ck_is_ganfw(f);
+  char no_bias[300] = "";
   for (int64_t i = 0; i < ganfw_st_count(f); i++) {
     const ganfw_st_tensor *t = ganfw_st_at(f, i);
     if (weights_only && !ck_in_scope(nets, n, t->name, is_ckpt)) continue;
-    if (!ck_items_find(it, t->name)) ck_names_add(&unexpected, t->name);
+    if (ck_items_find(it, t->name)) continue;
+    ck_names_add(&unexpected, t->name);
+    if (!no_bias[0] && ck_is_missing_bias(it, t->name))
+      snprintf(no_bias, sizeof no_bias,
+               "; %.*s has no bias in this model (a conv followed by BatchNorm is built "
+               "without one): build the PyTorch layer with bias=False, or fold the bias into "
+               "the BatchNorm's running_mean (subtract it) and drop it",
+               (int)(strlen(t->name) - 5), t->name);
   }
   if (report) {
     report->loaded = loaded;
     report->missing = missing.count;
     report->unexpected = unexpected.count;
+    report->mismatched = mismatched;
   }
   const char *hint = "check the model settings (e.g. model.ngf, model.ndf, model.nz, "
-                     "model.image_size, optim) against the run that wrote it";
+                     "model.image_size, model.blocks, dropout, batchnorm, optim) against the "
+                     "run that wrote it";
   if (mismatched)
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "%s: checkpoint does not match this model: %s (%lld tensors differ, "
@@ -616,16 +643,22 @@ static ganfw_status ck_match(const char *path, const ganfw_st_file *f, const ck_
         (long long)ganfw_st_count(f), ganfw_st_count(f) ? " such as \"" : "",
         ganfw_st_count(f) ? ganfw_st_at(f, 0)->name : "", ganfw_st_count(f) ? "\"" : "");
   }
-  if (missing.count && !(flags & GANFW_CKPT_ALLOW_MISSING))
-    return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "%s: checkpoint does not match this model: %s %s missing from the "
-                           "file (%s)",
-                           path, ck_names_str(&missing), missing.count > 1 ? "are" : "is", hint);
-  if (unexpected.count && !(flags & GANFW_CKPT_ALLOW_UNEXPECTED))
-    return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "%s: checkpoint does not match this model: the file holds %s, which "
-                           "this model lacks (%s)",
-                           path, ck_names_str(&unexpected), hint);
+  /* Both sides in one message, as load_state_dict's "Missing key(s)" / "Unexpected key(s)":
+   * a renumbered layer shows up as one of each. */
+  const int refuse_missing = missing.count && !(flags & GANFW_CKPT_ALLOW_MISSING);
+  const int refuse_unexpected = unexpected.count && !(flags & GANFW_CKPT_ALLOW_UNEXPECTED);
+  if (refuse_missing || refuse_unexpected) {
+    char what[1200];
+    int len = 0;
+    if (missing.count)
+      len = snprintf(what, sizeof what, "%s %s missing from the file", ck_names_str(&missing),
+                     missing.count > 1 ? "are" : "is");
+    if (unexpected.count)
+      snprintf(what + len, sizeof what - (size_t)len, "%sthe file holds %s, which this model lacks",
+               len ? "; " : "", ck_names_str(&unexpected));
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: checkpoint does not match this model: %s (%s%s)",
+                           path, what, hint, no_bias);
+  }
   if (missing.count)
     ganfw_log(GANFW_LOG_WARN, "%s: not in the file, keeping their values: %s", path,
               ck_names_str(&missing));
@@ -745,6 +778,14 @@ ganfw_status ganfw_checkpoint_load(const char *path, const ganfw_ckpt_net *nets,
                          path);
     goto done;
   }
+  if (strcmp(format, GANFW_CKPT_FORMAT_PT) == 0) {
+    st = ganfw_error_set(GANFW_ERR_CONFIG,
+                         "%s: a PyTorch state_dict (format \"pt\"), not a ganfw checkpoint: it "
+                         "holds no optimizer state or step to resume from; to start from its "
+                         "weights use model.init_from",
+                         path);
+    goto done;
+  }
   if (strcmp(format, GANFW_CKPT_FORMAT) != 0) {
     st = ganfw_error_set(GANFW_ERR_CONFIG,
                          "%s: checkpoint format \"%.64s\" is not one this ganfw reads (\"%s\")",
@@ -807,13 +848,17 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
   ck_items it = {0};
   const ganfw_st_tensor **file_of = NULL;
   const char *format = ganfw_st_metadata(f, "format");
-  if (format && strcmp(format, GANFW_CKPT_FORMAT) != 0) {
+  if (format && strcmp(format, GANFW_CKPT_FORMAT) != 0 &&
+      strcmp(format, GANFW_CKPT_FORMAT_PT) != 0) {
     st = ganfw_error_set(GANFW_ERR_CONFIG,
-                         "%s: checkpoint format \"%.64s\" is not one this ganfw reads (\"%s\")",
-                         path, format, GANFW_CKPT_FORMAT);
+                         "%s: safetensors format \"%.64s\" is not one this ganfw reads: a ganfw "
+                         "checkpoint (\"%s\") or a PyTorch state_dict (\"%s\", or no "
+                         "\"format\"); convert the weights to PyTorch's layout and save them with "
+                         "safetensors.torch.save_file",
+                         path, format, GANFW_CKPT_FORMAT, GANFW_CKPT_FORMAT_PT);
     goto done;
   }
-  if ((st = ck_verify_crcs(path, f, format != NULL)) != GANFW_OK) goto done;
+  if ((st = ck_verify_crcs(path, f, ck_is_ganfw(f))) != GANFW_OK) goto done;
   if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
   file_of = calloc((size_t)(it.n ? it.n : 1), sizeof *file_of);
   if (!file_of) {

@@ -13,6 +13,10 @@
 
 /* "format" metadata of every checkpoint this code writes; load refuses any other. */
 #define GANFW_CKPT_FORMAT "ganfw-checkpoint-1"
+/* "format" metadata of a PyTorch state_dict written by the safetensors library's torch
+ * helpers (safetensors.torch.save_file, Hugging Face): load_weights reads it as a plain
+ * state_dict file. */
+#define GANFW_CKPT_FORMAT_PT "pt"
 
 /* One net of a checkpoint, all borrowed. The net's parameters (ganfw_net_param_info) and
  * buffers (ganfw_net_buffer_at) are saved as "<prefix>.<name>"; num_batches_tracked as a
@@ -68,17 +72,23 @@ ganfw_status ganfw_checkpoint_load(const char *path, const ganfw_ckpt_net *nets,
                                    ganfw_ckpt_meta **meta_out);
 
 /* Weights only (`ganfw sample`, model.init_from): loads the parameters and buffers of
- * nets[0..n) from a checkpoint or any safetensors file of state_dicts (PyTorch's
- * safetensors.torch.save_file), ignoring optimizer state, metadata and tensors outside
- * the nets' prefixes. crc32s are checked when the file has them. Shapes and dtypes must
- * match. flags: GANFW_CKPT_ALLOW_*; what was allowed is logged as a warning naming the
- * tensors and counted in *report (may be NULL). Validates everything before copying. */
+ * nets[0..n) from a checkpoint or any safetensors file of state_dicts: one without a
+ * "format", or with "format": "pt" (PyTorch's safetensors.torch.save_file), ignoring
+ * optimizer state, metadata and tensors outside the nets' prefixes. Another "format" is
+ * GANFW_ERR_CONFIG naming it. crc32s are checked when the file has them. Shapes and dtypes
+ * must match. Strict with flags 0, as PyTorch's load_state_dict: a tensor missing from the
+ * file, or one under a net's prefix that the net lacks, is GANFW_ERR_CONFIG naming them (an
+ * unexpected "<layer>.bias" whose "<layer>.weight" the net has is said to be a bias the
+ * layer lacks). flags: GANFW_CKPT_ALLOW_*; what was allowed is logged as a warning naming
+ * the tensors. *report (may be NULL) gets the counts, on failure too. Validates everything
+ * before copying. */
 enum {
   GANFW_CKPT_ALLOW_MISSING = 1,    /* a tensor of a net absent from the file keeps its value */
   GANFW_CKPT_ALLOW_UNEXPECTED = 2, /* a tensor under a net's prefix that the net lacks */
 };
 typedef struct ganfw_ckpt_report {
   int64_t loaded, missing, unexpected;
+  int64_t mismatched; /* in both, with another shape or dtype (always an error) */
 } ganfw_ckpt_report;
 ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_net *nets, int32_t n,
                                            int32_t flags, ganfw_ckpt_report *report);
