@@ -669,26 +669,32 @@ static ganfw_status st_corrupt(const char *what, const char *why) {
   return ganfw_error_set(GANFW_ERR_IO, "%s: corrupt safetensors file: %s", what, why);
 }
 
-/* Takes ownership of `bytes` (freed on failure too). */
-static ganfw_status st_open_owned(unsigned char *bytes, int64_t nbytes, const char *what,
-                                  ganfw_st_file **out) {
+/* The 8-byte little-endian header length at the start of a file image of nbytes, checked
+ * against the size and GANFW_ST_MAX_HEADER. */
+static ganfw_status st_header_length(const unsigned char *bytes, int64_t nbytes, const char *what,
+                                     uint64_t *hlen) {
   char why[600];
   if (nbytes < 8) {
-    free(bytes);
     snprintf(why, sizeof why, "the file is %lld bytes, shorter than the 8-byte header length",
              (long long)nbytes);
     return st_corrupt(what, why);
   }
-  uint64_t hlen = 0;
-  for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | bytes[i];
-  if (hlen > (uint64_t)(nbytes - 8) || hlen > GANFW_ST_MAX_HEADER || hlen < 2) {
-    free(bytes);
+  *hlen = 0;
+  for (int i = 7; i >= 0; i--) *hlen = (*hlen << 8) | bytes[i];
+  if (*hlen > (uint64_t)(nbytes - 8) || *hlen > GANFW_ST_MAX_HEADER || *hlen < 2) {
     snprintf(why, sizeof why,
              "header length %llu does not fit (the file holds %lld bytes after it, the "
              "limit is %d); the file is truncated or not safetensors",
-             (unsigned long long)hlen, (long long)(nbytes - 8), GANFW_ST_MAX_HEADER);
+             (unsigned long long)*hlen, (long long)(nbytes - 8), GANFW_ST_MAX_HEADER);
     return st_corrupt(what, why);
   }
+  return GANFW_OK;
+}
+
+/* Parses the JSON header of the file image into a new file that owns `bytes`, the entries
+ * and the metadata; on failure everything, `bytes` included, is freed. */
+static ganfw_status st_file_from_header(unsigned char *bytes, int64_t nbytes, uint64_t hlen,
+                                        const char *what, ganfw_st_file **out) {
   st_build b;
   memset(&b, 0, sizeof b);
   b.p.s = (const char *)bytes + 8;
@@ -707,33 +713,37 @@ static ganfw_status st_open_owned(unsigned char *bytes, int64_t nbytes, const ch
     f->meta_values = b.meta_values;
     f->meta_count = b.meta_count;
   }
-  if (bad) {
-    snprintf(why, sizeof why, "%s", b.p.err);
-    if (f) {
-      st_file_free(f);
-    } else {
-      for (int64_t i = 0; i < b.count; i++) free(b.entries[i].name);
-      for (int64_t i = 0; i < b.meta_count; i++) {
-        free(b.meta_keys[i]);
-        free(b.meta_values[i]);
-      }
-      free(b.entries);
-      free(b.meta_keys);
-      free(b.meta_values);
-      free(bytes);
-    }
-    return st_corrupt(what, why);
+  if (!bad) {
+    *out = f;
+    return GANFW_OK;
   }
+  char why[600];
+  snprintf(why, sizeof why, "%s", b.p.err);
+  if (f) {
+    st_file_free(f);
+  } else {
+    for (int64_t i = 0; i < b.count; i++) free(b.entries[i].name);
+    for (int64_t i = 0; i < b.meta_count; i++) {
+      free(b.meta_keys[i]);
+      free(b.meta_values[i]);
+    }
+    free(b.entries);
+    free(b.meta_keys);
+    free(b.meta_values);
+    free(bytes);
+  }
+  return st_corrupt(what, why);
+}
 
-  /* The tensors must tile the data section exactly: sorted by offset, each begins where
-   * the previous one ends, the last ends at the end of the file. */
-  int64_t data_len = nbytes - 8 - (int64_t)hlen;
-  const unsigned char *data = bytes + 8 + hlen;
+/* The tensors must tile the data section of data_len bytes exactly: sorted by offset (f's
+ * entries are sorted here), each begins where the previous one ends, the last ends at the
+ * end of the file. */
+static ganfw_status st_check_tiling(ganfw_st_file *f, int64_t data_len, const char *what) {
+  char why[600];
   if (f->count > 0) qsort(f->entries, (size_t)f->count, sizeof *f->entries, st_cmp_offset);
   int64_t at = 0;
   for (int64_t i = 0; i < f->count; i++) {
-    st_entry *e = &f->entries[i];
-    e->t.name = e->name;
+    const st_entry *e = &f->entries[i];
     if (e->begin != at) {
       if (e->begin < at)
         snprintf(why, sizeof why, "tensor \"%.64s\" at [%lld, %lld] overlaps the previous one",
@@ -741,7 +751,6 @@ static ganfw_status st_open_owned(unsigned char *bytes, int64_t nbytes, const ch
       else
         snprintf(why, sizeof why, "gap in the data before tensor \"%.64s\" at [%lld, %lld]",
                  e->name, (long long)e->begin, (long long)e->end);
-      st_file_free(f);
       return st_corrupt(what, why);
     }
     if (e->end > data_len) {
@@ -749,32 +758,33 @@ static ganfw_status st_open_owned(unsigned char *bytes, int64_t nbytes, const ch
                "tensor \"%.64s\" ends at byte %lld of a %lld-byte data section (the file is "
                "truncated)",
                e->name, (long long)e->end, (long long)data_len);
-      st_file_free(f);
       return st_corrupt(what, why);
     }
     at = e->end;
   }
   if (at != data_len) {
     snprintf(why, sizeof why, "%lld bytes after the last tensor", (long long)(data_len - at));
-    st_file_free(f);
     return st_corrupt(what, why);
   }
+  return GANFW_OK;
+}
 
+/* Points every tensor at its bytes in `data` (an aligned copy when they are misaligned for
+ * its element size) and sorts f->by_name for ganfw_st_find, refusing a duplicate name. */
+static ganfw_status st_index_tensors(ganfw_st_file *f, const unsigned char *data,
+                                     const char *what) {
   f->by_name = malloc((size_t)(f->count ? f->count : 1) * sizeof *f->by_name);
-  if (!f->by_name) {
-    st_file_free(f);
+  if (!f->by_name)
     return ganfw_error_set(GANFW_ERR_OOM, "%s: out of memory reading safetensors", what);
-  }
   for (int64_t i = 0; i < f->count; i++) {
     st_entry *e = &f->entries[i];
+    e->t.name = e->name;
     f->by_name[i] = e;
     const unsigned char *src = data + e->begin;
     if (((uintptr_t)src % (uintptr_t)e->t.elem_size) != 0) {
       e->owned_data = aligned_alloc(64, (size_t)((e->t.nbytes + 63) / 64 * 64));
-      if (!e->owned_data) {
-        st_file_free(f);
+      if (!e->owned_data)
         return ganfw_error_set(GANFW_ERR_OOM, "%s: out of memory reading safetensors", what);
-      }
       memcpy(e->owned_data, src, (size_t)e->t.nbytes);
       src = e->owned_data;
     }
@@ -783,10 +793,29 @@ static ganfw_status st_open_owned(unsigned char *bytes, int64_t nbytes, const ch
   if (f->count > 0) qsort(f->by_name, (size_t)f->count, sizeof *f->by_name, st_cmp_name);
   for (int64_t i = 1; i < f->count; i++) {
     if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0) {
+      char why[600];
       snprintf(why, sizeof why, "duplicate tensor \"%.64s\"", f->by_name[i]->name);
-      st_file_free(f);
       return st_corrupt(what, why);
     }
+  }
+  return GANFW_OK;
+}
+
+/* Validates a whole file image and takes ownership of `bytes` (freed on failure too). */
+static ganfw_status st_open_owned(unsigned char *bytes, int64_t nbytes, const char *what,
+                                  ganfw_st_file **out) {
+  uint64_t hlen = 0;
+  ganfw_status st = st_header_length(bytes, nbytes, what, &hlen);
+  if (st != GANFW_OK) {
+    free(bytes);
+    return st;
+  }
+  ganfw_st_file *f = NULL;
+  if ((st = st_file_from_header(bytes, nbytes, hlen, what, &f)) != GANFW_OK) return st;
+  if ((st = st_check_tiling(f, nbytes - 8 - (int64_t)hlen, what)) != GANFW_OK ||
+      (st = st_index_tensors(f, bytes + 8 + hlen, what)) != GANFW_OK) {
+    st_file_free(f);
+    return st;
   }
   *out = f;
   return GANFW_OK;
