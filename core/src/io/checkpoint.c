@@ -304,124 +304,158 @@ static int ck_meta_push(char **keys, char **values, int64_t *n, char *key, const
   return key && values[*n - 1] ? 0 : -1;
 }
 
+/* What one save holds until the file is written. */
+typedef struct ck_save {
+  ck_items it;
+  ck_item **order;       /* the items in file order */
+  void **staged;         /* host copies of device tensors, by item (NULL: read in place) */
+  ck_desc *desc;         /* the header's tensors, in file order */
+  char **keys, **values; /* the metadata, owned: fixed keys, optimizer steps, extras */
+  int64_t nmeta;
+  ganfw_st_writer *w;
+} ck_save;
+
+static void ck_save_free(ck_save *s) {
+  ganfw_st_writer_destroy(s->w);
+  for (int64_t i = 0; s->staged && i < s->it.n; i++) free(s->staged[i]);
+  for (int64_t i = 0; s->keys && i < s->nmeta; i++) free(s->keys[i]);
+  for (int64_t i = 0; s->values && i < s->nmeta; i++) free(s->values[i]);
+  free(s->keys);
+  free(s->values);
+  free(s->staged);
+  free(s->order);
+  free(s->desc);
+  ck_items_free(&s->it);
+}
+
+static ganfw_status ck_save_oom(const char *path) {
+  return ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory saving a checkpoint", path);
+}
+
+/* The arrays of a save of s->it's items and `n_meta_max` metadata entries, and its writer. */
+static ganfw_status ck_save_alloc(const char *path, ck_save *s, int64_t n_meta_max) {
+  const size_t n = (size_t)(s->it.n ? s->it.n : 1);
+  s->order = malloc(n * sizeof *s->order);
+  s->staged = calloc(n, sizeof *s->staged);
+  s->desc = malloc(n * sizeof *s->desc);
+  s->keys = calloc((size_t)n_meta_max, sizeof *s->keys);
+  s->values = calloc((size_t)n_meta_max, sizeof *s->values);
+  s->w = ganfw_st_writer_create();
+  if (!s->order || !s->staged || !s->desc || !s->keys || !s->values || !s->w)
+    return ck_save_oom(path);
+  return GANFW_OK;
+}
+
+/* Host bytes of every tensor: CPU tensors are read in place, device ones staged. */
+static ganfw_status ck_stage(const char *path, ck_save *s) {
+  for (int64_t i = 0; i < s->it.n; i++) {
+    ck_item *e = &s->it.v[i];
+    if (e->counter) {
+      e->host = e->counter;
+    } else if (e->tensor->device == GANFW_DEVICE_CPU || e->nbytes == 0) {
+      e->host = e->tensor->data;
+    } else {
+      if (!(s->staged[i] = malloc((size_t)e->nbytes)))
+        return ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory staging %s (%lld bytes)",
+                               path, e->name, (long long)e->nbytes);
+      ganfw_status st = ganfw_tensor_to_host(e->tensor, s->staged[i], e->nbytes);
+      e->host = s->staged[i];
+      if (st != GANFW_OK) return st;
+    }
+  }
+  return GANFW_OK;
+}
+
+/* Adds every tensor to the writer in file order, records how the header describes it and
+ * the crc32 of the data section. */
+static ganfw_status ck_add_tensors(ck_save *s, uLong *data_crc) {
+  /* The writer lays data out by decreasing element size, in the order added among equal
+   * sizes; adding in that order makes `order` the file order the crc is computed in. */
+  for (int64_t i = 0; i < s->it.n; i++) s->order[i] = &s->it.v[i];
+  if (s->it.n) qsort(s->order, (size_t)s->it.n, sizeof *s->order, ck_cmp_elem_size);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  static const int64_t scalar_shape[1] = {0};
+  for (int64_t i = 0; i < s->it.n; i++) {
+    const ck_item *e = s->order[i];
+    crc = ck_crc(crc, e->host, e->nbytes);
+    ck_desc *d = &s->desc[i];
+    d->name = e->name;
+    d->dtype = e->counter ? "I64" : ganfw_st_dtype_name(e->tensor->dtype);
+    d->ndim = e->counter ? 0 : e->tensor->ndim;
+    d->shape = e->counter ? scalar_shape : e->tensor->shape;
+    if (!d->dtype)
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG, "checkpoint: tensor %s has unknown dtype %d",
+                             e->name, (int)e->tensor->dtype);
+    ganfw_status st =
+        e->counter ? ganfw_st_writer_add_raw(s->w, e->name, "I64", 0, NULL, e->host)
+                   : ganfw_st_writer_add_borrowed(s->w, e->name, e->tensor->dtype, e->tensor->ndim,
+                                                  e->tensor->shape, e->host);
+    if (st != GANFW_OK) return st;
+  }
+  *data_crc = crc;
+  return GANFW_OK;
+}
+
+/* The metadata in the order it is written: format, the run's position, each optimizer's
+ * step, the extras. */
+static ganfw_status ck_collect_meta(const char *path, const ganfw_ckpt_net *nets, int32_t n,
+                                    const ganfw_ckpt_meta *meta, ck_save *s) {
+  char num[32];
+  int bad = ck_meta_push(s->keys, s->values, &s->nmeta, strdup("format"), GANFW_CKPT_FORMAT);
+  snprintf(num, sizeof num, "%lld", (long long)meta->step);
+  bad |= ck_meta_push(s->keys, s->values, &s->nmeta, strdup("step"), num);
+  snprintf(num, sizeof num, "%lld", (long long)meta->epoch);
+  bad |= ck_meta_push(s->keys, s->values, &s->nmeta, strdup("epoch"), num);
+  snprintf(num, sizeof num, "%lld", (long long)meta->loader_position);
+  bad |= ck_meta_push(s->keys, s->values, &s->nmeta, strdup("loader_position"), num);
+  snprintf(num, sizeof num, "%llu", (unsigned long long)meta->seed);
+  bad |= ck_meta_push(s->keys, s->values, &s->nmeta, strdup("seed"), num);
+  snprintf(num, sizeof num, "%llu", (unsigned long long)meta->rng_offset);
+  bad |= ck_meta_push(s->keys, s->values, &s->nmeta, strdup("rng_offset"), num);
+  for (int32_t k = 0; k < n; k++) {
+    if (!nets[k].optim_vt || !nets[k].optim_vt->get_step) continue;
+    snprintf(num, sizeof num, "%lld", (long long)nets[k].optim_vt->get_step(nets[k].optim_self));
+    bad |= ck_meta_push(s->keys, s->values, &s->nmeta,
+                        ck_join3("optim", ck_prefix(&nets[k]), "step"), num);
+  }
+  for (int32_t i = 0; i < meta->n_extra; i++)
+    bad |= ck_meta_push(s->keys, s->values, &s->nmeta, strdup(meta->extra_keys[i]),
+                        meta->extra_values[i]);
+  return bad ? ck_save_oom(path) : GANFW_OK;
+}
+
+/* The metadata into the writer, then the crc32s of the data and of the header. */
+static ganfw_status ck_write_meta(const char *path, ck_save *s, uLong data_crc) {
+  ganfw_status st;
+  for (int64_t i = 0; i < s->nmeta; i++)
+    if ((st = ganfw_st_writer_metadata(s->w, s->keys[i], s->values[i])) != GANFW_OK) return st;
+  int64_t hcrc = ck_header_crc((const char *const *)s->keys, (const char *const *)s->values,
+                               s->nmeta, s->desc, s->it.n);
+  if (hcrc < 0) return ck_save_oom(path);
+  char hex[9];
+  ck_crc_format((int64_t)(data_crc & 0xffffffffUL), hex);
+  if ((st = ganfw_st_writer_metadata(s->w, "crc32", hex)) != GANFW_OK) return st;
+  ck_crc_format(hcrc, hex);
+  return ganfw_st_writer_metadata(s->w, "header_crc32", hex);
+}
+
 ganfw_status ganfw_checkpoint_save(const char *path, const ganfw_ckpt_net *nets, int32_t n,
                                    const ganfw_ckpt_meta *meta) {
   if (!path || !meta)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_checkpoint_save: NULL argument");
   ganfw_status st = ck_check_extras(meta);
   if (st != GANFW_OK) return st;
-  ck_items it;
-  if ((st = ck_collect(nets, n, 1, &it)) != GANFW_OK) return st;
-
-  ck_item **order = malloc((size_t)(it.n ? it.n : 1) * sizeof *order);
-  void **staged = calloc((size_t)(it.n ? it.n : 1), sizeof *staged);
-  ck_desc *desc = malloc((size_t)(it.n ? it.n : 1) * sizeof *desc);
+  ck_save s;
+  memset(&s, 0, sizeof s);
+  if ((st = ck_collect(nets, n, 1, &s.it)) != GANFW_OK) return st;
   /* metadata: the fixed keys, one step per optimizer, the extras, the two crcs */
-  int64_t nmeta_cap = 8 + (int64_t)n + meta->n_extra;
-  char **mkeys = calloc((size_t)nmeta_cap, sizeof *mkeys);
-  char **mvals = calloc((size_t)nmeta_cap, sizeof *mvals);
-  int64_t nmeta = 0;
-  ganfw_st_writer *w = ganfw_st_writer_create();
-  if (!order || !staged || !desc || !mkeys || !mvals || !w) {
-    st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory saving a checkpoint", path);
-    goto done;
-  }
-
-  /* Host bytes of every tensor: CPU tensors are read in place, device ones staged. */
-  for (int64_t i = 0; i < it.n && st == GANFW_OK; i++) {
-    ck_item *e = &it.v[i];
-    order[i] = e;
-    if (e->counter) {
-      e->host = e->counter;
-    } else if (e->tensor->device == GANFW_DEVICE_CPU || e->nbytes == 0) {
-      e->host = e->tensor->data;
-    } else {
-      staged[i] = malloc((size_t)e->nbytes);
-      if (!staged[i]) {
-        st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory staging %s (%lld bytes)", path,
-                             e->name, (long long)e->nbytes);
-        break;
-      }
-      st = ganfw_tensor_to_host(e->tensor, staged[i], e->nbytes);
-      e->host = staged[i];
-    }
-  }
-  if (st != GANFW_OK) goto done;
-
-  /* The writer lays data out by decreasing element size, in the order added among equal
-   * sizes; adding in that order makes `order` the file order the crc is computed in. */
-  if (it.n) qsort(order, (size_t)it.n, sizeof *order, ck_cmp_elem_size);
-  uLong crc = crc32(0L, Z_NULL, 0);
-  static const int64_t scalar_shape[1] = {0};
-  for (int64_t i = 0; i < it.n; i++) {
-    ck_item *e = order[i];
-    crc = ck_crc(crc, e->host, e->nbytes);
-    desc[i].name = e->name;
-    desc[i].dtype = e->counter ? "I64" : ganfw_st_dtype_name(e->tensor->dtype);
-    desc[i].ndim = e->counter ? 0 : e->tensor->ndim;
-    desc[i].shape = e->counter ? scalar_shape : e->tensor->shape;
-    if (!desc[i].dtype) {
-      st = ganfw_error_set(GANFW_ERR_INVALID_ARG, "checkpoint: tensor %s has unknown dtype %d",
-                           e->name, (int)e->tensor->dtype);
-      goto done;
-    }
-    if (e->counter)
-      st = ganfw_st_writer_add_raw(w, e->name, "I64", 0, NULL, e->host);
-    else
-      st = ganfw_st_writer_add_borrowed(w, e->name, e->tensor->dtype, e->tensor->ndim,
-                                        e->tensor->shape, e->host);
-    if (st != GANFW_OK) goto done;
-  }
-
-  /* Metadata, then its crc. */
-  char num[32];
-  int bad = 0;
-  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("format"), GANFW_CKPT_FORMAT);
-  snprintf(num, sizeof num, "%lld", (long long)meta->step);
-  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("step"), num);
-  snprintf(num, sizeof num, "%lld", (long long)meta->epoch);
-  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("epoch"), num);
-  snprintf(num, sizeof num, "%lld", (long long)meta->loader_position);
-  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("loader_position"), num);
-  snprintf(num, sizeof num, "%llu", (unsigned long long)meta->seed);
-  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("seed"), num);
-  snprintf(num, sizeof num, "%llu", (unsigned long long)meta->rng_offset);
-  bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup("rng_offset"), num);
-  for (int32_t k = 0; k < n; k++) {
-    if (!nets[k].optim_vt || !nets[k].optim_vt->get_step) continue;
-    snprintf(num, sizeof num, "%lld", (long long)nets[k].optim_vt->get_step(nets[k].optim_self));
-    bad |= ck_meta_push(mkeys, mvals, &nmeta, ck_join3("optim", ck_prefix(&nets[k]), "step"), num);
-  }
-  for (int32_t i = 0; i < meta->n_extra; i++)
-    bad |= ck_meta_push(mkeys, mvals, &nmeta, strdup(meta->extra_keys[i]), meta->extra_values[i]);
-  if (bad) goto oom;
-  for (int64_t i = 0; i < nmeta; i++) {
-    if ((st = ganfw_st_writer_metadata(w, mkeys[i], mvals[i])) != GANFW_OK) goto done;
-  }
-  int64_t hcrc =
-      ck_header_crc((const char *const *)mkeys, (const char *const *)mvals, nmeta, desc, it.n);
-  if (hcrc < 0) goto oom;
-  char hex[9];
-  ck_crc_format((int64_t)(crc & 0xffffffffUL), hex);
-  if ((st = ganfw_st_writer_metadata(w, "crc32", hex)) != GANFW_OK) goto done;
-  ck_crc_format(hcrc, hex);
-  if ((st = ganfw_st_writer_metadata(w, "header_crc32", hex)) != GANFW_OK) goto done;
-
-  st = ganfw_st_writer_write(w, path);
-  goto done;
-oom:
-  st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory saving a checkpoint", path);
-done:
-  ganfw_st_writer_destroy(w);
-  for (int64_t i = 0; staged && i < it.n; i++) free(staged[i]);
-  for (int64_t i = 0; mkeys && i < nmeta; i++) free(mkeys[i]);
-  for (int64_t i = 0; mvals && i < nmeta; i++) free(mvals[i]);
-  free(mkeys);
-  free(mvals);
-  free(staged);
-  free(order);
-  free(desc);
-  ck_items_free(&it);
+  uLong data_crc = 0;
+  if ((st = ck_save_alloc(path, &s, 8 + (int64_t)n + meta->n_extra)) == GANFW_OK &&
+      (st = ck_stage(path, &s)) == GANFW_OK && (st = ck_add_tensors(&s, &data_crc)) == GANFW_OK &&
+      (st = ck_collect_meta(path, nets, n, meta, &s)) == GANFW_OK &&
+      (st = ck_write_meta(path, &s, data_crc)) == GANFW_OK)
+    st = ganfw_st_writer_write(s.w, path);
+  ck_save_free(&s);
   return st;
 }
 
@@ -546,6 +580,13 @@ static const char *ck_names_str(ck_names *l) {
 static int32_t ck_is_ganfw(const ganfw_st_file *f) {
   const char *format = ganfw_st_metadata(f, "format");
   return format && strcmp(format, GANFW_CKPT_FORMAT) == 0;
+}
+
+/* 1 when the file holds a tensor of one of the items' names. */
+static int ck_any_found(const ganfw_st_file *f, const ck_items *it) {
+  for (int64_t i = 0; i < it->n; i++)
+    if (ganfw_st_find(f, it->v[i].name)) return 1;
+  return 0;
 }
 
 /* 1 when `name` is "<layer>.bias" and the items hold "<layer>.weight": a bias the layer
@@ -860,6 +901,14 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
   }
   if ((st = ck_verify_crcs(path, f, ck_is_ganfw(f))) != GANFW_OK) goto done;
   if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
+  ganfw_ckpt_net bare;
+  if ((flags & GANFW_CKPT_BARE_NAMES) && n == 1 && !ck_is_ganfw(f) && !ck_any_found(f, &it)) {
+    bare = nets[0];
+    bare.prefix = "";
+    nets = &bare;
+    ck_items_free(&it);
+    if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
+  }
   file_of = calloc((size_t)(it.n ? it.n : 1), sizeof *file_of);
   if (!file_of) {
     st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory", path);

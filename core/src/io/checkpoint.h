@@ -85,6 +85,10 @@ ganfw_status ganfw_checkpoint_load(const char *path, const ganfw_ckpt_net *nets,
 enum {
   GANFW_CKPT_ALLOW_MISSING = 1,    /* a tensor of a net absent from the file keeps its value */
   GANFW_CKPT_ALLOW_UNEXPECTED = 2, /* a tensor under a net's prefix that the net lacks */
+  /* One net and a file that is no ganfw checkpoint and holds none of the net's tensors
+   * under its prefix: the file's names are read as the net's own state_dict names
+   * (PyTorch's model.state_dict() saved as it is), as with prefix "". */
+  GANFW_CKPT_BARE_NAMES = 4,
 };
 typedef struct ganfw_ckpt_report {
   int64_t loaded, missing, unexpected;
