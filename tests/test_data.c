@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "config/config.h"
 #include "data/data.h"
 #include "data/data_source.h"
 #include "base/error.h"
@@ -585,6 +586,94 @@ static void test_transform_shapes(void) {
   ganfw_dataset_destroy(ds);
 }
 
+/* data.normalize from the config: absent it is the [-1,1] default (recorded in the
+ * resolved config), one value applies to every channel, one per channel to each; bad
+ * values are refused naming the key and its line, a count that is not the images'
+ * channels when the dataset opens. */
+static ganfw_transform tf_from(const char *yaml, ganfw_status want) {
+  ganfw_config *cfg = NULL;
+  ganfw_transform tf;
+  memset(&tf, 0, sizeof tf);
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_load_string(yaml, "norm.yaml", &cfg), GANFW_OK);
+  ganfw_status st =
+      ganfw_transform_from_config(ganfw_cfg_section(ganfw_config_root(cfg), "data"), &tf);
+  if (st != want) printf("\n  %s: got %d, %s\n", yaml, (int)st, ganfw_error_message());
+  CU_ASSERT_EQUAL(st, want);
+  if (st == GANFW_OK && !ganfw_cfg_has(ganfw_config_root(cfg), "data.normalize")) {
+    char text[4096] = "";
+    FILE *f = fmemopen(text, sizeof text - 1, "w");
+    CU_ASSERT_EQUAL(ganfw_config_write_resolved(cfg, f), GANFW_OK);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "mean: [0.5]"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "std: [0.5]"));
+  }
+  ganfw_config_destroy(cfg);
+  return tf;
+}
+
+static void test_normalize(void) {
+  ganfw_transform tf = tf_from("data: {resize: 8}\n", GANFW_OK);
+  CU_ASSERT(tf.norm_n == 0 && tf.resize == 8);
+  tf = tf_from("data: {normalize: {mean: [0.1307], std: [0.3081]}}\n", GANFW_OK);
+  CU_ASSERT(tf.norm_n == 1 && tf.mean[0] == 0.1307f && tf.std[0] == 0.3081f);
+
+  /* MNIST with torchvision's usual Normalize((0.1307,), (0.3081,)) */
+  const char *dir = new_dir("mnist_norm");
+  write_mnist(dir, "train", 2, 4, 4, NULL, 0, 0);
+  ganfw_dataset *ds = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_mnist(dir, 1, &tf, &ds), GANFW_OK);
+  float img[16];
+  CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 1, 0, img, NULL), GANFW_OK);
+  int bad = 0;
+  for (int i = 0; i < 16; i++)
+    bad += img[i] != ((float)mnist_px(1, i / 4, i % 4) / 255.0f - 0.1307f) / 0.3081f;
+  CU_ASSERT_EQUAL(bad, 0);
+  ganfw_dataset_destroy(ds);
+  /* the default is exactly today's (x - 0.5) / 0.5 */
+  ganfw_transform half = tf_from("data: {normalize: {mean: [0.5], std: [0.5]}}\n", GANFW_OK);
+  float a[16], b[16];
+  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_mnist(dir, 1, &half, &ds), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 1, 0, a, NULL), GANFW_OK);
+  ganfw_dataset_destroy(ds);
+  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_mnist(dir, 1, NULL, &ds), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 1, 0, b, NULL), GANFW_OK);
+  ganfw_dataset_destroy(ds);
+  CU_ASSERT_EQUAL(memcmp(a, b, sizeof a), 0);
+
+  /* per channel on 3-channel images; 3 values for gray ones are refused at open */
+  ganfw_transform rgb = tf_from(
+      "data: {channels: 3, normalize: {mean: [0.1, 0.2, 0.3], std: [1, 2, 4]}}\n", GANFW_OK);
+  float rgbimg[3 * 16];
+  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_mnist(dir, 1, &rgb, &ds), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 0, 0, rgbimg, NULL), GANFW_OK);
+  bad = 0;
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < 16; i++)
+      bad += rgbimg[k * 16 + i] !=
+             ((float)mnist_px(0, i / 4, i % 4) / 255.0f - rgb.mean[k]) / rgb.std[k];
+  CU_ASSERT_EQUAL(bad, 0);
+  ganfw_dataset_destroy(ds);
+  rgb.channels = 0;
+  CU_ASSERT_EQUAL(ganfw_dataset_open_mnist(dir, 1, &rgb, &ds), GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has("data.normalize gives 3 means and stds but the images have 1 channel"));
+  CU_ASSERT_PTR_NULL(ds);
+
+  tf_from("data: {channels: 1, normalize: {mean: [0.1, 0.2, 0.3], std: [1, 2, 4]}}\n",
+          GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has("norm.yaml:1:") && msg_has("data.channels 1"));
+  tf_from("data: {normalize: {mean: [0.1, 0.2], std: [1]}}\n", GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has("2 means and 1 stds"));
+  tf_from("data: {normalize: {mean: [0.1], std: [0]}}\n", GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has("data.normalize.std[0] must be > 0"));
+  tf_from("data: {normalize: [0.5, 0.5]}\n", GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has("data.normalize must be a map"));
+  tf_from("data: {normalize: {mean: [0.5, 0.5, 0.5, 0.5], std: [1, 1, 1, 1]}}\n", GANFW_ERR_CONFIG);
+  /* a transform built in code: unit_range and normalize exclude each other */
+  const ganfw_transform both = {.unit_range = 1, .norm_n = 1, .mean = {0}, .std = {1}};
+  int32_t oh, ow;
+  CU_ASSERT_EQUAL(ganfw_transform_shape(&both, 4, 4, &oh, &ow), GANFW_ERR_CONFIG);
+}
+
 /* Center crop (round half to even, zero surround when larger), pad, flip, normalise. */
 static void test_crop_pad_flip(void) {
   float src[6 * 6], dst[8 * 8];
@@ -928,6 +1017,7 @@ static CU_TestInfo tests[] = {
     {"folder_sizes_and_errors", test_folder_sizes_and_errors},
     {"resize_bilinear", test_resize_bilinear},
     {"transform_shapes", test_transform_shapes},
+    {"normalize", test_normalize},
     {"crop_pad_flip", test_crop_pad_flip},
     {"loader_shuffle", test_loader_shuffle},
     {"loader_drop_last", test_loader_drop_last},

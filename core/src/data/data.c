@@ -34,6 +34,11 @@ ganfw_status ganfw_dataset_wrap(const ganfw_source_vt *vt, void *self, const cha
   ds->tf = tf ? *tf : none;
   ds->c = ds->tf.channels ? ds->tf.channels : native_c;
   ganfw_status st = ganfw_transform_shape(&ds->tf, src_h, src_w, &ds->h, &ds->w);
+  if (st == GANFW_OK && ds->tf.norm_n > 1 && ds->tf.norm_n != ds->c)
+    st = ganfw_error_set(GANFW_ERR_CONFIG,
+                         "data.normalize gives %d means and stds but the images have %d "
+                         "channel%s: give one value, or one per channel",
+                         (int)ds->tf.norm_n, (int)ds->c, ds->c == 1 ? "" : "s");
   if (st != GANFW_OK) {
     ganfw_dataset_destroy(ds);
     return ganfw_error_wrap(st, "%s", name);

@@ -7,12 +7,14 @@
 
 #include <stdint.h>
 
+#include "ganfw/host.h"
 #include "ganfw/status.h"
 
 /* --- transforms ---------------------------------------------------------------------------
  * Applied in this fixed order, as a torchvision pipeline Resize -> CenterCrop -> Pad ->
- * RandomHorizontalFlip -> ToTensor -> Normalize((0.5,)*C, (0.5,)*C) would be. All zero is
- * "no resize, no crop, no pad, no flip, the source's channels, values in [-1,1]". */
+ * RandomHorizontalFlip -> ToTensor -> Normalize(mean, std) would be (default mean = std =
+ * 0.5 per channel). All zero is "no resize, no crop, no pad, no flip, the source's
+ * channels, values in [-1,1]". */
 typedef struct ganfw_transform {
   int32_t channels; /* 1 gray or 3 RGB; 0: the source's own (MNIST 1, CIFAR 3, folder 3). Gray
                      * from RGB is PIL's luma 0.299 R + 0.587 G + 0.114 B; alpha is dropped. */
@@ -29,8 +31,18 @@ typedef struct ganfw_transform {
   int32_t pad;                /* >= 0: that many zero pixels (black, -1 after normalising) on
                                * each side */
   int32_t hflip;              /* 1: mirror left-right with p = 0.5, decided by the sample key */
-  int32_t unit_range;         /* 1: keep values in [0,1]; 0: x*2-1, i.e. [-1,1] */
+  int32_t unit_range;         /* 1: keep values in [0,1] (no Normalize; norm_n must be 0) */
+  /* Normalize after ToTensor's [0,1], in f32 as torchvision: (x - mean[k]) / std[k].
+   * norm_n 0: mean = std = 0.5, i.e. [-1,1]; 1: mean[0], std[0] for every channel; 2..3:
+   * one per output channel (the dataset refuses a count other than its channels). std > 0. */
+  int32_t norm_n;
+  float mean[3], std[3];
 } ganfw_transform;
+
+/* The transform of the config's `data` section (data.channels, resize, crop, pad, hflip,
+ * normalize: {mean: [..], std: [..]}; docs/CONFIG.md) into *tf. GANFW_ERR_CONFIG naming
+ * the key and its file:line:col for a bad value. `data` may be NULL (all defaults). */
+ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform *tf);
 
 /* --- datasets ------------------------------------------------------------------------------ */
 typedef struct ganfw_dataset ganfw_dataset;

@@ -1,6 +1,6 @@
 /* The sample transforms of a dataset, in torchvision's order: channel conversion, bilinear
- * resize, center crop, pad, random horizontal flip, normalise to [-1,1]. Works on one image
- * [c,h,w] of floats in [0,1] and writes [oc,oh,ow]. */
+ * resize, center crop, pad, random horizontal flip, normalise ((x - mean) / std per channel,
+ * [-1,1] by default). Works on one image [c,h,w] of floats in [0,1] and writes [oc,oh,ow]. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +113,17 @@ ganfw_status ganfw_transform_shape(const ganfw_transform *tf, int32_t h, int32_t
                            tf->crop_w);
   if ((tf->hflip != 0 && tf->hflip != 1) || (tf->unit_range != 0 && tf->unit_range != 1))
     return ganfw_error_set(GANFW_ERR_CONFIG, "transform: hflip and unit_range are 0 or 1");
+  if (tf->norm_n < 0 || tf->norm_n > 3 || (tf->unit_range && tf->norm_n))
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "transform: normalize takes 1 to 3 means and stds (got %d) and "
+                           "excludes unit_range",
+                           tf->norm_n);
+  for (int32_t k = 0; k < tf->norm_n; k++)
+    if (!(tf->std[k] > 0) || !isfinite(tf->std[k]) || !isfinite(tf->mean[k]))
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "transform: normalize std[%d] is %g, mean[%d] %g: every std must be "
+                             "> 0 and every value finite",
+                             k, (double)tf->std[k], k, (double)tf->mean[k]);
   if (h <= 0 || w <= 0)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "transform: empty input image %d x %d", h, w);
   int32_t rh, rw;
@@ -198,8 +209,18 @@ ganfw_status ganfw_transform_apply(const ganfw_transform *tf, const float *src, 
   const int32_t ox0 = tf->crop_w > 0 ? crop_offset(rw, tf->crop_w) : 0;
   const int flip = tf->hflip && (ganfw_data_mix64(key ^ 0x666C6970ull) >> 63);
   const int32_t pad = tf->pad;
+  if (tf->norm_n > 1 && tf->norm_n != oc) {
+    free(conv);
+    free(rs);
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "normalize gives %d means and stds for %d-channel images: give one, "
+                           "or one per channel",
+                           tf->norm_n, oc);
+  }
   for (int32_t k = 0; k < oc; k++) {
     const float *p = cur + (size_t)k * rh * rw;
+    const int32_t nk = tf->norm_n > 1 ? k : 0;
+    const float mean = tf->norm_n ? tf->mean[nk] : 0.5f, std = tf->norm_n ? tf->std[nk] : 0.5f;
     for (int32_t y = 0; y < oh; y++) {
       float *out = dst + ((size_t)k * oh + y) * ow;
       const int32_t yc = y - pad, ys = yc + oy0;
@@ -208,7 +229,7 @@ ganfw_status ganfw_transform_apply(const ganfw_transform *tf, const float *src, 
         const int32_t xc = (flip ? ow - 1 - x : x) - pad, xs = xc + ox0;
         float v = 0.0f;
         if (row_in && xc >= 0 && xc < cropped_w && xs >= 0 && xs < rw) v = p[(size_t)ys * rw + xs];
-        out[x] = tf->unit_range ? v : (v - 0.5f) / 0.5f;
+        out[x] = tf->unit_range ? v : (v - mean) / std;
       }
     }
   }

@@ -1,0 +1,82 @@
+/* The transform keys of the config's `data` section (docs/CONFIG.md): channels, resize,
+ * crop, pad, hflip and normalize: {mean: [..], std: [..]} into a ganfw_transform. Errors
+ * name the key and where it is. */
+#include <string.h>
+
+#include "base/error.h"
+#include "config/config.h"
+#include "data/data.h"
+
+/* data.normalize: {mean: [m..], std: [s..]}, 1 value or one per channel (up to 3), as
+ * torchvision's Normalize(mean, std) after ToTensor. Absent: the [-1,1] default (mean = std
+ * = 0.5, tf->norm_n 0), recorded for the resolved config. */
+static ganfw_status read_normalize(const ganfw_cfg *data, ganfw_transform *tf) {
+  static const double half[1] = {0.5};
+  double v;
+  ganfw_status st;
+  if (!ganfw_cfg_has(data, "normalize")) {
+    if ((st = ganfw_cfg_float_list(data, "normalize.mean", 1, half, &v)) != GANFW_OK) return st;
+    return ganfw_cfg_float_list(data, "normalize.std", 1, half, &v);
+  }
+  const ganfw_cfg *node = ganfw_cfg_child(data, "normalize");
+  const char *where = ganfw_cfg_where(node);
+  if (ganfw_cfg_kind_of(node) != GANFW_CFG_KIND_MAP)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: data.normalize must be a map {mean: [..], std: [..]} (per "
+                           "channel, as torchvision's Normalize after ToTensor)",
+                           where);
+  const int64_t nm = ganfw_cfg_list_len(node, "mean"), ns = ganfw_cfg_list_len(node, "std");
+  if (nm < 0 || ns < 0) return ganfw_error_code();
+  if (nm < 1 || nm > 3 || ns != nm)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: data.normalize needs mean and std lists of the same length, 1 "
+                           "(every channel) or one per channel (up to 3); got %lld means and "
+                           "%lld stds",
+                           where, (long long)nm, (long long)ns);
+  for (int64_t i = 0; i < nm; i++) {
+    double m, s;
+    const ganfw_cfg *si = ganfw_cfg_list_at(node, "std", i);
+    if ((st = ganfw_cfg_float(ganfw_cfg_list_at(node, "mean", i), NULL, 0.0, &m)) ||
+        (st = ganfw_cfg_float(si, NULL, 1.0, &s)))
+      return st;
+    if (!(s > 0) || !((float)s > 0))
+      return ganfw_error_set(GANFW_ERR_CONFIG, "%s: data.normalize.std[%lld] must be > 0, got %g",
+                             ganfw_cfg_where(si), (long long)i, s);
+    tf->mean[i] = (float)m;
+    tf->std[i] = (float)s;
+  }
+  tf->norm_n = (int32_t)nm;
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform *tf) {
+  memset(tf, 0, sizeof *tf);
+  int64_t channels = 0, resize = 0, crop = 0, pad = 0;
+  int32_t hflip = 0;
+  ganfw_status st;
+  if ((st = ganfw_cfg_int(data, "channels", 0, &channels)) ||
+      (st = ganfw_cfg_int(data, "resize", 0, &resize)) ||
+      (st = ganfw_cfg_int(data, "crop", 0, &crop)) || (st = ganfw_cfg_int(data, "pad", 0, &pad)) ||
+      (st = ganfw_cfg_bool(data, "hflip", 0, &hflip)))
+    return st;
+  if (channels != 0 && channels != 1 && channels != 3)
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: data.channels must be 1 (gray) or 3 (RGB)",
+                           ganfw_cfg_where(ganfw_cfg_child(data, "channels")));
+  if (resize < 0 || resize > 4096 || crop < 0 || crop > 4096 || pad < 0 || pad > 1024)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: data.resize, data.crop and data.pad must be between 0 and 4096",
+                           ganfw_cfg_where(data));
+  tf->channels = (int32_t)channels;
+  tf->resize = (int32_t)resize;
+  tf->crop_h = tf->crop_w = (int32_t)crop;
+  tf->pad = (int32_t)pad;
+  tf->hflip = hflip;
+  if ((st = read_normalize(data, tf)) != GANFW_OK) return st;
+  if (tf->channels && tf->norm_n > 1 && tf->norm_n != tf->channels)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: data.normalize gives %d means and stds for data.channels %d: "
+                           "give one value, or one per channel",
+                           ganfw_cfg_where(ganfw_cfg_child(data, "normalize")), (int)tf->norm_n,
+                           (int)tf->channels);
+  return GANFW_OK;
+}
