@@ -1,10 +1,12 @@
 /* batchnorm2d layer: per-channel normalisation of x [N,C,H,W] with affine weight and bias
  * [C] and running statistics (PyTorch's BatchNorm2d). Train mode keeps x and the batch
- * mean and 1/std [C] for backward. Args: C; fargs: eps, momentum. */
+ * mean and 1/std [C] for backward. Args: C; fargs: eps, momentum, as the model asked for
+ * them unless the run's config sets model.batchnorm_eps / model.batchnorm_momentum. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "config/config.h"
 #include "nn/layer.h"
 
 static ganfw_status bn_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim, int64_t *out,
@@ -25,8 +27,45 @@ static char *buffer_name(const char *layer, const char *suffix) {
   return s;
 }
 
+/* The shortest decimal that reads back as the float v (1e-05, 0.1), for the resolved
+ * config. */
+static double bn_shortest(float v) {
+  char buf[32];
+  for (int prec = 1; prec <= 9; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, (double)v);
+    if ((float)strtod(buf, NULL) == v) break;
+  }
+  return strtod(buf, NULL);
+}
+
+/* model.<key> (farg i: 0 eps, 1 momentum), applied by the core to every BatchNorm2d a
+ * model makes: when the config sets it, it replaces the model's value; when absent the
+ * model's value stands and is recorded as the default (the first layer's, for the resolved
+ * config). PyTorch's defaults, which the bundled models ask for: eps 1e-5, momentum 0.1. */
+static ganfw_status bn_config_value(ganfw_layer *l, const ganfw_cfg *model, const char *key,
+                                    int32_t i) {
+  double v;
+  if (!ganfw_cfg_has(model, key)) return ganfw_cfg_float(model, key, bn_shortest(l->farg[i]), &v);
+  ganfw_status st = ganfw_cfg_float(model, key, 0.0, &v);
+  if (st != GANFW_OK) return st;
+  const int ok = i == 0 ? v > 0 && v < 1 && (float)v > 0 : v >= 0 && v <= 1;
+  if (!ok)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: model.%s must be %s (PyTorch's default %s), got %g",
+                           ganfw_cfg_where(ganfw_cfg_child(model, key)), key,
+                           i == 0 ? "in (0, 1)" : "in [0, 1]", i == 0 ? "1e-5" : "0.1", v);
+  l->farg[i] = (float)v;
+  return GANFW_OK;
+}
+
 static ganfw_status bn_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) {
   const int64_t C = l->arg[0];
+  if (l->ctx->config) {
+    const ganfw_cfg *model = ganfw_cfg_child(ganfw_config_root(l->ctx->config), "model");
+    ganfw_status st = bn_config_value(l, model, "batchnorm_eps", 0);
+    if (st == GANFW_OK) st = bn_config_value(l, model, "batchnorm_momentum", 1);
+    if (st != GANFW_OK) return st;
+  }
   ganfw_status st = ganfw_layer_add_param(l, 0, "weight", 1, &C);
   if (st == GANFW_OK) st = ganfw_layer_add_param(l, 1, "bias", 1, &C);
   if (st != GANFW_OK) return st;
