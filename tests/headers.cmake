@@ -17,6 +17,7 @@ endforeach()
 add_executable(ganfw_headers_check
   ${CMAKE_CURRENT_LIST_DIR}/headers/check_c.c
   ${CMAKE_CURRENT_LIST_DIR}/headers/check_cpp.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/headers/host_offsets.c
   ${GANFW_HEADER_TUS})
 # Only the public include directory: the headers must not need anything from core/src.
 target_include_directories(ganfw_headers_check PRIVATE ${PROJECT_SOURCE_DIR}/core/include)

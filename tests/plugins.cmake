@@ -34,7 +34,7 @@ ganfw_test_plugin(tpmodel model.c DIR ${GANFW_TEST_PLUGIN_DIR}/alt
 ganfw_test_plugin(badfamily model.c DEFS [[TP_NAME="badfamily"]] TP_FAMILY=5)
 
 # Descriptors the host must refuse, one field wrong each (bad_desc.c); newminor is valid.
-ganfw_test_plugin(badabi bad_desc.c DEFS [[TP_NAME="badabi"]] TP_ABI_MAJOR=2)
+ganfw_test_plugin(badabi bad_desc.c DEFS [[TP_NAME="badabi"]] TP_ABI_MAJOR=2 TP_ABI_MINOR=0)
 ganfw_test_plugin(newminor bad_desc.c DEFS [[TP_NAME="newminor"]] TP_ABI_MINOR=99)
 ganfw_test_plugin(smalldesc bad_desc.c DEFS [[TP_NAME="smalldesc"]] TP_DESC_SIZE=16)
 ganfw_test_plugin(badkind bad_desc.c DEFS [[TP_NAME="badkind"]] TP_KIND=7)
@@ -43,6 +43,16 @@ ganfw_test_plugin(wrongname bad_desc.c DEFS [[TP_NAME="othername"]])
 ganfw_test_plugin(nullvt bad_desc.c DEFS [[TP_NAME="nullvt"]] TP_NULL_VTABLE=1)
 ganfw_test_plugin(smallvt bad_desc.c DEFS [[TP_NAME="smallvt"]] TP_VT_SIZE=8)
 ganfw_test_plugin(nullmember bad_desc.c DEFS [[TP_NAME="nullmember"]] TP_NULL_STEP=1)
+# ABI 1.1 kind tags: a memory descriptor carrying an optimizer's (tagged) vtable, a model
+# descriptor carrying one, an unknown tag, and a 1.1 plugin that left the tag 0.
+ganfw_test_plugin(wrongtag bad_desc.c DEFS [[TP_NAME="wrongtag"]] TP_KIND=2)
+ganfw_test_plugin(wrongtagmodel bad_desc.c DEFS [[TP_NAME="wrongtagmodel"]] TP_KIND=0)
+ganfw_test_plugin(badtag bad_desc.c DEFS [[TP_NAME="badtag"]] TP_VT_TAG=0x12345678)
+ganfw_test_plugin(notag bad_desc.c DEFS [[TP_NAME="notag"]] TP_VT_TAG=0)
+# Malformed config-key tables (GANFW_EXT_CONFIG_KEYS).
+ganfw_test_plugin(badkeys bad_desc.c DEFS [[TP_NAME="badkeys"]] TP_BAD_KEYS=1)
+ganfw_test_plugin(badkeylist bad_desc.c DEFS [[TP_NAME="badkeylist"]] TP_BAD_KEYS=2)
+ganfw_test_plugin(dupkeys bad_desc.c DEFS [[TP_NAME="dupkeys"]] TP_BAD_KEYS=3)
 
 # Files the loader or the entry lookup must refuse.
 ganfw_test_plugin(noentry noentry.c)
@@ -56,6 +66,9 @@ add_custom_command(OUTPUT ${GANFW_TEST_PLUGIN_DIR}/ganfw_notelf.so
   COMMENT "Writing the not-a-shared-object test plugin ganfw_notelf.so")
 add_custom_target(ganfw_testplugin_notelf DEPENDS ${GANFW_TEST_PLUGIN_DIR}/ganfw_notelf.so)
 add_dependencies(ganfw_test_plugins ganfw_testplugin_notelf)
+
+# Plugins built against the frozen ABI 1.0 headers.
+include(${CMAKE_CURRENT_LIST_DIR}/abi10/abi10.cmake)
 
 if(TARGET test_plugin_host)
   add_dependencies(test_plugin_host ganfw_test_plugins)

@@ -1,5 +1,7 @@
 # Suites that load the real plugins from <build>/plugins (plugins/*/*) need them built first.
-foreach(pair "test_ref_adam:adam" "test_dcgan:dcgan" "test_ref_dcgan:dcgan")
+foreach(pair "test_ref_adam:adam" "test_dcgan:dcgan" "test_ref_dcgan:dcgan"
+        "test_plugin_host:adam" "test_plugin_host:adamw" "test_plugin_host:accumulate"
+        "test_plugin_host:sgd")
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 suite)
   list(GET pair 1 plugin)

@@ -12,9 +12,15 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "config/config.h"
 #include "ganfw/ganfw.h"
 #include "plugin/plugin_host.h"
+#include "runtime/ctx.h"
+#include "runtime/tensor.h"
 #include "testutil.h"
+#include "train/run.h"
+#include "train/session.h"
+#include "train/trainer.h"
 
 #ifndef GANFW_NM
 #define GANFW_NM "nm"
@@ -163,7 +169,10 @@ static void test_valid_model(void) {
   CU_ASSERT_STRING_EQUAL(ganfw_plugin_name(p), "tpmodel");
   CU_ASSERT_STRING_EQUAL(d->version, "1.0.0");
   CU_ASSERT_STRING_EQUAL(ganfw_plugin_path(p), tp_file(tp_dir(), "tpmodel"));
-  CU_ASSERT_PTR_EQUAL(ganfw_plugin_vtable(p), d->vtable);
+  /* The core calls through its own copy of the vtable, equal to the plugin's. */
+  CU_ASSERT_PTR_NOT_EQUAL(ganfw_plugin_vtable(p), d->vtable);
+  CU_ASSERT_EQUAL(ganfw_plugin_vtable_size(p), sizeof(ganfw_model_vt));
+  CU_ASSERT_EQUAL(memcmp(ganfw_plugin_vtable(p), d->vtable, sizeof(ganfw_model_vt)), 0);
 
   const ganfw_model_vt *vt = ganfw_plugin_vtable(p);
   ganfw_host host = fake_host();
@@ -282,10 +291,14 @@ static void expect_refused(const char *name, int32_t kind, const char *phrase1,
   if (st == GANFW_OK) ganfw_plugin_unload(p);
 }
 
+#define STR2(x) #x
+#define STR(x)  STR2(x)
+#define THIS_ABI STR(GANFW_ABI_MAJOR) "." STR(GANFW_ABI_MINOR)
+
 static void test_wrong_abi_major(void) {
   expect_refused("badabi", -1,
-                 "was built for ABI 2.0, this ganfw speaks ABI 1.0: rebuild the plugin against "
-                 "this ganfw's headers",
+                 "was built for ABI 2.0, this ganfw speaks ABI " THIS_ABI ": rebuild the plugin "
+                 "against this ganfw's headers",
                  NULL);
 }
 
@@ -564,7 +577,7 @@ static void test_list(void) {
   CU_ASSERT(starts_with(row, "model "));
   CU_ASSERT(contains(row, " tpmodel "));
   CU_ASSERT(contains(row, " 1.0.0 "));
-  CU_ASSERT(contains(row, " 1.0 "));
+  CU_ASSERT(contains(row, " " THIS_ABI " "));
   CU_ASSERT(strstr(row, "shadowed") == NULL);
   row = find_row(text, tp_file(tp_alt_dir(), "tpmodel"), line, next, sizeof line);
   CU_ASSERT_PTR_NOT_NULL_FATAL(row);
@@ -593,7 +606,7 @@ static void test_list(void) {
     CU_ASSERT(starts_with(next, "           error: "));
     CU_ASSERT(contains(next, path));
   }
-  CU_ASSERT(contains(text, "this ganfw speaks ABI 1.0"));
+  CU_ASSERT(contains(text, "this ganfw speaks ABI " THIS_ABI));
   /* Each file once: the directory named twice is not listed twice. */
   const char *first = strstr(text, tp_file(tp_dir(), "tpsgd"));
   CU_ASSERT(first && !strstr(first + 1, tp_file(tp_dir(), "tpsgd")));
@@ -678,6 +691,350 @@ static void test_kind_names(void) {
   ganfw_plugin_unload(NULL);
 }
 
+#define END_OF_SET_STEP (offsetof(ganfw_optim_vt, set_step) + sizeof(void *))
+
+/* --- ABI 1.1: kind tags, the vtable copy, extensions --------------------------------- */
+
+static void test_wrong_kind_tag(void) {
+  /* A memory descriptor whose vtable is an optimizer's: before 1.1 it was accepted (the
+   * optimizer's step sat where configure goes) and crashed in the plugin's create. */
+  expect_refused("wrongtag", GANFW_PLUGIN_MEMORY, "the descriptor says memory",
+                 "tagged GANFW_VT_TAG_OPTIM, an optimizer's ganfw_optim_vt");
+  expect_refused("wrongtag", -1, "the descriptor says memory", "ganfw_memory_vt");
+  expect_refused("wrongtagmodel", -1, "the descriptor says model",
+                 "tagged GANFW_VT_TAG_OPTIM");
+}
+
+static void test_unknown_kind_tag(void) {
+  expect_refused("badtag", -1, "vtable kind tag is 0x12345678, not GANFW_VT_TAG_OPTIM", NULL);
+}
+
+static void test_untagged_from_new_abi(void) {
+  expect_refused("notag", -1, "has no kind tag", "set its kind to GANFW_VT_TAG_OPTIM");
+}
+
+static void test_bad_config_keys(void) {
+  expect_refused("badkeys", -1, "declared config key 1 is 'nested.key'", "without dots");
+  expect_refused("badkeylist", -1, "config key 'betas' is a float list of 2 items",
+                 "give 1 to 16 items and their defaults");
+  expect_refused("dupkeys", -1, "declares config key 'lr_scale' twice", NULL);
+}
+
+static const char *abi10_dir(void) {
+  static char dir[TP_DIR_MAX + 8];
+  if (!dir[0]) snprintf(dir, sizeof dir, "%s/abi10", tp_dir());
+  return dir;
+}
+
+/* A plugin built against the 1.0 headers loads; the core sees a core-sized copy of its
+ * vtable in which every 1.1 member is absent, whatever follows its vtable in memory. */
+static void test_abi10_vtable_copy(void) {
+  const char *dirs[] = {abi10_dir()};
+  const char *names[] = {"old_sgd", "old_sgd_poison"};
+  for (int k = 0; k < 2; k++) {
+    ganfw_plugin *p = NULL;
+    ganfw_status st = ganfw_plugin_load(names[k], GANFW_PLUGIN_OPTIM, NULL, dirs, 1, &p);
+    if (st != GANFW_OK) fprintf(stderr, "\n  %s\n", ganfw_error_message());
+    CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+    CU_ASSERT_EQUAL(ganfw_plugin_desc_of(p)->abi_minor, 0);
+    CU_ASSERT_EQUAL(ganfw_plugin_vtable_size(p), END_OF_SET_STEP);
+    const ganfw_optim_vt *vt = ganfw_plugin_vtable(p);
+    CU_ASSERT_PTR_NOT_EQUAL(vt, ganfw_plugin_desc_of(p)->vtable);
+    CU_ASSERT_EQUAL(vt->kind, 0u);
+    CU_ASSERT_PTR_NULL(vt->get_extension); /* poison: 0x0ddba11 without the copy */
+    CU_ASSERT_PTR_NULL(ganfw_plugin_get_extension(p, GANFW_EXT_CONFIG_KEYS));
+    CU_ASSERT_PTR_NOT_NULL(vt->get_step);
+
+    /* ... and runs: one SGD step through the host's foreach_axpy. */
+    float w[2] = {1.0f, 2.0f}, g[2] = {0.5f, -1.0f};
+    ganfw_tensor tw = fake_tensor(w, 2), tg = fake_tensor(g, 2);
+    const ganfw_param params[1] = {{"w", &tw, &tg}};
+    ganfw_host host = fake_host();
+    void *self = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt->create(&host, NULL, NULL, params, 1, &self), GANFW_OK);
+    CU_ASSERT_EQUAL(vt->step(self, 0.1), GANFW_OK);
+    CU_ASSERT(fabsf(w[0] - 0.95f) < 1e-6f && fabsf(w[1] - 2.1f) < 1e-6f);
+    CU_ASSERT_EQUAL(vt->get_step(self), 1);
+    vt->destroy(self);
+    ganfw_plugin_unload(p);
+  }
+}
+
+/* A 1.1 plugin's extension comes through its vtable copy; unknown ids are NULL. */
+static void test_extension_lookup(void) {
+  const char *dirs[] = {GANFW_BUILD_PLUGIN_DIR};
+  ganfw_plugin *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_plugin_load("adam", GANFW_PLUGIN_OPTIM, NULL, dirs, 1, &p),
+                        GANFW_OK);
+  const ganfw_config_keys *t = ganfw_plugin_get_extension(p, GANFW_EXT_CONFIG_KEYS);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  int found_betas = 0;
+  for (int64_t i = 0; i < t->n; i++)
+    if (strcmp(t->keys[i].key, "betas") == 0)
+      found_betas = t->keys[i].type == GANFW_KEY_FLOAT_LIST && t->keys[i].count == 2 &&
+                    t->keys[i].def_floats[1] == 0.999;
+  CU_ASSERT(found_betas);
+  CU_ASSERT_PTR_NULL(ganfw_plugin_get_extension(p, "ganfw.config_keys/2"));
+  CU_ASSERT_PTR_NULL(ganfw_plugin_get_extension(p, "ganfw.optim.fused/1"));
+  CU_ASSERT_PTR_NULL(ganfw_plugin_get_extension(p, NULL));
+  CU_ASSERT_EQUAL(((const ganfw_optim_vt *)ganfw_plugin_vtable(p))->kind, GANFW_VT_TAG_OPTIM);
+  ganfw_plugin_unload(p);
+}
+
+/* --- plugin names ---------------------------------------------------------------------- */
+
+static void test_did_you_mean(void) {
+  unsetenv(GANFW_PLUGIN_PATH_ENV);
+  const char *dirs[] = {tp_dir()};
+  ganfw_plugin *p = NULL;
+  CU_ASSERT_EQUAL(ganfw_plugin_load("tpmodle", GANFW_PLUGIN_MODEL, "model.plugin", dirs, 1, &p),
+                  GANFW_ERR_PLUGIN);
+  CU_ASSERT(contains(ganfw_error_message(), "plugin 'tpmodle' not found (did you mean 'tpmodel'?)"));
+  const char *real[] = {GANFW_BUILD_PLUGIN_DIR};
+  CU_ASSERT_EQUAL(ganfw_plugin_load("adma", GANFW_PLUGIN_OPTIM, "optim.plugin", real, 1, &p),
+                  GANFW_ERR_PLUGIN);
+  CU_ASSERT(contains(ganfw_error_message(), "(did you mean 'adam'?)"));
+  /* Nothing near: no suggestion. */
+  CU_ASSERT_EQUAL(ganfw_plugin_load("zzzzqqqq", -1, NULL, dirs, 1, &p), GANFW_ERR_PLUGIN);
+  CU_ASSERT(strstr(ganfw_error_message(), "did you mean") == NULL);
+}
+
+/* --- the real host table ------------------------------------------------------------- */
+
+static ganfw_ctx *cpu_ctx(int64_t memory_limit) {
+  ganfw_ctx_options opt;
+  memset(&opt, 0, sizeof opt);
+  opt.device_type = GANFW_DEVICE_CPU;
+  opt.threads = 1;
+  opt.memory_limit = memory_limit;
+  opt.seed = 7;
+  ganfw_ctx *ctx = NULL;
+  if (ganfw_ctx_create(&opt, &ctx) != GANFW_OK) fprintf(stderr, "\n  %s\n", ganfw_error_message());
+  return ctx;
+}
+
+static void test_host_new_entries(void) {
+  const ganfw_host *h = ganfw_host_table();
+  CU_ASSERT_EQUAL(h->abi_minor, GANFW_ABI_MINOR);
+  CU_ASSERT(GANFW_HOST_HAS(h, get_extension));
+  CU_ASSERT_PTR_NULL(h->get_extension(h, "ganfw.nothing/1"));
+  ganfw_ctx *ctx = cpu_ctx(64 << 20);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+
+  CU_ASSERT_EQUAL(h->error(ctx, GANFW_ERR_CONFIG, "plugin x: bad %d", 42), GANFW_ERR_CONFIG);
+  CU_ASSERT_STRING_EQUAL(h->error_message(), "plugin x: bad 42");
+
+  int64_t shape[2] = {256, 1024};
+  ganfw_tensor *t = h->tensor_create(ctx, GANFW_DTYPE_F32, 2, shape, GANFW_MEM_OPTIM_STATE, "s");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  ganfw_memory_stats m;
+  memset(&m, 0xab, sizeof m);
+  m.struct_size = sizeof m;
+  CU_ASSERT_EQUAL(h->memory_stats(ctx, &m), GANFW_OK);
+  CU_ASSERT_EQUAL(m.limit, 64 << 20);
+  CU_ASSERT_EQUAL(m.capacity, 64 << 20);
+  CU_ASSERT(m.allocated >= t->nbytes && m.allocated_peak >= m.allocated);
+  CU_ASSERT(m.reserved >= m.allocated && m.reserved_peak >= m.reserved);
+  CU_ASSERT_EQUAL(m.category[GANFW_MEM_OPTIM_STATE], t->nbytes);
+  CU_ASSERT_EQUAL(m.category_peak[GANFW_MEM_OPTIM_STATE], t->nbytes);
+  CU_ASSERT_EQUAL(m.category[GANFW_MEM_STATS_CATEGORIES - 1], 0);
+  CU_ASSERT_EQUAL(m.num_ooms, 0);
+  /* A caller whose struct ends before `reserved` gets only what it has room for. */
+  memset(&m, 0xab, sizeof m);
+  m.struct_size = (uint32_t)offsetof(ganfw_memory_stats, reserved);
+  CU_ASSERT_EQUAL(h->memory_stats(ctx, &m), GANFW_OK);
+  CU_ASSERT(m.allocated >= t->nbytes);
+  CU_ASSERT_EQUAL(m.struct_size, offsetof(ganfw_memory_stats, reserved));
+  int64_t untouched;
+  memset(&untouched, 0xab, sizeof untouched);
+  CU_ASSERT_EQUAL(m.reserved, untouched);
+  CU_ASSERT_EQUAL(h->memory_stats(ctx, NULL), GANFW_ERR_INVALID_ARG);
+  h->tensor_destroy(t);
+
+  /* net_param_info fills a smaller (older) ganfw_param_info instead of refusing it. */
+  ganfw_net *net = h->net_create(ctx, "n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(net);
+  CU_ASSERT_EQUAL(h->net_flatten(net, "flat"), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_linear(net, "fc", 3, 2, 1), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(h->net_build(net, 3, 1, 1), GANFW_OK);
+  ganfw_param_info info;
+  memset(&info, 0xcd, sizeof info);
+  info.struct_size = (uint32_t)offsetof(ganfw_param_info, value);
+  CU_ASSERT_EQUAL_FATAL(h->net_param_info(net, 0, &info), GANFW_OK);
+  CU_ASSERT_STRING_EQUAL(info.name, "fc.weight");
+  CU_ASSERT_STRING_EQUAL(info.layer_type, "linear");
+  CU_ASSERT_EQUAL(info.trainable, 1);
+  ganfw_tensor *poison;
+  memset(&poison, 0xcd, sizeof poison);
+  CU_ASSERT_PTR_EQUAL(info.value, poison); /* past its struct_size: not written */
+  CU_ASSERT_EQUAL(info.struct_size, offsetof(ganfw_param_info, value));
+  info.struct_size = sizeof info;
+  CU_ASSERT_EQUAL(h->net_param_info(net, 1, &info), GANFW_OK);
+  CU_ASSERT_PTR_NOT_NULL(info.value);
+  CU_ASSERT_PTR_NOT_NULL(info.grad);
+  h->net_destroy(net);
+  ganfw_ctx_destroy(ctx);
+}
+
+/* `plugin: adamw` is Adam with decoupled weight decay (PyTorch's AdamW, default decay
+ * 0.01): the same update, bit for bit, as adam with decoupled: true. */
+static void test_adamw(void) {
+  const char *dirs[] = {GANFW_BUILD_PLUGIN_DIR};
+  const char *yaml[2] = {"optim: {weight_decay: 0.01, decoupled: true}\n", "optim: {}\n"};
+  const char *names[2] = {"adam", "adamw"};
+  float result[2][4];
+  const ganfw_host *h = ganfw_host_table();
+  for (int k = 0; k < 2; k++) {
+    ganfw_plugin *p = NULL;
+    ganfw_status st = ganfw_plugin_load(names[k], GANFW_PLUGIN_OPTIM, NULL, dirs, 1, &p);
+    if (st != GANFW_OK) fprintf(stderr, "\n  %s\n", ganfw_error_message());
+    CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+    CU_ASSERT_STRING_EQUAL(ganfw_plugin_name(p), names[k]);
+    ganfw_config *cfg = NULL;
+    CU_ASSERT_EQUAL_FATAL(ganfw_config_load_string(yaml[k], "adamw.yaml", &cfg), GANFW_OK);
+    const ganfw_cfg *sec = ganfw_cfg_section(ganfw_config_root(cfg), "optim");
+    CU_ASSERT_EQUAL(ganfw_plugin_apply_config_keys(p, sec), GANFW_OK);
+    ganfw_ctx *ctx = cpu_ctx(0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    int64_t shape[1] = {4};
+    ganfw_tensor *w = h->tensor_create(ctx, GANFW_DTYPE_F32, 1, shape, GANFW_MEM_PARAM, "w");
+    ganfw_tensor *g = h->tensor_create(ctx, GANFW_DTYPE_F32, 1, shape, GANFW_MEM_GRAD, "g");
+    const float w0[4] = {1.0f, -2.0f, 3.0f, 0.5f}, g0[4] = {0.1f, 0.2f, -0.3f, 0.0f};
+    CU_ASSERT_EQUAL(h->tensor_from_host(w, w0, sizeof w0), GANFW_OK);
+    CU_ASSERT_EQUAL(h->tensor_from_host(g, g0, sizeof g0), GANFW_OK);
+    const ganfw_param params[1] = {{"w", w, g}};
+    const ganfw_optim_vt *vt = ganfw_plugin_vtable(p);
+    void *self = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt->create(h, ctx, sec, params, 1, &self), GANFW_OK);
+    CU_ASSERT_EQUAL(vt->step(self, 0.1), GANFW_OK);
+    CU_ASSERT_EQUAL(vt->step(self, 0.1), GANFW_OK);
+    CU_ASSERT_EQUAL(h->tensor_to_host(w, result[k], sizeof result[k]), GANFW_OK);
+    /* The config check passes: every key was read or declared. */
+    CU_ASSERT_EQUAL(ganfw_config_check_unused(cfg), GANFW_OK);
+    vt->destroy(self);
+    h->tensor_destroy(w);
+    h->tensor_destroy(g);
+    ganfw_ctx_destroy(ctx);
+    ganfw_config_destroy(cfg);
+    ganfw_plugin_unload(p);
+  }
+  CU_ASSERT_EQUAL(memcmp(result[0], result[1], sizeof result[0]), 0);
+  /* Decoupled decay moved w[3] (zero gradient): 0.5 * (1 - 0.1 * 0.01) twice. */
+  CU_ASSERT(fabsf(result[1][3] - 0.5f * 0.999f * 0.999f) < 1e-6f);
+
+  /* adamw with decoupled: false is a contradiction, refused by name. */
+  ganfw_plugin *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_plugin_load("adamw", GANFW_PLUGIN_OPTIM, NULL, dirs, 1, &p),
+                        GANFW_OK);
+  ganfw_config *cfg = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_load_string("optim: {decoupled: false}\n", "x.yaml", &cfg),
+                        GANFW_OK);
+  ganfw_ctx *ctx = cpu_ctx(0);
+  void *self = NULL;
+  const ganfw_optim_vt *vt = ganfw_plugin_vtable(p);
+  CU_ASSERT_EQUAL(vt->create(h, ctx, ganfw_cfg_section(ganfw_config_root(cfg), "optim"), NULL, 0,
+                             &self),
+                  GANFW_ERR_CONFIG);
+  CU_ASSERT(contains(ganfw_error_message(), "use `plugin: adam`"));
+  ganfw_ctx_destroy(ctx);
+  ganfw_config_destroy(cfg);
+  ganfw_plugin_unload(p);
+}
+
+/* --- a session with plugins of both ABIs ---------------------------------------------- */
+
+/* The ABI 1.0 model, optimizer and memory strategy train a step beside a 1.1 strategy that
+ * reads the batch size, through the core's real call sites; the 1.1 plugins' declared
+ * keys land in the resolved config. */
+static void test_session_mixed_abi(void) {
+  char dir[] = "/tmp/ganfw_abi_mix_XXXXXX";
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/mix.yaml", dir);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f,
+          "plugin_path: [%s, %s]\n"
+          "device: {type: cpu, threads: 1}\n"
+          "model: {plugin: old_model, latent_dim: 3}\n"
+          "optim: {plugin: adam, lr: 0.001}\n"
+          "memory:\n"
+          "  - {plugin: old_mem}\n"
+          "  - {plugin: accumulate, micro_batch_size: 2}\n"
+          "train: {batch_size: 8, max_steps: 1}\n"
+          "run: {out_dir: %s/out}\n",
+          abi10_dir(), GANFW_BUILD_PLUGIN_DIR, dir);
+  fclose(f);
+  ganfw_run *run = NULL;
+  ganfw_session *s = NULL;
+  ganfw_gan *gan = NULL;
+  ganfw_data_info info = {sizeof info, 1, 2, 2, 0, 0};
+  ganfw_status st = ganfw_run_open(path, NULL, 0, &run);
+  if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
+  if (st == GANFW_OK) st = ganfw_gan_create(s, &gan);
+  if (st != GANFW_OK) fprintf(stderr, "\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT_EQUAL(s->exec.batch_size, 8);
+  CU_ASSERT_EQUAL(s->exec.micro_batches, 4); /* 8 rows / micro_batch_size 2 */
+  CU_ASSERT_EQUAL(s->nz, 3);
+  CU_ASSERT_PTR_NULL(s->memory[0].vt->get_extension);
+  CU_ASSERT_PTR_NULL(s->model_vt->get_extension);
+
+  int64_t xs[4] = {8, 1, 2, 2}, zs[4] = {8, 3, 1, 1};
+  ganfw_tensor *x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "x");
+  ganfw_tensor *z = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, zs, GANFW_MEM_DATA, "z");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(z);
+  ganfw_ctx_rng_uniform(s->ctx, x->numel, x->data, -1.0f, 1.0f);
+  ganfw_ctx_rng_normal(s->ctx, z->numel, z->data, 0.0f, 1.0f);
+  ganfw_gan_stats gs;
+  memset(&gs, 0, sizeof gs);
+  st = ganfw_gan_step(gan, x, z, &gs);
+  if (st != GANFW_OK) fprintf(stderr, "\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL(st, GANFW_OK);
+  const char *name = NULL;
+  double value = 0;
+  CU_ASSERT_EQUAL(s->memory[0].vt->scalar(s->memory[0].self, 0, &name, &value), 1);
+  CU_ASSERT_EQUAL(value, 1.0); /* the 1.0 strategy's step_end ran once */
+
+  /* Adam's declared betas, absent from the file, appear with their default. */
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mem);
+  CU_ASSERT_EQUAL(ganfw_config_write_resolved(run->config, mem), GANFW_OK);
+  fclose(mem);
+  CU_ASSERT(contains(text, "betas"));
+  CU_ASSERT(contains(text, "0.999"));
+  CU_ASSERT(contains(text, "amsgrad"));
+  free(text);
+  CU_ASSERT_EQUAL(ganfw_config_check_unused(run->config), GANFW_OK);
+
+  ganfw_tensor_destroy(x);
+  ganfw_tensor_destroy(z);
+  ganfw_gan_destroy(gan);
+  ganfw_session_close(s);
+  ganfw_run_close(run);
+  remove(path);
+  rmdir(dir);
+}
+
+/* A wrong type for a declared key is reported with file:line:col before the plugin runs. */
+static void test_declared_key_type(void) {
+  const char *dirs[] = {GANFW_BUILD_PLUGIN_DIR};
+  ganfw_plugin *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_plugin_load("sgd", GANFW_PLUGIN_OPTIM, NULL, dirs, 1, &p), GANFW_OK);
+  ganfw_config *cfg = NULL;
+  CU_ASSERT_EQUAL_FATAL(
+      ganfw_config_load_string("optim:\n  nesterov: maybe\n", "k.yaml", &cfg), GANFW_OK);
+  const ganfw_cfg *sec = ganfw_cfg_section(ganfw_config_root(cfg), "optim");
+  CU_ASSERT_EQUAL(ganfw_plugin_apply_config_keys(p, sec), GANFW_ERR_CONFIG);
+  CU_ASSERT(contains(ganfw_error_message(), "optimizer plugin 'sgd'"));
+  CU_ASSERT(contains(ganfw_error_message(), "k.yaml:2:13"));
+  ganfw_config_destroy(cfg);
+  ganfw_plugin_unload(p);
+}
+
 static CU_TestInfo tests[] = {
     {"valid model", test_valid_model},
     {"valid optimizer (SGD through foreach_axpy)", test_valid_sgd},
@@ -704,6 +1061,17 @@ static CU_TestInfo tests[] = {
     {"ganfw plugins listing", test_list},
     {"plugins export only the entry", test_exports_only_entry},
     {"kind names", test_kind_names},
+    {"vtable tagged with another kind", test_wrong_kind_tag},
+    {"unknown kind tag", test_unknown_kind_tag},
+    {"ABI 1.1 plugin without a kind tag", test_untagged_from_new_abi},
+    {"malformed config-key tables", test_bad_config_keys},
+    {"ABI 1.0 plugin: core-sized vtable copy, runs", test_abi10_vtable_copy},
+    {"extensions by versioned id", test_extension_lookup},
+    {"plugin name typo: did you mean", test_did_you_mean},
+    {"host 1.1 entries: error_message, memory_stats, param_info", test_host_new_entries},
+    {"adamw", test_adamw},
+    {"session with ABI 1.0 and 1.1 plugins", test_session_mixed_abi},
+    {"declared key of the wrong type", test_declared_key_type},
     CU_TEST_INFO_NULL,
 };
 

@@ -141,6 +141,7 @@ static int64_t mlp_gan_latent_dim(void *self) {
 
 static const ganfw_model_vt mlp_gan_vt = {
     .struct_size = sizeof(ganfw_model_vt),
+    .kind = GANFW_VT_TAG_MODEL,
     .family = GANFW_MODEL_GAN,
     .create = mlp_gan_create,
     .destroy = mlp_gan_destroy,

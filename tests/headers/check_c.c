@@ -14,6 +14,13 @@ _Static_assert(offsetof(ganfw_host, struct_size) == 8, "host struct_size third")
 _Static_assert(offsetof(ganfw_model_vt, struct_size) == 0, "vtables start with struct_size");
 _Static_assert(offsetof(ganfw_optim_vt, struct_size) == 0, "vtables start with struct_size");
 _Static_assert(offsetof(ganfw_memory_vt, struct_size) == 0, "vtables start with struct_size");
+/* The kind tag sits where 1.0 had the spare field (optimizer, memory) or after the 1.0
+ * members (model, whose second field is family). */
+_Static_assert(offsetof(ganfw_optim_vt, kind) == 4 && offsetof(ganfw_memory_vt, kind) == 4,
+               "kind tag in the spare field");
+_Static_assert(offsetof(ganfw_model_vt, kind) == offsetof(ganfw_model_vt, latent_dim) + sizeof(void *),
+               "model kind tag after the 1.0 members");
+_Static_assert(sizeof(ganfw_param) == 3 * sizeof(void *), "ganfw_param is frozen");
 _Static_assert(offsetof(ganfw_exec_options, struct_size) == 0, "options start with struct_size");
 _Static_assert(offsetof(ganfw_data_info, struct_size) == 0, "data info starts with struct_size");
 _Static_assert(sizeof(ganfw_status) == 4, "ganfw_status is int32_t");

@@ -9,6 +9,7 @@
 extern "C" {
 size_t ganfw_headers_layout_c(const size_t **values, const char *const **names);
 int ganfw_headers_check_c(void);
+int ganfw_headers_host_offsets_pinned(void);
 }
 
 static_assert(offsetof(ganfw_plugin_desc, struct_size) == 8, "struct_size third");
@@ -22,7 +23,8 @@ static ganfw_status cpp_step(void *, double) {
   return GANFW_OK;
 }
 static const ganfw_optim_vt cpp_vt = {
-    sizeof(ganfw_optim_vt), 0, nullptr, nullptr, cpp_step, nullptr, nullptr, nullptr};
+    sizeof(ganfw_optim_vt), GANFW_VT_TAG_OPTIM, nullptr, nullptr, cpp_step, nullptr, nullptr,
+    nullptr, nullptr};
 extern "C" GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {
   static const ganfw_plugin_desc desc = {
       GANFW_ABI_MAJOR, GANFW_ABI_MINOR, sizeof(ganfw_plugin_desc), GANFW_PLUGIN_OPTIM,
@@ -54,6 +56,8 @@ int main() {
     std::fprintf(stderr, "header checks: %d failed\n", failures);
     return 1;
   }
-  std::printf("public headers: C11 and C++11 agree on %zu layout facts; macros work\n", n);
+  std::printf("public headers: C11 and C++11 agree on %zu layout facts; macros work; host "
+              "table offsets %s\n",
+              n, ganfw_headers_host_offsets_pinned() ? "pinned" : "not pinned (not LP64)");
   return 0;
 }

@@ -44,6 +44,20 @@
   X(offsetof(ganfw_memory_vt, configure))                                                          \
   X(offsetof(ganfw_memory_vt, after_backward))                                                     \
   X(sizeof(ganfw_exec_options))                                                                    \
-  X(offsetof(ganfw_exec_options, micro_batches))
+  X(offsetof(ganfw_exec_options, micro_batches))                                                   \
+  X(offsetof(ganfw_exec_options, batch_size))                                                      \
+  X(offsetof(ganfw_host, error_message))                                                           \
+  X(offsetof(ganfw_host, get_extension))                                                           \
+  X(offsetof(ganfw_model_vt, kind))                                                                \
+  X(offsetof(ganfw_model_vt, get_extension))                                                       \
+  X(offsetof(ganfw_optim_vt, kind))                                                                \
+  X(offsetof(ganfw_optim_vt, get_extension))                                                       \
+  X(offsetof(ganfw_memory_vt, kind))                                                               \
+  X(offsetof(ganfw_memory_vt, get_extension))                                                      \
+  X(sizeof(ganfw_memory_stats))                                                                    \
+  X(offsetof(ganfw_memory_stats, num_ooms))                                                        \
+  X(sizeof(ganfw_config_key))                                                                      \
+  X(offsetof(ganfw_config_key, def_floats))                                                        \
+  X(sizeof(ganfw_config_keys))
 
 #endif

@@ -30,6 +30,14 @@
 #ifndef TP_NULL_STEP
 #define TP_NULL_STEP 0
 #endif
+#ifndef TP_VT_TAG
+#define TP_VT_TAG GANFW_VT_TAG_OPTIM
+#endif
+/* TP_BAD_KEYS: a config-key table with one malformed entry (1: a dotted key, 2: a float list
+ * without defaults, 3: a key declared twice). */
+#ifndef TP_BAD_KEYS
+#define TP_BAD_KEYS 0
+#endif
 
 static ganfw_status tp_create(const ganfw_host *host, ganfw_ctx *ctx, const ganfw_cfg *cfg,
                               const ganfw_param *params, int64_t n, void **self) {
@@ -43,8 +51,25 @@ static ganfw_status tp_step(void *self, double lr) {
   return GANFW_OK;
 }
 
+static const ganfw_config_key tp_keys[] = {
+    {.key = "lr_scale", .type = GANFW_KEY_FLOAT, .def_float = 1.0},
+#if TP_BAD_KEYS == 1
+    {.key = "nested.key", .type = GANFW_KEY_INT},
+#elif TP_BAD_KEYS == 2
+    {.key = "betas", .type = GANFW_KEY_FLOAT_LIST, .count = 2},
+#elif TP_BAD_KEYS == 3
+    {.key = "lr_scale", .type = GANFW_KEY_FLOAT, .def_float = 2.0},
+#endif
+};
+static const ganfw_config_keys tp_key_table = {tp_keys, sizeof tp_keys / sizeof tp_keys[0]};
+
+static const void *tp_get_extension(const char *id) {
+  return TP_BAD_KEYS && id[0] == 'g' && tp_key_table.n ? &tp_key_table : NULL;
+}
+
 static const ganfw_optim_vt tp_vt = {
-    TP_VT_SIZE, 0, tp_create, tp_destroy, TP_NULL_STEP ? NULL : tp_step, NULL, NULL, NULL,
+    TP_VT_SIZE, TP_VT_TAG, tp_create,       tp_destroy, TP_NULL_STEP ? NULL : tp_step,
+    NULL,       NULL,      NULL,            tp_get_extension,
 };
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {

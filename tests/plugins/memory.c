@@ -39,6 +39,7 @@ static ganfw_status tp_configure(void *self, ganfw_exec_options *opts) {
 
 static const ganfw_memory_vt tp_vt = {
     .struct_size = sizeof(ganfw_memory_vt),
+    .kind = GANFW_VT_TAG_MEMORY,
     .create = tp_create,
     .destroy = tp_destroy,
     .configure = tp_configure,

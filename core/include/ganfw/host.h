@@ -1,10 +1,15 @@
 /* The host table: everything the core offers a plugin. The core fills one table per run
  * and hands plugins a `const ganfw_host *`; plugins never link against the core.
  *
- * ABI rules: entries are only ever appended. A plugin that uses an entry added in minor
- * version M checks `host->abi_minor >= M` (or that `struct_size` covers the entry, see
- * GANFW_HOST_HAS) before calling it. Only fixed-width integers, float/double, opaque
- * handles and `const char *` cross this boundary. */
+ * ABI rules: entries are only ever appended, in dated blocks, never inserted (the offset of
+ * every entry is pinned by tests/headers/host_offsets.c). A plugin that uses an entry added
+ * in minor version M checks that `struct_size` covers it (GANFW_HOST_HAS) before calling
+ * it. Only fixed-width integers, float/double, opaque handles and `const char *` cross
+ * this boundary.
+ *
+ * Threads: every entry may be called from the thread that called the plugin ([main-thread]
+ * unless an entry says otherwise); the core does not call plugins from its prefetch
+ * thread. */
 #ifndef GANFW_HOST_H
 #define GANFW_HOST_H
 
@@ -43,10 +48,39 @@ typedef struct ganfw_param_info {
   ganfw_tensor *grad;     /* f32; owned by the net; NULL when frozen */
 } ganfw_param_info;
 
+/* The kind tag a vtable carries from ABI 1.1 (ganfw_model_vt.kind, ganfw_optim_vt.kind,
+ * ganfw_memory_vt.kind): the loader refuses a vtable whose tag is not its descriptor's kind
+ * (a descriptor that says "memory" but points at an optimizer's vtable). 0 is "untagged",
+ * accepted only from a plugin built against ABI 1.0 headers. */
+#define GANFW_VT_TAG_MODEL  0x67667400u /* "gft" + GANFW_PLUGIN_MODEL */
+#define GANFW_VT_TAG_OPTIM  0x67667401u /* "gft" + GANFW_PLUGIN_OPTIM */
+#define GANFW_VT_TAG_MEMORY 0x67667402u /* "gft" + GANFW_PLUGIN_MEMORY */
+
+/* The allocator's statistics (host->memory_stats), in bytes. The caller sets struct_size;
+ * the core fills only the members that fit in it and leaves the rest untouched. */
+#define GANFW_MEM_STATS_CATEGORIES 16 /* room for GANFW_MEM_COUNT categories and more */
+typedef struct ganfw_memory_stats {
+  uint32_t struct_size; /* set by the caller to sizeof(ganfw_memory_stats) */
+  uint32_t reserved0;
+  int64_t limit;          /* the run's memory_limit on reserved bytes; 0 when none is set */
+  int64_t capacity;       /* limit when set, else the device's total memory; 0 when unknown */
+  int64_t allocated;      /* bytes in live tensors now */
+  int64_t allocated_peak; /* the most ever allocated (since the last peak reset) */
+  int64_t reserved;       /* bytes held from the device (allocated + cached) */
+  int64_t reserved_peak;
+  /* allocated bytes per GANFW_MEM_* category, now and at their own peaks; entries from
+   * GANFW_MEM_COUNT on are 0 */
+  int64_t category[GANFW_MEM_STATS_CATEGORIES];
+  int64_t category_peak[GANFW_MEM_STATS_CATEGORIES];
+  int64_t num_ooms; /* failed requests so far */
+} ganfw_memory_stats;
+
 /* Log levels, stored as int32_t. */
 enum { GANFW_LOG_DEBUG = 0, GANFW_LOG_INFO = 1, GANFW_LOG_WARN = 2, GANFW_LOG_ERROR = 3 };
 
-typedef struct ganfw_host {
+typedef struct ganfw_host ganfw_host;
+
+struct ganfw_host {
   uint32_t abi_major;
   uint32_t abi_minor;
   uint32_t struct_size; /* sizeof(ganfw_host) of the core that filled it */
@@ -176,8 +210,22 @@ typedef struct ganfw_host {
    * it off. */
   ganfw_status (*net_checkpoint)(ganfw_net *net, const int32_t *starts, int32_t n);
 
-  /* New entries go here, with the minor version that added them. */
-} ganfw_host;
+  /* --- added in minor 1 (ABI 1.1, 2026-12): check GANFW_HOST_HAS before use --- */
+
+  /* The message of the last error recorded on this thread (by host->error or inside the
+   * core), "" when none: e.g. to add context to a failure of a host entry before returning
+   * it. Borrowed: valid until the next error is recorded on this thread. [any thread] */
+  const char *(*error_message)(void);
+  /* The run allocator's statistics into *out (out->struct_size set by the caller; only the
+   * members it covers are written): e.g. a memory strategy that logs or caps memory. */
+  ganfw_status (*memory_stats)(ganfw_ctx *ctx, ganfw_memory_stats *out);
+  /* An optional capability of the host by its versioned id ("ganfw.<what>/<N>", see
+   * ganfw/plugin.h), NULL when this core does not offer it. The pointer is owned by the
+   * core, valid for the process lifetime. */
+  const void *(*get_extension)(const ganfw_host *host, const char *id);
+
+  /* New entries go here, in a block dated with the minor version that added them. */
+};
 
 /* True when the core's table is large enough to hold `member`. */
 #define GANFW_HOST_HAS(host, member)                                                               \

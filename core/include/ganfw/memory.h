@@ -22,11 +22,16 @@ typedef struct ganfw_exec_options {
   int32_t micro_batches; /* each batch is split into this many micro-batches whose gradients
                             add up before one optimizer step (1 = none) */
   int32_t reserved0;
+  /* --- added in minor 1 (ABI 1.1): read only when struct_size covers it --- */
+  int64_t batch_size; /* train.batch_size: rows per optimizer step, before any split into
+                         micro-batches (read-only for strategies) */
 } ganfw_exec_options;
 
+/* Add new members at the end only, in a block dated with the minor version. Callbacks are
+ * [main-thread]: called from the training loop's thread, never from the prefetch thread. */
 typedef struct ganfw_memory_vt {
   uint32_t struct_size; /* sizeof(ganfw_memory_vt) */
-  uint32_t reserved0;
+  uint32_t kind;        /* GANFW_VT_TAG_MEMORY (ABI 1.1; 0 in plugins built for 1.0) */
   /* Reads the strategy's config entry. *self is owned by the plugin, freed by destroy. */
   ganfw_status (*create)(const ganfw_host *host, ganfw_ctx *ctx, const ganfw_cfg *cfg, void **self);
   void (*destroy)(void *self); /* accepts NULL */
@@ -51,6 +56,12 @@ typedef struct ganfw_memory_vt {
   int32_t (*scalar)(void *self, int32_t i, const char **name, double *value);
   /* (optional) Restores a scalar from a checkpoint (resume). */
   ganfw_status (*set_scalar)(void *self, const char *name, double value);
+
+  /* --- added in minor 1 (ABI 1.1, 2026-12) --- */
+  /* (optional) An optional capability by its versioned id (see ganfw/plugin.h), NULL when
+   * absent. May be called before create; the result is owned by the plugin, valid until
+   * it is unloaded. */
+  const void *(*get_extension)(const char *id);
 } ganfw_memory_vt;
 
 #ifdef __cplusplus

@@ -12,7 +12,8 @@ extern "C" {
 /* Model families, stored as int32_t: which trainer loop drives the model. */
 enum { GANFW_MODEL_GAN = 0, GANFW_MODEL_CLASSIFIER = 1, GANFW_MODEL_FAMILY_COUNT };
 
-/* What the data set looks like; filled by the core before create. */
+/* What the data set looks like; filled by the core before create. A plugin reads a member
+ * only when data->struct_size covers it (members are only appended). */
 typedef struct ganfw_data_info {
   uint32_t struct_size;
   int32_t channels;
@@ -22,6 +23,8 @@ typedef struct ganfw_data_info {
   int32_t reserved0;
 } ganfw_data_info;
 
+/* Add new members at the end only, in a block dated with the minor version. Callbacks are
+ * [main-thread]. */
 typedef struct ganfw_model_vt {
   uint32_t struct_size; /* sizeof(ganfw_model_vt) */
   int32_t family;       /* GANFW_MODEL_* */
@@ -35,6 +38,14 @@ typedef struct ganfw_model_vt {
   ganfw_net *(*net)(void *self, const char *role);
   /* (optional) Length of the latent vector a generator takes (GAN family). */
   int64_t (*latent_dim)(void *self);
+
+  /* --- added in minor 1 (ABI 1.1, 2026-12) --- */
+  uint32_t kind;      /* GANFW_VT_TAG_MODEL (the second field, family, was taken in 1.0) */
+  uint32_t reserved0; /* 0 */
+  /* (optional) An optional capability by its versioned id (see ganfw/plugin.h), NULL when
+   * absent. May be called before create; the result is owned by the plugin, valid until
+   * it is unloaded. */
+  const void *(*get_extension)(const char *id);
 } ganfw_model_vt;
 
 #ifdef __cplusplus

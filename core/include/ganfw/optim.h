@@ -9,16 +9,30 @@
 extern "C" {
 #endif
 
-/* One trainable parameter. Owned by the core; valid until the optimizer is destroyed. */
+/* One trainable parameter. Owned by the core; valid until the optimizer is destroyed.
+ * Frozen: the core hands arrays of it (params[0..n)), so its size is its stride and it
+ * never grows; anything new per parameter comes through an extension. */
 typedef struct ganfw_param {
   const char *name;    /* state_dict-style name, e.g. "main.0.weight" */
   ganfw_tensor *value; /* f32 master weights */
-  ganfw_tensor *grad;  /* f32 gradient, same shape */
+  ganfw_tensor *grad;  /* f32 gradient, same shape; step may overwrite it (see below) */
 } ganfw_param;
+#ifdef __cplusplus
+static_assert(sizeof(ganfw_param) == 3 * sizeof(void *), "ganfw_param is frozen");
+#else
+_Static_assert(sizeof(ganfw_param) == 3 * sizeof(void *), "ganfw_param is frozen");
+#endif
 
+/* Add new members at the end only, in a block dated with the minor version. Callbacks are
+ * [main-thread]: called from the training loop's thread, never from the prefetch thread.
+ * Gradients: step may write params[i].grad in place (e.g. add weight decay to it). The
+ * core treats the gradients as consumed by the step: nothing reads them after it, and they
+ * are zeroed before the next backward. Memory strategies run before the step
+ * (after_backward) and may rescale them too. The bundled adam and sgd leave them untouched
+ * (out-of-place, as PyTorch's optimizers) so that they match PyTorch bit for bit. */
 typedef struct ganfw_optim_vt {
   uint32_t struct_size; /* sizeof(ganfw_optim_vt) */
-  uint32_t reserved0;
+  uint32_t kind;        /* GANFW_VT_TAG_OPTIM (ABI 1.1; 0 in plugins built for 1.0) */
   /* Creates an optimizer over params[0..n) with the settings of `cfg` (the config's
    * `optim` section). *self is owned by the plugin and freed by destroy. State tensors are
    * created through host->tensor_create with category GANFW_MEM_OPTIM_STATE. */
@@ -33,6 +47,12 @@ typedef struct ganfw_optim_vt {
   /* (optional) The number of steps taken, and setting it back on resume. */
   int64_t (*get_step)(void *self);
   void (*set_step)(void *self, int64_t step);
+
+  /* --- added in minor 1 (ABI 1.1, 2026-12) --- */
+  /* (optional) An optional capability by its versioned id (see ganfw/plugin.h), NULL when
+   * absent. May be called before create; the result is owned by the plugin, valid until
+   * it is unloaded. */
+  const void *(*get_extension)(const char *id);
 } ganfw_optim_vt;
 
 #ifdef __cplusplus

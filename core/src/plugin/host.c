@@ -3,6 +3,7 @@
  * Each foreach entry checks its lists once, then calls the backend's kernel per tensor. */
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "config/config.h"
 #include "runtime/ctx.h"
@@ -11,6 +12,7 @@
 #include "base/log.h"
 #include "nn/net.h"
 #include "plugin/plugin_host.h"
+#include "runtime/alloc.h"
 #include "runtime/tensor.h"
 
 static ganfw_status host_error(ganfw_ctx *ctx, ganfw_status code, const char *fmt, ...) {
@@ -190,6 +192,67 @@ static ganfw_status host_rng_uniform(ganfw_ctx *ctx, ganfw_tensor *t, float lo, 
   return GANFW_OK;
 }
 
+/* net_param_info for plugins: fills only what the caller's struct_size holds (a plugin
+ * built against older headers passes a smaller ganfw_param_info) and never refuses a
+ * smaller one, as long as it holds struct_size itself. */
+static ganfw_status host_net_param_info(ganfw_net *net, int64_t i, ganfw_param_info *out) {
+  if (!out || out->struct_size < sizeof out->struct_size)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net_param_info: out is NULL or its struct_size is below 4 bytes; set "
+                           "out->struct_size to sizeof(ganfw_param_info)");
+  ganfw_param_info full = {.struct_size = sizeof full};
+  ganfw_status st = ganfw_net_param_info(net, i, &full);
+  if (st != GANFW_OK) return st;
+  uint32_t caller = out->struct_size;
+  size_t n = caller < sizeof full ? caller : sizeof full;
+  memcpy((char *)out + sizeof caller, (const char *)&full + sizeof caller, n - sizeof caller);
+  return GANFW_OK;
+}
+
+static const char *host_error_message(void) {
+  return ganfw_error_message();
+}
+
+static ganfw_status host_memory_stats(ganfw_ctx *ctx, ganfw_memory_stats *out) {
+  if (!ctx || !out || out->struct_size < sizeof out->struct_size)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "memory_stats: ctx or out is NULL, or out->struct_size is below 4 "
+                           "bytes; set it to sizeof(ganfw_memory_stats)");
+  ganfw_alloc_stats a;
+  ganfw_alloc_get_stats(ctx->alloc, &a);
+  ganfw_memory_stats m;
+  memset(&m, 0, sizeof m);
+  m.struct_size = out->struct_size;
+  m.limit = (int64_t)ganfw_alloc_memory_limit(ctx->alloc);
+  size_t total = 0, free_bytes = 0;
+  if (m.limit)
+    m.capacity = m.limit;
+  else if (ctx->be->vt->capacity && ctx->be->vt->capacity(ctx->be, &total, &free_bytes) == GANFW_OK)
+    m.capacity = (int64_t)total;
+  m.allocated = a.allocated.current;
+  m.allocated_peak = a.allocated.peak;
+  m.reserved = a.reserved.current;
+  m.reserved_peak = a.reserved.peak;
+  _Static_assert(GANFW_MEM_COUNT <= GANFW_MEM_STATS_CATEGORIES,
+                 "ganfw_memory_stats has room for every category");
+  for (int c = 0; c < GANFW_MEM_COUNT; c++) {
+    m.category[c] = a.category[c].current;
+    m.category_peak[c] = a.category[c].peak;
+  }
+  m.num_ooms = a.num_ooms;
+  size_t n = out->struct_size < sizeof m ? out->struct_size : sizeof m;
+  memcpy(out, &m, n);
+  return GANFW_OK;
+}
+
+/* The host's extensions by id: this core offers none yet (ABI 1.1), so every id is NULL;
+ * plugins must handle NULL for any id anyway. */
+static const void *host_get_extension(const ganfw_host *host, const char *id) {
+  (void)host;
+  (void)id;
+  return NULL;
+}
+
 static const ganfw_host host_table = {
     .abi_major = GANFW_ABI_MAJOR,
     .abi_minor = GANFW_ABI_MINOR,
@@ -237,9 +300,12 @@ static const ganfw_host host_table = {
     .net_reshape = ganfw_net_reshape,
     .net_build = ganfw_net_build,
     .net_param_count = ganfw_net_param_count,
-    .net_param_info = ganfw_net_param_info,
+    .net_param_info = host_net_param_info,
     .net_layer_count = ganfw_net_layer_count,
     .net_checkpoint = ganfw_net_checkpoint,
+    .error_message = host_error_message,
+    .memory_stats = host_memory_stats,
+    .get_extension = host_get_extension,
 };
 
 const ganfw_host *ganfw_host_table(void) {

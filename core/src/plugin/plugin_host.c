@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "config/config.h"
 #include "ganfw/memory.h"
 #include "ganfw/model.h"
 #include "ganfw/optim.h"
@@ -35,6 +36,8 @@ struct ganfw_plugin {
   void *handle;
   const ganfw_plugin_desc *desc;
   char *path;
+  void *vt;         /* the plugin's vtable copied into a zeroed one of the core's size */
+  uint32_t vt_size; /* the plugin's own vtable struct_size */
 };
 
 /* --- kinds and their vtables --------------------------------------------------------- */
@@ -55,21 +58,35 @@ static const char *article(const char *word) {
 /* Bytes of `type` up to and including `member`. */
 #define END_OF(type, member) (offsetof(type, member) + sizeof(((type *)0)->member))
 
-/* The smallest vtable a plugin of each kind may hand us: up to its last required member. */
+/* Per kind: the smallest vtable a plugin may hand us (up to its last required member), the
+ * core's own size (the copy), where the kind tag and get_extension sit. */
 static const struct {
-  size_t min_size;
-  const char *last_required;
-  const char *type;
+  size_t min_size, core_size, tag_offset, ext_offset;
+  uint32_t tag;
+  const char *last_required, *type, *tag_name;
 } vt_rules[] = {
-    {END_OF(ganfw_model_vt, net), "net", "ganfw_model_vt"},
-    {END_OF(ganfw_optim_vt, step), "step", "ganfw_optim_vt"},
-    {END_OF(ganfw_memory_vt, configure), "configure", "ganfw_memory_vt"},
+    {END_OF(ganfw_model_vt, net), sizeof(ganfw_model_vt), offsetof(ganfw_model_vt, kind),
+     offsetof(ganfw_model_vt, get_extension), GANFW_VT_TAG_MODEL, "net", "ganfw_model_vt",
+     "GANFW_VT_TAG_MODEL"},
+    {END_OF(ganfw_optim_vt, step), sizeof(ganfw_optim_vt), offsetof(ganfw_optim_vt, kind),
+     offsetof(ganfw_optim_vt, get_extension), GANFW_VT_TAG_OPTIM, "step", "ganfw_optim_vt",
+     "GANFW_VT_TAG_OPTIM"},
+    {END_OF(ganfw_memory_vt, configure), sizeof(ganfw_memory_vt),
+     offsetof(ganfw_memory_vt, kind), offsetof(ganfw_memory_vt, get_extension),
+     GANFW_VT_TAG_MEMORY, "configure", "ganfw_memory_vt", "GANFW_VT_TAG_MEMORY"},
 };
 _Static_assert(sizeof(vt_rules) / sizeof(vt_rules[0]) == GANFW_PLUGIN_KIND_COUNT,
                "vt_rules must cover every GANFW_PLUGIN_* kind");
 
-/* The name of the first required vtable member that is NULL, or NULL when all are set. The
- * vtable is known to be at least vt_rules[kind].min_size bytes. */
+/* The kind whose tag is `tag`, or -1. */
+static int32_t kind_of_tag(uint32_t tag) {
+  for (int32_t k = 0; k < GANFW_PLUGIN_KIND_COUNT; k++)
+    if (vt_rules[k].tag == tag) return k;
+  return -1;
+}
+
+/* The name of the first required vtable member that is NULL, or NULL when all are set.
+ * `vtable` is the core-sized copy. */
 static const char *missing_member(int32_t kind, const void *vtable) {
   switch (kind) {
   case GANFW_PLUGIN_MODEL: {
@@ -186,12 +203,69 @@ static int elf_mismatch(const char *path, char *buf, size_t cap) {
   return 1;
 }
 
+/* --- extensions ------------------------------------------------------------------------ */
+
+/* get_extension of a core-sized vtable copy of `kind`; NULL when the plugin has none. */
+static const void *vt_extension(int32_t kind, const void *copy, const char *id) {
+  const void *(*get)(const char *);
+  memcpy(&get, (const unsigned char *)copy + vt_rules[kind].ext_offset, sizeof get);
+  return get && id ? get(id) : NULL;
+}
+
+static const char *const key_type_names[] = {"int",    "float", "bool",
+                                             "string", "bytes", "float list"};
+_Static_assert(sizeof(key_type_names) / sizeof(key_type_names[0]) == GANFW_KEY_TYPE_COUNT,
+               "key_type_names must name every GANFW_KEY_* type");
+
+#define MAX_DECLARED_KEYS 1024
+#define MAX_FLOAT_LIST    16
+
+/* Checks the table a plugin declares under GANFW_EXT_CONFIG_KEYS, if it has one. */
+static ganfw_status check_config_keys(const ganfw_plugin_desc *d, const void *copy,
+                                      const char *path, const char *what) {
+  const ganfw_config_keys *t = vt_extension(d->kind, copy, GANFW_EXT_CONFIG_KEYS);
+  if (!t) return GANFW_OK;
+  const char *fix = "fix the table its get_extension(\"" GANFW_EXT_CONFIG_KEYS "\") returns "
+                    "(see ganfw/plugin.h) and rebuild the plugin";
+  if (t->n < 0 || t->n > MAX_DECLARED_KEYS || (t->n > 0 && !t->keys))
+    return fail(what, "plugin '%s' at %s declares %lld config keys at %p; %s", d->name, path,
+                (long long)t->n, (const void *)t->keys, fix);
+  for (int64_t i = 0; i < t->n; i++) {
+    const ganfw_config_key *k = &t->keys[i];
+    if (!k->key || !k->key[0] || strchr(k->key, '.'))
+      return fail(what,
+                  "plugin '%s' at %s: declared config key %lld is %s%s%s; a key is a non-empty "
+                  "name in the plugin's own section, without dots; %s",
+                  d->name, path, (long long)i, k->key ? "'" : "NULL", k->key ? k->key : "",
+                  k->key ? "'" : "", fix);
+    if (k->type < 0 || k->type >= GANFW_KEY_TYPE_COUNT)
+      return fail(what, "plugin '%s' at %s: config key '%s' has type %d, not a GANFW_KEY_* type; %s",
+                  d->name, path, k->key, (int)k->type, fix);
+    if (k->type == GANFW_KEY_FLOAT_LIST &&
+        (k->count < 1 || k->count > MAX_FLOAT_LIST || !k->def_floats))
+      return fail(what,
+                  "plugin '%s' at %s: config key '%s' is a float list of %d items with "
+                  "defaults at %p; give 1 to %d items and their defaults; %s",
+                  d->name, path, k->key, (int)k->count, (const void *)k->def_floats,
+                  MAX_FLOAT_LIST, fix);
+    if (k->type == GANFW_KEY_BOOL && k->def_int != 0 && k->def_int != 1)
+      return fail(what, "plugin '%s' at %s: bool config key '%s' has default %lld, not 0 or 1; %s",
+                  d->name, path, k->key, (long long)k->def_int, fix);
+    for (int64_t j = 0; j < i; j++)
+      if (strcmp(t->keys[j].key, k->key) == 0)
+        return fail(what, "plugin '%s' at %s declares config key '%s' twice; %s", d->name, path,
+                    k->key, fix);
+  }
+  return GANFW_OK;
+}
+
 /* --- checks on a loaded file ----------------------------------------------------------- */
 
-/* Checks the descriptor `d` of the plugin at `path`. `want_name` is the name it was asked
- * for (NULL when loaded by path). */
+/* Checks the descriptor `d` of the plugin at `path` and its vtable. `want_name` is the name
+ * it was asked for (NULL when loaded by path). On success *vt_copy is the vtable copied into
+ * a zeroed block of the core's size (malloc'd, the caller's). */
 static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, const char *want_name,
-                               int32_t expected_kind, const char *what) {
+                               int32_t expected_kind, const char *what, void **vt_copy) {
   const char *rebuild = "rebuild the plugin against this ganfw's headers";
   if (!d)
     return fail(what,
@@ -249,21 +323,73 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
                 kind, d->name, path, (unsigned)vt_size, vt_rules[d->kind].min_size,
                 vt_rules[d->kind].type, vt_rules[d->kind].last_required, vt_rules[d->kind].type,
                 rebuild);
-  const char *missing = missing_member(d->kind, d->vtable);
-  if (missing)
+  /* The kind tag, read only where the plugin's vtable has it. A model's second field is its
+   * family; an optimizer's or memory strategy's vtable there carries its own tag. */
+  uint32_t tag = 0, second = 0;
+  const unsigned char *raw = d->vtable;
+  if (vt_size >= vt_rules[d->kind].tag_offset + sizeof tag)
+    memcpy(&tag, raw + vt_rules[d->kind].tag_offset, sizeof tag);
+  memcpy(&second, raw + sizeof(uint32_t), sizeof second);
+  int32_t tagged_as = kind_of_tag(tag);
+  if (d->kind == GANFW_PLUGIN_MODEL && kind_of_tag(second) >= 0) tagged_as = kind_of_tag(second);
+  if (tagged_as >= 0 && tagged_as != d->kind)
+    return fail(what,
+                "%s plugin '%s' at %s: the descriptor says %s, but its vtable is tagged %s, "
+                "%s %s's %s; point the descriptor's vtable at the plugin's %s, or set its kind "
+                "to the vtable's (GANFW_PLUGIN_%s), and %s",
+                kind, d->name, path, kind, vt_rules[tagged_as].tag_name,
+                article(kind_names[tagged_as]), kind_names[tagged_as], vt_rules[tagged_as].type,
+                vt_rules[d->kind].type,
+                tagged_as == GANFW_PLUGIN_MODEL   ? "MODEL"
+                : tagged_as == GANFW_PLUGIN_OPTIM ? "OPTIM"
+                                                  : "MEMORY",
+                rebuild);
+  if (tagged_as < 0 && tag != 0)
+    return fail(what,
+                "%s plugin '%s' at %s: vtable kind tag is 0x%08x, not %s (0x%08x); set the "
+                "vtable's kind to %s and %s",
+                kind, d->name, path, (unsigned)tag, vt_rules[d->kind].tag_name,
+                (unsigned)vt_rules[d->kind].tag, vt_rules[d->kind].tag_name, rebuild);
+  if (tag == 0 && d->abi_minor >= 1)
+    return fail(what,
+                "%s plugin '%s' at %s is built for ABI %u.%u, but its %s has no kind tag "
+                "(struct_size %u bytes); set its kind to %s (a plugin built for ABI %d.0 may "
+                "leave it 0) and %s",
+                kind, d->name, path, (unsigned)d->abi_major, (unsigned)d->abi_minor,
+                vt_rules[d->kind].type, (unsigned)vt_size, vt_rules[d->kind].tag_name,
+                GANFW_ABI_MAJOR, rebuild);
+
+  /* From here on only the zeroed, core-sized copy is read: a member past the plugin's
+   * struct_size is NULL, whatever follows its vtable in its memory. */
+  size_t core_size = vt_rules[d->kind].core_size;
+  void *copy = calloc(1, core_size);
+  if (!copy) return fail(what, "plugin %s: out of host memory while loading it", path);
+  memcpy(copy, d->vtable, vt_size < core_size ? vt_size : core_size);
+  const char *missing = missing_member(d->kind, copy);
+  if (missing) {
+    free(copy);
     return fail(what,
                 "%s plugin '%s' at %s: required vtable member '%s' is NULL; implement it (only "
                 "members marked (optional) in ganfw/%s.h may be NULL)",
                 kind, d->name, path, missing,
                 d->kind == GANFW_PLUGIN_OPTIM ? "optim" : kind_names[d->kind]);
+  }
   if (d->kind == GANFW_PLUGIN_MODEL) {
-    int32_t family = ((const ganfw_model_vt *)d->vtable)->family;
-    if (family < 0 || family >= GANFW_MODEL_FAMILY_COUNT)
+    int32_t family = ((const ganfw_model_vt *)copy)->family;
+    if (family < 0 || family >= GANFW_MODEL_FAMILY_COUNT) {
+      free(copy);
       return fail(what,
                   "model plugin '%s' at %s declares family %d, which this ganfw does not know; "
                   "set it to GANFW_MODEL_GAN or GANFW_MODEL_CLASSIFIER and %s",
                   d->name, path, (int)family, rebuild);
+    }
   }
+  ganfw_status st = check_config_keys(d, copy, path, what);
+  if (st != GANFW_OK) {
+    free(copy);
+    return st;
+  }
+  *vt_copy = copy;
   return GANFW_OK;
 }
 
@@ -296,15 +422,19 @@ static ganfw_status load_file(char *path, const char *want_name, int32_t expecte
     ganfw_plugin_entry_fn entry;
     memcpy(&entry, &sym, sizeof entry); /* object pointer to function pointer, as POSIX allows */
     const ganfw_plugin_desc *desc = entry();
-    st = check_desc(desc, path, want_name, expected_kind, what);
+    void *vt = NULL;
+    st = check_desc(desc, path, want_name, expected_kind, what, &vt);
     if (st == GANFW_OK) {
       ganfw_plugin *p = malloc(sizeof *p);
       if (!p) {
+        free(vt);
         st = fail(what, "plugin %s: out of host memory while loading it", path);
       } else {
         p->handle = handle;
         p->desc = desc;
         p->path = path;
+        p->vt = vt;
+        p->vt_size = *(const uint32_t *)desc->vtable;
         *out = p;
         return GANFW_OK;
       }
@@ -351,6 +481,26 @@ static char *install_plugin_dir(void) {
   return dir;
 }
 
+/* 1 when this executable lies inside the build tree that GANFW_BUILD_PLUGIN_DIR (its
+ * plugins/ folder) belongs to. */
+static int exe_in_build_tree(void) {
+  if (!GANFW_BUILD_PLUGIN_DIR[0]) return 0;
+  char *exe = realpath("/proc/self/exe", NULL);
+  char *root = strdup(GANFW_BUILD_PLUGIN_DIR);
+  char *slash = root ? strrchr(root, '/') : NULL;
+  char *real_root = NULL;
+  if (slash && slash != root) {
+    *slash = '\0';
+    real_root = realpath(root, NULL);
+  }
+  size_t n = real_root ? strlen(real_root) : 0;
+  int inside = exe && real_root && strncmp(exe, real_root, n) == 0 && exe[n] == '/';
+  free(real_root);
+  free(root);
+  free(exe);
+  return inside;
+}
+
 static ganfw_status search_path_init(search_path *sp, const char *const *dirs, int64_t ndirs) {
   memset(sp, 0, sizeof *sp);
   if (ndirs < 0 || (ndirs > 0 && !dirs))
@@ -383,10 +533,16 @@ static ganfw_status search_path_init(search_path *sp, const char *const *dirs, i
       if (end) break;
     }
   }
+  /* A binary run from the build tree finds the plugins built beside it first; an installed
+   * one (or a copy anywhere else) finds the plugins installed with it first. */
+  sp->install = install_plugin_dir();
+  int installed_first = !exe_in_build_tree();
+  if (sp->install && installed_first)
+    sp->items[sp->n++] = (search_dir){sp->install, "install prefix"};
   if (GANFW_BUILD_PLUGIN_DIR[0])
     sp->items[sp->n++] = (search_dir){GANFW_BUILD_PLUGIN_DIR, "build tree"};
-  sp->install = install_plugin_dir();
-  if (sp->install) sp->items[sp->n++] = (search_dir){sp->install, "install prefix"};
+  if (sp->install && !installed_first)
+    sp->items[sp->n++] = (search_dir){sp->install, "install prefix"};
   return GANFW_OK;
 }
 
@@ -428,6 +584,62 @@ static void describe_dirs(const search_path *sp, char *buf, size_t cap) {
     len += (size_t)w;
   }
   if (sp->n == 0) snprintf(buf, cap, "no directories");
+}
+
+/* Optimal-string-alignment distance (Levenshtein with adjacent transpositions), as the
+ * config's key suggestions use; (size_t)-1 when out of memory. */
+static size_t edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  size_t *rows = malloc(3 * (lb + 1) * sizeof *rows);
+  if (!rows) return (size_t)-1;
+  size_t *prev2 = rows, *prev = rows + lb + 1, *cur = rows + 2 * (lb + 1);
+  for (size_t j = 0; j <= lb; j++) prev[j] = prev2[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    cur[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t cost = a[i - 1] != b[j - 1];
+      size_t d = prev[j] + 1;
+      if (cur[j - 1] + 1 < d) d = cur[j - 1] + 1;
+      if (prev[j - 1] + cost < d) d = prev[j - 1] + cost;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && prev2[j - 2] + 1 < d)
+        d = prev2[j - 2] + 1;
+      cur[j] = d;
+    }
+    size_t *t = prev2;
+    prev2 = prev;
+    prev = cur;
+    cur = t;
+  }
+  size_t d = prev[lb];
+  free(rows);
+  return d;
+}
+
+static char **list_dir(const char *dir, int64_t *n);
+
+/* The plugin name on the search path nearest to `name` (a typo's "did you mean"), copied
+ * into buf; 0 when none is near enough (the rule of the config's key suggestions: at most
+ * max(2, len/3) edits, and fewer than the name's length). */
+static int nearest_name(const search_path *sp, const char *name, char *buf, size_t cap) {
+  size_t len = strlen(name), limit = len / 3 > 2 ? len / 3 : 2, best_d = (size_t)-1;
+  size_t np = strlen(PLUGIN_PREFIX), ns = strlen(PLUGIN_SUFFIX);
+  buf[0] = '\0';
+  for (int64_t i = 0; i < sp->n; i++) {
+    int64_t nfiles;
+    char **files = list_dir(sp->items[i].dir, &nfiles);
+    for (int64_t f = 0; f < nfiles; f++) {
+      char *cand = files[f] + np;
+      cand[strlen(cand) - ns] = '\0';
+      size_t d = edit_distance(name, cand);
+      if (d < best_d && d <= limit && d < len && strlen(cand) < cap) {
+        best_d = d;
+        snprintf(buf, cap, "%s", cand);
+      }
+      free(files[f]);
+    }
+    free(files);
+  }
+  return buf[0] != '\0';
 }
 
 ganfw_status ganfw_plugin_load(const char *name, int32_t expected_kind, const char *what,
@@ -486,11 +698,14 @@ ganfw_status ganfw_plugin_load(const char *name, int32_t expected_kind, const ch
     char searched[2048];
     describe_dirs(&sp, searched, sizeof searched);
     const char *kind = expected_kind >= 0 ? kind_names[expected_kind] : NULL;
+    char near[NAME_MAX + 1], hint[NAME_MAX + 32] = "";
+    if (nearest_name(&sp, name, near, sizeof near))
+      snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
     st = fail(what,
-              "%s%splugin '%s' not found: no file %s in %s. Add the directory that holds "
+              "%s%splugin '%s' not found%s: no file %s in %s. Add the directory that holds "
               "%s to plugin_path in the config or to " GANFW_PLUGIN_PATH_ENV " (':'-separated), "
               "or give the path of the .so file; `ganfw plugins` lists what is found",
-              kind ? kind : "", kind ? " " : "", name, file, searched, file);
+              kind ? kind : "", kind ? " " : "", name, hint, file, searched, file);
   }
   free(file);
   search_path_free(&sp);
@@ -500,6 +715,7 @@ ganfw_status ganfw_plugin_load(const char *name, int32_t expected_kind, const ch
 void ganfw_plugin_unload(ganfw_plugin *p) {
   if (!p) return;
   dlclose(p->handle);
+  free(p->vt);
   free(p->path);
   free(p);
 }
@@ -513,7 +729,15 @@ const char *ganfw_plugin_path(const ganfw_plugin *p) {
 }
 
 const void *ganfw_plugin_vtable(const ganfw_plugin *p) {
-  return p->desc->vtable;
+  return p->vt;
+}
+
+uint32_t ganfw_plugin_vtable_size(const ganfw_plugin *p) {
+  return p->vt_size;
+}
+
+const void *ganfw_plugin_get_extension(const ganfw_plugin *p, const char *id) {
+  return p ? vt_extension(p->desc->kind, p->vt, id) : NULL;
 }
 
 const char *ganfw_plugin_name(const ganfw_plugin *p) {
@@ -522,6 +746,46 @@ const char *ganfw_plugin_name(const ganfw_plugin *p) {
 
 int32_t ganfw_plugin_kind(const ganfw_plugin *p) {
   return p->desc->kind;
+}
+
+ganfw_status ganfw_plugin_apply_config_keys(const ganfw_plugin *p, const ganfw_cfg *section) {
+  const ganfw_config_keys *t = ganfw_plugin_get_extension(p, GANFW_EXT_CONFIG_KEYS);
+  if (!t) return GANFW_OK;
+  for (int64_t i = 0; i < t->n; i++) { /* the table passed check_config_keys at load */
+    const ganfw_config_key *k = &t->keys[i];
+    ganfw_status st = GANFW_OK;
+    int64_t iv;
+    int32_t bv;
+    double fv, list[MAX_FLOAT_LIST];
+    const char *sv;
+    switch (k->type) {
+    case GANFW_KEY_INT:
+      st = ganfw_cfg_int(section, k->key, k->def_int, &iv);
+      break;
+    case GANFW_KEY_FLOAT:
+      st = ganfw_cfg_float(section, k->key, k->def_float, &fv);
+      break;
+    case GANFW_KEY_BOOL:
+      st = ganfw_cfg_bool(section, k->key, (int32_t)k->def_int, &bv);
+      break;
+    case GANFW_KEY_STRING:
+      /* Without a default an absent key stays absent (a getter would record a null that
+       * the plugin's own read with its default would then see). */
+      if (k->def_string || ganfw_cfg_has(section, k->key))
+        st = ganfw_cfg_string(section, k->key, k->def_string, &sv);
+      break;
+    case GANFW_KEY_BYTES:
+      st = ganfw_cfg_bytes(section, k->key, k->def_int, &iv);
+      break;
+    default:
+      st = ganfw_cfg_float_list(section, k->key, k->count, k->def_floats, list);
+      break;
+    }
+    if (st != GANFW_OK)
+      return ganfw_error_wrap(st, "%s plugin '%s' (its %s key '%s')", ganfw_plugin_kind_name(p->desc->kind),
+                              p->desc->name, key_type_names[k->type], k->key);
+  }
+  return GANFW_OK;
 }
 
 /* --- `ganfw plugins` ------------------------------------------------------------------- */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ganfw/host.h"
 #include "ganfw/plugin.h"
 #include "ganfw/status.h"
 
@@ -20,11 +21,13 @@ typedef struct ganfw_plugin ganfw_plugin;
  * the file ganfw_<name>.so is searched in, in this order: dirs[0..ndirs) (the config's
  * plugin_path, already resolved by the caller), each entry of $GANFW_PLUGIN_PATH, then
  * GANFW_BUILD_PLUGIN_DIR and <folder of the executable>/GANFW_INSTALL_PLUGIN_REL (the
- * install prefix's lib/ganfw/plugins, wherever the tree was installed). The first file
- * found is the one
- * loaded (a broken file is an error, not skipped). `expected_kind` is GANFW_PLUGIN_* or -1
- * for any; `what` names where the plugin was asked for ("model.plugin",
- * "config.yaml:12:11: model.plugin") and may be NULL.
+ * install prefix's lib/ganfw/plugins, wherever the tree was installed): the build tree
+ * first when the executable lies in it, the install prefix first otherwise (an installed
+ * binary finds the plugins installed with it). The first file found is the one loaded (a
+ * broken file is an error, not skipped); a name found nowhere gets the nearest name on the
+ * path as a "did you mean". `expected_kind` is GANFW_PLUGIN_* or -1 for any; `what` names
+ * where the plugin was asked for ("model.plugin", "config.yaml:12:11: model.plugin") and may
+ * be NULL.
  *
  * On success *out is owned by the caller and freed with ganfw_plugin_unload; everything
  * the descriptor points to is valid until then. On failure *out is NULL, nothing is left
@@ -42,8 +45,22 @@ void ganfw_plugin_unload(ganfw_plugin *p);
 const ganfw_plugin_desc *ganfw_plugin_desc_of(const ganfw_plugin *p);
 /* The file the plugin was loaded from, as found on the search path; owned by p. */
 const char *ganfw_plugin_path(const ganfw_plugin *p);
-/* desc->vtable: a ganfw_model_vt, ganfw_optim_vt or ganfw_memory_vt by kind. */
+/* The plugin's ganfw_model_vt, ganfw_optim_vt or ganfw_memory_vt by kind, as a zeroed copy of
+ * the core's size: a member past the plugin's own struct_size is NULL (absent). Owned by p,
+ * valid until ganfw_plugin_unload. Every call into a plugin goes through this copy. */
 const void *ganfw_plugin_vtable(const ganfw_plugin *p);
+/* The struct_size the plugin's own vtable declares (smaller than the copy for a plugin
+ * built against older headers). */
+uint32_t ganfw_plugin_vtable_size(const ganfw_plugin *p);
+/* The plugin's extension `id` ("ganfw.<what>/<N>") through its vtable's get_extension;
+ * NULL when absent (no get_extension, or it does not know the id). Owned by the plugin,
+ * valid until ganfw_plugin_unload. */
+const void *ganfw_plugin_get_extension(const ganfw_plugin *p, const char *id);
+/* Applies the config keys the plugin declares (GANFW_EXT_CONFIG_KEYS) to its `section`:
+ * each is read with its default through the typed getters, so a wrong type is an error with
+ * file:line:col, an absent key's default lands in the resolved config, and the key counts
+ * as read. GANFW_OK when the plugin declares none. Call before the plugin's create. */
+ganfw_status ganfw_plugin_apply_config_keys(const ganfw_plugin *p, const ganfw_cfg *section);
 /* desc->name; owned by the plugin. */
 const char *ganfw_plugin_name(const ganfw_plugin *p);
 int32_t ganfw_plugin_kind(const ganfw_plugin *p);

@@ -89,6 +89,9 @@ void ganfw_alloc_empty_cache(ganfw_alloc *a);
 /* Sets every peak (bytes, per category and counts) to its current value. */
 void ganfw_alloc_reset_peak(ganfw_alloc *a);
 void ganfw_alloc_get_stats(const ganfw_alloc *a, ganfw_alloc_stats *out);
+/* The cap on reserved bytes the allocator enforces (after any adjustment by the context);
+ * 0 when there is none. */
+size_t ganfw_alloc_memory_limit(const ganfw_alloc *a);
 /* The rounded size of a live block; 0 when ptr is not a live block of `a`. */
 size_t ganfw_alloc_block_size(const ganfw_alloc *a, const void *ptr);
 

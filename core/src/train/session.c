@@ -119,8 +119,10 @@ static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
                            s->run->config_path);
   s->model_vt = ganfw_plugin_vtable(s->run->model);
   s->family = s->model_vt->family;
-  ganfw_status st = s->model_vt->create(ganfw_host_table(), s->ctx,
-                                        ganfw_cfg_section(root, "model"), &s->data_info, &s->model);
+  ganfw_status st = ganfw_plugin_apply_config_keys(s->run->model, ganfw_cfg_section(root, "model"));
+  if (st != GANFW_OK) return st;
+  st = s->model_vt->create(ganfw_host_table(), s->ctx, ganfw_cfg_section(root, "model"),
+                           &s->data_info, &s->model);
   if (st != GANFW_OK) return ganfw_error_wrap(st, "model '%s'", ganfw_plugin_name(s->run->model));
   if (s->family == GANFW_MODEL_GAN) {
     s->generator = s->model_vt->net(s->model, "generator");
@@ -296,8 +298,10 @@ static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const 
     if (!info.trainable) continue;
     o->params[o->n_params++] = (ganfw_param){info.name, info.value, info.grad};
   }
-  ganfw_status st = o->vt->create(ganfw_host_table(), s->ctx, ganfw_cfg_section(root, "optim"),
-                                  o->params, o->n_params, &o->self);
+  ganfw_status st = ganfw_plugin_apply_config_keys(s->run->optim, ganfw_cfg_section(root, "optim"));
+  if (st != GANFW_OK) return st;
+  st = o->vt->create(ganfw_host_table(), s->ctx, ganfw_cfg_section(root, "optim"), o->params,
+                     o->n_params, &o->self);
   if (st != GANFW_OK)
     return ganfw_error_wrap(st, "optimizer '%s' for the %s", ganfw_plugin_name(s->run->optim),
                             role);
@@ -315,12 +319,17 @@ static ganfw_status read_lr(const ganfw_cfg *optim, const char *key, double def,
 /* Creates the memory strategies in config order and lets each adjust the options. */
 static ganfw_status create_memory(ganfw_session *s) {
   s->exec = (ganfw_exec_options){
-      .struct_size = sizeof s->exec, .compute_dtype = GANFW_DTYPE_F32, .micro_batches = 1};
+      .struct_size = sizeof s->exec,
+      .compute_dtype = GANFW_DTYPE_F32,
+      .micro_batches = 1,
+      .batch_size = s->train.batch_size};
   for (int32_t i = 0; i < s->run->n_memory; i++) {
     ganfw_session_memory *m = &s->memory[i];
     m->name = ganfw_plugin_name(s->run->memory[i]);
     m->vt = ganfw_plugin_vtable(s->run->memory[i]);
-    ganfw_status st = m->vt->create(ganfw_host_table(), s->ctx, s->run->memory_cfg[i], &m->self);
+    ganfw_status st = ganfw_plugin_apply_config_keys(s->run->memory[i], s->run->memory_cfg[i]);
+    if (st != GANFW_OK) return st;
+    st = m->vt->create(ganfw_host_table(), s->ctx, s->run->memory_cfg[i], &m->self);
     if (st != GANFW_OK) return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
     s->n_memory = i + 1;
     if ((st = m->vt->configure(m->self, &s->exec)) != GANFW_OK)

@@ -267,8 +267,27 @@ static ganfw_status amp_set_scalar(void *self, const char *name, double value) {
   return GANFW_OK;
 }
 
+/* The keys of its `memory:` item this plugin reads, with their defaults
+ * (GANFW_EXT_CONFIG_KEYS): the core applies them before create. `scaler` has no fixed
+ * default (shared for f16, none for bf16). */
+static const ganfw_config_key amp_keys[] = {
+    {.key = "enabled", .type = GANFW_KEY_BOOL, .def_int = 1},
+    {.key = "dtype", .type = GANFW_KEY_STRING, .def_string = "f16", .help = "f16 or bf16"},
+    {.key = "scaler", .type = GANFW_KEY_STRING, .help = "shared, per_optimizer or none"},
+    {.key = "init_scale", .type = GANFW_KEY_FLOAT, .def_float = 65536.0},
+    {.key = "growth_factor", .type = GANFW_KEY_FLOAT, .def_float = 2.0},
+    {.key = "backoff_factor", .type = GANFW_KEY_FLOAT, .def_float = 0.5},
+    {.key = "growth_interval", .type = GANFW_KEY_INT, .def_int = 2000},
+};
+static const ganfw_config_keys amp_key_table = {amp_keys, sizeof amp_keys / sizeof amp_keys[0]};
+
+static const void *amp_get_extension(const char *id) {
+  return strcmp(id, GANFW_EXT_CONFIG_KEYS) == 0 ? &amp_key_table : NULL;
+}
+
 static const ganfw_memory_vt amp_vt = {
     .struct_size = sizeof(ganfw_memory_vt),
+    .kind = GANFW_VT_TAG_MEMORY,
     .create = amp_create,
     .destroy = amp_destroy,
     .configure = amp_configure,
@@ -277,6 +296,7 @@ static const ganfw_memory_vt amp_vt = {
     .step_end = amp_step_end,
     .scalar = amp_scalar,
     .set_scalar = amp_set_scalar,
+    .get_extension = amp_get_extension,
 };
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {

@@ -196,6 +196,7 @@ static ganfw_status ckpt_configure_net(void *self, const char *role, ganfw_net *
 
 static const ganfw_memory_vt ckpt_vt = {
     .struct_size = sizeof(ganfw_memory_vt),
+    .kind = GANFW_VT_TAG_MEMORY,
     .create = ckpt_create,
     .destroy = ckpt_destroy,
     .configure = ckpt_configure,

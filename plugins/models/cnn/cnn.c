@@ -273,6 +273,7 @@ static ganfw_net *cnn_net(void *self, const char *role) {
 
 static const ganfw_model_vt cnn_vt = {
     .struct_size = sizeof(ganfw_model_vt),
+    .kind = GANFW_VT_TAG_MODEL,
     .family = GANFW_MODEL_CLASSIFIER,
     .create = cnn_create,
     .destroy = cnn_destroy,

@@ -189,6 +189,7 @@ static int64_t dcgan_latent_dim(void *self) {
 
 static const ganfw_model_vt dcgan_vt = {
     .struct_size = sizeof(ganfw_model_vt),
+    .kind = GANFW_VT_TAG_MODEL,
     .family = GANFW_MODEL_GAN,
     .create = dcgan_create,
     .destroy = dcgan_destroy,

@@ -9,6 +9,21 @@
 
 #include <ganfw/ganfw.h>
 
+/* plugins/optim/adam/CMakeLists.txt builds this file twice: ganfw_adam.so, and with
+ * ADAM_AS_ADAMW ganfw_adamw.so, `plugin: adamw` as PyTorch users type it: torch.optim.AdamW,
+ * decoupled weight decay with its default 0.01. */
+#ifdef ADAM_AS_ADAMW
+#define ADAM_NAME                 "adamw"
+#define ADAM_DECOUPLED_DEFAULT    1
+#define ADAM_WEIGHT_DECAY_DEFAULT 1e-2
+#define ADAM_DESCRIPTION          "AdamW: Adam with decoupled weight decay (default 0.01), as torch.optim.AdamW"
+#else
+#define ADAM_NAME                 "adam"
+#define ADAM_DECOUPLED_DEFAULT    0
+#define ADAM_WEIGHT_DECAY_DEFAULT 0.0
+#define ADAM_DESCRIPTION          "Adam and AdamW (decoupled weight decay), optionally AMSGrad, as PyTorch"
+#endif
+
 #define ADAM_MAX_STATE 3 /* exp_avg, exp_avg_sq, max_exp_avg_sq */
 
 static const char *const adam_state_suffix[ADAM_MAX_STATE] = {"exp_avg", "exp_avg_sq",
@@ -56,13 +71,13 @@ static ganfw_status read_betas(adam *o, const ganfw_cfg *cfg) {
     /* Absent (0) or an empty list: only the latter is an error. */
     if (h->cfg_child(cfg, "betas"))
       return h->error(o->ctx, GANFW_ERR_CONFIG,
-                      "adam: betas: expected a list of two numbers [beta1, beta2], e.g. "
+                      ADAM_NAME ": betas: expected a list of two numbers [beta1, beta2], e.g. "
                       "[0.9, 0.999], got an empty value");
     return GANFW_OK;
   }
   if (len != 2)
     return h->error(o->ctx, GANFW_ERR_CONFIG,
-                    "adam: betas: expected a list of two numbers [beta1, beta2], e.g. "
+                    ADAM_NAME ": betas: expected a list of two numbers [beta1, beta2], e.g. "
                     "[0.9, 0.999], got %lld items",
                     (long long)len);
   double *dst[2] = {&o->beta1, &o->beta2};
@@ -78,22 +93,29 @@ static ganfw_status read_config(adam *o, const ganfw_cfg *cfg) {
   ganfw_status st;
   if ((st = read_betas(o, cfg)) != GANFW_OK) return st;
   if ((st = h->cfg_float(cfg, "eps", 1e-8, &o->eps)) != GANFW_OK) return st;
-  if ((st = h->cfg_float(cfg, "weight_decay", 0.0, &o->weight_decay)) != GANFW_OK) return st;
+  if ((st = h->cfg_float(cfg, "weight_decay", ADAM_WEIGHT_DECAY_DEFAULT, &o->weight_decay)) !=
+      GANFW_OK)
+    return st;
   if ((st = h->cfg_bool(cfg, "amsgrad", 0, &o->amsgrad)) != GANFW_OK) return st;
-  if ((st = h->cfg_bool(cfg, "decoupled", 0, &o->decoupled)) != GANFW_OK) return st;
+  if ((st = h->cfg_bool(cfg, "decoupled", ADAM_DECOUPLED_DEFAULT, &o->decoupled)) != GANFW_OK)
+    return st;
+  if (ADAM_DECOUPLED_DEFAULT && !o->decoupled)
+    return h->error(o->ctx, GANFW_ERR_CONFIG,
+                    ADAM_NAME ": decoupled is false, but adamw is Adam with decoupled weight "
+                    "decay; for L2 weight decay added to the gradient use `plugin: adam`");
   for (int i = 0; i < 2; i++) {
     double b = i == 0 ? o->beta1 : o->beta2;
     if (!(b >= 0.0 && b < 1.0))
       return h->error(o->ctx, GANFW_ERR_CONFIG,
-                      "adam: betas[%d] (beta%d) is %g; it must be in [0, 1), e.g. betas: "
+                      ADAM_NAME ": betas[%d] (beta%d) is %g; it must be in [0, 1), e.g. betas: "
                       "[0.9, 0.999] (GANs often use [0.5, 0.999])",
                       i, i + 1, b);
   }
   if (!(o->eps > 0.0))
     return h->error(o->ctx, GANFW_ERR_CONFIG,
-                    "adam: eps is %g; it must be positive (the default is 1e-8)", o->eps);
+                    ADAM_NAME ": eps is %g; it must be positive (the default is 1e-8)", o->eps);
   if (!(o->weight_decay >= 0.0))
-    return h->error(o->ctx, GANFW_ERR_CONFIG, "adam: weight_decay is %g; it must be 0 or positive",
+    return h->error(o->ctx, GANFW_ERR_CONFIG, ADAM_NAME ": weight_decay is %g; it must be 0 or positive",
                     o->weight_decay);
   return GANFW_OK;
 }
@@ -106,7 +128,7 @@ static ganfw_status create_state(adam *o, adam_slot *s, const char *param_name) 
   for (int k = 0; k < o->nstate; k++) {
     size_t len = strlen(param_name) + strlen(adam_state_suffix[k]) + 2;
     s->state_name[k] = malloc(len);
-    if (!s->state_name[k]) return h->error(o->ctx, GANFW_ERR_OOM, "adam: out of host memory");
+    if (!s->state_name[k]) return h->error(o->ctx, GANFW_ERR_OOM, ADAM_NAME ": out of host memory");
     snprintf(s->state_name[k], len, "%s.%s", param_name, adam_state_suffix[k]);
     s->state[k] = h->tensor_create(o->ctx, GANFW_DTYPE_F32, v->ndim, v->shape,
                                    GANFW_MEM_OPTIM_STATE, s->state_name[k]);
@@ -121,9 +143,9 @@ static ganfw_status adam_create(const ganfw_host *host, ganfw_ctx *ctx, const ga
                                 const ganfw_param *params, int64_t n, void **self) {
   *self = NULL;
   if (n < 0 || (n > 0 && !params))
-    return host->error(ctx, GANFW_ERR_INVALID_ARG, "adam: create needs a parameter list");
+    return host->error(ctx, GANFW_ERR_INVALID_ARG, ADAM_NAME ": create needs a parameter list");
   adam *o = calloc(1, sizeof *o);
-  if (!o) return host->error(ctx, GANFW_ERR_OOM, "adam: out of host memory");
+  if (!o) return host->error(ctx, GANFW_ERR_OOM, ADAM_NAME ": out of host memory");
   o->host = host;
   o->ctx = ctx;
   ganfw_status st = read_config(o, cfg);
@@ -135,7 +157,7 @@ static ganfw_status adam_create(const ganfw_host *host, ganfw_ctx *ctx, const ga
   o->slots = calloc((size_t)(n > 0 ? n : 1), sizeof *o->slots);
   if (!o->slots) {
     adam_destroy(o);
-    return host->error(ctx, GANFW_ERR_OOM, "adam: out of host memory");
+    return host->error(ctx, GANFW_ERR_OOM, ADAM_NAME ": out of host memory");
   }
   for (int64_t i = 0; i < n && st == GANFW_OK; i++) {
     const ganfw_param *p = &params[i];
@@ -143,7 +165,7 @@ static ganfw_status adam_create(const ganfw_host *host, ganfw_ctx *ctx, const ga
     if (!p->value || p->value->dtype != GANFW_DTYPE_F32 || p->grad->dtype != GANFW_DTYPE_F32 ||
         p->value->numel != p->grad->numel) {
       st = host->error(ctx, GANFW_ERR_INVALID_ARG,
-                       "adam: parameter '%s' needs f32 value and gradient of equal size",
+                       ADAM_NAME ": parameter '%s' needs f32 value and gradient of equal size",
                        p->name ? p->name : "?");
       break;
     }
@@ -221,7 +243,7 @@ static ganfw_status adam_step(void *self, double lr) {
   adam *o = self;
   if (!isfinite(lr) || lr < 0.0)
     return o->host->error(o->ctx, GANFW_ERR_INVALID_ARG,
-                          "adam: step got learning rate %g; it must be finite and >= 0", lr);
+                          ADAM_NAME ": step got learning rate %g; it must be finite and >= 0", lr);
   const double step = (double)(o->steps + 1);
   const double bc1 = 1.0 - pow(o->beta1, step);
   const double bc2_sqrt = sqrt(1.0 - pow(o->beta2, step));
@@ -250,14 +272,36 @@ static void adam_set_step(void *self, int64_t step) {
   ((adam *)self)->steps = step < 0 ? 0 : step;
 }
 
+/* The keys of the `optim` section this plugin reads, with their defaults
+ * (GANFW_EXT_CONFIG_KEYS): the core applies them before create. */
+static const double adam_betas_default[2] = {0.9, 0.999};
+static const ganfw_config_key adam_keys[] = {
+    {.key = "betas", .type = GANFW_KEY_FLOAT_LIST, .count = 2, .def_floats = adam_betas_default,
+     .help = "[beta1, beta2], the running averages' coefficients"},
+    {.key = "eps", .type = GANFW_KEY_FLOAT, .def_float = 1e-8, .help = "added to the denominator"},
+    {.key = "weight_decay", .type = GANFW_KEY_FLOAT, .def_float = ADAM_WEIGHT_DECAY_DEFAULT,
+     .help = "L2 penalty (adam) or decoupled decay (decoupled: true, adamw)"},
+    {.key = "amsgrad", .type = GANFW_KEY_BOOL, .def_int = 0, .help = "the AMSGrad variant"},
+    {.key = "decoupled", .type = GANFW_KEY_BOOL, .def_int = ADAM_DECOUPLED_DEFAULT,
+     .help = "decoupled weight decay (AdamW)"},
+};
+static const ganfw_config_keys adam_key_table = {adam_keys, sizeof adam_keys / sizeof adam_keys[0]};
+
+static const void *adam_get_extension(const char *id) {
+  if (strcmp(id, GANFW_EXT_CONFIG_KEYS) == 0) return &adam_key_table;
+  return NULL;
+}
+
 static const ganfw_optim_vt adam_vt = {
     .struct_size = sizeof(ganfw_optim_vt),
+    .kind = GANFW_VT_TAG_OPTIM,
     .create = adam_create,
     .destroy = adam_destroy,
     .step = adam_step,
     .state_tensor = adam_state_tensor,
     .get_step = adam_get_step,
     .set_step = adam_set_step,
+    .get_extension = adam_get_extension,
 };
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {
@@ -266,9 +310,9 @@ GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {
       .abi_minor = GANFW_ABI_MINOR,
       .struct_size = sizeof(ganfw_plugin_desc),
       .kind = GANFW_PLUGIN_OPTIM,
-      .name = "adam",
-      .version = "1.0.0",
-      .description = "Adam and AdamW (decoupled weight decay), optionally AMSGrad, as PyTorch",
+      .name = ADAM_NAME,
+      .version = "1.1.0",
+      .description = ADAM_DESCRIPTION,
       .vtable = &adam_vt,
   };
   return &desc;

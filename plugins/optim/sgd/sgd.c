@@ -183,14 +183,30 @@ static void sgd_set_step(void *self, int64_t step) {
   ((sgd *)self)->steps = step < 0 ? 0 : step;
 }
 
+/* The keys of the `optim` section this plugin reads, with their defaults
+ * (GANFW_EXT_CONFIG_KEYS): the core applies them before create. */
+static const ganfw_config_key sgd_keys[] = {
+    {.key = "momentum", .type = GANFW_KEY_FLOAT, .def_float = 0.0, .help = "0: plain SGD"},
+    {.key = "dampening", .type = GANFW_KEY_FLOAT, .def_float = 0.0},
+    {.key = "nesterov", .type = GANFW_KEY_BOOL, .def_int = 0},
+    {.key = "weight_decay", .type = GANFW_KEY_FLOAT, .def_float = 0.0, .help = "L2 penalty"},
+};
+static const ganfw_config_keys sgd_key_table = {sgd_keys, sizeof sgd_keys / sizeof sgd_keys[0]};
+
+static const void *sgd_get_extension(const char *id) {
+  return strcmp(id, GANFW_EXT_CONFIG_KEYS) == 0 ? &sgd_key_table : NULL;
+}
+
 static const ganfw_optim_vt sgd_vt = {
     .struct_size = sizeof(ganfw_optim_vt),
+    .kind = GANFW_VT_TAG_OPTIM,
     .create = sgd_create,
     .destroy = sgd_destroy,
     .step = sgd_step,
     .state_tensor = sgd_state_tensor,
     .get_step = sgd_get_step,
     .set_step = sgd_set_step,
+    .get_extension = sgd_get_extension,
 };
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {

@@ -1,0 +1,189 @@
+/* The host table: everything the core offers a plugin. The core fills one table per run
+ * and hands plugins a `const ganfw_host *`; plugins never link against the core.
+ *
+ * ABI rules: entries are only ever appended. A plugin that uses an entry added in minor
+ * version M checks `host->abi_minor >= M` (or that `struct_size` covers the entry, see
+ * GANFW_HOST_HAS) before calling it. Only fixed-width integers, float/double, opaque
+ * handles and `const char *` cross this boundary. */
+#ifndef GANFW_HOST_H
+#define GANFW_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ganfw_ctx ganfw_ctx; /* opaque: the run (backend, allocator, RNG, config) */
+typedef struct ganfw_cfg ganfw_cfg; /* opaque: one node of the loaded config */
+typedef struct ganfw_net ganfw_net; /* opaque: a sequence of layers run by the executor */
+
+/* Activations (GANFW_ACT_*) and pooling kinds, stored as int32_t. */
+enum {
+  GANFW_ACT_IDENTITY = 0,
+  GANFW_ACT_RELU = 1,
+  GANFW_ACT_LEAKY_RELU = 2,
+  GANFW_ACT_TANH = 3,
+  GANFW_ACT_SIGMOID = 4,
+  GANFW_ACT_COUNT
+};
+enum { GANFW_POOL_MAX = 0, GANFW_POOL_AVG = 1, GANFW_POOL_COUNT };
+
+/* One parameter of a built net, for initialisation and inspection. */
+typedef struct ganfw_param_info {
+  uint32_t struct_size;   /* set by the caller to sizeof(ganfw_param_info) */
+  int32_t trainable;      /* 0 when frozen */
+  const char *name;       /* state_dict name, e.g. "main.1.weight"; owned by the net */
+  const char *layer_type; /* "conv2d", "conv_transpose2d", "linear", "batchnorm2d" */
+  ganfw_tensor *value;    /* f32; owned by the net */
+  ganfw_tensor *grad;     /* f32; owned by the net; NULL when frozen */
+} ganfw_param_info;
+
+/* Log levels, stored as int32_t. */
+enum { GANFW_LOG_DEBUG = 0, GANFW_LOG_INFO = 1, GANFW_LOG_WARN = 2, GANFW_LOG_ERROR = 3 };
+
+typedef struct ganfw_host {
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  uint32_t struct_size; /* sizeof(ganfw_host) of the core that filled it */
+  uint32_t reserved0;
+
+  /* --- errors and logging (minor 0) --- */
+
+  /* Records a message for `code` (printf-style) and returns `code`, so that a plugin can
+   * write `return host->error(ctx, GANFW_ERR_CONFIG, "...")`. */
+  ganfw_status (*error)(ganfw_ctx *ctx, ganfw_status code, const char *fmt, ...);
+  void (*log)(ganfw_ctx *ctx, int32_t level, const char *fmt, ...);
+
+  /* --- config (minor 0) ---
+   * Getters mark the key as read; a key nobody reads is reported as an error. A missing
+   * key yields the default; a value of the wrong type is GANFW_ERR_CONFIG with
+   * file:line:col in the message. Strings and nodes are borrowed: valid while the run
+   * lives. `node` may be NULL (an absent section): every getter then yields its default. */
+  const ganfw_cfg *(*cfg_child)(const ganfw_cfg *node, const char *key);
+  ganfw_status (*cfg_int)(const ganfw_cfg *node, const char *key, int64_t def, int64_t *out);
+  ganfw_status (*cfg_float)(const ganfw_cfg *node, const char *key, double def, double *out);
+  ganfw_status (*cfg_bool)(const ganfw_cfg *node, const char *key, int32_t def, int32_t *out);
+  ganfw_status (*cfg_string)(const ganfw_cfg *node, const char *key, const char *def,
+                             const char **out);
+  ganfw_status (*cfg_bytes)(const ganfw_cfg *node, const char *key, int64_t def, int64_t *out);
+  /* Number of items of the list at `key`; 0 when absent, -1 (and an error) when not a list. */
+  int64_t (*cfg_list_len)(const ganfw_cfg *node, const char *key);
+  /* Item i of the list at `key` as a node (a scalar item is a node too, read it with key
+   * NULL). Borrowed. */
+  const ganfw_cfg *(*cfg_list_at)(const ganfw_cfg *node, const char *key, int64_t i);
+
+  /* --- tensors through the shared caching allocator (minor 0) ---
+   * tensor_create returns a tensor owned by the caller, to be freed with tensor_destroy
+   * (which accepts NULL); NULL on failure with the error recorded (GANFW_ERR_OOM carries
+   * the allocator's report). Contents are uninitialised. */
+  ganfw_tensor *(*tensor_create)(ganfw_ctx *ctx, int32_t dtype, int32_t ndim, const int64_t *shape,
+                                 int32_t category, const char *name);
+  void (*tensor_destroy)(ganfw_tensor *t);
+  ganfw_status (*tensor_from_host)(ganfw_tensor *t, const void *src, int64_t nbytes);
+  ganfw_status (*tensor_to_host)(const ganfw_tensor *t, void *dst, int64_t nbytes);
+
+  /* --- foreach ops over lists of f32 tensors of equal shapes, pairwise (minor 0) ---
+   * Named like PyTorch's torch._foreach_* in-place ops; they run on any backend. */
+  ganfw_status (*foreach_fill)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, float v);
+  /* x *= a */
+  ganfw_status (*foreach_scale)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, float a);
+  /* x += a */
+  ganfw_status (*foreach_add_scalar)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, float a);
+  /* y += alpha * x */
+  ganfw_status (*foreach_axpy)(ganfw_ctx *ctx, ganfw_tensor *const *y, float alpha,
+                               ganfw_tensor *const *x, int64_t n);
+  /* y *= x */
+  ganfw_status (*foreach_mul)(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tensor *const *x,
+                              int64_t n);
+  /* y += v * a * b */
+  ganfw_status (*foreach_addcmul)(ganfw_ctx *ctx, ganfw_tensor *const *y, float v,
+                                  ganfw_tensor *const *a, ganfw_tensor *const *b, int64_t n);
+  /* y += v * a / b */
+  ganfw_status (*foreach_addcdiv)(ganfw_ctx *ctx, ganfw_tensor *const *y, float v,
+                                  ganfw_tensor *const *a, ganfw_tensor *const *b, int64_t n);
+  /* out = sqrt(x) (out may be x) */
+  ganfw_status (*foreach_sqrt)(ganfw_ctx *ctx, ganfw_tensor *const *out, ganfw_tensor *const *x,
+                               int64_t n);
+  /* y += w * (x - y), as torch.lerp_(y, x, w) */
+  ganfw_status (*foreach_lerp)(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tensor *const *x,
+                               float w, int64_t n);
+  /* y = max(y, x) */
+  ganfw_status (*foreach_maximum)(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tensor *const *x,
+                                  int64_t n);
+  /* y = x */
+  ganfw_status (*foreach_copy)(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tensor *const *x,
+                               int64_t n);
+  /* *out = sum over all elements of all tensors (accumulated in double) */
+  ganfw_status (*foreach_sum)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, double *out);
+  /* *out = sqrt(sum of squares) over all tensors, like torch.nn.utils.clip_grad_norm_ */
+  ganfw_status (*foreach_norm)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, double *out);
+  /* *out = 1 when any element of any tensor is NaN or inf, else 0 */
+  ganfw_status (*foreach_nonfinite)(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n,
+                                    int32_t *out);
+
+  /* --- random numbers: Philox 4x32-10 from the run's seed and offset (minor 0) --- */
+  ganfw_status (*rng_normal)(ganfw_ctx *ctx, ganfw_tensor *t, float mean, float std);
+  ganfw_status (*rng_uniform)(ganfw_ctx *ctx, ganfw_tensor *t, float lo, float hi);
+
+  /* --- nets: a model plugin builds each net as a sequence of layers (minor 0) ---
+   * net_create returns a net owned by the caller (net_destroy, which accepts NULL).
+   * Layer names give the parameters their state_dict names: a conv2d named "main.0" owns
+   * "main.0.weight" and "main.0.bias". Layers are appended in order; net_build fixes the
+   * input shape [C,H,W], checks every layer's shapes (an error names the layer), and
+   * allocates the parameters (category param, PyTorch's default initialisation) and their
+   * gradients (category grad). */
+  ganfw_net *(*net_create)(ganfw_ctx *ctx, const char *name);
+  void (*net_destroy)(ganfw_net *net);
+  ganfw_status (*net_conv2d)(ganfw_net *net, const char *name, int64_t in_channels,
+                             int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding,
+                             int32_t bias);
+  ganfw_status (*net_conv_transpose2d)(ganfw_net *net, const char *name, int64_t in_channels,
+                                       int64_t out_channels, int64_t kernel, int64_t stride,
+                                       int64_t padding, int64_t output_padding, int32_t bias);
+  ganfw_status (*net_linear)(ganfw_net *net, const char *name, int64_t in_features,
+                             int64_t out_features, int32_t bias);
+  /* BatchNorm2d with affine weight and bias, running statistics, eps and momentum. */
+  ganfw_status (*net_batchnorm2d)(ganfw_net *net, const char *name, int64_t channels, float eps,
+                                  float momentum);
+  /* kind: GANFW_ACT_RELU, _LEAKY_RELU (alpha = negative slope), _TANH, _SIGMOID. Runs in
+   * place on its input, as PyTorch's inplace=True. */
+  ganfw_status (*net_activation)(ganfw_net *net, const char *name, int32_t kind, float alpha);
+  /* kind: GANFW_POOL_MAX or GANFW_POOL_AVG */
+  ganfw_status (*net_pool2d)(ganfw_net *net, const char *name, int32_t kind, int64_t kernel,
+                             int64_t stride, int64_t padding);
+  ganfw_status (*net_dropout)(ganfw_net *net, const char *name, float p);
+  /* [N,C,H,W] -> [N,C*H*W] */
+  ganfw_status (*net_flatten)(ganfw_net *net, const char *name);
+  /* [N,F] -> [N,C,H,W] with F = C*H*W */
+  ganfw_status (*net_reshape)(ganfw_net *net, const char *name, int64_t c, int64_t h, int64_t w);
+  ganfw_status (*net_build)(ganfw_net *net, int64_t c, int64_t h, int64_t w);
+  /* After net_build: the parameters, in layer order (weight before bias). *out borrows
+   * tensors owned by the net, valid until net_destroy. */
+  int64_t (*net_param_count)(const ganfw_net *net);
+  ganfw_status (*net_param_info)(ganfw_net *net, int64_t i, ganfw_param_info *out);
+
+  /* Number of layers of a built net. */
+  int32_t (*net_layer_count)(const ganfw_net *net);
+  /* Gradient checkpointing: starts[0..n) are the first layer indices of the segments after
+   * the first (strictly increasing, in 1..layers-1). A forward with a tape then keeps only
+   * each segment's input; backward recomputes a segment's forward (same random numbers,
+   * BatchNorm running statistics not updated again) just before its backward. n = 0 turns
+   * it off. */
+  ganfw_status (*net_checkpoint)(ganfw_net *net, const int32_t *starts, int32_t n);
+
+  /* New entries go here, with the minor version that added them. */
+} ganfw_host;
+
+/* True when the core's table is large enough to hold `member`. */
+#define GANFW_HOST_HAS(host, member)                                                               \
+  ((host)->struct_size >= offsetof(ganfw_host, member) + sizeof((host)->member))
+
+#ifdef __cplusplus
+}
+#endif
+#endif

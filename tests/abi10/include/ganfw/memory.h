@@ -1,0 +1,59 @@
+/* The memory-strategy plugin interface. A strategy changes how the executor runs a step
+ * (precision, micro-batches, checkpoint segments) and may act around the optimizer step
+ * (loss scaling). Several strategies compose in the config's `memory:` list, applied in
+ * order. */
+#ifndef GANFW_MEMORY_H
+#define GANFW_MEMORY_H
+
+#include "host.h"
+#include "optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The executor's knobs a strategy may change; filled with defaults by the core. */
+typedef struct ganfw_exec_options {
+  uint32_t struct_size;
+  int32_t compute_dtype; /* GANFW_DTYPE_F32 (default), F16 or BF16: activations are stored
+                            in it and conv, conv-transpose and linear compute in it with f32
+                            accumulation; BatchNorm statistics, losses, master weights,
+                            gradients and optimizer state stay f32 */
+  int32_t micro_batches; /* each batch is split into this many micro-batches whose gradients
+                            add up before one optimizer step (1 = none) */
+  int32_t reserved0;
+} ganfw_exec_options;
+
+typedef struct ganfw_memory_vt {
+  uint32_t struct_size; /* sizeof(ganfw_memory_vt) */
+  uint32_t reserved0;
+  /* Reads the strategy's config entry. *self is owned by the plugin, freed by destroy. */
+  ganfw_status (*create)(const ganfw_host *host, ganfw_ctx *ctx, const ganfw_cfg *cfg, void **self);
+  void (*destroy)(void *self); /* accepts NULL */
+  /* Adjusts the executor's options before any memory is planned. */
+  ganfw_status (*configure)(void *self, ganfw_exec_options *opts);
+  /* (optional) Called once per net after the model built it, with its role ("generator",
+   * "discriminator", "classifier"): e.g. to set checkpoint segments (host->net_checkpoint).
+   * The net is borrowed. */
+  ganfw_status (*configure_net)(void *self, const char *role, ganfw_net *net);
+  /* (optional) The factor the loss of optimizer `opt` (0: generator or classifier, 1:
+   * discriminator) is multiplied by before backward (loss scaling). */
+  double (*loss_scale)(void *self, int32_t opt);
+  /* (optional) After backward, before optimizer `opt` steps, with its parameters: e.g.
+   * unscale the gradients and check them. Sets *skip_step to 1 to skip this step. */
+  ganfw_status (*after_backward)(void *self, int32_t opt, const ganfw_param *params, int64_t n,
+                                 int32_t *skip_step);
+  /* (optional) Once per training step, after every optimizer (e.g. update the loss scale). */
+  ganfw_status (*step_end)(void *self);
+  /* (optional) The strategy's named scalars (loss scale, skipped steps, ...): metrics.csv
+   * columns and checkpoint metadata. Fills the i-th and returns 1, or returns 0 past the
+   * end. The name is owned by the plugin, valid until destroy. */
+  int32_t (*scalar)(void *self, int32_t i, const char **name, double *value);
+  /* (optional) Restores a scalar from a checkpoint (resume). */
+  ganfw_status (*set_scalar)(void *self, const char *name, double value);
+} ganfw_memory_vt;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

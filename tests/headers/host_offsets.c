@@ -1,0 +1,89 @@
+/* Built by tests/headers.cmake (C11, -pedantic -Werror): the absolute offset of every entry
+ * of the host table, pinned. The table only grows at its end; an entry inserted in the
+ * middle (or one that changes type and size) moves the entries after it and fails this
+ * build. The numbers are those of LP64 (x86-64, AArch64 Linux); other data models skip the
+ * pins. Appending an entry: add its line here and move GANFW_HOST_SIZE. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ganfw/host.h"
+
+#if UINTPTR_MAX == 0xffffffffffffffffu && SIZE_MAX == 0xffffffffffffffffu
+
+#define PIN(member, offset)                                                                        \
+  _Static_assert(offsetof(ganfw_host, member) == (offset), "ganfw_host." #member " moved")
+
+PIN(abi_major, 0);
+PIN(abi_minor, 4);
+PIN(struct_size, 8);
+PIN(reserved0, 12);
+PIN(error, 16);
+PIN(log, 24);
+PIN(cfg_child, 32);
+PIN(cfg_int, 40);
+PIN(cfg_float, 48);
+PIN(cfg_bool, 56);
+PIN(cfg_string, 64);
+PIN(cfg_bytes, 72);
+PIN(cfg_list_len, 80);
+PIN(cfg_list_at, 88);
+PIN(tensor_create, 96);
+PIN(tensor_destroy, 104);
+PIN(tensor_from_host, 112);
+PIN(tensor_to_host, 120);
+PIN(foreach_fill, 128);
+PIN(foreach_scale, 136);
+PIN(foreach_add_scalar, 144);
+PIN(foreach_axpy, 152);
+PIN(foreach_mul, 160);
+PIN(foreach_addcmul, 168);
+PIN(foreach_addcdiv, 176);
+PIN(foreach_sqrt, 184);
+PIN(foreach_lerp, 192);
+PIN(foreach_maximum, 200);
+PIN(foreach_copy, 208);
+PIN(foreach_sum, 216);
+PIN(foreach_norm, 224);
+PIN(foreach_nonfinite, 232);
+PIN(rng_normal, 240);
+PIN(rng_uniform, 248);
+PIN(net_create, 256);
+PIN(net_destroy, 264);
+PIN(net_conv2d, 272);
+PIN(net_conv_transpose2d, 280);
+PIN(net_linear, 288);
+PIN(net_batchnorm2d, 296);
+PIN(net_activation, 304);
+PIN(net_pool2d, 312);
+PIN(net_dropout, 320);
+PIN(net_flatten, 328);
+PIN(net_reshape, 336);
+PIN(net_build, 344);
+PIN(net_param_count, 352);
+PIN(net_param_info, 360);
+PIN(net_layer_count, 368);
+PIN(net_checkpoint, 376);
+PIN(error_message, 384);
+PIN(memory_stats, 392);
+PIN(get_extension, 400);
+
+/* One past the last entry: a new entry appended moves this (and gets a PIN line above). */
+#define GANFW_HOST_SIZE 408
+_Static_assert(sizeof(ganfw_host) == GANFW_HOST_SIZE, "ganfw_host grew: pin the new entries");
+
+/* Structs of ABI 1.1 whose layout plugins see. */
+_Static_assert(offsetof(ganfw_memory_stats, limit) == 8, "memory_stats.limit");
+_Static_assert(offsetof(ganfw_memory_stats, category) == 56, "memory_stats.category");
+_Static_assert(offsetof(ganfw_memory_stats, num_ooms) == 56 + 2 * 8 * GANFW_MEM_STATS_CATEGORIES,
+               "memory_stats.num_ooms");
+
+#endif
+
+int ganfw_headers_host_offsets_pinned(void);
+int ganfw_headers_host_offsets_pinned(void) {
+#if UINTPTR_MAX == 0xffffffffffffffffu && SIZE_MAX == 0xffffffffffffffffu
+  return 1;
+#else
+  return 0;
+#endif
+}
