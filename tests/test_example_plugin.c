@@ -381,8 +381,8 @@ static int write_config(void) {
   return fclose(f) == 0 || (fail_msg("cannot write %s", ex.config), 0);
 }
 
-/* The installed ganfw with args[0..n), with the installed plugins first on its search
- * path (before the build tree, which the binary also knows). */
+/* The installed ganfw with args[0..n), with the installed plugins also named in
+ * $GANFW_PLUGIN_PATH (test_installed_search_order runs it without). */
 static void ganfw_command(char *cmd, size_t len, const char *const *args, int n) {
   char env[4600], quoted[4500] = "";
   shell_append(quoted, sizeof quoted, ex.plugin_dir);
@@ -544,6 +544,43 @@ static void test_plugins_listing(void) {
   }
 }
 
+/* The installed ganfw, with nothing in $GANFW_PLUGIN_PATH, searches the plugins installed
+ * with it before the build tree it was built in: its adam is the installed one, and the
+ * build tree's is listed as shadowed. */
+static void test_installed_search_order(void) {
+  if (!ensure_installed()) {
+    fail_msg("search order: the install failed");
+    return;
+  }
+  char cmd[16384], log[4400];
+  snprintf(cmd, sizeof cmd, "env -u GANFW_PLUGIN_PATH ");
+  shell_append(cmd, sizeof cmd, ex.ganfw);
+  shell_append(cmd, sizeof cmd, "plugins");
+  if (run_logged("plugins_search_order", cmd, 0, log, sizeof log) != 0) return;
+  char *text = read_text(log);
+  const char *install = text ? strstr(text, "(install prefix") : NULL;
+  const char *build = text ? strstr(text, "(build tree") : NULL;
+  /* The first adam row (the one a config gets) is the prefix's, not shadowed. */
+  int unshadowed = 0;
+  const char *row = text ? strstr(text, "\noptimizer  adam ") : NULL;
+  if (row) {
+    char kind[32], name[64], version[32], abi[16], path[4400];
+    const char *eol = strchr(row + 1, '\n');
+    unshadowed = sscanf(row + 1, "%31s %63s %31s %15s %4399s", kind, name, version, abi, path) == 5 &&
+                 strncmp(path, ex.prefix, strlen(ex.prefix)) == 0 &&
+                 !(eol ? memmem(row, (size_t)(eol - row), "shadowed", 8) : strstr(row, "shadowed"));
+  }
+  if (!install || (build && build < install) || !unshadowed)
+    fail_msg("installed `ganfw plugins`: %s%s",
+             !install || (build && build < install)
+                 ? "the install prefix is not searched before the build tree; "
+                 : "",
+             unshadowed ? "" : "its installed adam is missing or shadowed");
+  if (!install || (build && build < install) || !unshadowed)
+    print_file_tail("plugins output", log, 12000);
+  free(text);
+}
+
 /* A bad value reaches the user as a config error (exit 2) naming the key. */
 static void test_bad_value(void) {
   if (!ensure_built() || !ensure_data() || !write_config()) {
@@ -568,5 +605,6 @@ static CU_TestInfo tests[] = {
     {"install", test_install},     {"build_example", test_build_example},
     {"train", test_train},         {"metrics", test_metrics},
     {"outputs", test_outputs},     {"plugins_listing", test_plugins_listing},
+    {"installed_search_order", test_installed_search_order},
     {"bad_value", test_bad_value}, CU_TEST_INFO_NULL};
 GT_MAIN("example_plugin", tests)
