@@ -1102,7 +1102,8 @@ static ganfw_status st_write_file(FILE *f, void *ud) {
   fwrite(len8, 1, 8, f);
   fwrite(j->h->p, 1, j->h->len, f);
   for (int64_t i = 0; i < j->count && !ferror(f); i++)
-    fwrite(j->order[i]->data, 1, (size_t)j->order[i]->nbytes, f);
+    if (j->order[i]->nbytes > 0) /* an empty tensor's data may be NULL */
+      fwrite(j->order[i]->data, 1, (size_t)j->order[i]->nbytes, f);
   return GANFW_OK;
 }
 
