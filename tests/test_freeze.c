@@ -363,6 +363,105 @@ static void test_init_from(void) {
   ganfw_run_close(run);
 }
 
+/* Copies every "classifier.*" tensor of the checkpoint `src` into `dst` as a PyTorch
+ * safetensors file ({"format": "pt"}, no crc32s), plus `extra` (an F32 [n] tensor of zeros)
+ * when not NULL; `bare`: without the "classifier." prefix, as model.state_dict() names them. */
+static void write_pt_copy(const char *src, const char *dst, const char *extra, int64_t n,
+                          int bare) {
+  ganfw_st_file *f = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(src, &f), GANFW_OK);
+  ganfw_st_writer *w = ganfw_st_writer_create();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+  CU_ASSERT_EQUAL(ganfw_st_writer_metadata(w, "format", "pt"), GANFW_OK);
+  for (int64_t i = 0; i < ganfw_st_count(f); i++) {
+    const ganfw_st_tensor *t = ganfw_st_at(f, i);
+    if (strncmp(t->name, "classifier.", 11) != 0) continue;
+    CU_ASSERT_EQUAL(ganfw_st_writer_add_raw(w, t->name + (bare ? 11 : 0), t->dtype_name, t->ndim,
+                                            t->shape, t->data),
+                    GANFW_OK);
+  }
+  float zeros[64] = {0};
+  if (extra)
+    CU_ASSERT_EQUAL(ganfw_st_writer_add(w, extra, GANFW_DTYPE_F32, 1, &n, zeros), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_writer_write(w, dst), GANFW_OK);
+  ganfw_st_writer_destroy(w);
+  ganfw_st_close(f);
+}
+
+/* model.init_from is strict by default, as PyTorch's load_state_dict: a checkpoint whose
+ * layer indices shifted (a Dropout after the hidden Linear renumbers the output layer
+ * classifier.2 -> classifier.3) used to load with warnings and leave the output layer
+ * random; it is now an error naming the tensors, and init_from_strict: false loads what
+ * matches. A conv bias the model lacks (a conv before BatchNorm has none here) is an error
+ * too. A PyTorch-written file ({"format": "pt"}) loads. */
+static void test_init_from_strict(void) {
+  write_classifier("strict_src.yaml", "strict_src", ", resize: 32", "", 1, 3);
+  CU_ASSERT_EQUAL_FATAL(train(path_in("strict_src.yaml")), GANFW_OK);
+  char ckpt[1024], pt[1024], biased[1024], extra[3200];
+  snprintf(ckpt, sizeof ckpt, "%s", path_in("strict_src/checkpoints/step_00000001.safetensors"));
+  ganfw_run *run = NULL;
+  ganfw_session *s = NULL;
+
+  snprintf(extra, sizeof extra, "  linear_dropout: 0.25\n  init_from: %s\n", ckpt);
+  write_classifier("shift.yaml", "shift", ", resize: 32", extra, 1, 4);
+  CU_ASSERT_EQUAL(open_session(path_in("shift.yaml"), &run, &s), GANFW_ERR_CONFIG);
+  printf("\n  %s ", ganfw_error_message());
+  CU_ASSERT(msg_has("model.init_from") &&
+            msg_has("classifier.classifier.3.weight, classifier.classifier.3.bias are missing") &&
+            msg_has("classifier.classifier.2.weight") && msg_has("init_from_strict: false"));
+  ganfw_session_close(s);
+  ganfw_run_close(run);
+
+  snprintf(extra, sizeof extra,
+           "  linear_dropout: 0.25\n  init_from: %s\n  init_from_strict: false\n", ckpt);
+  write_classifier("shift_lax.yaml", "shift_lax", ", resize: 32", extra, 1, 4);
+  ganfw_status st = open_session(path_in("shift_lax.yaml"), &run, &s);
+  if (st != GANFW_OK) printf("\n  %s ", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  ganfw_param_info info = {.struct_size = sizeof info};
+  CU_ASSERT_EQUAL(ganfw_net_param_info(s->classifier, 0, &info), GANFW_OK);
+  ganfw_st_file *f = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(ckpt, &f), GANFW_OK);
+  const ganfw_st_tensor *t = ganfw_st_find(f, "classifier.features.0.weight");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(memcmp(t->data, info.value->data, (size_t)t->nbytes), 0);
+  ganfw_st_close(f);
+  ganfw_session_close(s);
+  ganfw_run_close(run);
+
+  /* The same weights written by PyTorch's safetensors helpers load into the same model,
+   * with the net's prefix or with model.state_dict()'s bare names. */
+  for (int bare = 0; bare < 2; bare++) {
+    snprintf(pt, sizeof pt, "%s",
+             path_in(bare ? "strict_src/bare.safetensors" : "strict_src/pt.safetensors"));
+    write_pt_copy(ckpt, pt, NULL, 0, bare);
+    snprintf(extra, sizeof extra, "  init_from: %s\n", pt);
+    write_classifier("pt.yaml", bare ? "bare" : "pt", ", resize: 32", extra, 1, 4);
+    st = open_session(path_in("pt.yaml"), &run, &s);
+    if (st != GANFW_OK) printf("\n  %s ", ganfw_error_message());
+    CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+    CU_ASSERT_EQUAL(ganfw_net_param_info(s->classifier, 0, &info), GANFW_OK);
+    CU_ASSERT_EQUAL_FATAL(ganfw_st_open(ckpt, &f), GANFW_OK);
+    t = ganfw_st_find(f, "classifier.features.0.weight");
+    CU_ASSERT_EQUAL(memcmp(t->data, info.value->data, (size_t)t->nbytes), 0);
+    ganfw_st_close(f);
+    ganfw_session_close(s);
+    ganfw_run_close(run);
+  }
+
+  /* A conv bias before BatchNorm (PyTorch's default bias=True): this model has none. */
+  snprintf(biased, sizeof biased, "%s", path_in("strict_src/biased.safetensors"));
+  write_pt_copy(ckpt, biased, "classifier.features.0.bias", 8, 0);
+  snprintf(extra, sizeof extra, "  init_from: %s\n", biased);
+  write_classifier("biased.yaml", "biased", ", resize: 32", extra, 1, 4);
+  CU_ASSERT_EQUAL(open_session(path_in("biased.yaml"), &run, &s), GANFW_ERR_CONFIG);
+  printf("\n  %s ", ganfw_error_message());
+  CU_ASSERT(msg_has("classifier.features.0.bias") && msg_has("has no bias") &&
+            msg_has("model.init_from"));
+  ganfw_session_close(s);
+  ganfw_run_close(run);
+}
+
 /* --- ganfw score ---------------------------------------------------------------------- */
 
 static void write_gan(const char *name, const char *out_dir, const char *model_extra) {
@@ -493,6 +592,7 @@ static CU_TestInfo tests[] = {{"freeze_bytes", test_freeze_bytes},
                               {"plan_shows_savings", test_plan_shows_savings},
                               {"freeze_items_and_errors", test_freeze_items_and_errors},
                               {"init_from", test_init_from},
+                              {"init_from_strict", test_init_from_strict},
                               {"gan_freeze", test_gan_freeze},
                               {"score", test_score},
                               CU_TEST_INFO_NULL};

@@ -11,31 +11,6 @@
 #include "base/log.h"
 #include "nn/net.h"
 
-static ganfw_status read_transform(const ganfw_cfg *data, ganfw_transform *tf) {
-  memset(tf, 0, sizeof *tf);
-  int64_t channels = 0, resize = 0, crop = 0, pad = 0;
-  int32_t hflip = 0;
-  ganfw_status st;
-  if ((st = ganfw_cfg_int(data, "channels", 0, &channels)) ||
-      (st = ganfw_cfg_int(data, "resize", 0, &resize)) ||
-      (st = ganfw_cfg_int(data, "crop", 0, &crop)) || (st = ganfw_cfg_int(data, "pad", 0, &pad)) ||
-      (st = ganfw_cfg_bool(data, "hflip", 0, &hflip)))
-    return st;
-  if (channels != 0 && channels != 1 && channels != 3)
-    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: data.channels must be 1 (gray) or 3 (RGB)",
-                           ganfw_cfg_where(ganfw_cfg_child(data, "channels")));
-  if (resize < 0 || resize > 4096 || crop < 0 || crop > 4096 || pad < 0 || pad > 1024)
-    return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "%s: data.resize, data.crop and data.pad must be between 0 and 4096",
-                           ganfw_cfg_where(data));
-  tf->channels = (int32_t)channels;
-  tf->resize = (int32_t)resize;
-  tf->crop_h = tf->crop_w = (int32_t)crop;
-  tf->pad = (int32_t)pad;
-  tf->hflip = hflip;
-  return GANFW_OK;
-}
-
 static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t with_data,
                               const ganfw_data_info *info) {
   const ganfw_cfg *data = ganfw_cfg_section(root, "data");
@@ -47,7 +22,8 @@ static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t w
       (st = ganfw_cfg_string(data, "path", "data/mnist", &path)) ||
       (st = ganfw_cfg_bool(data, "prefetch", 1, &prefetch)) ||
       (st = ganfw_cfg_bool(data, "shuffle", 1, &shuffle)) ||
-      (st = ganfw_cfg_bool(data, "drop_last", 1, &drop_last)) || (st = read_transform(data, &tf)))
+      (st = ganfw_cfg_bool(data, "drop_last", 1, &drop_last)) ||
+      (st = ganfw_transform_from_config(data, &tf)))
     return st;
   s->data_kind = kind;
   s->data_path = path;
@@ -249,12 +225,15 @@ static ganfw_status apply_freeze(ganfw_session *s, const ganfw_cfg *model) {
 }
 
 /* model.init_from: the nets' weights from a checkpoint or safetensors state_dict file
- * (tensors "<net>.<name>"); tensors missing on either side are allowed and logged, a shape
- * mismatch is an error naming the tensor. */
+ * (tensors "<net>.<name>"). Strict unless model.init_from_strict is false, as PyTorch's
+ * load_state_dict: a tensor missing on either side is an error (allowed and logged when not
+ * strict); a shape mismatch is always an error naming the tensor. */
 static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model) {
   if (!ganfw_cfg_has(model, "init_from")) return GANFW_OK;
   const char *path = NULL;
+  int32_t strict = 1;
   ganfw_status st = ganfw_cfg_string(model, "init_from", NULL, &path);
+  if (st == GANFW_OK) st = ganfw_cfg_bool(model, "init_from_strict", 1, &strict);
   if (st != GANFW_OK) return st;
   if (!path || !*path) return GANFW_OK;
   if (s->run->ctx_opt.meta) return GANFW_OK; /* planning: no values to load */
@@ -264,8 +243,17 @@ static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model) {
   for (int r = 0; r < 3; r++)
     if (all[r]) nets[n++] = (ganfw_ckpt_net){all[r], NULL, NULL, NULL};
   ganfw_ckpt_report rep = {0};
-  st = ganfw_checkpoint_load_weights(path, nets, n,
-                                     GANFW_CKPT_ALLOW_MISSING | GANFW_CKPT_ALLOW_UNEXPECTED, &rep);
+  const int32_t flags = GANFW_CKPT_BARE_NAMES |
+                        (strict ? 0 : GANFW_CKPT_ALLOW_MISSING | GANFW_CKPT_ALLOW_UNEXPECTED);
+  st = ganfw_checkpoint_load_weights(path, nets, n, flags, &rep);
+  if (st != GANFW_OK && strict && rep.loaded > 0 && !rep.mismatched &&
+      (rep.missing || rep.unexpected))
+    return ganfw_error_wrap(st,
+                            "%s: model.init_from (strict, as PyTorch's load_state_dict; to load "
+                            "the %lld tensors that match and keep the rest, set "
+                            "model.init_from_strict: false)",
+                            ganfw_cfg_where(ganfw_cfg_child(model, "init_from")),
+                            (long long)rep.loaded);
   if (st != GANFW_OK)
     return ganfw_error_wrap(st, "%s: model.init_from",
                             ganfw_cfg_where(ganfw_cfg_child(model, "init_from")));
@@ -372,6 +360,7 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   ganfw_status st;
   if ((st = read_train(s, root)) != GANFW_OK) return st;
   if ((st = ganfw_ctx_create(&s->run->ctx_opt, &s->ctx)) != GANFW_OK) return st;
+  s->ctx->config = s->run->config; /* model.batchnorm_* (nn/layers/batchnorm2d.c) */
   if ((st = create_memory(s)) != GANFW_OK) return st;
   if ((st = open_data(s, root, with_data, info)) != GANFW_OK) return st;
   if ((st = create_model(s, root)) != GANFW_OK) return st;
