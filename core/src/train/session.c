@@ -243,8 +243,8 @@ static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model) {
   for (int r = 0; r < 3; r++)
     if (all[r]) nets[n++] = (ganfw_ckpt_net){all[r], NULL, NULL, NULL};
   ganfw_ckpt_report rep = {0};
-  const int32_t flags = GANFW_CKPT_BARE_NAMES |
-                        (strict ? 0 : GANFW_CKPT_ALLOW_MISSING | GANFW_CKPT_ALLOW_UNEXPECTED);
+  const int32_t flags =
+      GANFW_CKPT_BARE_NAMES | (strict ? 0 : GANFW_CKPT_ALLOW_MISSING | GANFW_CKPT_ALLOW_UNEXPECTED);
   st = ganfw_checkpoint_load_weights(path, nets, n, flags, &rep);
   if (st != GANFW_OK && strict && rep.loaded > 0 && !rep.mismatched &&
       (rep.missing || rep.unexpected))
