@@ -1019,6 +1019,46 @@ static void test_session_mixed_abi(void) {
   rmdir(dir);
 }
 
+/* accumulate's micro_batch_size against the batch size the core hands strategies. */
+static void test_accumulate_micro_batch_size(void) {
+  const char *dirs[] = {GANFW_BUILD_PLUGIN_DIR};
+  ganfw_plugin *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_plugin_load("accumulate", GANFW_PLUGIN_MEMORY, NULL, dirs, 1, &p),
+                        GANFW_OK);
+  const ganfw_memory_vt *vt = ganfw_plugin_vtable(p);
+  const ganfw_host *h = ganfw_host_table();
+  const char *yaml[] = {"m: {micro_batch_size: 16}\n", "m: {micro_batch_size: 24}\n",
+                        "m: {micro_batch_size: 16, steps: 4}\n"};
+  for (int k = 0; k < 3; k++) {
+    ganfw_config *cfg = NULL;
+    CU_ASSERT_EQUAL_FATAL(ganfw_config_load_string(yaml[k], "acc.yaml", &cfg), GANFW_OK);
+    void *self = NULL;
+    ganfw_status st = vt->create(h, NULL, ganfw_cfg_child(ganfw_config_root(cfg), "m"), &self);
+    if (k == 2) {
+      CU_ASSERT_EQUAL(st, GANFW_ERR_CONFIG);
+      CU_ASSERT(contains(ganfw_error_message(), "set steps or micro_batch_size, not both"));
+    } else {
+      CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+      ganfw_exec_options o = {.struct_size = sizeof o, .micro_batches = 1, .batch_size = 64};
+      st = vt->configure(self, &o);
+      if (k == 0) {
+        CU_ASSERT_EQUAL(st, GANFW_OK);
+        CU_ASSERT_EQUAL(o.micro_batches, 4);
+      } else {
+        CU_ASSERT_EQUAL(st, GANFW_ERR_CONFIG);
+        CU_ASSERT(contains(ganfw_error_message(), "micro_batch_size 24 does not divide"));
+      }
+      /* A 1.0 core's options end before batch_size: refused with a message, not read. */
+      ganfw_exec_options old = {.struct_size = (uint32_t)offsetof(ganfw_exec_options, batch_size),
+                                .micro_batches = 1};
+      CU_ASSERT_EQUAL(vt->configure(self, &old), GANFW_ERR_UNSUPPORTED);
+    }
+    vt->destroy(self);
+    ganfw_config_destroy(cfg);
+  }
+  ganfw_plugin_unload(p);
+}
+
 /* A wrong type for a declared key is reported with file:line:col before the plugin runs. */
 static void test_declared_key_type(void) {
   const char *dirs[] = {GANFW_BUILD_PLUGIN_DIR};
@@ -1072,6 +1112,7 @@ static CU_TestInfo tests[] = {
     {"adamw", test_adamw},
     {"session with ABI 1.0 and 1.1 plugins", test_session_mixed_abi},
     {"declared key of the wrong type", test_declared_key_type},
+    {"accumulate micro_batch_size uses the batch size", test_accumulate_micro_batch_size},
     CU_TEST_INFO_NULL,
 };
 

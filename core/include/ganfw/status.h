@@ -1,6 +1,8 @@
 /* Status codes shared by the core and every plugin. A function that can fail returns a
  * ganfw_status; the message that explains it is recorded with host->error() (plugins) or
- * ganfw_error_set() (core) and read back with ganfw_error_message(). */
+ * ganfw_error_set() (core) and read back with host->error_message() (plugins, host table
+ * ABI 1.1: check GANFW_HOST_HAS first) or ganfw_error_message() (core). The command line
+ * turns the final status into the exit code: docs/ABI.md. */
 #ifndef GANFW_STATUS_H
 #define GANFW_STATUS_H
 
