@@ -48,8 +48,9 @@ static const char usage[] =
     "  -q, --quiet       only warnings and errors\n"
     "  -v, --verbose     debug messages\n"
     "\n"
-    "Plugins are searched in the config's plugin_path, $GANFW_PLUGIN_PATH, the build tree\n"
-    "and the install prefix. Exit codes: 0 ok, 1 runtime failure, 2 usage or config error.\n";
+    "Plugins are searched in the config's plugin_path, $GANFW_PLUGIN_PATH, then the install\n"
+    "prefix and the build tree (the build tree first for a binary run from it).\n"
+    "Exit codes: 0 ok, 1 runtime failure, 2 usage or config error, 130 interrupted.\n";
 
 /* Config, plugin and usage problems are the user's to fix (2); the rest are runtime (1). */
 static int exit_code_for(ganfw_status st) {
