@@ -800,34 +800,130 @@ static void test_linear(void) {
 /* threads and workspace                                                                    */
 /* ====================================================================================== */
 
-/* The same results (up to summation order) on 1, 2 and 3 threads, with the workspace size
- * queried once: it does not depend on the thread count. */
-static void test_thread_count(void) {
+/* Bit for bit the same results on 1, 2, 3 and 4 threads, with the workspace size queried
+ * once (it does not depend on the thread count): every split of the work (GEMM blocks,
+ * conv groups, Winograd parts, BatchNorm tiles) depends on the shape alone, so each output
+ * element is computed by the same operations in the same order whatever the team size. The
+ * shapes are large enough that every pass splits: im2col conv2d with several groups and a
+ * dW GEMM split in blocks, a Winograd one (N >= 16, C, K >= 64), convT with several chunks,
+ * a dense (1x1-output) conv, and linear both ways. */
+static int bits_equal(const float *a, const float *b, int64_t n) {
+  return memcmp(a, b, (size_t)n * sizeof *a) == 0;
+}
+
+static void report_bits(const char *what, int t, const float *a, const float *b, int64_t n) {
+  const int eq = bits_equal(a, b, n);
+  if (!eq)
+    printf("\n    %s: %d threads differ from 1 thread (max rel err %.2e)", what, t,
+           gt_max_rel_err(a, b, n, 1e-6));
+  CU_ASSERT(eq);
+}
+
+static void thread_count_conv(const conv_case *c, const char *what) {
   const int saved = ganfw_cpu_threads();
-  const conv_case c = {8, 16, 16, 16, 32, 4, 4, 2, 2, 1, 1, 1};
   conv_data d;
-  conv_data_init(&d, &c, 900);
-  size_t ws_bytes = ganfw_cpu_conv2d_workspace(NULL, &d.s);
-  float *y1 = NULL, *dx1 = NULL, *dw1 = NULL;
-  for (int t = 1; t <= 3; t++) {
+  conv_data_init(&d, c, 900);
+  const size_t ws_bytes = ganfw_cpu_conv2d_workspace(NULL, &d.s);
+  float *y1 = NULL, *dx1 = NULL, *dw1 = NULL, *db1 = NULL;
+  char label[96];
+  for (int t = 1; t <= 4; t++) {
     ganfw_cpu_set_threads(NULL, t);
     CU_ASSERT_EQUAL(ganfw_cpu_threads(), t);
     CU_ASSERT_EQUAL(ganfw_cpu_conv2d_workspace(NULL, &d.s), ws_bytes);
     conv_forward_fn(&d);
     ganfw_cpu_conv2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
+    /* accumulate = 1 on top of the result: dw and db double, through the same order */
+    ganfw_cpu_conv2d_backward(NULL, &d.s, d.x, d.w, d.dy, NULL, d.dw, d.db, 1, d.ws);
     if (t == 1) {
       y1 = fcopy(d.y, d.ny), dx1 = fcopy(d.dx, d.nx), dw1 = fcopy(d.dw, d.nw);
-    } else {
-      CU_ASSERT(same(d.y, y1, d.ny, 1e-5));
-      CU_ASSERT(same(d.dx, dx1, d.nx, 1e-5));
-      CU_ASSERT(same(d.dw, dw1, d.nw, 1e-5));
+      db1 = fcopy(d.db, c->K);
+      continue;
     }
+    snprintf(label, sizeof label, "conv2d %s y", what);
+    report_bits(label, t, d.y, y1, d.ny);
+    snprintf(label, sizeof label, "conv2d %s dx", what);
+    report_bits(label, t, d.dx, dx1, d.nx);
+    snprintf(label, sizeof label, "conv2d %s dw", what);
+    report_bits(label, t, d.dw, dw1, d.nw);
+    snprintf(label, sizeof label, "conv2d %s db", what);
+    report_bits(label, t, d.db, db1, c->K);
   }
+  ganfw_cpu_set_threads(NULL, saved);
+  gt_free(y1), gt_free(dx1), gt_free(dw1), gt_free(db1);
+  conv_data_free(&d);
+}
+
+static void thread_count_convt(const convt_case *c) {
+  const int saved = ganfw_cpu_threads();
+  convt_data d;
+  convt_data_init(&d, c, 910);
+  float *y1 = NULL, *dx1 = NULL, *dw1 = NULL, *db1 = NULL;
+  for (int t = 1; t <= 4; t++) {
+    ganfw_cpu_set_threads(NULL, t);
+    convt_forward_fn(&d);
+    ganfw_cpu_convt2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
+    if (t == 1) {
+      y1 = fcopy(d.y, d.ny), dx1 = fcopy(d.dx, d.nx), dw1 = fcopy(d.dw, d.nw);
+      db1 = fcopy(d.db, c->K);
+      continue;
+    }
+    report_bits("convT y", t, d.y, y1, d.ny);
+    report_bits("convT dx", t, d.dx, dx1, d.nx);
+    report_bits("convT dw", t, d.dw, dw1, d.nw);
+    report_bits("convT db", t, d.db, db1, c->K);
+  }
+  ganfw_cpu_set_threads(NULL, saved);
+  gt_free(y1), gt_free(dx1), gt_free(dw1), gt_free(db1);
+  convt_data_free(&d);
+}
+
+static void thread_count_linear(int64_t N, int64_t IN, int64_t OUT) {
+  const int saved = ganfw_cpu_threads();
+  float *x = frand(N * IN, -1, 1, 920), *w = frand(OUT * IN, -1, 1, 921);
+  float *b = frand(OUT, -1, 1, 922), *dy = frand(N * OUT, -1, 1, 923);
+  float *y = falloc(N * OUT), *dx = falloc(N * IN), *dw = falloc(OUT * IN), *db = falloc(OUT);
+  float *y1 = NULL, *dx1 = NULL, *dw1 = NULL, *db1 = NULL;
+  for (int t = 1; t <= 4; t++) {
+    ganfw_cpu_set_threads(NULL, t);
+    ganfw_cpu_linear_forward(NULL, N, IN, OUT, x, w, b, y);
+    ganfw_cpu_linear_backward(NULL, N, IN, OUT, x, w, dy, dx, dw, db, 0);
+    if (t == 1) {
+      y1 = fcopy(y, N * OUT), dx1 = fcopy(dx, N * IN), dw1 = fcopy(dw, OUT * IN);
+      db1 = fcopy(db, OUT);
+      continue;
+    }
+    report_bits("linear y", t, y, y1, N * OUT);
+    report_bits("linear dx", t, dx, dx1, N * IN);
+    report_bits("linear dw", t, dw, dw1, OUT * IN);
+    report_bits("linear db", t, db, db1, OUT);
+  }
+  ganfw_cpu_set_threads(NULL, saved);
+  gt_free(x), gt_free(w), gt_free(b), gt_free(dy), gt_free(y), gt_free(dx), gt_free(dw);
+  gt_free(db), gt_free(y1), gt_free(dx1), gt_free(dw1), gt_free(db1);
+}
+
+static void test_thread_count(void) {
+  const int saved = ganfw_cpu_threads();
+  /* DC-GAN's k4 s2 p1 at 8 images and 16 channels: im2col, its dW GEMM split in blocks (the
+   * case the issue reported: dW on 2 and 3 threads differed from 1 thread's). */
+  const conv_case im2col = {8, 16, 16, 16, 32, 4, 4, 2, 2, 1, 1, 1};
+  thread_count_conv(&im2col, "im2col k4s2");
+  /* Stride 1, 3x3, 32 images of 8x8: many groups of 2 images. */
+  const conv_case groups = {32, 8, 8, 8, 24, 3, 3, 1, 1, 1, 1, 1};
+  thread_count_conv(&groups, "im2col k3s1");
+  /* The Winograd path (ganfw_cpu_conv2d_winograd_use: 16 images, 64 -> 64 channels). */
+  const conv_case wino = {16, 64, 8, 8, 64, 4, 4, 2, 2, 1, 1, 0};
+  thread_count_conv(&wino, "winograd");
+  /* Dense: the kernel covers the input (DC-GAN's last D layer), plain GEMMs over the batch. */
+  const conv_case dense = {64, 128, 4, 4, 1, 4, 4, 1, 1, 0, 0, 1};
+  thread_count_conv(&dense, "dense");
+  const convt_case convt = {16, 64, 8, 8, 32, 4, 4, 2, 2, 1, 1, 0, 0, 1};
+  thread_count_convt(&convt);
+  thread_count_linear(64, 300, 200);  /* splits columns */
+  thread_count_linear(600, 64, 100);  /* dx splits rows */
   ganfw_cpu_set_threads(NULL, 0); /* one per processor */
   CU_ASSERT(ganfw_cpu_threads() >= 1);
   ganfw_cpu_set_threads(NULL, saved);
-  gt_free(y1), gt_free(dx1), gt_free(dw1);
-  conv_data_free(&d);
 }
 
 /* Workspaces stay bounded (a chunk of images, documented in conv2d.c as about 2 x 8 MiB, or one

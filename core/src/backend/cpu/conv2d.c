@@ -60,13 +60,16 @@ static int64_t conv_chunk(const ganfw_conv2d_shape *s) {
   return nb;
 }
 
-/* Images per group within a chunk of nb: enough GEMM columns, yet at least one group per
- * thread when the chunk allows. */
+/* Images per group within a chunk of nb: enough GEMM columns, yet at least CONV_GROUPS_MIN
+ * groups when the chunk allows, so that that many threads find work. It depends on the
+ * shape alone: a group is one GEMM, whose rounding depends on its width (gemm.c), so a
+ * thread-count-dependent group would make y and dx depend on the thread count. */
+#define CONV_GROUPS_MIN 8
 static int64_t conv_group(const ganfw_conv2d_shape *s, int64_t nb) {
   const int64_t PQ = s->P * s->Q;
   int64_t g = (CONV_GROUP_COLS + PQ - 1) / PQ;
-  const int64_t per_thread = nb / ganfw_cpu_threads();
-  if (g > per_thread) g = per_thread;
+  const int64_t most = nb / CONV_GROUPS_MIN;
+  if (g > most) g = most;
   return g < 1 ? 1 : g;
 }
 

@@ -40,6 +40,8 @@
 #define WG_CHUNK_BYTES ((size_t)8 << 20)
 /* Work below this many multiply-adds stays on one thread. */
 #define WG_PARALLEL_MIN_MACS (1 << 21)
+/* Each of the A*A GEMMs of a pass is split in this many blocks of rows or columns. */
+#define WG_GEMM_PARTS 4
 
 #if WG_M == 4
 /* F(4x4, 2x2) on the points 0, 1, -1, 2 and infinity, rows scaled so that BT is integral. */
@@ -609,7 +611,10 @@ static void wg_gemm_batch(const wg_gemm *p) {
   const int nt = ganfw_cpu_threads();
   const int split_n = p->N >= p->M;
   const int64_t dim = split_n ? p->N : p->M, units = (dim + 15) / 16;
-  int64_t parts = nt < units ? nt : units;
+  /* The parts depend on the shape alone, so that the result does not depend on the thread
+   * count (gemm.c says why): A*A*WG_GEMM_PARTS tasks share out evenly over 1, 2, 3, 4, 6
+   * and 9 threads. */
+  int64_t parts = WG_GEMM_PARTS < units ? WG_GEMM_PARTS : units;
   if (parts < 1) parts = 1;
   const int parallel = nt > 1 && WG_AA * p->M * p->N * p->K >= WG_PARALLEL_MIN_MACS;
 #pragma omp parallel for schedule(static) num_threads(nt) if (parallel)

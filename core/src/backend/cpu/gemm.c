@@ -1,6 +1,12 @@
 /* Row-major single-precision GEMM for the CPU backend, C[M,N] = alpha op(A) op(B) + beta C,
  * over OpenBLAS, and the backend's thread count. One threading system: OpenBLAS runs
- * single-threaded and large products are split into column (or row) blocks over OpenMP. */
+ * single-threaded and large products are split into column (or row) blocks over OpenMP.
+ * The blocks depend on the shape alone, never on the thread count or on whether the caller
+ * is already in a parallel region: OpenBLAS rounds an element of C differently depending on
+ * where it sits in the block it was called for (its last tile of columns takes another
+ * path), so a thread-count-dependent split would change the bits of every GEMM-based op
+ * (conv, convT, linear) with the thread count. With fixed blocks the result is the same
+ * for 1, 2, 3, ... threads, bit for bit (tests/test_ops_dense.c thread_count). */
 #include <cblas.h>
 #include <omp.h>
 #include <pthread.h>
@@ -12,11 +18,16 @@
 /* OpenBLAS's own thread control (declared in its cblas.h, repeated for other providers). */
 void openblas_set_num_threads(int num_threads);
 
-/* Products below this many multiply-adds stay on the calling thread: starting a team costs
- * microseconds, and far more when the cores are shared. */
+/* Products below this many multiply-adds are one OpenBLAS call on the calling thread:
+ * starting a team costs microseconds, and far more when the cores are shared. */
 #define GEMM_PARALLEL_MIN_MACS (1 << 21)
-/* Blocks are multiples of this many rows/columns (the SIMD kernels' register tile). */
-#define GEMM_BLOCK_ALIGN 16
+/* Larger ones are cut into at most GEMM_MAX_BLOCKS blocks of at least GEMM_BLOCK_MIN_MACS
+ * multiply-adds each (so that repacking the shared operand per block stays cheap), the
+ * blocks being multiples of GEMM_BLOCK_ALIGN rows/columns (the SIMD kernels' register
+ * tile). 12 blocks share out evenly over 1, 2, 3, 4 and 6 threads. */
+#define GEMM_MAX_BLOCKS     12
+#define GEMM_BLOCK_MIN_MACS (1 << 20)
+#define GEMM_BLOCK_ALIGN    16
 
 /* 0 until set: then omp_get_max_threads() is used. */
 static atomic_int cpu_threads;
@@ -72,34 +83,32 @@ void ganfw_cpu_gemm(ganfw_backend *be, int trans_a, int trans_b, int64_t M, int6
     gemm_scale_only(M, N, beta, C, ldc);
     return;
   }
-  int threads = ganfw_cpu_threads();
-  /* Split the larger of M and N into aligned blocks, one per thread. */
-  int split_n = N >= M;
-  int64_t dim = split_n ? N : M;
-  int64_t max_blocks = dim / GEMM_BLOCK_ALIGN;
-  if (max_blocks < threads) threads = (int)(max_blocks > 0 ? max_blocks : 1);
-  if (threads <= 1 || omp_in_parallel() || M * N * K < GEMM_PARALLEL_MIN_MACS) {
+  /* Split the larger of M and N into blocks that depend on the shape alone. */
+  const int split_n = N >= M;
+  const int64_t dim = split_n ? N : M, units = (dim + GEMM_BLOCK_ALIGN - 1) / GEMM_BLOCK_ALIGN;
+  const int64_t macs = M * N * K;
+  int64_t blocks = macs < GEMM_PARALLEL_MIN_MACS ? 1 : macs / GEMM_BLOCK_MIN_MACS;
+  if (blocks > GEMM_MAX_BLOCKS) blocks = GEMM_MAX_BLOCKS;
+  if (blocks > units) blocks = units;
+  if (blocks <= 1) {
     gemm_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  int64_t units = (dim + GEMM_BLOCK_ALIGN - 1) / GEMM_BLOCK_ALIGN;
-#pragma omp parallel num_threads(threads)
-  {
-    int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
-    int64_t i0 = u0 * GEMM_BLOCK_ALIGN, i1 = u1 * GEMM_BLOCK_ALIGN;
+  const int threads = ganfw_cpu_threads();
+  /* Inside a parallel region (a conv's groups) the blocks run on the calling thread. */
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && !omp_in_parallel())
+  for (int64_t blk = 0; blk < blocks; blk++) {
+    const int64_t i0 = units * blk / blocks * GEMM_BLOCK_ALIGN;
+    int64_t i1 = units * (blk + 1) / blocks * GEMM_BLOCK_ALIGN;
     if (i1 > dim) i1 = dim;
-    if (i1 > i0) {
-      if (split_n) {
-        /* Columns [i0, i1) of C come from columns [i0, i1) of op(B). */
-        const float *Bb = trans_b ? B + i0 * ldb : B + i0;
-        gemm_serial(trans_a, trans_b, M, i1 - i0, K, alpha, A, lda, Bb, ldb, beta, C + i0, ldc);
-      } else {
-        /* Rows [i0, i1) of C come from rows [i0, i1) of op(A). */
-        const float *Ab = trans_a ? A + i0 : A + i0 * lda;
-        gemm_serial(trans_a, trans_b, i1 - i0, N, K, alpha, Ab, lda, B, ldb, beta, C + i0 * ldc,
-                    ldc);
-      }
+    if (split_n) {
+      /* Columns [i0, i1) of C come from columns [i0, i1) of op(B). */
+      const float *Bb = trans_b ? B + i0 * ldb : B + i0;
+      gemm_serial(trans_a, trans_b, M, i1 - i0, K, alpha, A, lda, Bb, ldb, beta, C + i0, ldc);
+    } else {
+      /* Rows [i0, i1) of C come from rows [i0, i1) of op(A). */
+      const float *Ab = trans_a ? A + i0 : A + i0 * lda;
+      gemm_serial(trans_a, trans_b, i1 - i0, N, K, alpha, Ab, lda, B, ldb, beta, C + i0 * ldc, ldc);
     }
   }
 }
