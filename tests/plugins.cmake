@@ -36,6 +36,9 @@ ganfw_test_plugin(badfamily model.c DEFS [[TP_NAME="badfamily"]] TP_FAMILY=5)
 # Descriptors the host must refuse, one field wrong each (bad_desc.c); newminor is valid.
 ganfw_test_plugin(badabi bad_desc.c DEFS [[TP_NAME="badabi"]] TP_ABI_MAJOR=2 TP_ABI_MINOR=0)
 ganfw_test_plugin(newminor bad_desc.c DEFS [[TP_NAME="newminor"]] TP_ABI_MINOR=99)
+# A newer plugin whose vtable is larger than this core's: only the core's size is copied.
+ganfw_test_plugin(bigvt bad_desc.c DEFS [[TP_NAME="bigvt"]] TP_ABI_MINOR=99
+                  "TP_VT_SIZE=(sizeof(ganfw_optim_vt) + 64)")
 ganfw_test_plugin(smalldesc bad_desc.c DEFS [[TP_NAME="smalldesc"]] TP_DESC_SIZE=16)
 ganfw_test_plugin(badkind bad_desc.c DEFS [[TP_NAME="badkind"]] TP_KIND=7)
 ganfw_test_plugin(noname bad_desc.c DEFS [[TP_NAME=""]])
