@@ -393,6 +393,96 @@ static void test_extends_errors(void) {
   ASSERT_MSG_HAS("x.yaml:1:10: extends: expected a file name or a list of file names");
 }
 
+
+/* `~key:` drops an inherited key, `_replace_: true` makes a map replace the base's section
+ * instead of merging into it; lists replace. Markers never reach the tree. */
+static void test_extends_drop_and_replace(void) {
+  ganfw_config *c = NULL;
+  const ganfw_cfg *r;
+  const char *s;
+  double f;
+  int64_t i;
+  /* ~betas: the base's betas are gone, its lr stays */
+  const char *drop = "extends: base.yaml\noptim: {plugin: sgd, ~betas: }\n";
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_load_string(drop, fixture("drop.yaml"), &c), GANFW_OK);
+  r = ganfw_config_root(c);
+  CU_ASSERT_EQUAL(ganfw_cfg_has(r, "optim.betas"), 0);
+  CU_ASSERT_EQUAL(ganfw_cfg_has(r, "optim.~betas"), 0);
+  CU_ASSERT_EQUAL(ganfw_cfg_string(r, "optim.plugin", NULL, &s), GANFW_OK);
+  CU_ASSERT_STRING_EQUAL(s, "sgd");
+  CU_ASSERT_EQUAL(ganfw_cfg_float(r, "optim.lr", 0, &f), GANFW_OK);
+  CU_ASSERT_EQUAL(f, 2e-4);
+  CU_ASSERT_EQUAL(ganfw_cfg_child(r, "model") != NULL, 1);
+  CU_ASSERT_EQUAL(ganfw_cfg_child(r, "train") != NULL, 1);
+  CU_ASSERT_EQUAL(ganfw_cfg_list_len(r, "memory"), 1);
+  ganfw_config_destroy(c);
+
+  /* a whole top-level section dropped, and one in a block map */
+  const char *drop2 = "extends: base.yaml\n~memory:\ntrain:\n  ~steps:\n";
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_load_string(drop2, fixture("drop2.yaml"), &c), GANFW_OK);
+  r = ganfw_config_root(c);
+  CU_ASSERT_EQUAL(ganfw_cfg_has(r, "memory"), 0);
+  CU_ASSERT_EQUAL(ganfw_cfg_has(r, "train.steps"), 0);
+  CU_ASSERT_EQUAL(ganfw_cfg_int(r, "train.batch_size", 0, &i), GANFW_OK);
+  CU_ASSERT_EQUAL(i, 64);
+  ganfw_config_destroy(c);
+
+  /* _replace_: the section is exactly what this file says */
+  const char *repl = "extends: base.yaml\noptim: {_replace_: true, plugin: sgd, lr: 0.1}\n";
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_load_string(repl, fixture("repl.yaml"), &c), GANFW_OK);
+  r = ganfw_config_root(c);
+  CU_ASSERT_EQUAL(ganfw_cfg_has(r, "optim.betas"), 0);
+  CU_ASSERT_EQUAL(ganfw_cfg_has(r, "optim._replace_"), 0);
+  CU_ASSERT_EQUAL(ganfw_cfg_float(r, "optim.lr", 0, &f), GANFW_OK);
+  CU_ASSERT_EQUAL(f, 0.1);
+  CU_ASSERT_EQUAL(ganfw_cfg_string(r, "optim.plugin", NULL, &s), GANFW_OK);
+  CU_ASSERT_STRING_EQUAL(s, "sgd");
+  /* the resolved config has no markers and reads back the same */
+  char *text = resolved_text(c);
+  CU_ASSERT_PTR_NULL(strstr(text, "_replace_"));
+  CU_ASSERT_PTR_NULL(strstr(text, "betas"));
+  free(text);
+  ganfw_config_destroy(c);
+
+  /* a marker with nothing to act on is a mistake worth naming (a typo, a wrong base) */
+  c = (ganfw_config *)1;
+  CU_ASSERT_EQUAL(ganfw_config_load_string("extends: base.yaml\noptim: {~beta: }\n",
+                                           fixture("typo_drop.yaml"), &c),
+                  GANFW_ERR_CONFIG);
+  CU_ASSERT_PTR_NULL(c);
+  ASSERT_MSG_HAS("typo_drop.yaml:2:9: optim.~beta: nothing to drop");
+  CU_ASSERT_EQUAL(ganfw_config_load_string("~seed:\n", "nobase.yaml", &c), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("nobase.yaml:1:1: ~seed: nothing to drop");
+  CU_ASSERT_EQUAL(ganfw_config_load_string("extends: base.yaml\noptim: {~lr: 0.1}\n",
+                                           fixture("val.yaml"), &c),
+                  GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("`~lr:` takes no value");
+  CU_ASSERT_EQUAL(ganfw_config_load_string("extends: base.yaml\noptim: {_replace_: maybe}\n",
+                                           fixture("val2.yaml"), &c),
+                  GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("_replace_: expected true or false");
+  CU_ASSERT_EQUAL(ganfw_config_load_string("extends: base.yaml\noptim: {~lr: , lr: 1}\n",
+                                           fixture("both.yaml"), &c),
+                  GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("both drops and sets 'lr'");
+}
+
+/* --set ~key drops a key (Hydra's override syntax); dropping nothing is an error. */
+static void test_set_drop(void) {
+  ganfw_config *c = load_text("optim:\n  lr: 0.1\n  betas: [0.5, 0.999]\n");
+  CU_ASSERT_EQUAL(ganfw_config_set(c, "~optim.betas"), GANFW_OK);
+  const ganfw_cfg *r = ganfw_config_root(c);
+  CU_ASSERT_EQUAL(ganfw_cfg_has(r, "optim.betas"), 0);
+  CU_ASSERT_EQUAL(ganfw_cfg_has(r, "optim.lr"), 1);
+  CU_ASSERT_EQUAL(ganfw_config_set(c, "~optim.betas"), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("--set '~optim.betas': nothing to drop: 'optim.betas' is not in the config");
+  CU_ASSERT_EQUAL(ganfw_config_set(c, "~optim.lr=3"), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("takes no value");
+  CU_ASSERT_EQUAL(ganfw_config_set(c, "~optim"), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_cfg_has(r, "optim"), 0);
+  ganfw_config_destroy(c);
+}
+
 /* --- --set ------------------------------------------------------------------------------------ */
 
 static void test_set(void) {
@@ -693,6 +783,8 @@ static CU_TestInfo tests[] = {
     {"extends_chain", test_extends_chain},
     {"extends_errors", test_extends_errors},
     {"set", test_set},
+    {"extends_drop_and_replace", test_extends_drop_and_replace},
+    {"set_drop", test_set_drop},
     {"unread_keys", test_unread_keys},
     {"resolved_roundtrip", test_resolved_roundtrip},
     {"resolved_file", test_resolved_file},

@@ -1,7 +1,8 @@
 /* The config tree and its readers: nodes (map, list, scalar) that remember where in which
  * file they were written, the typed getters of the host table (which mark keys as read and
- * record the defaults they supply), the unread-key check with spelling suggestions, and
- * the resolved-config writer. YAML parsing, `extends:` and --set live in config_yaml.c. */
+ * record the defaults they supply), merging with the `extends:` markers (`~key`,
+ * `_replace_`), the unread-key check with spelling suggestions, and the resolved-config
+ * writer. YAML parsing and `extends:` live in config_yaml.c, --set in override.c. */
 #include "config/config.h"
 
 #include <errno.h>
@@ -118,6 +119,8 @@ ganfw_status cfg_scalar_set(ganfw_cfg *s, const char *text, size_t len, int32_t 
   return GANFW_OK;
 }
 
+static void null_to_map(ganfw_cfg *n);
+
 /* Drops the cached path strings of a subtree whose place in the tree changed. */
 static void forget_paths(ganfw_cfg *n) {
   free(n->path_s);
@@ -202,13 +205,119 @@ int32_t cfg_scalar_is_null(const ganfw_cfg *n) {
   return n && n->kind == GANFW_CFG_KIND_SCALAR && n->is_null;
 }
 
+/* --- extends markers: `~key:` drops, `_replace_: true` replaces --------------------------- */
+
+static const char replace_marker[] = "_replace_";
+
+static int is_drop_key(const ganfw_cfg *n) {
+  return n->key && n->key[0] == '~' && n->key[1];
+}
+
+/* `_replace_`'s value: 1 true, 0 false, -1 (and an error) otherwise. */
+static int replace_value(const ganfw_cfg *m) {
+  static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
+  if (m->kind == GANFW_CFG_KIND_SCALAR && !m->is_null) {
+    for (int i = 0; i < 3; i++) {
+      if (strcasecmp(m->text, yes[i]) == 0) return 1;
+      if (strcasecmp(m->text, no[i]) == 0) return 0;
+    }
+  }
+  ganfw_error_set(GANFW_ERR_CONFIG,
+                  "%s: %s: expected true or false (true: this map replaces the base's section "
+                  "instead of merging into it)",
+                  cfg_key_where(m), ganfw_cfg_path(m));
+  return -1;
+}
+
+static ganfw_status drop_nothing_error(const ganfw_cfg *d) {
+  return ganfw_error_set(GANFW_ERR_CONFIG,
+                         "%s: %s: nothing to drop: no base config sets '%s' here (check the "
+                         "spelling, or remove the line)",
+                         cfg_key_where(d), ganfw_cfg_path(d), d->key + 1);
+}
+
+/* Checks a `~key` entry of `map`: no value, and not set in the same map too. */
+static ganfw_status check_drop(const ganfw_cfg *map, const ganfw_cfg *d) {
+  if (!(d->kind == GANFW_CFG_KIND_SCALAR && d->is_null))
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: %s: `%s:` takes no value (it drops '%s' from the base config); "
+                           "write `%s:` alone",
+                           cfg_key_where(d), ganfw_cfg_path(d), d->key, d->key + 1, d->key);
+  if (cfg_map_find(map, d->key + 1))
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: %s: the same map both drops and sets '%s'; keep one (to "
+                           "replace the base's value, just set it)",
+                           cfg_key_where(d), ganfw_cfg_path(d), d->key + 1);
+  return GANFW_OK;
+}
+
+/* Removes entry i of `map` and frees it. */
+static void remove_at(ganfw_cfg *map, int64_t i) {
+  cfg_node_free(map->items[i]);
+  memmove(map->items + i, map->items + i + 1, (size_t)(map->n - i - 1) * sizeof *map->items);
+  map->n--;
+}
+
+/* Applies the markers of `over` (a map merging into the map `base`): drops base's keys
+ * named by `~key` entries and removes those entries; removes `_replace_` and sets *replace
+ * to its value. */
+static ganfw_status apply_markers(ganfw_cfg *base, ganfw_cfg *over, int *replace) {
+  *replace = 0;
+  ganfw_cfg *marker = cfg_map_find(over, replace_marker);
+  if (marker) {
+    int v = replace_value(marker);
+    if (v < 0) return GANFW_ERR_CONFIG;
+    *replace = v;
+  }
+  for (int64_t j = 0; j < over->n; j++) {
+    ganfw_cfg *o = over->items[j];
+    if (!is_drop_key(o)) continue;
+    ganfw_status st = check_drop(over, o);
+    if (st) return st;
+    int64_t i = 0;
+    while (i < base->n && strcmp(base->items[i]->key, o->key + 1) != 0) i++;
+    if (i == base->n && !*replace) return drop_nothing_error(o);
+    if (i < base->n) remove_at(base, i);
+  }
+  for (int64_t j = over->n - 1; j >= 0; j--)
+    if (is_drop_key(over->items[j]) || strcmp(over->items[j]->key, replace_marker) == 0)
+      remove_at(over, j);
+  return GANFW_OK;
+}
+
+ganfw_status cfg_settle_markers(ganfw_cfg *n) {
+  if (n->kind == GANFW_CFG_KIND_SCALAR) return GANFW_OK;
+  for (int64_t j = 0; j < n->n; j++) {
+    ganfw_cfg *c = n->items[j];
+    if (n->kind == GANFW_CFG_KIND_MAP && is_drop_key(c)) {
+      ganfw_status st = check_drop(n, c);
+      return st ? st : drop_nothing_error(c);
+    }
+    if (n->kind == GANFW_CFG_KIND_MAP && strcmp(c->key, replace_marker) == 0) {
+      if (replace_value(c) < 0) return GANFW_ERR_CONFIG;
+      remove_at(n, j--);
+      continue;
+    }
+    ganfw_status st = cfg_settle_markers(c);
+    if (st) return st;
+  }
+  return GANFW_OK;
+}
+
 ganfw_status cfg_merge(ganfw_cfg *base, ganfw_cfg *over, ganfw_cfg **result) {
   if (base->kind != GANFW_CFG_KIND_MAP || over->kind != GANFW_CFG_KIND_MAP) {
     cfg_node_free(base);
     *result = over;
     return GANFW_OK;
   }
-  ganfw_status status = GANFW_OK;
+  int replace;
+  ganfw_status status = apply_markers(base, over, &replace);
+  if (status || replace) {
+    ganfw_cfg *keep = status ? base : over;
+    cfg_node_free(status ? over : base);
+    *result = keep;
+    return status;
+  }
   for (int64_t j = 0; j < over->n; j++) {
     ganfw_cfg *o = over->items[j];
     over->items[j] = NULL;
@@ -221,10 +330,18 @@ ganfw_status cfg_merge(ganfw_cfg *base, ganfw_cfg *over, ganfw_cfg **result) {
     }
     ganfw_cfg *m;
     ganfw_status st = cfg_merge(base->items[i], o, &m); /* m is base's node (maps) or o */
-    if (st) status = st;
+    if (st && !status) status = st;
     base->items[i] = m;
     m->parent = base;
     forget_paths(m);
+    /* A failed merge below leaves the rest of `over` unmerged; it is freed with it. */
+    if (status == GANFW_ERR_CONFIG) {
+      for (int64_t k = j + 1; k < over->n; k++) {
+        cfg_node_free(over->items[k]);
+        over->items[k] = NULL;
+      }
+      break;
+    }
   }
   base->defaulted = base->defaulted && over->defaulted;
   base->used = base->used || over->used;
@@ -232,6 +349,31 @@ ganfw_status cfg_merge(ganfw_cfg *base, ganfw_cfg *over, ganfw_cfg **result) {
   cfg_node_free(over);
   *result = base;
   return status;
+}
+
+ganfw_status cfg_map_put(ganfw_cfg *map, const char *key, ganfw_cfg *value) {
+  ganfw_cfg *child = cfg_map_find(map, key);
+  if (!child) return cfg_map_append(map, key, 0, 0, value);
+  int64_t i = 0;
+  while (map->items[i] != child) i++;
+  free(value->key);
+  value->key = strdup(key);
+  if (!value->key) {
+    cfg_node_free(value);
+    return oom();
+  }
+  ganfw_cfg *m;
+  ganfw_status st = cfg_merge(child, value, &m);
+  map->items[i] = m;
+  m->parent = map;
+  forget_paths(m);
+  return st;
+}
+
+int32_t cfg_as_section(ganfw_cfg *n) {
+  null_to_map(n);
+  n->defaulted = 0;
+  return n->kind == GANFW_CFG_KIND_MAP;
 }
 
 /* --- the config -------------------------------------------------------------------------- */
@@ -316,7 +458,7 @@ const char *ganfw_cfg_path(const ganfw_cfg *node) {
   return n->path_s ? n->path_s : "?";
 }
 
-static const char *kind_phrase(const ganfw_cfg *n) {
+const char *cfg_kind_phrase(const ganfw_cfg *n) {
   switch (n->kind) {
   case GANFW_CFG_KIND_MAP:
     return "a map (a section of keys)";
@@ -352,7 +494,7 @@ static ganfw_status value_error(const ganfw_cfg *n, const char *fmt, ...) {
 static ganfw_status type_error(const ganfw_cfg *n, const char *what) {
   if (n->kind == GANFW_CFG_KIND_SCALAR && !n->is_null)
     return value_error(n, "expected %s, got '%s'", what, n->text);
-  return value_error(n, "expected %s, got %s", what, kind_phrase(n));
+  return value_error(n, "expected %s, got %s", what, cfg_kind_phrase(n));
 }
 
 /* --- walking dotted keys ----------------------------------------------------------------- */
@@ -890,87 +1032,6 @@ const ganfw_cfg *ganfw_cfg_section(const ganfw_cfg *node, const char *key) {
     return NULL;
   }
   return n;
-}
-
-/* --- --set ------------------------------------------------------------------------------ */
-
-ganfw_status ganfw_config_set(ganfw_config *c, const char *assignment) {
-  if (!c || !c->root || !assignment)
-    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "config: set: NULL argument");
-  const char *eq = strchr(assignment, '=');
-  size_t klen = eq ? (size_t)(eq - assignment) : 0;
-  int bad = klen == 0 || assignment[0] == '.' || assignment[klen - 1] == '.';
-  for (size_t i = 0; i < klen && !bad; i++) {
-    unsigned char ch = (unsigned char)assignment[i];
-    bad = ch <= ' ' || (ch == '.' && assignment[i + 1] == '.');
-  }
-  if (bad)
-    return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "--set '%s': expected section.key=value, e.g. --set "
-                           "train.batch_size=128 (dotted names without spaces, then '=')",
-                           assignment);
-  if (klen == 7 && strncmp(assignment, "extends", 7) == 0)
-    return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "--set '%s': `extends:` cannot be set from the command line; write "
-                           "it in the config file",
-                           assignment);
-  char *label = str_printf("--set %s", assignment);
-  const char *name = label ? cfg_intern(c, label) : NULL;
-  free(label);
-  if (!name) return oom();
-  ganfw_cfg *value;
-  ganfw_status st = cfg_yaml_parse_value(c, eq + 1, name, &value);
-  if (st) return st;
-
-  ganfw_cfg *cur = c->root;
-  const char *seg = assignment;
-  for (;;) {
-    const char *dot = memchr(seg, '.', (size_t)(eq - seg));
-    size_t len = dot ? (size_t)(dot - seg) : (size_t)(eq - seg);
-    char *key = strndup(seg, len);
-    if (!key) {
-      cfg_node_free(value);
-      return oom();
-    }
-    ganfw_cfg *child = find_n(cur, seg, len);
-    if (!dot) { /* the last name: merge into or replace what is there */
-      if (!child) {
-        st = cfg_map_append(cur, key, 0, 0, value);
-      } else {
-        int64_t i = 0;
-        while (cur->items[i] != child) i++;
-        free(value->key);
-        value->key = key;
-        key = NULL;
-        ganfw_cfg *m;
-        st = cfg_merge(child, value, &m);
-        cur->items[i] = m;
-        m->parent = cur;
-        forget_paths(m);
-      }
-      free(key);
-      return st;
-    }
-    if (!child) {
-      child = cfg_node_new(GANFW_CFG_KIND_MAP, name, 0, 0);
-      st = child ? cfg_map_append(cur, key, 0, 0, child) : GANFW_ERR_OOM;
-    } else {
-      null_to_map(child);
-      child->defaulted = 0;
-      if (child->kind != GANFW_CFG_KIND_MAP) {
-        st = ganfw_error_set(
-            GANFW_ERR_CONFIG, "--set '%s': '%s' is %s at %s, not a section that can hold '%s'",
-            assignment, ganfw_cfg_path(child), kind_phrase(child), ganfw_cfg_where(child), dot + 1);
-      }
-    }
-    free(key);
-    if (st) {
-      cfg_node_free(value);
-      return st;
-    }
-    cur = child;
-    seg = dot + 1;
-  }
 }
 
 /* --- unread keys ------------------------------------------------------------------------ */

@@ -1,6 +1,7 @@
 /* Internal to the config: building the node tree behind ganfw_cfg. config.c owns the
- * tree (nodes, getters, checks, output); config_yaml.c turns YAML text into trees, merges
- * `extends:` bases and applies --set with these functions. Not for other files. */
+ * tree (nodes, merging, getters, checks, output); config_yaml.c turns YAML text into trees
+ * and merges `extends:` bases with these functions; override.c applies --set with both.
+ * Not for other files. */
 #ifndef GANFW_CONFIG_TREE_H
 #define GANFW_CONFIG_TREE_H
 
@@ -40,16 +41,26 @@ int32_t cfg_scalar_is_null(const ganfw_cfg *node);
 const char *cfg_key_where(const ganfw_cfg *node);
 
 /* Merges `over` into `base` (both owned by the caller before; `over` is consumed): maps
- * merge key by key, recursively; for anything else `over` replaces base's value. *result
- * is the merged node, which takes base's place (it is `base` when both are maps, else
- * `over`, and `base` has been freed). GANFW_ERR_OOM when a key could not be added; *result
- * is still a valid tree to free. */
+ * merge key by key, recursively; for anything else `over` replaces base's value. In a map
+ * of `over`, an entry `~key:` (no value) drops `key` from base's map, and `_replace_: true`
+ * makes the map replace base's instead of merging (the markers are not kept). *result is
+ * the merged node, which takes base's place (it is `base` when both are maps, else
+ * `over`, and `base` has been freed). GANFW_ERR_OOM when a key could not be added,
+ * GANFW_ERR_CONFIG for a marker with nothing to act on or a bad value (naming its
+ * file:line:col); *result is still a valid tree to free. */
 ganfw_status cfg_merge(ganfw_cfg *base, ganfw_cfg *over, ganfw_cfg **result);
+/* Puts `value` (consumed) under `key` of `map`: appended when new, else merged into the
+ * present value as cfg_merge does. Errors as cfg_merge. */
+ganfw_status cfg_map_put(ganfw_cfg *map, const char *key, ganfw_cfg *value);
+/* After every merge: a `~key` left in the tree had nothing to drop (GANFW_ERR_CONFIG
+ * naming it); `_replace_` entries left (nothing to replace) are checked and removed. */
+ganfw_status cfg_settle_markers(ganfw_cfg *node);
 
-/* Parses the YAML `text` of a --set value into a node located as `name` (interned);
- * an empty text is a null. Implemented in config_yaml.c. */
-ganfw_status cfg_yaml_parse_value(ganfw_config *c, const char *text, const char *name,
-                                  ganfw_cfg **out);
+/* Makes `n` a section a user wrote into: a null becomes an empty map, a recorded-default
+ * section counts as written. 1 when it is a map now, else 0 (it holds a value). */
+int32_t cfg_as_section(ganfw_cfg *n);
+/* "a list", "a scalar", ... for messages. */
+const char *cfg_kind_phrase(const ganfw_cfg *n);
 
 /* A new empty config, the place every file name lives. NULL when out of memory. */
 ganfw_config *cfg_config_new(void);

@@ -1,7 +1,8 @@
 /* YAML text to config trees, with libyaml's event parser: every key and value keeps its
  * file:line:col (1-based). Loading a file also resolves `extends:` (bases relative to the
- * including file, merged map by map; chains allowed, cycles refused). Anchors and aliases
- * are refused: configs share settings through `extends:`. */
+ * including file, merged map by map with cfg_merge and its `~key` / `_replace_` markers;
+ * chains allowed, cycles refused). Anchors and aliases are refused: configs share settings
+ * through `extends:`. */
 #include <errno.h>
 #include <stdarg.h>
 #include <limits.h>
@@ -11,6 +12,7 @@
 
 #include "config/config.h"
 #include "config/config_tree.h"
+#include "config/config_yaml.h"
 #include "base/error.h"
 
 /* Nesting deeper than this is refused (with a message) rather than risking the stack. */
@@ -482,6 +484,7 @@ static ganfw_status load(const char *file, const char *text, ganfw_config **out)
     include_frame top = {.file = name, .real = text ? NULL : realpath(name, NULL)};
     st = resolve_extends(c, root, &top, &root);
     free(top.real);
+    if (!st && (st = cfg_settle_markers(root)) != GANFW_OK) cfg_node_free(root);
   }
   if (st) {
     ganfw_config_destroy(c);
