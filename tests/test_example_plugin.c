@@ -566,9 +566,10 @@ static void test_installed_search_order(void) {
   if (row) {
     char kind[32], name[64], version[32], abi[16], path[4400];
     const char *eol = strchr(row + 1, '\n');
-    unshadowed = sscanf(row + 1, "%31s %63s %31s %15s %4399s", kind, name, version, abi, path) == 5 &&
-                 strncmp(path, ex.prefix, strlen(ex.prefix)) == 0 &&
-                 !(eol ? memmem(row, (size_t)(eol - row), "shadowed", 8) : strstr(row, "shadowed"));
+    unshadowed =
+        sscanf(row + 1, "%31s %63s %31s %15s %4399s", kind, name, version, abi, path) == 5 &&
+        strncmp(path, ex.prefix, strlen(ex.prefix)) == 0 &&
+        !(eol ? memmem(row, (size_t)(eol - row), "shadowed", 8) : strstr(row, "shadowed"));
   }
   if (!install || (build && build < install) || !unshadowed)
     fail_msg("installed `ganfw plugins`: %s%s",
@@ -601,10 +602,13 @@ static void test_bad_value(void) {
   }
 }
 
-static CU_TestInfo tests[] = {
-    {"install", test_install},     {"build_example", test_build_example},
-    {"train", test_train},         {"metrics", test_metrics},
-    {"outputs", test_outputs},     {"plugins_listing", test_plugins_listing},
-    {"installed_search_order", test_installed_search_order},
-    {"bad_value", test_bad_value}, CU_TEST_INFO_NULL};
+static CU_TestInfo tests[] = {{"install", test_install},
+                              {"build_example", test_build_example},
+                              {"train", test_train},
+                              {"metrics", test_metrics},
+                              {"outputs", test_outputs},
+                              {"plugins_listing", test_plugins_listing},
+                              {"installed_search_order", test_installed_search_order},
+                              {"bad_value", test_bad_value},
+                              CU_TEST_INFO_NULL};
 GT_MAIN("example_plugin", tests)

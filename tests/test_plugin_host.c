@@ -301,8 +301,8 @@ static void expect_refused(const char *name, int32_t kind, const char *phrase1,
   if (st == GANFW_OK) ganfw_plugin_unload(p);
 }
 
-#define STR2(x) #x
-#define STR(x)  STR2(x)
+#define STR2(x)  #x
+#define STR(x)   STR2(x)
 #define THIS_ABI STR(GANFW_ABI_MAJOR) "." STR(GANFW_ABI_MINOR)
 
 static void test_wrong_abi_major(void) {
@@ -711,8 +711,7 @@ static void test_wrong_kind_tag(void) {
   expect_refused("wrongtag", GANFW_PLUGIN_MEMORY, "the descriptor says memory",
                  "tagged GANFW_VT_TAG_OPTIM, an optimizer's ganfw_optim_vt");
   expect_refused("wrongtag", -1, "the descriptor says memory", "ganfw_memory_vt");
-  expect_refused("wrongtagmodel", -1, "the descriptor says model",
-                 "tagged GANFW_VT_TAG_OPTIM");
+  expect_refused("wrongtagmodel", -1, "the descriptor says model", "tagged GANFW_VT_TAG_OPTIM");
 }
 
 static void test_unknown_kind_tag(void) {
@@ -774,8 +773,7 @@ static void test_abi10_vtable_copy(void) {
 static void test_extension_lookup(void) {
   const char *dirs[] = {GANFW_BUILD_PLUGIN_DIR};
   ganfw_plugin *p = NULL;
-  CU_ASSERT_EQUAL_FATAL(ganfw_plugin_load("adam", GANFW_PLUGIN_OPTIM, NULL, dirs, 1, &p),
-                        GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_plugin_load("adam", GANFW_PLUGIN_OPTIM, NULL, dirs, 1, &p), GANFW_OK);
   const ganfw_config_keys *t = ganfw_plugin_get_extension(p, GANFW_EXT_CONFIG_KEYS);
   CU_ASSERT_PTR_NOT_NULL_FATAL(t);
   int found_betas = 0;
@@ -799,7 +797,8 @@ static void test_did_you_mean(void) {
   ganfw_plugin *p = NULL;
   CU_ASSERT_EQUAL(ganfw_plugin_load("tpmodle", GANFW_PLUGIN_MODEL, "model.plugin", dirs, 1, &p),
                   GANFW_ERR_PLUGIN);
-  CU_ASSERT(contains(ganfw_error_message(), "plugin 'tpmodle' not found (did you mean 'tpmodel'?)"));
+  CU_ASSERT(
+      contains(ganfw_error_message(), "plugin 'tpmodle' not found (did you mean 'tpmodel'?)"));
   const char *real[] = {GANFW_BUILD_PLUGIN_DIR};
   CU_ASSERT_EQUAL(ganfw_plugin_load("adma", GANFW_PLUGIN_OPTIM, "optim.plugin", real, 1, &p),
                   GANFW_ERR_PLUGIN);
@@ -942,9 +941,9 @@ static void test_adamw(void) {
   ganfw_ctx *ctx = cpu_ctx(0);
   void *self = NULL;
   const ganfw_optim_vt *vt = ganfw_plugin_vtable(p);
-  CU_ASSERT_EQUAL(vt->create(h, ctx, ganfw_cfg_section(ganfw_config_root(cfg), "optim"), NULL, 0,
-                             &self),
-                  GANFW_ERR_CONFIG);
+  CU_ASSERT_EQUAL(
+      vt->create(h, ctx, ganfw_cfg_section(ganfw_config_root(cfg), "optim"), NULL, 0, &self),
+      GANFW_ERR_CONFIG);
   CU_ASSERT(contains(ganfw_error_message(), "use `plugin: adam`"));
   ganfw_ctx_destroy(ctx);
   ganfw_config_destroy(cfg);
@@ -1075,8 +1074,8 @@ static void test_declared_key_type(void) {
   ganfw_plugin *p = NULL;
   CU_ASSERT_EQUAL_FATAL(ganfw_plugin_load("sgd", GANFW_PLUGIN_OPTIM, NULL, dirs, 1, &p), GANFW_OK);
   ganfw_config *cfg = NULL;
-  CU_ASSERT_EQUAL_FATAL(
-      ganfw_config_load_string("optim:\n  nesterov: maybe\n", "k.yaml", &cfg), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_load_string("optim:\n  nesterov: maybe\n", "k.yaml", &cfg),
+                        GANFW_OK);
   const ganfw_cfg *sec = ganfw_cfg_section(ganfw_config_root(cfg), "optim");
   CU_ASSERT_EQUAL(ganfw_plugin_apply_config_keys(p, sec), GANFW_ERR_CONFIG);
   CU_ASSERT(contains(ganfw_error_message(), "optimizer plugin 'sgd'"));

@@ -51,8 +51,8 @@ static double om_loss_scale(void *self, int32_t opt) {
   return 8.0;
 }
 
-static ganfw_status om_after_backward(void *self, int32_t opt, const ganfw_param *params,
-                                      int64_t n, int32_t *skip_step) {
+static ganfw_status om_after_backward(void *self, int32_t opt, const ganfw_param *params, int64_t n,
+                                      int32_t *skip_step) {
   old_mem *m = self;
   int64_t k = 0;
   for (int64_t i = 0; i < n && k < 64; i++)
@@ -79,8 +79,17 @@ static ganfw_status om_set_scalar(void *self, const char *name, double value) {
 }
 
 static const ganfw_memory_vt om_vt = {
-    sizeof(ganfw_memory_vt), 0,         om_create, om_destroy,    om_configure, om_configure_net,
-    om_loss_scale,           om_after_backward,    om_step_end,   om_scalar,    om_set_scalar,
+    sizeof(ganfw_memory_vt),
+    0,
+    om_create,
+    om_destroy,
+    om_configure,
+    om_configure_net,
+    om_loss_scale,
+    om_after_backward,
+    om_step_end,
+    om_scalar,
+    om_set_scalar,
 };
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {

@@ -36,8 +36,7 @@ static ganfw_status om_create(const ganfw_host *h, ganfw_ctx *ctx, const ganfw_c
   if (st == GANFW_OK && !(m->d = h->net_create(ctx, "discriminator"))) st = GANFW_ERR_OOM;
   if (st == GANFW_OK) st = h->net_flatten(m->g, "flat");
   if (st == GANFW_OK) st = h->net_linear(m->g, "fc", m->nz, pixels, 1);
-  if (st == GANFW_OK)
-    st = h->net_reshape(m->g, "view", data->channels, data->height, data->width);
+  if (st == GANFW_OK) st = h->net_reshape(m->g, "view", data->channels, data->height, data->width);
   if (st == GANFW_OK) st = h->net_build(m->g, m->nz, 1, 1);
   if (st == GANFW_OK) st = h->net_flatten(m->d, "flat");
   if (st == GANFW_OK) st = h->net_linear(m->d, "fc", pixels, 1, 1);

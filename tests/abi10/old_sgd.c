@@ -67,7 +67,7 @@ static void old_set_step(void *self, int64_t step) {
 }
 
 #define OLD_VT_INIT                                                                                \
-  {sizeof(ganfw_optim_vt), 0, old_create, old_destroy, old_step, NULL, old_get_step, old_set_step}
+  { sizeof(ganfw_optim_vt), 0, old_create, old_destroy, old_step, NULL, old_get_step, old_set_step }
 
 #ifdef OLD_POISON
 /* What follows the vtable in memory is not a vtable member: non-zero on purpose. */
@@ -83,8 +83,9 @@ static const ganfw_optim_vt old_vt = OLD_VT_INIT;
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {
   static const ganfw_plugin_desc desc = {
-      GANFW_ABI_MAJOR, GANFW_ABI_MINOR, sizeof(ganfw_plugin_desc), GANFW_PLUGIN_OPTIM,
-      OLD_NAME,        "1.0.0",         "ABI 1.0 SGD",             OLD_VT,
+      GANFW_ABI_MAJOR,    GANFW_ABI_MINOR, sizeof(ganfw_plugin_desc),
+      GANFW_PLUGIN_OPTIM, OLD_NAME,        "1.0.0",
+      "ABI 1.0 SGD",      OLD_VT,
   };
   return &desc;
 }

@@ -18,7 +18,8 @@ _Static_assert(offsetof(ganfw_memory_vt, struct_size) == 0, "vtables start with 
  * members (model, whose second field is family). */
 _Static_assert(offsetof(ganfw_optim_vt, kind) == 4 && offsetof(ganfw_memory_vt, kind) == 4,
                "kind tag in the spare field");
-_Static_assert(offsetof(ganfw_model_vt, kind) == offsetof(ganfw_model_vt, latent_dim) + sizeof(void *),
+_Static_assert(offsetof(ganfw_model_vt, kind) ==
+                   offsetof(ganfw_model_vt, latent_dim) + sizeof(void *),
                "model kind tag after the 1.0 members");
 _Static_assert(sizeof(ganfw_param) == 3 * sizeof(void *), "ganfw_param is frozen");
 _Static_assert(offsetof(ganfw_exec_options, struct_size) == 0, "options start with struct_size");

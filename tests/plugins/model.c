@@ -51,8 +51,8 @@ static int64_t tp_latent_dim(void *self) {
 }
 
 static const ganfw_model_vt tp_vt = {
-    sizeof(ganfw_model_vt), TP_FAMILY, tp_create, tp_destroy, tp_net, tp_latent_dim,
-    GANFW_VT_TAG_MODEL,     0,         NULL,
+    sizeof(ganfw_model_vt), TP_FAMILY,          tp_create, tp_destroy, tp_net,
+    tp_latent_dim,          GANFW_VT_TAG_MODEL, 0,         NULL,
 };
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {

@@ -69,8 +69,14 @@ static void tp_set_step(void *self, int64_t step) {
 }
 
 static const ganfw_optim_vt tp_vt = {
-    sizeof(ganfw_optim_vt), GANFW_VT_TAG_OPTIM, tp_create,   tp_destroy,
-    tp_step,                NULL,               tp_get_step, tp_set_step,
+    sizeof(ganfw_optim_vt),
+    GANFW_VT_TAG_OPTIM,
+    tp_create,
+    tp_destroy,
+    tp_step,
+    NULL,
+    tp_get_step,
+    tp_set_step,
     NULL,
 };
 

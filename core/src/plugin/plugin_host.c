@@ -71,9 +71,9 @@ static const struct {
     {END_OF(ganfw_optim_vt, step), sizeof(ganfw_optim_vt), offsetof(ganfw_optim_vt, kind),
      offsetof(ganfw_optim_vt, get_extension), GANFW_VT_TAG_OPTIM, "step", "ganfw_optim_vt",
      "GANFW_VT_TAG_OPTIM"},
-    {END_OF(ganfw_memory_vt, configure), sizeof(ganfw_memory_vt),
-     offsetof(ganfw_memory_vt, kind), offsetof(ganfw_memory_vt, get_extension),
-     GANFW_VT_TAG_MEMORY, "configure", "ganfw_memory_vt", "GANFW_VT_TAG_MEMORY"},
+    {END_OF(ganfw_memory_vt, configure), sizeof(ganfw_memory_vt), offsetof(ganfw_memory_vt, kind),
+     offsetof(ganfw_memory_vt, get_extension), GANFW_VT_TAG_MEMORY, "configure", "ganfw_memory_vt",
+     "GANFW_VT_TAG_MEMORY"},
 };
 _Static_assert(sizeof(vt_rules) / sizeof(vt_rules[0]) == GANFW_PLUGIN_KIND_COUNT,
                "vt_rules must cover every GANFW_PLUGIN_* kind");
@@ -239,15 +239,16 @@ static ganfw_status check_config_keys(const ganfw_plugin_desc *d, const void *co
                   d->name, path, (long long)i, k->key ? "'" : "NULL", k->key ? k->key : "",
                   k->key ? "'" : "", fix);
     if (k->type < 0 || k->type >= GANFW_KEY_TYPE_COUNT)
-      return fail(what, "plugin '%s' at %s: config key '%s' has type %d, not a GANFW_KEY_* type; %s",
+      return fail(what,
+                  "plugin '%s' at %s: config key '%s' has type %d, not a GANFW_KEY_* type; %s",
                   d->name, path, k->key, (int)k->type, fix);
     if (k->type == GANFW_KEY_FLOAT_LIST &&
         (k->count < 1 || k->count > MAX_FLOAT_LIST || !k->def_floats))
       return fail(what,
                   "plugin '%s' at %s: config key '%s' is a float list of %d items with "
                   "defaults at %p; give 1 to %d items and their defaults; %s",
-                  d->name, path, k->key, (int)k->count, (const void *)k->def_floats,
-                  MAX_FLOAT_LIST, fix);
+                  d->name, path, k->key, (int)k->count, (const void *)k->def_floats, MAX_FLOAT_LIST,
+                  fix);
     if (k->type == GANFW_KEY_BOOL && k->def_int != 0 && k->def_int != 1)
       return fail(what, "plugin '%s' at %s: bool config key '%s' has default %lld, not 0 or 1; %s",
                   d->name, path, k->key, (long long)k->def_int, fix);
@@ -782,8 +783,9 @@ ganfw_status ganfw_plugin_apply_config_keys(const ganfw_plugin *p, const ganfw_c
       break;
     }
     if (st != GANFW_OK)
-      return ganfw_error_wrap(st, "%s plugin '%s' (its %s key '%s')", ganfw_plugin_kind_name(p->desc->kind),
-                              p->desc->name, key_type_names[k->type], k->key);
+      return ganfw_error_wrap(st, "%s plugin '%s' (its %s key '%s')",
+                              ganfw_plugin_kind_name(p->desc->kind), p->desc->name,
+                              key_type_names[k->type], k->key);
   }
   return GANFW_OK;
 }

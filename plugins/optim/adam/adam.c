@@ -16,7 +16,8 @@
 #define ADAM_NAME                 "adamw"
 #define ADAM_DECOUPLED_DEFAULT    1
 #define ADAM_WEIGHT_DECAY_DEFAULT 1e-2
-#define ADAM_DESCRIPTION          "AdamW: Adam with decoupled weight decay (default 0.01), as torch.optim.AdamW"
+#define ADAM_DESCRIPTION                                                                           \
+  "AdamW: Adam with decoupled weight decay (default 0.01), as torch.optim.AdamW"
 #else
 #define ADAM_NAME                 "adam"
 #define ADAM_DECOUPLED_DEFAULT    0
@@ -72,13 +73,13 @@ static ganfw_status read_betas(adam *o, const ganfw_cfg *cfg) {
     if (h->cfg_child(cfg, "betas"))
       return h->error(o->ctx, GANFW_ERR_CONFIG,
                       ADAM_NAME ": betas: expected a list of two numbers [beta1, beta2], e.g. "
-                      "[0.9, 0.999], got an empty value");
+                                "[0.9, 0.999], got an empty value");
     return GANFW_OK;
   }
   if (len != 2)
     return h->error(o->ctx, GANFW_ERR_CONFIG,
                     ADAM_NAME ": betas: expected a list of two numbers [beta1, beta2], e.g. "
-                    "[0.9, 0.999], got %lld items",
+                              "[0.9, 0.999], got %lld items",
                     (long long)len);
   double *dst[2] = {&o->beta1, &o->beta2};
   for (int64_t i = 0; i < 2; i++) {
@@ -101,22 +102,23 @@ static ganfw_status read_config(adam *o, const ganfw_cfg *cfg) {
     return st;
   if (ADAM_DECOUPLED_DEFAULT && !o->decoupled)
     return h->error(o->ctx, GANFW_ERR_CONFIG,
-                    ADAM_NAME ": decoupled is false, but adamw is Adam with decoupled weight "
+                    ADAM_NAME
+                    ": decoupled is false, but adamw is Adam with decoupled weight "
                     "decay; for L2 weight decay added to the gradient use `plugin: adam`");
   for (int i = 0; i < 2; i++) {
     double b = i == 0 ? o->beta1 : o->beta2;
     if (!(b >= 0.0 && b < 1.0))
       return h->error(o->ctx, GANFW_ERR_CONFIG,
                       ADAM_NAME ": betas[%d] (beta%d) is %g; it must be in [0, 1), e.g. betas: "
-                      "[0.9, 0.999] (GANs often use [0.5, 0.999])",
+                                "[0.9, 0.999] (GANs often use [0.5, 0.999])",
                       i, i + 1, b);
   }
   if (!(o->eps > 0.0))
     return h->error(o->ctx, GANFW_ERR_CONFIG,
                     ADAM_NAME ": eps is %g; it must be positive (the default is 1e-8)", o->eps);
   if (!(o->weight_decay >= 0.0))
-    return h->error(o->ctx, GANFW_ERR_CONFIG, ADAM_NAME ": weight_decay is %g; it must be 0 or positive",
-                    o->weight_decay);
+    return h->error(o->ctx, GANFW_ERR_CONFIG,
+                    ADAM_NAME ": weight_decay is %g; it must be 0 or positive", o->weight_decay);
   return GANFW_OK;
 }
 
@@ -276,13 +278,20 @@ static void adam_set_step(void *self, int64_t step) {
  * (GANFW_EXT_CONFIG_KEYS): the core applies them before create. */
 static const double adam_betas_default[2] = {0.9, 0.999};
 static const ganfw_config_key adam_keys[] = {
-    {.key = "betas", .type = GANFW_KEY_FLOAT_LIST, .count = 2, .def_floats = adam_betas_default,
+    {.key = "betas",
+     .type = GANFW_KEY_FLOAT_LIST,
+     .count = 2,
+     .def_floats = adam_betas_default,
      .help = "[beta1, beta2], the running averages' coefficients"},
     {.key = "eps", .type = GANFW_KEY_FLOAT, .def_float = 1e-8, .help = "added to the denominator"},
-    {.key = "weight_decay", .type = GANFW_KEY_FLOAT, .def_float = ADAM_WEIGHT_DECAY_DEFAULT,
+    {.key = "weight_decay",
+     .type = GANFW_KEY_FLOAT,
+     .def_float = ADAM_WEIGHT_DECAY_DEFAULT,
      .help = "L2 penalty (adam) or decoupled decay (decoupled: true, adamw)"},
     {.key = "amsgrad", .type = GANFW_KEY_BOOL, .def_int = 0, .help = "the AMSGrad variant"},
-    {.key = "decoupled", .type = GANFW_KEY_BOOL, .def_int = ADAM_DECOUPLED_DEFAULT,
+    {.key = "decoupled",
+     .type = GANFW_KEY_BOOL,
+     .def_int = ADAM_DECOUPLED_DEFAULT,
      .help = "decoupled weight decay (AdamW)"},
 };
 static const ganfw_config_keys adam_key_table = {adam_keys, sizeof adam_keys / sizeof adam_keys[0]};
