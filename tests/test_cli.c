@@ -40,6 +40,20 @@ static int run_ganfw(const char *const *args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* The same with the working directory `dir` (for paths relative to it). */
+static int run_ganfw_in(const char *dir, const char *const *args) {
+  char cmd[8192];
+  int n = snprintf(cmd, sizeof cmd, "cd '%s' && '%s'", dir, ganfw);
+  for (const char *const *a = args; *a; a++) n += snprintf(cmd + n, sizeof cmd - n, " '%s'", *a);
+  snprintf(cmd + n, sizeof cmd - n, " 2>&1");
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t len = fread(out, 1, sizeof out - 1, p);
+  out[len] = '\0';
+  int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 static void write_file(const char *rel, const char *text) {
   FILE *f = fopen(path_in(rel), "w");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
@@ -53,6 +67,10 @@ static int suite_init(void) {
   snprintf(ganfw, sizeof ganfw, "%s/ganfw", build);
   snprintf(root, sizeof root, "/tmp/ganfw_cli_XXXXXX");
   if (!mkdtemp(root) || mkdir(path_in("mnist"), 0755) != 0) return -1;
+  /* An out-of-tree plugin folder: the test plugins, which the default search never sees. */
+  char plugs[4200];
+  snprintf(plugs, sizeof plugs, "%s/tests/plugins", build);
+  if (mkdir(path_in("cfgs"), 0755) != 0 || symlink(plugs, path_in("plugs")) != 0) return -1;
   if (gt_write_mnist(path_in("mnist"), 256, 20, 9) != 0) return -1;
   char text[2048];
   snprintf(text, sizeof text,
@@ -196,12 +214,142 @@ static void test_sigint_writes_checkpoint(void) {
   CU_ASSERT_EQUAL(found, 1);
 }
 
+/* A relative plugin_path is written absolute into config.resolved.yaml, so that the run
+ * folder's config finds an out-of-tree plugin from anywhere (`ganfw sample RUN`). */
+static void test_plugin_path_resolved_absolute(void) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "extends: ../ok.yaml\n"
+           "plugin_path: [../plugs]\n"
+           "optim: {plugin: tpsgd, lr: 0.01}\n"
+           "train: {max_steps: 2}\n"
+           "run: {out_dir: %s}\n",
+           path_in("tprun"));
+  write_file("cfgs/tp.yaml", text);
+  CU_ASSERT_EQUAL_FATAL(run_ganfw((const char *[]){"-q", path_in("cfgs/tp.yaml"), NULL}), 0);
+  FILE *f = fopen(path_in("tprun/config.resolved.yaml"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  char resolved[8192];
+  size_t len = fread(resolved, 1, sizeof resolved - 1, f);
+  resolved[len] = '\0';
+  fclose(f);
+  char want[700];
+  snprintf(want, sizeof want, "plugin_path: [%s]", path_in("plugs"));
+  if (!strstr(resolved, want)) printf("\n  resolved config lacks \"%s\":\n%s", want, resolved);
+  CU_ASSERT_PTR_NOT_NULL(strstr(resolved, want));
+  /* the run folder is usable from another working directory */
+  CU_ASSERT_EQUAL(run_ganfw_in("/", (const char *[]){"sample", path_in("tprun"), "-n", "4", "-o",
+                                                     path_in("tp.png"), NULL}),
+                  0);
+  struct stat sb;
+  CU_ASSERT_EQUAL(stat(path_in("tp.png"), &sb), 0);
+}
+
+/* --set plugin_path=[rel] is relative to the working directory, as every command-line
+ * path is, not to the text of the --set argument. */
+static void test_set_plugin_path_relative_to_cwd(void) {
+  write_file("cfgs/tp2.yaml", "extends: ../ok.yaml\noptim: {plugin: tpsgd, lr: 0.01}\n");
+  CU_ASSERT_EQUAL(run_ganfw_in(root, (const char *[]){"validate", "cfgs/tp2.yaml", "--set",
+                                                      "plugin_path=[plugs]", NULL}),
+                  0);
+  char want[700];
+  snprintf(want, sizeof want, "plugin_path: [%s]", path_in("plugs"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  /* without it the plugin is not found, and the message says where it looked */
+  CU_ASSERT_EQUAL(run_ganfw_in(root, (const char *[]){"validate", "cfgs/tp2.yaml", NULL}), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "tpsgd"));
+}
+
+/* Global options go before or after the subcommand; SUBCOMMAND --help is its own usage. */
+static void test_global_options_and_command_help(void) {
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"-q", "validate", path_in("ok.yaml"), NULL}), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "valid"));
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"--set", "train.batch_size=16", "-q", "validate",
+                                             path_in("ok.yaml"), NULL}),
+                  0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "batch_size: 16"));
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"-q", "plan", path_in("ok.yaml"), NULL}), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "peak"));
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", "--help", NULL}), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: ganfw validate"));
+  CU_ASSERT_PTR_NULL(strstr(out, "find-batch")); /* that command's usage, not the list */
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"-q", "compare", "-h", NULL}), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: ganfw compare"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--steps"));
+  /* an option of another command is still refused, naming the command */
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", "--measure", path_in("ok.yaml"), NULL}),
+                  2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown option '--measure'"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: ganfw validate"));
+}
+
+/* validate checks the config; data that is not there is one line of its own, and a valid
+ * config still exits 0. A config error is still exit 2. */
+static void test_validate_without_data(void) {
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set",
+                                             "data.path=/nonexistent/mnist", NULL}),
+                  0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "valid"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "/nonexistent/mnist"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "scripts/fetch_mnist.sh"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "batch_size: 8")); /* the resolved config follows */
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set",
+                                             "data.path=/nonexistent/mnist", "--set",
+                                             "train.bach_size=3", NULL}),
+                  2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "did you mean 'batch_size'"));
+  /* a folder of images has no shape without its files: the model cannot be checked, so
+   * the missing data stays a failure (exit 1) naming the folder */
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set",
+                                             "data.path=/nonexistent/imgs", "--set",
+                                             "data.dataset=folder", NULL}),
+                  1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "/nonexistent/imgs"));
+  CU_ASSERT_PTR_NULL(strstr(out, "valid"));
+}
+
+/* extends can drop an inherited key (`~key:`) or replace a whole section
+ * (`_replace_: true`): dcgan.yaml's Adam betas do not reach an SGD optimizer. */
+static void test_extends_drop_and_replace(void) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "extends: %s/configs/dcgan.yaml\n"
+           "data: {path: %s/mnist}\n"
+           "optim: {plugin: sgd, ~betas: }\n",
+           getenv("GANFW_SOURCE_DIR"), root);
+  write_file("drop.yaml", text);
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("drop.yaml"), NULL}), 0);
+  CU_ASSERT_PTR_NULL(strstr(out, "betas"));
+  snprintf(text, sizeof text,
+           "extends: %s/configs/dcgan.yaml\n"
+           "data: {path: %s/mnist}\n"
+           "optim: {_replace_: true, plugin: sgd, lr: 0.01}\n",
+           getenv("GANFW_SOURCE_DIR"), root);
+  write_file("replace.yaml", text);
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("replace.yaml"), NULL}), 0);
+  CU_ASSERT_PTR_NULL(strstr(out, "betas"));
+  CU_ASSERT_PTR_NULL(strstr(out, "2.0e-4")); /* the base's lr went with the section */
+  /* --set ~key drops a key too */
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("drop.yaml"), "--set",
+                                             "~train.max_steps", "--set", "train.epochs=1", NULL}),
+                  0);
+  CU_ASSERT_PTR_NULL(strstr(out, "max_steps: 1500"));
+}
+
 static CU_TestInfo tests[] = {
     {"help, version and usage errors", test_help_version_usage},
     {"validate: resolved config, typos with file:line:col, wrong kinds", test_validate},
     {"plugins lists kind and name", test_plugins_listing},
     {"train, and a missing data set in one message", test_train_and_missing_data},
     {"Ctrl-C writes a checkpoint and exits 130", test_sigint_writes_checkpoint},
+    {"a relative plugin_path is absolute in the resolved config",
+     test_plugin_path_resolved_absolute},
+    {"--set plugin_path is relative to the working directory",
+     test_set_plugin_path_relative_to_cwd},
+    {"global options before the subcommand, SUBCOMMAND --help",
+     test_global_options_and_command_help},
+    {"validate without the data set: exit 0, one line", test_validate_without_data},
+    {"extends: ~key drops, _replace_ replaces a section", test_extends_drop_and_replace},
     CU_TEST_INFO_NULL,
 };
 

@@ -393,7 +393,6 @@ static void test_extends_errors(void) {
   ASSERT_MSG_HAS("x.yaml:1:10: extends: expected a file name or a list of file names");
 }
 
-
 /* `~key:` drops an inherited key, `_replace_: true` makes a map replace the base's section
  * instead of merging into it; lists replace. Markers never reach the tree. */
 static void test_extends_drop_and_replace(void) {
@@ -453,9 +452,9 @@ static void test_extends_drop_and_replace(void) {
   ASSERT_MSG_HAS("typo_drop.yaml:2:9: optim.~beta: nothing to drop");
   CU_ASSERT_EQUAL(ganfw_config_load_string("~seed:\n", "nobase.yaml", &c), GANFW_ERR_CONFIG);
   ASSERT_MSG_HAS("nobase.yaml:1:1: ~seed: nothing to drop");
-  CU_ASSERT_EQUAL(ganfw_config_load_string("extends: base.yaml\noptim: {~lr: 0.1}\n",
-                                           fixture("val.yaml"), &c),
-                  GANFW_ERR_CONFIG);
+  CU_ASSERT_EQUAL(
+      ganfw_config_load_string("extends: base.yaml\noptim: {~lr: 0.1}\n", fixture("val.yaml"), &c),
+      GANFW_ERR_CONFIG);
   ASSERT_MSG_HAS("`~lr:` takes no value");
   CU_ASSERT_EQUAL(ganfw_config_load_string("extends: base.yaml\noptim: {_replace_: maybe}\n",
                                            fixture("val2.yaml"), &c),

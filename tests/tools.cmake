@@ -10,3 +10,12 @@ foreach(suite test_plan test_compare)
     endforeach()
   endif()
 endforeach()
+
+# tests/test_cli.c points a plugin_path at the test plugins (<build>/tests/plugins), which
+# the default search never sees, and validates configs naming the sgd plugin.
+if(TARGET test_cli)
+  add_dependencies(test_cli ganfw_test_plugins)
+  if(TARGET ganfw_plugin_sgd)
+    add_dependencies(test_cli ganfw_plugin_sgd)
+  endif()
+endif()

@@ -1034,6 +1034,16 @@ const ganfw_cfg *ganfw_cfg_section(const ganfw_cfg *node, const char *key) {
   return n;
 }
 
+ganfw_status ganfw_cfg_replace_string(const ganfw_cfg *node, const char *text) {
+  ganfw_cfg *n = (ganfw_cfg *)node;
+  if (!n || !text || n->kind != GANFW_CFG_KIND_SCALAR || n->is_null)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "config: replace_string: %s is not a string value (a programming "
+                           "error)",
+                           ganfw_cfg_where(node));
+  return cfg_scalar_set(n, text, strlen(text), n->quoted, 0);
+}
+
 /* --- unread keys ------------------------------------------------------------------------ */
 
 /* Optimal-string-alignment distance (Levenshtein with adjacent transpositions). */

@@ -114,6 +114,11 @@ const ganfw_cfg *ganfw_cfg_section(const ganfw_cfg *node, const char *key);
  * "(default)" for a recorded default, "(absent)" for NULL). Borrowed, valid until
  * ganfw_config_destroy. */
 const char *ganfw_cfg_where(const ganfw_cfg *node);
+/* Replaces the text of the string value `node` (a scalar, not null) with `text` (copied),
+ * keeping its position and read mark: e.g. a plugin_path entry resolved to an absolute
+ * folder, so that the resolved config names the folder the run used. GANFW_ERR_INVALID_ARG
+ * for a node that is not such a scalar. */
+ganfw_status ganfw_cfg_replace_string(const ganfw_cfg *node, const char *text);
 /* The dotted path of the node from the top ("train.batch_size", "model.layers[2]"; ""
  * for the top). Borrowed, valid until ganfw_config_destroy. */
 const char *ganfw_cfg_path(const ganfw_cfg *node);

@@ -50,9 +50,9 @@ static ganfw_status walk_sections(ganfw_cfg *map, const char *arg, const char *p
       st = child ? cfg_map_append(map, key, 0, 0, child) : GANFW_ERR_OOM;
     } else if (child && !cfg_as_section(child)) {
       st = ganfw_error_set(GANFW_ERR_CONFIG,
-                           "--set '%s': '%s' is %s at %s, not a section that can hold '%.*s'",
-                           arg, ganfw_cfg_path(child), cfg_kind_phrase(child),
-                           ganfw_cfg_where(child), (int)(end - dot - 1), dot + 1);
+                           "--set '%s': '%s' is %s at %s, not a section that can hold '%.*s'", arg,
+                           ganfw_cfg_path(child), cfg_kind_phrase(child), ganfw_cfg_where(child),
+                           (int)(end - dot - 1), dot + 1);
     }
     free(key);
     if (st) return st;

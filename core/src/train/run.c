@@ -1,16 +1,20 @@
 /* A run's set-up (see run.h): config, core keys, plugin search path, plugins. */
 #include "train/run.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
 
-/* The folder of the file a config node came from ("a/b.yaml:3:5" -> "a"). */
+/* The folder a relative path in `node` starts from: that of the config file it was written
+ * in ("a/b.yaml:3:5" -> "a"), or the working directory (".") for a value from --set. */
 static char *node_dir(const ganfw_cfg *node) {
   const char *where = ganfw_cfg_where(node);
-  char *s = strdup(where ? where : "");
+  if (!where || strncmp(where, "--set ", 6) == 0) return strdup(".");
+  char *s = strdup(where);
   if (!s) return NULL;
   for (int k = 0; k < 2; k++) { /* drop ":line:col" */
     char *colon = strrchr(s, ':');
@@ -24,6 +28,57 @@ static char *node_dir(const ganfw_cfg *node) {
   return s;
 }
 
+/* Removes "." and "x/.." parts of the absolute path `p` in place, as Python's
+ * os.path.abspath does (lexically: symbolic links are kept as written). */
+static void normalize_path(char *p) {
+  char *out = p, *in = p;
+  while (*in) {
+    while (*in == '/') in++;
+    char *end = strchr(in, '/');
+    size_t len = end ? (size_t)(end - in) : strlen(in);
+    if (len == 0) break;
+    if (len == 1 && in[0] == '.') {
+    } else if (len == 2 && in[0] == '.' && in[1] == '.') {
+      while (out > p && *--out != '/') {
+      }
+    } else {
+      *out++ = '/';
+      memmove(out, in, len);
+      out += len;
+    }
+    in += len;
+  }
+  if (out == p) *out++ = '/';
+  *out = '\0';
+}
+
+/* `dir` as an absolute folder: relative to base (itself relative to the working directory
+ * unless absolute). Heap string, NULL when out of memory or the working directory is
+ * unknown (error recorded). */
+static char *absolute_dir(const char *base, const char *dir) {
+  char cwd[4096] = "";
+  if (dir[0] != '/' && base[0] != '/' && !getcwd(cwd, sizeof cwd)) {
+    ganfw_error_set(GANFW_ERR_IO, "plugin_path: cannot read the working directory: %s",
+                    strerror(errno));
+    return NULL;
+  }
+  size_t len = strlen(cwd) + strlen(base) + strlen(dir) + 3;
+  char *p = malloc(len);
+  if (!p) {
+    ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+    return NULL;
+  }
+  if (dir[0] == '/')
+    snprintf(p, len, "%s", dir);
+  else
+    snprintf(p, len, "%s%s%s/%s", cwd, cwd[0] ? "/" : "", base, dir);
+  normalize_path(p);
+  return p;
+}
+
+/* Each plugin_path entry becomes an absolute folder: relative to the config file that
+ * names it, or to the working directory for --set. The config holds the absolute folder
+ * from then on, so that config.resolved.yaml finds the plugins from any run folder. */
 static ganfw_status read_plugin_path(ganfw_run *run, const ganfw_cfg *root) {
   int64_t n = ganfw_cfg_list_len(root, "plugin_path");
   if (n < 0) return ganfw_error_code();
@@ -38,17 +93,13 @@ static ganfw_status read_plugin_path(ganfw_run *run, const ganfw_cfg *root) {
     if (!dir || !*dir)
       return ganfw_error_set(GANFW_ERR_CONFIG, "%s: plugin_path: empty entry",
                              ganfw_cfg_where(item));
-    char *base = dir[0] == '/' ? strdup("") : node_dir(item);
+    char *base = node_dir(item);
     if (!base) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-    size_t len = strlen(base) + strlen(dir) + 2;
-    run->plugin_dirs[i] = malloc(len);
-    if (!run->plugin_dirs[i]) {
-      free(base);
-      return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-    }
-    snprintf(run->plugin_dirs[i], len, "%s%s%s", base, *base ? "/" : "", dir);
+    run->plugin_dirs[i] = absolute_dir(base, dir);
     free(base);
+    if (!run->plugin_dirs[i]) return ganfw_error_code();
     run->n_plugin_dirs = i + 1;
+    if ((st = ganfw_cfg_replace_string(item, run->plugin_dirs[i])) != GANFW_OK) return st;
   }
   return GANFW_OK;
 }

@@ -13,7 +13,7 @@
 typedef struct ganfw_run {
   ganfw_config *config;
   const char *config_path;
-  char **plugin_dirs; /* plugin_path entries, resolved against the config's folder */
+  char **plugin_dirs; /* plugin_path entries as absolute folders (see run.c) */
   int64_t n_plugin_dirs;
   ganfw_ctx_options ctx_opt;
   const char *out_dir;

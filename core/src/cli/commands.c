@@ -1,0 +1,432 @@
+/* The ganfw commands: one table row each (name, usage, options, handler), the option
+ * parsers of the commands that have options, and the handlers. Parsing argv and printing
+ * the usage from this table is main.c's. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "config/config.h"
+#include "base/error.h"
+#include "data/data.h"
+#include "ganfw/ganfw.h"
+#include "train/run.h"
+#include "train/session.h"
+#include "train/trainer.h"
+
+/* --- option values ---------------------------------------------------------------------- */
+
+/* A whole number in [lo, hi] from `v` into *out; 0 when it is not one. */
+static int parse_whole(const char *v, long long lo, long long hi, long long *out) {
+  if (!v || !*v) return 0;
+  char *end = NULL;
+  long long num = strtoll(v, &end, 10);
+  if (*end || num < lo || num > hi) return 0;
+  *out = num;
+  return 1;
+}
+
+/* The value of an option that needs one (*took set), or NULL after printing the error. */
+static const char *need_value(const cli_args *args, const char *opt, const char *value, int *took) {
+  if (!value) {
+    cli_usage_error(args->command, "%s needs a value", opt);
+    return NULL;
+  }
+  *took = 1;
+  return value;
+}
+
+/* --- options of each command --------------------------------------------------------------- */
+
+static int sample_option(cli_args *a, const char *opt, const char *value, int *took) {
+  int is_n = strcmp(opt, "-n") == 0, is_nrow = strcmp(opt, "--nrow") == 0;
+  int is_seed = strcmp(opt, "--seed") == 0, is_out = strcmp(opt, "-o") == 0;
+  if (!is_n && !is_nrow && !is_seed && !is_out) return CLI_OPT_UNKNOWN;
+  const char *v = need_value(a, opt, value, took);
+  if (!v) return EXIT_USAGE;
+  if (is_out) {
+    a->sample.output = v;
+    return CLI_OPT_TAKEN;
+  }
+  long long num;
+  if (!parse_whole(v, is_seed ? 0 : 1, is_seed ? LLONG_MAX : 1024, &num))
+    return cli_usage_error(a->command, "bad value for %s (a positive number, -n at most 1024)",
+                           opt);
+  if (is_n) {
+    a->sample.n = num;
+  } else if (is_nrow) {
+    a->sample.nrow = (int32_t)num;
+  } else {
+    a->sample.seed = (uint64_t)num;
+    a->sample.has_seed = 1;
+  }
+  return CLI_OPT_TAKEN;
+}
+
+static int score_option(cli_args *a, const char *opt, const char *value, int *took) {
+  int is_cls = strcmp(opt, "--classifier") == 0, is_n = strcmp(opt, "-n") == 0;
+  int is_seed = strcmp(opt, "--seed") == 0, is_batch = strcmp(opt, "--batch") == 0;
+  if (!is_cls && !is_n && !is_seed && !is_batch) return CLI_OPT_UNKNOWN;
+  const char *v = need_value(a, opt, value, took);
+  if (!v) return EXIT_USAGE;
+  if (is_cls) {
+    a->score.classifier = v;
+    return CLI_OPT_TAKEN;
+  }
+  long long num;
+  if (!parse_whole(v, is_seed ? 0 : 1, is_seed ? LLONG_MAX : (1LL << 30), &num))
+    return cli_usage_error(a->command, "bad value for %s (a positive number)", opt);
+  if (is_n) {
+    a->score.n = num;
+  } else if (is_batch) {
+    a->score.batch = num;
+  } else {
+    a->score.seed = (uint64_t)num;
+    a->score.has_seed = 1;
+  }
+  return CLI_OPT_TAKEN;
+}
+
+static int eval_option(cli_args *a, const char *opt, const char *value, int *took) {
+  int is_ckpt = strcmp(opt, "--checkpoint") == 0;
+  if (!is_ckpt && strcmp(opt, "--batch") != 0) return CLI_OPT_UNKNOWN;
+  const char *v = need_value(a, opt, value, took);
+  if (!v) return EXIT_USAGE;
+  long long num;
+  if (is_ckpt)
+    a->eval.checkpoint = v;
+  else if (parse_whole(v, 1, 1 << 20, &num))
+    a->eval.batch = num;
+  else
+    return cli_usage_error(a->command, "bad value for %s (a batch size from 1 to 1048576)", opt);
+  return CLI_OPT_TAKEN;
+}
+
+static int plan_option(cli_args *a, const char *opt, const char *value, int *took) {
+  (void)value, (void)took;
+  if (strcmp(opt, "--measure") != 0) return CLI_OPT_UNKNOWN;
+  a->measure = 1;
+  return CLI_OPT_TAKEN;
+}
+
+static int find_batch_option(cli_args *a, const char *opt, const char *value, int *took) {
+  if (strcmp(opt, "--no-confirm") == 0) {
+    a->find.confirm = 0;
+    return CLI_OPT_TAKEN;
+  }
+  int is_margin = strcmp(opt, "--margin") == 0;
+  if (!is_margin && strcmp(opt, "--max-batch") != 0) return CLI_OPT_UNKNOWN;
+  const char *v = need_value(a, opt, value, took);
+  if (!v) return EXIT_USAGE;
+  if (is_margin) {
+    char *end = NULL;
+    double m = strtod(v, &end);
+    if (!*v || *end || !(m >= 0.0 && m <= 0.9))
+      return cli_usage_error(a->command, "bad value for %s (a fraction of the budget, 0 to 0.9)",
+                             opt);
+    a->find.margin = m;
+    return CLI_OPT_TAKEN;
+  }
+  long long num;
+  if (!parse_whole(v, 1, 1 << 20, &num))
+    return cli_usage_error(a->command, "bad value for %s (a whole number; see --help)", opt);
+  a->find.max_batch = num;
+  return CLI_OPT_TAKEN;
+}
+
+static int compare_option(cli_args *a, const char *opt, const char *value, int *took) {
+  int is_steps = strcmp(opt, "--steps") == 0, is_warmup = strcmp(opt, "--warmup") == 0;
+  int is_csv = strcmp(opt, "--csv") == 0, is_json = strcmp(opt, "--json") == 0;
+  if (!is_steps && !is_warmup && !is_csv && !is_json) return CLI_OPT_UNKNOWN;
+  const char *v = need_value(a, opt, value, took);
+  if (!v) return EXIT_USAGE;
+  if (is_csv || is_json) {
+    *(is_csv ? &a->csv : &a->json) = v;
+    return CLI_OPT_TAKEN;
+  }
+  long long num;
+  if (!parse_whole(v, is_warmup ? 0 : 1, 100000, &num))
+    return cli_usage_error(a->command, "bad value for %s (a whole number; see --help)", opt);
+  *(is_steps ? &a->compare.steps : &a->compare.warmup) = (int32_t)num;
+  return CLI_OPT_TAKEN;
+}
+
+static int plugins_option(cli_args *a, const char *opt, const char *value, int *took) {
+  if (strcmp(opt, "--plugin-path") != 0) return CLI_OPT_UNKNOWN;
+  if (!value) return cli_usage_error(a->command, "%s needs a folder", opt);
+  if (a->ndirs == CLI_MAX_ARGS) return cli_usage_error(a->command, "too many %s options", opt);
+  a->plugin_dirs[a->ndirs++] = value;
+  *took = 1;
+  return CLI_OPT_TAKEN;
+}
+
+/* --- handlers ---------------------------------------------------------------------------- */
+
+static int cmd_plugins(cli_args *args) {
+  ganfw_status st = ganfw_plugin_list(args->plugin_dirs, args->ndirs, stdout);
+  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+}
+
+/* Everything a run does before its first step: config, plugins, data (unless `info` gives
+ * its shape), model, optimizers; then every key must have been read by someone. *session
+ * may be NULL on failure. */
+static ganfw_status prepare(const cli_args *args, const ganfw_data_info *info, ganfw_run **run,
+                            ganfw_session **session) {
+  *session = NULL;
+  ganfw_status st = ganfw_run_open(args->operands[0], args->sets, args->nsets, run);
+  if (st == GANFW_OK) st = ganfw_session_open(*run, info == NULL, info, session);
+  if (st == GANFW_OK) st = ganfw_config_check_unused((*run)->config);
+  return st;
+}
+
+/* The shape a built-in data set has after the config's transforms, without its files
+ * (MNIST 1x28x28, CIFAR-10 3x32x32, 10 classes; square images, so resize, crop and pad
+ * act on both sides alike). 0 for a kind whose shape only its files tell (folder). The
+ * data keys were read by the session that failed to open the data. */
+static int nominal_data_info(const ganfw_cfg *root, ganfw_data_info *info) {
+  const char *kind = NULL;
+  int64_t channels = 0, resize = 0, crop = 0, pad = 0;
+  if (ganfw_cfg_string(root, "data.dataset", "mnist", &kind) || !kind ||
+      ganfw_cfg_int(root, "data.channels", 0, &channels) ||
+      ganfw_cfg_int(root, "data.resize", 0, &resize) ||
+      ganfw_cfg_int(root, "data.crop", 0, &crop) || ganfw_cfg_int(root, "data.pad", 0, &pad)) {
+    ganfw_error_clear();
+    return 0;
+  }
+  int64_t c, side;
+  if (strcmp(kind, "mnist") == 0)
+    c = 1, side = 28;
+  else if (strcmp(kind, "cifar10") == 0)
+    c = 3, side = 32;
+  else
+    return 0;
+  if (resize > 0) side = resize;
+  if (crop > 0) side = crop;
+  side += 2 * pad;
+  memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+  info->channels = (int32_t)(channels ? channels : c);
+  info->height = info->width = (int32_t)side;
+  info->num_classes = 10;
+  return 1;
+}
+
+/* Whether the run's data set cannot be read (its message kept in msg): the one failure
+ * validate reports beside a valid config instead of instead of it. */
+static int data_missing(const ganfw_run *run, char *msg, size_t n) {
+  const ganfw_cfg *root = ganfw_config_root(run->config);
+  const char *kind = NULL, *path = NULL;
+  if (ganfw_cfg_string(root, "data.dataset", "mnist", &kind) ||
+      ganfw_cfg_string(root, "data.path", "data/mnist", &path) || !kind || !path) {
+    ganfw_error_clear();
+    return 0;
+  }
+  ganfw_dataset *ds = NULL;
+  ganfw_status st = ganfw_dataset_open(kind, path, 1, NULL, &ds);
+  ganfw_dataset_destroy(ds);
+  if (st != GANFW_ERR_IO) return 0;
+  snprintf(msg, n, "%s", ganfw_error_message());
+  return 1;
+}
+
+/* Checks the config and prints it resolved. Data that is not there is one line on stderr
+ * and does not make a valid config invalid (exit 0); the model is then built for the data
+ * set's nominal shape. */
+static int cmd_validate(cli_args *args) {
+  ganfw_run *run = NULL;
+  ganfw_session *session = NULL;
+  ganfw_status st = prepare(args, NULL, &run, &session);
+  static char data_msg[4096];
+  int no_data = 0;
+  ganfw_data_info info;
+  if (st == GANFW_ERR_IO && run && !session && data_missing(run, data_msg, sizeof data_msg) &&
+      nominal_data_info(ganfw_config_root(run->config), &info)) {
+    ganfw_run_close(run);
+    run = NULL;
+    no_data = 1;
+    st = prepare(args, &info, &run, &session);
+  }
+  if (st == GANFW_OK) {
+    if (no_data)
+      fprintf(stderr,
+              "ganfw: note: the data set is not there (%s); the config is valid, training "
+              "needs the data\n",
+              data_msg);
+    printf("# %s: valid%s\n", args->operands[0],
+           no_data ? " (the data set was not found: model checked for its nominal shape)" : "");
+    st = ganfw_config_write_resolved(run->config, stdout);
+  }
+  ganfw_session_close(session);
+  ganfw_run_close(run);
+  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+}
+
+/* An out-of-memory failure of a run (its message recorded): the message, then what each
+ * memory strategy would bring the peak to, planned after the run let go of its memory. */
+static int fail_oom(const cli_args *args) {
+  static char msg[8192], advice[4096];
+  snprintf(msg, sizeof msg, "%s", ganfw_error_message());
+  ganfw_oom_advice(args->operands[0], args->sets, args->nsets, advice, sizeof advice);
+  fprintf(stderr, "ganfw: %s: %s%s\n", ganfw_status_name(GANFW_ERR_OOM), msg, advice);
+  return EXIT_RUNTIME;
+}
+
+static int cmd_train(cli_args *args) {
+  ganfw_run *run = NULL;
+  ganfw_session *session = NULL;
+  ganfw_status st = prepare(args, NULL, &run, &session);
+  if (st == GANFW_OK)
+    st = session->family == GANFW_MODEL_CLASSIFIER ? ganfw_train_classifier(session)
+                                                   : ganfw_train_gan(session);
+  static char oom_msg[8192];
+  if (st == GANFW_ERR_OOM) snprintf(oom_msg, sizeof oom_msg, "%s", ganfw_error_message());
+  ganfw_session_close(session);
+  ganfw_run_close(run);
+  if (st == GANFW_ERR_OOM) { /* advice needs the memory back first */
+    ganfw_error_set(GANFW_ERR_OOM, "%s", oom_msg);
+    return fail_oom(args);
+  }
+  if (st == GANFW_ERR_INTERRUPTED) {
+    fprintf(stderr, "ganfw: %s\n", ganfw_error_message());
+    return EXIT_INTERRUPTED;
+  }
+  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+}
+
+static int cmd_plan(cli_args *args) {
+  const char *config = args->operands[0];
+  ganfw_probe_result plan, real;
+  memset(&real, 0, sizeof real);
+  ganfw_status st = ganfw_plan_make(config, args->sets, args->nsets, 0, NULL, &plan);
+  if (st == GANFW_OK) ganfw_plan_print(config, &plan, stdout);
+  if (st == GANFW_OK && args->measure) {
+    fflush(stdout);
+    char *summary = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&summary, &len);
+    st = ganfw_plan_measure(config, args->sets, args->nsets, &plan, mem, &real);
+    if (mem) fclose(mem);
+    if (st == GANFW_OK) ganfw_plan_print_vs(&plan, &real, stdout);
+    if (st == GANFW_OK && summary && *summary)
+      printf("\nThe allocator after the real step:\n%s", summary);
+    free(summary);
+  }
+  ganfw_probe_result_free(&plan);
+  ganfw_probe_result_free(&real);
+  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+}
+
+/* Exit code 1 when no batch size fits or the confirming step ran out of memory. */
+static int cmd_find_batch(cli_args *args) {
+  ganfw_find_batch_result *res = malloc(sizeof *res);
+  if (!res) return cli_fail(ganfw_error_set(GANFW_ERR_OOM, "out of host memory"));
+  ganfw_status st =
+      ganfw_find_batch(args->operands[0], args->sets, args->nsets, &args->find, res, stdout);
+  int rc = EXIT_OK;
+  if (st != GANFW_OK)
+    rc = cli_fail(st);
+  else if (res->batch == 0 || (res->confirmed && res->real.oom))
+    rc = EXIT_RUNTIME;
+  ganfw_find_batch_free(res);
+  free(res);
+  return rc;
+}
+
+/* Exit code 0 when the table is complete, OOM rows included; 1 when a config failed
+ * otherwise (its row says why). */
+static int cmd_compare(cli_args *args) {
+  int n = args->noperands;
+  ganfw_compare_row *rows = calloc((size_t)n, sizeof *rows);
+  if (!rows) return cli_fail(ganfw_error_set(GANFW_ERR_OOM, "out of host memory"));
+  ganfw_status st =
+      ganfw_compare_run(args->operands, n, args->sets, args->nsets, &args->compare, rows, stderr);
+  if (st == GANFW_OK) ganfw_compare_print(rows, n, stdout);
+  if (st == GANFW_OK && args->csv) st = ganfw_compare_write_csv(rows, n, args->csv);
+  if (st == GANFW_OK && args->json) st = ganfw_compare_write_json(rows, n, args->json);
+  int failed = 0;
+  for (int i = 0; i < n; i++) failed |= rows[i].status != GANFW_OK;
+  ganfw_compare_rows_free(rows, n);
+  free(rows);
+  if (st != GANFW_OK) return cli_fail(st);
+  return failed ? EXIT_RUNTIME : EXIT_OK;
+}
+
+static int cmd_eval(cli_args *args) {
+  args->eval.source = args->operands[0];
+  args->eval.sets = args->sets;
+  args->eval.nsets = args->nsets;
+  ganfw_status st = ganfw_eval(&args->eval, stdout);
+  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+}
+
+static int cmd_score(cli_args *args) {
+  if (!args->score.classifier)
+    return cli_usage_error(args->command, "%s needs --classifier RUN_DIR|CHECKPOINT", "score");
+  args->score.source = args->operands[0];
+  ganfw_score_result res;
+  ganfw_status st = ganfw_score(&args->score, &res, stdout);
+  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+}
+
+static int cmd_sample(cli_args *args) {
+  args->sample.source = args->operands[0];
+  ganfw_status st = ganfw_sample(&args->sample);
+  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+}
+
+/* --- the table ----------------------------------------------------------------------------- */
+
+const cli_command cli_commands[] = {
+    {"train", "[train] [options] CONFIG", "train the model a config describes", NULL,
+     "a config file", 0, NULL, cmd_train},
+    {"validate", "validate [options] CONFIG",
+     "check a config (keys, values, plugins, model shapes) without training, print it\n"
+     "resolved; exit 0 when valid, also when only the data set is missing (one line says so)",
+     NULL, "a config file", 0, NULL, cmd_validate},
+    {"plugins", "plugins [--plugin-path DIR]", "list the plugins found",
+     "  --plugin-path DIR  search DIR first (repeatable)\n", NULL, 0, plugins_option, cmd_plugins},
+    {"sample", "sample RUN_DIR|CHECKPOINT [-n 64] [-o grid.png] [--seed S] [--nrow 8]",
+     "images from a trained generator",
+     "  -n N        images (1 to 1024, default 64)\n"
+     "  -o FILE     the PNG grid (default samples.png)\n"
+     "  --seed S    noise seed (default: the run's)\n"
+     "  --nrow N    images per row (default 8)\n",
+     "a run folder or checkpoint", 0, sample_option, cmd_sample},
+    {"score",
+     "score RUN_DIR|CHECKPOINT --classifier RUN_DIR|CHECKPOINT [-n 10000] [--seed S]\n"
+     "                  [--batch 500]",
+     "a generator judged by a classifier: mean confidence, class entropy, inception score",
+     "  --classifier RUN_DIR|CHECKPOINT  the classifier (required)\n"
+     "  -n N                             generated images (default 10000)\n"
+     "  --seed S                         noise seed\n"
+     "  --batch N                        images per batch (default 500)\n",
+     "a run folder or checkpoint", 0, score_option, cmd_score},
+    {"eval", "eval CONFIG|RUN_DIR [--checkpoint PATH] [--batch N]",
+     "a classifier's test accuracy, loss and confusion matrix (best checkpoint, else the\n"
+     "latest)",
+     "  --checkpoint PATH  the checkpoint to evaluate\n"
+     "  --batch N          images per batch (1 to 1048576)\n",
+     "a config or run folder", 0, eval_option, cmd_eval},
+    {"plan", "plan [options] CONFIG [--measure]",
+     "peak memory from shapes alone, per category, phase and layer",
+     "  --measure   also run one real step and compare\n", "a config file", 0, plan_option,
+     cmd_plan},
+    {"find-batch", "find-batch [options] CONFIG [--margin 0.05] [--no-confirm] [--max-batch N]",
+     "the largest batch that fits the device budget",
+     "  --margin F     keep this fraction of the budget free (0 to 0.9, default 0.05)\n"
+     "  --no-confirm   do not confirm the result with a real step\n"
+     "  --max-batch N  search no higher (default 1048576)\n",
+     "a config file", 0, find_batch_option, cmd_find_batch},
+    {"compare",
+     "compare [options] A.yaml B.yaml ... [--steps 10] [--warmup 2] [--csv F]\n"
+     "                    [--json F]",
+     "memory, speed and losses side by side",
+     "  --steps N    timed steps per config (default 10)\n"
+     "  --warmup N   untimed steps first (default 2)\n"
+     "  --csv F      also write the table as CSV\n"
+     "  --json F     also write it as JSON\n",
+     "config files", 1, compare_option, cmd_compare},
+};
+
+const int cli_n_commands = (int)(sizeof cli_commands / sizeof cli_commands[0]);
