@@ -140,6 +140,11 @@ static void test_validate(void) {
   CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("kind.yaml"), NULL}), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "optimizer plugin"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "model.plugin"));
+  /* a value outside the range the core accepts names the range and where it came from */
+  CU_ASSERT_EQUAL(
+      run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set", "optim.lr=20", NULL}), 2);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(out, "--set optim.lr=20: optim.lr: 20 is out of range: expected a number in (0, 10)"));
   /* a plugin that does not exist lists where it looked */
   write_file("missing.yaml", "extends: ok.yaml\noptim: {plugin: adamw2}\n");
   CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("missing.yaml"), NULL}), 2);

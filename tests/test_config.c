@@ -482,6 +482,37 @@ static void test_set_drop(void) {
   ganfw_config_destroy(c);
 }
 
+/* Ranged reads: the range (open or closed ends) in the message, at the value's position;
+ * a default is not checked. */
+static void test_ranges(void) {
+  ganfw_config *c = load_text("lr: 20\nlo: 0\nhi: 10\nok: 1e-3\nn: 0\nm: 1048576\n");
+  const ganfw_cfg *r = ganfw_config_root(c);
+  double f;
+  int64_t i;
+  const int32_t open = GANFW_CFG_OPEN_LO | GANFW_CFG_OPEN_HI;
+  CU_ASSERT_EQUAL(ganfw_cfg_float_in(r, "lr", 1e-3, 0, 10, open, &f), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("t.yaml:1:5: lr: 20 is out of range: expected a number in (0, 10)");
+  CU_ASSERT_EQUAL(f, 1e-3);
+  CU_ASSERT_EQUAL(ganfw_cfg_float_in(r, "lo", 1, 0, 10, open, &f), GANFW_ERR_CONFIG);
+  CU_ASSERT_EQUAL(ganfw_cfg_float_in(r, "lo", 1, 0, 10, GANFW_CFG_OPEN_HI, &f), GANFW_OK);
+  CU_ASSERT_EQUAL(f, 0);
+  CU_ASSERT_EQUAL(ganfw_cfg_float_in(r, "hi", 1, 0, 10, GANFW_CFG_OPEN_LO, &f), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_cfg_float_in(r, "hi", 1, 0, 10, open, &f), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("hi: 10 is out of range: expected a number in (0, 10)");
+  CU_ASSERT_EQUAL(ganfw_cfg_float_in(r, "hi", 1, 0, 1, 0, &f), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("expected a number in [0, 1]");
+  CU_ASSERT_EQUAL(ganfw_cfg_float_in(r, "ok", 1, 0, 10, open, &f), GANFW_OK);
+  CU_ASSERT_EQUAL(f, 1e-3);
+  CU_ASSERT_EQUAL(ganfw_cfg_float_in(r, "absent", 99, 0, 10, open, &f), GANFW_OK);
+  CU_ASSERT_EQUAL(f, 99);
+  CU_ASSERT_EQUAL(ganfw_cfg_int_in(r, "n", 64, 1, 1 << 20, &i), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("t.yaml:5:4: n: 0 is out of range: expected an integer from 1 to 1048576");
+  CU_ASSERT_EQUAL(i, 64);
+  CU_ASSERT_EQUAL(ganfw_cfg_int_in(r, "m", 64, 1, 1 << 20, &i), GANFW_OK);
+  CU_ASSERT_EQUAL(i, 1048576);
+  ganfw_config_destroy(c);
+}
+
 /* --- --set ------------------------------------------------------------------------------------ */
 
 static void test_set(void) {
@@ -784,6 +815,7 @@ static CU_TestInfo tests[] = {
     {"set", test_set},
     {"extends_drop_and_replace", test_extends_drop_and_replace},
     {"set_drop", test_set_drop},
+    {"ranges", test_ranges},
     {"unread_keys", test_unread_keys},
     {"resolved_roundtrip", test_resolved_roundtrip},
     {"resolved_file", test_resolved_file},

@@ -854,6 +854,36 @@ ganfw_status ganfw_cfg_string(const ganfw_cfg *node, const char *key, const char
   return GANFW_OK;
 }
 
+ganfw_status ganfw_cfg_int_in(const ganfw_cfg *node, const char *key, int64_t def, int64_t lo,
+                              int64_t hi, int64_t *out) {
+  ganfw_status st = ganfw_cfg_int(node, key, def, out);
+  if (st || !ganfw_cfg_has(node, key) || (*out >= lo && *out <= hi)) return st;
+  const ganfw_cfg *v = key ? ganfw_cfg_child(node, key) : node;
+  int64_t got = *out;
+  *out = def;
+  return value_error(
+      v, "%" PRId64 " is out of range: expected an integer from %" PRId64 " to %" PRId64, got, lo,
+      hi);
+}
+
+ganfw_status ganfw_cfg_float_in(const ganfw_cfg *node, const char *key, double def, double lo,
+                                double hi, int32_t open, double *out) {
+  ganfw_status st = ganfw_cfg_float(node, key, def, out);
+  if (st || !ganfw_cfg_has(node, key)) return st;
+  int lo_ok = (open & GANFW_CFG_OPEN_LO) ? *out > lo : *out >= lo;
+  int hi_ok = (open & GANFW_CFG_OPEN_HI) ? *out < hi : *out <= hi;
+  if (lo_ok && hi_ok) return GANFW_OK;
+  const ganfw_cfg *v = key ? ganfw_cfg_child(node, key) : node;
+  char a[40], b[40]; /* "%.15g" writes 10 as 10, not 1e+01 as the shortest form would */
+  snprintf(a, sizeof a, "%.15g", lo);
+  snprintf(b, sizeof b, "%.15g", hi);
+  const char *text = v->text;
+  *out = def;
+  return value_error(v, "%s is out of range: expected a number in %c%s, %s%c", text,
+                     (open & GANFW_CFG_OPEN_LO) ? '(' : '[', a, b,
+                     (open & GANFW_CFG_OPEN_HI) ? ')' : ']');
+}
+
 /* "8GiB", "512MiB", "64KiB" when exact, else the plain number. */
 static void format_bytes(char *buf, size_t size, int64_t v) {
   static const struct {

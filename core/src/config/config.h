@@ -81,6 +81,17 @@ ganfw_status ganfw_cfg_bool(const ganfw_cfg *node, const char *key, int32_t def,
 ganfw_status ganfw_cfg_string(const ganfw_cfg *node, const char *key, const char *def,
                               const char **out);
 ganfw_status ganfw_cfg_bytes(const ganfw_cfg *node, const char *key, int64_t def, int64_t *out);
+/* Ranged reads for the keys the core reads (train.*, optim.lr, ...): as ganfw_cfg_int and
+ * ganfw_cfg_float, and a value written in the config must lie in the range, for integers
+ * [lo, hi], for floats from lo to hi with each end included unless `open` has
+ * GANFW_CFG_OPEN_LO / GANFW_CFG_OPEN_HI. Outside it is GANFW_ERR_CONFIG with the range:
+ *   "a.yaml:7:7: optim.lr: 20 is out of range: expected a number in (0, 10)"
+ * The default is the caller's to choose inside the range; it is not checked. */
+enum { GANFW_CFG_OPEN_LO = 1, GANFW_CFG_OPEN_HI = 2 };
+ganfw_status ganfw_cfg_int_in(const ganfw_cfg *node, const char *key, int64_t def, int64_t lo,
+                              int64_t hi, int64_t *out);
+ganfw_status ganfw_cfg_float_in(const ganfw_cfg *node, const char *key, double def, double lo,
+                                double hi, int32_t open, double *out);
 /* Items of the list at `key`: 0 when absent or null, -1 (and an error) when not a list. */
 int64_t ganfw_cfg_list_len(const ganfw_cfg *node, const char *key);
 /* Item i of the list at `key` (a scalar item is a node too: read it with key NULL); NULL

@@ -297,11 +297,7 @@ static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const 
 }
 
 static ganfw_status read_lr(const ganfw_cfg *optim, const char *key, double def, double *out) {
-  ganfw_status st = ganfw_cfg_float(optim, key, def, out);
-  if (st == GANFW_OK && !(*out > 0 && *out < 10))
-    st = ganfw_error_set(GANFW_ERR_CONFIG, "%s: optim.%s must be in (0, 10), got %g",
-                         ganfw_cfg_where(ganfw_cfg_child(optim, key)), key, *out);
-  return st;
+  return ganfw_cfg_float_in(optim, key, def, 0, 10, GANFW_CFG_OPEN_LO | GANFW_CFG_OPEN_HI, out);
 }
 
 /* Creates the memory strategies in config order and lets each adjust the options. */
