@@ -1,6 +1,6 @@
-/* The CPU dense kernels (core/src/backend/cpu/{gemm,conv2d,conv_transpose2d,linear}.c) and the shape
- * helpers (core/src/backend/shapes.c): GEMM and the forward passes against direct double sums, every
- * input and parameter gradient against central differences (gt_gradcheck) and against
+/* The CPU dense kernels (core/src/backend/cpu/{gemm,conv2d,conv_transpose2d,linear}.c) and the
+ * shape helpers (core/src/backend/shapes.c): GEMM and the forward passes against direct double
+ * sums, every input and parameter gradient against central differences (gt_gradcheck) and against
  * direct double sums, the accumulate flag, NULL gradients, workspaces allocated at exactly
  * the reported size (run under ASan) and results that do not depend on the thread count.
  * Shapes cover stride 2, padding, odd and non-square sizes, N=1, bias NULL, the dense
@@ -919,9 +919,9 @@ static void test_thread_count(void) {
   thread_count_conv(&dense, "dense");
   const convt_case convt = {16, 64, 8, 8, 32, 4, 4, 2, 2, 1, 1, 0, 0, 1};
   thread_count_convt(&convt);
-  thread_count_linear(64, 300, 200);  /* splits columns */
-  thread_count_linear(600, 64, 100);  /* dx splits rows */
-  ganfw_cpu_set_threads(NULL, 0); /* one per processor */
+  thread_count_linear(64, 300, 200); /* splits columns */
+  thread_count_linear(600, 64, 100); /* dx splits rows */
+  ganfw_cpu_set_threads(NULL, 0);    /* one per processor */
   CU_ASSERT(ganfw_cpu_threads() >= 1);
   ganfw_cpu_set_threads(NULL, saved);
 }

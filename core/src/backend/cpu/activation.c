@@ -2,140 +2,33 @@
  * floats: forward y = f(x) and backward from the output y (dx = dy * f'(x), f' written in
  * terms of y).
  * y may alias x and dx may alias dy. tanh and sigmoid use a branch-free exp so the loops
- * vectorise. */
+ * vectorise. The kernels live in activation_kernels.h, compiled once per SIMD level. */
 #include <math.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
 
-/* Also compile the kernels for AVX-512 and AVX2; the loader picks the best one at start. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define ACT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ACT_CLONES
-#endif
-
 /* Below this many elements the kernels stay on one thread. */
 #define ACT_PARALLEL_MIN 65536
 
-static inline float bits_to_float(uint32_t i) {
-  float f;
-  memcpy(&f, &i, sizeof f);
-  return f;
-}
+/* The kernels, once per SIMD level (isa.h); each call runs the level in use. */
+#define GANFW_ISA_BODY "backend/cpu/activation_kernels.h"
+#include "backend/cpu/isa_each.h"
 
-static inline uint32_t float_to_bits(float f) {
-  uint32_t i;
-  memcpy(&i, &f, sizeof i);
-  return i;
-}
+typedef void (*act_forward_fn)(int32_t kind, float alpha, int64_t n, const float *x, float *y);
+typedef void (*act_backward_fn)(int32_t kind, float alpha, int64_t n, const float *y,
+                                const float *dy, float *dx);
+static const act_forward_fn act_forward[GANFW_CPU_ISA_COUNT] = GANFW_ISA_TABLE(act_forward);
+static const act_backward_fn act_backward[GANFW_CPU_ISA_COUNT] = GANFW_ISA_TABLE(act_backward);
 
-/* c ? a : b as a bit blend. Written as `c ? a : b` (or x * (c ? a : b)) GCC sinks the
- * arithmetic into the branch and, since it might trap, does not vectorise it for targets
- * without masked instructions (SSE2, AVX2). Both a and b are computed. */
-static inline float pick(int c, float a, float b) {
-  uint32_t m = 0u - (uint32_t)c;
-  return bits_to_float((float_to_bits(a) & m) | (float_to_bits(b) & ~m));
-}
-
-/* exp(x) within ~2 ulp for every float: n = round(x / ln2), r = x - n ln2 (two-part ln2),
- * a degree-6 polynomial for exp(r), and 2^n applied as two factors so that results down to
- * the subnormals and up to inf come out right without branches. NaN stays NaN. */
-static inline float exp_vec(float x) {
-  x = pick(x < -104.0f, -104.0f, x);
-  x = pick(x > 89.0f, 89.0f, x);
-  /* Adding 1.5 * 2^23 rounds to an integer, which then sits in the low mantissa bits. */
-  const float round_magic = 12582912.0f;
-  float t = x * 1.44269504088896341f + round_magic;
-  float nf = t - round_magic;
-  /* nf as an integer, in [-150, 129] */
-  int32_t n = (int32_t)(float_to_bits(t) & 0x7fffff) - 0x400000;
-  float r = x - nf * 0.693359375f; /* ln2 = 0.693359375 - 2.12194440e-4, first part exact */
-  r = r + nf * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  int32_t n1 = n >> 1, n2 = n - n1;
-  return p * bits_to_float((uint32_t)(n1 + 127) << 23) * bits_to_float((uint32_t)(n2 + 127) << 23);
-}
-
-/* tanh: an odd polynomial near 0 (where 1 - 2/(e^2|x| + 1) would cancel), else the exp
- * form. The polynomial's input is clamped so that it stays finite when not chosen. */
-static inline float tanh_vec(float x) {
-  float ax = fabsf(x);
-  float xs = pick(x < -0.625f, -0.625f, x);
-  xs = pick(xs > 0.625f, 0.625f, xs);
-  float z = xs * xs;
-  float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
-                  1.33314422036e-1f) *
-                     z -
-                 3.33332819422e-1f) *
-                    z * xs +
-                xs;
-  float big = copysignf(1.0f - 2.0f / (exp_vec(2.0f * ax) + 1.0f), x);
-  return pick(ax < 0.625f, small, big);
-}
-
-/* sigmoid from exp(-|x|) so that neither side overflows: 1/(1+e), times e for x < 0. */
-static inline float sigmoid_vec(float x) {
-  float e = exp_vec(-fabsf(x));
-  return pick(x < 0.0f, e, 1.0f) / (1.0f + e);
-}
-
-ACT_CLONES
 void ganfw_cpu_act_forward(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *x,
                            float *y) {
   (void)be;
-  switch (kind) {
-  case GANFW_ACT_RELU:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN passes */
-    break;
-  case GANFW_ACT_LEAKY_RELU:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * pick(x[i] < 0.0f, alpha, 1.0f);
-    break;
-  case GANFW_ACT_TANH:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN / 8)
-    for (int64_t i = 0; i < n; i++) y[i] = tanh_vec(x[i]);
-    break;
-  case GANFW_ACT_SIGMOID:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN / 8)
-    for (int64_t i = 0; i < n; i++) y[i] = sigmoid_vec(x[i]);
-    break;
-  default: /* identity */
-    if (y != x) memmove(y, x, (size_t)n * sizeof *y);
-    break;
-  }
+  act_forward[ganfw_cpu_isa_level()](kind, alpha, n, x, y);
 }
 
-ACT_CLONES
 void ganfw_cpu_act_backward(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *y,
                             const float *dy, float *dx) {
   (void)be;
-  switch (kind) {
-  case GANFW_ACT_RELU:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = pick(y[i] <= 0.0f, 0.0f, dy[i]); /* as PyTorch */
-    break;
-  case GANFW_ACT_LEAKY_RELU: /* alpha >= 0, so y > 0 exactly when x > 0 */
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * pick(y[i] > 0.0f, 1.0f, alpha);
-    break;
-  case GANFW_ACT_TANH:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
-    break;
-  case GANFW_ACT_SIGMOID:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
-    break;
-  default: /* identity */
-    if (dx != dy) memmove(dx, dy, (size_t)n * sizeof *dx);
-    break;
-  }
+  act_backward[ganfw_cpu_isa_level()](kind, alpha, n, y, dy, dx);
 }

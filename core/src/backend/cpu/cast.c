@@ -1,11 +1,13 @@
 /* f32 <-> f16 and f32 <-> bf16 over n contiguous elements (AMP storage), rounding to
  * nearest even. The scalar rules live in cast.h; f16 has an F16C fast path picked at run
- * time, which gives the same bits (tests check all f16 values and a sweep of f32 ones). */
+ * time (from the AVX2 level of isa.h up), which gives the same bits (tests check all f16
+ * values and a sweep of f32 ones). */
 #include "backend/cpu/cast.h"
 
 #include <stdatomic.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/isa.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -111,15 +113,21 @@ void ganfw_cpu_f16_to_f32_f16c(int64_t n, const uint16_t *x, float *y) {
 }
 #endif
 
+/* F16C runs from the AVX2 level up (x86-64-v3 includes it), so GANFW_CPU_ISA=portable
+ * forces the scalar path. */
+static int use_f16c(void) {
+  return ganfw_cpu_isa_level() >= GANFW_CPU_ISA_AVX2 && ganfw_cpu_have_f16c();
+}
+
 void ganfw_cpu_f32_to_f16(ganfw_backend *be, int64_t n, const float *x, uint16_t *y) {
-  if (ganfw_cpu_have_f16c())
+  if (use_f16c())
     ganfw_cpu_f32_to_f16_f16c(n, x, y);
   else
     ganfw_cpu_f32_to_f16_portable(n, x, y);
 }
 
 void ganfw_cpu_f16_to_f32(ganfw_backend *be, int64_t n, const uint16_t *x, float *y) {
-  if (ganfw_cpu_have_f16c())
+  if (use_f16c())
     ganfw_cpu_f16_to_f32_f16c(n, x, y);
   else
     ganfw_cpu_f16_to_f32_portable(n, x, y);

@@ -82,7 +82,8 @@ static inline float ganfw_bf16_to_f32_scalar(uint16_t h) {
 }
 
 /* Array paths. The portable ones run on any CPU; the F16C ones only where
- * ganfw_cpu_have_f16c() says so. ganfw_cpu_f32_to_f16 etc. pick the fastest. */
+ * ganfw_cpu_have_f16c() says so. ganfw_cpu_f32_to_f16 etc. pick the fastest at the SIMD
+ * level in use (isa.h: F16C from avx2 up). */
 void ganfw_cpu_f32_to_f16_portable(int64_t n, const float *x, uint16_t *y);
 void ganfw_cpu_f16_to_f32_portable(int64_t n, const uint16_t *x, float *y);
 int ganfw_cpu_have_f16c(void);

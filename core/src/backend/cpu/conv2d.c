@@ -30,6 +30,7 @@
 
 #include "backend/cpu/conv_winograd.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/isa.h"
 
 /* Chunk buffers are sized to hold at most this many bytes each (col and the GEMM
  * output), or one image when a single image is larger. */
@@ -247,10 +248,12 @@ __attribute__((target("avx512f"))) static void block_scatter_avx512(float *plane
 typedef void (*block_fn)(float *d, const float *src, int64_t P, int64_t Q, int64_t step,
                          int64_t sw);
 
-/* The fastest block copy this CPU runs for stride sw. */
+/* The fastest block copy for stride sw at the SIMD level in use (isa.h): both give the
+ * same bits (copies and single adds). */
 static block_fn pick_gather(int64_t sw) {
 #ifdef CONV_AVX512
-  if ((sw == 1 || sw == 2) && __builtin_cpu_supports("avx512f")) return block_gather_avx512;
+  if ((sw == 1 || sw == 2) && ganfw_cpu_isa_level() >= GANFW_CPU_ISA_AVX512)
+    return block_gather_avx512;
 #endif
   (void)sw;
   return block_gather_scalar;
@@ -258,7 +261,8 @@ static block_fn pick_gather(int64_t sw) {
 
 static block_fn pick_scatter(int64_t sw) {
 #ifdef CONV_AVX512
-  if ((sw == 1 || sw == 2) && __builtin_cpu_supports("avx512f")) return block_scatter_avx512;
+  if ((sw == 1 || sw == 2) && ganfw_cpu_isa_level() >= GANFW_CPU_ISA_AVX512)
+    return block_scatter_avx512;
 #endif
   (void)sw;
   return block_scatter_scalar;

@@ -5,48 +5,30 @@
 #include "backend/cpu/cpu_ops.h"
 #include "base/philox.h"
 
-/* Also compile the kernels for AVX-512 and AVX2; the loader picks the best one at start. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define DROPOUT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define DROPOUT_CLONES
-#endif
-
 /* Below this many elements the kernels stay on one thread. */
 #define DROPOUT_PARALLEL_MIN 16384
 #define DROPOUT_BLOCKS       16
 
-DROPOUT_CLONES
+/* The kernels, once per SIMD level (isa.h); each call runs the level in use. */
+#define GANFW_ISA_BODY "backend/cpu/dropout_kernels.h"
+#include "backend/cpu/isa_each.h"
+
+typedef void (*dropout_forward_fn)(ganfw_backend *be, int64_t n, float p, uint64_t seed,
+                                   uint64_t offset, const float *x, float *y, uint8_t *mask);
+static const dropout_forward_fn dropout_forward_by_isa[GANFW_CPU_ISA_COUNT] =
+    GANFW_ISA_TABLE(dropout_forward);
+
 void ganfw_cpu_dropout_forward(ganfw_backend *be, int64_t n, float p, uint64_t seed,
                                uint64_t offset, const float *x, float *y, uint8_t *mask) {
-  (void)be;
-  if (n <= 0) return;
-  /* y = x * (keep ? 1/(1-p) : 0) as PyTorch computes it, so a NaN in x stays NaN; with
-   * p >= 1 nothing is kept. */
-  const float scale = p >= 1.0f ? 0.0f : 1.0f / (1.0f - p);
-  /* Groups of DROPOUT_BLOCKS Philox blocks, generated side by side so that they vectorise. */
-  const int64_t group = 4 * DROPOUT_BLOCKS, groups = (n + group - 1) / group;
-#pragma omp parallel for schedule(static) if (n >= DROPOUT_PARALLEL_MIN)
-  for (int64_t g = 0; g < groups; g++) {
-    uint32_t r[4 * DROPOUT_BLOCKS];
-    const uint64_t b0 = offset + (uint64_t)(g * DROPOUT_BLOCKS);
-#pragma omp simd
-    for (int l = 0; l < DROPOUT_BLOCKS; l++) ganfw_philox_block(seed, b0 + (uint64_t)l, r + 4 * l);
-    const int64_t i0 = g * group, cnt = n - i0 < group ? n - i0 : group;
-    for (int64_t j = 0; j < cnt; j++) {
-      uint8_t keep = ganfw_philox_u01(r[j]) >= p;
-      y[i0 + j] = x[i0 + j] * (keep ? scale : 0.0f);
-      if (mask) mask[i0 + j] = keep;
-    }
-  }
+  dropout_forward_by_isa[ganfw_cpu_isa_level()](be, n, p, seed, offset, x, y, mask);
 }
 
-DROPOUT_CLONES
+typedef void (*dropout_backward_fn)(ganfw_backend *be, int64_t n, float p, const uint8_t *mask,
+                                    const float *dy, float *dx);
+static const dropout_backward_fn dropout_backward_by_isa[GANFW_CPU_ISA_COUNT] =
+    GANFW_ISA_TABLE(dropout_backward);
+
 void ganfw_cpu_dropout_backward(ganfw_backend *be, int64_t n, float p, const uint8_t *mask,
                                 const float *dy, float *dx) {
-  (void)be;
-  if (n <= 0) return;
-  const float scale = p >= 1.0f ? 0.0f : 1.0f / (1.0f - p);
-#pragma omp parallel for simd schedule(static) if (n >= 4 * DROPOUT_PARALLEL_MIN)
-  for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (mask[i] ? scale : 0.0f);
+  dropout_backward_by_isa[ganfw_cpu_isa_level()](be, n, p, mask, dy, dx);
 }

@@ -17,14 +17,36 @@
 /* Loops with an explicit vector body run over chunks of this many elements. */
 #define SIMD_CHUNK 4096
 
-/* Loops with fmaf get an FMA clone (AVX, vfmadd on 8 lanes) besides the portable one,
- * where the C library's fmaf gives the same bits more slowly (build with
- * -DGANFW_NO_FMA_CLONES to run the portable one everywhere). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(GANFW_NO_FMA_CLONES)
-#define FOREACH_FMA_CLONES __attribute__((target_clones("fma", "default")))
-#else
-#define FOREACH_FMA_CLONES
-#endif
+/* The fmaf kernels, once per SIMD level (isa.h); each call runs the level in use. */
+#define GANFW_ISA_BODY "backend/cpu/foreach_kernels.h"
+#include "backend/cpu/isa_each.h"
+
+typedef void (*foreach_axpy_fn)(ganfw_backend *be, int64_t n, float *y, float alpha,
+                                const float *x);
+static const foreach_axpy_fn foreach_axpy_by_isa[GANFW_CPU_ISA_COUNT] =
+    GANFW_ISA_TABLE(foreach_axpy);
+
+void ganfw_cpu_axpy(ganfw_backend *be, int64_t n, float *y, float alpha, const float *x) {
+  foreach_axpy_by_isa[ganfw_cpu_isa_level()](be, n, y, alpha, x);
+}
+
+typedef void (*foreach_addcmul_fn)(ganfw_backend *be, int64_t n, float *y, float v, const float *a,
+                                   const float *b);
+static const foreach_addcmul_fn foreach_addcmul_by_isa[GANFW_CPU_ISA_COUNT] =
+    GANFW_ISA_TABLE(foreach_addcmul);
+
+void ganfw_cpu_addcmul(ganfw_backend *be, int64_t n, float *y, float v, const float *a,
+                       const float *b) {
+  foreach_addcmul_by_isa[ganfw_cpu_isa_level()](be, n, y, v, a, b);
+}
+
+typedef void (*foreach_lerp_fn)(ganfw_backend *be, int64_t n, float *y, const float *x, float w);
+static const foreach_lerp_fn foreach_lerp_by_isa[GANFW_CPU_ISA_COUNT] =
+    GANFW_ISA_TABLE(foreach_lerp);
+
+void ganfw_cpu_lerp(ganfw_backend *be, int64_t n, float *y, const float *x, float w) {
+  foreach_lerp_by_isa[ganfw_cpu_isa_level()](be, n, y, x, w);
+}
 
 void ganfw_cpu_fill(ganfw_backend *be, int64_t n, float *x, float v) {
 #pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
@@ -46,24 +68,9 @@ void ganfw_cpu_add(ganfw_backend *be, int64_t n, float *out, const float *a, con
   for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-/* y += alpha * x, fused (torch.add(y, x, alpha=alpha)) */
-FOREACH_FMA_CLONES
-void ganfw_cpu_axpy(ganfw_backend *be, int64_t n, float *y, float alpha, const float *x) {
-#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
-  for (int64_t i = 0; i < n; i++) y[i] = fmaf(alpha, x[i], y[i]);
-}
-
 void ganfw_cpu_mul(ganfw_backend *be, int64_t n, float *out, const float *a, const float *b) {
 #pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) out[i] = a[i] * b[i];
-}
-
-/* y += (v * a) * b, the product with y fused (torch.addcmul) */
-FOREACH_FMA_CLONES
-void ganfw_cpu_addcmul(ganfw_backend *be, int64_t n, float *y, float v, const float *a,
-                       const float *b) {
-#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
-  for (int64_t i = 0; i < n; i++) y[i] = fmaf(v * a[i], b[i], y[i]);
 }
 
 /* y += (v * a) / b (torch.addcdiv) */
@@ -83,19 +90,6 @@ void ganfw_cpu_sqrt(ganfw_backend *be, int64_t n, float *out, const float *x) {
     for (; i + 4 <= hi; i += 4) _mm_storeu_ps(out + i, _mm_sqrt_ps(_mm_loadu_ps(x + i)));
 #endif
     for (; i < hi; i++) out[i] = __builtin_sqrtf(x[i]);
-  }
-}
-
-/* y = lerp(y, x, w) as torch.lerp computes it: from the nearer end, fused. */
-FOREACH_FMA_CLONES
-void ganfw_cpu_lerp(ganfw_backend *be, int64_t n, float *y, const float *x, float w) {
-  if (fabsf(w) < 0.5f) {
-#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) y[i] = fmaf(w, x[i] - y[i], y[i]);
-  } else {
-    float omw = 1.0f - w;
-#pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) y[i] = fmaf(y[i] - x[i], omw, x[i]);
   }
 }
 

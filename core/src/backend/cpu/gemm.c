@@ -96,7 +96,8 @@ void ganfw_cpu_gemm(ganfw_backend *be, int trans_a, int trans_b, int64_t M, int6
   }
   const int threads = ganfw_cpu_threads();
   /* Inside a parallel region (a conv's groups) the blocks run on the calling thread. */
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && !omp_in_parallel())
+#pragma omp parallel for schedule(static)                                                          \
+    num_threads(threads) if (threads > 1 && !omp_in_parallel())
   for (int64_t blk = 0; blk < blocks; blk++) {
     const int64_t i0 = units * blk / blocks * GEMM_BLOCK_ALIGN;
     int64_t i1 = units * (blk + 1) / blocks * GEMM_BLOCK_ALIGN;
