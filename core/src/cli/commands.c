@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "config/config.h"
 #include "base/error.h"
+#include "base/log.h"
 #include "data/data.h"
 #include "ganfw/ganfw.h"
 #include "train/run.h"
@@ -245,7 +246,10 @@ static int cmd_validate(cli_args *args) {
     ganfw_run_close(run);
     run = NULL;
     no_data = 1;
+    int32_t level = ganfw_log_level(); /* the first attempt said its start-up lines */
+    if (level < GANFW_LOG_WARN) ganfw_log_set_level(GANFW_LOG_WARN);
     st = prepare(args, &info, &run, &session);
+    ganfw_log_set_level(level);
   }
   if (st == GANFW_OK) {
     if (no_data)
