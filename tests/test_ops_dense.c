@@ -902,12 +902,37 @@ static void thread_count_linear(int64_t N, int64_t IN, int64_t OUT) {
   gt_free(db), gt_free(y1), gt_free(dx1), gt_free(dw1), gt_free(db1);
 }
 
+/* A GEMM large enough to be cut into blocks (gemm.c), both ways and transposed. */
+static void thread_count_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K) {
+  const int saved = ganfw_cpu_threads();
+  float *A = frand(M * K, -1, 1, 930), *B = frand(K * N, -1, 1, 931);
+  float *C = falloc(M * N), *C1 = NULL;
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  for (int t = 1; t <= 4; t++) {
+    ganfw_cpu_set_threads(NULL, t);
+    gt_fill_uniform(C, M * N, -1, 1, 932);
+    ganfw_cpu_gemm(NULL, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.5f, C, N);
+    if (t == 1) {
+      C1 = fcopy(C, M * N);
+      continue;
+    }
+    report_bits("gemm", t, C, C1, M * N);
+  }
+  ganfw_cpu_set_threads(NULL, saved);
+  gt_free(A), gt_free(B), gt_free(C), gt_free(C1);
+}
+
 static void test_thread_count(void) {
   const int saved = ganfw_cpu_threads();
+  thread_count_gemm(0, 1, 200, 1000, 300); /* columns in 7 blocks */
+  thread_count_gemm(1, 0, 1000, 130, 200); /* rows in 7 blocks */
   /* DC-GAN's k4 s2 p1 at 8 images and 16 channels: im2col, its dW GEMM split in blocks (the
    * case the issue reported: dW on 2 and 3 threads differed from 1 thread's). */
   const conv_case im2col = {8, 16, 16, 16, 32, 4, 4, 2, 2, 1, 1, 1};
   thread_count_conv(&im2col, "im2col k4s2");
+  /* The same at 64 -> 64 channels: dW [64, 1024] over 512 columns, in 8 GEMM blocks. */
+  const conv_case im2col_wide = {8, 64, 16, 16, 64, 4, 4, 2, 2, 1, 1, 1};
+  thread_count_conv(&im2col_wide, "im2col k4s2 64ch");
   /* Stride 1, 3x3, 32 images of 8x8: many groups of 2 images. */
   const conv_case groups = {32, 8, 8, 8, 24, 3, 3, 1, 1, 1, 1, 1};
   thread_count_conv(&groups, "im2col k3s1");
@@ -919,9 +944,9 @@ static void test_thread_count(void) {
   thread_count_conv(&dense, "dense");
   const convt_case convt = {16, 64, 8, 8, 32, 4, 4, 2, 2, 1, 1, 0, 0, 1};
   thread_count_convt(&convt);
-  thread_count_linear(64, 300, 200); /* splits columns */
-  thread_count_linear(600, 64, 100); /* dx splits rows */
-  ganfw_cpu_set_threads(NULL, 0);    /* one per processor */
+  thread_count_linear(64, 300, 200);  /* one GEMM call each */
+  thread_count_linear(256, 512, 384); /* 3 and 4 blocks, columns and rows */
+  ganfw_cpu_set_threads(NULL, 0);     /* one per processor */
   CU_ASSERT(ganfw_cpu_threads() >= 1);
   ganfw_cpu_set_threads(NULL, saved);
 }

@@ -415,6 +415,18 @@ static float *conv_scratch(const conv_ws *w, int64_t i) {
   return w->scratch + i * w->plane;
 }
 
+/* C = op(A) op(B) for one group: a group is one OpenBLAS call when the chunk has several
+ * (the groups are the split), else the one GEMM is split in blocks (gemm.c). Either way the
+ * split depends on the shape alone. */
+static void conv_gemm(ganfw_backend *be, int64_t groups, int ta, int tb, int64_t M, int64_t N,
+                      int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                      int64_t ldc) {
+  if (groups > 1)
+    ganfw_cpu_gemm_single(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+  else
+    ganfw_cpu_gemm(be, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+}
+
 void ganfw_cpu_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
                               const float *w, const float *b, float *y, void *ws) {
   const int64_t N = s->N, K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q;
@@ -448,10 +460,10 @@ void ganfw_cpu_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *s, co
         im2col(s, x + (n0 + i0 + i) * CHW, col + i * PQ, cols, conv_scratch(&cw, i0 + i));
       if (n == 1) {
         /* One image: its output rows are y's rows, no scatter needed. */
-        ganfw_cpu_gemm(be, 0, 0, K, PQ, CRS, 1.0f, w, CRS, col, PQ, 0.0f, yg, PQ);
+        conv_gemm(be, groups, 0, 0, K, PQ, CRS, w, CRS, col, PQ, yg, PQ);
         if (b) add_bias(K, PQ, b, yg);
       } else {
-        ganfw_cpu_gemm(be, 0, 0, K, cols, CRS, 1.0f, w, CRS, col, cols, 0.0f, out, cols);
+        conv_gemm(be, groups, 0, 0, K, cols, CRS, w, CRS, col, cols, out, cols);
         scatter_out(n, K, PQ, cols, out, b, yg);
       }
     }
@@ -513,7 +525,7 @@ void ganfw_cpu_conv2d_backward(ganfw_backend *be, const ganfw_conv2d_shape *s, c
           gather_dy(n, K, PQ, cols, dyc, buf);
           dyc = buf;
         }
-        ganfw_cpu_gemm(be, 1, 0, CRS, cols, K, 1.0f, w, CRS, dyc, cols, 0.0f, col, cols);
+        conv_gemm(be, groups, 1, 0, CRS, cols, K, w, CRS, dyc, cols, col, cols);
         for (int64_t i = 0; i < n; i++)
           col2im(s, col + i * PQ, cols, conv_scratch(&cw, i0 + i), dx + (n0 + i0 + i) * CHW);
       }

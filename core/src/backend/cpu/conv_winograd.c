@@ -235,8 +235,8 @@ static const wg_kernels wg_by_isa[GANFW_CPU_ISA_COUNT] = {
 #endif
 
 /* A*A GEMMs C[t] = op(A[t]) op(B[t]) (+ beta C[t]), t-th operands sa, sb, sc floats apart,
- * each split in one block of rows or columns (multiples of 16) per thread so that every
- * thread gets the same work; a block's GEMM runs on its thread alone. */
+ * each split in WG_GEMM_PARTS blocks of rows or columns (multiples of 16); a block's GEMM
+ * is one OpenBLAS call on its thread. */
 typedef struct wg_gemm {
   int ta, tb;
   int64_t M, N, K;
@@ -268,12 +268,12 @@ static void wg_gemm_batch(const wg_gemm *p) {
     const float *A = p->A + t * p->sa, *B = p->B + t * p->sb;
     float *C = p->C + t * p->sc;
     if (split_n) {
-      ganfw_cpu_gemm(NULL, p->ta, p->tb, p->M, i1 - i0, p->K, 1.0f, A, p->lda,
-                     p->tb ? B + i0 * p->ldb : B + i0, p->ldb, p->beta, C + i0, p->ldc);
+      ganfw_cpu_gemm_single(p->ta, p->tb, p->M, i1 - i0, p->K, 1.0f, A, p->lda,
+                            p->tb ? B + i0 * p->ldb : B + i0, p->ldb, p->beta, C + i0, p->ldc);
     } else {
-      ganfw_cpu_gemm(NULL, p->ta, p->tb, i1 - i0, p->N, p->K, 1.0f,
-                     p->ta ? A + i0 : A + i0 * p->lda, p->lda, B, p->ldb, p->beta, C + i0 * p->ldc,
-                     p->ldc);
+      ganfw_cpu_gemm_single(p->ta, p->tb, i1 - i0, p->N, p->K, 1.0f,
+                            p->ta ? A + i0 : A + i0 * p->lda, p->lda, B, p->ldb, p->beta,
+                            C + i0 * p->ldc, p->ldc);
     }
   }
 }

@@ -16,6 +16,12 @@ void ganfw_cpu_set_threads(ganfw_backend *be, int threads);
 void ganfw_cpu_gemm(ganfw_backend *be, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                     float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                     float beta, float *C, int64_t ldc);
+/* The same as one OpenBLAS call on the calling thread, for callers that split the work
+ * themselves in pieces that depend on the shape alone (ganfw_cpu_gemm splits large products
+ * in blocks that depend on the shape alone, so that no result depends on the thread count). */
+void ganfw_cpu_gemm_single(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                           float *C, int64_t ldc);
 size_t ganfw_cpu_conv2d_workspace(ganfw_backend *be, const ganfw_conv2d_shape *s);
 void ganfw_cpu_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
                               const float *w, const float *b, float *y, void *ws);

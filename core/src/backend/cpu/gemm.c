@@ -22,11 +22,14 @@ void openblas_set_num_threads(int num_threads);
  * starting a team costs microseconds, and far more when the cores are shared. */
 #define GEMM_PARALLEL_MIN_MACS (1 << 21)
 /* Larger ones are cut into at most GEMM_MAX_BLOCKS blocks of at least GEMM_BLOCK_MIN_MACS
- * multiply-adds each (so that repacking the shared operand per block stays cheap), the
- * blocks being multiples of GEMM_BLOCK_ALIGN rows/columns (the SIMD kernels' register
- * tile). 12 blocks share out evenly over 1, 2, 3, 4 and 6 threads. */
+ * multiply-adds and GEMM_BLOCK_MIN_DIM rows/columns each (narrower blocks repack the shared
+ * operand too often and run OpenBLAS's kernel below speed), multiples of GEMM_BLOCK_ALIGN
+ * rows/columns (the SIMD kernels' register tile). 12 blocks share out evenly over 1, 2, 3,
+ * 4 and 6 threads. Callers that split the work themselves (a conv's groups, Winograd's
+ * parts) call ganfw_cpu_gemm_single instead: one OpenBLAS call per piece of their split. */
 #define GEMM_MAX_BLOCKS     12
-#define GEMM_BLOCK_MIN_MACS (1 << 20)
+#define GEMM_BLOCK_MIN_MACS (1 << 22)
+#define GEMM_BLOCK_MIN_DIM  32
 #define GEMM_BLOCK_ALIGN    16
 
 /* 0 until set: then omp_get_max_threads() is used. */
@@ -74,6 +77,17 @@ static void gemm_scale_only(int64_t M, int64_t N, float beta, float *C, int64_t 
   }
 }
 
+void ganfw_cpu_gemm_single(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                           float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    gemm_scale_only(M, N, beta, C, ldc);
+    return;
+  }
+  gemm_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 void ganfw_cpu_gemm(ganfw_backend *be, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                     float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                     float beta, float *C, int64_t ldc) {
@@ -89,13 +103,13 @@ void ganfw_cpu_gemm(ganfw_backend *be, int trans_a, int trans_b, int64_t M, int6
   const int64_t macs = M * N * K;
   int64_t blocks = macs < GEMM_PARALLEL_MIN_MACS ? 1 : macs / GEMM_BLOCK_MIN_MACS;
   if (blocks > GEMM_MAX_BLOCKS) blocks = GEMM_MAX_BLOCKS;
-  if (blocks > units) blocks = units;
+  if (blocks > dim / GEMM_BLOCK_MIN_DIM) blocks = dim / GEMM_BLOCK_MIN_DIM;
   if (blocks <= 1) {
     gemm_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   const int threads = ganfw_cpu_threads();
-  /* Inside a parallel region (a conv's groups) the blocks run on the calling thread. */
+  /* Inside a parallel region the blocks run on the calling thread. */
 #pragma omp parallel for schedule(static)                                                          \
     num_threads(threads) if (threads > 1 && !omp_in_parallel())
   for (int64_t blk = 0; blk < blocks; blk++) {
