@@ -766,6 +766,73 @@ static void test_xent_extreme(void) {
   CU_ASSERT_DOUBLE_EQUAL(dx[5], 0.25, 1e-7);
 }
 
+/* ====================================================================================== */
+/* thread count                                                                            */
+/* ====================================================================================== */
+
+/* Bit for bit the same results on 1, 2, 3 and 4 threads: BatchNorm's per-channel sums run in
+ * the same order whatever tile a channel falls in, pooling and the element-wise ops have no
+ * reduction across threads. Shapes past every parallel threshold. */
+static int thread_bits_equal(const char *what, int t, const void *a, const void *b, size_t n) {
+  const int eq = memcmp(a, b, n) == 0;
+  if (!eq) printf("\n    %s: %d threads differ from 1 thread", what, t);
+  return eq;
+}
+
+static void test_thread_count(void) {
+  const int saved = ganfw_cpu_threads();
+  const int64_t N = 16, C = 64, HW = 16 * 16, n = N * C * HW;
+  float *x = falloc(n), *dy = falloc(n), *gamma = falloc(C), *beta = falloc(C);
+  gt_fill_uniform(x, n, -2, 3, 70);
+  gt_fill_uniform(dy, n, -1, 1, 71);
+  gt_fill_uniform(gamma, C, 0.5f, 1.5f, 72);
+  gt_fill_uniform(beta, C, -1, 1, 73);
+  ganfw_pool2d_shape ps = {.N = N,
+                           .C = C,
+                           .H = 16,
+                           .W = 16,
+                           .R = 3,
+                           .S = 3,
+                           .stride_h = 2,
+                           .stride_w = 2,
+                           .pad_h = 1,
+                           .pad_w = 1};
+  CU_ASSERT_EQUAL_FATAL(ganfw_pool2d_shape_init(&ps), GANFW_OK);
+  const int64_t np = N * C * ps.P * ps.Q;
+  /* out: bn y, dx, mean, invstd, rm, rv, dgamma, dbeta, eval y; pool max y, dx, avg y, dx;
+   * tanh y, dx */
+  const int64_t nout = 3 * n + 6 * C + 2 * np + 2 * n + 2 * n;
+  float *out = falloc(nout), *ref = falloc(nout);
+  int32_t *argmax = gt_alloc((size_t)np * sizeof *argmax);
+  for (int t = 1; t <= 4; t++) {
+    ganfw_cpu_set_threads(NULL, t);
+    float *y = out, *dx = y + n, *mean = dx + n, *invstd = mean + C, *rm = invstd + C;
+    float *rv = rm + C, *dg = rv + C, *db = dg + C, *ye = db + C, *pm = ye + n, *pdx = pm + np;
+    float *pa = pdx + n, *padx = pa + np, *ty = padx + n, *tdx = ty + n;
+    for (int64_t i = 0; i < C; i++) rm[i] = 0.0f, rv[i] = 1.0f;
+    ganfw_cpu_batchnorm2d_forward_train(NULL, N, C, HW, x, gamma, beta, y, rm, rv, 0.1f, 1e-5f,
+                                        mean, invstd);
+    ganfw_cpu_batchnorm2d_backward(NULL, N, C, HW, x, dy, gamma, mean, invstd, dx, dg, db, 0);
+    ganfw_cpu_batchnorm2d_forward_eval(NULL, N, C, HW, x, gamma, beta, ye, rm, rv, 1e-5f);
+    ganfw_cpu_maxpool2d_forward(NULL, &ps, x, pm, argmax);
+    ganfw_cpu_maxpool2d_backward(NULL, &ps, dy, argmax, pdx);
+    ganfw_cpu_avgpool2d_forward(NULL, &ps, x, pa);
+    ganfw_cpu_avgpool2d_backward(NULL, &ps, dy, padx);
+    ganfw_cpu_act_forward(NULL, GANFW_ACT_TANH, 0.0f, n, x, ty);
+    ganfw_cpu_act_backward(NULL, GANFW_ACT_TANH, 0.0f, n, ty, dy, tdx);
+    if (t == 1) {
+      memcpy(ref, out, (size_t)nout * sizeof *out);
+      continue;
+    }
+    CU_ASSERT(thread_bits_equal("batchnorm", t, out, ref, (size_t)(3 * n + 6 * C) * sizeof *out));
+    CU_ASSERT(thread_bits_equal("pool, tanh", t, pm, ref + (pm - out),
+                                (size_t)(2 * np + 4 * n) * sizeof *out));
+  }
+  ganfw_cpu_set_threads(NULL, saved);
+  gt_free(x), gt_free(dy), gt_free(gamma), gt_free(beta), gt_free(out), gt_free(ref);
+  gt_free(argmax);
+}
+
 static CU_TestInfo tests[] = {{"bn_gradcheck", test_bn_gradcheck},
                               {"bn_running_stats", test_bn_running_stats},
                               {"bn_large_mean", test_bn_large_mean},
@@ -781,6 +848,7 @@ static CU_TestInfo tests[] = {{"bn_gradcheck", test_bn_gradcheck},
                               {"bce_extreme", test_bce_extreme},
                               {"xent", test_xent},
                               {"xent_extreme", test_xent_extreme},
+                              {"thread_count", test_thread_count},
                               CU_TEST_INFO_NULL};
 
 GT_MAIN("ops_nn", tests)
