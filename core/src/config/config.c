@@ -15,6 +15,7 @@
 
 #include "config/config_tree.h"
 #include "base/error.h"
+#include "base/suggest.h"
 
 static const char default_file[] = "(default)";
 
@@ -1076,34 +1077,6 @@ ganfw_status ganfw_cfg_replace_string(const ganfw_cfg *node, const char *text) {
 
 /* --- unread keys ------------------------------------------------------------------------ */
 
-/* Optimal-string-alignment distance (Levenshtein with adjacent transpositions). */
-static size_t edit_distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  size_t *rows = malloc(3 * (lb + 1) * sizeof *rows);
-  if (!rows) return (size_t)-1;
-  size_t *prev2 = rows, *prev = rows + lb + 1, *cur = rows + 2 * (lb + 1);
-  for (size_t j = 0; j <= lb; j++) prev[j] = j;
-  for (size_t i = 1; i <= la; i++) {
-    cur[0] = i;
-    for (size_t j = 1; j <= lb; j++) {
-      size_t cost = a[i - 1] != b[j - 1];
-      size_t d = prev[j] + 1;
-      if (cur[j - 1] + 1 < d) d = cur[j - 1] + 1;
-      if (prev[j - 1] + cost < d) d = prev[j - 1] + cost;
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && prev2[j - 2] + 1 < d)
-        d = prev2[j - 2] + 1;
-      cur[j] = d;
-    }
-    size_t *t = prev2;
-    prev2 = prev;
-    prev = cur;
-    cur = t;
-  }
-  size_t d = prev[lb];
-  free(rows);
-  return d;
-}
-
 typedef struct {
   const ganfw_cfg *first; /* first unread key in document order */
   int64_t count;
@@ -1165,12 +1138,10 @@ ganfw_status ganfw_config_check_unused(const ganfw_config *c) {
       declared = map->names[i].declared;
       continue;
     }
-    size_t d = edit_distance(k->key, name);
+    size_t d = ganfw_edit_distance(k->key, name);
     if (d < best_d) best_d = d, best = name;
   }
-  size_t len = strlen(k->key);
-  size_t limit = len / 3 > 2 ? len / 3 : 2;
-  int suggest = best && best_d <= limit && best_d < len;
+  int suggest = best && ganfw_suggest_near(strlen(k->key), best_d);
 
   char more[64] = "";
   if (s.count > 1)

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "base/suggest.h"
 #include "config/config.h"
 #include "ganfw/memory.h"
 #include "ganfw/model.h"
@@ -587,42 +588,13 @@ static void describe_dirs(const search_path *sp, char *buf, size_t cap) {
   if (sp->n == 0) snprintf(buf, cap, "no directories");
 }
 
-/* Optimal-string-alignment distance (Levenshtein with adjacent transpositions), as the
- * config's key suggestions use; (size_t)-1 when out of memory. */
-static size_t edit_distance(const char *a, const char *b) {
-  size_t la = strlen(a), lb = strlen(b);
-  size_t *rows = malloc(3 * (lb + 1) * sizeof *rows);
-  if (!rows) return (size_t)-1;
-  size_t *prev2 = rows, *prev = rows + lb + 1, *cur = rows + 2 * (lb + 1);
-  for (size_t j = 0; j <= lb; j++) prev[j] = prev2[j] = j;
-  for (size_t i = 1; i <= la; i++) {
-    cur[0] = i;
-    for (size_t j = 1; j <= lb; j++) {
-      size_t cost = a[i - 1] != b[j - 1];
-      size_t d = prev[j] + 1;
-      if (cur[j - 1] + 1 < d) d = cur[j - 1] + 1;
-      if (prev[j - 1] + cost < d) d = prev[j - 1] + cost;
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && prev2[j - 2] + 1 < d)
-        d = prev2[j - 2] + 1;
-      cur[j] = d;
-    }
-    size_t *t = prev2;
-    prev2 = prev;
-    prev = cur;
-    cur = t;
-  }
-  size_t d = prev[lb];
-  free(rows);
-  return d;
-}
-
 static char **list_dir(const char *dir, int64_t *n);
 
 /* The plugin name on the search path nearest to `name` (a typo's "did you mean"), copied
  * into buf; 0 when none is near enough (the rule of the config's key suggestions: at most
  * max(2, len/3) edits, and fewer than the name's length). */
 static int nearest_name(const search_path *sp, const char *name, char *buf, size_t cap) {
-  size_t len = strlen(name), limit = len / 3 > 2 ? len / 3 : 2, best_d = (size_t)-1;
+  size_t len = strlen(name), best_d = (size_t)-1;
   size_t np = strlen(PLUGIN_PREFIX), ns = strlen(PLUGIN_SUFFIX);
   buf[0] = '\0';
   for (int64_t i = 0; i < sp->n; i++) {
@@ -631,8 +603,8 @@ static int nearest_name(const search_path *sp, const char *name, char *buf, size
     for (int64_t f = 0; f < nfiles; f++) {
       char *cand = files[f] + np;
       cand[strlen(cand) - ns] = '\0';
-      size_t d = edit_distance(name, cand);
-      if (d < best_d && d <= limit && d < len && strlen(cand) < cap) {
+      size_t d = ganfw_edit_distance(name, cand);
+      if (d < best_d && ganfw_suggest_near(len, d) && strlen(cand) < cap) {
         best_d = d;
         snprintf(buf, cap, "%s", cand);
       }
