@@ -303,6 +303,15 @@ static void test_validate_without_data(void) {
                                              "train.bach_size=3", NULL}),
                   2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "did you mean 'batch_size'"));
+  /* model.init_from is a key of the config even when no weights can be loaded into a model
+   * built without its data: checked, not reported as unknown */
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set",
+                                             "data.path=/nonexistent/mnist", "--set",
+                                             "model.init_from=/nonexistent/w.safetensors", "--set",
+                                             "model.init_from_strict=false", NULL}),
+                  0);
+  CU_ASSERT_PTR_NULL(strstr(out, "unknown key"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "init_from: /nonexistent/w.safetensors"));
   /* a folder of images has no shape without its files: the model cannot be checked, so
    * the missing data stays a failure (exit 1) naming the folder */
   CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set",

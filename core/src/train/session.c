@@ -227,15 +227,16 @@ static ganfw_status apply_freeze(ganfw_session *s, const ganfw_cfg *model) {
 /* model.init_from: the nets' weights from a checkpoint or safetensors state_dict file
  * (tensors "<net>.<name>"). Strict unless model.init_from_strict is false, as PyTorch's
  * load_state_dict: a tensor missing on either side is an error (allowed and logged when not
- * strict); a shape mismatch is always an error naming the tensor. */
-static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model) {
+ * strict); a shape mismatch is always an error naming the tensor. With `load` 0 (a session
+ * without its data: validate, sample, score) the keys are only checked. */
+static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model, int32_t load) {
   if (!ganfw_cfg_has(model, "init_from")) return GANFW_OK;
   const char *path = NULL;
   int32_t strict = 1;
   ganfw_status st = ganfw_cfg_string(model, "init_from", NULL, &path);
   if (st == GANFW_OK) st = ganfw_cfg_bool(model, "init_from_strict", 1, &strict);
   if (st != GANFW_OK) return st;
-  if (!path || !*path) return GANFW_OK;
+  if (!load || !path || !*path) return GANFW_OK;
   if (s->run->ctx_opt.meta) return GANFW_OK; /* planning: no values to load */
   ganfw_ckpt_net nets[3];
   int32_t n = 0;
@@ -363,7 +364,7 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   if ((st = configure_nets(s)) != GANFW_OK) return st;
   const ganfw_cfg *model = ganfw_cfg_section(root, "model");
   if ((st = apply_freeze(s, model)) != GANFW_OK) return st;
-  if (with_data && (st = apply_init_from(s, model)) != GANFW_OK) return st;
+  if ((st = apply_init_from(s, model, with_data)) != GANFW_OK) return st;
   const ganfw_cfg *optim = ganfw_cfg_section(root, "optim");
   double lr, lr_g, lr_d;
   if ((st = read_lr(optim, "lr", 1e-3, &lr)) != GANFW_OK) return st;
