@@ -1006,8 +1006,33 @@ static void test_real_mnist(void) {
   ganfw_dataset_destroy(te);
 }
 
+/* The shape validate checks a model with when the files are not there: the format's own
+ * image through the same transform a real data set gets. */
+static void test_nominal_shape(void) {
+  int32_t c = 0, h = 0, w = 0, k = 0;
+  const ganfw_transform none = {0};
+  CU_ASSERT_FATAL(ganfw_dataset_nominal_shape("mnist", &none, &c, &h, &w, &k));
+  CU_ASSERT(c == 1 && h == 28 && w == 28 && k == 10);
+  const ganfw_transform t = {.resize = 40, .crop_h = 36, .crop_w = 30, .pad = 2, .channels = 3};
+  CU_ASSERT_FATAL(ganfw_dataset_nominal_shape("mnist", &t, &c, &h, &w, &k));
+  CU_ASSERT(c == 3 && h == 40 && w == 34 && k == 10);
+  CU_ASSERT_FATAL(ganfw_dataset_nominal_shape("cifar10", &none, &c, &h, &w, &k));
+  CU_ASSERT(c == 3 && h == 32 && w == 32 && k == 10);
+  const ganfw_transform gray = {.channels = 1};
+  CU_ASSERT_FATAL(ganfw_dataset_nominal_shape("cifar10", &gray, &c, &h, &w, &k));
+  CU_ASSERT_EQUAL(c, 1);
+  CU_ASSERT_FALSE(ganfw_dataset_nominal_shape("folder", &none, &c, &h, &w, &k));
+  CU_ASSERT_FALSE(ganfw_dataset_nominal_shape("imagenet", &none, &c, &h, &w, &k));
+  CU_ASSERT_FALSE(ganfw_dataset_nominal_shape(NULL, &none, &c, &h, &w, &k));
+  const ganfw_transform empty = {.crop_h = 40, .crop_w = 40, .pad = 0, .resize = 1};
+  int32_t h2 = -1;
+  int ok = ganfw_dataset_nominal_shape("mnist", &empty, &c, &h2, &w, &k);
+  CU_ASSERT(!ok || h2 > 0); /* an invalid transform gives no shape, never an empty one */
+}
+
 static CU_TestInfo tests[] = {
     {"mnist_plain", test_mnist_plain},
+    {"nominal_shape", test_nominal_shape},
     {"mnist_gz", test_mnist_gz},
     {"mnist_split", test_mnist_split},
     {"mnist_corrupt", test_mnist_corrupt},

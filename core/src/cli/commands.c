@@ -182,44 +182,34 @@ static ganfw_status prepare(const cli_args *args, const ganfw_data_info *info, g
 }
 
 /* The shape a built-in data set has after the config's transforms, without its files
- * (MNIST 1x28x28, CIFAR-10 3x32x32, 10 classes; square images, so resize, crop and pad
- * act on both sides alike). 0 for a kind whose shape only its files tell (folder). The
- * data keys were read by the session that failed to open the data. */
+ * (data/registry.c); 0 for a kind whose shape only its files tell (folder). The data keys
+ * were read by the session that failed to open the data. */
 static int nominal_data_info(const ganfw_cfg *root, ganfw_data_info *info) {
-  const char *kind = NULL;
-  int64_t channels = 0, resize = 0, crop = 0, pad = 0;
-  if (ganfw_cfg_string(root, "data.dataset", "mnist", &kind) || !kind ||
-      ganfw_cfg_int(root, "data.channels", 0, &channels) ||
-      ganfw_cfg_int(root, "data.resize", 0, &resize) ||
-      ganfw_cfg_int(root, "data.crop", 0, &crop) || ganfw_cfg_int(root, "data.pad", 0, &pad)) {
+  const ganfw_cfg *data = ganfw_cfg_section(root, "data");
+  const char *kind = NULL, *path = NULL;
+  ganfw_transform tf;
+  int32_t c, h, w, classes;
+  if (ganfw_data_source_from_config(data, &kind, &path) != GANFW_OK ||
+      ganfw_transform_from_config(data, &tf) != GANFW_OK) {
     ganfw_error_clear();
     return 0;
   }
-  int64_t c, side;
-  if (strcmp(kind, "mnist") == 0)
-    c = 1, side = 28;
-  else if (strcmp(kind, "cifar10") == 0)
-    c = 3, side = 32;
-  else
-    return 0;
-  if (resize > 0) side = resize;
-  if (crop > 0) side = crop;
-  side += 2 * pad;
+  if (!ganfw_dataset_nominal_shape(kind, &tf, &c, &h, &w, &classes)) return 0;
   memset(info, 0, sizeof *info);
   info->struct_size = sizeof *info;
-  info->channels = (int32_t)(channels ? channels : c);
-  info->height = info->width = (int32_t)side;
-  info->num_classes = 10;
+  info->channels = c;
+  info->height = h;
+  info->width = w;
+  info->num_classes = classes;
   return 1;
 }
 
 /* Whether the run's data set cannot be read (its message kept in msg): the one failure
  * validate reports beside a valid config instead of instead of it. */
 static int data_missing(const ganfw_run *run, char *msg, size_t n) {
-  const ganfw_cfg *root = ganfw_config_root(run->config);
+  const ganfw_cfg *data = ganfw_cfg_section(ganfw_config_root(run->config), "data");
   const char *kind = NULL, *path = NULL;
-  if (ganfw_cfg_string(root, "data.dataset", "mnist", &kind) ||
-      ganfw_cfg_string(root, "data.path", "data/mnist", &path) || !kind || !path) {
+  if (ganfw_data_source_from_config(data, &kind, &path) != GANFW_OK || !kind || !path) {
     ganfw_error_clear();
     return 0;
   }

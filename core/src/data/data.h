@@ -43,6 +43,10 @@ typedef struct ganfw_transform {
  * normalize: {mean: [..], std: [..]}; docs/CONFIG.md) into *tf. GANFW_ERR_CONFIG naming
  * the key and its file:line:col for a bad value. `data` may be NULL (all defaults). */
 ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform *tf);
+/* The source of the `data` section: data.dataset (default "mnist") and data.path (default
+ * "data/mnist"), strings borrowed from the config. `data` may be NULL. */
+ganfw_status ganfw_data_source_from_config(const ganfw_cfg *data, const char **kind,
+                                           const char **path);
 
 /* --- datasets ------------------------------------------------------------------------------ */
 typedef struct ganfw_dataset ganfw_dataset;
@@ -75,6 +79,13 @@ ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *t
  * GANFW_ERR_CONFIG listing the kinds. */
 ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t train,
                                 const ganfw_transform *tf, ganfw_dataset **out);
+
+/* The output shape [*c,*h,*w] and class count a source's data set has by its format, before
+ * its files are read (MNIST 1x28x28 and CIFAR-10 3x32x32, 10 classes each, through tf), for
+ * checking a model when the files are not there. 0 when the kind has no fixed shape (a
+ * folder of images) or tf yields none; no error is recorded. */
+int ganfw_dataset_nominal_shape(const char *kind, const ganfw_transform *tf, int32_t *c,
+                                int32_t *h, int32_t *w, int32_t *num_classes);
 
 void ganfw_dataset_destroy(ganfw_dataset *ds); /* accepts NULL */
 

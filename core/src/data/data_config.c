@@ -80,3 +80,10 @@ ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform 
                            (int)tf->channels);
   return GANFW_OK;
 }
+
+ganfw_status ganfw_data_source_from_config(const ganfw_cfg *data, const char **kind,
+                                           const char **path) {
+  ganfw_status st = ganfw_cfg_string(data, "dataset", "mnist", kind);
+  if (st == GANFW_OK) st = ganfw_cfg_string(data, "path", "data/mnist", path);
+  return st;
+}

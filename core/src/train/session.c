@@ -18,8 +18,7 @@ static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t w
   int32_t prefetch = 1, shuffle = 1, drop_last = 1;
   ganfw_transform tf;
   ganfw_status st;
-  if ((st = ganfw_cfg_string(data, "dataset", "mnist", &kind)) ||
-      (st = ganfw_cfg_string(data, "path", "data/mnist", &path)) ||
+  if ((st = ganfw_data_source_from_config(data, &kind, &path)) ||
       (st = ganfw_cfg_bool(data, "prefetch", 1, &prefetch)) ||
       (st = ganfw_cfg_bool(data, "shuffle", 1, &shuffle)) ||
       (st = ganfw_cfg_bool(data, "drop_last", 1, &drop_last)) ||
