@@ -611,6 +611,20 @@ static ganfw_transform tf_from(const char *yaml, ganfw_status want) {
   return tf;
 }
 
+/* Each transform size is refused out of its own range, with the range in the message. */
+static void test_transform_ranges(void) {
+  tf_from("data: {pad: 1024, crop: 4096, resize: 4096}\n", GANFW_OK);
+  tf_from("data: {pad: 1025}\n", GANFW_ERR_CONFIG);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "pad"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "1024"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "norm.yaml:1:"));
+  tf_from("data: {resize: 4097}\n", GANFW_ERR_CONFIG);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "resize"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "4096"));
+  tf_from("data: {crop: -1}\n", GANFW_ERR_CONFIG);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "crop"));
+}
+
 static void test_normalize(void) {
   ganfw_transform tf = tf_from("data: {resize: 8}\n", GANFW_OK);
   CU_ASSERT(tf.norm_n == 0 && tf.resize == 8);
@@ -1033,6 +1047,7 @@ static void test_nominal_shape(void) {
 static CU_TestInfo tests[] = {
     {"mnist_plain", test_mnist_plain},
     {"nominal_shape", test_nominal_shape},
+    {"transform_ranges", test_transform_ranges},
     {"mnist_gz", test_mnist_gz},
     {"mnist_split", test_mnist_split},
     {"mnist_corrupt", test_mnist_corrupt},

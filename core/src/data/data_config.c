@@ -55,17 +55,14 @@ ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform 
   int32_t hflip = 0;
   ganfw_status st;
   if ((st = ganfw_cfg_int(data, "channels", 0, &channels)) ||
-      (st = ganfw_cfg_int(data, "resize", 0, &resize)) ||
-      (st = ganfw_cfg_int(data, "crop", 0, &crop)) || (st = ganfw_cfg_int(data, "pad", 0, &pad)) ||
+      (st = ganfw_cfg_int_in(data, "resize", 0, 0, 4096, &resize)) ||
+      (st = ganfw_cfg_int_in(data, "crop", 0, 0, 4096, &crop)) ||
+      (st = ganfw_cfg_int_in(data, "pad", 0, 0, 1024, &pad)) ||
       (st = ganfw_cfg_bool(data, "hflip", 0, &hflip)))
     return st;
   if (channels != 0 && channels != 1 && channels != 3)
     return ganfw_error_set(GANFW_ERR_CONFIG, "%s: data.channels must be 1 (gray) or 3 (RGB)",
                            ganfw_cfg_where(ganfw_cfg_child(data, "channels")));
-  if (resize < 0 || resize > 4096 || crop < 0 || crop > 4096 || pad < 0 || pad > 1024)
-    return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "%s: data.resize, data.crop and data.pad must be between 0 and 4096",
-                           ganfw_cfg_where(data));
   tf->channels = (int32_t)channels;
   tf->resize = (int32_t)resize;
   tf->crop_h = tf->crop_w = (int32_t)crop;
