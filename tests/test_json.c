@@ -36,7 +36,10 @@ static void test_escapes(void) {
   CU_ASSERT_STRING_EQUAL(lit("a\"b\\c"), "\"a\\\"b\\\\c\"");
   CU_ASSERT_STRING_EQUAL(lit("tab\there\nnl\x01\x1f"), "\"tab\\u0009here\\u000anl\\u0001\\u001f\"");
   CU_ASSERT_STRING_EQUAL(lit("\"\""), "\"\\\"\\\"\"");
-  CU_ASSERT_STRING_EQUAL(lit("gr\xc3\xb6\xc3\x9f" "e / \x7f"), "\"gr\xc3\xb6\xc3\x9f" "e / \x7f\"");
+  CU_ASSERT_STRING_EQUAL(lit("gr\xc3\xb6\xc3\x9f"
+                             "e / \x7f"),
+                         "\"gr\xc3\xb6\xc3\x9f"
+                         "e / \x7f\"");
 }
 
 static void test_stream_matches_callback(void) {

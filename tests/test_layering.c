@@ -15,8 +15,8 @@
 
 #include "testutil.h"
 
-static const char *const rooms[] = {"base",   "backend", "config", "runtime", "nn",  "plugin",
-                                    "io",     "data",    "train",  "tools",   "cli"};
+static const char *const rooms[] = {"base", "backend", "config", "runtime", "nn", "plugin",
+                                    "io",   "data",    "train",  "tools",   "cli"};
 enum { ROOM_COUNT = sizeof rooms / sizeof rooms[0] };
 
 /* The rank of the folder a path starts with ("nn/net.h" -> 4), -1 when unknown. */
@@ -70,8 +70,8 @@ static void check_file(const char *full, const char *rel, int rank, layer_report
 
 static int is_source(const char *name) {
   const char *dot = strrchr(name, '.');
-  return dot && (!strcmp(dot, ".c") || !strcmp(dot, ".h") || !strcmp(dot, ".cu") ||
-                 !strcmp(dot, ".cuh"));
+  return dot &&
+         (!strcmp(dot, ".c") || !strcmp(dot, ".h") || !strcmp(dot, ".cu") || !strcmp(dot, ".cuh"));
 }
 
 /* Walks `dir` (path `rel` below the root), checking every source file. A file's rank is
@@ -110,9 +110,10 @@ static void test_core_imports_run_down(void) {
   snprintf(core, sizeof core, "%s/core/src", src);
   layer_report r = {0};
   walk(core, "", &r);
-  if (r.violations) fprintf(stderr, "\n  %d layering violations; first: %s\n", r.violations, r.first);
+  if (r.violations)
+    fprintf(stderr, "\n  %d layering violations; first: %s\n", r.violations, r.first);
   CU_ASSERT_EQUAL(r.violations, 0);
-  CU_ASSERT(r.files > 100);   /* the walk really saw the core */
+  CU_ASSERT(r.files > 100); /* the walk really saw the core */
   CU_ASSERT(r.includes > 200);
 }
 

@@ -15,11 +15,11 @@ static void test_edit_distance(void) {
 }
 
 static void test_near_rule(void) {
-  CU_ASSERT(ganfw_suggest_near(4, 1));   /* "adma" -> adam */
-  CU_ASSERT(ganfw_suggest_near(4, 2));   /* at least 2 edits allowed */
+  CU_ASSERT(ganfw_suggest_near(4, 1)); /* "adma" -> adam */
+  CU_ASSERT(ganfw_suggest_near(4, 2)); /* at least 2 edits allowed */
   CU_ASSERT(!ganfw_suggest_near(4, 3));
-  CU_ASSERT(!ganfw_suggest_near(2, 2));  /* never as many edits as letters */
-  CU_ASSERT(ganfw_suggest_near(12, 4));  /* len / 3 for longer names */
+  CU_ASSERT(!ganfw_suggest_near(2, 2)); /* never as many edits as letters */
+  CU_ASSERT(ganfw_suggest_near(12, 4)); /* len / 3 for longer names */
   CU_ASSERT(!ganfw_suggest_near(12, 5));
 }
 

@@ -270,10 +270,11 @@ ganfw_backend *ganfw_cpu_backend(void);
 ganfw_backend *ganfw_meta_backend(ganfw_backend *shadow);
 
 #ifdef GANFW_HAVE_CUDA
-/* The CUDA backend (core/src/backend/cuda/, only in builds with it; more in core/src/backend/cuda/cuda_backend.h).
- * ganfw_cuda_device_count: visible devices, 0 without a driver or device (prints nothing;
- * `why` gets the reason, may be NULL). ganfw_cuda_backend: device 0's backend, created on
- * first use and kept for the process; NULL with the error recorded when it cannot be. */
+/* The CUDA backend (core/src/backend/cuda/, only in builds with it; more in
+ * core/src/backend/cuda/cuda_backend.h). ganfw_cuda_device_count: visible devices, 0 without a
+ * driver or device (prints nothing; `why` gets the reason, may be NULL). ganfw_cuda_backend: device
+ * 0's backend, created on first use and kept for the process; NULL with the error recorded when it
+ * cannot be. */
 int ganfw_cuda_device_count(char *why, size_t n);
 ganfw_backend *ganfw_cuda_backend(void);
 #endif

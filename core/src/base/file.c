@@ -58,8 +58,8 @@ ganfw_status ganfw_file_write_atomic(const char *path, ganfw_file_writer write, 
   if (!err && (fchmod(fd, 0644) != 0 || fsync(fd) != 0)) err = errno;
   if (fclose(f) != 0 && !err) err = errno;
   if (st == GANFW_OK && err)
-    st = ganfw_error_set(GANFW_ERR_IO, "%s: writing failed: %s (disk full, or not writable?)",
-                         path, strerror(err));
+    st = ganfw_error_set(GANFW_ERR_IO, "%s: writing failed: %s (disk full, or not writable?)", path,
+                         strerror(err));
   if (st == GANFW_OK && rename(tmp, path) != 0)
     st = ganfw_error_set(GANFW_ERR_IO, "%s: cannot rename the temporary file over it: %s", path,
                          strerror(errno));

@@ -84,8 +84,8 @@ ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t trai
  * its files are read (MNIST 1x28x28 and CIFAR-10 3x32x32, 10 classes each, through tf), for
  * checking a model when the files are not there. 0 when the kind has no fixed shape (a
  * folder of images) or tf yields none; no error is recorded. */
-int ganfw_dataset_nominal_shape(const char *kind, const ganfw_transform *tf, int32_t *c,
-                                int32_t *h, int32_t *w, int32_t *num_classes);
+int ganfw_dataset_nominal_shape(const char *kind, const ganfw_transform *tf, int32_t *c, int32_t *h,
+                                int32_t *w, int32_t *num_classes);
 
 void ganfw_dataset_destroy(ganfw_dataset *ds); /* accepts NULL */
 

@@ -35,15 +35,18 @@ ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t trai
   char kinds[256] = "";
   for (int i = 0; i < SOURCE_COUNT; i++) {
     size_t n = strlen(kinds);
-    snprintf(kinds + n, sizeof kinds - n, "%s%s", i == 0 ? "" : i + 1 == SOURCE_COUNT ? " and " : ", ",
+    snprintf(kinds + n, sizeof kinds - n, "%s%s",
+             i == 0                  ? ""
+             : i + 1 == SOURCE_COUNT ? " and "
+                                     : ", ",
              sources[i].kind);
   }
   return ganfw_error_set(GANFW_ERR_CONFIG, "unknown dataset kind '%s'; the kinds are %s",
                          kind ? kind : "(null)", kinds);
 }
 
-int ganfw_dataset_nominal_shape(const char *kind, const ganfw_transform *tf, int32_t *c,
-                                int32_t *h, int32_t *w, int32_t *num_classes) {
+int ganfw_dataset_nominal_shape(const char *kind, const ganfw_transform *tf, int32_t *c, int32_t *h,
+                                int32_t *w, int32_t *num_classes) {
   for (int i = 0; kind && i < SOURCE_COUNT; i++) {
     const dataset_source *s = &sources[i];
     if (strcmp(kind, s->kind) != 0) continue;

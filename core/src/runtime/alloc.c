@@ -624,7 +624,8 @@ void ganfw_alloc_memory_summary(const ganfw_alloc *a, FILE *out) {
                     {"Reserved memory", &st.reserved},
                     {"Inactive split memory", &st.inactive_split}};
   for (size_t i = 0; i < sizeof bytes_rows / sizeof bytes_rows[0]; i++)
-    summary_row(out, bytes_rows[i].name, ganfw_alloc_fmt_bytes(s1, sizeof s1, bytes_rows[i].s->current),
+    summary_row(out, bytes_rows[i].name,
+                ganfw_alloc_fmt_bytes(s1, sizeof s1, bytes_rows[i].s->current),
                 ganfw_alloc_fmt_bytes(s2, sizeof s2, bytes_rows[i].s->peak));
   fputs(thin, out);
   const struct {
@@ -637,7 +638,8 @@ void ganfw_alloc_memory_summary(const ganfw_alloc *a, FILE *out) {
     summary_row(out, count_rows[i].name, s1, s2);
   }
   fputs(thin, out);
-  summary_row(out, "Largest free block", ganfw_alloc_fmt_bytes(s1, sizeof s1, st.largest_free_block), "");
+  summary_row(out, "Largest free block",
+              ganfw_alloc_fmt_bytes(s1, sizeof s1, st.largest_free_block), "");
   snprintf(s1, sizeof s1, "%.1f%%", 100.0 * st.fragmentation);
   summary_row(out, "Fragmentation", s1, "");
   const struct {
@@ -655,14 +657,18 @@ void ganfw_alloc_memory_summary(const ganfw_alloc *a, FILE *out) {
   summary_row(out, "Category", "Cur Usage", "Peak Usage");
   fputs(thin, out);
   for (int c = 0; c < GANFW_MEM_COUNT; c++)
-    summary_row(out, ganfw_mem_category_name(c), ganfw_alloc_fmt_bytes(s1, sizeof s1, st.category[c].current),
+    summary_row(out, ganfw_mem_category_name(c),
+                ganfw_alloc_fmt_bytes(s1, sizeof s1, st.category[c].current),
                 ganfw_alloc_fmt_bytes(s2, sizeof s2, st.category[c].peak));
   fputs(thin, out);
   summary_row(out, "memory_limit",
-              a->memory_limit ? ganfw_alloc_fmt_bytes(s1, sizeof s1, (int64_t)a->memory_limit) : "none", "");
-  summary_row(
-      out, "max_split_size",
-      a->max_split_size ? ganfw_alloc_fmt_bytes(s2, sizeof s2, (int64_t)a->max_split_size) : "unlimited", "");
+              a->memory_limit ? ganfw_alloc_fmt_bytes(s1, sizeof s1, (int64_t)a->memory_limit)
+                              : "none",
+              "");
+  summary_row(out, "max_split_size",
+              a->max_split_size ? ganfw_alloc_fmt_bytes(s2, sizeof s2, (int64_t)a->max_split_size)
+                                : "unlimited",
+              "");
   fputs(rule, out);
 }
 

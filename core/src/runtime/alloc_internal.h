@@ -121,7 +121,7 @@ const char *ganfw_alloc_fmt_bytes(char *buf, size_t n, int64_t b);
  * returns GANFW_ERR_OOM with the formatted report as the error message (alloc_oom.c). */
 ganfw_status ganfw_alloc_oom(ganfw_alloc *a, size_t size, int32_t category, const char *owner);
 /* Appends one event to the trace ring (alloc_trace.c); only called while a->trace_on. */
-void ganfw_alloc_trace_add(ganfw_alloc *a, int32_t kind, const void *ptr, const seg *s,
-                           size_t size, int32_t category, const char *owner);
+void ganfw_alloc_trace_add(ganfw_alloc *a, int32_t kind, const void *ptr, const seg *s, size_t size,
+                           int32_t category, const char *owner);
 
 #endif

@@ -134,17 +134,20 @@ void ganfw_oom_report_format(const ganfw_alloc *a, const ganfw_oom_report *r, ch
   if (!r) return;
   size_t len = 0;
   char s1[32], s2[32], s3[32], s4[32];
-  app(buf, n, &len, "out of memory: tried to allocate %s", ganfw_alloc_fmt_bytes(s1, sizeof s1, r->requested));
+  app(buf, n, &len, "out of memory: tried to allocate %s",
+      ganfw_alloc_fmt_bytes(s1, sizeof s1, r->requested));
   if (r->req_category >= 0 && r->req_category < GANFW_MEM_COUNT)
     app(buf, n, &len, " for %s", ganfw_mem_category_name(r->req_category));
   if (r->req_owner && r->req_owner[0]) app(buf, n, &len, " '%s'", r->req_owner);
   if (r->capacity > 0)
     app(buf, n, &len, " (%s %s, %s free; ", r->limited ? "memory_limit" : "device capacity",
-        ganfw_alloc_fmt_bytes(s1, sizeof s1, r->capacity), ganfw_alloc_fmt_bytes(s2, sizeof s2, r->free_bytes));
+        ganfw_alloc_fmt_bytes(s1, sizeof s1, r->capacity),
+        ganfw_alloc_fmt_bytes(s2, sizeof s2, r->free_bytes));
   else
     app(buf, n, &len, " (device capacity unknown; ");
   app(buf, n, &len, "%s allocated by ganfw, %s reserved but unallocated).",
-      ganfw_alloc_fmt_bytes(s3, sizeof s3, r->allocated), ganfw_alloc_fmt_bytes(s4, sizeof s4, r->reserved_unallocated));
+      ganfw_alloc_fmt_bytes(s3, sizeof s3, r->allocated),
+      ganfw_alloc_fmt_bytes(s4, sizeof s4, r->reserved_unallocated));
   app(buf, n, &len, " Largest free block %s, fragmentation %.1f%%.",
       ganfw_alloc_fmt_bytes(s1, sizeof s1, r->largest_free_block), 100.0 * r->fragmentation);
 
@@ -169,7 +172,8 @@ void ganfw_oom_report_format(const ganfw_alloc *a, const ganfw_oom_report *r, ch
     app(buf, n, &len, "\nBiggest holders:");
     for (int i = 0; i < r->n_top && i < GANFW_OOM_TOP; i++)
       app(buf, n, &len, "%s %s (%s) %s", i ? "," : "", r->top[i].owner ? r->top[i].owner : "?",
-          ganfw_mem_category_name(r->top[i].category), ganfw_alloc_fmt_bytes(s1, sizeof s1, r->top[i].bytes));
+          ganfw_mem_category_name(r->top[i].category),
+          ganfw_alloc_fmt_bytes(s1, sizeof s1, r->top[i].bytes));
     app(buf, n, &len, ".");
   }
   if (r->reserved_unallocated >= r->requested && r->requested > 0)

@@ -302,11 +302,10 @@ static ganfw_status read_lr(const ganfw_cfg *optim, const char *key, double def,
 
 /* Creates the memory strategies in config order and lets each adjust the options. */
 static ganfw_status create_memory(ganfw_session *s) {
-  s->exec = (ganfw_exec_options){
-      .struct_size = sizeof s->exec,
-      .compute_dtype = GANFW_DTYPE_F32,
-      .micro_batches = 1,
-      .batch_size = s->train.batch_size};
+  s->exec = (ganfw_exec_options){.struct_size = sizeof s->exec,
+                                 .compute_dtype = GANFW_DTYPE_F32,
+                                 .micro_batches = 1,
+                                 .batch_size = s->train.batch_size};
   for (int32_t i = 0; i < s->run->n_memory; i++) {
     ganfw_session_memory *m = &s->memory[i];
     m->name = ganfw_plugin_name(s->run->memory[i]);

@@ -48,7 +48,8 @@ ganfw_tensor *ganfw_gan_fixed_noise(ganfw_session *s, int64_t n, uint64_t seed);
 /* The whole training run of `ganfw CONFIG` for a GAN session. */
 ganfw_status ganfw_train_gan(ganfw_session *s);
 
-/* --- the classifier (core/src/train/classifier_step.c, core/src/train/train_classifier.c) --------- */
+/* --- the classifier (core/src/train/classifier_step.c, core/src/train/train_classifier.c)
+ * --------- */
 typedef struct ganfw_classifier ganfw_classifier;
 
 typedef struct ganfw_classifier_stats {
