@@ -173,11 +173,12 @@ static void test_train_and_missing_data(void) {
   CU_ASSERT_EQUAL(lines, 1);
 }
 
-/* Ctrl-C during training: the step finishes, a checkpoint is written, exit code 130, and
- * the run continues from it with train.resume: latest. */
-static void test_sigint_writes_checkpoint(void) {
-  char outdir[600];
-  snprintf(outdir, sizeof outdir, "run.out_dir=%s", path_in("int"));
+/* Ctrl-C (SIGINT) or SIGTERM during training: the step finishes, a checkpoint is written,
+ * exit code 130 or 143, and the run continues from it with train.resume: latest. */
+static void signal_writes_checkpoint(int sig, const char *dir, int want_exit) {
+  char outdir[600], metrics[600];
+  snprintf(outdir, sizeof outdir, "run.out_dir=%s", path_in(dir));
+  snprintf(metrics, sizeof metrics, "%s/metrics.csv", path_in(dir));
   pid_t pid = fork();
   CU_ASSERT_FATAL(pid >= 0);
   if (pid == 0) {
@@ -191,7 +192,7 @@ static void test_sigint_writes_checkpoint(void) {
   /* wait until training has started: metrics.csv has its first row */
   int started = 0;
   for (int i = 0; i < 600 && !started; i++) {
-    FILE *f = fopen(path_in("int/metrics.csv"), "r");
+    FILE *f = fopen(metrics, "r");
     if (f) {
       char line[512];
       started = fgets(line, sizeof line, f) && fgets(line, sizeof line, f);
@@ -200,13 +201,13 @@ static void test_sigint_writes_checkpoint(void) {
     if (!started) usleep(50000);
   }
   CU_ASSERT(started);
-  kill(pid, SIGINT);
+  kill(pid, sig);
   int status = 0;
   waitpid(pid, &status, 0);
   CU_ASSERT(WIFEXITED(status));
-  CU_ASSERT_EQUAL(WEXITSTATUS(status), 130);
+  CU_ASSERT_EQUAL(WEXITSTATUS(status), want_exit);
   char latest[600];
-  snprintf(latest, sizeof latest, "%s/checkpoints", path_in("int"));
+  snprintf(latest, sizeof latest, "%s/checkpoints", path_in(dir));
   int found = 0;
   FILE *p;
   char cmd[700];
@@ -217,6 +218,14 @@ static void test_sigint_writes_checkpoint(void) {
     pclose(p);
   }
   CU_ASSERT_EQUAL(found, 1);
+}
+
+static void test_sigint_writes_checkpoint(void) {
+  signal_writes_checkpoint(SIGINT, "int", 130);
+}
+
+static void test_sigterm_writes_checkpoint(void) {
+  signal_writes_checkpoint(SIGTERM, "term", 143);
 }
 
 /* A relative plugin_path is written absolute into config.resolved.yaml, so that the run
@@ -356,6 +365,7 @@ static CU_TestInfo tests[] = {
     {"plugins lists kind and name", test_plugins_listing},
     {"train, and a missing data set in one message", test_train_and_missing_data},
     {"Ctrl-C writes a checkpoint and exits 130", test_sigint_writes_checkpoint},
+    {"SIGTERM writes a checkpoint and exits 143", test_sigterm_writes_checkpoint},
     {"a relative plugin_path is absolute in the resolved config",
      test_plugin_path_resolved_absolute},
     {"--set plugin_path is relative to the working directory",

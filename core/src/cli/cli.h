@@ -12,7 +12,13 @@
 #include "tools/sample.h"
 #include "tools/score.h"
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 130 };
+enum {
+  EXIT_OK = 0,
+  EXIT_RUNTIME = 1,
+  EXIT_USAGE = 2,
+  EXIT_INTERRUPTED = 130,
+  EXIT_TERMINATED = 143
+};
 
 #define CLI_MAX_ARGS 64
 

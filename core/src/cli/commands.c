@@ -2,6 +2,7 @@
  * parsers of the commands that have options, and the handlers. Parsing argv and printing
  * the usage from this table is main.c's. */
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "data/data.h"
 #include "ganfw/ganfw.h"
 #include "train/run.h"
+#include "train/run_state.h"
 #include "train/session.h"
 #include "train/trainer.h"
 
@@ -283,7 +285,7 @@ static int cmd_train(cli_args *args) {
   }
   if (st == GANFW_ERR_INTERRUPTED) {
     fprintf(stderr, "ganfw: %s\n", ganfw_error_message());
-    return EXIT_INTERRUPTED;
+    return ganfw_interrupt_signal() == SIGTERM ? EXIT_TERMINATED : EXIT_INTERRUPTED;
   }
   return st == GANFW_OK ? EXIT_OK : cli_fail(st);
 }

@@ -1,7 +1,8 @@
 /* The ganfw command line: `ganfw [global options] [COMMAND] [options] OPERANDS`. Global
  * options (--set, -q, -v, --help, --version) go before or after the command name; a
  * command's own options come after it. The commands are the table in commands.c. Exit
- * codes: 0 ok, 1 runtime failure, 2 usage or config error, 130 interrupted. */
+ * codes: 0 ok, 1 runtime failure, 2 usage or config error, 130 interrupted (SIGINT), 143
+ * terminated (SIGTERM). */
 #include <stdio.h>
 #include <string.h>
 
@@ -22,7 +23,8 @@ static const char global_options[] =
 static const char footer[] =
     "Plugins are searched in the config's plugin_path, $GANFW_PLUGIN_PATH, then the install\n"
     "prefix and the build tree (the build tree first for a binary run from it).\n"
-    "Exit codes: 0 ok, 1 runtime failure, 2 usage or config error, 130 interrupted.\n";
+    "Exit codes: 0 ok, 1 runtime failure, 2 usage or config error, 130 interrupted (Ctrl-C),\n"
+    "143 terminated (SIGTERM); both write a checkpoint first.\n";
 
 /* The summary's lines, indented under a synopsis. */
 static void print_indented(FILE *f, const char *text, int indent) {

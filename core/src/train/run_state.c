@@ -128,26 +128,44 @@ double ganfw_now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static volatile sig_atomic_t interrupted;
-static struct sigaction previous;
+static volatile sig_atomic_t interrupted; /* the signal number, 0 none */
+static struct sigaction previous_int, previous_term;
 
-static void on_sigint(int sig) {
-  (void)sig;
-  interrupted = 1;
+static void on_stop_signal(int sig) {
+  if (interrupted) { /* the second one: stop now, as the signal's default would */
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  interrupted = sig;
 }
 
 void ganfw_interrupt_begin(void) {
   interrupted = 0;
   struct sigaction sa = {0};
-  sa.sa_handler = on_sigint;
+  sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, &previous);
+  sigaction(SIGINT, &sa, &previous_int);
+  sigaction(SIGTERM, &sa, &previous_term);
 }
 
 void ganfw_interrupt_end(void) {
-  sigaction(SIGINT, &previous, NULL);
+  sigaction(SIGINT, &previous_int, NULL);
+  sigaction(SIGTERM, &previous_term, NULL);
 }
 
 int32_t ganfw_interrupt_requested(void) {
   return interrupted != 0;
+}
+
+int32_t ganfw_interrupt_signal(void) {
+  return (int32_t)interrupted;
+}
+
+ganfw_status ganfw_interrupt_error(int64_t step, const char *ckpt_dir) {
+  return ganfw_error_set(GANFW_ERR_INTERRUPTED,
+                         "%s at step %lld; a checkpoint is in %s: continue with "
+                         "--set train.resume=latest",
+                         interrupted == SIGTERM ? "terminated (SIGTERM)" : "interrupted (SIGINT)",
+                         (long long)step, ckpt_dir);
 }

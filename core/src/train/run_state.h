@@ -40,10 +40,17 @@ ganfw_status ganfw_run_resume(ganfw_session *s, const char *ckpt_dir, const ganf
 /* Seconds on a monotonic clock, for step and phase timings. */
 double ganfw_now_s(void);
 
-/* Ctrl-C during training: begin installs a SIGINT handler that only raises a flag (the
- * loop finishes its step, writes a checkpoint and stops), end restores the previous one. */
+/* Ctrl-C (SIGINT) or SIGTERM (a batch scheduler, `docker stop`) during training: begin
+ * installs handlers that only raise a flag (the loop finishes its step, writes a
+ * checkpoint and stops); a second signal while the first is being handled ends the process
+ * at once, killed by that signal. end restores the previous handlers. */
 void ganfw_interrupt_begin(void);
 void ganfw_interrupt_end(void);
 int32_t ganfw_interrupt_requested(void);
+/* The signal that asked to stop (SIGINT or SIGTERM), 0 when none since begin. */
+int32_t ganfw_interrupt_signal(void);
+/* GANFW_ERR_INTERRUPTED with the message a stopped run ends with: the signal, the step,
+ * the checkpoint folder and how to continue. */
+ganfw_status ganfw_interrupt_error(int64_t step, const char *ckpt_dir);
 
 #endif

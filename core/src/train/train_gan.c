@@ -195,11 +195,7 @@ static ganfw_status train_loop(gan_run *r) {
     }
     if (st == GANFW_OK && ganfw_interrupt_requested()) {
       if (!saved) st = save_checkpoint(r);
-      if (st == GANFW_OK)
-        st = ganfw_error_set(GANFW_ERR_INTERRUPTED,
-                             "interrupted at step %lld; a checkpoint is in %s: continue with "
-                             "--set train.resume=latest",
-                             (long long)r->step, r->ckpt_dir);
+      if (st == GANFW_OK) st = ganfw_interrupt_error(r->step, r->ckpt_dir);
     }
   }
   return st;
