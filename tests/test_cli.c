@@ -220,6 +220,24 @@ static void signal_writes_checkpoint(int sig, const char *dir, int want_exit) {
   CU_ASSERT_EQUAL(found, 1);
 }
 
+/* Resuming a run that already reached its last step trains nothing, says so and exits 0;
+ * metrics.csv keeps its rows. */
+static void test_resume_at_end(void) {
+  char outdir[600], metrics[600];
+  snprintf(outdir, sizeof outdir, "run.out_dir=%s", path_in("done"));
+  snprintf(metrics, sizeof metrics, "%s/metrics.csv", path_in("done"));
+  CU_ASSERT_EQUAL_FATAL(run_ganfw((const char *[]){path_in("ok.yaml"), "--set", outdir, NULL}), 0);
+  struct stat before, after;
+  CU_ASSERT_EQUAL_FATAL(stat(metrics, &before), 0);
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){path_in("ok.yaml"), "--set", outdir, "--set",
+                                             "train.resume=latest", NULL}),
+                  0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "nothing left to train"));
+  CU_ASSERT_PTR_NULL(strstr(out, "training dcgan for"));
+  CU_ASSERT_EQUAL_FATAL(stat(metrics, &after), 0);
+  CU_ASSERT_EQUAL(after.st_size, before.st_size);
+}
+
 static void test_sigint_writes_checkpoint(void) {
   signal_writes_checkpoint(SIGINT, "int", 130);
 }
@@ -364,6 +382,7 @@ static CU_TestInfo tests[] = {
     {"validate: resolved config, typos with file:line:col, wrong kinds", test_validate},
     {"plugins lists kind and name", test_plugins_listing},
     {"train, and a missing data set in one message", test_train_and_missing_data},
+    {"resume at the last step trains nothing, exit 0", test_resume_at_end},
     {"Ctrl-C writes a checkpoint and exits 130", test_sigint_writes_checkpoint},
     {"SIGTERM writes a checkpoint and exits 143", test_sigterm_writes_checkpoint},
     {"a relative plugin_path is absolute in the resolved config",

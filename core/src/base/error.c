@@ -74,6 +74,34 @@ void ganfw_error_clear(void) {
   error_code = GANFW_OK;
 }
 
+void ganfw_error_save(ganfw_error_saved *saved, ganfw_status code) {
+  saved->code = code;
+  snprintf(saved->msg, sizeof saved->msg, "%s", code == GANFW_OK ? "" : error_msg);
+}
+
+ganfw_status ganfw_error_first(const ganfw_error_saved *saved, ganfw_status later) {
+  if (saved->code == GANFW_OK) return later;
+  if (later == GANFW_OK)
+    snprintf(error_msg, sizeof error_msg, "%s", saved->msg);
+  else { /* "<first>; later: <then>", cut to the buffer */
+    char then[GANFW_ERROR_MAX];
+    memcpy(then, error_msg, sizeof then);
+    size_t n = strlen(saved->msg);
+    if (n > sizeof error_msg - 1) n = sizeof error_msg - 1;
+    memcpy(error_msg, saved->msg, n);
+    const char *parts[] = {"; later: ", then};
+    for (int i = 0; i < 2; i++) {
+      size_t k = strlen(parts[i]);
+      if (k > sizeof error_msg - 1 - n) k = sizeof error_msg - 1 - n;
+      memcpy(error_msg + n, parts[i], k);
+      n += k;
+    }
+    error_msg[n] = '\0';
+  }
+  error_code = saved->code;
+  return saved->code;
+}
+
 const char *ganfw_status_name(ganfw_status code) {
   if (code < 0 || code >= GANFW_STATUS_COUNT) return "unknown status";
   return status_names[code];

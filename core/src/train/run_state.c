@@ -122,6 +122,15 @@ ganfw_status ganfw_run_resume(ganfw_session *s, const char *ckpt_dir, const ganf
   return GANFW_OK;
 }
 
+int32_t ganfw_run_already_done(int64_t step, int64_t total) {
+  if (step < total) return 0;
+  ganfw_log(GANFW_LOG_INFO,
+            "resumed at step %lld, and this run ends at step %lld (train.max_steps, "
+            "train.epochs): nothing left to train; raise train.max_steps to go on",
+            (long long)step, (long long)total);
+  return 1;
+}
+
 double ganfw_now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);

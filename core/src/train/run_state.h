@@ -37,6 +37,10 @@ ganfw_status ganfw_run_save_checkpoint(ganfw_session *s, const char *path,
 ganfw_status ganfw_run_resume(ganfw_session *s, const char *ckpt_dir, const ganfw_ckpt_net *nets,
                               int32_t n, ganfw_loader *loader, ganfw_ckpt_meta **meta);
 
+/* 1 when a resumed run is already at its last step (`step` >= `total`), saying so in the
+ * log: the trainer then trains nothing and ends with 0. */
+int32_t ganfw_run_already_done(int64_t step, int64_t total);
+
 /* Seconds on a monotonic clock, for step and phase timings. */
 double ganfw_now_s(void);
 

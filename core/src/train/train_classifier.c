@@ -260,7 +260,7 @@ ganfw_status ganfw_train_classifier(ganfw_session *s) {
   cls_run r = {.s = s, .best_acc = -1, .best_step = -1, .last_eval_step = -1};
   const double t0 = ganfw_now_s();
   ganfw_status st = open_run(&r);
-  if (st == GANFW_OK) {
+  if (st == GANFW_OK && !ganfw_run_already_done(r.step, r.total)) {
     ganfw_alloc_stats as;
     ganfw_alloc_get_stats(s->ctx->alloc, &as);
     const double mib = 1024.0 * 1024.0;
@@ -284,8 +284,9 @@ ganfw_status ganfw_train_classifier(ganfw_session *s) {
                 ganfw_now_s() - t0, 100.0 * r.best_acc, (long long)r.best_step);
   }
   if (s->ctx && !r.memory_written) {
-    ganfw_status mst = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir);
-    if (st == GANFW_OK) st = mst;
+    ganfw_error_saved first;
+    ganfw_error_save(&first, st);
+    st = ganfw_error_first(&first, ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir));
   }
   close_run(&r);
   return st;

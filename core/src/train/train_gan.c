@@ -204,7 +204,7 @@ static ganfw_status train_loop(gan_run *r) {
 ganfw_status ganfw_train_gan(ganfw_session *s) {
   gan_run r = {.s = s};
   ganfw_status st = open_run(&r);
-  if (st == GANFW_OK) {
+  if (st == GANFW_OK && !ganfw_run_already_done(r.step, r.total)) {
     ganfw_alloc_stats as;
     ganfw_alloc_get_stats(s->ctx->alloc, &as);
     const double mib = 1024.0 * 1024.0;
@@ -222,8 +222,9 @@ ganfw_status ganfw_train_gan(ganfw_session *s) {
     ganfw_interrupt_end();
   }
   if (s->ctx) {
-    ganfw_status mst = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir);
-    if (st == GANFW_OK) st = mst;
+    ganfw_error_saved first;
+    ganfw_error_save(&first, st);
+    st = ganfw_error_first(&first, ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir));
   }
   close_run(&r);
   return st;
