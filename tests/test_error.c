@@ -22,8 +22,9 @@ static void test_first_failure_is_kept(void) {
   ganfw_status later = ganfw_error_set(GANFW_ERR_CONFIG, "memory.json: cannot write");
   CU_ASSERT_EQUAL(ganfw_error_first(&first, later), GANFW_ERR_IO);
   CU_ASSERT_EQUAL(ganfw_error_code(), GANFW_ERR_IO);
-  CU_ASSERT_STRING_EQUAL(ganfw_error_message(),
-                         "samples/step_000030.png: No space left; later: memory.json: cannot write");
+  CU_ASSERT_STRING_EQUAL(
+      ganfw_error_message(),
+      "samples/step_000030.png: No space left; later: memory.json: cannot write");
 
   /* the clean-up succeeded but touched the message: the first one comes back */
   ganfw_error_set(GANFW_ERR_IO, "first");
