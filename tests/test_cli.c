@@ -229,10 +229,20 @@ static void test_resume_at_end(void) {
   CU_ASSERT_EQUAL_FATAL(run_ganfw((const char *[]){path_in("ok.yaml"), "--set", outdir, NULL}), 0);
   struct stat before, after;
   CU_ASSERT_EQUAL_FATAL(stat(metrics, &before), 0);
+  /* what a checkpoint write killed half-way leaves: removed when the run starts again */
+  char stale[700];
+  snprintf(stale, sizeof stale, "%s/checkpoints/step_00000004.safetensors.tmp.Ab12Cd",
+           path_in("done"));
+  FILE *f = fopen(stale, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("half a checkpoint", f);
+  fclose(f);
   CU_ASSERT_EQUAL(run_ganfw((const char *[]){path_in("ok.yaml"), "--set", outdir, "--set",
                                              "train.resume=latest", NULL}),
                   0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "nothing left to train"));
+  CU_ASSERT_NOT_EQUAL(access(stale, F_OK), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "removed 1 temporary file that"));
   CU_ASSERT_PTR_NULL(strstr(out, "training dcgan for"));
   CU_ASSERT_EQUAL_FATAL(stat(metrics, &after), 0);
   CU_ASSERT_EQUAL(after.st_size, before.st_size);

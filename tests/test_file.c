@@ -95,11 +95,41 @@ static void test_rename_over_folder_fails_cleanly(void) {
   rmdir(path);
 }
 
+/* Only the writer's own temporaries, `<name>.tmp.XXXXXX` regular files, are removed. */
+static void test_remove_stale_temporaries(void) {
+  char sub[128], p[256];
+  snprintf(sub, sizeof sub, "%s/stale", dir);
+  CU_ASSERT_EQUAL_FATAL(mkdir(sub, 0700), 0);
+  const char *files[] = {"step_00000004.safetensors.tmp.AbC123", "keep.tmp.txt", "x.tmp.12345",
+                         "y.tmp.12345-", "step_00000004.safetensors"};
+  for (int i = 0; i < 5; i++) {
+    snprintf(p, sizeof p, "%s/%s", sub, files[i]);
+    FILE *f = fopen(p, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fclose(f);
+  }
+  snprintf(p, sizeof p, "%s/d.tmp.ABCDEF", sub); /* a folder of that name stays */
+  CU_ASSERT_EQUAL_FATAL(mkdir(p, 0700), 0);
+  CU_ASSERT_EQUAL(ganfw_file_remove_stale_temporaries(sub), 1);
+  snprintf(p, sizeof p, "%s/%s", sub, files[0]);
+  CU_ASSERT_NOT_EQUAL(access(p, F_OK), 0);
+  for (int i = 1; i < 5; i++) {
+    snprintf(p, sizeof p, "%s/%s", sub, files[i]);
+    CU_ASSERT_EQUAL(access(p, F_OK), 0);
+    unlink(p);
+  }
+  snprintf(p, sizeof p, "%s/d.tmp.ABCDEF", sub);
+  CU_ASSERT_EQUAL(rmdir(p), 0);
+  CU_ASSERT_EQUAL(rmdir(sub), 0);
+  CU_ASSERT_EQUAL(ganfw_file_remove_stale_temporaries("/nonexistent/folder"), 0);
+}
+
 static CU_TestInfo tests[] = {
     {"writes_and_replaces", test_writes_and_replaces},
     {"failed_writer_keeps_old_file", test_failed_writer_keeps_old_file},
     {"missing_folder_names_path", test_missing_folder_names_path},
     {"rename_over_folder_fails_cleanly", test_rename_over_folder_fails_cleanly},
+    {"remove_stale_temporaries", test_remove_stale_temporaries},
     CU_TEST_INFO_NULL,
 };
 

@@ -2,6 +2,8 @@
  * directory. */
 #include "base/file.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -69,4 +71,32 @@ ganfw_status ganfw_file_write_atomic(const char *path, ganfw_file_writer write, 
     sync_parent(path);
   free(tmp);
   return st;
+}
+
+/* `<name>.tmp.XXXXXX`: what mkostemp made of the writer's template. */
+static int is_temporary_name(const char *name) {
+  size_t n = strlen(name);
+  if (n < 12 || strncmp(name + n - 11, ".tmp.", 5) != 0) return 0;
+  for (size_t i = n - 6; i < n; i++)
+    if (!isalnum((unsigned char)name[i])) return 0;
+  return 1;
+}
+
+int64_t ganfw_file_remove_stale_temporaries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int64_t removed = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (!is_temporary_name(e->d_name)) continue;
+    size_t n = strlen(dir) + strlen(e->d_name) + 2;
+    char *path = malloc(n);
+    if (!path) break;
+    snprintf(path, n, "%s/%s", dir, e->d_name);
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && unlink(path) == 0) removed++;
+    free(path);
+  }
+  closedir(d);
+  return removed;
 }

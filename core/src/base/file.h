@@ -4,6 +4,7 @@
 #ifndef GANFW_FILE_H
 #define GANFW_FILE_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "ganfw/status.h"
@@ -20,5 +21,10 @@ typedef ganfw_status (*ganfw_file_writer)(FILE *f, void *ud);
  * `path` is left as it was, and the status is the writer's or GANFW_ERR_IO with a message
  * naming `path` and the cause. */
 ganfw_status ganfw_file_write_atomic(const char *path, ganfw_file_writer write, void *ud);
+
+/* Removes what a write killed half-way (kill -9, power cut) left in `dir`: regular files
+ * named like the writer's temporaries, `<name>.tmp.XXXXXX` with six letters or digits.
+ * Not recursive. Returns how many were removed (0 when dir cannot be read). */
+int64_t ganfw_file_remove_stale_temporaries(const char *dir);
 
 #endif

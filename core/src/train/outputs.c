@@ -44,6 +44,19 @@ ganfw_status ganfw_mkdirs(const char *path) {
   return GANFW_OK;
 }
 
+void ganfw_run_folder_clean(const char *dir) {
+  const char *subs[] = {"", "checkpoints", "samples"};
+  int64_t removed = 0;
+  for (int i = 0; i < 3; i++) {
+    char path[4096];
+    if (ganfw_path_join(path, sizeof path, dir, subs[i]) != GANFW_OK) continue;
+    removed += ganfw_file_remove_stale_temporaries(i == 0 ? dir : path);
+  }
+  if (removed > 0)
+    ganfw_log(GANFW_LOG_INFO, "%s: removed %lld temporary file%s that an interrupted write left",
+              dir, (long long)removed, removed == 1 ? "" : "s");
+}
+
 /* Writes <dir>/<name> atomically through `write`. */
 static ganfw_status write_in(const char *dir, const char *name, ganfw_file_writer write,
                              void *obj) {

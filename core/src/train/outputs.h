@@ -13,6 +13,9 @@
 ganfw_status ganfw_mkdirs(const char *path);
 /* "<a>/<b>" into buf; GANFW_ERR_INVALID_ARG when it does not fit. */
 ganfw_status ganfw_path_join(char *buf, size_t n, const char *a, const char *b);
+/* Removes the temporary files an interrupted write left in the run folder `dir`, its
+ * checkpoints/ and samples/ (base/file.h), logging how many. */
+void ganfw_run_folder_clean(const char *dir);
 /* Writes the resolved config to <dir>/config.resolved.yaml atomically. */
 ganfw_status ganfw_write_resolved_config(const ganfw_config *c, const char *dir);
 /* Writes the allocator's stats and trace to <dir>/memory.json atomically. */

@@ -94,8 +94,10 @@ static ganfw_status open_run(cls_run *r) {
   ganfw_status st;
   if ((st = ganfw_path_join(r->ckpt_dir, sizeof r->ckpt_dir, out, "checkpoints")) ||
       (st = ganfw_path_join(r->eval_path, sizeof r->eval_path, out, "eval.csv")) ||
-      (st = ganfw_mkdirs(r->ckpt_dir)) || (st = ganfw_write_resolved_config(s->run->config, out)))
+      (st = ganfw_mkdirs(r->ckpt_dir)))
     return st;
+  ganfw_run_folder_clean(out);
+  if ((st = ganfw_write_resolved_config(s->run->config, out)) != GANFW_OK) return st;
   if ((st = ganfw_loader_create(s->data, &s->loader_cfg, &r->loader)) != GANFW_OK) return st;
   if ((st = ganfw_classifier_open_test_split(s, &r->test)) != GANFW_OK) return st;
   const int64_t B = s->train.batch_size;

@@ -80,9 +80,10 @@ static ganfw_status open_run(gan_run *r) {
   ganfw_status st;
   if ((st = ganfw_path_join(r->samples_dir, sizeof r->samples_dir, out, "samples")) ||
       (st = ganfw_path_join(r->ckpt_dir, sizeof r->ckpt_dir, out, "checkpoints")) ||
-      (st = ganfw_mkdirs(r->samples_dir)) || (st = ganfw_mkdirs(r->ckpt_dir)) ||
-      (st = ganfw_write_resolved_config(s->run->config, out)))
+      (st = ganfw_mkdirs(r->samples_dir)) || (st = ganfw_mkdirs(r->ckpt_dir)))
     return st;
+  ganfw_run_folder_clean(out);
+  if ((st = ganfw_write_resolved_config(s->run->config, out)) != GANFW_OK) return st;
   if ((st = ganfw_loader_create(s->data, &s->loader_cfg, &r->loader)) != GANFW_OK) return st;
   int64_t per_epoch = ganfw_loader_batches_per_epoch(r->loader);
   r->total = s->train.epochs * per_epoch;
