@@ -426,6 +426,14 @@ static void test_plan_cli(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "memory summary")); /* the allocator's table */
   CU_ASSERT_EQUAL(run_ganfw((const char *[]){"plan", path_in("tight.yaml"), NULL}), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "DOES NOT FIT"));
+  /* a limit below the parameters runs out in the set-up, and says so like any other */
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"plan", path_in("small.yaml"), "--set",
+                                             "device.memory_limit=64KiB", NULL}),
+                  0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "DOES NOT FIT in memory_limit 0.06 MiB"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "in the set-up"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "Predicted peak"));
+  CU_ASSERT_PTR_NULL(strstr(out, "the net was built for"));
   CU_ASSERT_EQUAL(run_ganfw((const char *[]){"find-batch", path_in("fb.yaml"), "--margin", "0.1",
                                              "--no-confirm", NULL}),
                   0);

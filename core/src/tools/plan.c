@@ -30,7 +30,9 @@ ganfw_status ganfw_plan_make(const char *config, const char *const *sets, int ns
   limited->layers = NULL;
   ganfw_probe_result_free(out);
   opt.limit_mode = GANFW_PROBE_LIMIT_NONE;
-  opt.info = &limited->data;
+  /* The data shape the limited run found; none when it ran out before reading it (a limit
+   * below the parameters): the unlimited run then reads it itself. */
+  opt.info = limited->data.channels > 0 ? &limited->data : NULL;
   st = ganfw_probe_run(config, sets, nsets, &opt, out);
   if (st == GANFW_OK) {
     out->oom = 1;
