@@ -220,6 +220,17 @@ static void signal_writes_checkpoint(int sig, const char *dir, int want_exit) {
   CU_ASSERT_EQUAL(found, 1);
 }
 
+/* A GAN batch larger than the data set can never be trained on, with or without drop_last:
+ * refused at once instead of looping over short batches for ever. */
+static void test_gan_batch_larger_than_data(void) {
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){path_in("ok.yaml"), "--set", "train.batch_size=100000",
+                                             "--set", "data.drop_last=false", NULL}),
+                  2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "train.batch_size 100000 is larger than"));
+  CU_ASSERT_EQUAL(
+      run_ganfw((const char *[]){path_in("ok.yaml"), "--set", "train.batch_size=100000", NULL}), 2);
+}
+
 /* Resuming a run that already reached its last step trains nothing, says so and exits 0;
  * metrics.csv keeps its rows. */
 static void test_resume_at_end(void) {
@@ -392,6 +403,7 @@ static CU_TestInfo tests[] = {
     {"validate: resolved config, typos with file:line:col, wrong kinds", test_validate},
     {"plugins lists kind and name", test_plugins_listing},
     {"train, and a missing data set in one message", test_train_and_missing_data},
+    {"a GAN batch larger than the data set is refused", test_gan_batch_larger_than_data},
     {"resume at the last step trains nothing, exit 0", test_resume_at_end},
     {"Ctrl-C writes a checkpoint and exits 130", test_sigint_writes_checkpoint},
     {"SIGTERM writes a checkpoint and exits 143", test_sigterm_writes_checkpoint},

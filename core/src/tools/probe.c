@@ -352,10 +352,17 @@ static ganfw_status next_batch(probe *p) {
   ganfw_status st;
   if (p->loader) {
     ganfw_batch_info bi;
+    /* a full batch, as the steps take; an epoch has at most one short one */
+    int64_t tries = ganfw_loader_batches_per_epoch(p->loader) + 2;
     do {
       st = ganfw_loader_next(p->loader, p->host_batch, p->labels ? p->host_labels : NULL, &bi);
       if (st != GANFW_OK) return st;
-    } while (bi.n < s->train.batch_size);
+    } while (bi.n < s->train.batch_size && --tries > 0);
+    if (bi.n < s->train.batch_size)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "train.batch_size %lld: the data set never gives a full batch "
+                             "(%d images at most); lower train.batch_size",
+                             (long long)s->train.batch_size, (int)bi.n);
     if ((st = ganfw_tensor_from_host(p->x, p->host_batch, p->x->nbytes)) != GANFW_OK) return st;
   } else if ((st = host->rng_uniform(s->ctx, p->x, -1.0f, 1.0f)) != GANFW_OK) {
     return st;

@@ -359,6 +359,17 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   if ((st = create_memory(s)) != GANFW_OK) return st;
   if ((st = open_data(s, root, with_data, info)) != GANFW_OK) return st;
   if ((st = create_model(s, root)) != GANFW_OK) return st;
+  /* The GAN step takes full batches only (a short last one is skipped): a data set smaller
+   * than one batch would never give it one, with or without drop_last. A plan (meta
+   * backend) reads no batch and may ask for any size. */
+  if (with_data && !s->run->ctx_opt.meta && s->family == GANFW_MODEL_GAN &&
+      ganfw_dataset_size(s->data) < s->train.batch_size)
+    return ganfw_error_set(
+        GANFW_ERR_CONFIG,
+        "%s: train.batch_size %lld is larger than the %lld images of the data "
+        "set '%s', and a GAN step needs a full batch; lower train.batch_size",
+        ganfw_cfg_where(ganfw_cfg_child(ganfw_cfg_section(root, "train"), "batch_size")),
+        (long long)s->train.batch_size, (long long)ganfw_dataset_size(s->data), s->data_path);
   if ((st = configure_nets(s)) != GANFW_OK) return st;
   const ganfw_cfg *model = ganfw_cfg_section(root, "model");
   if ((st = apply_freeze(s, model)) != GANFW_OK) return st;
