@@ -2,7 +2,6 @@
  * parsers of the commands that have options, and the handlers. Parsing argv and printing
  * the usage from this table is main.c's. */
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +13,6 @@
 #include "data/data.h"
 #include "ganfw/ganfw.h"
 #include "train/run.h"
-#include "train/run_state.h"
 #include "train/session.h"
 #include "train/trainer.h"
 
@@ -282,10 +280,6 @@ static int cmd_train(cli_args *args) {
   if (st == GANFW_ERR_OOM) { /* advice needs the memory back first */
     ganfw_error_set(GANFW_ERR_OOM, "%s", oom_msg);
     return fail_oom(args);
-  }
-  if (st == GANFW_ERR_INTERRUPTED) {
-    fprintf(stderr, "ganfw: %s\n", ganfw_error_message());
-    return ganfw_interrupt_signal() == SIGTERM ? EXIT_TERMINATED : EXIT_INTERRUPTED;
   }
   return st == GANFW_OK ? EXIT_OK : cli_fail(st);
 }

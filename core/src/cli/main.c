@@ -3,6 +3,7 @@
  * command's own options come after it. The commands are the table in commands.c. Exit
  * codes: 0 ok, 1 runtime failure, 2 usage or config error, 130 interrupted (SIGINT), 143
  * terminated (SIGTERM). */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "ganfw/ganfw.h"
+#include "train/run_state.h"
 
 static const char global_options[] =
     "global options (before or after the command):\n"
@@ -65,11 +67,15 @@ int cli_usage_error(const cli_command *cmd, const char *fmt, const char *arg) {
   return EXIT_USAGE;
 }
 
-/* Config, plugin and usage problems are the user's to fix (2); the rest are runtime (1). */
+/* Config, plugin and usage problems are the user's to fix (2); a run stopped by a signal
+ * exits as the shell reports that signal (130 SIGINT, 143 SIGTERM); the rest are runtime
+ * (1). */
 static int exit_code_for(ganfw_status st) {
   switch (st) {
   case GANFW_OK:
     return EXIT_OK;
+  case GANFW_ERR_INTERRUPTED:
+    return ganfw_interrupt_signal() == SIGTERM ? EXIT_TERMINATED : EXIT_INTERRUPTED;
   case GANFW_ERR_CONFIG:
   case GANFW_ERR_PLUGIN:
   case GANFW_ERR_UNSUPPORTED:
@@ -82,7 +88,10 @@ static int exit_code_for(ganfw_status st) {
 
 int cli_fail(ganfw_status st) {
   const char *msg = ganfw_error_message();
-  fprintf(stderr, "ganfw: %s: %s\n", ganfw_status_name(st), *msg ? msg : "(no message)");
+  if (st == GANFW_ERR_INTERRUPTED) /* the message says which signal, and how to go on */
+    fprintf(stderr, "ganfw: %s\n", msg);
+  else
+    fprintf(stderr, "ganfw: %s: %s\n", ganfw_status_name(st), *msg ? msg : "(no message)");
   return exit_code_for(st);
 }
 
