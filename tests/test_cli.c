@@ -107,6 +107,9 @@ static void test_help_version_usage(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown option '--bogus'"));
   CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", "/nonexistent.yaml", NULL}), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "/nonexistent.yaml"));
+  /* An output that is a folder is refused before any sample is drawn. */
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"sample", root, "-o", root, NULL}), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "is a directory; give the PNG file"));
 }
 
 static void test_validate(void) {

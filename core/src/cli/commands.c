@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "config/config.h"
@@ -47,6 +48,9 @@ static int sample_option(cli_args *a, const char *opt, const char *value, int *t
   const char *v = need_value(a, opt, value, took);
   if (!v) return EXIT_USAGE;
   if (is_out) {
+    struct stat sb;
+    if (stat(v, &sb) == 0 && S_ISDIR(sb.st_mode))
+      return cli_usage_error(a->command, "-o %s is a directory; give the PNG file to write", v);
     a->sample.output = v;
     return CLI_OPT_TAKEN;
   }
