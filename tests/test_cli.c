@@ -153,6 +153,16 @@ static void test_validate(void) {
   CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("missing.yaml"), NULL}), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "ganfw_adamw2.so"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "GANFW_PLUGIN_PATH"));
+  /* a plugin's own refusal points at the key it names, or at its section */
+  write_file("plugin_key.yaml", "extends: ok.yaml\nmodel:\n  ngf: 100000000\n");
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("plugin_key.yaml"), NULL}), 2);
+  snprintf(where, sizeof where, "%s:3:8: model 'dcgan': dcgan: model.ngf",
+           path_in("plugin_key.yaml"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, where));
+  write_file("plugin_word.yaml", "extends: ok.yaml\noptim:\n  lr: 1.0e-3\n  betas: [2, 0.9]\n");
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("plugin_word.yaml"), NULL}), 2);
+  snprintf(where, sizeof where, "%s:4:10: optimizer 'adam'", path_in("plugin_word.yaml"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, where));
 }
 
 static void test_plugins_listing(void) {

@@ -1,6 +1,7 @@
 /* A training session (see session.h): context, data, model nets, optimizers. */
 #include "train/session.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,53 @@ static ganfw_status read_train(ganfw_session *s, const ganfw_cfg *root) {
   return GANFW_OK;
 }
 
+/* Where a plugin's refusal of its config section points: the key it names as
+ * "<section>.<key>" when the section holds that key, else the first word of the message
+ * that is a key of the section, else the section itself. A message
+ * that starts with a location already ("file:line:col: ...", as the host's getters write)
+ * gets none. */
+static const char *plugin_error_where(const ganfw_cfg *node, const char *section) {
+  const char *msg = ganfw_error_message();
+  const char *colon = strchr(msg, ':');
+  if (colon && colon[1] >= '0' && colon[1] <= '9') return NULL;
+  size_t n = strlen(section);
+  for (const char *p = strstr(msg, section); p; p = strstr(p + 1, section)) {
+    if ((p > msg && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || p[n] != '.') continue;
+    char key[128];
+    size_t k = 0;
+    for (const char *q = p + n + 1;
+         k + 1 < sizeof key && (isalnum((unsigned char)*q) || *q == '_' || *q == '.'); q++)
+      key[k++] = *q;
+    while (k > 0 && key[k - 1] == '.') k--; /* a sentence's full stop */
+    key[k] = '\0';
+    if (k > 0 && ganfw_cfg_has(node, key)) return ganfw_cfg_where(ganfw_cfg_child(node, key));
+  }
+  /* A bare key of the section as a word ("betas[0] (beta1) is 2"). */
+  for (const char *p = msg; *p;) {
+    if (!isalpha((unsigned char)*p) && *p != '_') {
+      p++;
+      continue;
+    }
+    char key[64];
+    size_t k = 0;
+    int start = p == msg || !(isalnum((unsigned char)p[-1]) || p[-1] == '.');
+    for (; isalnum((unsigned char)*p) || *p == '_'; p++)
+      if (k + 1 < sizeof key) key[k++] = *p;
+    key[k] = '\0';
+    if (start && *p != '.' && ganfw_cfg_has(node, key))
+      return ganfw_cfg_where(ganfw_cfg_child(node, key));
+  }
+  return node ? ganfw_cfg_where(node) : NULL;
+}
+
+/* Wraps a plugin's failure to create itself from its config section with where it points
+ * to (plugin_error_where) and `what` ("model 'dcgan'"). */
+static ganfw_status plugin_error(ganfw_status st, const ganfw_cfg *node, const char *section,
+                                 const char *what) {
+  const char *where = st == GANFW_ERR_OOM ? NULL : plugin_error_where(node, section);
+  return where ? ganfw_error_wrap(st, "%s: %s", where, what) : ganfw_error_wrap(st, "%s", what);
+}
+
 static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
   if (!s->run->model)
     return ganfw_error_set(GANFW_ERR_CONFIG,
@@ -96,9 +144,13 @@ static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
   s->family = s->model_vt->family;
   ganfw_status st = ganfw_plugin_apply_config_keys(s->run->model, ganfw_cfg_section(root, "model"));
   if (st != GANFW_OK) return st;
-  st = s->model_vt->create(ganfw_host_table(), s->ctx, ganfw_cfg_section(root, "model"),
-                           &s->data_info, &s->model);
-  if (st != GANFW_OK) return ganfw_error_wrap(st, "model '%s'", ganfw_plugin_name(s->run->model));
+  const ganfw_cfg *section = ganfw_cfg_section(root, "model");
+  st = s->model_vt->create(ganfw_host_table(), s->ctx, section, &s->data_info, &s->model);
+  if (st != GANFW_OK) {
+    char what[160];
+    snprintf(what, sizeof what, "model '%s'", ganfw_plugin_name(s->run->model));
+    return plugin_error(st, section, "model", what);
+  }
   if (s->family == GANFW_MODEL_GAN) {
     s->generator = s->model_vt->net(s->model, "generator");
     s->discriminator = s->model_vt->net(s->model, "discriminator");
@@ -288,11 +340,14 @@ static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const 
   }
   ganfw_status st = ganfw_plugin_apply_config_keys(s->run->optim, ganfw_cfg_section(root, "optim"));
   if (st != GANFW_OK) return st;
-  st = o->vt->create(ganfw_host_table(), s->ctx, ganfw_cfg_section(root, "optim"), o->params,
-                     o->n_params, &o->self);
-  if (st != GANFW_OK)
-    return ganfw_error_wrap(st, "optimizer '%s' for the %s", ganfw_plugin_name(s->run->optim),
-                            role);
+  const ganfw_cfg *section = ganfw_cfg_section(root, "optim");
+  st = o->vt->create(ganfw_host_table(), s->ctx, section, o->params, o->n_params, &o->self);
+  if (st != GANFW_OK) {
+    char what[160];
+    snprintf(what, sizeof what, "optimizer '%s' for the %s", ganfw_plugin_name(s->run->optim),
+             role);
+    return plugin_error(st, section, "optim", what);
+  }
   return GANFW_OK;
 }
 
@@ -313,7 +368,11 @@ static ganfw_status create_memory(ganfw_session *s) {
     ganfw_status st = ganfw_plugin_apply_config_keys(s->run->memory[i], s->run->memory_cfg[i]);
     if (st != GANFW_OK) return st;
     st = m->vt->create(ganfw_host_table(), s->ctx, s->run->memory_cfg[i], &m->self);
-    if (st != GANFW_OK) return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
+    if (st != GANFW_OK) {
+      char what[160];
+      snprintf(what, sizeof what, "memory strategy '%s'", m->name);
+      return plugin_error(st, s->run->memory_cfg[i], m->name, what);
+    }
     s->n_memory = i + 1;
     if ((st = m->vt->configure(m->self, &s->exec)) != GANFW_OK)
       return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
