@@ -148,6 +148,16 @@ static void test_validate(void) {
       run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set", "optim.lr=20", NULL}), 2);
   CU_ASSERT_PTR_NOT_NULL(
       strstr(out, "--set optim.lr=20: optim.lr: 20 is out of range: expected a number in (0, 10)"));
+  /* step counts are bounded so that none of their arithmetic can overflow */
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set",
+                                             "train.epochs=9223372036854775807", NULL}),
+                  2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--set train.epochs=9223372036854775807: train.epochs"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "out of range"));
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set",
+                                             "train.batch_size=0", NULL}),
+                  2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--set train.batch_size=0: train.batch_size"));
   /* a plugin that does not exist lists where it looked */
   write_file("missing.yaml", "extends: ok.yaml\noptim: {plugin: adamw2}\n");
   CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("missing.yaml"), NULL}), 2);

@@ -54,29 +54,25 @@ static ganfw_status read_train(ganfw_session *s, const ganfw_cfg *root) {
   const ganfw_cfg *run = ganfw_cfg_section(root, "run");
   ganfw_train_settings *t = &s->train;
   ganfw_status st;
-  if ((st = ganfw_cfg_int(train, "batch_size", 64, &t->batch_size)) ||
-      (st = ganfw_cfg_int(train, "epochs", 0, &t->epochs)) ||
-      (st = ganfw_cfg_int(train, "max_steps", 0, &t->max_steps)) ||
-      (st = ganfw_cfg_int(train, "log_every", 50, &t->log_every)) ||
-      (st = ganfw_cfg_int(train, "sample_every", 500, &t->sample_every)) ||
-      (st = ganfw_cfg_int(train, "checkpoint_every", 1000, &t->checkpoint_every)) ||
+  /* Step counts are bounded so that no product or sum of them can overflow: epochs times
+   * the batches of an epoch (at most 2^40 items) stays below 2^62. */
+  const int64_t max_count = (int64_t)1 << 52;
+  if ((st = ganfw_cfg_int_in(train, "batch_size", 64, 1, 1 << 20, &t->batch_size)) ||
+      (st = ganfw_cfg_int_in(train, "epochs", 0, 0, 1 << 20, &t->epochs)) ||
+      (st = ganfw_cfg_int_in(train, "max_steps", 0, 0, max_count, &t->max_steps)) ||
+      (st = ganfw_cfg_int_in(train, "log_every", 50, 0, max_count, &t->log_every)) ||
+      (st = ganfw_cfg_int_in(train, "sample_every", 500, 0, max_count, &t->sample_every)) ||
+      (st =
+           ganfw_cfg_int_in(train, "checkpoint_every", 1000, 0, max_count, &t->checkpoint_every)) ||
       (st = ganfw_cfg_float(train, "label_smoothing", 0.0, &t->label_smoothing)) ||
       (st = ganfw_cfg_string(train, "resume", "", &t->resume)) ||
       (st = ganfw_cfg_int(run, "samples", 64, &t->samples)) ||
       (st = ganfw_cfg_int(run, "sample_nrow", 8, &t->sample_nrow)))
     return st;
   const char *where = ganfw_cfg_where(train ? train : root);
-  if (t->batch_size < 1 || t->batch_size > (1 << 20))
-    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: train.batch_size must be between 1 and 1048576",
-                           where);
-  if (t->epochs < 0 || t->max_steps < 0 || (t->epochs == 0 && t->max_steps == 0))
+  if (t->epochs == 0 && t->max_steps == 0)
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "%s: set train.epochs or train.max_steps (a positive number)", where);
-  if (t->log_every < 0 || t->sample_every < 0 || t->checkpoint_every < 0)
-    return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "%s: train.log_every, sample_every and checkpoint_every must be >= 0 "
-                           "(0 = never)",
-                           where);
   if (!(t->label_smoothing >= 0 && t->label_smoothing < 0.5))
     return ganfw_error_set(GANFW_ERR_CONFIG, "%s: train.label_smoothing must be in [0, 0.5)",
                            where);
