@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "nn/layer.h"
+#include "runtime/tensor_cast.h"
 
 struct ganfw_net {
   ganfw_ctx *ctx;
@@ -615,4 +616,192 @@ ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *
   else
     ganfw_tensor_destroy(g);
   return GANFW_OK;
+}
+
+/* --- non-finite values: the checks after a step went non-finite -------------------------- */
+
+/* 1 when t (any float dtype) holds NaN or inf; a 16-bit tensor is converted to f32 first. */
+static ganfw_status tensor_nonfinite(ganfw_tensor *t, int32_t *bad) {
+  *bad = 0;
+  if (!t || t->numel == 0) return GANFW_OK;
+  ganfw_tensor *f = ganfw_tensor_as_dtype(t, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE);
+  if (!f) return ganfw_error_code();
+  ganfw_backend *be = ganfw_tensor_ctx(f)->be;
+  *bad = be->vt->nonfinite(be, f->numel, f->data) != 0;
+  ganfw_tensor_destroy(f);
+  return GANFW_OK;
+}
+
+/* 1 when layer l's parameters or BatchNorm running statistics hold NaN or inf. */
+static ganfw_status layer_state_nonfinite(ganfw_layer *l, int32_t *bad) {
+  ganfw_tensor *state[] = {l->param[0], l->param[1], l->running_mean, l->running_var};
+  *bad = 0;
+  for (size_t k = 0; k < sizeof state / sizeof state[0] && !*bad; k++) {
+    ganfw_status st = tensor_nonfinite(state[k], bad);
+    if (st != GANFW_OK) return st;
+  }
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_net_find_nonfinite(ganfw_net *net, ganfw_tensor *x, uint64_t rng_offset,
+                                      ganfw_net_nonfinite *out, ganfw_tensor **y) {
+  out->layer = net->n;
+  out->bad_state = 0;
+  if (y) *y = NULL;
+  if (!net->built)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s: forward before net_build", net->name);
+  int32_t bad = 0;
+  ganfw_status st = tensor_nonfinite(x, &bad);
+  if (st != GANFW_OK) return st;
+  if (bad) {
+    out->layer = -1;
+    return GANFW_OK;
+  }
+  ganfw_exec ex = exec_of(net);
+  ex.update_stats = 0; /* a second look, not a second training forward */
+  ganfw_ctx *ctx = net->ctx;
+  const uint64_t rng_now = ctx->rng_offset;
+  ctx->rng_offset = rng_offset; /* the same dropout masks as the forward that failed */
+  ganfw_tensor *cur = ganfw_tensor_retain(x);
+  for (int32_t i = 0; i < net->n && st == GANFW_OK; i++) {
+    st = run_layers(net, &ex, i, i + 1, NULL, &cur);
+    if (st == GANFW_OK) st = tensor_nonfinite(cur, &bad);
+    if (st == GANFW_OK && bad) {
+      out->layer = i;
+      st = layer_state_nonfinite(net->layers[i], &out->bad_state);
+      break;
+    }
+  }
+  ctx->rng_offset = rng_now;
+  if (st == GANFW_OK && y && out->layer == net->n)
+    *y = cur;
+  else
+    ganfw_tensor_destroy(cur);
+  return st;
+}
+
+ganfw_status ganfw_net_nonfinite_grad_layer(ganfw_net *net, int32_t *layer) {
+  *layer = -1;
+  for (int32_t i = net->n - 1; i >= 0; i--) {
+    ganfw_layer *l = net->layers[i];
+    if (!l->trainable) continue;
+    for (int32_t k = 0; k < l->nparams; k++) {
+      int32_t bad = 0;
+      ganfw_status st = tensor_nonfinite(l->grad[k], &bad);
+      if (st != GANFW_OK) return st;
+      if (bad) {
+        *layer = i;
+        return GANFW_OK;
+      }
+    }
+  }
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_net_nonfinite_state_layer(ganfw_net *net, int32_t *layer) {
+  *layer = -1;
+  for (int32_t i = 0; i < net->n; i++) {
+    int32_t bad = 0;
+    ganfw_status st = layer_state_nonfinite(net->layers[i], &bad);
+    if (st != GANFW_OK) return st;
+    if (bad) {
+      *layer = i;
+      return GANFW_OK;
+    }
+  }
+  return GANFW_OK;
+}
+
+void ganfw_net_layer_describe(const ganfw_net *net, int32_t i, char *buf, size_t n) {
+  if (i >= 0 && i < net->n)
+    snprintf(buf, n, "%s (%s, layer %d of %d)", net->layers[i]->qualified, net->layers[i]->vt->type,
+             (int)i + 1, (int)net->n);
+  else
+    snprintf(buf, n, "%s (no layer %d)", net->name, (int)i);
+}
+
+/* --- a copy of the BatchNorm running statistics (a skipped step puts them back) ---------- */
+
+struct ganfw_net_stats {
+  int32_t n;              /* BatchNorm layers */
+  ganfw_tensor **tensors; /* [2n]: running_mean, running_var per layer */
+  int64_t *counters;      /* [n]: num_batches_tracked */
+};
+
+void ganfw_net_stats_destroy(ganfw_net_stats *snap) {
+  if (!snap) return;
+  for (int32_t i = 0; i < 2 * snap->n; i++) ganfw_tensor_destroy(snap->tensors[i]);
+  free(snap->tensors);
+  free(snap->counters);
+  free(snap);
+}
+
+/* A copy with room for the statistics of every BatchNorm layer of net. */
+static ganfw_status stats_create(ganfw_net *net, ganfw_net_stats **out) {
+  ganfw_net_stats *s = calloc(1, sizeof *s);
+  int32_t n = 0;
+  for (int32_t i = 0; i < net->n; i++) n += net->layers[i]->running_mean != NULL;
+  if (s) {
+    s->tensors = calloc((size_t)(2 * n + 1), sizeof *s->tensors);
+    s->counters = calloc((size_t)(n + 1), sizeof *s->counters);
+  }
+  if (!s || !s->tensors || !s->counters) {
+    ganfw_net_stats_destroy(s);
+    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  }
+  for (int32_t i = 0; i < net->n; i++) {
+    const ganfw_layer *l = net->layers[i];
+    if (!l->running_mean) continue;
+    ganfw_tensor *src[2] = {l->running_mean, l->running_var};
+    for (int k = 0; k < 2; k++) {
+      ganfw_tensor *t = ganfw_tensor_create(net->ctx, GANFW_DTYPE_F32, src[k]->ndim, src[k]->shape,
+                                            GANFW_MEM_OTHER, src[k]->name);
+      if (!t) {
+        ganfw_net_stats_destroy(s);
+        return ganfw_error_code();
+      }
+      s->tensors[2 * s->n + k] = t;
+    }
+    s->n++;
+  }
+  *out = s;
+  return GANFW_OK;
+}
+
+/* Copies the running statistics from net into the copy (save) or back (restore). */
+static ganfw_status stats_copy(ganfw_net *net, ganfw_net_stats *s, int32_t save) {
+  ganfw_backend *be = net->ctx->be;
+  for (int32_t i = 0, k = 0; i < net->n; i++) {
+    ganfw_layer *l = net->layers[i];
+    if (!l->running_mean) continue;
+    if (k >= s->n)
+      return ganfw_error_set(GANFW_ERR_INTERNAL, "net %s: the statistics copy is of another net",
+                             net->name);
+    ganfw_tensor *live[2] = {l->running_mean, l->running_var};
+    for (int j = 0; j < 2; j++) {
+      ganfw_tensor *copy = s->tensors[2 * k + j];
+      ganfw_status st = save
+                            ? be->vt->copy_d2d(be, copy->data, live[j]->data, (size_t)copy->nbytes)
+                            : be->vt->copy_d2d(be, live[j]->data, copy->data, (size_t)copy->nbytes);
+      if (st != GANFW_OK) return ganfw_error_wrap(st, "layer %s", l->qualified);
+    }
+    if (save)
+      s->counters[k] = l->num_batches_tracked;
+    else
+      l->num_batches_tracked = s->counters[k];
+    k++;
+  }
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_net_stats_save(ganfw_net *net, ganfw_net_stats **snap) {
+  if (!*snap) {
+    ganfw_status st = stats_create(net, snap);
+    if (st != GANFW_OK) return st;
+  }
+  return stats_copy(net, *snap, 1);
+}
+
+ganfw_status ganfw_net_stats_restore(ganfw_net *net, ganfw_net_stats *snap) {
+  return snap ? stats_copy(net, snap, 0) : GANFW_OK;
 }

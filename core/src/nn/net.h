@@ -108,4 +108,39 @@ ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape
 ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *dy, int32_t flags,
                                 ganfw_tensor **dx);
 
+/* --- non-finite values (the slow path after a step's loss or gradient went NaN or inf) ---
+ * Nothing here runs on a good step: the trainers call these only once a loss or a
+ * gradient is known to be non-finite, to name where it started. */
+
+/* What a checked forward found. */
+typedef struct ganfw_net_nonfinite {
+  int32_t layer;     /* the first layer whose output holds NaN or inf; -1: the input already
+                        does; the layer count: none (every output is finite) */
+  int32_t bad_state; /* 1 when that layer's parameters or running statistics hold NaN or inf
+                        themselves (an earlier update overflowed) */
+} ganfw_net_nonfinite;
+/* Runs the net again on x (borrowed) as a training forward with Philox offset `rng_offset`
+ * did (the context's offset is put back afterwards), without a tape and without updating
+ * BatchNorm's running statistics, checking x and then every layer's output for NaN or inf.
+ * When y is not NULL and every output was finite, *y is the output (a new reference owned by
+ * the caller), e.g. to check the net it feeds; else *y is NULL. */
+ganfw_status ganfw_net_find_nonfinite(ganfw_net *net, ganfw_tensor *x, uint64_t rng_offset,
+                                      ganfw_net_nonfinite *out, ganfw_tensor **y);
+/* After a backward: the trainable layer nearest the output (the first one backward reached)
+ * whose parameter gradients hold NaN or inf, or -1 when none does. */
+ganfw_status ganfw_net_nonfinite_grad_layer(ganfw_net *net, int32_t *layer);
+/* The first layer whose parameters or BatchNorm running statistics hold NaN or inf, or -1. */
+ganfw_status ganfw_net_nonfinite_state_layer(ganfw_net *net, int32_t *layer);
+/* "discriminator.main.0 (conv2d, layer 1 of 12)" for layer i, into buf[0..n). */
+void ganfw_net_layer_describe(const ganfw_net *net, int32_t i, char *buf, size_t n);
+
+/* A copy of a net's BatchNorm running statistics (and num_batches_tracked), so that a
+ * skipped step can leave them as they were before it. _save copies them into *snap,
+ * creating it on the first call (owned by the caller: ganfw_net_stats_destroy); _restore
+ * copies them back (snap NULL: nothing to do). */
+typedef struct ganfw_net_stats ganfw_net_stats;
+ganfw_status ganfw_net_stats_save(ganfw_net *net, ganfw_net_stats **snap);
+ganfw_status ganfw_net_stats_restore(ganfw_net *net, ganfw_net_stats *snap);
+void ganfw_net_stats_destroy(ganfw_net_stats *snap); /* accepts NULL */
+
 #endif
