@@ -10,6 +10,7 @@
 #include "train/run_state.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
+#include "train/nonfinite.h"
 #include "train/trainer.h"
 
 struct ganfw_classifier {
@@ -19,7 +20,9 @@ struct ganfw_classifier {
   ganfw_tensor *loss; /* one float */
   float *host_logits;
   int32_t *host_labels;
-  int64_t host_cap; /* logits floats the host buffers hold */
+  int64_t host_cap;       /* logits floats the host buffers hold */
+  ganfw_grad_list grads;  /* one non-finite check a step */
+  ganfw_net_stats *stats; /* BatchNorm statistics before the step (train.on_nonfinite: skip) */
 };
 
 /* Host buffers for `rows` rows of logits and labels. */
@@ -46,7 +49,8 @@ ganfw_status ganfw_classifier_create(ganfw_session *s, ganfw_classifier **out) {
   c->tape = ganfw_tape_create(s->classifier);
   int64_t one = 1;
   c->loss = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 1, &one, GANFW_MEM_OTHER, "loss");
-  if (!c->tape || !c->loss) {
+  ganfw_status st = s->n_optim > 0 ? ganfw_grad_list_init(&c->grads, &s->optim[0]) : GANFW_OK;
+  if (!c->tape || !c->loss || st != GANFW_OK) {
     ganfw_classifier_destroy(c);
     return ganfw_error_code() ? ganfw_error_code()
                               : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
@@ -61,6 +65,8 @@ void ganfw_classifier_destroy(ganfw_classifier *c) {
   ganfw_tensor_destroy(c->loss);
   free(c->host_logits);
   free(c->host_labels);
+  ganfw_grad_list_free(&c->grads);
+  ganfw_net_stats_destroy(c->stats);
   free(c);
 }
 
@@ -124,26 +130,52 @@ static double loss_scale(ganfw_session *s) {
   return scale;
 }
 
-/* Lets every strategy see the gradients, then steps the optimizer unless one says skip. */
-static ganfw_status optim_step(ganfw_session *s, int32_t *skipped) {
+/* Lets every strategy see the gradients, then steps the optimizer unless one says skip.
+ * Without a loss scaler the gradients are checked once for NaN or inf first
+ * (train.on_nonfinite), as is a strategy's GANFW_ERR_NUMERIC; out->nonfinite = 1 when the
+ * update is skipped for it. */
+static ganfw_status optim_step(ganfw_classifier *c, ganfw_classifier_stats *out) {
+  ganfw_session *s = c->s;
   ganfw_session_optim *o = &s->optim[0];
-  int32_t skip = 0;
+  int32_t skip = 0, bad = 0;
+  char found_by[512] = "", what[1024];
   for (int32_t i = 0; i < s->n_memory && !skip; i++) {
     const ganfw_session_memory *m = &s->memory[i];
     if (!m->vt->after_backward) continue;
     ganfw_status st = m->vt->after_backward(m->self, 0, o->params, o->n_params, &skip);
+    if (st == GANFW_ERR_NUMERIC) {
+      snprintf(found_by, sizeof found_by, "memory strategy '%s': %s", m->name,
+               ganfw_error_message());
+      ganfw_error_clear();
+      bad = 1;
+      break;
+    }
     if (st != GANFW_OK) return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
   }
-  *skipped = skip;
+  out->skipped = skip;
   if (skip) return GANFW_OK;
+  if (!bad && !s->loss_scaling) {
+    ganfw_status st = ganfw_grad_list_nonfinite(c->ctx, &c->grads, &bad);
+    if (st != GANFW_OK) return st;
+  }
+  if (bad) {
+    ganfw_nonfinite_grad_what(o->net, "classifier", "(cross-entropy)", out->loss, found_by, what,
+                              sizeof what);
+    ganfw_status st =
+        ganfw_nonfinite_act(s, "classifier", what, out->nonfinite_what, sizeof out->nonfinite_what);
+    if (st == GANFW_OK) out->nonfinite = 1;
+    return st;
+  }
   ganfw_status st = o->vt->step(o->self, o->lr);
   return st == GANFW_OK ? st : ganfw_error_wrap(st, "optimizer step of the classifier");
 }
 
-/* Forward with the tape, loss, backward of one micro-batch; adds its loss / M and right
- * predictions to the totals. */
+/* Forward with the tape, loss, backward of one micro-batch (k of M); adds its loss / M and
+ * right predictions to the totals. A non-finite loss without a loss scaler runs no backward:
+ * it stops the step, or (train.on_nonfinite: skip) sets out->nonfinite. */
 static ganfw_status learn(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *labels, float dloss,
-                          double *loss_sum, int64_t *correct) {
+                          int32_t k, int32_t M, double *loss_sum, int64_t *correct,
+                          ganfw_classifier_stats *out) {
   ganfw_session *s = c->s;
   ganfw_net *net = s->classifier;
   ganfw_backend *be = c->ctx->be;
@@ -151,6 +183,7 @@ static ganfw_status learn(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *la
   ganfw_tensor *y = NULL, *logits = NULL, *dlogits = NULL;
   int64_t classes = 0, right = 0;
   double loss = 0;
+  const uint64_t rng = c->ctx->rng_offset;
   ganfw_status st = ganfw_net_forward(net, x, c->tape, &y);
   if (st == GANFW_OK) st = logit_classes(y, n, &classes);
   /* The loss reads f32: logits of a 16-bit compute dtype (AMP) are converted first. */
@@ -162,12 +195,18 @@ static ganfw_status learn(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *la
     st = score(c->ctx, logits, labels, classes, c->loss, c->host_logits, c->host_labels, &loss,
                &right, NULL);
   if (st == GANFW_OK) st = check_labels(c->host_labels, n, classes);
-  if (st == GANFW_OK && !isfinite(loss) && !s->loss_scaling)
-    st = ganfw_error_set(GANFW_ERR_NUMERIC,
-                         "the cross-entropy loss is %g: training diverged; lower optim.lr (or "
-                         "use a warm-up, optim.warmup_steps), or with AMP keep the loss scaler on",
-                         loss);
-  if (st == GANFW_OK) {
+  if (st == GANFW_OK && !isfinite(loss) && !s->loss_scaling) {
+    char where[768], what[1024], micro[48] = "";
+    const ganfw_nonfinite_hop hop = {net, rng, "the batch"};
+    ganfw_nonfinite_locate(&hop, 1, x, where, sizeof where);
+    if (M > 1) snprintf(micro, sizeof micro, " (micro-batch %d of %d)", (int)k + 1, (int)M);
+    snprintf(what, sizeof what, "the classifier's loss (cross-entropy) is %g%s: %s",
+             isnan(loss) ? NAN : loss, micro, where);
+    st =
+        ganfw_nonfinite_act(s, "classifier", what, out->nonfinite_what, sizeof out->nonfinite_what);
+    if (st == GANFW_OK) out->nonfinite = 1;
+  }
+  if (st == GANFW_OK && !out->nonfinite) {
     /* The gradient in f32, then in the logits' own dtype for the net's backward. */
     const int32_t dtype = y->dtype;
     ganfw_tensor *d = ganfw_tensor_create(
@@ -213,16 +252,20 @@ ganfw_status ganfw_classifier_step(ganfw_classifier *c, ganfw_tensor *x, ganfw_t
   double loss_sum = 0;
   int64_t correct = 0;
   ganfw_status st = GANFW_OK;
+  /* A skipped update leaves BatchNorm's statistics as they were before the step. */
+  if (s->train.on_nonfinite == GANFW_NONFINITE_SKIP)
+    st = ganfw_net_stats_save(s->classifier, &c->stats);
   ganfw_net_zero_grad(s->classifier);
-  for (int32_t k = 0; k < M && st == GANFW_OK; k++) {
+  for (int32_t k = 0; k < M && st == GANFW_OK && !out->nonfinite; k++) {
     ganfw_tensor *xk = micro(x, k, m, M), *yk = micro(labels, k, m, M);
-    st = xk && yk ? learn(c, xk, yk, dloss, &loss_sum, &correct) : ganfw_error_code();
+    st = xk && yk ? learn(c, xk, yk, dloss, k, M, &loss_sum, &correct, out) : ganfw_error_code();
     ganfw_tensor_destroy(xk);
     ganfw_tensor_destroy(yk);
   }
   out->loss = loss_sum / (double)N;
   out->accuracy = (double)correct / (double)N;
-  if (st == GANFW_OK) st = optim_step(s, &out->skipped);
+  if (st == GANFW_OK && !out->nonfinite) st = optim_step(c, out);
+  if (st == GANFW_OK && out->nonfinite) st = ganfw_net_stats_restore(s->classifier, c->stats);
   for (int32_t i = 0; i < s->n_memory && st == GANFW_OK; i++)
     if (s->memory[i].vt->step_end) st = s->memory[i].vt->step_end(s->memory[i].self);
   return st;

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
+#include "train/nonfinite.h"
 #include "train/trainer.h"
 
 struct ganfw_gan {
@@ -19,6 +20,8 @@ struct ganfw_gan {
   ganfw_tensor *real_t, *fake_t, *ones; /* BCE targets [N] */
   ganfw_tensor *loss;                   /* one float */
   float *host_logits;                   /* [N] */
+  ganfw_grad_list grads[2];             /* [0] G's, [1] D's: one non-finite check a step */
+  ganfw_net_stats *stats[2];            /* G's, D's BatchNorm statistics before the step (skip) */
 };
 
 static ganfw_status make_targets(ganfw_gan *g, int64_t n) {
@@ -55,7 +58,10 @@ ganfw_status ganfw_gan_create(ganfw_session *s, ganfw_gan **out) {
   g->tape_g = ganfw_tape_create(s->generator);
   int64_t one = 1;
   g->loss = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 1, &one, GANFW_MEM_OTHER, "loss");
-  if (!g->tape_real || !g->tape_fake || !g->tape_dg || !g->tape_g || !g->loss) {
+  ganfw_status st = GANFW_OK;
+  for (int32_t i = 0; i < s->n_optim && i < 2 && st == GANFW_OK; i++)
+    st = ganfw_grad_list_init(&g->grads[i], &s->optim[i]);
+  if (!g->tape_real || !g->tape_fake || !g->tape_dg || !g->tape_g || !g->loss || st) {
     ganfw_gan_destroy(g);
     return ganfw_error_code() ? ganfw_error_code()
                               : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
@@ -75,6 +81,10 @@ void ganfw_gan_destroy(ganfw_gan *g) {
   ganfw_tensor_destroy(g->ones);
   ganfw_tensor_destroy(g->loss);
   free(g->host_logits);
+  for (int i = 0; i < 2; i++) {
+    ganfw_grad_list_free(&g->grads[i]);
+    ganfw_net_stats_destroy(g->stats[i]);
+  }
   free(g);
 }
 
@@ -95,7 +105,8 @@ static ganfw_status bce_grad(ganfw_gan *g, ganfw_tensor *lf, int32_t dtype, ganf
 }
 
 /* BCE-with-logits of `logits` against `target`: the loss (host), mean sigmoid of the
- * logits (host) and, when dlogits is not NULL, a new gradient tensor of the mean loss. */
+ * logits (host) and, when dlogits is not NULL, a new gradient tensor of the mean loss (left
+ * NULL when the loss is non-finite and no strategy scales it). */
 static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target, float dloss,
                         double *loss, double *mean_prob, ganfw_tensor **dlogits, const char *what) {
   ganfw_backend *be = g->ctx->be;
@@ -112,12 +123,11 @@ static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target
   float l = 0;
   ganfw_status st = ganfw_tensor_to_host(g->loss, &l, sizeof l);
   if (st == GANFW_OK) st = be->vt->copy_d2h(be, g->host_logits, lf->data, (size_t)n * 4);
-  if (st == GANFW_OK && !isfinite(l) && !g->s->loss_scaling)
-    st = ganfw_error_set(GANFW_ERR_NUMERIC,
-                         "%s is %g: training diverged; lower optim.lr, or with AMP keep the "
-                         "loss scaler on",
-                         what, (double)l);
-  if (st == GANFW_OK && dlogits) st = bce_grad(g, lf, logits->dtype, target, dloss, dlogits, what);
+  /* Without a loss scaler a non-finite loss has no gradient worth computing: the caller
+   * stops or skips (train.on_nonfinite). With one, backward runs and the scaler skips. */
+  const int32_t stop_here = !isfinite(l) && !g->s->loss_scaling;
+  if (st == GANFW_OK && dlogits && !stop_here)
+    st = bce_grad(g, lf, logits->dtype, target, dloss, dlogits, what);
   ganfw_tensor_destroy(lf);
   if (st != GANFW_OK) return st;
   double p = 0;
@@ -128,14 +138,15 @@ static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target
 }
 
 /* D forward with a tape, BCE against target, backward into D's parameter gradients
- * (scaled by dloss). */
+ * (scaled by dloss); no backward when bce left no gradient (a non-finite loss). */
 static ganfw_status d_learn(ganfw_gan *g, ganfw_tape *tape, ganfw_tensor *x, ganfw_tensor *target,
                             float dloss, double *loss, double *prob, const char *what) {
   ganfw_net *D = g->s->discriminator;
   ganfw_tensor *logits = NULL, *dlogits = NULL;
   ganfw_status st = ganfw_net_forward(D, x, tape, &logits);
   if (st == GANFW_OK) st = bce(g, logits, target, dloss, loss, prob, &dlogits, what);
-  if (st == GANFW_OK) st = ganfw_net_backward(D, tape, dlogits, GANFW_BWD_PARAM_GRAD, NULL);
+  if (st == GANFW_OK && dlogits)
+    st = ganfw_net_backward(D, tape, dlogits, GANFW_BWD_PARAM_GRAD, NULL);
   ganfw_tape_clear(tape);
   ganfw_tensor_destroy(logits);
   ganfw_tensor_destroy(dlogits);
@@ -150,20 +161,65 @@ static double loss_scale(ganfw_session *s, int32_t opt) {
   return scale;
 }
 
+/* Appends `note` to the step's account of what went non-finite. */
+static void note_nonfinite(ganfw_gan_stats *out, const char *note) {
+  size_t used = strlen(out->nonfinite);
+  snprintf(out->nonfinite + used, sizeof out->nonfinite - used, "%s%s", used ? "; and " : "", note);
+}
+
+/* The `role` net's loss `name` of micro-batch k (of M) is `value`, not finite: the checked
+ * forwards of hops name the layer; stops (GANFW_ERR_NUMERIC) or notes it for a skip. */
+static ganfw_status loss_nonfinite(ganfw_gan *g, const char *role, const char *name, double value,
+                                   int32_t k, int32_t M, const ganfw_nonfinite_hop *hops,
+                                   int32_t n_hops, ganfw_tensor *x, ganfw_gan_stats *out) {
+  char where[768], what[1024], micro[48] = "", note[1024];
+  ganfw_nonfinite_locate(hops, n_hops, x, where, sizeof where);
+  if (M > 1) snprintf(micro, sizeof micro, " (micro-batch %d of %d)", (int)k + 1, (int)M);
+  snprintf(what, sizeof what, "the %s's loss %s is %g%s: %s", role, name,
+           isnan(value) ? NAN : value, micro, where); /* "nan", never "-nan" */
+  ganfw_status st = ganfw_nonfinite_act(g->s, role, what, note, sizeof note);
+  if (st == GANFW_OK) note_nonfinite(out, note);
+  return st;
+}
+
 /* Lets every strategy see optimizer `opt`'s gradients, then steps it unless one of them
- * says to skip (a non-finite gradient under loss scaling). */
-static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped) {
+ * says to skip (a non-finite gradient under loss scaling). Without a loss scaler the
+ * gradients are checked once for NaN or inf first (train.on_nonfinite), as is a strategy's
+ * GANFW_ERR_NUMERIC: *nonfinite = 1 when the update is skipped for it. */
+static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped, int32_t *nonfinite,
+                               ganfw_gan_stats *out) {
   ganfw_session *s = g->s;
   ganfw_session_optim *o = &s->optim[opt];
-  int32_t skip = 0;
+  int32_t skip = 0, bad = 0;
+  char found_by[512] = "", what[1024], note[1024];
   for (int32_t i = 0; i < s->n_memory && !skip; i++) {
     const ganfw_session_memory *m = &s->memory[i];
     if (!m->vt->after_backward) continue;
     ganfw_status st = m->vt->after_backward(m->self, opt, o->params, o->n_params, &skip);
+    if (st == GANFW_ERR_NUMERIC) {
+      snprintf(found_by, sizeof found_by, "memory strategy '%s': %s", m->name,
+               ganfw_error_message());
+      ganfw_error_clear();
+      bad = 1;
+      break;
+    }
     if (st != GANFW_OK) return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
   }
   *skipped = skip;
   if (skip) return GANFW_OK;
+  if (!bad && !s->loss_scaling) {
+    ganfw_status st = ganfw_grad_list_nonfinite(g->ctx, &g->grads[opt], &bad);
+    if (st != GANFW_OK) return st;
+  }
+  if (bad) {
+    ganfw_nonfinite_grad_what(o->net, o->role, opt == 0 ? "loss_g" : "loss_d",
+                              opt == 0 ? out->loss_g : out->loss_d, found_by, what, sizeof what);
+    ganfw_status st = ganfw_nonfinite_act(s, o->role, what, note, sizeof note);
+    if (st != GANFW_OK) return st;
+    note_nonfinite(out, note);
+    *nonfinite = 1;
+    return GANFW_OK;
+  }
   ganfw_status st = o->vt->step(o->self, o->lr);
   return st == GANFW_OK ? st : ganfw_error_wrap(st, "optimizer step of the %s", o->role);
 }
@@ -174,26 +230,45 @@ static ganfw_tensor *micro(ganfw_tensor *t, int64_t k, int64_t m, int32_t count)
   return ganfw_tensor_rows(t, k * m, m, t->name);
 }
 
+/* 1 when a loss of `value` stops or skips the step here: non-finite, no loss scaler. */
+static int loss_bad(const ganfw_session *s, double value) {
+  return !isfinite(value) && !s->loss_scaling;
+}
+
 ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
                               ganfw_gan_stats *out) {
   ganfw_session *s = g->s;
-  ganfw_net *G = s->generator;
+  ganfw_net *G = s->generator, *D = s->discriminator;
   const int32_t M = s->exec.micro_batches;
   const int64_t m = x->shape[0] / M;
   ganfw_status st = make_targets(g, m);
   if (st != GANFW_OK) return st;
   const float dloss = (float)(loss_scale(s, 1) / M);
   out->loss_d = out->d_x = out->d_g_z1 = 0;
-  ganfw_net_zero_grad(s->discriminator);
-  for (int32_t k = 0; k < M && st == GANFW_OK; k++) {
+  ganfw_net_zero_grad(D);
+  int32_t bad = 0;
+  for (int32_t k = 0; k < M && st == GANFW_OK && !bad; k++) {
     double loss_real = 0, loss_fake = 0, p_real = 0, p_fake = 0;
     ganfw_tensor *xk = micro(x, k, m, M), *zk = micro(z, k, m, M), *fake = NULL;
     if (!xk || !zk) st = ganfw_error_code();
+    const uint64_t rng_real = g->ctx->rng_offset;
     if (st == GANFW_OK)
       st = d_learn(g, g->tape_real, xk, g->real_t, dloss, &loss_real, &p_real, "loss_d (real)");
-    if (st == GANFW_OK) st = ganfw_net_forward(G, zk, NULL, &fake); /* no-grad */
-    if (st == GANFW_OK)
+    if (st == GANFW_OK && loss_bad(s, loss_real)) {
+      bad = 1;
+      const ganfw_nonfinite_hop hops[] = {{D, rng_real, "the real batch"}};
+      st = loss_nonfinite(g, "discriminator", "loss_d (real)", loss_real, k, M, hops, 1, xk, out);
+    }
+    const uint64_t rng_g = g->ctx->rng_offset;
+    if (st == GANFW_OK && !bad) st = ganfw_net_forward(G, zk, NULL, &fake); /* no-grad */
+    const uint64_t rng_fake = g->ctx->rng_offset;
+    if (st == GANFW_OK && !bad)
       st = d_learn(g, g->tape_fake, fake, g->fake_t, dloss, &loss_fake, &p_fake, "loss_d (fake)");
+    if (st == GANFW_OK && !bad && loss_bad(s, loss_fake)) {
+      bad = 1;
+      const ganfw_nonfinite_hop hops[] = {{G, rng_g, "the noise"}, {D, rng_fake, "G(z)"}};
+      st = loss_nonfinite(g, "discriminator", "loss_d (fake)", loss_fake, k, M, hops, 2, zk, out);
+    }
     ganfw_tensor_destroy(fake);
     ganfw_tensor_destroy(xk);
     ganfw_tensor_destroy(zk);
@@ -201,7 +276,8 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
     out->d_x += p_real / M;
     out->d_g_z1 += p_fake / M;
   }
-  if (st == GANFW_OK) st = optim_step(g, 1, &out->skipped_d);
+  if (st == GANFW_OK && bad) out->nonfinite_d = 1; /* train.on_nonfinite: skip */
+  if (st == GANFW_OK && !bad) st = optim_step(g, 1, &out->skipped_d, &out->nonfinite_d, out);
   return st;
 }
 
@@ -215,20 +291,29 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
   const float dloss = (float)(loss_scale(s, 0) / M);
   out->loss_g = out->d_g_z2 = 0;
   ganfw_net_zero_grad(G);
-  for (int32_t k = 0; k < M && st == GANFW_OK; k++) {
+  int32_t bad = 0;
+  for (int32_t k = 0; k < M && st == GANFW_OK && !bad; k++) {
     double loss = 0, prob = 0;
     ganfw_tensor *zk = micro(z, k, m, M), *fake = NULL, *logits = NULL, *dlogits = NULL,
                  *dfake = NULL;
+    const uint64_t rng_g = g->ctx->rng_offset;
     st = zk ? ganfw_net_forward(G, zk, g->tape_g, &fake) : ganfw_error_code();
+    const uint64_t rng_d = g->ctx->rng_offset;
     if (st == GANFW_OK) st = ganfw_net_forward(D, fake, g->tape_dg, &logits);
     ganfw_tensor_destroy(fake);
     if (st == GANFW_OK) st = bce(g, logits, g->ones, dloss, &loss, &prob, &dlogits, "loss_g");
     ganfw_tensor_destroy(logits);
+    if (st == GANFW_OK && loss_bad(s, loss)) {
+      bad = 1;
+      const ganfw_nonfinite_hop hops[] = {{G, rng_g, "the noise"}, {D, rng_d, "G(z)"}};
+      st = loss_nonfinite(g, "generator", "loss_g", loss, k, M, hops, 2, zk, out);
+    }
     /* through D without its parameter gradients, into G */
-    if (st == GANFW_OK)
+    if (st == GANFW_OK && !bad)
       st = ganfw_net_backward(D, g->tape_dg, dlogits, GANFW_BWD_INPUT_GRAD, &dfake);
     ganfw_tensor_destroy(dlogits);
-    if (st == GANFW_OK) st = ganfw_net_backward(G, g->tape_g, dfake, GANFW_BWD_PARAM_GRAD, NULL);
+    if (st == GANFW_OK && !bad)
+      st = ganfw_net_backward(G, g->tape_g, dfake, GANFW_BWD_PARAM_GRAD, NULL);
     ganfw_tensor_destroy(dfake);
     ganfw_tensor_destroy(zk);
     ganfw_tape_clear(g->tape_g);
@@ -236,7 +321,8 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
     out->loss_g += loss / M;
     out->d_g_z2 += prob / M;
   }
-  if (st == GANFW_OK) st = optim_step(g, 0, &out->skipped_g);
+  if (st == GANFW_OK && bad) out->nonfinite_g = 1; /* train.on_nonfinite: skip */
+  if (st == GANFW_OK && !bad) st = optim_step(g, 0, &out->skipped_g, &out->nonfinite_g, out);
   return st;
 }
 
@@ -247,8 +333,17 @@ ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganf
     return ganfw_error_set(
         GANFW_ERR_INVALID_ARG, "gan step: batch %lld, noise %lld, %d micro-batches",
         (long long)x->shape[0], (long long)z->shape[0], (int)s->exec.micro_batches);
-  ganfw_status st = ganfw_gan_d_step(g, x, z, out);
+  ganfw_net *nets[2] = {s->generator, s->discriminator};
+  const int32_t may_skip = s->train.on_nonfinite == GANFW_NONFINITE_SKIP;
+  ganfw_status st = GANFW_OK;
+  /* A skipped update leaves the net's BatchNorm statistics as they were before the step:
+   * the forwards of the step (both halves touch both nets) updated them already. */
+  for (int i = 0; i < 2 && may_skip && st == GANFW_OK; i++)
+    st = ganfw_net_stats_save(nets[i], &g->stats[i]);
+  if (st == GANFW_OK) st = ganfw_gan_d_step(g, x, z, out);
   if (st == GANFW_OK) st = ganfw_gan_g_step(g, z, out);
+  if (st == GANFW_OK && out->nonfinite_g) st = ganfw_net_stats_restore(nets[0], g->stats[0]);
+  if (st == GANFW_OK && out->nonfinite_d) st = ganfw_net_stats_restore(nets[1], g->stats[1]);
   for (int32_t i = 0; i < s->n_memory && st == GANFW_OK; i++)
     if (s->memory[i].vt->step_end) st = s->memory[i].vt->step_end(s->memory[i].self);
   return st;

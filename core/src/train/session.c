@@ -2,6 +2,7 @@
 #include "train/session.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "config/config.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "base/suggest.h"
 #include "nn/net.h"
 
 static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t with_data,
@@ -49,6 +51,40 @@ static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t w
   return GANFW_OK;
 }
 
+static const char *const nonfinite_names[GANFW_NONFINITE_COUNT] = {"stop", "skip"};
+_Static_assert(sizeof nonfinite_names / sizeof nonfinite_names[0] == GANFW_NONFINITE_COUNT,
+               "one name per train.on_nonfinite policy");
+
+const char *ganfw_nonfinite_policy_name(int32_t policy) {
+  return policy >= 0 && policy < GANFW_NONFINITE_COUNT ? nonfinite_names[policy] : "unknown";
+}
+
+/* train.on_nonfinite: stop (the default) or skip; anything else is refused with where it is
+ * written and the nearest policy name. */
+static ganfw_status read_nonfinite_policy(const ganfw_cfg *train, int32_t *out) {
+  const char *text = NULL;
+  ganfw_status st = ganfw_cfg_string(train, "on_nonfinite", "stop", &text);
+  if (st != GANFW_OK) return st;
+  for (int32_t k = 0; text && k < GANFW_NONFINITE_COUNT; k++)
+    if (strcmp(text, nonfinite_names[k]) == 0) {
+      *out = k;
+      return GANFW_OK;
+    }
+  const char *near = NULL;
+  size_t best = (size_t)-1;
+  for (int32_t k = 0; text && k < GANFW_NONFINITE_COUNT; k++) {
+    size_t d = ganfw_edit_distance(text, nonfinite_names[k]);
+    if (d < best) best = d, near = nonfinite_names[k];
+  }
+  const int suggest = near && ganfw_suggest_near(strlen(text), best);
+  return ganfw_error_set(GANFW_ERR_CONFIG,
+                         "%s: train.on_nonfinite: '%s' is not a policy: expected stop (end the "
+                         "run at a NaN or inf loss or gradient) or skip (skip that update)%s%s%s",
+                         ganfw_cfg_where(ganfw_cfg_child(train, "on_nonfinite")),
+                         text ? text : "null", suggest ? " (did you mean '" : "",
+                         suggest ? near : "", suggest ? "'?)" : "");
+}
+
 static ganfw_status read_train(ganfw_session *s, const ganfw_cfg *root) {
   const ganfw_cfg *train = ganfw_cfg_section(root, "train");
   const ganfw_cfg *run = ganfw_cfg_section(root, "run");
@@ -67,7 +103,10 @@ static ganfw_status read_train(ganfw_session *s, const ganfw_cfg *root) {
       (st = ganfw_cfg_float(train, "label_smoothing", 0.0, &t->label_smoothing)) ||
       (st = ganfw_cfg_string(train, "resume", "", &t->resume)) ||
       (st = ganfw_cfg_int(run, "samples", 64, &t->samples)) ||
-      (st = ganfw_cfg_int(run, "sample_nrow", 8, &t->sample_nrow)))
+      (st = ganfw_cfg_int(run, "sample_nrow", 8, &t->sample_nrow)) ||
+      (st = read_nonfinite_policy(train, &t->on_nonfinite)) ||
+      (st = ganfw_cfg_int_in(train, "max_nonfinite_skips", 100, 1, INT32_MAX,
+                             &t->max_nonfinite_skips)))
     return st;
   const char *where = ganfw_cfg_where(train ? train : root);
   if (t->epochs == 0 && t->max_steps == 0)

@@ -29,6 +29,16 @@ typedef struct ganfw_session_memory {
   void *self;
 } ganfw_session_memory;
 
+/* train.on_nonfinite: what a step does when, without a loss scaler, a loss or a gradient is
+ * NaN or inf. */
+enum {
+  GANFW_NONFINITE_STOP = 0, /* stop the run before the net's update, naming step, net, layer */
+  GANFW_NONFINITE_SKIP = 1, /* skip the net's update (and put its BatchNorm statistics back) */
+  GANFW_NONFINITE_COUNT
+};
+/* "stop", "skip"; "unknown" outside the range. */
+const char *ganfw_nonfinite_policy_name(int32_t policy);
+
 typedef struct ganfw_train_settings {
   int64_t batch_size;
   int64_t epochs;    /* 0: until max_steps */
@@ -38,6 +48,8 @@ typedef struct ganfw_train_settings {
   const char *resume;     /* "" none, "latest", or a checkpoint path */
   int64_t samples;        /* images in each sample grid */
   int64_t sample_nrow;
+  int32_t on_nonfinite;        /* GANFW_NONFINITE_* (train.on_nonfinite) */
+  int64_t max_nonfinite_skips; /* with skip: this many skipped steps in a row stop the run */
 } ganfw_train_settings;
 
 typedef struct ganfw_session {

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "train/outputs.h"
+#include "train/nonfinite.h"
 #include "train/run_state.h"
 #include "runtime/tensor.h"
 #include "train/trainer.h"
@@ -34,8 +35,9 @@ typedef struct cls_run {
   FILE *eval_csv;
   char ckpt_dir[4096], eval_path[4200];
   int64_t step, total, eval_batch;
-  int64_t skipped; /* optimizer steps skipped by a strategy, this run */
-  double best_acc; /* -1: no evaluation yet */
+  int64_t skipped;                 /* optimizer steps skipped by a strategy, this run */
+  ganfw_nonfinite_count nonfinite; /* steps train.on_nonfinite: skip skipped */
+  double best_acc;                 /* -1: no evaluation yet */
   int64_t best_step;
   int64_t last_eval_step;
   int32_t memory_written; /* memory.json was written before the final evaluation */
@@ -55,6 +57,8 @@ static ganfw_status save_to(cls_run *r, const char *path, double test_acc) {
   }
   if (test_acc >= 0) ganfw_extras_add(&e, "classifier.test_acc", "%.17g", test_acc);
   ganfw_ckpt_net net = ckpt_net(r->s);
+  ganfw_status st = ganfw_nonfinite_check_weights(r->s, r->step);
+  if (st != GANFW_OK) return st;
   return ganfw_run_save_checkpoint(r->s, path, &net, 1, r->loader, r->step, &e);
 }
 
@@ -119,7 +123,8 @@ static ganfw_status open_run(cls_run *r) {
   r->host_y = ganfw_host_staging_alloc(s->ctx, (size_t)B * sizeof *r->host_y, &r->y_pinned);
   if (!r->host_x || !r->host_y) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
-  char columns[4096] = "step,epoch,loss,acc,lr,allocated,reserved,step_seconds,skipped";
+  char columns[4096] = "step,epoch,loss,acc,lr,allocated,reserved,step_seconds,skipped,"
+                       "nonfinite_skips";
   ganfw_extras e = {.n = 0};
   ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++)
@@ -148,16 +153,17 @@ static ganfw_status log_step(cls_run *r, const ganfw_classifier_stats *cs,
   ganfw_session *s = r->s;
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
-  double row[9 + GANFW_MAX_EXTRA] = {(double)r->step,
-                                     (double)bi->epoch,
-                                     cs->loss,
-                                     cs->accuracy,
-                                     s->optim[0].lr,
-                                     (double)as.allocated.current,
-                                     (double)as.reserved.current,
-                                     seconds,
-                                     (double)r->skipped};
-  int32_t n = 9;
+  double row[10 + GANFW_MAX_EXTRA] = {(double)r->step,
+                                      (double)bi->epoch,
+                                      cs->loss,
+                                      cs->accuracy,
+                                      s->optim[0].lr,
+                                      (double)as.allocated.current,
+                                      (double)as.reserved.current,
+                                      seconds,
+                                      (double)r->skipped,
+                                      (double)r->nonfinite.total};
+  int32_t n = 10;
   ganfw_extras e = {.n = 0};
   ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++) row[n++] = strtod(e.values[i], NULL);
@@ -230,6 +236,9 @@ static ganfw_status train_loop(cls_run *r) {
       }
       r->step++;
       r->skipped += cs.skipped;
+      if ((st = ganfw_nonfinite_after_step(s, r->step, cs.nonfinite ? "the update was" : NULL,
+                                           cs.nonfinite_what, &r->nonfinite)))
+        break;
       double t1 = ganfw_now_s(), elapsed = t1 - t_start;
       rate = elapsed > 0 ? (double)(r->step - first_step) * (double)B / elapsed : 0;
       double eta = elapsed / (double)(r->step - first_step) * (double)(r->total - r->step);
@@ -284,6 +293,11 @@ ganfw_status ganfw_train_classifier(ganfw_session *s) {
     if (st == GANFW_OK && r.best_acc >= 0)
       ganfw_log(GANFW_LOG_INFO, "done in %.1f s: best test accuracy %.2f%% at step %lld",
                 ganfw_now_s() - t0, 100.0 * r.best_acc, (long long)r.best_step);
+    if (r.nonfinite.total > 0)
+      ganfw_log(GANFW_LOG_WARN,
+                "%lld of the steps skipped their update for NaN or inf values "
+                "(train.on_nonfinite: skip; metrics.csv column nonfinite_skips)",
+                (long long)r.nonfinite.total);
   }
   if (s->ctx && !r.memory_written) {
     ganfw_error_saved first;

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "train/outputs.h"
 #include "io/png_io.h"
+#include "train/nonfinite.h"
 #include "train/run_state.h"
 #include "runtime/tensor.h"
 #include "train/trainer.h"
@@ -27,7 +28,8 @@ typedef struct gan_run {
   ganfw_metrics *metrics;
   char samples_dir[4096], ckpt_dir[4096];
   int64_t step, total;
-  int64_t skipped_d, skipped_g; /* optimizer steps skipped by a strategy, this run */
+  int64_t skipped_d, skipped_g;    /* optimizer steps skipped by a strategy, this run */
+  ganfw_nonfinite_count nonfinite; /* steps train.on_nonfinite: skip skipped an update of */
 } gan_run;
 
 static void fill_ckpt_nets(ganfw_session *s, ganfw_ckpt_net nets[2]) {
@@ -37,7 +39,8 @@ static void fill_ckpt_nets(ganfw_session *s, ganfw_ckpt_net nets[2]) {
 
 static ganfw_status save_checkpoint(gan_run *r) {
   char path[4200];
-  ganfw_status st = ganfw_checkpoint_path(r->ckpt_dir, r->step, path, sizeof path);
+  ganfw_status st = ganfw_nonfinite_check_weights(r->s, r->step);
+  if (st == GANFW_OK) st = ganfw_checkpoint_path(r->ckpt_dir, r->step, path, sizeof path);
   if (st != GANFW_OK) return st;
   ganfw_ckpt_net nets[2];
   fill_ckpt_nets(r->s, nets);
@@ -101,7 +104,7 @@ static ganfw_status open_run(gan_run *r) {
   if (!r->host_batch) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
   char columns[4096] = "step,epoch,loss_d,loss_g,d_x,d_g_z1,d_g_z2,lr_g,lr_d,allocated,reserved,"
-                       "step_seconds,skipped_d,skipped_g";
+                       "step_seconds,skipped_d,skipped_g,nonfinite_skips";
   ganfw_extras e = {.n = 0};
   ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++)
@@ -125,7 +128,7 @@ static ganfw_status log_step(gan_run *r, const ganfw_gan_stats *gs, const ganfw_
   ganfw_session *s = r->s;
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
-  double row[14 + GANFW_MAX_EXTRA] = {(double)r->step,
+  double row[15 + GANFW_MAX_EXTRA] = {(double)r->step,
                                       (double)bi->epoch,
                                       gs->loss_d,
                                       gs->loss_g,
@@ -138,8 +141,9 @@ static ganfw_status log_step(gan_run *r, const ganfw_gan_stats *gs, const ganfw_
                                       (double)as.reserved.current,
                                       seconds,
                                       (double)r->skipped_d,
-                                      (double)r->skipped_g};
-  int32_t n = 14;
+                                      (double)r->skipped_g,
+                                      (double)r->nonfinite.total};
+  int32_t n = 15;
   ganfw_extras e = {.n = 0};
   ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++) row[n++] = strtod(e.values[i], NULL);
@@ -176,6 +180,11 @@ static ganfw_status train_loop(gan_run *r) {
     r->step++;
     r->skipped_d += gs.skipped_d;
     r->skipped_g += gs.skipped_g;
+    const char *skipped = gs.nonfinite_d && gs.nonfinite_g ? "both updates were"
+                          : gs.nonfinite_d                 ? "the discriminator's update was"
+                          : gs.nonfinite_g                 ? "the generator's update was"
+                                                           : NULL;
+    if ((st = ganfw_nonfinite_after_step(s, r->step, skipped, gs.nonfinite, &r->nonfinite))) break;
     double t1 = ganfw_now_s();
     double elapsed = t1 - t_start;
     rate = elapsed > 0 ? (double)(r->step - first_step) * (double)s->train.batch_size / elapsed : 0;
@@ -221,6 +230,11 @@ ganfw_status ganfw_train_gan(ganfw_session *s) {
     ganfw_interrupt_begin();
     st = train_loop(&r);
     ganfw_interrupt_end();
+    if (r.nonfinite.total > 0)
+      ganfw_log(GANFW_LOG_WARN,
+                "%lld of the steps skipped an update for NaN or inf values "
+                "(train.on_nonfinite: skip; metrics.csv column nonfinite_skips)",
+                (long long)r.nonfinite.total);
   }
   if (s->ctx) {
     ganfw_error_saved first;

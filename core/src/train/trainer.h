@@ -15,6 +15,10 @@ typedef struct ganfw_gan_stats {
   double d_g_z1; /* mean sigmoid(D(G(z))) before the D step */
   double d_g_z2; /* ... after it */
   int32_t skipped_d, skipped_g; /* 1 when a strategy skipped that optimizer's step */
+  /* 1 when train.on_nonfinite: skip skipped that net's update (its loss or gradient was NaN
+   * or inf); what went non-finite, and where, is in `nonfinite` */
+  int32_t nonfinite_d, nonfinite_g;
+  char nonfinite[1024];
 } ganfw_gan_stats;
 
 /* The step's working set over a session (borrowed; it must outlive the result). */
@@ -26,8 +30,15 @@ void ganfw_gan_destroy(ganfw_gan *g); /* accepts NULL */
  * step. With micro-batches (memory strategy accumulate) each half runs on N/M rows at a
  * time, the losses divided by M, and steps once. The losses are multiplied by the
  * strategies' loss scale before backward, and each optimizer step may be skipped by them.
- * A non-finite loss stops with GANFW_ERR_NUMERIC before any update is applied, unless a
- * strategy scales the loss (then the step is skipped by it). */
+ * Without a strategy that scales the loss, each net's loss and (once per step) gradients
+ * are checked: a NaN or inf one stops with GANFW_ERR_NUMERIC before that net's update
+ * (train.on_nonfinite: stop; D's update of the step is applied when G's loss fails, as the
+ * G step runs through the updated D), or (skip) leaves the net's parameters, optimizer
+ * state and BatchNorm running statistics as they were before the step and sets
+ * nonfinite_d / nonfinite_g. Either way the message names the loss, the net and the first
+ * layer whose output (from a second, checked forward) or gradient went non-finite. With a
+ * loss scaler the scaler skips such steps (skipped_d, skipped_g) and the key is not read,
+ * unless a strategy reports non-finite gradients as an error (amp with scaler: none). */
 ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganfw_gan_stats *out);
 
 /* The two halves of ganfw_gan_step, for tools that measure each phase: the D step
@@ -53,9 +64,11 @@ ganfw_status ganfw_train_gan(ganfw_session *s);
 typedef struct ganfw_classifier ganfw_classifier;
 
 typedef struct ganfw_classifier_stats {
-  double loss;     /* mean softmax cross-entropy of the batch */
-  double accuracy; /* fraction of the batch predicted right (argmax of the logits) */
-  int32_t skipped; /* 1 when a strategy skipped the optimizer step */
+  double loss;       /* mean softmax cross-entropy of the batch */
+  double accuracy;   /* fraction of the batch predicted right (argmax of the logits) */
+  int32_t skipped;   /* 1 when a strategy skipped the optimizer step */
+  int32_t nonfinite; /* 1 when train.on_nonfinite: skip skipped the update (see what) */
+  char nonfinite_what[1024];
 } ganfw_classifier_stats;
 
 /* The step's working set over a classifier session (borrowed; it must outlive it). */
@@ -65,8 +78,10 @@ void ganfw_classifier_destroy(ganfw_classifier *c); /* accepts NULL */
  * with a tape, softmax cross-entropy (times the strategies' loss scale), backward into the
  * parameter gradients, the strategies' after_backward, the optimizer step at
  * s->optim[0].lr, step_end. With micro-batches (accumulate) the batch runs N/M rows at a
- * time with the loss divided by M, and steps once. A non-finite loss stops with
- * GANFW_ERR_NUMERIC before any update, unless a strategy scales the loss. */
+ * time with the loss divided by M, and steps once. A non-finite loss or gradient is
+ * handled by train.on_nonfinite as in ganfw_gan_step: stop (GANFW_ERR_NUMERIC before the
+ * update) or skip (nonfinite set, parameters, optimizer state and BatchNorm statistics as
+ * before the step), the message naming the first non-finite layer. */
 ganfw_status ganfw_classifier_step(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *labels,
                                    ganfw_classifier_stats *out);
 
