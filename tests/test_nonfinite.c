@@ -435,7 +435,7 @@ static void test_classifier_stop_names_layer(void) {
                         poison_set("classifier", "features.0", 3, "weight", "1e38")};
   CU_ASSERT_EQUAL(train("cls.yaml", sets, 2), GANFW_ERR_NUMERIC);
   const char *msg = ganfw_error_message();
-  CU_ASSERT(contains(msg, "step 3: the classifier's loss (cross-entropy) is"));
+  CU_ASSERT(contains(msg, "step 3: the classifier's cross-entropy loss is"));
   CU_ASSERT(contains(msg, "the first non-finite output is that of layer classifier.features.0 "
                           "(conv2d, layer 1 of"));
   CU_ASSERT_PTR_NULL(strstr(msg, "whose parameters"));
@@ -477,7 +477,7 @@ static void test_classifier_skips_in_a_row_stop(void) {
                         poison_set("classifier", "features.0", 3, "weight", "nan")};
   CU_ASSERT_EQUAL(train("cls.yaml", sets, 5), GANFW_ERR_NUMERIC);
   const char *msg = ganfw_error_message();
-  CU_ASSERT(contains(msg, "step 3: the classifier's loss (cross-entropy) is nan"));
+  CU_ASSERT(contains(msg, "step 3: the classifier's cross-entropy loss is nan"));
   CU_ASSERT(contains(msg, "1 steps in a row were skipped for NaN or inf values "
                           "(train.max_nonfinite_skips: 1)"));
 }

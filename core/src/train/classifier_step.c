@@ -159,7 +159,7 @@ static ganfw_status optim_step(ganfw_classifier *c, ganfw_classifier_stats *out)
     if (st != GANFW_OK) return st;
   }
   if (bad) {
-    ganfw_nonfinite_grad_what(o->net, "classifier", "(cross-entropy)", out->loss, found_by, what,
+    ganfw_nonfinite_grad_what(o->net, "classifier", "cross-entropy loss", out->loss, found_by, what,
                               sizeof what);
     ganfw_status st =
         ganfw_nonfinite_act(s, "classifier", what, out->nonfinite_what, sizeof out->nonfinite_what);
@@ -200,7 +200,7 @@ static ganfw_status learn(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *la
     const ganfw_nonfinite_hop hop = {net, rng, "the batch"};
     ganfw_nonfinite_locate(&hop, 1, x, where, sizeof where);
     if (M > 1) snprintf(micro, sizeof micro, " (micro-batch %d of %d)", (int)k + 1, (int)M);
-    snprintf(what, sizeof what, "the classifier's loss (cross-entropy) is %g%s: %s",
+    snprintf(what, sizeof what, "the classifier's cross-entropy loss is %g%s: %s",
              isnan(loss) ? NAN : loss, micro, where);
     st =
         ganfw_nonfinite_act(s, "classifier", what, out->nonfinite_what, sizeof out->nonfinite_what);

@@ -212,7 +212,7 @@ static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped, int3
     if (st != GANFW_OK) return st;
   }
   if (bad) {
-    ganfw_nonfinite_grad_what(o->net, o->role, opt == 0 ? "loss_g" : "loss_d",
+    ganfw_nonfinite_grad_what(o->net, o->role, opt == 0 ? "loss loss_g" : "loss loss_d",
                               opt == 0 ? out->loss_g : out->loss_d, found_by, what, sizeof what);
     ganfw_status st = ganfw_nonfinite_act(s, o->role, what, note, sizeof note);
     if (st != GANFW_OK) return st;

@@ -83,7 +83,7 @@ void ganfw_nonfinite_grad_what(ganfw_net *net, const char *role, const char *los
     ganfw_net_layer_describe(net, i, layer, sizeof layer);
   }
   const int finite = isfinite(loss);
-  int used = snprintf(buf, n, "%s%sthe %s's loss %s is %g%s, and its gradients hold NaN or inf",
+  int used = snprintf(buf, n, "%s%sthe %s's %s is %g%s, and its gradients hold NaN or inf",
                       found_by, *found_by ? "; " : "", role, loss_name, isnan(loss) ? NAN : loss,
                       finite ? " (the forward was finite)" : "");
   if (used < 0 || (size_t)used >= n) return;
