@@ -5,4 +5,7 @@ ganfw_test_plugin(tpnan nonfinite.c)
 if(TARGET test_nonfinite)
   add_dependencies(test_nonfinite ganfw ganfw_testplugin_tpnan ganfw_plugin_dcgan
                    ganfw_plugin_adam ganfw_plugin_cnn ganfw_plugin_sgd)
+  if(TARGET ganfw_plugin_amp)
+    add_dependencies(test_nonfinite ganfw_plugin_amp)
+  endif()
 endif()

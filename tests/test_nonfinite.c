@@ -482,6 +482,28 @@ static void test_classifier_skips_in_a_row_stop(void) {
                           "(train.max_nonfinite_skips: 1)"));
 }
 
+/* amp without a scaler (bf16) reports NaN gradients itself; the key decides: skip skips
+ * the update (step 3's checkpoint is step 2's), stop ends the run with amp's message. */
+static void test_amp_without_scaler_follows_the_key(void) {
+  write_configs();
+  const char *memory = "memory=[{plugin: tpnan, net: classifier, layer: classifier.2, at_step: 3,"
+                       " poison: grad, value: \"nan\"}, {plugin: amp, dtype: bf16}]";
+  const char *skip[] = {out_set("amp_skip"), "train.max_steps=4", "train.on_nonfinite=skip",
+                        memory};
+  ganfw_status st = train("cls.yaml", skip, 4);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  assert_same_tensors("amp_skip/checkpoints/step_00000002.safetensors",
+                      "amp_skip/checkpoints/step_00000003.safetensors", 0);
+  CU_ASSERT_EQUAL(last_value("amp_skip/metrics.csv", "nonfinite_skips"), 1.0);
+  const char *stop[] = {out_set("amp_stop"), "train.max_steps=4", memory};
+  CU_ASSERT_EQUAL(train("cls.yaml", stop, 3), GANFW_ERR_NUMERIC);
+  const char *msg = ganfw_error_message();
+  CU_ASSERT(contains(msg, "step 3: memory strategy 'amp': amp: optimizer 0 has inf or NaN"));
+  CU_ASSERT(contains(msg, "the gradient of layer classifier.classifier.2 (linear"));
+  CU_ASSERT(!exists("amp_stop/checkpoints/step_00000003.safetensors"));
+}
+
 static CU_TestInfo tests[] = {
     {"a bad train.on_nonfinite is refused with its place", test_bad_policy_is_refused},
     {"GAN: a clean run is bitwise the same under stop and skip",
@@ -495,6 +517,7 @@ static CU_TestInfo tests[] = {
     {"classifier: stop names the overflowing layer", test_classifier_stop_names_layer},
     {"classifier: skip keeps the state bitwise; clean runs equal", test_classifier_skip_and_clean},
     {"classifier: max_nonfinite_skips in a row stop the run", test_classifier_skips_in_a_row_stop},
+    {"amp without a scaler follows the key", test_amp_without_scaler_follows_the_key},
     CU_TEST_INFO_NULL,
 };
 
