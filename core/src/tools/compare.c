@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/file.h"
 #include "base/json.h"
 #include "runtime/tensor.h"
 
@@ -173,23 +174,20 @@ static void csv_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static ganfw_status finish(FILE *f, const char *path) {
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad)
-    return ganfw_error_set(GANFW_ERR_IO, "compare: could not write '%s'", path);
-  return GANFW_OK;
-}
+typedef struct {
+  const ganfw_compare_row *rows;
+  int n;
+} compare_job;
 
-ganfw_status ganfw_compare_write_csv(const ganfw_compare_row *rows, int n, const char *path) {
-  FILE *f = fopen(path, "w");
-  if (!f) return ganfw_error_set(GANFW_ERR_IO, "compare: cannot create '%s'", path);
+static ganfw_status write_csv(FILE *f, void *ud) {
+  const compare_job *j = ud;
   field fl[MAX_FIELDS];
   ganfw_compare_row empty = {.config = ""};
   int nf = row_fields(&empty, fl);
   for (int k = 0; k < nf; k++) fprintf(f, "%s%s", k ? "," : "", fl[k].key);
   fputc('\n', f);
-  for (int i = 0; i < n; i++) {
-    nf = row_fields(&rows[i], fl);
+  for (int i = 0; i < j->n; i++) {
+    nf = row_fields(&j->rows[i], fl);
     for (int k = 0; k < nf; k++) {
       if (k) fputc(',', f);
       if (fl[k].is_string)
@@ -199,16 +197,15 @@ ganfw_status ganfw_compare_write_csv(const ganfw_compare_row *rows, int n, const
     }
     fputc('\n', f);
   }
-  return finish(f, path);
+  return GANFW_OK;
 }
 
-ganfw_status ganfw_compare_write_json(const ganfw_compare_row *rows, int n, const char *path) {
-  FILE *f = fopen(path, "w");
-  if (!f) return ganfw_error_set(GANFW_ERR_IO, "compare: cannot create '%s'", path);
+static ganfw_status write_json(FILE *f, void *ud) {
+  const compare_job *j = ud;
   field fl[MAX_FIELDS];
   fputs("[\n", f);
-  for (int i = 0; i < n; i++) {
-    int nf = row_fields(&rows[i], fl);
+  for (int i = 0; i < j->n; i++) {
+    int nf = row_fields(&j->rows[i], fl);
     fputs("  {", f);
     for (int k = 0; k < nf; k++) {
       fprintf(f, "%s\"%s\": ", k ? ", " : "", fl[k].key);
@@ -217,8 +214,21 @@ ganfw_status ganfw_compare_write_json(const ganfw_compare_row *rows, int n, cons
       else
         fputs(fl[k].value, f);
     }
-    fprintf(f, "}%s\n", i + 1 < n ? "," : "");
+    fprintf(f, "}%s\n", i + 1 < j->n ? "," : "");
   }
   fputs("]\n", f);
-  return finish(f, path);
+  return GANFW_OK;
+}
+
+/* Both reports go through the atomic writer: a failed write leaves no half report. */
+ganfw_status ganfw_compare_write_csv(const ganfw_compare_row *rows, int n, const char *path) {
+  compare_job j = {rows, n};
+  ganfw_status st = ganfw_file_write_atomic(path, write_csv, &j);
+  return st == GANFW_OK ? st : ganfw_error_wrap(st, "compare --csv");
+}
+
+ganfw_status ganfw_compare_write_json(const ganfw_compare_row *rows, int n, const char *path) {
+  compare_job j = {rows, n};
+  ganfw_status st = ganfw_file_write_atomic(path, write_json, &j);
+  return st == GANFW_OK ? st : ganfw_error_wrap(st, "compare --json");
 }

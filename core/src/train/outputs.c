@@ -13,8 +13,7 @@
 #include "base/log.h"
 
 struct ganfw_metrics {
-  FILE *f;
-  char path[4096];
+  ganfw_file_appender *f;
 };
 
 ganfw_status ganfw_path_join(char *buf, size_t n, const char *a, const char *b) {
@@ -34,8 +33,10 @@ ganfw_status ganfw_mkdirs(const char *path) {
     char c = buf[i];
     buf[i] = '\0';
     if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-      return ganfw_error_set(GANFW_ERR_IO, "%s: cannot create the folder: %s", buf,
-                             strerror(errno));
+      return ganfw_error_set(GANFW_ERR_IO,
+                             "%s: cannot create the folder: %s (check that the folder above it "
+                             "is writable, or point run.out_dir elsewhere)",
+                             buf, strerror(errno));
     buf[i] = c;
   }
   struct stat sb;
@@ -88,6 +89,11 @@ typedef struct {
   int64_t from_step;
 } csv_rewrite;
 
+static int whole_line(const char *line) {
+  size_t n = strlen(line);
+  return n > 0 && line[n - 1] == '\n';
+}
+
 static ganfw_status write_csv_rows(FILE *f, void *ud) {
   csv_rewrite *r = ud;
   char line[8192];
@@ -96,8 +102,10 @@ static ganfw_status write_csv_rows(FILE *f, void *ud) {
     fprintf(f, "%s\n", r->header);
   else if (have_header)
     fputs(line, f);
+  if (!r->header && have_header && !whole_line(line)) fputc('\n', f);
+  /* a last row without its newline is half a row (a write cut short): dropped */
   while (have_header && fgets(line, sizeof line, r->old))
-    if (strtoll(line, NULL, 10) < r->from_step) fputs(line, f);
+    if (whole_line(line) && strtoll(line, NULL, 10) < r->from_step) fputs(line, f);
   if (r->old && ferror(r->old))
     return ganfw_error_set(GANFW_ERR_IO, "%s: cannot read it back for resume", r->path);
   return GANFW_OK;
@@ -115,38 +123,41 @@ ganfw_status ganfw_csv_rewrite(const char *path, const char *header, int32_t kee
 ganfw_status ganfw_metrics_open(const char *dir, const char *columns, int32_t append,
                                 int64_t from_step, ganfw_metrics **out) {
   *out = NULL;
+  char path[4096];
+  ganfw_status st = ganfw_path_join(path, sizeof path, dir, "metrics.csv");
+  if (st != GANFW_OK) return st;
+  /* The header (and on resume the rows kept) are written whole by the atomic writer
+   * before any row is appended, so metrics.csv never lacks its header. */
+  if (append && access(path, F_OK) == 0)
+    st = ganfw_csv_rewrite(path, NULL, 1, from_step);
+  else
+    st = ganfw_csv_rewrite(path, columns, 0, 0);
+  if (st != GANFW_OK) return st;
   ganfw_metrics *m = calloc(1, sizeof *m);
   if (!m) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-  ganfw_status st = ganfw_path_join(m->path, sizeof m->path, dir, "metrics.csv");
-  if (st == GANFW_OK && append) st = ganfw_csv_rewrite(m->path, NULL, 1, from_step);
-  if (st != GANFW_OK) {
+  if ((st = ganfw_file_append_open(path, &m->f)) != GANFW_OK) {
     free(m);
     return st;
   }
-  int had_file = append && access(m->path, F_OK) == 0;
-  m->f = fopen(m->path, had_file ? "a" : "w");
-  if (!m->f) {
-    st = ganfw_error_set(GANFW_ERR_IO, "%s: cannot write: %s", m->path, strerror(errno));
-    free(m);
-    return st;
-  }
-  if (!had_file) fprintf(m->f, "%s\n", columns);
-  fflush(m->f);
   *out = m;
   return GANFW_OK;
 }
 
 ganfw_status ganfw_metrics_row(ganfw_metrics *m, const double *values, int32_t n) {
-  for (int32_t i = 0; i < n; i++) fprintf(m->f, i ? ",%.9g" : "%.0f", values[i]);
-  fputc('\n', m->f);
-  if (fflush(m->f) != 0 || ferror(m->f))
-    return ganfw_error_set(GANFW_ERR_IO, "%s: write failed", m->path);
-  return GANFW_OK;
+  char row[8192];
+  size_t len = 0;
+  for (int32_t i = 0; i < n && len < sizeof row; i++)
+    len += (size_t)snprintf(row + len, sizeof row - len, i ? ",%.9g" : "%.0f", values[i]);
+  if (len + 1 >= sizeof row)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: a row of %d values is too long",
+                           ganfw_file_append_path(m->f), n);
+  row[len++] = '\n';
+  return ganfw_file_append(m->f, row, len);
 }
 
 void ganfw_metrics_close(ganfw_metrics *m) {
   if (!m) return;
-  fclose(m->f);
+  ganfw_file_append_close(m->f);
   free(m);
 }
 

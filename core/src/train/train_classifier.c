@@ -12,6 +12,7 @@
 
 #include "io/checkpoint.h"
 #include "base/error.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "train/outputs.h"
 #include "train/nonfinite.h"
@@ -32,7 +33,7 @@ typedef struct cls_run {
   int32_t x_pinned, y_pinned; /* host_x/host_y are page-locked staging (CUDA) */
   ganfw_tensor *x, *y;
   ganfw_metrics *metrics;
-  FILE *eval_csv;
+  ganfw_file_appender *eval_csv;
   char ckpt_dir[4096], eval_path[4200];
   int64_t step, total, eval_batch;
   int64_t skipped;                 /* optimizer steps skipped by a strategy, this run */
@@ -88,8 +89,7 @@ static ganfw_status resume(cls_run *r) {
 static ganfw_status open_eval_csv(cls_run *r, int32_t append, int64_t from_step) {
   ganfw_status st = ganfw_csv_rewrite(r->eval_path, EVAL_COLUMNS, append, from_step);
   if (st != GANFW_OK) return st;
-  r->eval_csv = fopen(r->eval_path, "a");
-  return r->eval_csv ? GANFW_OK : ganfw_error_set(GANFW_ERR_IO, "%s: cannot write", r->eval_path);
+  return ganfw_file_append_open(r->eval_path, &r->eval_csv);
 }
 
 static ganfw_status open_run(cls_run *r) {
@@ -138,7 +138,7 @@ static ganfw_status open_run(cls_run *r) {
 
 static void close_run(cls_run *r) {
   ganfw_metrics_close(r->metrics);
-  if (r->eval_csv) fclose(r->eval_csv);
+  ganfw_file_append_close(r->eval_csv);
   ganfw_host_staging_free(r->s->ctx, r->host_x, r->x_pinned);
   ganfw_host_staging_free(r->s->ctx, r->host_y, r->y_pinned);
   ganfw_tensor_destroy(r->x);
@@ -191,10 +191,9 @@ static ganfw_status evaluate(cls_run *r, double epochs) {
   ganfw_eval_result ev;
   if ((st = ganfw_classifier_evaluate(s, r->test, r->eval_batch, &ev)) != GANFW_OK) return st;
   r->last_eval_step = r->step;
-  fprintf(r->eval_csv, "%lld,%.6g,%.9g,%.9g,%lld,%lld,%.6g\n", (long long)r->step, epochs, ev.loss,
-          ev.accuracy, (long long)ev.peak_activation, (long long)train_peak, ev.seconds);
-  if (fflush(r->eval_csv) != 0)
-    st = ganfw_error_set(GANFW_ERR_IO, "%s: write failed", r->eval_path);
+  st = ganfw_file_appendf(r->eval_csv, "%lld,%.6g,%.9g,%.9g,%lld,%lld,%.6g\n", (long long)r->step,
+                          epochs, ev.loss, ev.accuracy, (long long)ev.peak_activation,
+                          (long long)train_peak, ev.seconds);
   const double mib = 1024.0 * 1024.0;
   ganfw_log(GANFW_LOG_INFO,
             "step %lld (epoch %.2f): test accuracy %.2f%% (%lld/%lld), loss %.4f; peak activations "
