@@ -8,6 +8,11 @@ target_include_directories(ganfw_faults PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(ganfw_faults PRIVATE ganfw_core ${CMAKE_DL_LIBS} Threads::Threads)
 set_target_properties(ganfw_faults PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
 
+# test_file injects faults into the atomic writer and the appender in-process.
+if(TARGET test_file)
+  target_sources(test_file PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/faults/inject.c)
+  target_link_libraries(test_file PRIVATE ${CMAKE_DL_LIBS})
+endif()
 if(TARGET test_io_faults)
   target_sources(test_io_faults PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/faults/inject.c)
   target_link_libraries(test_io_faults PRIVATE ${CMAKE_DL_LIBS})
