@@ -442,8 +442,18 @@ static int pick(const trace *t, int i, int all_writes) {
   return first || last;
 }
 
-/* The fault modes every picked call is tried with. */
+/* The fault modes every picked call is tried with. Under AddressSanitizer each run is
+ * about five times slower: there each call is tried with one of them, in turn (about
+ * 2 minutes instead of 4; the release build tries both, in 45 s). */
 static const char *const modes[] = {"ENOSPC:sticky", "EIO"};
+static int mode_runs(int nth, size_t mode) {
+#if defined(__SANITIZE_ADDRESS__)
+  return (size_t)nth % 2 == mode;
+#else
+  (void)nth, (void)mode;
+  return 1;
+#endif
+}
 
 /* Traces `args` (with "--set run.out_dir=DIR" appended by the caller through `outset`)
  * once in <base>/count, then fails each picked call in <base>/cN, prepared by `prepare`
@@ -478,9 +488,10 @@ static void sweep(const char *name, const char *base_in, const char *const *args
           t.n, per_fn[0], per_fn[1], per_fn[2], per_fn[3], per_fn[4]);
   int cases = 0, good = 0;
   char sites[64][200];
-  int nsites = 0, site_cases[64] = {0};
+  int nsites = 0, site_cases[64] = {0}, picked = 0;
   for (int i = 0; i < t.n; i++) {
     if (!pick(&t, i, all_writes)) continue;
+    picked++;
     char site[128];
     site_name(t.c[i].path, count, site, sizeof site);
     char label[200];
@@ -489,6 +500,7 @@ static void sweep(const char *name, const char *base_in, const char *const *args
     while (s < nsites && strcmp(sites[s], label) != 0) s++;
     if (s == nsites && nsites < 64) snprintf(sites[nsites++], sizeof sites[0], "%s", label);
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+      if (!mode_runs(picked, m)) continue;
       char spec[128];
       snprintf(spec, sizeof spec, "%s:%ld:%s", t.c[i].fn, t.c[i].k, modes[m]);
       snprintf(dir, sizeof dir, "%s/c%d", base, cases);
@@ -607,6 +619,7 @@ static void test_sample_tool(void) {
   int cases = 0, good = 0;
   for (int i = 0; i < t.n; i++)
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+      if (!mode_runs(i, m)) continue;
       char dir[1100], spec[64];
       snprintf(dir, sizeof dir, "%s/c%d", path_in("sample"), cases++);
       sample_dir(dir);
