@@ -77,6 +77,7 @@ static int create_temporary(const char *path, char *tmp, size_t n) {
   clock_gettime(CLOCK_REALTIME, &t);
   state ^= (uint64_t)t.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() << 32 ^
            (uint64_t)(uintptr_t)tmp;
+  if (!state) state = 1; /* xorshift stays at 0 */
   for (int attempt = 0; attempt < 100; attempt++) {
     char suffix[7];
     for (int i = 0; i < 6; i++) {

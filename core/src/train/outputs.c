@@ -127,8 +127,10 @@ ganfw_status ganfw_metrics_open(const char *dir, const char *columns, int32_t ap
   ganfw_status st = ganfw_path_join(path, sizeof path, dir, "metrics.csv");
   if (st != GANFW_OK) return st;
   /* The header (and on resume the rows kept) are written whole by the atomic writer
-   * before any row is appended, so metrics.csv never lacks its header. */
-  if (append && access(path, F_OK) == 0)
+   * before any row is appended, so metrics.csv never lacks its header (an empty one, left
+   * by an older version, gets it too). */
+  struct stat sb;
+  if (append && stat(path, &sb) == 0 && sb.st_size > 0)
     st = ganfw_csv_rewrite(path, NULL, 1, from_step);
   else
     st = ganfw_csv_rewrite(path, columns, 0, 0);
