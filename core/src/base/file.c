@@ -29,7 +29,7 @@ static const char *io_hint(int err) {
     return "the disk reported an I/O error: check it";
   case ENOENT:
   case ENOTDIR:
-    return "check that the folder exists and is writable";
+    return "check that the directory exists and is writable";
   default:
     return "check the disk and the folder";
   }
@@ -145,12 +145,12 @@ ganfw_status ganfw_file_write_atomic(const char *path, ganfw_file_writer write_f
   /* A failed write is the first failure, whatever the writer made of it (libpng's
    * "Write Error"). */
   if (sink.err)
-    st = io_fail(path, "cannot write it", sink.err);
+    st = io_fail(path, "writing failed", sink.err);
   else if (st == GANFW_OK && !flushed)
-    st = io_fail(path, "cannot write it", EIO);
+    st = io_fail(path, "writing failed", EIO);
   if (st == GANFW_OK && fchmod(fd, 0644) != 0) st = io_fail(path, "cannot set its mode", errno);
-  if (st == GANFW_OK && fsync(fd) != 0) st = io_fail(path, "cannot write it (fsync)", errno);
-  if (close(fd) != 0 && st == GANFW_OK) st = io_fail(path, "cannot write it (close)", errno);
+  if (st == GANFW_OK && fsync(fd) != 0) st = io_fail(path, "writing failed (fsync)", errno);
+  if (close(fd) != 0 && st == GANFW_OK) st = io_fail(path, "writing failed (close)", errno);
   if (st == GANFW_OK && rename(tmp, path) != 0)
     st = io_fail(path, "cannot rename the temporary file over it", errno);
   if (st != GANFW_OK)
