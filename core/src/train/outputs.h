@@ -33,7 +33,8 @@ typedef struct ganfw_metrics ganfw_metrics;
  * an earlier run (resume) and drops those at or after `from_step`. */
 ganfw_status ganfw_metrics_open(const char *dir, const char *columns, int32_t append,
                                 int64_t from_step, ganfw_metrics **out);
-/* One row of n values (the first is the step); flushed at once. */
+/* One row of n values (the first is the step), appended whole at once: a failed write
+ * leaves no half row and names metrics.csv and the cause (base/file.h's appender). */
 ganfw_status ganfw_metrics_row(ganfw_metrics *m, const double *values, int32_t n);
 void ganfw_metrics_close(ganfw_metrics *m); /* accepts NULL */
 
