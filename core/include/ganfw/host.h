@@ -37,6 +37,8 @@ enum {
   GANFW_ACT_COUNT
 };
 enum { GANFW_POOL_MAX = 0, GANFW_POOL_AVG = 1, GANFW_POOL_COUNT };
+/* Upsampling modes (net_upsample, ABI 1.2). */
+enum { GANFW_UPSAMPLE_NEAREST = 0, GANFW_UPSAMPLE_BILINEAR = 1, GANFW_UPSAMPLE_COUNT };
 
 /* One parameter of a built net, for initialisation and inspection. */
 typedef struct ganfw_param_info {
