@@ -833,6 +833,52 @@ static void test_thread_count(void) {
   gt_free(argmax);
 }
 
+/* Upsampling (nearest, bilinear) and group normalisation (GroupNorm's groups, InstanceNorm's
+ * one channel a group, LayerNorm's one group of single-value channels), forward and
+ * backward, bit for bit the same on 1, 2, 3 and 4 threads: each splits only whole planes,
+ * groups or channels across threads. Shapes past every parallel threshold. */
+static void test_thread_count_layers(void) {
+  const int saved = ganfw_cpu_threads();
+  const int64_t N = 8, C = 32, H = 12, W = 14, HW = H * W, n = N * C * HW, up = 4 * n;
+  const int64_t groups[3][3] = {{C, HW, 4}, {C, HW, C}, {C * HW, 1, 1}}; /* C, HW, G */
+  float *x = falloc(n), *dy = falloc(up), *gamma = falloc(C * HW), *beta = falloc(C * HW);
+  gt_fill_uniform(x, n, -2, 3, 80);
+  gt_fill_uniform(dy, up, -1, 1, 81);
+  gt_fill_uniform(gamma, C * HW, 0.5f, 1.5f, 82);
+  gt_fill_uniform(beta, C * HW, -1, 1, 83);
+  /* out: per upsample mode y [up], dx [n]; per norm view y, dx [n], dgamma, dbeta [C*HW],
+   * mean, invstd [N*C] doubles (as 2 floats each) */
+  const int64_t per_norm = 2 * n + 2 * C * HW + 4 * N * C;
+  const int64_t nout = 2 * (up + n) + 3 * per_norm;
+  float *out = falloc(nout), *ref = falloc(nout);
+  for (int t = 1; t <= 4; t++) {
+    ganfw_cpu_set_threads(NULL, t);
+    float *o = out;
+    for (int32_t mode = 0; mode < GANFW_UPSAMPLE_COUNT; mode++) {
+      ganfw_cpu_upsample2d_forward(NULL, mode, N * C, H, W, x, o);
+      ganfw_cpu_upsample2d_backward(NULL, mode, N * C, H, W, dy, o + up);
+      o += up + n;
+    }
+    for (int k = 0; k < 3; k++) {
+      const int64_t c = groups[k][0], hw = groups[k][1], g = groups[k][2];
+      float *y = o, *dx = y + n, *dg = dx + n, *db = dg + C * HW;
+      double *mean = (double *)(db + C * HW), *invstd = mean + N * C;
+      ganfw_cpu_groupnorm_forward(NULL, N, c, hw, g, x, gamma, beta, 1e-5f, y, mean, invstd);
+      ganfw_cpu_groupnorm_backward(NULL, N, c, hw, g, x, dy, gamma, mean, invstd, dx, dg, db, 0);
+      o += per_norm;
+    }
+    if (t == 1) {
+      memcpy(ref, out, (size_t)nout * sizeof *out);
+      continue;
+    }
+    CU_ASSERT(thread_bits_equal("upsample", t, out, ref, (size_t)(2 * (up + n)) * sizeof *out));
+    CU_ASSERT(thread_bits_equal("groupnorm", t, out + 2 * (up + n), ref + 2 * (up + n),
+                                (size_t)(3 * per_norm) * sizeof *out));
+  }
+  ganfw_cpu_set_threads(NULL, saved);
+  gt_free(x), gt_free(dy), gt_free(gamma), gt_free(beta), gt_free(out), gt_free(ref);
+}
+
 static CU_TestInfo tests[] = {{"bn_gradcheck", test_bn_gradcheck},
                               {"bn_running_stats", test_bn_running_stats},
                               {"bn_large_mean", test_bn_large_mean},
@@ -849,6 +895,7 @@ static CU_TestInfo tests[] = {{"bn_gradcheck", test_bn_gradcheck},
                               {"xent", test_xent},
                               {"xent_extreme", test_xent_extreme},
                               {"thread_count", test_thread_count},
+                              {"thread_count_layers", test_thread_count_layers},
                               CU_TEST_INFO_NULL};
 
 GT_MAIN("ops_nn", tests)
