@@ -1,8 +1,8 @@
-/* The CPU nn kernels (core/src/backend/cpu/{batchnorm2d,activation,pool2d,dropout,loss}.c) against
- * central differences (gt_gradcheck) for every backward, and against direct double
- * formulas for the forward passes, over several shapes (the DC-GAN BatchNorm shapes at
- * batch 64 among them), plus the properties the layers rely on: running statistics,
- * accumulate, affine=False, aliasing, padding, extreme logits and the dropout mask. */
+/* The CPU nn kernels (core/src/backend/cpu/{batchnorm2d,activation,pool2d,dropout,loss,
+ * upsample2d,groupnorm}.c) against central differences (gt_gradcheck) for every backward,
+ * and against direct double formulas for the forward passes, over several shapes (the
+ * DC-GAN BatchNorm shapes at batch 64 among them), plus the properties the layers rely on: running
+ * statistics, accumulate, affine=False, aliasing, padding, extreme logits and the dropout mask. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -767,6 +767,121 @@ static void test_xent_extreme(void) {
 }
 
 /* ====================================================================================== */
+/* upsampling and group normalisation                                                      */
+/* ====================================================================================== */
+
+typedef struct up_ctx {
+  int32_t mode;
+  int64_t planes, H, W;
+  float *x, *y;
+} up_ctx;
+
+static void up_forward(void *p) {
+  up_ctx *c = p;
+  ganfw_cpu_upsample2d_forward(NULL, c->mode, c->planes, c->H, c->W, c->x, c->y);
+}
+
+/* The backward of both modes against central differences, on odd sizes and a 1-wide axis:
+ * the ops are linear, so a large step (0.25, exact in float) has no truncation error and
+ * keeps the forward's rounding small against it. */
+static void test_upsample_gradcheck(void) {
+  const int64_t shapes[3][3] = {{6, 5, 4}, {2, 1, 3}, {3, 7, 1}}; /* planes, H, W */
+  for (int32_t mode = 0; mode < GANFW_UPSAMPLE_COUNT; mode++) {
+    for (int k = 0; k < 3; k++) {
+      up_ctx c = {mode, shapes[k][0], shapes[k][1], shapes[k][2], NULL, NULL};
+      const int64_t n = c.planes * c.H * c.W, ny = 4 * n;
+      c.x = falloc(n), c.y = falloc(ny);
+      float *dy = falloc(ny), *dx = falloc(n);
+      gt_fill_uniform(c.x, n, -2, 2, 300 + k);
+      gt_fill_uniform(dy, ny, -1, 1, 310 + k);
+      up_forward(&c);
+      ganfw_cpu_upsample2d_backward(NULL, mode, c.planes, c.H, c.W, dy, dx);
+      char what[96];
+      snprintf(what, sizeof what, "upsample %s [%lld,%lld,%lld] dx",
+               mode == GANFW_UPSAMPLE_NEAREST ? "nearest" : "bilinear", (long long)c.planes,
+               (long long)c.H, (long long)c.W);
+      check_grad(what, gt_gradcheck(up_forward, &c, c.x, n, c.y, dy, ny, dx, 0.25, 64, 1e-2), 1e-3);
+      gt_free(c.x), gt_free(c.y), gt_free(dy), gt_free(dx);
+    }
+  }
+}
+
+typedef struct gn_ctx {
+  int64_t N, C, HW, G;
+  float *x, *gamma, *beta, *y;
+  double *mean, *invstd;
+} gn_ctx;
+
+static void gn_forward(void *p) {
+  gn_ctx *c = p;
+  ganfw_cpu_groupnorm_forward(NULL, c->N, c->C, c->HW, c->G, c->x, c->gamma, c->beta, 1e-5f, c->y,
+                              c->mean, c->invstd);
+}
+
+/* Forward against a double formula, the backward (x, gamma, beta) against central
+ * differences, for GroupNorm, InstanceNorm's and LayerNorm's views, and accumulate. */
+static void test_groupnorm_gradcheck(void) {
+  const int64_t shapes[4][4] = {{3, 6, 10, 3}, {2, 4, 9, 4}, {4, 24, 1, 1}, {2, 8, 7, 1}};
+  for (int k = 0; k < 4; k++) {
+    gn_ctx c = {.N = shapes[k][0], .C = shapes[k][1], .HW = shapes[k][2], .G = shapes[k][3]};
+    const int64_t n = c.N * c.C * c.HW, M = c.C / c.G * c.HW;
+    c.x = falloc(n), c.y = falloc(n), c.gamma = falloc(c.C), c.beta = falloc(c.C);
+    c.mean = gt_alloc((size_t)(c.N * c.G) * sizeof(double));
+    c.invstd = gt_alloc((size_t)(c.N * c.G) * sizeof(double));
+    float *dy = falloc(n), *dx = falloc(n), *dg = falloc(c.C), *db = falloc(c.C), *want = falloc(n);
+    gt_fill_uniform(c.x, n, -1, 3, 400 + k);
+    gt_fill_uniform(dy, n, -1, 1, 410 + k);
+    gt_fill_uniform(c.gamma, c.C, 0.5f, 1.5f, 420 + k);
+    gt_fill_uniform(c.beta, c.C, -0.5f, 0.5f, 430 + k);
+    gn_forward(&c);
+    for (int64_t ng = 0; ng < c.N * c.G; ng++) {
+      double s = 0, q = 0;
+      for (int64_t i = 0; i < M; i++) s += c.x[ng * M + i];
+      const double m = s / (double)M;
+      for (int64_t i = 0; i < M; i++) q += (c.x[ng * M + i] - m) * (c.x[ng * M + i] - m);
+      const double inv = 1.0 / sqrt(q / (double)M + 1e-5);
+      CU_ASSERT_DOUBLE_EQUAL(c.mean[ng], m, 1e-12 * (1 + fabs(m)));
+      CU_ASSERT_DOUBLE_EQUAL(c.invstd[ng], inv, 1e-9 * inv);
+      for (int64_t i = 0; i < M; i++) {
+        const int64_t ch = ng % c.G * (c.C / c.G) + i / c.HW;
+        want[ng * M + i] = (float)((c.x[ng * M + i] - m) * inv * c.gamma[ch] + c.beta[ch]);
+      }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "groupnorm [%lld,%lld,%lld] G=%lld y", (long long)c.N,
+             (long long)c.C, (long long)c.HW, (long long)c.G);
+    report(what, gt_check_close(what, c.y, want, n, 1e-6, 1e-2));
+    ganfw_cpu_groupnorm_backward(NULL, c.N, c.C, c.HW, c.G, c.x, dy, c.gamma, c.mean, c.invstd, dx,
+                                 dg, db, 0);
+    float *const grads[3] = {dx, dg, db};
+    float *const inputs[3] = {c.x, c.gamma, c.beta};
+    const int64_t counts[3] = {n, c.C, c.C};
+    const char *names[3] = {"dx", "dgamma", "dbeta"};
+    for (int i = 0; i < 3; i++) {
+      snprintf(what, sizeof what, "groupnorm [%lld,%lld,%lld] G=%lld %s", (long long)c.N,
+               (long long)c.C, (long long)c.HW, (long long)c.G, names[i]);
+      check_grad(
+          what,
+          gt_gradcheck(gn_forward, &c, inputs[i], counts[i], c.y, dy, n, grads[i], 1e-2, 32, 1e-2),
+          1e-2);
+    }
+    /* accumulate adds to the parameter gradients; without dx they are the same */
+    float *dg2 = falloc(c.C), *db2 = falloc(c.C);
+    memcpy(dg2, dg, (size_t)c.C * sizeof *dg2);
+    memcpy(db2, db, (size_t)c.C * sizeof *db2);
+    ganfw_cpu_groupnorm_backward(NULL, c.N, c.C, c.HW, c.G, c.x, dy, c.gamma, c.mean, c.invstd,
+                                 NULL, dg2, db2, 1);
+    for (int64_t ch = 0; ch < c.C; ch++) {
+      CU_ASSERT_DOUBLE_EQUAL(dg2[ch], 2 * dg[ch], 1e-6 * (1 + fabs(dg[ch])));
+      CU_ASSERT_DOUBLE_EQUAL(db2[ch], 2 * db[ch], 1e-6 * (1 + fabs(db[ch])));
+    }
+    gt_free(dg2), gt_free(db2);
+    gt_free(c.x), gt_free(c.y), gt_free(c.gamma), gt_free(c.beta), gt_free(c.mean);
+    gt_free(c.invstd), gt_free(dy), gt_free(dx), gt_free(dg), gt_free(db), gt_free(want);
+  }
+}
+
+/* ====================================================================================== */
 /* thread count                                                                            */
 /* ====================================================================================== */
 
@@ -833,6 +948,52 @@ static void test_thread_count(void) {
   gt_free(argmax);
 }
 
+/* Upsampling (nearest, bilinear) and group normalisation (GroupNorm's groups, InstanceNorm's
+ * one channel a group, LayerNorm's one group of single-value channels), forward and
+ * backward, bit for bit the same on 1, 2, 3 and 4 threads: each splits only whole planes,
+ * groups or channels across threads. Shapes past every parallel threshold. */
+static void test_thread_count_layers(void) {
+  const int saved = ganfw_cpu_threads();
+  const int64_t N = 8, C = 32, H = 12, W = 14, HW = H * W, n = N * C * HW, up = 4 * n;
+  const int64_t groups[3][3] = {{C, HW, 4}, {C, HW, C}, {C * HW, 1, 1}}; /* C, HW, G */
+  float *x = falloc(n), *dy = falloc(up), *gamma = falloc(C * HW), *beta = falloc(C * HW);
+  gt_fill_uniform(x, n, -2, 3, 80);
+  gt_fill_uniform(dy, up, -1, 1, 81);
+  gt_fill_uniform(gamma, C * HW, 0.5f, 1.5f, 82);
+  gt_fill_uniform(beta, C * HW, -1, 1, 83);
+  /* out: per upsample mode y [up], dx [n]; per norm view y, dx [n], dgamma, dbeta [C*HW],
+   * mean, invstd [N*C] doubles (as 2 floats each) */
+  const int64_t per_norm = 2 * n + 2 * C * HW + 4 * N * C;
+  const int64_t nout = 2 * (up + n) + 3 * per_norm;
+  float *out = falloc(nout), *ref = falloc(nout);
+  for (int t = 1; t <= 4; t++) {
+    ganfw_cpu_set_threads(NULL, t);
+    float *o = out;
+    for (int32_t mode = 0; mode < GANFW_UPSAMPLE_COUNT; mode++) {
+      ganfw_cpu_upsample2d_forward(NULL, mode, N * C, H, W, x, o);
+      ganfw_cpu_upsample2d_backward(NULL, mode, N * C, H, W, dy, o + up);
+      o += up + n;
+    }
+    for (int k = 0; k < 3; k++) {
+      const int64_t c = groups[k][0], hw = groups[k][1], g = groups[k][2];
+      float *y = o, *dx = y + n, *dg = dx + n, *db = dg + C * HW;
+      double *mean = (double *)(db + C * HW), *invstd = mean + N * C;
+      ganfw_cpu_groupnorm_forward(NULL, N, c, hw, g, x, gamma, beta, 1e-5f, y, mean, invstd);
+      ganfw_cpu_groupnorm_backward(NULL, N, c, hw, g, x, dy, gamma, mean, invstd, dx, dg, db, 0);
+      o += per_norm;
+    }
+    if (t == 1) {
+      memcpy(ref, out, (size_t)nout * sizeof *out);
+      continue;
+    }
+    CU_ASSERT(thread_bits_equal("upsample", t, out, ref, (size_t)(2 * (up + n)) * sizeof *out));
+    CU_ASSERT(thread_bits_equal("groupnorm", t, out + 2 * (up + n), ref + 2 * (up + n),
+                                (size_t)(3 * per_norm) * sizeof *out));
+  }
+  ganfw_cpu_set_threads(NULL, saved);
+  gt_free(x), gt_free(dy), gt_free(gamma), gt_free(beta), gt_free(out), gt_free(ref);
+}
+
 static CU_TestInfo tests[] = {{"bn_gradcheck", test_bn_gradcheck},
                               {"bn_running_stats", test_bn_running_stats},
                               {"bn_large_mean", test_bn_large_mean},
@@ -848,7 +1009,10 @@ static CU_TestInfo tests[] = {{"bn_gradcheck", test_bn_gradcheck},
                               {"bce_extreme", test_bce_extreme},
                               {"xent", test_xent},
                               {"xent_extreme", test_xent_extreme},
+                              {"upsample_gradcheck", test_upsample_gradcheck},
+                              {"groupnorm_gradcheck", test_groupnorm_gradcheck},
                               {"thread_count", test_thread_count},
+                              {"thread_count_layers", test_thread_count_layers},
                               CU_TEST_INFO_NULL};
 
 GT_MAIN("ops_nn", tests)

@@ -11,10 +11,14 @@
 #include <sys/wait.h>
 
 #include "runtime/alloc.h"
+#include "runtime/ctx.h"
+#include "runtime/tensor.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_ops.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "nn/net.h"
+#include "plugin/plugin_host.h"
 #include "tools/plan.h"
 #include "testutil.h"
 
@@ -238,6 +242,96 @@ static void test_alloc_peak_hook(void) {
   ganfw_alloc_destroy(a);
 }
 
+/* --- the issue-12 layers: planned bytes equal measured bytes ------------------------------ */
+
+/* conv -> groupnorm -> relu -> upsample nearest -> instancenorm2d -> upsample bilinear ->
+ * conv -> layernorm [C,H,W] -> global_avg_pool -> flatten -> layernorm [F] -> linear, built
+ * through the host table's ABI 1.2 entries. */
+static ganfw_net *layers_net(ganfw_ctx *c) {
+  const ganfw_host *h = ganfw_host_table();
+  CU_ASSERT_FATAL(GANFW_HOST_HAS(h, net_layernorm));
+  ganfw_net *net = h->net_create(c, "g");
+  const int64_t chw[3] = {8, 16, 16}, f[1] = {8};
+  CU_ASSERT_EQUAL(h->net_conv2d(net, "c1", 3, 8, 3, 1, 1, 0), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_groupnorm(net, "gn", 2, 8, 1e-5f, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_activation(net, "relu", GANFW_ACT_RELU, 0), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_upsample(net, "up1", 2, GANFW_UPSAMPLE_NEAREST), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_instancenorm2d(net, "in", 8, 1e-5f, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_upsample(net, "up2", 2, GANFW_UPSAMPLE_BILINEAR), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_conv2d(net, "c2", 8, 8, 4, 2, 1, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_layernorm(net, "ln", 3, chw, 1e-5f, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_global_avg_pool(net, "pool"), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_flatten(net, "flat"), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_layernorm(net, "ln_f", 1, f, 1e-5f, 0), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_linear(net, "fc", 8, 4, 1), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(h->net_build(net, 3, 8, 8), GANFW_OK);
+  return net;
+}
+
+/* One training step's allocator figures (forward with a tape, backward with input and
+ * parameter gradients, then a no-grad forward), on the meta backend (meta 1: planned) or
+ * the CPU (0: measured). */
+static void layers_step(int32_t meta, int32_t dtype, int64_t batch, ganfw_alloc_stats *st) {
+  ganfw_ctx_options opt = {.device_type = GANFW_DEVICE_CPU, .threads = 2, .seed = 9, .meta = meta};
+  ganfw_ctx *c = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_ctx_create(&opt, &c), GANFW_OK);
+  ganfw_net *net = layers_net(c);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_set_compute_dtype(net, dtype), GANFW_OK);
+  const int64_t xs[4] = {batch, 3, 8, 8}, ys[2] = {batch, 4};
+  ganfw_tensor *x = ganfw_tensor_create(c, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "x");
+  ganfw_tensor *dy = ganfw_tensor_create(c, GANFW_DTYPE_F32, 2, ys, GANFW_MEM_DATA, "dy");
+  CU_ASSERT_FATAL(x && dy);
+  float *host = gt_alloc((size_t)x->nbytes);
+  gt_fill_uniform(host, x->numel, -1, 1, 3);
+  CU_ASSERT_EQUAL(ganfw_tensor_from_host(x, host, x->nbytes), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_tensor_from_host(dy, host, dy->nbytes), GANFW_OK);
+  gt_free(host);
+  ganfw_alloc_reset_peak(c->alloc);
+  ganfw_tape *tape = ganfw_tape_create(net);
+  ganfw_tensor *y = NULL, *dx = NULL, *y2 = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net, x, tape, &y), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      ganfw_net_backward(net, tape, dy, GANFW_BWD_INPUT_GRAD | GANFW_BWD_PARAM_GRAD, &dx),
+      GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net, x, NULL, &y2), GANFW_OK);
+  ganfw_alloc_get_stats(c->alloc, st);
+  ganfw_tensor *all[] = {y, dx, y2, x, dy};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ganfw_tensor_destroy(all[i]);
+  ganfw_tape_destroy(tape);
+  ganfw_alloc_stats after; /* every activation and workspace handed back */
+  ganfw_alloc_get_stats(c->alloc, &after);
+  CU_ASSERT_EQUAL(after.category[GANFW_MEM_ACTIVATION].current, 0);
+  CU_ASSERT_EQUAL(after.category[GANFW_MEM_WORKSPACE].current, 0);
+  ganfw_net_destroy(net);
+  ganfw_ctx_destroy(c);
+}
+
+/* The plan counts every byte of the new layers: the meta backend's peaks (allocated,
+ * reserved, per category) equal a real step's, in f32, f16 and bf16, at a batch whose
+ * 16-bit conversions go in several row chunks. */
+static void test_plan_new_layers(void) {
+  const int32_t dtypes[3] = {GANFW_DTYPE_F32, GANFW_DTYPE_F16, GANFW_DTYPE_BF16};
+  const int64_t batches[2] = {8, 200};
+  for (int b = 0; b < 2; b++) {
+    for (int k = 0; k < 3; k++) {
+      ganfw_alloc_stats plan, real;
+      layers_step(1, dtypes[k], batches[b], &plan);
+      layers_step(0, dtypes[k], batches[b], &real);
+      printf("\n  %-4s batch %3lld: plan %10lld B allocated, %10lld B reserved; measured %10lld, "
+             "%10lld",
+             ganfw_dtype_name(dtypes[k]), (long long)batches[b], (long long)plan.allocated.peak,
+             (long long)plan.reserved.peak, (long long)real.allocated.peak,
+             (long long)real.reserved.peak);
+      CU_ASSERT(plan.allocated.peak > 0);
+      CU_ASSERT_EQUAL(plan.allocated.peak, real.allocated.peak);
+      CU_ASSERT_EQUAL(plan.reserved.peak, real.reserved.peak);
+      CU_ASSERT_EQUAL(plan.num_allocs, real.num_allocs);
+      for (int32_t cat = 0; cat < GANFW_MEM_COUNT; cat++)
+        CU_ASSERT_EQUAL(plan.category[cat].peak, real.category[cat].peak);
+    }
+  }
+}
+
 /* --- plan against a real step, for every config ------------------------------------------ */
 
 static void check_config(const char *path, int *checked) {
@@ -447,6 +541,7 @@ static CU_TestInfo tests[] = {
     {"meta backend: a full table with the CPU's sizes", test_meta_table_complete},
     {"meta backend: fake addresses, memory never touched", test_meta_memory_untouched},
     {"allocator: peak hook and block walk", test_alloc_peak_hook},
+    {"plan equals a real step for the issue-12 layers", test_plan_new_layers},
     {"plan within 5% of a real step for every config", test_plan_every_config},
     {"plan beyond the machine's memory", test_plan_beyond_the_machine},
     {"find-batch: fits, and the next size up does not", test_find_batch},

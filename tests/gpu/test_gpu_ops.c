@@ -2,12 +2,13 @@
  * GEMM in all transpositions, conv2d and conv_transpose2d (forward, backward-data,
  * backward-filter, bias, accumulation; cuDNN heuristics and cudnn_benchmark), linear,
  * BatchNorm (train, eval, backward with and without dx, affine=False), activations,
- * pooling, dropout, losses, the foreach ops and reductions, casts (bit for bit), Philox
- * (uniform bit for bit), an f16-rounded conv as AMP runs it, the native 16-bit (_lp) entries
- * in f16 and bf16 (conv, convT, linear, BatchNorm, activations) against the CPU's f32 entries
- * on the same rounded values, and the error record. Tolerance 1e-3 relative for f32 (floor
- * 1e-2), 2e-2 for f16-rounded inputs and the _lp entries. The worst error of each op is
- * printed at the end. Skips (exit 77) without a CUDA device. */
+ * pooling (global average pooling too), upsampling, group normalisation, dropout, losses, the
+ * foreach ops and reductions, casts (bit for bit), Philox (uniform bit for bit), an f16-rounded
+ * conv as AMP runs it, the native 16-bit (_lp) entries in f16 and bf16 (conv, convT, linear,
+ * BatchNorm, activations) against the CPU's f32 entries on the same rounded values, and the error
+ * record. Tolerance 1e-3 relative for f32 (floor 1e-2), 2e-2 for f16-rounded inputs and the _lp
+ * entries. The worst error of each op is printed at the end. Skips (exit 77) without a CUDA device.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -423,6 +424,85 @@ static void test_pooling(void) {
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     pool_case(shapes[i], 1);
     pool_case(shapes[i], 0);
+  }
+  /* global_avg_pool: one window of the whole plane */
+  pool_case(
+      (ganfw_pool2d_shape){
+          .N = 8, .C = 16, .H = 16, .W = 16, .R = 16, .S = 16, .stride_h = 1, .stride_w = 1},
+      0);
+}
+
+/* --- upsampling and group normalisation (issue 12) ----------------------------------------- */
+static void test_upsample(void) {
+  const int64_t shapes[3][3] = {{6, 5, 4}, {2, 1, 3}, {16, 16, 16}}; /* planes, H, W */
+  for (int32_t mode = 0; mode < GANFW_UPSAMPLE_COUNT; mode++) {
+    for (int k = 0; k < 3; k++) {
+      const int64_t pl = shapes[k][0], H = shapes[k][1], W = shapes[k][2], n = pl * H * W;
+      float *x = host_rand(n, -2, 2, 500 + k), *dy = host_rand(4 * n, -1, 1, 510 + k);
+      float *y = host_rand(4 * n, 0, 0, 0), *dx = host_rand(n, 0, 0, 0);
+      float *gx = dev(x, n), *gdy = dev(dy, 4 * n), *gy = dev(NULL, 4 * n), *gdx = dev(NULL, n);
+      cpu->vt->upsample2d_forward(cpu, mode, pl, H, W, x, y);
+      gpu->vt->upsample2d_forward(gpu, mode, pl, H, W, gx, gy);
+      compare(mode ? "upsample bilinear forward" : "upsample nearest forward", gy, y, 4 * n,
+              TOL_F32);
+      cpu->vt->upsample2d_backward(cpu, mode, pl, H, W, dy, dx);
+      gpu->vt->upsample2d_backward(gpu, mode, pl, H, W, gdy, gdx);
+      compare(mode ? "upsample bilinear backward" : "upsample nearest backward", gdx, dx, n,
+              TOL_F32);
+      dev_free(gx), dev_free(gdy), dev_free(gy), dev_free(gdx);
+      gt_free(x), gt_free(dy), gt_free(y), gt_free(dx);
+    }
+  }
+}
+
+/* GroupNorm's groups, InstanceNorm's one channel a group and LayerNorm's one group of
+ * single-value channels; affine or not; backward with and without dx, accumulating. */
+static void test_groupnorm(void) {
+  const int64_t shapes[4][4] = {{4, 6, 25, 3}, {3, 8, 16, 8}, {5, 96, 1, 1}, {2, 64, 64, 32}};
+  for (int k = 0; k < 4; k++) {
+    for (int affine = 1; affine >= 0; affine--) {
+      const int64_t N = shapes[k][0], C = shapes[k][1], HW = shapes[k][2], G = shapes[k][3];
+      const int64_t n = N * C * HW;
+      float *x = host_rand(n, -2, 3, 520 + k), *dy = host_rand(n, -1, 1, 530 + k);
+      float *gamma = host_rand(C, 0.5f, 1.5f, 540 + k), *beta = host_rand(C, -1, 1, 550 + k);
+      float *y = host_rand(n, 0, 0, 0), *dx = host_rand(n, 0, 0, 0);
+      float *dg = host_rand(C, -1, 1, 560 + k), *db = host_rand(C, -1, 1, 570 + k);
+      double *mean = gt_alloc((size_t)(N * G) * sizeof(double));
+      double *invstd = gt_alloc((size_t)(N * G) * sizeof(double));
+      float *gx = dev(x, n), *gdy = dev(dy, n), *gg = dev(gamma, C), *gb = dev(beta, C);
+      float *gy = dev(NULL, n), *gdx = dev(NULL, n), *gdg = dev(dg, C), *gdb = dev(db, C);
+      double *gmean = dev_bytes(NULL, (size_t)(N * G) * sizeof(double));
+      double *ginv = dev_bytes(NULL, (size_t)(N * G) * sizeof(double));
+      const float *pg = affine ? gamma : NULL, *pb = affine ? beta : NULL;
+      const float *qg = affine ? gg : NULL, *qb = affine ? gb : NULL;
+      cpu->vt->groupnorm_forward(cpu, N, C, HW, G, x, pg, pb, 1e-5f, y, mean, invstd);
+      gpu->vt->groupnorm_forward(gpu, N, C, HW, G, gx, qg, qb, 1e-5f, gy, gmean, ginv);
+      compare("groupnorm forward", gy, y, n, TOL_F32);
+      double *hm = gt_alloc((size_t)(N * G) * sizeof(double));
+      CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, hm, ginv, (size_t)(N * G) * sizeof(double)), GANFW_OK);
+      double worst = 0.0;
+      for (int64_t i = 0; i < N * G; i++) worst = fmax(worst, fabs(hm[i] / invstd[i] - 1.0));
+      record("groupnorm saved 1/std", worst);
+      CU_ASSERT(worst < 1e-9);
+      gt_free(hm);
+      cpu->vt->groupnorm_backward(cpu, N, C, HW, G, x, dy, pg, mean, invstd, dx, affine ? dg : NULL,
+                                  affine ? db : NULL, 1);
+      gpu->vt->groupnorm_backward(gpu, N, C, HW, G, gx, gdy, qg, gmean, ginv, gdx,
+                                  affine ? gdg : NULL, affine ? gdb : NULL, 1);
+      compare("groupnorm backward dx", gdx, dx, n, TOL_F32);
+      if (affine) {
+        compare("groupnorm backward dgamma/dbeta", gdg, dg, C, TOL_F32);
+        compare("groupnorm backward dgamma/dbeta", gdb, db, C, TOL_F32);
+        cpu->vt->groupnorm_backward(cpu, N, C, HW, G, x, dy, pg, mean, invstd, NULL, dg, db, 0);
+        gpu->vt->groupnorm_backward(gpu, N, C, HW, G, gx, gdy, qg, gmean, ginv, NULL, gdg, gdb, 0);
+        compare("groupnorm backward params only", gdg, dg, C, TOL_F32);
+        compare("groupnorm backward params only", gdb, db, C, TOL_F32);
+      }
+      dev_free(gx), dev_free(gdy), dev_free(gg), dev_free(gb), dev_free(gy), dev_free(gdx);
+      dev_free(gdg), dev_free(gdb), dev_free(gmean), dev_free(ginv);
+      gt_free(x), gt_free(dy), gt_free(gamma), gt_free(beta), gt_free(y), gt_free(dx);
+      gt_free(dg), gt_free(db), gt_free(mean), gt_free(invstd);
+    }
   }
 }
 
@@ -1160,6 +1240,8 @@ static CU_TestInfo tests[] = {
     {"batchnorm", test_batchnorm},
     {"activations", test_activations},
     {"pooling", test_pooling},
+    {"upsample", test_upsample},
+    {"groupnorm", test_groupnorm},
     {"dropout", test_dropout},
     {"losses", test_losses},
     {"foreach", test_foreach},

@@ -66,9 +66,14 @@ PIN(net_checkpoint, 376);
 PIN(error_message, 384);
 PIN(memory_stats, 392);
 PIN(get_extension, 400);
+PIN(net_upsample, 408);
+PIN(net_global_avg_pool, 416);
+PIN(net_groupnorm, 424);
+PIN(net_instancenorm2d, 432);
+PIN(net_layernorm, 440);
 
 /* One past the last entry: a new entry appended moves this (and gets a PIN line above). */
-#define GANFW_HOST_SIZE 408
+#define GANFW_HOST_SIZE 448
 _Static_assert(sizeof(ganfw_host) == GANFW_HOST_SIZE, "ganfw_host grew: pin the new entries");
 
 /* Structs of ABI 1.1 whose layout plugins see. */

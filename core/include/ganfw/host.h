@@ -37,6 +37,8 @@ enum {
   GANFW_ACT_COUNT
 };
 enum { GANFW_POOL_MAX = 0, GANFW_POOL_AVG = 1, GANFW_POOL_COUNT };
+/* Upsampling modes (net_upsample, ABI 1.2). */
+enum { GANFW_UPSAMPLE_NEAREST = 0, GANFW_UPSAMPLE_BILINEAR = 1, GANFW_UPSAMPLE_COUNT };
 
 /* One parameter of a built net, for initialisation and inspection. */
 typedef struct ganfw_param_info {
@@ -223,6 +225,31 @@ struct ganfw_host {
    * ganfw/plugin.h), NULL when this core does not offer it. The pointer is owned by the
    * core, valid for the process lifetime. */
   const void *(*get_extension)(const ganfw_host *host, const char *id);
+
+  /* --- added in minor 2 (ABI 1.2, 2026-12): layers; check GANFW_HOST_HAS before use ---
+   * Appended to a net like the minor 0 layers; each keeps outputs and input gradients in
+   * the net's compute dtype and reports its bytes from shapes (docs/ABI.md lists what each
+   * keeps for backward). */
+
+  /* nn.Upsample(scale_factor=2, mode): [N,C,H,W] -> [N,C,2H,2W]; scale must be 2; mode
+   * GANFW_UPSAMPLE_NEAREST or GANFW_UPSAMPLE_BILINEAR (align_corners=False). */
+  ganfw_status (*net_upsample)(ganfw_net *net, const char *name, int64_t scale, int32_t mode);
+  /* nn.AdaptiveAvgPool2d(1): [N,C,H,W] -> [N,C,1,1] (net_flatten after it gives [N,C]). */
+  ganfw_status (*net_global_avg_pool)(ganfw_net *net, const char *name);
+  /* nn.GroupNorm(groups, channels, eps, affine) on [N,C,H,W] or [N,C]; groups divides
+   * channels; affine: "<name>.weight" and "<name>.bias" [C], ones and zeros. */
+  ganfw_status (*net_groupnorm)(ganfw_net *net, const char *name, int64_t groups, int64_t channels,
+                                float eps, int32_t affine);
+  /* nn.InstanceNorm2d(channels, eps, affine) without running statistics, on [N,C,H,W]
+   * with H*W > 1; affine: weight and bias [C]. (PyTorch's default affine is 0.) */
+  ganfw_status (*net_instancenorm2d)(ganfw_net *net, const char *name, int64_t channels, float eps,
+                                     int32_t affine);
+  /* nn.LayerNorm(shape[0..ndim), eps, elementwise_affine) over the whole sample: shape is
+   * the input's shape without the batch, [F] for [N,F] or [C,H,W] for [N,C,H,W] (ndim 1
+   * to 3); affine: weight and bias of that shape, ones and zeros. shape is read during the
+   * call only. */
+  ganfw_status (*net_layernorm)(ganfw_net *net, const char *name, int32_t ndim,
+                                const int64_t *shape, float eps, int32_t affine);
 
   /* New entries go here, in a block dated with the minor version that added them. */
 };

@@ -248,6 +248,30 @@ typedef struct ganfw_backend_vt {
                          const void *x, void *y);
   void (*act_backward_lp)(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha, int64_t n,
                           const void *y, const void *dy, void *dx);
+
+  /* --- resampling and per-sample normalisation (issue 12, 2026-12): required ----------- */
+  /* Upsampling by 2 (PyTorch's nn.Upsample(scale_factor=2)): x [planes,H,W] -> y
+   * [planes,2H,2W] with planes = N*C; mode GANFW_UPSAMPLE_NEAREST or _BILINEAR
+   * (align_corners=False: output o reads input (o + 0.5) / 2 - 0.5, clamped at 0). The
+   * backward writes dx [planes,H,W] from dy [planes,2H,2W]. */
+  void (*upsample2d_forward)(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H, int64_t W,
+                             const float *x, float *y);
+  void (*upsample2d_backward)(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H, int64_t W,
+                              const float *dy, float *dx);
+  /* Group normalisation of x [N,C,HW]: sample n's channels split into G groups of C/G
+   * (C % G == 0), each group normalised by its own mean and biased variance, then
+   * y = xhat * gamma[c] + beta[c] (gamma/beta [C] or NULL: 1 and 0). Saves mean and
+   * 1/sqrt(var+eps) per group, [N,G], in double (a group of a few values cancels in the
+   * backward: f32 statistics would cost it digits). GroupNorm is G groups; InstanceNorm2d is G = C;
+   * LayerNorm over the trailing D values of a row is N rows, C = D, HW = 1, G = 1 (gamma,
+   * beta elementwise). The backward: dgamma, dbeta [C] as the conventions above. */
+  void (*groupnorm_forward)(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                            const float *x, const float *gamma, const float *beta, float eps,
+                            float *y, double *save_mean, double *save_invstd);
+  void (*groupnorm_backward)(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                             const float *x, const float *dy, const float *gamma,
+                             const double *save_mean, const double *save_invstd, float *dx,
+                             float *dgamma, float *dbeta, int accumulate);
 } ganfw_backend_vt;
 
 /* The groups of lp_ops. */

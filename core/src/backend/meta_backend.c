@@ -345,6 +345,26 @@ static void meta_act_backward_lp(ganfw_backend *be, int32_t dtype, int32_t kind,
   (void)be, (void)dtype, (void)kind, (void)alpha, (void)n, (void)y, (void)dy, (void)dx;
 }
 
+static void meta_upsample(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H, int64_t W,
+                          const float *in, float *out) {
+  (void)be, (void)mode, (void)planes, (void)H, (void)W, (void)in, (void)out;
+}
+
+static void meta_groupnorm_forward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                                   const float *x, const float *gamma, const float *beta, float eps,
+                                   float *y, double *save_mean, double *save_invstd) {
+  (void)be, (void)N, (void)C, (void)HW, (void)G, (void)x, (void)gamma, (void)beta, (void)eps;
+  (void)y, (void)save_mean, (void)save_invstd;
+}
+
+static void meta_groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                                    const float *x, const float *dy, const float *gamma,
+                                    const double *save_mean, const double *save_invstd, float *dx,
+                                    float *dgamma, float *dbeta, int accumulate) {
+  (void)be, (void)N, (void)C, (void)HW, (void)G, (void)x, (void)dy, (void)gamma;
+  (void)save_mean, (void)save_invstd, (void)dx, (void)dgamma, (void)dbeta, (void)accumulate;
+}
+
 static const ganfw_backend_vt meta_vt = {
     .name = "meta",
     .raw_alloc = meta_raw_alloc,
@@ -413,6 +433,10 @@ static const ganfw_backend_vt meta_vt = {
     .batchnorm2d_backward_lp = meta_bn_backward_lp,
     .act_forward_lp = meta_act_forward_lp,
     .act_backward_lp = meta_act_backward_lp,
+    .upsample2d_forward = meta_upsample,
+    .upsample2d_backward = meta_upsample,
+    .groupnorm_forward = meta_groupnorm_forward,
+    .groupnorm_backward = meta_groupnorm_backward,
 };
 
 /* One meta backend per shadow (there are few real backends: cpu, cuda). */

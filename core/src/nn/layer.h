@@ -82,6 +82,32 @@ extern const ganfw_layer_vt ganfw_layer_activation;
 extern const ganfw_layer_vt ganfw_layer_pool2d;
 extern const ganfw_layer_vt ganfw_layer_dropout;
 extern const ganfw_layer_vt ganfw_layer_reshape;
+extern const ganfw_layer_vt ganfw_layer_upsample;
+extern const ganfw_layer_vt ganfw_layer_global_avg_pool;
+extern const ganfw_layer_vt ganfw_layer_groupnorm;
+extern const ganfw_layer_vt ganfw_layer_instancenorm2d;
+extern const ganfw_layer_vt ganfw_layer_layernorm;
+
+/* The normalisation shared by groupnorm, instancenorm2d and layernorm (layers/groupnorm.c):
+ * the input seen as [N,C,HW] (N its first dimension) in G groups, normalised per sample and
+ * group by the backend's groupnorm_forward, then scaled and shifted by parameters 0 and 1
+ * (weight and bias of C values; absent: affine=False). Train and eval behave the same (no
+ * running statistics). With a tape, forward keeps x (a reference) and the statistics, one
+ * tensor of 2*N*G doubles (means, then 1/std; 16*N*G bytes): the whole of what the layer
+ * adds for backward. Outputs and input gradients are stored in the compute dtype; the kernels
+ * run in f32 over row chunks (ganfw_layer_rows_run), the parameters stay f32. */
+typedef struct ganfw_norm_view {
+  int64_t C, HW, G;
+  float eps;
+} ganfw_norm_view;
+ganfw_status ganfw_norm_forward(ganfw_layer *l, const ganfw_exec *ex, const ganfw_norm_view *v,
+                                ganfw_tensor *x, ganfw_tensor **y, ganfw_saved *saved);
+ganfw_status ganfw_norm_backward(ganfw_layer *l, const ganfw_exec *ex, const ganfw_norm_view *v,
+                                 ganfw_saved *saved, ganfw_tensor *dy, ganfw_tensor **dx,
+                                 int32_t param_grads, int32_t accumulate);
+/* Adds the affine parameters "weight" (ones) and "bias" (zeros) of shape shape[0..ndim), as
+ * PyTorch's reset_parameters does. */
+ganfw_status ganfw_norm_add_affine(ganfw_layer *l, int32_t ndim, const int64_t *shape);
 
 /* Helpers for layer implementations (layer.c). */
 /* "a.b", malloc'ed (the caller frees it); NULL when out of memory. */

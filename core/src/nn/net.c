@@ -226,6 +226,75 @@ ganfw_status ganfw_net_reshape(ganfw_net *net, const char *name, int64_t c, int6
   return add_layer(net, &ganfw_layer_reshape, name, args, 4, NULL, 0);
 }
 
+ganfw_status ganfw_net_upsample(ganfw_net *net, const char *name, int64_t scale, int32_t mode) {
+  if (scale != 2 || mode < 0 || mode >= GANFW_UPSAMPLE_COUNT)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s, layer %s: upsample takes scale 2 and mode nearest (%d) or "
+                           "bilinear (%d), got scale %lld and mode %d",
+                           net->name, name ? name : "?", GANFW_UPSAMPLE_NEAREST,
+                           GANFW_UPSAMPLE_BILINEAR, (long long)scale, (int)mode);
+  int64_t args[] = {mode};
+  return add_layer(net, &ganfw_layer_upsample, name, args, 1, NULL, 0);
+}
+
+ganfw_status ganfw_net_global_avg_pool(ganfw_net *net, const char *name) {
+  return add_layer(net, &ganfw_layer_global_avg_pool, name, NULL, 0, NULL, 0);
+}
+
+/* eps of a normalisation layer: PyTorch's default is 1e-5. */
+static ganfw_status norm_eps(ganfw_net *net, const char *name, const char *type, float eps) {
+  if (eps > 0 && eps < 1) return GANFW_OK;
+  return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                         "net %s, layer %s: %s needs eps in (0, 1) (PyTorch's default 1e-5), got "
+                         "%g",
+                         net->name, name ? name : "?", type, (double)eps);
+}
+
+ganfw_status ganfw_net_groupnorm(ganfw_net *net, const char *name, int64_t groups, int64_t channels,
+                                 float eps, int32_t affine) {
+  ganfw_status st;
+  if ((st = positive(net, name, "groups", groups)) ||
+      (st = positive(net, name, "channels", channels)) ||
+      (st = norm_eps(net, name, "groupnorm", eps)))
+    return st;
+  if (channels % groups != 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s, layer %s: groupnorm's %lld channels do not split into %lld "
+                           "groups; use a number of groups that divides the channels",
+                           net->name, name ? name : "?", (long long)channels, (long long)groups);
+  int64_t args[] = {groups, channels, affine != 0};
+  float fargs[] = {eps};
+  return add_layer(net, &ganfw_layer_groupnorm, name, args, 3, fargs, 1);
+}
+
+ganfw_status ganfw_net_instancenorm2d(ganfw_net *net, const char *name, int64_t channels, float eps,
+                                      int32_t affine) {
+  ganfw_status st;
+  if ((st = positive(net, name, "channels", channels)) ||
+      (st = norm_eps(net, name, "instancenorm2d", eps)))
+    return st;
+  int64_t args[] = {channels, affine != 0};
+  float fargs[] = {eps};
+  return add_layer(net, &ganfw_layer_instancenorm2d, name, args, 2, fargs, 1);
+}
+
+ganfw_status ganfw_net_layernorm(ganfw_net *net, const char *name, int32_t ndim,
+                                 const int64_t *shape, float eps, int32_t affine) {
+  if (ndim < 1 || ndim > 3 || !shape)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s, layer %s: layernorm normalises a sample of 1 to 3 dims ([F] "
+                           "or [C,H,W]), got %d dims%s",
+                           net->name, name ? name : "?", (int)ndim, shape ? "" : " and no shape");
+  ganfw_status st = norm_eps(net, name, "layernorm", eps);
+  for (int32_t d = 0; d < ndim && st == GANFW_OK; d++)
+    st = positive(net, name, "every dim of the normalised shape", shape[d]);
+  if (st != GANFW_OK) return st;
+  int64_t args[5] = {ndim, 1, 1, 1, affine != 0};
+  for (int32_t d = 0; d < ndim; d++) args[1 + d] = shape[d];
+  float fargs[] = {eps};
+  return add_layer(net, &ganfw_layer_layernorm, name, args, 5, fargs, 1);
+}
+
 ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w) {
   if (net->built)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s is already built", net->name);

@@ -36,6 +36,14 @@ ganfw_status ganfw_net_pool2d(ganfw_net *net, const char *name, int32_t kind, in
 ganfw_status ganfw_net_dropout(ganfw_net *net, const char *name, float p);
 ganfw_status ganfw_net_flatten(ganfw_net *net, const char *name);
 ganfw_status ganfw_net_reshape(ganfw_net *net, const char *name, int64_t c, int64_t h, int64_t w);
+ganfw_status ganfw_net_upsample(ganfw_net *net, const char *name, int64_t scale, int32_t mode);
+ganfw_status ganfw_net_global_avg_pool(ganfw_net *net, const char *name);
+ganfw_status ganfw_net_groupnorm(ganfw_net *net, const char *name, int64_t groups, int64_t channels,
+                                 float eps, int32_t affine);
+ganfw_status ganfw_net_instancenorm2d(ganfw_net *net, const char *name, int64_t channels, float eps,
+                                      int32_t affine);
+ganfw_status ganfw_net_layernorm(ganfw_net *net, const char *name, int32_t ndim,
+                                 const int64_t *shape, float eps, int32_t affine);
 ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w);
 int64_t ganfw_net_param_count(const ganfw_net *net);
 ganfw_status ganfw_net_param_info(ganfw_net *net, int64_t i, ganfw_param_info *out);

@@ -245,7 +245,7 @@ static ganfw_status host_memory_stats(ganfw_ctx *ctx, ganfw_memory_stats *out) {
   return GANFW_OK;
 }
 
-/* The host's extensions by id: this core offers none yet (ABI 1.1), so every id is NULL;
+/* The host's extensions by id: this core offers none yet (ABI 1.2), so every id is NULL;
  * plugins must handle NULL for any id anyway. */
 static const void *host_get_extension(const ganfw_host *host, const char *id) {
   (void)host;
@@ -306,6 +306,11 @@ static const ganfw_host host_table = {
     .error_message = host_error_message,
     .memory_stats = host_memory_stats,
     .get_extension = host_get_extension,
+    .net_upsample = ganfw_net_upsample,
+    .net_global_avg_pool = ganfw_net_global_avg_pool,
+    .net_groupnorm = ganfw_net_groupnorm,
+    .net_instancenorm2d = ganfw_net_instancenorm2d,
+    .net_layernorm = ganfw_net_layernorm,
 };
 
 const ganfw_host *ganfw_host_table(void) {

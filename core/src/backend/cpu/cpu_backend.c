@@ -57,6 +57,10 @@ static const ganfw_backend_vt cpu_vt = {
     .bf16_to_f32 = ganfw_cpu_bf16_to_f32,
     .rng_uniform = ganfw_cpu_rng_uniform,
     .rng_normal = ganfw_cpu_rng_normal,
+    .upsample2d_forward = ganfw_cpu_upsample2d_forward,
+    .upsample2d_backward = ganfw_cpu_upsample2d_backward,
+    .groupnorm_forward = ganfw_cpu_groupnorm_forward,
+    .groupnorm_backward = ganfw_cpu_groupnorm_backward,
 };
 
 static ganfw_backend cpu_backend = {.vt = &cpu_vt, .impl = 0};

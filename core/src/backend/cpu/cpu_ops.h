@@ -101,6 +101,17 @@ void ganfw_cpu_rng_uniform(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t
                            float hi, float *out);
 void ganfw_cpu_rng_normal(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t offset, float mean,
                           float std, float *out);
+void ganfw_cpu_upsample2d_forward(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H,
+                                  int64_t W, const float *x, float *y);
+void ganfw_cpu_upsample2d_backward(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H,
+                                   int64_t W, const float *dy, float *dx);
+void ganfw_cpu_groupnorm_forward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                                 const float *x, const float *gamma, const float *beta, float eps,
+                                 float *y, double *save_mean, double *save_invstd);
+void ganfw_cpu_groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                                  const float *x, const float *dy, const float *gamma,
+                                  const double *save_mean, const double *save_invstd, float *dx,
+                                  float *dgamma, float *dbeta, int accumulate);
 
 /* The number of threads the CPU kernels use (device.threads). */
 int ganfw_cpu_threads(void);

@@ -186,6 +186,10 @@ static const ganfw_backend_vt cuda_vt = {
     .batchnorm2d_backward_lp = ganfw_cuda_batchnorm2d_backward_lp,
     .act_forward_lp = ganfw_cuda_act_forward_lp,
     .act_backward_lp = ganfw_cuda_act_backward_lp,
+    .upsample2d_forward = ganfw_cuda_upsample2d_forward,
+    .upsample2d_backward = ganfw_cuda_upsample2d_backward,
+    .groupnorm_forward = ganfw_cuda_groupnorm_forward,
+    .groupnorm_backward = ganfw_cuda_groupnorm_backward,
 };
 
 /* --- devices and the backend ------------------------------------------------------------ */

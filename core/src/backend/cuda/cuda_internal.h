@@ -191,6 +191,17 @@ void ganfw_cuda_avgpool2d_forward(ganfw_backend *be, const ganfw_pool2d_shape *s
                                   float *y);
 void ganfw_cuda_avgpool2d_backward(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *dy,
                                    float *dx);
+void ganfw_cuda_upsample2d_forward(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H,
+                                   int64_t W, const float *x, float *y);
+void ganfw_cuda_upsample2d_backward(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H,
+                                    int64_t W, const float *dy, float *dx);
+void ganfw_cuda_groupnorm_forward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                                  const float *x, const float *gamma, const float *beta, float eps,
+                                  float *y, double *save_mean, double *save_invstd);
+void ganfw_cuda_groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                                   const float *x, const float *dy, const float *gamma,
+                                   const double *save_mean, const double *save_invstd, float *dx,
+                                   float *dgamma, float *dbeta, int accumulate);
 void ganfw_cuda_dropout_forward(ganfw_backend *be, int64_t n, float p, uint64_t seed,
                                 uint64_t offset, const float *x, float *y, uint8_t *mask);
 void ganfw_cuda_dropout_backward(ganfw_backend *be, int64_t n, float p, const uint8_t *mask,

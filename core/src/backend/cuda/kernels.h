@@ -121,6 +121,20 @@ cudaError_t ganfw_cu_avgpool2d_forward(cudaStream_t st, const ganfw_pool2d_shape
 cudaError_t ganfw_cu_avgpool2d_backward(cudaStream_t st, const ganfw_pool2d_shape *s,
                                         const float *dy, float *dx);
 
+/* --- upsample.cu, groupnorm.cu ------------------------------------------------------ */
+cudaError_t ganfw_cu_upsample2d_forward(cudaStream_t st, int32_t mode, int64_t planes, int64_t H,
+                                        int64_t W, const float *x, float *y);
+cudaError_t ganfw_cu_upsample2d_backward(cudaStream_t st, int32_t mode, int64_t planes, int64_t H,
+                                         int64_t W, const float *dy, float *dx);
+cudaError_t ganfw_cu_groupnorm_forward(cudaStream_t st, int64_t N, int64_t C, int64_t HW, int64_t G,
+                                       const float *x, const float *gamma, const float *beta,
+                                       float eps, float *y, double *save_mean, double *save_invstd);
+cudaError_t ganfw_cu_groupnorm_backward(cudaStream_t st, int64_t N, int64_t C, int64_t HW,
+                                        int64_t G, const float *x, const float *dy,
+                                        const float *gamma, const double *save_mean,
+                                        const double *save_invstd, float *dx, float *dgamma,
+                                        float *dbeta, int accumulate);
+
 #ifdef __cplusplus
 }
 #endif

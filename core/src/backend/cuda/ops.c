@@ -1,7 +1,8 @@
 /* The CUDA backend's table entries that run its own kernels (kernels.h): activations
- * (f32 and 16-bit), pooling, dropout, losses, the foreach ops, reductions, casts and Philox
- * sampling. Each launches on the compute stream and records a failed launch (LAUNCH_CHECK);
- * reductions that return a value to the host copy it back and so wait for the stream. */
+ * (f32 and 16-bit), pooling, upsampling, group normalisation, dropout, losses, the foreach ops,
+ * reductions, casts and Philox sampling. Each launches on the compute stream and records a failed
+ * launch (LAUNCH_CHECK); reductions that return a value to the host copy it back and so wait for
+ * the stream. */
 #include "backend/cuda/cuda_internal.h"
 
 #define STREAM(be)      (ganfw_cuda_state_of(be)->stream)
@@ -75,6 +76,31 @@ void ganfw_cuda_avgpool2d_forward(ganfw_backend *be, const ganfw_pool2d_shape *s
 void ganfw_cuda_avgpool2d_backward(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *dy,
                                    float *dx) {
   RUN(be, ganfw_cu_avgpool2d_backward(STREAM(be), s, dy, dx));
+}
+
+void ganfw_cuda_upsample2d_forward(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H,
+                                   int64_t W, const float *x, float *y) {
+  RUN(be, ganfw_cu_upsample2d_forward(STREAM(be), mode, planes, H, W, x, y));
+}
+
+void ganfw_cuda_upsample2d_backward(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H,
+                                    int64_t W, const float *dy, float *dx) {
+  RUN(be, ganfw_cu_upsample2d_backward(STREAM(be), mode, planes, H, W, dy, dx));
+}
+
+void ganfw_cuda_groupnorm_forward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                                  const float *x, const float *gamma, const float *beta, float eps,
+                                  float *y, double *save_mean, double *save_invstd) {
+  RUN(be, ganfw_cu_groupnorm_forward(STREAM(be), N, C, HW, G, x, gamma, beta, eps, y, save_mean,
+                                     save_invstd));
+}
+
+void ganfw_cuda_groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                                   const float *x, const float *dy, const float *gamma,
+                                   const double *save_mean, const double *save_invstd, float *dx,
+                                   float *dgamma, float *dbeta, int accumulate) {
+  RUN(be, ganfw_cu_groupnorm_backward(STREAM(be), N, C, HW, G, x, dy, gamma, save_mean, save_invstd,
+                                      dx, dgamma, dbeta, accumulate));
 }
 
 void ganfw_cuda_dropout_forward(ganfw_backend *be, int64_t n, float p, uint64_t seed,
