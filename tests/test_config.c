@@ -3,9 +3,11 @@
  * bases), --set, the unread-key check with suggestions, and the resolved config written
  * with its defaults and read back. Fixtures: tests/data/config/. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/config.h"
 #include "base/error.h"
@@ -308,7 +310,10 @@ static void test_load_errors(void) {
   ASSERT_MSG_HAS("l.yaml:2:1: YAML syntax error");
 
   CU_ASSERT_EQUAL(ganfw_config_load_string("a: \xff\xfe\n", "u.yaml", &c), GANFW_ERR_CONFIG);
-  ASSERT_MSG_HAS("u.yaml: YAML read error at byte 3");
+  ASSERT_MSG_HAS("u.yaml:1:4: YAML read error at byte 3");
+  CU_ASSERT_EQUAL(ganfw_config_load_string("a: 1\nb: [2,\n  \xc3x]\n", "u.yaml", &c),
+                  GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("u.yaml:3:4: YAML read error at byte 15");
 
   /* An empty document (comments only) is an empty map. */
   CU_ASSERT_EQUAL(ganfw_config_load_string("# nothing\n", "e.yaml", &c), GANFW_OK);
@@ -802,6 +807,284 @@ static void test_resolved_file(void) {
   ganfw_config_destroy(c);
 }
 
+/* --- bounds: no input makes loading loop, recurse or allocate without end ------------------ */
+
+/* A growing heap string for generated configs. */
+typedef struct {
+  char *s;
+  size_t len, cap;
+} gen_text;
+
+static void gen_add(gen_text *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void gen_add(gen_text *g, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) abort();
+  if (g->len + (size_t)n + 1 > g->cap) {
+    g->cap = (g->len + (size_t)n + 1) * 2;
+    g->s = realloc(g->s, g->cap);
+    if (!g->s) abort(); /* a test helper, not the core */
+  }
+  va_start(ap, fmt);
+  vsnprintf(g->s + g->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  g->len += (size_t)n;
+}
+
+/* Asserts that loading `text` as t.yaml is refused with a message holding `want`. */
+static void assert_refused(const char *text, const char *want) {
+  ganfw_config *c = (ganfw_config *)1;
+  CU_ASSERT_EQUAL(ganfw_config_load_string(text, "t.yaml", &c), GANFW_ERR_CONFIG);
+  CU_ASSERT_PTR_NULL(c);
+  ASSERT_MSG_HAS(want);
+}
+
+static void test_bounds_counts(void) {
+  char want[160];
+  /* Keys of one map: the top level, a section; items of one list. */
+  gen_text g = {0};
+  for (int i = 0; i <= GANFW_CFG_MAX_ENTRIES; i++) gen_add(&g, "k%d: 1\n", i);
+  snprintf(want, sizeof want, "t.yaml:%d:1: the top level holds more than %d keys",
+           GANFW_CFG_MAX_ENTRIES + 1, GANFW_CFG_MAX_ENTRIES);
+  assert_refused(g.s, want);
+  g.len = 0;
+  gen_add(&g, "train:\n");
+  for (int i = 0; i <= GANFW_CFG_MAX_ENTRIES; i++) gen_add(&g, "  k%d: 1\n", i);
+  snprintf(want, sizeof want, "t.yaml:%d:3: train: more than %d keys, the most a config map",
+           GANFW_CFG_MAX_ENTRIES + 2, GANFW_CFG_MAX_ENTRIES);
+  assert_refused(g.s, want);
+  g.len = 0;
+  gen_add(&g, "a: [");
+  for (int i = 0; i <= GANFW_CFG_MAX_ENTRIES; i++) gen_add(&g, "%s1", i ? "," : "");
+  gen_add(&g, "]\n");
+  snprintf(want, sizeof want, "t.yaml:1:%d: a: more than %d items, the most a config list",
+           5 + 2 * GANFW_CFG_MAX_ENTRIES, GANFW_CFG_MAX_ENTRIES);
+  assert_refused(g.s, want);
+  /* Values in all: sections of 4000 keys, each key on its own line, so that the line of
+   * the refused key is its number among the values. */
+  g.len = 0;
+  for (int s = 0; s * 4001 <= GANFW_CFG_MAX_NODES; s++) {
+    gen_add(&g, "s%d:\n", s);
+    for (int i = 0; i < 4000; i++) gen_add(&g, "  k%d: 1\n", i);
+  }
+  snprintf(want, sizeof want, "t.yaml:%d:3: more than %d values in this config",
+           GANFW_CFG_MAX_NODES + 1, GANFW_CFG_MAX_NODES);
+  assert_refused(g.s, want);
+  /* Just inside the bounds loads. */
+  g.len = 0;
+  for (int i = 0; i < GANFW_CFG_MAX_ENTRIES; i++) gen_add(&g, "k%d: 1\n", i);
+  ganfw_config *c = load_text(g.s);
+  snprintf(want, sizeof want, "k%d", GANFW_CFG_MAX_ENTRIES - 1);
+  int64_t v = 0;
+  CU_ASSERT_EQUAL(ganfw_cfg_int(ganfw_config_root(c), want, 0, &v), GANFW_OK);
+  CU_ASSERT_EQUAL(v, 1);
+  ganfw_config_destroy(c);
+  free(g.s);
+}
+
+static void test_bounds_nesting_and_scalars(void) {
+  char want[200];
+  gen_text g = {0};
+  /* Flow and block nesting past the depth. */
+  gen_add(&g, "a: ");
+  for (int i = 0; i < GANFW_CFG_MAX_DEPTH + 10; i++) gen_add(&g, "[");
+  for (int i = 0; i < GANFW_CFG_MAX_DEPTH + 10; i++) gen_add(&g, "]");
+  gen_add(&g, "\n");
+  snprintf(want, sizeof want, "t.yaml:1:%d: a", 3 + GANFW_CFG_MAX_DEPTH);
+  assert_refused(g.s, want);
+  snprintf(want, sizeof want, "nested deeper than %d levels", GANFW_CFG_MAX_DEPTH);
+  ASSERT_MSG_HAS(want);
+  g.len = 0;
+  for (int i = 0; i < GANFW_CFG_MAX_DEPTH + 10; i++) gen_add(&g, "%*sk:\n", i, "");
+  assert_refused(g.s, want);
+  /* Depth that fits loads. */
+  g.len = 0;
+  gen_add(&g, "a: ");
+  for (int i = 1; i < GANFW_CFG_MAX_DEPTH; i++) gen_add(&g, "[");
+  for (int i = 1; i < GANFW_CFG_MAX_DEPTH; i++) gen_add(&g, "]");
+  ganfw_config *c = load_text(g.s);
+  ganfw_config_destroy(c);
+  /* A long value, a long key. */
+  g.len = 0;
+  gen_add(&g, "run:\n  out_dir: ");
+  for (int i = 0; i <= GANFW_CFG_MAX_SCALAR_BYTES; i++) gen_add(&g, "x");
+  snprintf(want, sizeof want,
+           "t.yaml:2:12: run.out_dir: a value of %d bytes is longer than the %d bytes",
+           GANFW_CFG_MAX_SCALAR_BYTES + 1, GANFW_CFG_MAX_SCALAR_BYTES);
+  assert_refused(g.s, want);
+  g.len = 0;
+  gen_add(&g, "run:\n  ? "); /* a plain key past 1024 bytes is YAML's explicit key */
+  for (int i = 0; i <= GANFW_CFG_MAX_SCALAR_BYTES; i++) gen_add(&g, "y");
+  gen_add(&g, "\n  : 1\n");
+  snprintf(want, sizeof want, "t.yaml:2:5: run: a key of %d bytes is longer",
+           GANFW_CFG_MAX_SCALAR_BYTES + 1);
+  assert_refused(g.s, want);
+  /* "Billion laughs": the first anchor is refused, so nothing is ever expanded. */
+  g.len = 0;
+  gen_add(&g, "a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+  for (int i = 1; i < 10; i++)
+    gen_add(&g, "%c: &%c [*%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c]\n", 'a' + i, 'a' + i,
+            'a' + i - 1, 'a' + i - 1, 'a' + i - 1, 'a' + i - 1, 'a' + i - 1, 'a' + i - 1,
+            'a' + i - 1, 'a' + i - 1, 'a' + i - 1, 'a' + i - 1);
+  assert_refused(g.s, "t.yaml:1:4: YAML anchors and aliases (&a, *a) are not supported");
+  assert_refused("a: [1, *x]\n", "t.yaml:1:8: YAML anchors and aliases (&x, *x)");
+  /* An integer past 64 bits where an integer is read. */
+  c = load_text("train:\n  max_steps: 123456789012345678901234567890\n");
+  int64_t v = 7;
+  CU_ASSERT_EQUAL(ganfw_cfg_int(ganfw_config_root(c), "train.max_steps", 1, &v), GANFW_ERR_CONFIG);
+  CU_ASSERT_EQUAL(v, 1);
+  ASSERT_MSG_HAS("t.yaml:2:14: train.max_steps: '123456789012345678901234567890' is out of range "
+                 "for a 64-bit integer");
+  ganfw_config_destroy(c);
+  free(g.s);
+}
+
+/* A fresh folder under $TMPDIR (or /tmp) in `dir`. */
+static void temp_dir(char *dir, size_t n) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, n, "%s/ganfw_cfg_XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+}
+
+static void write_file(const char *dir, const char *name, const char *text) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void remove_tree(const char *dir) {
+  char cmd[4300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+static void test_bounds_extends(void) {
+  char dir[4096], path[4200], text[4400], want[300];
+  temp_dir(dir, sizeof dir);
+  /* A chain longer than the bound: c0 extends c1 extends ... */
+  for (int i = 0; i < GANFW_CFG_MAX_EXTENDS_DEPTH + 5; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "c%d.yaml", i);
+    snprintf(text, sizeof text, "extends: c%d.yaml\nk%d: 1\n", i + 1, i);
+    write_file(dir, name, text);
+  }
+  write_file(dir, "c37.yaml", "end: 1\n");
+  ganfw_config *c = (ganfw_config *)1;
+  snprintf(path, sizeof path, "%s/c0.yaml", dir);
+  CU_ASSERT_EQUAL(ganfw_config_load(path, &c), GANFW_ERR_CONFIG);
+  snprintf(want, sizeof want, "c%d.yaml:1:10: extends: a chain of more than %d files",
+           GANFW_CFG_MAX_EXTENDS_DEPTH - 1, GANFW_CFG_MAX_EXTENDS_DEPTH);
+  ASSERT_MSG_HAS(want);
+  /* A chain that fits loads, every file's key merged. */
+  snprintf(path, sizeof path, "%s/c%d.yaml", dir, 6);
+  CU_ASSERT_EQUAL(ganfw_config_load(path, &c), GANFW_OK);
+  int64_t v = 0;
+  CU_ASSERT_EQUAL(ganfw_cfg_int(ganfw_config_root(c), "k36", 0, &v), GANFW_OK);
+  CU_ASSERT_EQUAL(v, 1);
+  ganfw_config_destroy(c);
+  /* Bases named over and over: 10 x 10 x 10 loads of one leaf. */
+  write_file(dir, "leaf.yaml", "x: 1\n");
+  const char *ten = "[%s, %s, %s, %s, %s, %s, %s, %s, %s, %s]";
+  char list[400];
+  snprintf(list, sizeof list, ten, "leaf.yaml", "leaf.yaml", "leaf.yaml", "leaf.yaml", "leaf.yaml",
+           "leaf.yaml", "leaf.yaml", "leaf.yaml", "leaf.yaml", "leaf.yaml");
+  snprintf(text, sizeof text, "extends: %s\n", list);
+  write_file(dir, "d2.yaml", text);
+  snprintf(list, sizeof list, ten, "d2.yaml", "d2.yaml", "d2.yaml", "d2.yaml", "d2.yaml", "d2.yaml",
+           "d2.yaml", "d2.yaml", "d2.yaml", "d2.yaml");
+  snprintf(text, sizeof text, "extends: %s\n", list);
+  write_file(dir, "d1.yaml", text);
+  snprintf(list, sizeof list, ten, "d1.yaml", "d1.yaml", "d1.yaml", "d1.yaml", "d1.yaml", "d1.yaml",
+           "d1.yaml", "d1.yaml", "d1.yaml", "d1.yaml");
+  snprintf(text, sizeof text, "extends: %s\n", list);
+  write_file(dir, "d0.yaml", text);
+  snprintf(path, sizeof path, "%s/d0.yaml", dir);
+  CU_ASSERT_EQUAL(ganfw_config_load(path, &c), GANFW_ERR_CONFIG);
+  snprintf(want, sizeof want, "extends: more than %d files read for one config",
+           GANFW_CFG_MAX_FILES);
+  ASSERT_MSG_HAS(want);
+  ASSERT_MSG_HAS("d2.yaml:1:");
+  /* Cycles are refused as before, with the chain. */
+  write_file(dir, "self.yaml", "extends: self.yaml\n");
+  snprintf(path, sizeof path, "%s/self.yaml", dir);
+  CU_ASSERT_EQUAL(ganfw_config_load(path, &c), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("self.yaml:1:10: extends: cycle: ");
+  remove_tree(dir);
+}
+
+static void test_directory_and_devices(void) {
+  char dir[4096], path[4200], want[4400];
+  temp_dir(dir, sizeof dir);
+  ganfw_config *c = (ganfw_config *)1;
+  /* The config path is a folder. */
+  CU_ASSERT_EQUAL(ganfw_config_load(dir, &c), GANFW_ERR_IO);
+  CU_ASSERT_PTR_NULL(c);
+  snprintf(want, sizeof want, "config '%s' is a directory, not a config file", dir);
+  ASSERT_MSG_HAS(want);
+  /* An extends target that is a folder. */
+  snprintf(path, sizeof path, "%s/sub", dir);
+  CU_ASSERT_EQUAL(mkdir(path, 0755), 0);
+  write_file(dir, "top.yaml", "a: 1\nextends: sub\n");
+  snprintf(path, sizeof path, "%s/top.yaml", dir);
+  CU_ASSERT_EQUAL(ganfw_config_load(path, &c), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("top.yaml:2:10: extends: config '");
+  ASSERT_MSG_HAS("/sub' is a directory");
+  /* A device that never ends is read only up to the bound. */
+  CU_ASSERT_EQUAL(ganfw_config_load("/dev/zero", &c), GANFW_ERR_IO);
+  ASSERT_MSG_HAS("config '/dev/zero' is longer than 16 MiB");
+  remove_tree(dir);
+}
+
+static void test_set_bounds(void) {
+  ganfw_config *c = load_text("a: 1\n");
+  char want[200];
+  gen_text g = {0};
+  for (int i = 0; i <= GANFW_CFG_MAX_DEPTH; i++) gen_add(&g, "%sa", i ? "." : "");
+  gen_add(&g, "=1");
+  CU_ASSERT_EQUAL(ganfw_config_set(c, g.s), GANFW_ERR_CONFIG);
+  snprintf(want, sizeof want, "...': %d nested names, more than the %d a config may nest",
+           GANFW_CFG_MAX_DEPTH + 1, GANFW_CFG_MAX_DEPTH);
+  ASSERT_MSG_HAS(want);
+  ASSERT_MSG_HAS("--set 'a.a.a.a");
+  g.len = 0;
+  gen_add(&g, "~");
+  for (int i = 0; i <= GANFW_CFG_MAX_DEPTH; i++) gen_add(&g, "%sa", i ? "." : "");
+  CU_ASSERT_EQUAL(ganfw_config_set(c, g.s), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS(want);
+  /* A long value: the argument is named by its start. */
+  g.len = 0;
+  gen_add(&g, "run.out_dir=");
+  for (int i = 0; i <= GANFW_CFG_MAX_SCALAR_BYTES; i++) gen_add(&g, "z");
+  CU_ASSERT_EQUAL(ganfw_config_set(c, g.s), GANFW_ERR_CONFIG);
+  snprintf(want, sizeof want, "zzz...: a value of %d bytes is longer than the %d bytes",
+           GANFW_CFG_MAX_SCALAR_BYTES + 1, GANFW_CFG_MAX_SCALAR_BYTES);
+  ASSERT_MSG_HAS("--set run.out_dir=zzz");
+  ASSERT_MSG_HAS(want);
+  CU_ASSERT(strlen(ganfw_error_message()) < 400);
+  for (int i = 0; i <= GANFW_CFG_MAX_SCALAR_BYTES; i++) gen_add(&g, "z");
+  CU_ASSERT_EQUAL(ganfw_config_set(c, g.s), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("bytes, longer than the 131072 a key and its value may take");
+  /* Nested flow values in --set are bounded like a file's. */
+  g.len = 0;
+  gen_add(&g, "a=");
+  for (int i = 0; i < GANFW_CFG_MAX_DEPTH + 1; i++) gen_add(&g, "[");
+  CU_ASSERT_EQUAL(ganfw_config_set(c, g.s), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("--set a=[[[[");
+  snprintf(want, sizeof want, "nested deeper than %d levels", GANFW_CFG_MAX_DEPTH);
+  ASSERT_MSG_HAS(want);
+  /* The config is unchanged by refused overrides. */
+  int64_t v = 0;
+  CU_ASSERT_EQUAL(ganfw_cfg_int(ganfw_config_root(c), "a", 0, &v), GANFW_OK);
+  CU_ASSERT_EQUAL(v, 1);
+  ganfw_config_destroy(c);
+  free(g.s);
+}
+
 static CU_TestInfo tests[] = {
     {"ints", test_ints},
     {"floats", test_floats},
@@ -819,6 +1102,11 @@ static CU_TestInfo tests[] = {
     {"unread_keys", test_unread_keys},
     {"resolved_roundtrip", test_resolved_roundtrip},
     {"resolved_file", test_resolved_file},
+    {"bounds_counts", test_bounds_counts},
+    {"bounds_nesting_and_scalars", test_bounds_nesting_and_scalars},
+    {"bounds_extends", test_bounds_extends},
+    {"directory_and_devices", test_directory_and_devices},
+    {"set_bounds", test_set_bounds},
     CU_TEST_INFO_NULL,
 };
 

@@ -20,7 +20,20 @@ typedef struct ganfw_config ganfw_config;
  * Each returns a config owned by the caller (free with ganfw_config_destroy) in *out, or
  * an error with *out = NULL. A missing or unreadable top file is GANFW_ERR_IO naming the
  * path; a YAML syntax error, a duplicate key, a top level that is not a map, a missing
- * or cyclic `extends:` base is GANFW_ERR_CONFIG with "file:line:col: ..." in the message. */
+ * or cyclic `extends:` base is GANFW_ERR_CONFIG with "file:line:col: ..." in the message.
+ * A path that is a directory is GANFW_ERR_IO saying so.
+ *
+ * Bounds: whatever the input, loading does work and takes memory in proportion to these
+ * limits; past one the load is refused (GANFW_ERR_CONFIG at the file:line:col of the node
+ * that crosses it, naming the limit; GANFW_ERR_IO for a file too long). Anchors and aliases
+ * are refused outright, so nothing expands. */
+#define GANFW_CFG_MAX_FILE_BYTES    (16 * 1024 * 1024) /* one config file */
+#define GANFW_CFG_MAX_SCALAR_BYTES  65536              /* one key or value */
+#define GANFW_CFG_MAX_DEPTH         256                /* maps and lists nested in each other */
+#define GANFW_CFG_MAX_ENTRIES       4096               /* keys of one map, items of one list */
+#define GANFW_CFG_MAX_NODES         100000 /* keys and values of a config and its bases */
+#define GANFW_CFG_MAX_EXTENDS_DEPTH 32     /* files on one `extends:` chain */
+#define GANFW_CFG_MAX_FILES         256    /* files read for one config */
 ganfw_status ganfw_config_load(const char *path, ganfw_config **out);
 /* The same from text in memory; `name` stands for the file name in messages and is the
  * directory that relative `extends:` paths start from (NULL: "<string>", the cwd). */
@@ -31,7 +44,8 @@ void ganfw_config_destroy(ganfw_config *c); /* accepts NULL */
  * scalar, or a flow list/map such as "[0.5,0.999]" or "{lr: 1e-3}"); missing sections are
  * created; a map value merges into an existing map like `extends:`, anything else
  * replaces. Nodes it creates are located as "--set section.key=value" in messages. A
- * malformed assignment (no '=', an empty key part) is GANFW_ERR_CONFIG. */
+ * malformed assignment (no '=', an empty key part, more than GANFW_CFG_MAX_DEPTH names, a
+ * value past the bounds above) is GANFW_ERR_CONFIG. */
 ganfw_status ganfw_config_set(ganfw_config *c, const char *assignment);
 
 /* The top-level map; borrowed, valid until ganfw_config_destroy. */

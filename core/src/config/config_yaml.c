@@ -4,10 +4,13 @@
  * chains allowed, cycles refused). Anchors and aliases are refused: configs share settings
  * through `extends:`. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "config/config.h"
@@ -15,13 +18,22 @@
 #include "config/config_yaml.h"
 #include "base/error.h"
 
-/* Nesting deeper than this is refused (with a message) rather than risking the stack. */
-#define CFG_MAX_DEPTH 256
+/* What one load has used of the bounds in config.h (GANFW_CFG_MAX_*): the values built
+ * so far, in the config and its `extends:` bases together (or in one --set value), and the
+ * files read. */
+typedef struct cfg_loading {
+  ganfw_config *c;
+  int64_t nodes;
+  int32_t files;
+} cfg_loading;
 
 typedef struct {
   yaml_parser_t parser;
+  cfg_loading *ld;
   const char *file; /* interned */
-  int positions;    /* 0 for --set values: nodes are located by `file` alone */
+  const char *text; /* the whole input, NUL-terminated */
+  size_t len;
+  int positions; /* 0 for --set values: nodes are located by `file` alone */
 } yaml_reader;
 
 static ganfw_status oom(void) {
@@ -41,9 +53,21 @@ static ganfw_status syntax_error(yaml_reader *r) {
   const char *problem = p->problem ? p->problem : "malformed YAML";
   if (p->error == YAML_MEMORY_ERROR) return oom();
   if (p->error == YAML_READER_ERROR) {
+    if (!r->positions)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: YAML read error at byte %zu: %s (is it UTF-8 text?)", r->file,
+                             p->problem_offset, problem);
+    /* libyaml gives the byte offset alone: the line and column of that byte. */
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < p->problem_offset && i < r->len; i++) {
+      if (r->text[i] == '\n')
+        line++, col = 1;
+      else
+        col++;
+    }
     return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "%s: YAML read error at byte %zu: %s (is it UTF-8 text?)", r->file,
-                           p->problem_offset, problem);
+                           "%s:%zu:%zu: YAML read error at byte %zu: %s (is it UTF-8 text?)",
+                           r->file, line, col, p->problem_offset, problem);
   }
   char context[160] = "";
   if (p->context && r->positions)
@@ -97,6 +121,37 @@ static int is_null_text(const char *s) {
          strcmp(s, "NULL") == 0;
 }
 
+/* Refuses a key or value (at `path`) longer than GANFW_CFG_MAX_SCALAR_BYTES. */
+static ganfw_status check_scalar_len(const yaml_reader *r, const yaml_event_t *ev,
+                                     const char *path, int is_key) {
+  if (ev->data.scalar.length <= GANFW_CFG_MAX_SCALAR_BYTES) return GANFW_OK;
+  return error_at(r, ev->start_mark,
+                  "%s%s%s of %zu bytes is longer than the %d bytes a config key or value may "
+                  "hold",
+                  path[0] ? path : "", path[0] ? ": a " : "a ", is_key ? "key" : "value",
+                  ev->data.scalar.length, GANFW_CFG_MAX_SCALAR_BYTES);
+}
+
+/* Counts one more node against GANFW_CFG_MAX_NODES, and one more entry of a map or list
+ * holding `n` against GANFW_CFG_MAX_ENTRIES. */
+static ganfw_status count_node(yaml_reader *r, yaml_mark_t m, const char *path, int64_t n,
+                               int is_map) {
+  if (n >= GANFW_CFG_MAX_ENTRIES) {
+    if (!path[0])
+      return error_at(r, m, "the top level holds more than %d keys, the most a config map may",
+                      GANFW_CFG_MAX_ENTRIES);
+    return error_at(r, m, "%s: more than %d %s, the most a config %s may hold", path,
+                    GANFW_CFG_MAX_ENTRIES, is_map ? "keys" : "items", is_map ? "map" : "list");
+  }
+  if (++r->ld->nodes > GANFW_CFG_MAX_NODES)
+    return error_at(r, m,
+                    "more than %d values in this config%s; a config may hold at most %d "
+                    "(keys, values and list items together)",
+                    GANFW_CFG_MAX_NODES, r->positions ? " and its extends: bases" : " value",
+                    GANFW_CFG_MAX_NODES);
+  return GANFW_OK;
+}
+
 static ganfw_status build_node(yaml_reader *r, yaml_event_t *ev, const char *path, int depth,
                                ganfw_cfg **out);
 
@@ -108,6 +163,11 @@ static ganfw_status build_list(yaml_reader *r, ganfw_cfg *list, const char *path
     if (ev.type == YAML_SEQUENCE_END_EVENT) {
       yaml_event_delete(&ev);
       return GANFW_OK;
+    }
+    st = count_node(r, ev.start_mark, path, cfg_node_count(list), 0);
+    if (st) {
+      yaml_event_delete(&ev);
+      return st;
     }
     size_t len = strlen(path) + 24;
     char *item_path = malloc(len);
@@ -136,6 +196,12 @@ static ganfw_status build_map(yaml_reader *r, ganfw_cfg *map, const char *path, 
     }
     if (ev.type != YAML_SCALAR_EVENT) {
       st = error_at(r, ev.start_mark, "a key must be a plain name, not a list, map or alias");
+      yaml_event_delete(&ev);
+      return st;
+    }
+    st = check_scalar_len(r, &ev, path, 1);
+    if (!st) st = count_node(r, ev.start_mark, path, cfg_node_count(map), 1);
+    if (st) {
       yaml_event_delete(&ev);
       return st;
     }
@@ -196,6 +262,7 @@ static ganfw_status build_node(yaml_reader *r, yaml_event_t *ev, const char *pat
       st = refuse_anchor(r, ev->start_mark, ev->data.scalar.anchor);
       break;
     }
+    if ((st = check_scalar_len(r, ev, path, 0)) != GANFW_OK) break;
     const char *text = (const char *)ev->data.scalar.value;
     size_t len = ev->data.scalar.length;
     if (memchr(text, '\0', len)) {
@@ -217,8 +284,9 @@ static ganfw_status build_node(yaml_reader *r, yaml_event_t *ev, const char *pat
       st = refuse_anchor(r, ev->start_mark, anchor);
       break;
     }
-    if (depth >= CFG_MAX_DEPTH) {
-      st = error_at(r, ev->start_mark, "%s: nested deeper than %d levels", path, CFG_MAX_DEPTH);
+    if (depth >= GANFW_CFG_MAX_DEPTH) {
+      st = error_at(r, ev->start_mark, "%s: nested deeper than %d levels, the most a config may",
+                    path, GANFW_CFG_MAX_DEPTH);
       break;
     }
     n = cfg_node_new(is_map ? GANFW_CFG_KIND_MAP : GANFW_CFG_KIND_LIST, r->file, line, col);
@@ -282,37 +350,99 @@ static ganfw_status parse_stream(yaml_reader *r, ganfw_cfg **out) {
   return GANFW_OK;
 }
 
+/* Reads the config file `file` into a NUL-terminated heap string *out of *len bytes.
+ * GANFW_ERR_IO naming the file when it cannot be opened or read, is a directory, or is
+ * longer than GANFW_CFG_MAX_FILE_BYTES (read at most that far: a device or a pipe that
+ * never ends is refused, not read for ever). */
+static ganfw_status read_config_file(const char *file, char **out, size_t *len) {
+  *out = NULL;
+  *len = 0;
+  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ganfw_error_set(GANFW_ERR_IO, "cannot open config '%s': %s", file, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    close(fd);
+    return ganfw_error_set(GANFW_ERR_IO,
+                           "config '%s' is a directory, not a config file; give the path of a "
+                           "YAML file",
+                           file);
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap + 1);
+  ganfw_status st = GANFW_OK;
+  while (buf) {
+    if (n == cap) {
+      size_t more = cap * 2 > (size_t)GANFW_CFG_MAX_FILE_BYTES + 1
+                        ? (size_t)GANFW_CFG_MAX_FILE_BYTES + 1
+                        : cap * 2;
+      char *b = realloc(buf, more + 1);
+      if (!b) break;
+      buf = b;
+      cap = more;
+    }
+    ssize_t got = read(fd, buf + n, cap - n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      st = ganfw_error_set(GANFW_ERR_IO, "cannot read config '%s': %s", file, strerror(errno));
+      break;
+    }
+    if (got == 0) break;
+    n += (size_t)got;
+    if (n > (size_t)GANFW_CFG_MAX_FILE_BYTES) {
+      st = ganfw_error_set(GANFW_ERR_IO,
+                           "config '%s' is longer than %d MiB, the most a config file may be "
+                           "(is it a config?)",
+                           file, GANFW_CFG_MAX_FILE_BYTES >> 20);
+      break;
+    }
+  }
+  close(fd);
+  if (!buf) return oom();
+  if (st) {
+    free(buf);
+    return st;
+  }
+  buf[n] = '\0';
+  *out = buf;
+  *len = n;
+  return GANFW_OK;
+}
+
 /* Parses `text`, or the file `file` when text is NULL (GANFW_ERR_IO when it cannot be
- * opened). `file` is interned and located in messages. */
-static ganfw_status parse_yaml(ganfw_config *c, const char *file, const char *text, int positions,
+ * read). `file` is interned and located in messages. */
+static ganfw_status parse_yaml(cfg_loading *ld, const char *file, const char *text, int positions,
                                ganfw_cfg **out) {
   *out = NULL;
-  yaml_reader r = {.positions = positions};
-  r.file = cfg_intern(c, file);
+  yaml_reader r = {.ld = ld, .positions = positions};
+  r.file = cfg_intern(ld->c, file);
   if (!r.file) return GANFW_ERR_OOM;
-  FILE *f = NULL;
+  char *owned = NULL;
+  size_t len = 0;
   if (!text) {
-    f = fopen(file, "rb");
-    if (!f)
-      return ganfw_error_set(GANFW_ERR_IO, "cannot open config '%s': %s", file, strerror(errno));
+    ganfw_status st = read_config_file(file, &owned, &len);
+    if (st) return st;
+    text = owned;
+  } else {
+    len = strlen(text);
   }
+  r.text = text;
+  r.len = len;
   if (!yaml_parser_initialize(&r.parser)) {
-    if (f) fclose(f);
+    free(owned);
     return oom();
   }
-  if (f)
-    yaml_parser_set_input_file(&r.parser, f);
-  else
-    yaml_parser_set_input_string(&r.parser, (const unsigned char *)text, strlen(text));
+  yaml_parser_set_input_string(&r.parser, (const unsigned char *)text, len);
   ganfw_status st = parse_stream(&r, out);
   yaml_parser_delete(&r.parser);
-  if (f) fclose(f);
+  free(owned);
   return st;
 }
 
 ganfw_status cfg_yaml_parse_value(ganfw_config *c, const char *text, const char *name,
                                   ganfw_cfg **out) {
-  ganfw_status st = parse_yaml(c, name, text, 0, out);
+  cfg_loading ld = {.c = c};
+  ganfw_status st = parse_yaml(&ld, name, text, 0, out);
   if (st || *out) return st;
   /* An empty value ("key=") is a null, as `key:` is in a file. */
   const char *file = cfg_intern(c, name);
@@ -323,13 +453,13 @@ ganfw_status cfg_yaml_parse_value(ganfw_config *c, const char *text, const char 
 
 /* Parses a config file's text (or the file) and checks that its top is a map; an empty
  * document is an empty map. */
-static ganfw_status parse_top(ganfw_config *c, const char *file, const char *text,
+static ganfw_status parse_top(cfg_loading *ld, const char *file, const char *text,
                               ganfw_cfg **out) {
   ganfw_cfg *root;
-  ganfw_status st = parse_yaml(c, file, text, 1, &root);
+  ganfw_status st = parse_yaml(ld, file, text, 1, &root);
   if (st) return st;
   if (!root || cfg_scalar_is_null(root)) {
-    const char *name = cfg_intern(c, file);
+    const char *name = cfg_intern(ld->c, file);
     cfg_node_free(root);
     root = name ? cfg_node_new(GANFW_CFG_KIND_MAP, name, 1, 1) : NULL;
     if (!root) return GANFW_ERR_OOM;
@@ -354,6 +484,7 @@ static ganfw_status parse_top(ganfw_config *c, const char *file, const char *tex
 typedef struct include_frame {
   const char *file; /* as shown in messages */
   char *real;       /* realpath, NULL for text loaded from memory */
+  int32_t depth;    /* 1 for the top file */
   const struct include_frame *up;
 } include_frame;
 
@@ -391,11 +522,11 @@ static ganfw_status cycle_error(const ganfw_cfg *at, const include_frame *frame,
   return st;
 }
 
-static ganfw_status resolve_extends(ganfw_config *c, ganfw_cfg *root, const include_frame *frame,
+static ganfw_status resolve_extends(cfg_loading *ld, ganfw_cfg *root, const include_frame *frame,
                                     ganfw_cfg **out);
 
 /* Loads the base named by the scalar `item` of an `extends:` in frame->file. */
-static ganfw_status load_base(ganfw_config *c, const ganfw_cfg *item, const include_frame *frame,
+static ganfw_status load_base(cfg_loading *ld, const ganfw_cfg *item, const include_frame *frame,
                               ganfw_cfg **out) {
   *out = NULL;
   if (ganfw_cfg_kind_of(item) != GANFW_CFG_KIND_SCALAR || cfg_scalar_is_null(item)) {
@@ -403,9 +534,20 @@ static ganfw_status load_base(ganfw_config *c, const ganfw_cfg *item, const incl
                            "%s: extends: expected a file name or a list of file names",
                            ganfw_cfg_where(item));
   }
+  if (frame->depth >= GANFW_CFG_MAX_EXTENDS_DEPTH)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: extends: a chain of more than %d files (each extending the "
+                           "next), the most a config may build on",
+                           ganfw_cfg_where(item), GANFW_CFG_MAX_EXTENDS_DEPTH);
+  if (++ld->files > GANFW_CFG_MAX_FILES)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: extends: more than %d files read for one config (bases named "
+                           "again and again?), the most a config may read",
+                           ganfw_cfg_where(item), GANFW_CFG_MAX_FILES);
   char *path = base_path(frame->file, cfg_scalar_text(item));
   if (!path) return oom();
-  include_frame here = {.file = path, .real = realpath(path, NULL), .up = frame};
+  include_frame here = {
+      .file = path, .real = realpath(path, NULL), .depth = frame->depth + 1, .up = frame};
   ganfw_status st = GANFW_OK;
   if (!here.real) {
     st = ganfw_error_set(GANFW_ERR_CONFIG, "%s: extends: cannot open base config '%s': %s",
@@ -419,19 +561,19 @@ static ganfw_status load_base(ganfw_config *c, const ganfw_cfg *item, const incl
     }
   }
   ganfw_cfg *base;
-  st = parse_top(c, path, NULL, &base);
+  st = parse_top(ld, path, NULL, &base);
   if (st == GANFW_ERR_IO) {
     st = ganfw_error_wrap(GANFW_ERR_CONFIG, "%s: extends", ganfw_cfg_where(item));
     goto done;
   }
   if (st) goto done;
-  here.file = cfg_intern(c, path); /* outlives `path` for messages of deeper frames */
+  here.file = cfg_intern(ld->c, path); /* outlives `path` for messages of deeper frames */
   if (!here.file) {
     cfg_node_free(base);
     st = GANFW_ERR_OOM;
     goto done;
   }
-  st = resolve_extends(c, base, &here, out);
+  st = resolve_extends(ld, base, &here, out);
 done:
   free(here.real);
   free(path);
@@ -439,7 +581,7 @@ done:
 }
 
 /* Replaces `root` (consumed) by the merge of its `extends:` bases, in order, and itself. */
-static ganfw_status resolve_extends(ganfw_config *c, ganfw_cfg *root, const include_frame *frame,
+static ganfw_status resolve_extends(cfg_loading *ld, ganfw_cfg *root, const include_frame *frame,
                                     ganfw_cfg **out) {
   *out = NULL;
   ganfw_cfg *ext = cfg_map_detach(root, "extends");
@@ -453,7 +595,7 @@ static ganfw_status resolve_extends(ganfw_config *c, ganfw_cfg *root, const incl
   int64_t n = is_list ? cfg_node_count(ext) : 1;
   for (int64_t i = 0; i < n && !st; i++) {
     ganfw_cfg *base;
-    st = load_base(c, is_list ? cfg_node_at(ext, i) : ext, frame, &base);
+    st = load_base(ld, is_list ? cfg_node_at(ext, i) : ext, frame, &base);
     if (st) break;
     if (merged)
       st = cfg_merge(merged, base, &merged);
@@ -477,12 +619,13 @@ static ganfw_status load(const char *file, const char *text, ganfw_config **out)
   *out = NULL;
   ganfw_config *c = cfg_config_new();
   if (!c) return GANFW_ERR_OOM;
+  cfg_loading ld = {.c = c, .files = 1};
   ganfw_cfg *root = NULL;
   const char *name = cfg_intern(c, file);
-  ganfw_status st = name ? parse_top(c, name, text, &root) : GANFW_ERR_OOM;
+  ganfw_status st = name ? parse_top(&ld, name, text, &root) : GANFW_ERR_OOM;
   if (!st) {
-    include_frame top = {.file = name, .real = text ? NULL : realpath(name, NULL)};
-    st = resolve_extends(c, root, &top, &root);
+    include_frame top = {.file = name, .real = text ? NULL : realpath(name, NULL), .depth = 1};
+    st = resolve_extends(&ld, root, &top, &root);
     free(top.real);
     if (!st && (st = cfg_settle_markers(root)) != GANFW_OK) cfg_node_free(root);
   }

@@ -25,6 +25,29 @@ static int dotted_name_ok(const char *key, size_t len) {
   return 1;
 }
 
+/* An argument this long shows its start alone in messages. */
+#define SET_SHOWN 160
+
+/* Refuses a dotted name of more than GANFW_CFG_MAX_DEPTH names, or an argument longer than
+ * a key and a value may be, before anything is built from it. */
+static ganfw_status check_set_bounds(const char *arg, const char *key, size_t klen) {
+  size_t len = strlen(arg);
+  int shown = len > SET_SHOWN ? SET_SHOWN : (int)len;
+  const char *more = len > SET_SHOWN ? "..." : "";
+  if (len > 2 * (size_t)GANFW_CFG_MAX_SCALAR_BYTES)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "--set '%.*s%s': %zu bytes, longer than the %d a key and its value "
+                           "may take",
+                           shown, arg, more, len, 2 * GANFW_CFG_MAX_SCALAR_BYTES);
+  int64_t names = 1;
+  for (size_t i = 0; i < klen; i++) names += key[i] == '.';
+  if (names > GANFW_CFG_MAX_DEPTH)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "--set '%.*s%s': %lld nested names, more than the %d a config may nest",
+                           shown, arg, more, (long long)names, GANFW_CFG_MAX_DEPTH);
+  return GANFW_OK;
+}
+
 /* Follows the sections of `path[0..len)` up to its last name from `map`. With `create`,
  * absent sections are made (located as `where`); without, *out is NULL when one is
  * absent. *last points at the last name in `path`. A step through a value that is not a
@@ -50,9 +73,9 @@ static ganfw_status walk_sections(ganfw_cfg *map, const char *arg, const char *p
       st = child ? cfg_map_append(map, key, 0, 0, child) : GANFW_ERR_OOM;
     } else if (child && !cfg_as_section(child)) {
       st = ganfw_error_set(GANFW_ERR_CONFIG,
-                           "--set '%s': '%s' is %s at %s, not a section that can hold '%.*s'", arg,
-                           ganfw_cfg_path(child), cfg_kind_phrase(child), ganfw_cfg_where(child),
-                           (int)(end - dot - 1), dot + 1);
+                           "--set '%.*s': '%s' is %s at %s, not a section that can hold '%.*s'",
+                           SET_SHOWN, arg, ganfw_cfg_path(child), cfg_kind_phrase(child),
+                           ganfw_cfg_where(child), (int)(end - dot - 1), dot + 1);
     }
     free(key);
     if (st) return st;
@@ -72,7 +95,10 @@ static ganfw_status drop(ganfw_cfg *root, const char *arg) {
                            arg, (int)(strchr(path, '=') - path), path);
   if (!dotted_name_ok(path, len))
     return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "--set '%s': expected ~section.key, e.g. --set '~optim.betas'", arg);
+                           "--set '%.*s': expected ~section.key, e.g. --set '~optim.betas'",
+                           SET_SHOWN, arg);
+  ganfw_status bound = check_set_bounds(arg, path, len);
+  if (bound) return bound;
   ganfw_cfg *map;
   const char *last;
   ganfw_status st = walk_sections(root, arg, path, len, NULL, 0, &map, &last);
@@ -80,9 +106,9 @@ static ganfw_status drop(ganfw_cfg *root, const char *arg) {
   ganfw_cfg *gone = map ? cfg_map_detach(map, last) : NULL;
   if (!gone)
     return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "--set '%s': nothing to drop: '%s' is not in the config (check the "
+                           "--set '%.*s': nothing to drop: '%s' is not in the config (check the "
                            "spelling; `ganfw validate CONFIG` prints the resolved config)",
-                           arg, path);
+                           SET_SHOWN, arg, path);
   cfg_node_free(gone);
   return GANFW_OK;
 }
@@ -96,19 +122,23 @@ ganfw_status ganfw_config_set(ganfw_config *c, const char *assignment) {
   size_t klen = eq ? (size_t)(eq - assignment) : 0;
   if (!dotted_name_ok(assignment, klen))
     return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "--set '%s': expected section.key=value, e.g. --set "
+                           "--set '%.*s': expected section.key=value, e.g. --set "
                            "train.batch_size=128 (dotted names without spaces, then '='), or "
                            "~section.key to drop a key",
-                           assignment);
+                           SET_SHOWN, assignment);
+  ganfw_status bound = check_set_bounds(assignment, assignment, klen);
+  if (bound) return bound;
   if (klen == 7 && strncmp(assignment, "extends", 7) == 0)
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "--set '%s': `extends:` cannot be set from the command line; write "
                            "it in the config file",
                            assignment);
-  size_t label_len = strlen(assignment) + 7;
+  /* The name the value's nodes are located by: the argument itself, its start when long. */
+  size_t label_len = strlen(assignment) + 10;
   char *label = malloc(label_len);
   if (!label) return oom();
-  snprintf(label, label_len, "--set %s", assignment);
+  snprintf(label, label_len, "--set %.*s%s", SET_SHOWN, assignment,
+           strlen(assignment) > SET_SHOWN ? "..." : "");
   const char *name = cfg_intern(c, label);
   free(label);
   if (!name) return oom();
