@@ -1037,6 +1037,11 @@ static void test_directory_and_devices(void) {
   /* A device that never ends is read only up to the bound. */
   CU_ASSERT_EQUAL(ganfw_config_load("/dev/zero", &c), GANFW_ERR_IO);
   ASSERT_MSG_HAS("config '/dev/zero' is longer than 16 MiB");
+  /* As an extends base it is refused at once: a base must be a file. */
+  write_file(dir, "dev.yaml", "a: 1\nextends: [/dev/zero]\n");
+  snprintf(path, sizeof path, "%s/dev.yaml", dir);
+  CU_ASSERT_EQUAL(ganfw_config_load(path, &c), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("dev.yaml:2:11: extends: config '/dev/zero' is not a regular file");
   remove_tree(dir);
 }
 
@@ -1085,6 +1090,30 @@ static void test_set_bounds(void) {
   free(g.s);
 }
 
+/* Found by fuzzing: a --set key that is no UTF-8 text went into the resolved config as it
+ * was, and that file did not load back; values YAML writes only escaped (U+0080..U+009F,
+ * U+FFFE) came out raw. */
+static void test_resolved_escapes(void) {
+  ganfw_config *c =
+      load_text("a: \"x\\x85\\x91\\u0080\\ufffe\\x01\\x7f\\U0001F600\\u2028\\ufeffy\"\n");
+  CU_ASSERT_EQUAL(ganfw_config_set(c, "device.m\x91mory_limit=1GiB"), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("expected section.key=value");
+  CU_ASSERT_EQUAL(ganfw_config_set(c, "\xc3\xa9t\xc3\xa9=1"), GANFW_OK); /* UTF-8 is fine */
+  char *text = resolved_text(c);
+  ganfw_config *back = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_load_string(text, "r.yaml", &back), GANFW_OK);
+  const char *a0 = NULL, *a1 = NULL;
+  CU_ASSERT_EQUAL(ganfw_cfg_string(ganfw_config_root(c), "a", NULL, &a0), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_cfg_string(ganfw_config_root(back), "a", NULL, &a1), GANFW_OK);
+  CU_ASSERT_STRING_EQUAL(a0, a1);
+  int64_t v = 0;
+  CU_ASSERT_EQUAL(ganfw_cfg_int(ganfw_config_root(back), "\xc3\xa9t\xc3\xa9", 0, &v), GANFW_OK);
+  CU_ASSERT_EQUAL(v, 1);
+  free(text);
+  ganfw_config_destroy(back);
+  ganfw_config_destroy(c);
+}
+
 static CU_TestInfo tests[] = {
     {"ints", test_ints},
     {"floats", test_floats},
@@ -1107,6 +1136,7 @@ static CU_TestInfo tests[] = {
     {"bounds_extends", test_bounds_extends},
     {"directory_and_devices", test_directory_and_devices},
     {"set_bounds", test_set_bounds},
+    {"resolved_escapes", test_resolved_escapes},
     CU_TEST_INFO_NULL,
 };
 

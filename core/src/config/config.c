@@ -1225,9 +1225,52 @@ static int key_safe(const char *s) {
   return !looks_null(s);
 }
 
+/* The length (1..4) and code point of the UTF-8 sequence at p; 0 when it is not one. */
+static int utf8_decode(const unsigned char *p, uint32_t *cp) {
+  int n = p[0] < 0x80             ? 1
+          : (p[0] & 0xE0) == 0xC0 ? 2
+          : (p[0] & 0xF0) == 0xE0 ? 3
+          : (p[0] & 0xF8) == 0xF0 ? 4
+                                  : 0;
+  if (n == 0) return 0;
+  uint32_t c = n == 1 ? p[0] : (uint32_t)(p[0] & (0x7F >> n));
+  for (int i = 1; i < n; i++) {
+    if ((p[i] & 0xC0) != 0x80) return 0;
+    c = (c << 6) | (p[i] & 0x3F);
+  }
+  static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (c < least[n] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+  *cp = c;
+  return n;
+}
+
+/* Whether a code point past ASCII reads back as itself written raw in a quoted string:
+ * YAML refuses U+0080..U+009F and U+FFFE/U+FFFF, and folds its line breaks U+0085, U+2028
+ * and U+2029 (and a byte order mark may be dropped). */
+static int yaml_raw_ok(uint32_t c) {
+  if (c == 0x85 || c == 0x2028 || c == 0x2029 || c == 0xFEFF) return 0;
+  return (c >= 0xA0 && c <= 0xD7FF) || (c >= 0xE000 && c <= 0xFFFD) ||
+         (c >= 0x10000 && c <= 0x10FFFF);
+}
+
+/* A double-quoted YAML string that reads back as `s`: what YAML would refuse or change in
+ * a document (control characters, U+0080..U+009F, line breaks, U+FFFE) is written as an
+ * escape; a byte that is no UTF-8 (the core never keeps one) as \xNN. */
 static void write_quoted(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p >= 0x80) {
+      uint32_t cp;
+      int n = utf8_decode(p, &cp);
+      if (n == 0)
+        fprintf(f, "\\x%02x", *p);
+      else if (!yaml_raw_ok(cp))
+        fprintf(f, cp <= 0xFF ? "\\x%02x" : "\\u%04x", (unsigned)cp);
+      else
+        fwrite(p, 1, (size_t)n, f);
+      if (n > 1) p += n - 1;
+      continue;
+    }
     switch (*p) {
     case '"':
       fputs("\\\"", f);

@@ -122,8 +122,8 @@ static int is_null_text(const char *s) {
 }
 
 /* Refuses a key or value (at `path`) longer than GANFW_CFG_MAX_SCALAR_BYTES. */
-static ganfw_status check_scalar_len(const yaml_reader *r, const yaml_event_t *ev,
-                                     const char *path, int is_key) {
+static ganfw_status check_scalar_len(const yaml_reader *r, const yaml_event_t *ev, const char *path,
+                                     int is_key) {
   if (ev->data.scalar.length <= GANFW_CFG_MAX_SCALAR_BYTES) return GANFW_OK;
   return error_at(r, ev->start_mark,
                   "%s%s%s of %zu bytes is longer than the %d bytes a config key or value may "
@@ -353,8 +353,9 @@ static ganfw_status parse_stream(yaml_reader *r, ganfw_cfg **out) {
 /* Reads the config file `file` into a NUL-terminated heap string *out of *len bytes.
  * GANFW_ERR_IO naming the file when it cannot be opened or read, is a directory, or is
  * longer than GANFW_CFG_MAX_FILE_BYTES (read at most that far: a device or a pipe that
- * never ends is refused, not read for ever). */
-static ganfw_status read_config_file(const char *file, char **out, size_t *len) {
+ * never ends is refused, not read for ever), or, for an `extends:` `base`, is not a regular
+ * file (a pipe named there could block the load for ever). */
+static ganfw_status read_config_file(const char *file, int base, char **out, size_t *len) {
   *out = NULL;
   *len = 0;
   int fd = open(file, O_RDONLY | O_CLOEXEC);
@@ -366,6 +367,13 @@ static ganfw_status read_config_file(const char *file, char **out, size_t *len) 
     return ganfw_error_set(GANFW_ERR_IO,
                            "config '%s' is a directory, not a config file; give the path of a "
                            "YAML file",
+                           file);
+  }
+  if (base && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return ganfw_error_set(GANFW_ERR_IO,
+                           "config '%s' is not a regular file (a device or a pipe); an "
+                           "`extends:` base must be a YAML file",
                            file);
   }
   size_t cap = 4096, n = 0;
@@ -412,7 +420,7 @@ static ganfw_status read_config_file(const char *file, char **out, size_t *len) 
 /* Parses `text`, or the file `file` when text is NULL (GANFW_ERR_IO when it cannot be
  * read). `file` is interned and located in messages. */
 static ganfw_status parse_yaml(cfg_loading *ld, const char *file, const char *text, int positions,
-                               ganfw_cfg **out) {
+                               int base, ganfw_cfg **out) {
   *out = NULL;
   yaml_reader r = {.ld = ld, .positions = positions};
   r.file = cfg_intern(ld->c, file);
@@ -420,7 +428,7 @@ static ganfw_status parse_yaml(cfg_loading *ld, const char *file, const char *te
   char *owned = NULL;
   size_t len = 0;
   if (!text) {
-    ganfw_status st = read_config_file(file, &owned, &len);
+    ganfw_status st = read_config_file(file, base, &owned, &len);
     if (st) return st;
     text = owned;
   } else {
@@ -442,7 +450,7 @@ static ganfw_status parse_yaml(cfg_loading *ld, const char *file, const char *te
 ganfw_status cfg_yaml_parse_value(ganfw_config *c, const char *text, const char *name,
                                   ganfw_cfg **out) {
   cfg_loading ld = {.c = c};
-  ganfw_status st = parse_yaml(&ld, name, text, 0, out);
+  ganfw_status st = parse_yaml(&ld, name, text, 0, 0, out);
   if (st || *out) return st;
   /* An empty value ("key=") is a null, as `key:` is in a file. */
   const char *file = cfg_intern(c, name);
@@ -453,10 +461,10 @@ ganfw_status cfg_yaml_parse_value(ganfw_config *c, const char *text, const char 
 
 /* Parses a config file's text (or the file) and checks that its top is a map; an empty
  * document is an empty map. */
-static ganfw_status parse_top(cfg_loading *ld, const char *file, const char *text,
+static ganfw_status parse_top(cfg_loading *ld, const char *file, const char *text, int base,
                               ganfw_cfg **out) {
   ganfw_cfg *root;
-  ganfw_status st = parse_yaml(ld, file, text, 1, &root);
+  ganfw_status st = parse_yaml(ld, file, text, 1, base, &root);
   if (st) return st;
   if (!root || cfg_scalar_is_null(root)) {
     const char *name = cfg_intern(ld->c, file);
@@ -561,7 +569,7 @@ static ganfw_status load_base(cfg_loading *ld, const ganfw_cfg *item, const incl
     }
   }
   ganfw_cfg *base;
-  st = parse_top(ld, path, NULL, &base);
+  st = parse_top(ld, path, NULL, 1, &base);
   if (st == GANFW_ERR_IO) {
     st = ganfw_error_wrap(GANFW_ERR_CONFIG, "%s: extends", ganfw_cfg_where(item));
     goto done;
@@ -622,7 +630,7 @@ static ganfw_status load(const char *file, const char *text, ganfw_config **out)
   cfg_loading ld = {.c = c, .files = 1};
   ganfw_cfg *root = NULL;
   const char *name = cfg_intern(c, file);
-  ganfw_status st = name ? parse_top(&ld, name, text, &root) : GANFW_ERR_OOM;
+  ganfw_status st = name ? parse_top(&ld, name, text, 0, &root) : GANFW_ERR_OOM;
   if (!st) {
     include_frame top = {.file = name, .real = text ? NULL : realpath(name, NULL), .depth = 1};
     st = resolve_extends(&ld, root, &top, &root);

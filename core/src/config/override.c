@@ -2,6 +2,7 @@
  * as YAML and put in place as `extends:` would merge it) and `--set ~section.key` (drops
  * the key, as Hydra's `~key` override). Uses the tree (config.c) and the YAML parser
  * (config_yaml.c); neither calls back here. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +16,35 @@ static ganfw_status oom(void) {
   return ganfw_error_set(GANFW_ERR_OOM, "config: out of host memory");
 }
 
-/* Whether `key[0..len)` is a dotted name: non-empty parts, no spaces or control bytes. */
+/* The length of the well-formed UTF-8 sequence at key[i] (within len), 0 when none. */
+static size_t utf8_len(const unsigned char *k, size_t i, size_t len) {
+  size_t n = k[i] < 0x80             ? 1
+             : (k[i] & 0xE0) == 0xC0 ? 2
+             : (k[i] & 0xF0) == 0xE0 ? 3
+             : (k[i] & 0xF8) == 0xF0 ? 4
+                                     : 0;
+  if (n == 0 || i + n > len) return 0;
+  uint32_t c = n == 1 ? k[i] : (uint32_t)(k[i] & (0x7F >> n));
+  for (size_t j = 1; j < n; j++) {
+    if ((k[i + j] & 0xC0) != 0x80) return 0;
+    c = (c << 6) | (k[i + j] & 0x3F);
+  }
+  static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (c < least[n] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+  return n;
+}
+
+/* Whether `key[0..len)` is a dotted name: non-empty parts of UTF-8 text, no spaces or
+ * control bytes. */
 static int dotted_name_ok(const char *key, size_t len) {
   if (len == 0 || key[0] == '.' || key[len - 1] == '.') return 0;
-  for (size_t i = 0; i < len; i++) {
-    unsigned char ch = (unsigned char)key[i];
-    if (ch <= ' ' || (ch == '.' && i + 1 < len && key[i + 1] == '.')) return 0;
+  const unsigned char *k = (const unsigned char *)key;
+  for (size_t i = 0; i < len;) {
+    unsigned char ch = k[i];
+    if (ch <= ' ' || ch == 0x7F || (ch == '.' && i + 1 < len && key[i + 1] == '.')) return 0;
+    size_t n = utf8_len(k, i, len);
+    if (n == 0) return 0;
+    i += n;
   }
   return 1;
 }
@@ -121,11 +145,12 @@ ganfw_status ganfw_config_set(ganfw_config *c, const char *assignment) {
   const char *eq = strchr(assignment, '=');
   size_t klen = eq ? (size_t)(eq - assignment) : 0;
   if (!dotted_name_ok(assignment, klen))
-    return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "--set '%.*s': expected section.key=value, e.g. --set "
-                           "train.batch_size=128 (dotted names without spaces, then '='), or "
-                           "~section.key to drop a key",
-                           SET_SHOWN, assignment);
+    return ganfw_error_set(
+        GANFW_ERR_CONFIG,
+        "--set '%.*s': expected section.key=value, e.g. --set "
+        "train.batch_size=128 (dotted names of UTF-8 text without spaces, then '='), or "
+        "~section.key to drop a key",
+        SET_SHOWN, assignment);
   ganfw_status bound = check_set_bounds(assignment, assignment, klen);
   if (bound) return bound;
   if (klen == 7 && strncmp(assignment, "extends", 7) == 0)
