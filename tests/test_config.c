@@ -1112,6 +1112,22 @@ static void test_resolved_escapes(void) {
   free(text);
   ganfw_config_destroy(back);
   ganfw_config_destroy(c);
+  /* A key longer than YAML's 1024 characters for a plain key, at the top and nested. */
+  char key[1500], set[1600];
+  memset(key, 'k', sizeof key - 1);
+  key[sizeof key - 1] = '\0';
+  c = load_text("a: 1\n");
+  snprintf(set, sizeof set, "%s=1", key);
+  CU_ASSERT_EQUAL(ganfw_config_set(c, set), GANFW_OK);
+  snprintf(set, sizeof set, "s.%s={x: [1, 2]}", key);
+  CU_ASSERT_EQUAL(ganfw_config_set(c, set), GANFW_OK);
+  text = resolved_text(c);
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_load_string(text, "r.yaml", &back), GANFW_OK);
+  snprintf(set, sizeof set, "s.%s.x", key);
+  CU_ASSERT_EQUAL(ganfw_cfg_list_len(ganfw_config_root(back), set), 2);
+  free(text);
+  ganfw_config_destroy(back);
+  ganfw_config_destroy(c);
 }
 
 static CU_TestInfo tests[] = {

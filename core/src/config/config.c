@@ -1361,10 +1361,15 @@ static void write_entries(FILE *f, const ganfw_cfg *n, int indent, int inline_fi
       continue;
     }
     if (n->kind == GANFW_CFG_KIND_MAP) {
+      /* YAML reads a key of more than 1024 characters only as an explicit "? key" (an
+       * escape takes at most 4 characters a byte). */
+      int explicit_key = strlen(c->key) > 250;
+      if (explicit_key) fputs("? ", f);
       if (key_safe(c->key))
         fputs(c->key, f);
       else
         write_quoted(f, c->key);
+      if (explicit_key) fprintf(f, "\n%*s", indent, "");
       fputc(':', f);
     } else {
       fputc('-', f);
