@@ -1,5 +1,6 @@
 /* Checkpoints (see checkpoint.h): the tensors of nets and optimizers as one safetensors
- * file with the run's position as metadata. Metadata "crc32" is zlib's crc32 of the data
+ * file with the run's position as metadata (read and checked in checkpoint_meta.c).
+ * Metadata "crc32" is zlib's crc32 of the data
  * section (all tensor bytes in file order); "header_crc32" covers what the header says
  * (metadata, names, dtypes, shapes, order), so any damage is refused before a load. */
 #include "io/checkpoint.h"
@@ -12,12 +13,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "runtime/ctx.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "nn/net.h"
+#include "io/checkpoint_meta.h"
 #include "io/safetensors.h"
 #include "runtime/tensor.h"
 
@@ -155,119 +156,6 @@ static ck_item *ck_items_find(const ck_items *it, const char *name) {
   return NULL;
 }
 
-/* --- crc32s ------------------------------------------------------------------------------ */
-static uLong ck_crc(uLong crc, const void *p, int64_t n) {
-  const Bytef *b = p;
-  while (n > 0) {
-    uInt chunk = n > (1 << 30) ? (uInt)(1 << 30) : (uInt)n;
-    crc = crc32(crc, b, chunk);
-    b += chunk;
-    n -= chunk;
-  }
-  return crc;
-}
-
-static uLong ck_crc_str(uLong crc, const char *s) {
-  return crc32(crc, (const Bytef *)s, (uInt)strlen(s) + 1); /* with its NUL */
-}
-
-/* One tensor as the header describes it. */
-typedef struct ck_desc {
-  const char *name, *dtype;
-  int32_t ndim;
-  const int64_t *shape;
-} ck_desc;
-
-static int ck_is_crc_key(const char *k) {
-  return strcmp(k, "crc32") == 0 || strcmp(k, "header_crc32") == 0;
-}
-
-typedef struct ck_kv {
-  const char *key, *value;
-} ck_kv;
-
-static int ck_cmp_kv(const void *a, const void *b) {
-  return strcmp(((const ck_kv *)a)->key, ((const ck_kv *)b)->key);
-}
-
-/* crc32 of the header's content, independent of its JSON layout: every metadata entry but
- * the two crcs, sorted by key, as "M" key NUL value NUL; then every tensor in file order
- * as "T" name NUL dtype NUL "d0,d1,...," NUL. -1 when out of memory. */
-static int64_t ck_header_crc(const char *const *keys, const char *const *values, int64_t nmeta,
-                             const ck_desc *t, int64_t nt) {
-  ck_kv *kv = malloc((size_t)(nmeta ? nmeta : 1) * sizeof *kv);
-  if (!kv) return -1;
-  for (int64_t i = 0; i < nmeta; i++) kv[i] = (ck_kv){keys[i], values[i]};
-  if (nmeta) qsort(kv, (size_t)nmeta, sizeof *kv, ck_cmp_kv);
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (int64_t i = 0; i < nmeta; i++) {
-    if (ck_is_crc_key(kv[i].key)) continue;
-    crc = ck_crc_str(crc, "M");
-    crc = ck_crc_str(crc, kv[i].key);
-    crc = ck_crc_str(crc, kv[i].value);
-  }
-  free(kv);
-  for (int64_t i = 0; i < nt; i++) {
-    char dims[GANFW_ST_MAX_DIMS * 24 + 1] = "";
-    size_t len = 0;
-    for (int32_t d = 0; d < t[i].ndim; d++)
-      len += (size_t)snprintf(dims + len, sizeof dims - len, "%lld,", (long long)t[i].shape[d]);
-    crc = ck_crc_str(crc, "T");
-    crc = ck_crc_str(crc, t[i].name);
-    crc = ck_crc_str(crc, t[i].dtype);
-    crc = ck_crc_str(crc, dims);
-  }
-  return (int64_t)(crc & 0xffffffffUL);
-}
-
-static void ck_crc_format(int64_t crc, char out[9]) {
-  snprintf(out, 9, "%08x", (unsigned)(crc & 0xffffffff));
-}
-
-/* Parses exactly 8 lowercase hex digits; -1 otherwise. */
-static int64_t ck_crc_parse(const char *s) {
-  if (!s || strlen(s) != 8) return -1;
-  int64_t v = 0;
-  for (int i = 0; i < 8; i++) {
-    char c = s[i];
-    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
-    if (d < 0) return -1;
-    v = v * 16 + d;
-  }
-  return v;
-}
-
-/* --- metadata ---------------------------------------------------------------------------- */
-static const char *const ck_reserved[] = {"format", "step",       "epoch", "loader_position",
-                                          "seed",   "rng_offset", "crc32", "header_crc32"};
-
-static int ck_is_reserved(const char *k) {
-  for (size_t i = 0; i < sizeof ck_reserved / sizeof ck_reserved[0]; i++)
-    if (strcmp(k, ck_reserved[i]) == 0) return 1;
-  return strncmp(k, "optim.", 6) == 0;
-}
-
-/* Strict decimal parses: the whole string, no blanks, in range. 0 on success. */
-static int ck_parse_i64(const char *s, int64_t *out) {
-  if (!s || !*s || (*s != '-' && (*s < '0' || *s > '9'))) return -1;
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || *end) return -1;
-  *out = v;
-  return 0;
-}
-
-static int ck_parse_u64(const char *s, uint64_t *out) {
-  if (!s || *s < '0' || *s > '9') return -1;
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || *end) return -1;
-  *out = v;
-  return 0;
-}
-
 /* --- saving ------------------------------------------------------------------------------ */
 static int ck_cmp_elem_size(const void *a, const void *b) {
   const ck_item *const *x = a, *const *y = b;
@@ -283,7 +171,7 @@ static ganfw_status ck_check_extras(const ganfw_ckpt_meta *meta) {
     if (!k || !k[0] || !meta->extra_values[i])
       return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                              "checkpoint: extra metadata %d has an empty key or a NULL value", i);
-    if (ck_is_reserved(k))
+    if (ganfw_ckpt_key_reserved(k))
       return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                              "checkpoint: extra metadata key \"%s\" is reserved by the "
                              "checkpoint format; choose another name",
@@ -309,7 +197,7 @@ typedef struct ck_save {
   ck_items it;
   ck_item **order;       /* the items in file order */
   void **staged;         /* host copies of device tensors, by item (NULL: read in place) */
-  ck_desc *desc;         /* the header's tensors, in file order */
+  ganfw_ckpt_desc *desc; /* the header's tensors, in file order */
   char **keys, **values; /* the metadata, owned: fixed keys, optimizer steps, extras */
   int64_t nmeta;
   ganfw_st_writer *w;
@@ -368,17 +256,17 @@ static ganfw_status ck_stage(const char *path, ck_save *s) {
 
 /* Adds every tensor to the writer in file order, records how the header describes it and
  * the crc32 of the data section. */
-static ganfw_status ck_add_tensors(ck_save *s, uLong *data_crc) {
+static ganfw_status ck_add_tensors(ck_save *s, uint32_t *data_crc) {
   /* The writer lays data out by decreasing element size, in the order added among equal
    * sizes; adding in that order makes `order` the file order the crc is computed in. */
   for (int64_t i = 0; i < s->it.n; i++) s->order[i] = &s->it.v[i];
   if (s->it.n) qsort(s->order, (size_t)s->it.n, sizeof *s->order, ck_cmp_elem_size);
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uint32_t crc = 0;
   static const int64_t scalar_shape[1] = {0};
   for (int64_t i = 0; i < s->it.n; i++) {
     const ck_item *e = s->order[i];
-    crc = ck_crc(crc, e->host, e->nbytes);
-    ck_desc *d = &s->desc[i];
+    crc = ganfw_ckpt_crc_bytes(crc, e->host, e->nbytes);
+    ganfw_ckpt_desc *d = &s->desc[i];
     d->name = e->name;
     d->dtype = e->counter ? "I64" : ganfw_st_dtype_name(e->tensor->dtype);
     d->ndim = e->counter ? 0 : e->tensor->ndim;
@@ -425,17 +313,17 @@ static ganfw_status ck_collect_meta(const char *path, const ganfw_ckpt_net *nets
 }
 
 /* The metadata into the writer, then the crc32s of the data and of the header. */
-static ganfw_status ck_write_meta(const char *path, ck_save *s, uLong data_crc) {
+static ganfw_status ck_write_meta(const char *path, ck_save *s, uint32_t data_crc) {
   ganfw_status st;
   for (int64_t i = 0; i < s->nmeta; i++)
     if ((st = ganfw_st_writer_metadata(s->w, s->keys[i], s->values[i])) != GANFW_OK) return st;
-  int64_t hcrc = ck_header_crc((const char *const *)s->keys, (const char *const *)s->values,
-                               s->nmeta, s->desc, s->it.n);
+  int64_t hcrc = ganfw_ckpt_header_crc((const char *const *)s->keys, (const char *const *)s->values,
+                                       s->nmeta, s->desc, s->it.n);
   if (hcrc < 0) return ck_save_oom(path);
   char hex[9];
-  ck_crc_format((int64_t)(data_crc & 0xffffffffUL), hex);
+  ganfw_ckpt_crc_format((int64_t)data_crc, hex);
   if ((st = ganfw_st_writer_metadata(s->w, "crc32", hex)) != GANFW_OK) return st;
-  ck_crc_format(hcrc, hex);
+  ganfw_ckpt_crc_format(hcrc, hex);
   return ganfw_st_writer_metadata(s->w, "header_crc32", hex);
 }
 
@@ -449,7 +337,7 @@ ganfw_status ganfw_checkpoint_save(const char *path, const ganfw_ckpt_net *nets,
   memset(&s, 0, sizeof s);
   if ((st = ck_collect(nets, n, 1, &s.it)) != GANFW_OK) return st;
   /* metadata: the fixed keys, one step per optimizer, the extras, the two crcs */
-  uLong data_crc = 0;
+  uint32_t data_crc = 0;
   if ((st = ck_save_alloc(path, &s, 8 + (int64_t)n + meta->n_extra)) == GANFW_OK &&
       (st = ck_stage(path, &s)) == GANFW_OK && (st = ck_add_tensors(&s, &data_crc)) == GANFW_OK &&
       (st = ck_collect_meta(path, nets, n, meta, &s)) == GANFW_OK &&
@@ -476,73 +364,6 @@ static ganfw_status ck_open(const char *path, ganfw_st_file **f) {
                            path, copy);
   }
   return st;
-}
-
-static ganfw_status ck_corrupt(const char *path, const char *what) {
-  return ganfw_error_set(GANFW_ERR_IO,
-                         "%s: corrupt or truncated checkpoint: %s (the file was damaged after "
-                         "it was written; delete it to resume from an earlier one)",
-                         path, what);
-}
-
-/* Verifies the crcs the file records; `required` makes a missing one an error. */
-static ganfw_status ck_verify_crcs(const char *path, const ganfw_st_file *f, int32_t required) {
-  const char *hs = ganfw_st_metadata(f, "header_crc32");
-  const char *ds = ganfw_st_metadata(f, "crc32");
-  char why[256];
-  if (required && (!hs || !ds))
-    return ck_corrupt(path, !hs ? "its metadata has no \"header_crc32\""
-                                : "its metadata has no \"crc32\"");
-  int64_t nt = ganfw_st_count(f), nmeta = ganfw_st_metadata_count(f);
-  if (hs) {
-    int64_t want = ck_crc_parse(hs);
-    if (want < 0) {
-      snprintf(why, sizeof why, "\"header_crc32\" is \"%.16s\", not 8 hex digits", hs);
-      return ck_corrupt(path, why);
-    }
-    ck_desc *desc = malloc((size_t)(nt ? nt : 1) * sizeof *desc);
-    const char **keys = malloc((size_t)(nmeta ? nmeta : 1) * sizeof *keys);
-    const char **vals = malloc((size_t)(nmeta ? nmeta : 1) * sizeof *vals);
-    int64_t got = -1;
-    if (desc && keys && vals) {
-      for (int64_t i = 0; i < nt; i++) {
-        const ganfw_st_tensor *t = ganfw_st_at(f, i);
-        desc[i] = (ck_desc){t->name, t->dtype_name, t->ndim, t->shape};
-      }
-      for (int64_t i = 0; i < nmeta; i++) {
-        keys[i] = ganfw_st_metadata_key(f, i);
-        vals[i] = ganfw_st_metadata_value(f, i);
-      }
-      got = ck_header_crc(keys, vals, nmeta, desc, nt);
-    }
-    free(desc);
-    free(keys);
-    free(vals);
-    if (got < 0) return ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory", path);
-    if (got != want) {
-      snprintf(why, sizeof why, "the header's crc32 is %08lx but the file records %s",
-               (unsigned long)got, hs);
-      return ck_corrupt(path, why);
-    }
-  }
-  if (ds) {
-    int64_t want = ck_crc_parse(ds);
-    if (want < 0) {
-      snprintf(why, sizeof why, "\"crc32\" is \"%.16s\", not 8 hex digits", ds);
-      return ck_corrupt(path, why);
-    }
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (int64_t i = 0; i < nt; i++) {
-      const ganfw_st_tensor *t = ganfw_st_at(f, i);
-      crc = ck_crc(crc, t->data, t->nbytes);
-    }
-    if ((int64_t)(crc & 0xffffffffUL) != want) {
-      snprintf(why, sizeof why, "the data's crc32 is %08lx but the file records %s",
-               (unsigned long)(crc & 0xffffffffUL), ds);
-      return ck_corrupt(path, why);
-    }
-  }
-  return GANFW_OK;
 }
 
 static void ck_shape_str(char *buf, size_t n, int32_t ndim, const int64_t *shape) {
@@ -724,83 +545,9 @@ static ganfw_status ck_copy_in(const ck_items *it, const ganfw_st_tensor **file_
   return GANFW_OK;
 }
 
-/* The caller's copy of the metadata: one block. */
-typedef struct ck_meta_owned {
-  ganfw_ckpt_meta pub; /* first: ganfw_ckpt_meta_free casts back */
-  char **keys, **values;
-} ck_meta_owned;
-
-void ganfw_ckpt_meta_free(ganfw_ckpt_meta *meta) {
-  if (!meta) return;
-  ck_meta_owned *m = (ck_meta_owned *)meta;
-  for (int32_t i = 0; i < meta->n_extra; i++) {
-    free(m->keys[i]);
-    free(m->values[i]);
-  }
-  free(m->keys);
-  free(m->values);
-  free(m);
-}
-
-const char *ganfw_ckpt_meta_extra(const ganfw_ckpt_meta *meta, const char *key) {
-  if (!meta || !key) return NULL;
-  for (int32_t i = 0; i < meta->n_extra; i++)
-    if (strcmp(meta->extra_keys[i], key) == 0) return meta->extra_values[i];
-  return NULL;
-}
-
-/* Reads the run position and extras out of f into a new ck_meta_owned. */
-static ganfw_status ck_meta_read(const char *path, const ganfw_st_file *f, ck_meta_owned **out) {
-  *out = NULL;
-  ganfw_ckpt_meta m;
-  memset(&m, 0, sizeof m);
-  struct {
-    const char *key;
-    int64_t *i;
-    uint64_t *u;
-  } fields[] = {{"step", &m.step, NULL},
-                {"epoch", &m.epoch, NULL},
-                {"loader_position", &m.loader_position, NULL},
-                {"seed", NULL, &m.seed},
-                {"rng_offset", NULL, &m.rng_offset}};
-  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-    const char *v = ganfw_st_metadata(f, fields[i].key);
-    int bad = fields[i].i ? ck_parse_i64(v, fields[i].i) : ck_parse_u64(v, fields[i].u);
-    if (bad) {
-      char why[200];
-      snprintf(why, sizeof why, "metadata \"%s\" is %s%.40s%s, not an integer", fields[i].key,
-               v ? "\"" : "", v ? v : "missing", v ? "\"" : "");
-      return ck_corrupt(path, why);
-    }
-  }
-  ck_meta_owned *o = calloc(1, sizeof *o);
-  int64_t nmeta = ganfw_st_metadata_count(f);
-  if (o) {
-    o->keys = calloc((size_t)(nmeta ? nmeta : 1), sizeof *o->keys);
-    o->values = calloc((size_t)(nmeta ? nmeta : 1), sizeof *o->values);
-  }
-  if (!o || !o->keys || !o->values) goto oom;
-  o->pub = m;
-  for (int64_t i = 0; i < nmeta; i++) {
-    const char *k = ganfw_st_metadata_key(f, i);
-    if (ck_is_reserved(k)) continue;
-    int32_t j = o->pub.n_extra;
-    o->keys[j] = strdup(k);
-    o->values[j] = strdup(ganfw_st_metadata_value(f, i));
-    o->pub.n_extra++;
-    if (!o->keys[j] || !o->values[j]) goto oom;
-  }
-  o->pub.extra_keys = (const char *const *)o->keys;
-  o->pub.extra_values = (const char *const *)o->values;
-  *out = o;
-  return GANFW_OK;
-oom:
-  if (o) ganfw_ckpt_meta_free(&o->pub);
-  return ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory", path);
-}
-
-ganfw_status ganfw_checkpoint_load(const char *path, const ganfw_ckpt_net *nets, int32_t n,
-                                   ganfw_ckpt_meta **meta_out) {
+ganfw_status ganfw_checkpoint_resume(const char *path, const ganfw_ckpt_net *nets, int32_t n,
+                                     const ganfw_ckpt_resume_limits *lim,
+                                     ganfw_ckpt_meta **meta_out) {
   if (meta_out) *meta_out = NULL;
   if (!path) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_checkpoint_load: NULL path");
   ganfw_st_file *f = NULL;
@@ -809,32 +556,10 @@ ganfw_status ganfw_checkpoint_load(const char *path, const ganfw_ckpt_net *nets,
   ck_items it = {0};
   const ganfw_st_tensor **file_of = NULL;
   int64_t *steps = NULL;
-  ck_meta_owned *meta = NULL;
+  ganfw_ckpt_meta *meta = NULL;
 
-  const char *format = ganfw_st_metadata(f, "format");
-  if (!format) {
-    st = ganfw_error_set(GANFW_ERR_CONFIG,
-                         "%s: not a ganfw checkpoint (its metadata has no \"format\"); to start "
-                         "from weights saved elsewhere use model.init_from",
-                         path);
-    goto done;
-  }
-  if (strcmp(format, GANFW_CKPT_FORMAT_PT) == 0) {
-    st = ganfw_error_set(GANFW_ERR_CONFIG,
-                         "%s: a PyTorch state_dict (format \"pt\"), not a ganfw checkpoint: it "
-                         "holds no optimizer state or step to resume from; to start from its "
-                         "weights use model.init_from",
-                         path);
-    goto done;
-  }
-  if (strcmp(format, GANFW_CKPT_FORMAT) != 0) {
-    st = ganfw_error_set(GANFW_ERR_CONFIG,
-                         "%s: checkpoint format \"%.64s\" is not one this ganfw reads (\"%s\")",
-                         path, format, GANFW_CKPT_FORMAT);
-    goto done;
-  }
-  if ((st = ck_verify_crcs(path, f, 1)) != GANFW_OK) goto done;
-  if ((st = ck_meta_read(path, f, &meta)) != GANFW_OK) goto done;
+  if ((st = ganfw_ckpt_meta_read(path, f, &meta)) != GANFW_OK) goto done;
+  if (lim && (st = ganfw_ckpt_meta_check_resume(path, meta, lim)) != GANFW_OK) goto done;
   if ((st = ck_collect(nets, n, 1, &it)) != GANFW_OK) goto done;
   file_of = calloc((size_t)(it.n ? it.n : 1), sizeof *file_of);
   steps = calloc((size_t)(n ? n : 1), sizeof *steps);
@@ -845,19 +570,8 @@ ganfw_status ganfw_checkpoint_load(const char *path, const ganfw_ckpt_net *nets,
   if ((st = ck_match(path, f, &it, nets, n, 0, 0, file_of, NULL)) != GANFW_OK) goto done;
   for (int32_t k = 0; k < n; k++) {
     if (!nets[k].optim_vt || !nets[k].optim_vt->set_step) continue;
-    char *key = ck_join3("optim", ck_prefix(&nets[k]), "step");
-    if (!key) {
-      st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory", path);
+    if ((st = ganfw_ckpt_optim_step(path, f, ck_prefix(&nets[k]), &steps[k])) != GANFW_OK)
       goto done;
-    }
-    const char *v = ganfw_st_metadata(f, key);
-    if (ck_parse_i64(v, &steps[k]) || steps[k] < 0)
-      st = ganfw_error_set(GANFW_ERR_CONFIG,
-                           "%s: checkpoint does not match this model: metadata \"%s\" is %s "
-                           "(the run that wrote it had no optimizer for %s, or another one)",
-                           path, key, v ? "not a step count" : "missing", ck_prefix(&nets[k]));
-    free(key);
-    if (st != GANFW_OK) goto done;
   }
 
   /* Everything checked: change the nets. */
@@ -866,16 +580,21 @@ ganfw_status ganfw_checkpoint_load(const char *path, const ganfw_ckpt_net *nets,
     if (nets[k].optim_vt && nets[k].optim_vt->set_step)
       nets[k].optim_vt->set_step(nets[k].optim_self, steps[k]);
   if (meta_out) {
-    *meta_out = &meta->pub;
+    *meta_out = meta;
     meta = NULL;
   }
 done:
-  if (meta) ganfw_ckpt_meta_free(&meta->pub);
+  ganfw_ckpt_meta_free(meta);
   free(steps);
   free(file_of);
   ck_items_free(&it);
   ganfw_st_close(f);
   return st;
+}
+
+ganfw_status ganfw_checkpoint_load(const char *path, const ganfw_ckpt_net *nets, int32_t n,
+                                   ganfw_ckpt_meta **meta_out) {
+  return ganfw_checkpoint_resume(path, nets, n, NULL, meta_out);
 }
 
 ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_net *nets, int32_t n,
@@ -899,7 +618,7 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
                          path, format, GANFW_CKPT_FORMAT, GANFW_CKPT_FORMAT_PT);
     goto done;
   }
-  if ((st = ck_verify_crcs(path, f, ck_is_ganfw(f))) != GANFW_OK) goto done;
+  if ((st = ganfw_ckpt_verify_crcs(path, f, ck_is_ganfw(f))) != GANFW_OK) goto done;
   if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
   ganfw_ckpt_net bare;
   if ((flags & GANFW_CKPT_BARE_NAMES) && n == 1 && !ck_is_ganfw(f) && !ck_any_found(f, &it)) {

@@ -10,13 +10,7 @@
 
 #include "ganfw/host.h"
 #include "ganfw/optim.h"
-
-/* "format" metadata of every checkpoint this code writes; load refuses any other. */
-#define GANFW_CKPT_FORMAT "ganfw-checkpoint-1"
-/* "format" metadata of a PyTorch state_dict written by the safetensors library's torch
- * helpers (safetensors.torch.save_file, Hugging Face): load_weights reads it as a plain
- * state_dict file. */
-#define GANFW_CKPT_FORMAT_PT "pt"
+#include "io/checkpoint_meta.h"
 
 /* One net of a checkpoint, all borrowed. The net's parameters (ganfw_net_param_info) and
  * buffers (ganfw_net_buffer_at) are saved as "<prefix>.<name>"; num_batches_tracked as a
@@ -30,23 +24,6 @@ typedef struct ganfw_ckpt_net {
   const ganfw_optim_vt *optim_vt; /* NULL: no optimizer state */
   void *optim_self;
 } ganfw_ckpt_net;
-
-/* Where the run stands, stored as decimal string metadata. On save, every field is read
- * (the caller copies seed and rng_offset from its ganfw_ctx); on load, filled from the file
- * (the caller restores ctx->seed and ctx->rng_offset from it). */
-typedef struct ganfw_ckpt_meta {
-  int64_t step;            /* global training step: "step" */
-  int64_t epoch;           /* loader epoch: "epoch" */
-  int64_t loader_position; /* loader offset within the epoch: "loader_position" */
-  uint64_t seed;           /* run seed: "seed" */
-  uint64_t rng_offset;     /* next free Philox block: "rng_offset" */
-  /* Any other string metadata (GradScaler scale, growth tracker, ...): keys must not be
-   * reserved (format, step, epoch, loader_position, seed, rng_offset, crc32, header_crc32,
-   * optim.*). */
-  int32_t n_extra;
-  const char *const *extra_keys;
-  const char *const *extra_values;
-} ganfw_ckpt_meta;
 
 /* Writes nets[0..n) and meta to `path` atomically (temporary file, fsync, rename: a
  * failure leaves no partial file and an existing `path` untouched). Device tensors are
@@ -70,6 +47,11 @@ ganfw_status ganfw_checkpoint_save(const char *path, const ganfw_ckpt_net *nets,
  * A backend failure while copying (GANFW_ERR_BACKEND) may leave the nets partly loaded. */
 ganfw_status ganfw_checkpoint_load(const char *path, const ganfw_ckpt_net *nets, int32_t n,
                                    ganfw_ckpt_meta **meta_out);
+/* The same for a run that continues: the metadata is also checked against the run's
+ * numbers `lim` (ganfw_ckpt_meta_check_resume) before any tensor is touched. */
+ganfw_status ganfw_checkpoint_resume(const char *path, const ganfw_ckpt_net *nets, int32_t n,
+                                     const ganfw_ckpt_resume_limits *lim,
+                                     ganfw_ckpt_meta **meta_out);
 
 /* Weights only (`ganfw sample`, model.init_from): loads the parameters and buffers of
  * nets[0..n) from a checkpoint or any safetensors file of state_dicts: one without a
@@ -97,9 +79,7 @@ typedef struct ganfw_ckpt_report {
 ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_net *nets, int32_t n,
                                            int32_t flags, ganfw_ckpt_report *report);
 
-void ganfw_ckpt_meta_free(ganfw_ckpt_meta *meta); /* accepts NULL */
-/* The extra value of `key` in meta, or NULL; owned by meta. */
-const char *ganfw_ckpt_meta_extra(const ganfw_ckpt_meta *meta, const char *key);
+/* ganfw_ckpt_meta, ganfw_ckpt_meta_free and ganfw_ckpt_meta_extra: io/checkpoint_meta.h. */
 
 /* --- files in a checkpoint directory ----------------------------------------------------
  * Checkpoints are named <dir>/step_NNNNNNNN.safetensors (the step, at least 8 digits). */

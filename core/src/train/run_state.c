@@ -100,8 +100,14 @@ ganfw_status ganfw_run_resume(ganfw_session *s, const char *ckpt_dir, const ganf
   } else {
     snprintf(path, sizeof path, "%s", what);
   }
+  /* The run's numbers the checkpoint's position and data shape must fit. */
+  const ganfw_ckpt_resume_limits lim = {.data_items = ganfw_dataset_size(s->data),
+                                        .channels = s->data_info.channels,
+                                        .height = s->data_info.height,
+                                        .width = s->data_info.width,
+                                        .num_classes = s->data_info.num_classes};
   ganfw_ckpt_meta *m = NULL;
-  ganfw_status st = ganfw_checkpoint_load(path, nets, n, &m);
+  ganfw_status st = ganfw_checkpoint_resume(path, nets, n, &lim, &m);
   if (st != GANFW_OK) return ganfw_error_wrap(st, "train.resume");
   if (m->seed != s->ctx->seed) {
     ganfw_log(GANFW_LOG_WARN,
