@@ -3,7 +3,7 @@
  * loader_position, seed, rng_offset, optim.<net>.step, the data shape, the memory
  * strategies' scalars) is refused when bad with a message naming the file and the field.
  * Files are small safetensors files made with the project's writer. With
- * GANFW_CKPT_SEED_DIR set, the valid ones are also written there (the seeds of
+ * GANFW_CKPT_SEED_DIR set, the files are also written there (the seeds of
  * tests/fuzz/corpus/checkpoint). */
 #include <stdio.h>
 #include <stdlib.h>
