@@ -300,6 +300,16 @@ static void test_resume_refuses_first(void) {
   CU_ASSERT(contains(ganfw_error_message(), "holds generator.w, which this model lacks"));
 }
 
+/* A folder where the checkpoint file is expected says so. */
+static void test_directory(void) {
+  ganfw_ckpt_meta *meta = NULL;
+  CU_ASSERT_EQUAL(ganfw_checkpoint_resume(dir, NULL, 0, &mnist, &meta), GANFW_ERR_IO);
+  CU_ASSERT(contains(ganfw_error_message(), dir));
+  CU_ASSERT(contains(ganfw_error_message(), ": is a directory, not a checkpoint file"));
+  CU_ASSERT_EQUAL(ganfw_checkpoint_load_weights(dir, NULL, 0, 0, NULL), GANFW_ERR_IO);
+  CU_ASSERT(contains(ganfw_error_message(), ": is a directory, not a checkpoint file"));
+}
+
 static CU_TestInfo tests[] = {
     {"valid", test_valid},
     {"format_and_crcs", test_format_and_crcs},
@@ -308,6 +318,7 @@ static CU_TestInfo tests[] = {
     {"data_shape", test_data_shape},
     {"strategy_scalars", test_strategy_scalars},
     {"resume_refuses_first", test_resume_refuses_first},
+    {"directory", test_directory},
     CU_TEST_INFO_NULL,
 };
 

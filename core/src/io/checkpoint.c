@@ -350,6 +350,13 @@ ganfw_status ganfw_checkpoint_save(const char *path, const ganfw_ckpt_net *nets,
 /* --- loading ----------------------------------------------------------------------------- */
 /* Opens `path`, rewording the reader's "corrupt safetensors file" as a checkpoint error. */
 static ganfw_status ck_open(const char *path, ganfw_st_file **f) {
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    return ganfw_error_set(GANFW_ERR_IO,
+                           "%s: is a directory, not a checkpoint file: name one of its "
+                           "step_NNNNNNNN.safetensors files (train.resume: latest takes the "
+                           "newest in the run's checkpoints/)",
+                           path);
   ganfw_status st = ganfw_st_open(path, f);
   if (st == GANFW_OK) return st;
   const char *msg = ganfw_error_message();

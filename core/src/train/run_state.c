@@ -101,7 +101,8 @@ ganfw_status ganfw_run_resume(ganfw_session *s, const char *ckpt_dir, const ganf
     snprintf(path, sizeof path, "%s", what);
   }
   /* The run's numbers the checkpoint's position and data shape must fit. */
-  const ganfw_ckpt_resume_limits lim = {.data_items = ganfw_dataset_size(s->data),
+  const ganfw_ckpt_resume_limits lim = {.data_items = s->data ? ganfw_dataset_size(s->data)
+                                                              : GANFW_CKPT_MAX_COUNT,
                                         .channels = s->data_info.channels,
                                         .height = s->data_info.height,
                                         .width = s->data_info.width,
