@@ -19,18 +19,28 @@
 
 #define MAX_FILES 8
 
-static char dir[256];
+static char dir[256]; /* the files of an input; made on the first one */
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-  (void)argc;
-  (void)argv;
+/* Removes the folder and what the inputs wrote into it, at exit. */
+static void remove_dir(void) {
+  char path[512];
+  static const char *const names[] = {"main.yaml", "b1.yaml", "b2.yaml", "b3.yaml", "b4.yaml",
+                                      "b5.yaml",   "b6.yaml", "b7.yaml", "b8.yaml"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    unlink(path);
+  }
+  rmdir(dir);
+}
+
+static void make_dir(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/ganfw_fuzz_config_XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
   if (!mkdtemp(dir)) {
     perror("fuzz_config: mkdtemp");
     abort();
   }
-  return 0;
+  atexit(remove_dir);
 }
 
 static void write_part(const char *name, const char *text, size_t len) {
@@ -133,6 +143,7 @@ static char *resolved(const ganfw_config *c) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (!dir[0]) make_dir();
   char *text = malloc(size + 1);
   if (!text) return 0;
   memcpy(text, data, size);
