@@ -179,14 +179,17 @@ ganfw_status ganfw_png_write_grid(const char *path, const float *images, int32_t
 static ganfw_status png_decode(const char *path, float **pixels, int32_t *c, int32_t *h,
                                int32_t *w) {
   if (pixels) *pixels = NULL;
+  struct stat sb;
+  /* Before opening: a FIFO would block the open itself. */
+  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+    return ganfw_error_set(GANFW_ERR_IO, "PNG '%s' is %s, not a PNG file", path,
+                           S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
   FILE *f = fopen(path, "rb");
   if (!f) return ganfw_error_set(GANFW_ERR_IO, "cannot open PNG '%s': %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    const int is_dir = S_ISDIR(sb.st_mode);
+  if (fstat(fileno(f), &sb) != 0) {
+    const int err = errno;
     fclose(f);
-    return ganfw_error_set(GANFW_ERR_IO, "PNG '%s' is %s, not a PNG file", path,
-                           is_dir ? "a directory" : "not a regular file");
+    return ganfw_error_set(GANFW_ERR_IO, "cannot stat PNG '%s': %s", path, strerror(err));
   }
   uint8_t sig[8];
   if (fread(sig, 1, 8, f) != 8 || png_sig_cmp(sig, 0, 8) != 0) {
