@@ -13,6 +13,7 @@
 #   FUZZ_TIMEOUT=1        seconds one input may take (-timeout)
 #   FUZZ_MALLOC_MB=512    the largest single allocation (-malloc_limit_mb)
 #   FUZZ_RSS_MB=2048      the process's resident memory (-rss_limit_mb)
+# FUZZ_RUNS=N stops a harness after N executions if that comes before SECONDS (-runs).
 # Without clang or its libFuzzer it says so and exits 0 (skipped), unless FUZZ_REQUIRE=1
 # (CI sets it), when that is an error. FUZZ_CC picks the compiler (default clang). The
 # harnesses write each input to files in a scratch directory under $FUZZ_TMPDIR (default
@@ -99,7 +100,8 @@ for n in "${names[@]}"; do
   (cd "$work" && TMPDIR="$scratch" ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
     "$build/fuzz_$n" "$work" -max_total_time="$seconds" -timeout="$timeout_s" \
     -malloc_limit_mb="$malloc_mb" -rss_limit_mb="$rss_mb" -detect_leaks=1 \
-    -print_final_stats=1 -artifact_prefix="$art/") >"$log" 2>&1 || rc=$?
+    -print_final_stats=1 -artifact_prefix="$art/" ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"}) >"$log" 2>&1 ||
+    rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   peak=$(grep -o 'stat::peak_rss_mb: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   found=$(find "$art" -type f | wc -l)
@@ -113,9 +115,12 @@ for n in "${names[@]}"; do
     find "$art" -type f | sed 's/^/  /'
     echo "  fix the reader, then copy the input into tests/fuzz/corpus/$n/ as a regression input"
   fi
-  summary+=("$(printf '%-12s %12s %8s %10s  %s' "$n" "${execs:-?}" "$found" "${peak:-?}" "$result")")
+  secs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*' |
+    tail -1)
+  summary+=("$(printf '%-12s %12s %8s %8s %10s  %s' "$n" "${execs:-?}" "${secs:-$seconds}" "$found" \
+    "${peak:-?}" "$result")")
 done
 echo "== fuzz: summary (${seconds} s each, $(uname -m), $(nproc 2>/dev/null || echo '?') cores)"
-printf '%-12s %12s %8s %10s  %s\n' harness executions crashes "peak MiB" result
+printf '%-12s %12s %8s %8s %10s  %s\n' harness executions seconds crashes "peak MiB" result
 printf '%s\n' "${summary[@]}"
 exit $failed
