@@ -90,7 +90,9 @@ static inline void fz_write(const char *path, const uint8_t *data, size_t size) 
 static inline size_t fz_split(const uint8_t *data, size_t size, fz_part *parts, size_t max) {
   size_t n = 0, start = 0;
   for (size_t i = 0; n + 1 < max && i + FZ_SEP_LEN <= size; i++) {
-    if (memcmp(data + i, FZ_SEP, FZ_SEP_LEN) != 0) continue;
+    /* The first byte alone first: libFuzzer hooks every memcmp, and one a byte made the
+     * splitting cost more than the readers on inputs of 15 KiB. */
+    if (data[i] != FZ_SEP[0] || memcmp(data + i, FZ_SEP, FZ_SEP_LEN) != 0) continue;
     parts[n].data = data + start;
     parts[n].size = i - start;
     n++;
