@@ -2,7 +2,8 @@
  * directories (or the files) named on the command line to the harness's
  * LLVMFuzzerTestOneInput, in name order, once each, so that the seed corpus and every
  * regression input run under the release and sanitizer suites without libFuzzer. A crash,
- * leak or failed check of the harness fails the test; so does an empty corpus. */
+ * leak or failed check of the harness fails the test; so does an empty corpus. A harness's
+ * LLVMFuzzerInitialize, when it has one, runs first, as under libFuzzer. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,8 @@
 #include <time.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* Optional in a harness, as in libFuzzer: called once before the first input. */
+int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
 
 /* Reads the whole file into a new buffer (*size bytes; free()); NULL on failure. */
 static uint8_t *read_file(const char *path, size_t *size) {
@@ -71,6 +74,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s CORPUS_DIR_OR_FILE...\n", argv[0]);
     return 2;
   }
+  if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
   long count = 0;
   int bad = 0;
   double slowest = 0.0;
