@@ -3,8 +3,10 @@
 # installed, so it is safe to run again. Uses sudo when not run as root.
 set -euo pipefail
 
+# clang and libclang-rt-dev (its libFuzzer and sanitizer runtimes) build tests/fuzz.
 packages=(build-essential cmake pkg-config git libyaml-dev libpng-dev zlib1g-dev
-          libcunit1-dev libopenblas-dev python3-torch python3-numpy nodejs npm)
+          libcunit1-dev libopenblas-dev python3-torch python3-numpy nodejs npm
+          clang libclang-rt-dev)
 
 have_node=0
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && have_node=1

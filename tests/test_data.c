@@ -242,6 +242,24 @@ static void test_mnist_corrupt(void) {
   CU_ASSERT_EQUAL(ganfw_dataset_open_mnist(gzdir, 1, NULL, &ds), GANFW_ERR_IO);
   CU_ASSERT(msg_has(gzpath));
   CU_ASSERT_PTR_NULL(ds);
+
+  /* A gzip file whose header promises 60000 images of 28 x 28 (47 MB) in a few dozen bytes:
+   * refused before the 47 MB are allocated (deflate expands at most 1032-fold). */
+  uint8_t hdr[16];
+  put_be32(hdr, 0x803);
+  put_be32(hdr + 4, 60000);
+  put_be32(hdr + 8, 28);
+  put_be32(hdr + 12, 28);
+  write_bytes(gzdir, "train-images-idx3-ubyte", hdr, sizeof hdr, 1);
+  CU_ASSERT_EQUAL(ganfw_dataset_open_mnist(gzdir, 1, NULL, &ds), GANFW_ERR_IO);
+  CU_ASSERT(msg_has(gzpath) && msg_has("47040000 bytes of data, more than its"));
+
+  /* A directory where the image file should be says so. */
+  const char *isdir = new_dir("mnist_dir");
+  snprintf(ipath, sizeof ipath, "%s/train-images-idx3-ubyte", isdir);
+  CU_ASSERT_EQUAL_FATAL(mkdir(ipath, 0755), 0);
+  CU_ASSERT_EQUAL(ganfw_dataset_open_mnist(isdir, 1, NULL, &ds), GANFW_ERR_IO);
+  CU_ASSERT(msg_has(ipath) && msg_has("is a directory, not an IDX file"));
 }
 
 /* --- CIFAR-10 ------------------------------------------------------------------------------ */
@@ -346,6 +364,22 @@ static void test_cifar_corrupt(void) {
   snprintf(path, sizeof path, "%s/data_batch_3.bin", tdir);
   CU_ASSERT_EQUAL(ganfw_dataset_open_cifar10(tdir, 1, NULL, &ds), GANFW_ERR_IO);
   CU_ASSERT(msg_has(path));
+
+  /* A directory where data_batch_3.bin should be says so. */
+  CU_ASSERT_EQUAL_FATAL(mkdir(path, 0755), 0);
+  CU_ASSERT_EQUAL(ganfw_dataset_open_cifar10(tdir, 1, NULL, &ds), GANFW_ERR_IO);
+  CU_ASSERT(msg_has(path) && msg_has("is a directory"));
+
+  /* A (sparse) file above the 1 GiB limit of one batch is refused before it is read. */
+  const char *bdir = new_dir("cifar_huge");
+  snprintf(path, sizeof path, "%s/test_batch.bin", bdir);
+  FILE *f2 = fopen(path, "wb");
+  CU_ASSERT_FATAL(f2 != NULL);
+  fclose(f2);
+  CU_ASSERT_EQUAL_FATAL(truncate(path, (off_t)3073 * 350000), 0);
+  CU_ASSERT_EQUAL(ganfw_dataset_open_cifar10(bdir, 0, NULL, &ds), GANFW_ERR_IO);
+  CU_ASSERT(msg_has(path) && msg_has("more than the limit of 1073741824"));
+  CU_ASSERT_PTR_NULL(ds);
 }
 
 /* --- folder of PNGs ------------------------------------------------------------------------ */
@@ -473,6 +507,14 @@ static void test_folder_sizes_and_errors(void) {
   const char *empty = new_dir("folder_empty");
   CU_ASSERT_EQUAL(ganfw_dataset_open_folder(empty, NULL, &ds), GANFW_ERR_IO);
   CU_ASSERT(msg_has(empty) && msg_has("no .png"));
+  /* A file given as the folder says so. */
+  const char *file_dir = new_dir("folder_is_file");
+  const char *a_file = join(file_dir, "x.png");
+  FILE *ff = fopen(a_file, "wb");
+  CU_ASSERT_FATAL(ff != NULL);
+  fclose(ff);
+  CU_ASSERT_EQUAL(ganfw_dataset_open_folder(a_file, NULL, &ds), GANFW_ERR_IO);
+  CU_ASSERT(msg_has(a_file) && msg_has("is a file, not a folder"));
 
   /* Mixed sizes: the second image fails its get naming the file, unless cropped. */
   const char *dir = new_dir("folder_sizes");

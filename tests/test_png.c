@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "base/error.h"
 #include "io/png_io.h"
@@ -345,6 +346,106 @@ static void test_read_errors(void) {
   free(px);
 }
 
+/* Appends a PNG chunk (length, type, body, CRC) to out at *n; `length` is what the chunk
+ * header claims, `body_len` the bytes actually written. */
+static void put_chunk(uint8_t *out, size_t *n, const char *type, uint32_t length,
+                      const uint8_t *body, size_t body_len) {
+  uint8_t *p = out + *n;
+  p[0] = (uint8_t)(length >> 24), p[1] = (uint8_t)(length >> 16), p[2] = (uint8_t)(length >> 8);
+  p[3] = (uint8_t)length;
+  memcpy(p + 4, type, 4);
+  if (body_len) memcpy(p + 8, body, body_len);
+  const uint32_t crc = (uint32_t)crc32(crc32(0, NULL, 0), p + 4, (uInt)(4 + body_len));
+  p[8 + body_len] = (uint8_t)(crc >> 24), p[9 + body_len] = (uint8_t)(crc >> 16);
+  p[10 + body_len] = (uint8_t)(crc >> 8), p[11 + body_len] = (uint8_t)crc;
+  *n += 12 + body_len;
+}
+
+/* A PNG signature and an IHDR of w x h at `depth` bits, colour type `color`, into out. */
+static size_t put_header(uint8_t *out, uint32_t w, uint32_t h, uint8_t depth, uint8_t color) {
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  memcpy(out, sig, 8);
+  size_t n = 8;
+  const uint8_t ihdr[13] = {(uint8_t)(w >> 24),
+                            (uint8_t)(w >> 16),
+                            (uint8_t)(w >> 8),
+                            (uint8_t)w,
+                            (uint8_t)(h >> 24),
+                            (uint8_t)(h >> 16),
+                            (uint8_t)(h >> 8),
+                            (uint8_t)h,
+                            depth,
+                            color,
+                            0,
+                            0,
+                            0};
+  put_chunk(out, &n, "IHDR", 13, ihdr, 13);
+  return n;
+}
+
+static void write_bytes(const char *path, const uint8_t *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  CU_ASSERT_FATAL(f != NULL);
+  CU_ASSERT_EQUAL(fwrite(data, 1, n, f), n);
+  fclose(f);
+}
+
+/* What a header promises is checked before it is allocated: more pixels than the limit, or
+ * more image data than the file can hold (deflate expands at most 1032-fold), is refused
+ * naming the file; an ancillary chunk claiming gigabytes is skipped, not allocated (the
+ * fuzzer's first finding: a 97-byte file whose zTXt chunk claimed 268 MB took seconds). A
+ * directory is named as one. An image at the pixel limit that compresses to almost nothing
+ * is still read. */
+static void test_read_bounds(void) {
+  float *px = NULL;
+  int32_t c, h, w;
+  uint8_t buf[256];
+  const char *p = tmp_path("too_many_pixels.png");
+  static const uint8_t zeros[] = {0x78, 0x9c, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01};
+  size_t n = put_header(buf, 4096, 4097, 8, 0);
+  put_chunk(buf, &n, "IDAT", sizeof zeros, zeros, sizeof zeros);
+  put_chunk(buf, &n, "IEND", 0, NULL, 0);
+  write_bytes(p, buf, n);
+  CU_ASSERT_EQUAL(ganfw_png_read_size(p, &c, &h, &w), GANFW_ERR_IO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), p));
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "limit of 16777216 pixels"));
+
+  p = tmp_path("promises_more.png");
+  n = put_header(buf, 4000, 4000, 8, 6); /* 64 MB of RGBA in a file of a few dozen bytes */
+  put_chunk(buf, &n, "IDAT", sizeof zeros, zeros, sizeof zeros);
+  put_chunk(buf, &n, "IEND", 0, NULL, 0);
+  write_bytes(p, buf, n);
+  CU_ASSERT_EQUAL(ganfw_png_read(p, &px, &c, &h, &w), GANFW_ERR_IO);
+  CU_ASSERT_PTR_NULL(px);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), p));
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "more than a"));
+
+  p = tmp_path("huge_text_chunk.png");
+  n = put_header(buf, 4, 4, 8, 4);
+  put_chunk(buf, &n, "zTXt", 0x10000027u, (const uint8_t *)"Comment", 7);
+  write_bytes(p, buf, n);
+  CU_ASSERT_EQUAL(ganfw_png_read(p, &px, &c, &h, &w), GANFW_ERR_IO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), p));
+
+  const char *dir = tmp_path("a_dir.png");
+  CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+  CU_ASSERT_EQUAL(ganfw_png_read(dir, &px, &c, &h, &w), GANFW_ERR_IO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), dir));
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "is a directory"));
+
+  /* 4096 x 4096 black pixels: 16 MiB of data in a file of about 16 KiB, at the limit. */
+  const int side = 4096;
+  uint8_t *black = calloc((size_t)side * side, 1);
+  CU_ASSERT_FATAL(black != NULL);
+  p = tmp_path("black.png");
+  CU_ASSERT_EQUAL_FATAL(ganfw_png_write_u8(p, black, side, side, 1), GANFW_OK);
+  free(black);
+  CU_ASSERT_EQUAL(ganfw_png_read(p, &px, &c, &h, &w), GANFW_OK);
+  CU_ASSERT(c == 1 && h == side && w == side);
+  if (px) CU_ASSERT_EQUAL(px[(size_t)side * side - 1], 0.0f);
+  free(px);
+}
+
 static CU_TestInfo tests[] = {
     {"grid_size", test_grid_size},
     {"grid_gray_values", test_grid_gray_values},
@@ -353,6 +454,7 @@ static CU_TestInfo tests[] = {
     {"atomic_write", test_atomic_write},
     {"read_formats", test_read_formats},
     {"read_errors", test_read_errors},
+    {"read_bounds", test_read_bounds},
     CU_TEST_INFO_NULL,
 };
 GT_MAIN("png_io", tests)

@@ -13,6 +13,8 @@
 #define CIFAR_SIDE   32
 #define CIFAR_PIXELS (3 * CIFAR_SIDE * CIFAR_SIDE)
 #define CIFAR_RECORD (1 + CIFAR_PIXELS)
+/* The largest batch file read (a real one holds 30 MB: 10000 records). */
+#define CIFAR_MAX_BATCH_BYTES ((int64_t)1 << 30)
 #define CIFAR_HINT                                                                                 \
   "download the binary version (cifar-10-binary.tar.gz) from "                                     \
   "https://www.cs.toronto.edu/~kriz/cifar.html and extract it there"
@@ -24,12 +26,27 @@ typedef struct cifar_src {
 
 /* Appends the records of `path` to s->records. */
 static ganfw_status read_batch(cifar_src *s, const char *path) {
+  struct stat sb;
+  /* Before opening: a FIFO would block the open itself. */
+  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+    return ganfw_error_set(GANFW_ERR_IO, "CIFAR-10: '%s' is %s, not a CIFAR-10 batch; " CIFAR_HINT,
+                           path, S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
   FILE *f = fopen(path, "rb");
   if (!f)
     return ganfw_error_set(GANFW_ERR_IO, "CIFAR-10: cannot open '%s': %s; " CIFAR_HINT, path,
                            strerror(errno));
-  struct stat sb;
-  if (fstat(fileno(f), &sb) != 0 || sb.st_size <= 0 || sb.st_size % CIFAR_RECORD != 0) {
+  if (fstat(fileno(f), &sb) != 0) {
+    fclose(f);
+    return ganfw_error_set(GANFW_ERR_IO, "CIFAR-10: cannot stat '%s': %s", path, strerror(errno));
+  }
+  if (sb.st_size > CIFAR_MAX_BATCH_BYTES) {
+    fclose(f);
+    return ganfw_error_set(GANFW_ERR_IO,
+                           "CIFAR-10: '%s' has %lld bytes, more than the limit of %lld for one "
+                           "batch file (a CIFAR-10 batch holds 30730000): not a CIFAR-10 batch",
+                           path, (long long)sb.st_size, (long long)CIFAR_MAX_BATCH_BYTES);
+  }
+  if (sb.st_size <= 0 || sb.st_size % CIFAR_RECORD != 0) {
     fclose(f);
     return ganfw_error_set(GANFW_ERR_IO,
                            "CIFAR-10: '%s' has %lld bytes, not a positive multiple of the "

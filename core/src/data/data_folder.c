@@ -54,6 +54,11 @@ ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *t
   *out = NULL;
   if (!dir) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "image folder: no directory given");
   DIR *d = opendir(dir);
+  if (!d && errno == ENOTDIR)
+    return ganfw_error_set(GANFW_ERR_IO,
+                           "image folder '%s' is a file, not a folder: give the folder that "
+                           "holds the .png files",
+                           dir);
   if (!d)
     return ganfw_error_set(GANFW_ERR_IO, "cannot open image folder '%s': %s", dir, strerror(errno));
   folder_src *s = calloc(1, sizeof *s);

@@ -12,6 +12,10 @@
 #include "base/error.h"
 
 #define FETCH_HINT "run scripts/fetch_mnist.sh"
+/* The most data bytes one IDX file may declare (EMNIST's largest file holds 550 MB). */
+#define IDX_MAX_BYTES ((int64_t)1 << 32)
+/* deflate expands at most 1032-fold: a .gz file of n bytes holds at most that many times n. */
+#define GZ_MAX_RATIO 1032
 
 typedef struct mnist_src {
   uint8_t *images; /* [n, rows, cols] */
@@ -57,11 +61,15 @@ static ganfw_status read_idx(const char *dir, const char *base, uint32_t magic, 
                              path, strerror(errno), dir);
     snprintf(path, path_len, "%s", gz_path);
   }
+  if (!S_ISREG(sb.st_mode))
+    return ganfw_error_set(GANFW_ERR_IO, "MNIST: '%s' is %s, not an IDX file; " FETCH_HINT " %s",
+                           path, S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file", dir);
   gzFile gz = gzopen(path, "rb");
   if (!gz)
     return ganfw_error_set(GANFW_ERR_IO, "MNIST: cannot open '%s': %s; " FETCH_HINT, path,
                            errno ? strerror(errno) : "out of memory");
-  gzbuffer(gz, 1 << 17);
+  /* No larger buffers than the file needs (zlib's minimum is 8 KiB). */
+  gzbuffer(gz, sb.st_size < (1 << 17) ? 8192 : 1 << 17);
   const char *why = "unexpected end of file";
   uint8_t hdr[16];
   const int64_t hdr_len = 4 + 4 * (int64_t)ndim;
@@ -93,9 +101,18 @@ static ganfw_status read_idx(const char *dir, const char *base, uint32_t magic, 
     }
     payload *= dims[i];
   }
-  if (payload > ((int64_t)1 << 34)) {
-    st = ganfw_error_set(GANFW_ERR_IO, "MNIST: '%s' declares %lld bytes of data: corrupt header",
-                         path, (long long)payload);
+  if (payload > IDX_MAX_BYTES) {
+    st = ganfw_error_set(GANFW_ERR_IO,
+                         "MNIST: '%s' declares %lld bytes of data, more than the limit of %lld "
+                         "bytes an IDX file may hold: corrupt header; " FETCH_HINT,
+                         path, (long long)payload, (long long)IDX_MAX_BYTES);
+    goto done;
+  }
+  if (!gzdirect(gz) && payload > (int64_t)sb.st_size * GZ_MAX_RATIO) {
+    st = ganfw_error_set(GANFW_ERR_IO,
+                         "MNIST: '%s' declares %lld bytes of data, more than its %lld compressed "
+                         "bytes can hold (truncated or corrupt); " FETCH_HINT,
+                         path, (long long)payload, (long long)sb.st_size);
     goto done;
   }
   if (gzdirect(gz) && sb.st_size != hdr_len + payload) {

@@ -9,15 +9,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/error.h"
 #include "base/file.h"
 
 #define PNG_MAX_SIDE 16384 /* refuse larger images instead of attempting huge allocations */
+/* deflate expands at most 1032-fold (a 258-byte match in 2 bits): image data needing more
+ * than this many times the file's size cannot be in the file. */
+#define PNG_DEFLATE_MAX_RATIO 1032
+/* Ancillary chunks (text, ICC profiles, ...) larger than this are skipped, not buffered. */
+#define PNG_MAX_CHUNK_BYTES (1 << 20)
 
 typedef struct png_err_ctx {
   char msg[256];
+  int refused; /* 1: msg is the reader's own refusal (a limit), not libpng's error */
 } png_err_ctx;
 
 static void on_png_error(png_structp png, png_const_charp msg) {
@@ -83,7 +90,7 @@ typedef struct {
 
 static ganfw_status write_png(FILE *f, void *ud) {
   const png_job *j = ud;
-  png_err_ctx err = {{0}};
+  png_err_ctx err = {{0}, 0};
   if (png_encode(f, j->pixels, j->h, j->w, j->c, &err))
     return ganfw_error_set(GANFW_ERR_IO, "cannot write PNG '%s': %s", j->path, err.msg);
   return GANFW_OK;
@@ -172,14 +179,24 @@ ganfw_status ganfw_png_write_grid(const char *path, const float *images, int32_t
 static ganfw_status png_decode(const char *path, float **pixels, int32_t *c, int32_t *h,
                                int32_t *w) {
   if (pixels) *pixels = NULL;
+  struct stat sb;
+  /* Before opening: a FIFO would block the open itself. */
+  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+    return ganfw_error_set(GANFW_ERR_IO, "PNG '%s' is %s, not a PNG file", path,
+                           S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
   FILE *f = fopen(path, "rb");
   if (!f) return ganfw_error_set(GANFW_ERR_IO, "cannot open PNG '%s': %s", path, strerror(errno));
+  if (fstat(fileno(f), &sb) != 0) {
+    const int err = errno;
+    fclose(f);
+    return ganfw_error_set(GANFW_ERR_IO, "cannot stat PNG '%s': %s", path, strerror(err));
+  }
   uint8_t sig[8];
   if (fread(sig, 1, 8, f) != 8 || png_sig_cmp(sig, 0, 8) != 0) {
     fclose(f);
     return ganfw_error_set(GANFW_ERR_IO, "'%s' is not a PNG file (bad signature)", path);
   }
-  png_err_ctx err = {{0}};
+  png_err_ctx err = {{0}, 0};
   png_structp png =
       png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, on_png_error, on_png_warning);
   png_infop info = png ? png_create_info_struct(png) : NULL;
@@ -197,13 +214,41 @@ static ganfw_status png_decode(const char *path, float **pixels, int32_t *c, int
     free(out);
     png_destroy_read_struct(&png, &info, NULL);
     fclose(f);
+    if (err.refused) return ganfw_error_set(GANFW_ERR_IO, "PNG '%s': %s", path, err.msg);
     return ganfw_error_set(GANFW_ERR_IO, "cannot read PNG '%s': %s (corrupt or truncated?)", path,
                            err.msg);
   }
   png_init_io(png, f);
   png_set_sig_bytes(png, 8);
   png_set_user_limits(png, PNG_MAX_SIDE, PNG_MAX_SIDE);
+  png_set_chunk_malloc_max(png, PNG_MAX_CHUNK_BYTES);
+  /* Only IHDR, PLTE, tRNS, IDAT and IEND decide the pixels read here (no gamma or colour
+   * management): every other chunk is skipped unread, so a text or ICC chunk whose length
+   * says gigabytes is neither allocated nor decompressed. */
+  png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, NULL, -1);
   png_read_info(png, info);
+  {
+    /* The image data the header promises, checked before anything that size is made. */
+    const uint64_t iw = png_get_image_width(png, info), ih = png_get_image_height(png, info);
+    const uint64_t bits = (uint64_t)png_get_channels(png, info) * png_get_bit_depth(png, info);
+    const uint64_t raw = (iw * bits + 7) / 8 * ih;
+    if (iw * ih > GANFW_PNG_MAX_PIXELS) {
+      snprintf(err.msg, sizeof err.msg,
+               "%llu x %llu pixels exceed the reader's limit of %d pixels (resize the image)",
+               (unsigned long long)iw, (unsigned long long)ih, GANFW_PNG_MAX_PIXELS);
+      err.refused = 1;
+      png_longjmp(png, 1);
+    }
+    if (raw > (uint64_t)sb.st_size * PNG_DEFLATE_MAX_RATIO + 4096) {
+      snprintf(err.msg, sizeof err.msg,
+               "its header promises %llu x %llu pixels (%llu bytes of image data), more than "
+               "a %lld-byte file can hold",
+               (unsigned long long)iw, (unsigned long long)ih, (unsigned long long)raw,
+               (long long)sb.st_size);
+      err.refused = 1;
+      png_longjmp(png, 1);
+    }
+  }
   const int color = png_get_color_type(png, info);
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (color == PNG_COLOR_TYPE_GRAY && png_get_bit_depth(png, info) < 8)

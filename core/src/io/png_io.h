@@ -33,11 +33,17 @@ ganfw_status ganfw_png_write_grid(const char *path, const float *images, int32_t
 ganfw_status ganfw_png_write_u8(const char *path, const uint8_t *pixels, int32_t h, int32_t w,
                                 int32_t c);
 
+/* The largest image the reader decodes, in pixels (4096 x 4096; its float pixels take at
+ * most 256 MiB): a larger one is refused before any of it is allocated, and so is one whose
+ * header promises more image data than its file can hold. */
+#define GANFW_PNG_MAX_PIXELS (1 << 24)
+
 /* Reads the PNG at `path` into a new float buffer [c,h,w] (planar) in [0,1] (8-bit samples
  * / 255, 16-bit / 65535) with c as stored: 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA; palette
  * images become RGB and gray below 8 bit is expanded; tRNS transparency is ignored (as
  * PIL's convert("RGB") does). *pixels is malloc'd and owned by the caller (free()); NULL
- * on failure, with GANFW_ERR_IO naming the path and libpng's reason. */
+ * on failure, with GANFW_ERR_IO naming the path and libpng's reason (or the limit, or "is a
+ * directory"). */
 ganfw_status ganfw_png_read(const char *path, float **pixels, int32_t *c, int32_t *h, int32_t *w);
 
 /* Reads only the header: the channel count ganfw_png_read would return, and the size. */

@@ -452,6 +452,30 @@ typedef struct st_build {
   int have_meta;
 } st_build;
 
+static int st_cmp_key(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A key given twice is refused: sorted, so that a header of many keys costs n log n, not
+ * n^2 comparisons. */
+static int st_check_metadata_keys(st_build *b) {
+  if (b->meta_count < 2) return 0;
+  char **keys = malloc((size_t)b->meta_count * sizeof *keys);
+  if (!keys) return st_fail(&b->p, "out of memory");
+  memcpy(keys, b->meta_keys, (size_t)b->meta_count * sizeof *keys);
+  qsort(keys, (size_t)b->meta_count, sizeof *keys, st_cmp_key);
+  for (int64_t i = 1; i < b->meta_count; i++) {
+    if (strcmp(keys[i - 1], keys[i]) == 0) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "duplicate key \"%.64s\" in \"__metadata__\"", keys[i]);
+      free(keys);
+      return st_fail(&b->p, msg);
+    }
+  }
+  free(keys);
+  return 0;
+}
+
 static int st_parse_metadata(st_build *b) {
   st_parser *p = &b->p;
   if (b->have_meta) return st_fail(p, "duplicate \"__metadata__\"");
@@ -461,12 +485,6 @@ static int st_parse_metadata(st_build *b) {
   for (;;) {
     char *key = NULL, *value = NULL;
     if (st_string(p, &key)) return -1;
-    for (int64_t i = 0; i < b->meta_count; i++) {
-      if (strcmp(b->meta_keys[i], key) == 0) {
-        free(key);
-        return st_fail(p, "duplicate key in \"__metadata__\"");
-      }
-    }
     if (st_expect(p, ':')) {
       free(key);
       return -1;
@@ -498,7 +516,7 @@ static int st_parse_metadata(st_build *b) {
     b->meta_count++;
     int r = st_next(p, '}');
     if (r < 0) return -1;
-    if (r == 1) return 0;
+    if (r == 1) return st_check_metadata_keys(b);
   }
 }
 
@@ -835,7 +853,8 @@ ganfw_status ganfw_st_open_memory(const void *bytes, int64_t nbytes, const char 
 ganfw_status ganfw_st_open(const char *path, ganfw_st_file **out) {
   if (!path || !out) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_st_open: NULL argument");
   *out = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO must not block the open (it is refused below); no effect on files. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ganfw_error_set(GANFW_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -845,7 +864,8 @@ ganfw_status ganfw_st_open(const char *path, ganfw_st_file **out) {
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return ganfw_error_set(GANFW_ERR_IO, "%s: not a regular file", path);
+    return ganfw_error_set(GANFW_ERR_IO, "%s: %s, not a safetensors file", path,
+                           S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
   }
   int64_t size = (int64_t)st.st_size;
   /* Aligned so that tensor data laid out by decreasing element size is aligned in memory. */
