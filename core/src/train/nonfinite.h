@@ -36,8 +36,8 @@ void ganfw_nonfinite_locate(const ganfw_nonfinite_hop *hops, int32_t n_hops, gan
                             char *buf, size_t n);
 
 /* After a backward found NaN or inf gradients of the `role` net whose loss `loss_name`
- * ("loss loss_d", "cross-entropy loss") was `loss`: writes into buf[0..n) which layer backward reached first with them, after
- * found_by ("" or what reported them, e.g. a strategy's message). */
+ * ("loss loss_d", "cross-entropy loss") was `loss`: writes into buf[0..n) which layer backward
+ * reached first with them, after found_by ("" or what reported them, e.g. a strategy's message). */
 void ganfw_nonfinite_grad_what(ganfw_net *net, const char *role, const char *loss_name, double loss,
                                const char *found_by, char *buf, size_t n);
 
