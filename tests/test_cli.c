@@ -282,6 +282,24 @@ static void test_resume_at_end(void) {
   CU_ASSERT_EQUAL(after.st_size, before.st_size);
 }
 
+/* A checkpoint whose loader position the data set cannot hold (resumed on a smaller data
+ * set) is refused on resume through the real run, naming the checkpoint and the field. */
+static void test_resume_checks_metadata(void) {
+  char outdir[600], small[600], data[700];
+  snprintf(outdir, sizeof outdir, "run.out_dir=%s", path_in("meta"));
+  snprintf(small, sizeof small, "%s", path_in("mnist_small"));
+  CU_ASSERT_EQUAL_FATAL(mkdir(small, 0755), 0);
+  CU_ASSERT_EQUAL_FATAL(gt_write_mnist(small, 16, 20, 9), 0);
+  snprintf(data, sizeof data, "data.path=%s", small);
+  CU_ASSERT_EQUAL_FATAL(run_ganfw((const char *[]){path_in("ok.yaml"), "--set", outdir, NULL}), 0);
+  CU_ASSERT_EQUAL(
+      run_ganfw((const char *[]){path_in("ok.yaml"), "--set", outdir, "--set", data, "--set",
+                                 "train.max_steps=6", "--set", "train.resume=latest", NULL}),
+      2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "step_00000004.safetensors"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "field loader_position: 32 is past the data set's 16 items"));
+}
+
 static void test_sigint_writes_checkpoint(void) {
   signal_writes_checkpoint(SIGINT, "int", 130);
 }
@@ -430,6 +448,7 @@ static CU_TestInfo tests[] = {
     {"resume at the last step trains nothing, exit 0", test_resume_at_end},
     {"Ctrl-C writes a checkpoint and exits 130", test_sigint_writes_checkpoint},
     {"SIGTERM writes a checkpoint and exits 143", test_sigterm_writes_checkpoint},
+    {"resume checks the checkpoint's metadata against the run", test_resume_checks_metadata},
     {"a relative plugin_path is absolute in the resolved config",
      test_plugin_path_resolved_absolute},
     {"--set plugin_path is relative to the working directory",
