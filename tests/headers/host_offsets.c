@@ -71,9 +71,14 @@ PIN(net_global_avg_pool, 416);
 PIN(net_groupnorm, 424);
 PIN(net_instancenorm2d, 432);
 PIN(net_layernorm, 440);
+PIN(net_input, 448);
+PIN(net_add, 456);
+PIN(net_concat, 464);
+PIN(net_embedding, 472);
+PIN(net_spectral_norm, 480);
 
 /* One past the last entry: a new entry appended moves this (and gets a PIN line above). */
-#define GANFW_HOST_SIZE 448
+#define GANFW_HOST_SIZE 488
 _Static_assert(sizeof(ganfw_host) == GANFW_HOST_SIZE, "ganfw_host grew: pin the new entries");
 
 /* Structs of ABI 1.1 whose layout plugins see. */

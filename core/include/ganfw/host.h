@@ -251,6 +251,40 @@ struct ganfw_host {
   ganfw_status (*net_layernorm)(ganfw_net *net, const char *name, int32_t ndim,
                                 const int64_t *shape, float eps, int32_t affine);
 
+  /* --- added in minor 3 (ABI 1.3, 2026-12): graph nets and more layers; check
+   * GANFW_HOST_HAS before use ---
+   * A net is a directed acyclic graph of named nodes, run in the order they are appended. A
+   * layer takes its input from the node appended before it (the first one: the net's input)
+   * unless net_input names another; a node's output may feed any number of later nodes
+   * (backward adds up their gradients). The net's output is the last node. The net's input
+   * is the node named "input" (no layer may take that name). Names are resolved by
+   * net_build: a name no earlier node has, a node that feeds nothing, or an input from a
+   * later node (a cycle) is an error naming the node. */
+
+  /* The next layer appended takes its input from the node named `from` (a layer name or
+   * "input") instead of the layer appended before it. `from` is copied. */
+  ganfw_status (*net_input)(ganfw_net *net, const char *from);
+  /* torch.add / a residual connection: the element-wise sum of n >= 2 nodes of one shape.
+   * inputs[i] is a node name, or NULL for the node appended before this one. Keeps nothing
+   * for backward; runs in place on its first input when nothing else holds it. */
+  ganfw_status (*net_add)(ganfw_net *net, const char *name, const char *const *inputs, int32_t n);
+  /* torch.cat(dim=1): n >= 2 nodes [N,Ci,...] equal in every dimension but the channels, in
+   * the order given (NULL: the node appended before). Keeps nothing for backward. */
+  ganfw_status (*net_concat)(ganfw_net *net, const char *name, const char *const *inputs,
+                             int32_t n);
+  /* nn.Embedding(num, dim): class ids (floats holding whole numbers in [0, num), shape [N,1]
+   * or [N,1,1,1]) -> [N,dim]; "<name>.weight" [num,dim], N(0, 1). An id out of range is an
+   * error naming the layer. The id input gets no gradient. */
+  ganfw_status (*net_embedding)(ganfw_net *net, const char *name, int64_t num, int64_t dim);
+  /* torch.nn.utils.spectral_norm on the layer named `layer` (a conv2d, conv_transpose2d or
+   * linear appended before): its weight becomes "<layer>.weight_orig", with buffers
+   * "<layer>.weight_u" and "<layer>.weight_v"; each training forward runs
+   * n_power_iterations (>= 1) power iterations (none in eval, none when the net's running
+   * statistics are frozen, as in a checkpoint re-run), and the layer uses
+   * weight_orig / sigma. eps as PyTorch's (1e-12). */
+  ganfw_status (*net_spectral_norm)(ganfw_net *net, const char *layer, int32_t n_power_iterations,
+                                    float eps);
+
   /* New entries go here, in a block dated with the minor version that added them. */
 };
 
