@@ -76,9 +76,11 @@ PIN(net_add, 456);
 PIN(net_concat, 464);
 PIN(net_embedding, 472);
 PIN(net_spectral_norm, 480);
+PIN(net_layer_index, 488);
+PIN(net_cut_ok, 496);
 
 /* One past the last entry: a new entry appended moves this (and gets a PIN line above). */
-#define GANFW_HOST_SIZE 488
+#define GANFW_HOST_SIZE 504
 _Static_assert(sizeof(ganfw_host) == GANFW_HOST_SIZE, "ganfw_host grew: pin the new entries");
 
 /* Structs of ABI 1.1 whose layout plugins see. */

@@ -284,6 +284,14 @@ struct ganfw_host {
    * weight_orig / sigma. eps as PyTorch's (1e-12). */
   ganfw_status (*net_spectral_norm)(ganfw_net *net, const char *layer, int32_t n_power_iterations,
                                     float eps);
+  /* The index of the node named `name` in a built net (append order, as net_checkpoint
+   * counts), or -1 when it has none. */
+  int32_t (*net_layer_index)(const ganfw_net *net, const char *name);
+  /* 1 when a checkpoint segment of a built net may start at node `start` (1..layers-1): the
+   * output of node start - 1 is the only tensor that crosses from the nodes before it to
+   * the nodes from it on. Every start qualifies in a straight net; in a residual net, the
+   * first node of a block does. */
+  int32_t (*net_cut_ok)(const ganfw_net *net, int32_t start);
 
   /* New entries go here, in a block dated with the minor version that added them. */
 };
