@@ -50,7 +50,20 @@ typedef struct ganfw_layer_vt {
   ganfw_status (*backward)(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
                            ganfw_tensor *dy, ganfw_tensor **dx, int32_t param_grads,
                            int32_t accumulate);
+  /* Layers of several inputs (add, concat) set these three instead: n inputs x[0..n), in
+   * the order the node names them; shapes in[k][0..in_ndim[k]). forward_n may return x[0]
+   * retained under the same rule as forward. backward_n sets dx[k] (a new reference) for
+   * each k with want[k], and leaves the others NULL. */
+  ganfw_status (*infer_n)(const ganfw_layer *l, int32_t n, const int64_t (*in)[GANFW_MAX_DIMS],
+                          const int32_t *in_ndim, int64_t *out, int32_t *out_ndim);
+  ganfw_status (*forward_n)(ganfw_layer *l, const ganfw_exec *ex, int32_t n, ganfw_tensor *const *x,
+                            ganfw_tensor **y, ganfw_saved *saved);
+  ganfw_status (*backward_n)(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                             ganfw_tensor *dy, int32_t n, const int32_t *want, ganfw_tensor **dx);
 } ganfw_layer_vt;
+
+/* Inputs of one node: add and concat take up to this many. */
+#define GANFW_NODE_MAX_INPUTS 16
 
 #define GANFW_LAYER_MAX_PARAMS 2
 #define GANFW_LAYER_MAX_ARGS   8
@@ -71,6 +84,13 @@ struct ganfw_layer {
   int64_t num_batches_tracked;
   char *buffer_name[3];
   int32_t trainable;
+  /* Where its inputs come from (net.c): in_name[k] as the builder named it (NULL: the node
+   * appended before), resolved by net_build into in[k], the producing layer's index or -1
+   * for the net's input. */
+  int32_t n_in;
+  char *in_name[GANFW_NODE_MAX_INPUTS];
+  int32_t in[GANFW_NODE_MAX_INPUTS];
+  int64_t in_c[GANFW_NODE_MAX_INPUTS]; /* dim 1 of each input's shape, set by net_build */
 };
 
 /* The layer types. */
@@ -87,6 +107,14 @@ extern const ganfw_layer_vt ganfw_layer_global_avg_pool;
 extern const ganfw_layer_vt ganfw_layer_groupnorm;
 extern const ganfw_layer_vt ganfw_layer_instancenorm2d;
 extern const ganfw_layer_vt ganfw_layer_layernorm;
+extern const ganfw_layer_vt ganfw_layer_add;
+extern const ganfw_layer_vt ganfw_layer_concat;
+
+/* *acc += g for the executor's gradients of a node that feeds several others
+ * (layers/join.c): in place when the executor holds the only reference to *acc, else *acc
+ * is replaced by a new tensor holding the sum (in the compute dtype). l names the node. */
+ganfw_status ganfw_join_accumulate(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor **acc,
+                                   ganfw_tensor *g);
 
 /* The normalisation shared by groupnorm, instancenorm2d and layernorm (layers/groupnorm.c):
  * the input seen as [N,C,HW] (N its first dimension) in G groups, normalised per sample and

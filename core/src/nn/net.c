@@ -1,6 +1,9 @@
-/* Nets and the executor (see net.h): building from layer descriptions, forward with or
- * without a tape, backward that consumes the tape and frees each layer's saved tensors as
- * soon as its gradient is computed. */
+/* Nets and the executor (see net.h): building a graph of named nodes from layer
+ * descriptions, forward with or without a tape (each node's output released after its last
+ * reader), backward that consumes the tape, adds up the gradients of a node that feeds
+ * several, and frees each node's saved tensors as soon as its gradient is computed. A
+ * straight net is the graph whose nodes each read the one before: the same calls in the
+ * same order as a plain loop over the layers. */
 #include "nn/net.h"
 
 #include <stdio.h>
@@ -8,6 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/suggest.h"
 #include "nn/layer.h"
 #include "runtime/tensor_cast.h"
 
@@ -24,15 +28,25 @@ struct ganfw_net {
   int32_t dtype;        /* compute dtype (GANFW_DTYPE_F32, F16, BF16): activations stored in it */
   int32_t *ckpt_starts; /* checkpoint segment starts after the first, or NULL */
   int32_t n_ckpt;
-  int32_t stop; /* the first layer with trainable parameters (n: none): backward without an
-                   input gradient ends there */
+  char *next_input; /* net_input's name for the next layer appended, or NULL */
+  /* Set by net_build, per node i (slot i + 1 of the value arrays; slot 0 is the net's
+   * input): */
+  int32_t *last_use; /* [n + 1]: the last node that reads slot s (n for the net's output) */
+  int32_t *up_train; /* [n]: node i or a node upstream of it has trainable parameters, so a
+                        backward without an input gradient must reach node i */
+  int64_t (*shape)[GANFW_MAX_DIMS]; /* [n]: node i's output shape for a batch of 1 */
+  int32_t *ndim;                    /* [n] */
 };
+
+/* The name the net's input goes by in net_input, net_add and net_concat. */
+#define NET_INPUT_NAME "input"
 
 struct ganfw_tape {
   ganfw_net *net;
   ganfw_saved *saved; /* one per layer */
   int32_t n;
   int32_t recorded; /* a forward was recorded and not yet consumed */
+  int64_t batch;    /* the recorded forward's batch size */
   /* Checkpointed forward: n_seg segments (0 without checkpointing), each with its first
    * layer, its input (a reference) and the Philox offset at its start; n entries each. */
   int32_t n_seg;
@@ -71,6 +85,7 @@ static void layer_destroy(ganfw_layer *l) {
   ganfw_tensor_destroy(l->running_mean);
   ganfw_tensor_destroy(l->running_var);
   for (int i = 0; i < 3; i++) free(l->buffer_name[i]);
+  for (int32_t k = 0; k < GANFW_NODE_MAX_INPUTS; k++) free(l->in_name[k]);
   free(l->name);
   free(l->qualified);
   free(l);
@@ -81,14 +96,21 @@ void ganfw_net_destroy(ganfw_net *net) {
   for (int32_t i = 0; i < net->n; i++) layer_destroy(net->layers[i]);
   free(net->layers);
   free(net->ckpt_starts);
+  free(net->next_input);
+  free(net->last_use);
+  free(net->up_train);
+  free(net->shape);
+  free(net->ndim);
   free(net->name);
   free(net);
 }
 
-/* Appends a layer of type vt with its arguments. */
-static ganfw_status add_layer(ganfw_net *net, const ganfw_layer_vt *vt, const char *name,
-                              const int64_t *args, int32_t nargs, const float *fargs,
-                              int32_t nfargs) {
+/* Appends a node of type vt with its arguments that reads the nodes named inputs[0..n_in)
+ * (NULL entries: the node appended before); inputs NULL: one input, the node net_input
+ * named or else the one appended before. */
+static ganfw_status add_node(ganfw_net *net, const ganfw_layer_vt *vt, const char *name,
+                             const int64_t *args, int32_t nargs, const float *fargs, int32_t nfargs,
+                             const char *const *inputs, int32_t n_in) {
   if (net->built)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "net %s: layer '%s' added after net_build; add every layer first",
@@ -98,6 +120,10 @@ static ganfw_status add_layer(ganfw_net *net, const ganfw_layer_vt *vt, const ch
     snprintf(index_name, sizeof index_name, "%d", net->n);
     name = index_name;
   }
+  if (strcmp(name, NET_INPUT_NAME) == 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: a layer cannot be named '%s': that name is the net's input",
+                           net->name, NET_INPUT_NAME);
   for (int32_t i = 0; i < net->n; i++)
     if (strcmp(net->layers[i]->name, name) == 0)
       return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s: two layers are named '%s'", net->name,
@@ -123,8 +149,62 @@ static ganfw_status add_layer(ganfw_net *net, const ganfw_layer_vt *vt, const ch
   }
   for (int32_t i = 0; i < nargs; i++) l->arg[i] = args[i];
   for (int32_t i = 0; i < nfargs; i++) l->farg[i] = fargs[i];
+  l->n_in = inputs ? n_in : 1;
+  if (!inputs) { /* the one input: net_input's name, handed over */
+    l->in_name[0] = net->next_input;
+    net->next_input = NULL;
+  }
+  for (int32_t k = 0; inputs && k < n_in; k++)
+    if (inputs[k] && !(l->in_name[k] = dup_str(inputs[k]))) {
+      layer_destroy(l);
+      return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+    }
   net->layers[net->n++] = l;
   return GANFW_OK;
+}
+
+static ganfw_status add_layer(ganfw_net *net, const ganfw_layer_vt *vt, const char *name,
+                              const int64_t *args, int32_t nargs, const float *fargs,
+                              int32_t nfargs) {
+  return add_node(net, vt, name, args, nargs, fargs, nfargs, NULL, 1);
+}
+
+ganfw_status ganfw_net_input(ganfw_net *net, const char *from) {
+  if (net->built)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s: net_input after net_build", net->name);
+  if (!from || !*from)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: net_input needs a node name (a layer, or '%s')", net->name,
+                           NET_INPUT_NAME);
+  char *d = dup_str(from);
+  if (!d) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  free(net->next_input);
+  net->next_input = d;
+  return GANFW_OK;
+}
+
+/* add and concat: n >= 2 inputs. */
+static ganfw_status add_join(ganfw_net *net, const ganfw_layer_vt *vt, const char *name,
+                             const char *const *inputs, int32_t n) {
+  if (n < 2 || n > GANFW_NODE_MAX_INPUTS || !inputs)
+    return ganfw_error_set(
+        GANFW_ERR_INVALID_ARG, "net %s, layer %s: %s takes 2 to %d inputs, got %d%s", net->name,
+        name ? name : "?", vt->type, GANFW_NODE_MAX_INPUTS, (int)n, inputs ? "" : " and no names");
+  if (net->next_input)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s, layer %s: net_input('%s') before a %s, which names its "
+                           "inputs itself; drop the net_input call",
+                           net->name, name ? name : "?", net->next_input, vt->type);
+  return add_node(net, vt, name, NULL, 0, NULL, 0, inputs, n);
+}
+
+ganfw_status ganfw_net_add(ganfw_net *net, const char *name, const char *const *inputs, int32_t n) {
+  return add_join(net, &ganfw_layer_add, name, inputs, n);
+}
+
+ganfw_status ganfw_net_concat(ganfw_net *net, const char *name, const char *const *inputs,
+                              int32_t n) {
+  return add_join(net, &ganfw_layer_concat, name, inputs, n);
 }
 
 static ganfw_status positive(ganfw_net *net, const char *name, const char *what, int64_t v) {
@@ -295,31 +375,191 @@ ganfw_status ganfw_net_layernorm(ganfw_net *net, const char *name, int32_t ndim,
   return add_layer(net, &ganfw_layer_layernorm, name, args, 5, fargs, 1);
 }
 
+/* The index of the layer named `name`, -1 for the net's input, -2 when none has it. */
+static int32_t node_index(const ganfw_net *net, const char *name) {
+  if (strcmp(name, NET_INPUT_NAME) == 0) return -1;
+  for (int32_t i = 0; i < net->n; i++)
+    if (strcmp(net->layers[i]->name, name) == 0) return i;
+  return -2;
+}
+
+/* " (did you mean 'main.1'?)" for a name no node has, or "". */
+static void near_name(const ganfw_net *net, const char *typed, char *buf, size_t cap) {
+  const char *best = NULL;
+  size_t best_d = (size_t)-1;
+  for (int32_t i = -1; i < net->n; i++) {
+    const char *name = i < 0 ? NET_INPUT_NAME : net->layers[i]->name;
+    size_t d = ganfw_edit_distance(typed, name);
+    if (d < best_d) best_d = d, best = name;
+  }
+  buf[0] = 0;
+  if (best && ganfw_suggest_near(strlen(typed), best_d))
+    snprintf(buf, cap, " (did you mean '%s'?)", best);
+}
+
+/* 1 when node `target` is upstream of node `from` (from itself included), following the
+ * resolved inputs wherever they point. */
+static int32_t reaches(const ganfw_net *net, int32_t from, int32_t target) {
+  uint8_t *seen = calloc((size_t)net->n, 1);
+  int32_t *stack = malloc((size_t)net->n * GANFW_NODE_MAX_INPUTS * sizeof *stack + sizeof *stack);
+  int32_t found = 0, top = 0;
+  if (seen && stack) {
+    stack[top++] = from;
+    seen[from] = 1;
+    while (top > 0 && !found) {
+      const ganfw_layer *l = net->layers[stack[--top]];
+      for (int32_t k = 0; k < l->n_in; k++) {
+        int32_t j = l->in[k];
+        if (j == target) found = 1;
+        if (j >= 0 && !seen[j]) seen[j] = 1, stack[top++] = j;
+      }
+    }
+  }
+  free(seen);
+  free(stack);
+  return found;
+}
+
+/* Resolves every node's input names into indices; a name no node has, or an input from the
+ * node itself or a later one (a cycle, or nodes appended out of order), is an error naming
+ * the node. */
+static ganfw_status resolve_inputs(ganfw_net *net) {
+  for (int32_t i = 0; i < net->n; i++) {
+    ganfw_layer *l = net->layers[i];
+    for (int32_t k = 0; k < l->n_in; k++) {
+      const char *name = l->in_name[k];
+      int32_t j = name ? node_index(net, name) : i - 1;
+      if (j == -2) {
+        char hint[96];
+        near_name(net, name, hint, sizeof hint);
+        return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                               "net %s, layer %s (%s): input '%s' is no node of the net%s; name "
+                               "a layer appended before it, or '%s' for the net's input",
+                               net->name, l->name, l->vt->type, name, hint, NET_INPUT_NAME);
+      }
+      l->in[k] = j;
+    }
+  }
+  for (int32_t i = 0; i < net->n; i++) {
+    const ganfw_layer *l = net->layers[i];
+    for (int32_t k = 0; k < l->n_in; k++) {
+      const int32_t j = l->in[k];
+      if (j < i) continue;
+      if (j == i || reaches(net, j, i))
+        return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                               "net %s, layer %s (%s): the graph has a cycle: it reads '%s', "
+                               "which %s; a net must be acyclic, so break the loop",
+                               net->name, l->name, l->vt->type, net->layers[j]->name,
+                               j == i ? "is itself" : "depends on its output");
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "net %s, layer %s (%s): it reads '%s', which is appended after it; "
+                             "nodes run in the order they are appended, so append '%s' first",
+                             net->name, l->name, l->vt->type, net->layers[j]->name,
+                             net->layers[j]->name);
+    }
+  }
+  return GANFW_OK;
+}
+
+/* up_train from the layers' trainable parameters (net_build, net_freeze). */
+static void mark_up_train(ganfw_net *net) {
+  for (int32_t i = 0; i < net->n; i++) {
+    const ganfw_layer *l = net->layers[i];
+    int32_t up = l->nparams > 0 && l->trainable;
+    for (int32_t k = 0; k < l->n_in && !up; k++) up = l->in[k] >= 0 && net->up_train[l->in[k]];
+    net->up_train[i] = up;
+  }
+}
+
+/* Each node's output shape (batch 1) from its inputs', the layers' parameters, and when each
+ * value is last read; a node whose output nobody reads (other than the last, the net's
+ * output) is an error naming it. */
+static ganfw_status build_nodes(ganfw_net *net) {
+  for (int32_t i = 0; i < net->n; i++) {
+    ganfw_layer *l = net->layers[i];
+    int64_t in[GANFW_NODE_MAX_INPUTS][GANFW_MAX_DIMS];
+    int32_t in_ndim[GANFW_NODE_MAX_INPUTS];
+    for (int32_t k = 0; k < l->n_in; k++) {
+      const int32_t j = l->in[k];
+      memcpy(in[k], j < 0 ? net->in_shape : net->shape[j], sizeof in[k]);
+      in_ndim[k] = j < 0 ? net->in_ndim : net->ndim[j];
+      l->in_c[k] = in[k][1];
+    }
+    int64_t *out = net->shape[i];
+    for (int32_t d = 0; d < GANFW_MAX_DIMS; d++) out[d] = 1;
+    ganfw_status st = l->vt->infer_n
+                          ? l->vt->infer_n(l, l->n_in, (const int64_t(*)[GANFW_MAX_DIMS])in,
+                                           in_ndim, out, &net->ndim[i])
+                          : l->vt->infer(l, in[0], in_ndim[0], out, &net->ndim[i]);
+    if (st != GANFW_OK) return st;
+    if (l->vt->init && (st = l->vt->init(l, in[0], in_ndim[0])) != GANFW_OK) return st;
+  }
+  for (int32_t s = 0; s <= net->n; s++) net->last_use[s] = -1;
+  for (int32_t i = 0; i < net->n; i++)
+    for (int32_t k = 0; k < net->layers[i]->n_in; k++) net->last_use[net->layers[i]->in[k] + 1] = i;
+  net->last_use[net->n] = net->n; /* the net's output: kept */
+  for (int32_t j = 0; j + 1 < net->n; j++)
+    if (net->last_use[j + 1] < 0)
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "net %s, layer %s (%s): its output feeds nothing (only the last "
+                             "node is the net's output); name it in a later node's inputs, or "
+                             "remove it",
+                             net->name, net->layers[j]->name, net->layers[j]->vt->type);
+  mark_up_train(net);
+  return GANFW_OK;
+}
+
 ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w) {
   if (net->built)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s is already built", net->name);
   if (net->n == 0) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s has no layers", net->name);
+  if (net->next_input)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: net_input('%s') was not followed by a layer; append the "
+                           "layer that reads it, or drop the call",
+                           net->name, net->next_input);
   int64_t shape[GANFW_MAX_DIMS] = {1, c, h, w};
-  int32_t ndim = 4;
   if (c <= 0 || h <= 0 || w <= 0)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s: input shape [%lld,%lld,%lld] is empty",
                            net->name, (long long)c, (long long)h, (long long)w);
   memcpy(net->in_shape, shape, sizeof shape);
-  net->in_ndim = ndim;
-  for (int32_t i = 0; i < net->n; i++) {
-    ganfw_layer *l = net->layers[i];
-    int64_t out[GANFW_MAX_DIMS] = {1, 1, 1, 1};
-    int32_t out_ndim = 0;
-    ganfw_status st = l->vt->infer(l, shape, ndim, out, &out_ndim);
-    if (st != GANFW_OK) return st;
-    if (l->vt->init && (st = l->vt->init(l, shape, ndim)) != GANFW_OK) return st;
-    memcpy(shape, out, sizeof shape);
-    ndim = out_ndim;
-  }
+  net->in_ndim = 4;
+  const size_t n = (size_t)net->n;
+  net->last_use = calloc(n + 1, sizeof *net->last_use);
+  net->up_train = calloc(n, sizeof *net->up_train);
+  net->shape = calloc(n, sizeof *net->shape);
+  net->ndim = calloc(n, sizeof *net->ndim);
+  if (!net->last_use || !net->up_train || !net->shape || !net->ndim)
+    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory building net %s", net->name);
+  ganfw_status st = resolve_inputs(net);
+  if (st == GANFW_OK) st = build_nodes(net);
+  if (st != GANFW_OK) return st;
   net->built = 1;
   net->grads_valid = 0;
-  net->stop = 0;
   return GANFW_OK;
+}
+
+int32_t ganfw_net_layer_index(const ganfw_net *net, const char *name) {
+  if (!net || !name) return -1;
+  int32_t i = node_index(net, name);
+  return i >= 0 ? i : -1;
+}
+
+/* The first node at or after `start` that reads a value from before start - 1, or -1 when
+ * none does (the output of node start - 1 is the only tensor crossing). */
+static int32_t cut_crosser(const ganfw_net *net, int32_t start, int32_t *what) {
+  for (int32_t i = start; i < net->n; i++)
+    for (int32_t k = 0; k < net->layers[i]->n_in; k++)
+      if (net->layers[i]->in[k] < start - 1) {
+        *what = net->layers[i]->in[k];
+        return i;
+      }
+  return -1;
+}
+
+int32_t ganfw_net_cut_ok(const ganfw_net *net, int32_t start) {
+  int32_t what = 0;
+  return net && net->built && start >= 1 && start < net->n && cut_crosser(net, start, &what) < 0;
 }
 
 const char *ganfw_net_layer_name(const ganfw_net *net, int32_t i) {
@@ -345,12 +585,7 @@ ganfw_status ganfw_net_freeze(ganfw_net *net, int32_t first_layer, int32_t end_l
       l->grad[k] = NULL;
     }
   }
-  net->stop = net->n;
-  for (int32_t i = 0; i < net->n; i++)
-    if (net->layers[i]->nparams > 0 && net->layers[i]->trainable) {
-      net->stop = i;
-      break;
-    }
+  mark_up_train(net);
   return GANFW_OK;
 }
 
@@ -389,17 +624,10 @@ int32_t ganfw_net_layer_count(const ganfw_net *net) {
 }
 
 void ganfw_net_output_shape(const ganfw_net *net, int64_t n, int64_t *out, int32_t *ndim) {
-  int64_t shape[GANFW_MAX_DIMS];
-  memcpy(shape, net->in_shape, sizeof shape);
-  shape[0] = n;
-  int32_t nd = net->in_ndim;
-  for (int32_t i = 0; i < net->n; i++) {
-    int64_t next[GANFW_MAX_DIMS] = {1, 1, 1, 1};
-    net->layers[i]->vt->infer(net->layers[i], shape, nd, next, &nd);
-    memcpy(shape, next, sizeof shape);
-  }
-  memcpy(out, shape, sizeof shape);
-  *ndim = nd;
+  /* every layer keeps the batch first: the batch-1 shape with n in front */
+  memcpy(out, net->shape[net->n - 1], sizeof(int64_t) * GANFW_MAX_DIMS);
+  out[0] = n;
+  *ndim = net->ndim[net->n - 1];
 }
 
 int32_t ganfw_net_buffer_at(ganfw_net *net, int64_t i, ganfw_net_buffer *out) {
@@ -454,6 +682,16 @@ ganfw_status ganfw_net_checkpoint(ganfw_net *net, const int32_t *starts, int32_t
                              "net %s: checkpoint segment start %d (entry %d) is out of order or "
                              "out of range; starts must increase strictly within 1..%d",
                              net->name, (int)starts[i], (int)i, (int)(net->n - 1));
+    int32_t what = 0, at = cut_crosser(net, starts[i], &what);
+    if (at >= 0)
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "net %s: a checkpoint segment cannot start at layer %d (%s): layer "
+                             "%d (%s) reads %s from before it, so more than one tensor would "
+                             "cross the cut; start segments where one tensor crosses, e.g. at the "
+                             "first layer of a residual block",
+                             net->name, (int)starts[i], net->layers[starts[i]]->name, (int)at,
+                             net->layers[at]->name,
+                             what < 0 ? "the net's input" : net->layers[what]->name);
   }
   int32_t *copy = NULL;
   if (n > 0) {
@@ -533,65 +771,147 @@ static ganfw_status backend_error(const ganfw_exec *ex, const ganfw_layer *l) {
   return st == GANFW_OK ? st : ganfw_error_wrap(st, "layer %s", l->qualified);
 }
 
-/* Runs layers [from, to) on *cur (a reference, consumed and replaced by the output),
- * recording into saved[from..to) when saved is not NULL. On failure *cur is released. */
-static ganfw_status run_layers(ganfw_net *net, const ganfw_exec *ex, int32_t from, int32_t to,
-                               ganfw_saved *saved, ganfw_tensor **cur) {
+/* The value slot of node j's output (slot 0: the net's input). */
+#define SLOT(j) ((j) + 1)
+
+static void values_clear(ganfw_tensor **v, int32_t n) {
+  for (int32_t s = 0; s < n; s++) {
+    ganfw_tensor_destroy(v[s]);
+    v[s] = NULL;
+  }
+}
+
+/* Runs nodes [from, to) on the values v (slots as SLOT; references), recording into
+ * saved[from..to) when saved is not NULL. A node's inputs are handed over at their last
+ * read (the node may then run in place on them, as in a straight net) and lent otherwise
+ * (a second reference, so that nothing overwrites a value that another node still needs).
+ * Node outputs fill their slots. On failure the slots still held are left for the caller. */
+static ganfw_status run_nodes(ganfw_net *net, const ganfw_exec *ex, int32_t from, int32_t to,
+                              ganfw_saved *saved, ganfw_tensor **v) {
   for (int32_t i = from; i < to; i++) {
     ganfw_layer *l = net->layers[i];
+    ganfw_tensor *x[GANFW_NODE_MAX_INPUTS];
+    ganfw_status st = GANFW_OK;
+    for (int32_t k = 0; k < l->n_in; k++) {
+      const int32_t s = SLOT(l->in[k]);
+      int32_t later = 0; /* the same value read again by this node */
+      for (int32_t m = k + 1; m < l->n_in; m++) later |= l->in[m] == l->in[k];
+      x[k] = v[s];
+      if (!x[k])
+        st = ganfw_error_set(GANFW_ERR_INTERNAL, "layer %s: input %d is not computed", l->qualified,
+                             (int)k);
+      else if (net->last_use[s] == i && !later)
+        v[s] = NULL; /* handed over */
+      else
+        ganfw_tensor_retain(x[k]);
+    }
     ganfw_tensor *out = NULL;
-    ganfw_status st = l->vt->forward(l, ex, *cur, &out, saved ? &saved[i] : NULL);
+    if (st == GANFW_OK)
+      st = l->vt->forward_n ? l->vt->forward_n(l, ex, l->n_in, x, &out, saved ? &saved[i] : NULL)
+                            : l->vt->forward(l, ex, x[0], &out, saved ? &saved[i] : NULL);
     if (st == GANFW_OK) st = backend_error(ex, l);
-    ganfw_tensor_destroy(*cur);
-    *cur = out;
+    for (int32_t k = 0; k < l->n_in; k++)
+      if (x[k]) ganfw_tensor_destroy(x[k]);
     if (st != GANFW_OK) {
       ganfw_tensor_destroy(out);
-      *cur = NULL;
       return st;
     }
+    v[SLOT(i)] = out;
   }
   return GANFW_OK;
 }
 
-/* Backward through layers [from, to) from the gradient *g (a reference, consumed and
- * replaced by the input gradient, NULL when not wanted), freeing each layer's record. */
-static ganfw_status backward_layers(ganfw_net *net, const ganfw_exec *ex, ganfw_saved *saved,
-                                    int32_t from, int32_t to, int32_t flags, int32_t accumulate,
-                                    ganfw_tensor **g) {
+/* The zero gradient of node i's output for a batch (a node whose only readers pass it no
+ * gradient, such as an embedding's ids), in the compute dtype. NULL on failure. */
+static ganfw_tensor *zero_grad_of(ganfw_net *net, const ganfw_exec *ex, int32_t i, int64_t batch) {
+  int64_t shape[GANFW_MAX_DIMS];
+  memcpy(shape, net->shape[i], sizeof shape);
+  shape[0] = batch;
+  ganfw_layer *l = net->layers[i];
+  ganfw_tensor *z = ganfw_layer_tensor(l, ex, ex->dtype, net->ndim[i], shape, GANFW_MEM_ACTIVATION);
+  ganfw_tensor *f =
+      z && z->dtype != GANFW_DTYPE_F32
+          ? ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, z->ndim, z->shape, GANFW_MEM_WORKSPACE)
+          : NULL;
+  if (!z || (z->dtype != GANFW_DTYPE_F32 && !f)) {
+    ganfw_tensor_destroy(z);
+    return NULL;
+  }
+  ex->be->vt->fill(ex->be, z->numel, f ? f->data : z->data, 0.0f);
+  ganfw_status st =
+      f ? ganfw_cast(ex->be, z->numel, GANFW_DTYPE_F32, f->data, z->dtype, z->data) : GANFW_OK;
+  ganfw_tensor_destroy(f);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(z);
+    return NULL;
+  }
+  return z;
+}
+
+/* Backward through nodes [from, to) from the gradients g (slots as SLOT; references):
+ * consumes each node's gradient and record, and adds its input gradients into their slots
+ * (where a value feeds several nodes, the gradients add up). Slots of values nothing
+ * upstream needs stay NULL. */
+static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_saved *saved,
+                                   int32_t from, int32_t to, int32_t flags, int32_t accumulate,
+                                   int64_t batch, ganfw_tensor **g) {
   const int32_t param_grads = (flags & GANFW_BWD_PARAM_GRAD) != 0;
   const int32_t input_grad = (flags & GANFW_BWD_INPUT_GRAD) != 0;
   for (int32_t i = to - 1; i >= from; i--) {
     ganfw_layer *l = net->layers[i];
-    if (!input_grad && i < net->stop) { /* frozen below: nothing left to compute */
+    ganfw_tensor *dy = g[SLOT(i)];
+    g[SLOT(i)] = NULL;
+    if (!input_grad && !net->up_train[i]) { /* frozen up to here: nothing left to compute */
       ganfw_saved_clear(&saved[i]);
-      ganfw_tensor_destroy(*g);
-      *g = NULL;
+      ganfw_tensor_destroy(dy);
       continue;
     }
-    int32_t want_dx = input_grad || i > net->stop;
-    ganfw_tensor *next = NULL;
-    ganfw_status st = l->vt->backward(l, ex, &saved[i], *g, want_dx ? &next : NULL,
-                                      param_grads && l->trainable, accumulate);
+    if (!dy && !(dy = zero_grad_of(net, ex, i, batch))) return ganfw_error_code();
+    int32_t want[GANFW_NODE_MAX_INPUTS];
+    ganfw_tensor *dx[GANFW_NODE_MAX_INPUTS] = {NULL};
+    for (int32_t k = 0; k < l->n_in; k++)
+      want[k] = input_grad || (l->in[k] >= 0 && net->up_train[l->in[k]]);
+    ganfw_status st = l->vt->backward_n
+                          ? l->vt->backward_n(l, ex, &saved[i], dy, l->n_in, want, dx)
+                          : l->vt->backward(l, ex, &saved[i], dy, want[0] ? &dx[0] : NULL,
+                                            param_grads && l->trainable, accumulate);
     if (st == GANFW_OK) st = backend_error(ex, l);
     ganfw_saved_clear(&saved[i]);
-    ganfw_tensor_destroy(*g);
-    *g = next;
+    ganfw_tensor_destroy(dy);
+    for (int32_t k = 0; k < l->n_in; k++) {
+      if (!dx[k]) continue;
+      ganfw_tensor **slot = &g[SLOT(l->in[k])];
+      if (st == GANFW_OK && *slot)
+        st = ganfw_join_accumulate(l, ex, slot, dx[k]);
+      else if (st == GANFW_OK)
+        *slot = ganfw_tensor_retain(dx[k]);
+      ganfw_tensor_destroy(dx[k]);
+    }
     if (st != GANFW_OK) return st;
   }
   return GANFW_OK;
 }
 
+/* Segment s of the tape's layout: nodes [*from, *to). */
+static void segment_range(const ganfw_net *net, const ganfw_tape *tape, int32_t s, int32_t *from,
+                          int32_t *to) {
+  *from = tape->seg_start[s];
+  *to = s + 1 < tape->n_seg ? tape->seg_start[s + 1] : net->n;
+}
+
 /* The checkpointed forward: per segment, keeps its input and the RNG offset at its start,
- * and runs its layers without recording (as no-grad). */
+ * and runs its nodes without recording (as no-grad). */
 static ganfw_status forward_segments(ganfw_net *net, const ganfw_exec *ex, ganfw_tape *tape,
-                                     ganfw_tensor **cur) {
+                                     ganfw_tensor **v) {
   tape->n_seg = net->n_ckpt + 1;
-  for (int32_t s = 0; s < tape->n_seg; s++) {
+  for (int32_t s = 0; s < tape->n_seg; s++)
     tape->seg_start[s] = s == 0 ? 0 : net->ckpt_starts[s - 1];
-    tape->seg_in[s] = ganfw_tensor_retain(*cur);
+  for (int32_t s = 0; s < tape->n_seg; s++) {
+    int32_t from, to;
+    segment_range(net, tape, s, &from, &to);
+    tape->seg_in[s] = ganfw_tensor_retain(v[from]); /* SLOT(from - 1) */
     tape->seg_rng[s] = net->ctx->rng_offset;
-    int32_t to = s + 1 < tape->n_seg ? net->ckpt_starts[s] : net->n;
-    ganfw_status st = run_layers(net, ex, tape->seg_start[s], to, NULL, cur);
+    ganfw_status st = run_nodes(net, ex, from, to, NULL, v);
     if (st != GANFW_OK) return st;
   }
   return GANFW_OK;
@@ -601,30 +921,44 @@ static ganfw_status forward_segments(ganfw_net *net, const ganfw_exec *ex, ganfw
  * forward from its input with the RNG offsets of the first run and BatchNorm's running
  * statistics left alone, recording into the tape, then runs its backward. */
 static ganfw_status backward_segments(ganfw_net *net, const ganfw_exec *ex, ganfw_tape *tape,
-                                      int32_t flags, int32_t accumulate, ganfw_tensor **g) {
+                                      int32_t flags, int32_t accumulate, int64_t batch,
+                                      ganfw_tensor **v, ganfw_tensor **g) {
   ganfw_exec rex = *ex;
   rex.update_stats = 0;
   ganfw_ctx *ctx = net->ctx;
   for (int32_t s = tape->n_seg - 1; s >= 0; s--) {
-    const int32_t from = tape->seg_start[s];
-    const int32_t to = s + 1 < tape->n_seg ? tape->seg_start[s + 1] : net->n;
-    ganfw_tensor *cur = tape->seg_in[s];
+    int32_t from, to;
+    segment_range(net, tape, s, &from, &to);
+    v[from] = tape->seg_in[s]; /* SLOT(from - 1): handed over */
     tape->seg_in[s] = NULL;
-    if (!(flags & GANFW_BWD_INPUT_GRAD) && to <= net->stop) { /* frozen: no re-run */
-      ganfw_tensor_destroy(cur);
-      ganfw_tensor_destroy(*g);
-      *g = NULL;
+    if (!(flags & GANFW_BWD_INPUT_GRAD) && !net->up_train[to - 1]) { /* frozen: no re-run */
+      values_clear(v, net->n + 1);
+      values_clear(g, net->n + 1);
       continue;
     }
     const uint64_t rng_now = ctx->rng_offset;
     ctx->rng_offset = tape->seg_rng[s];
-    ganfw_status st = run_layers(net, &rex, from, to, tape->saved, &cur);
+    ganfw_status st = run_nodes(net, &rex, from, to, tape->saved, v);
     ctx->rng_offset = rng_now;
-    ganfw_tensor_destroy(cur); /* the segment's output again: the next segment's input */
-    if (st == GANFW_OK) st = backward_layers(net, ex, tape->saved, from, to, flags, accumulate, g);
+    values_clear(v, net->n + 1); /* the segment's output again: the next segment's input */
+    if (st == GANFW_OK)
+      st = backward_nodes(net, ex, tape->saved, from, to, flags, accumulate, batch, g);
     if (st != GANFW_OK) return st;
   }
   return GANFW_OK;
+}
+
+/* Value slots for one forward or backward: n + 1 NULL references. */
+static ganfw_tensor **values_new(const ganfw_net *net) {
+  ganfw_tensor **v = calloc((size_t)net->n + 1, sizeof *v);
+  if (!v) ganfw_error_set(GANFW_ERR_OOM, "out of host memory running net %s", net->name);
+  return v;
+}
+
+static void values_free(ganfw_tensor **v, int32_t n) {
+  if (!v) return;
+  values_clear(v, n);
+  free(v);
 }
 
 ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape,
@@ -646,18 +980,25 @@ ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape
                              (long long)x->shape[2], (long long)x->shape[3],
                              (long long)net->in_shape[1], (long long)net->in_shape[2],
                              (long long)net->in_shape[3]);
+  ganfw_tensor **v = values_new(net);
+  if (!v) return ganfw_error_code();
   ganfw_exec ex = exec_of(net);
-  ganfw_tensor *cur = ganfw_tensor_retain(x);
+  v[0] = ganfw_tensor_retain(x);
   ganfw_status st = tape && net->n_ckpt > 0
-                        ? forward_segments(net, &ex, tape, &cur)
-                        : run_layers(net, &ex, 0, net->n, tape ? tape->saved : NULL, &cur);
+                        ? forward_segments(net, &ex, tape, v)
+                        : run_nodes(net, &ex, 0, net->n, tape ? tape->saved : NULL, v);
   if (st != GANFW_OK) {
-    ganfw_tensor_destroy(cur);
+    values_free(v, net->n + 1);
     if (tape) ganfw_tape_clear(tape);
     return st;
   }
-  if (tape) tape->recorded = 1;
-  *y = cur;
+  if (tape) {
+    tape->recorded = 1;
+    tape->batch = x->shape[0];
+  }
+  *y = v[SLOT(net->n - 1)];
+  v[SLOT(net->n - 1)] = NULL;
+  values_free(v, net->n + 1);
   return GANFW_OK;
 }
 
@@ -667,24 +1008,30 @@ ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *
   if (!tape || tape->net != net || !tape->recorded)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "net %s: backward needs the tape of a forward of this net", net->name);
+  ganfw_tensor **g = values_new(net), **v = tape->n_seg > 0 ? values_new(net) : NULL;
+  if (!g || (tape->n_seg > 0 && !v)) {
+    values_free(g, net->n + 1);
+    values_free(v, net->n + 1);
+    ganfw_tape_clear(tape);
+    return ganfw_error_code();
+  }
   ganfw_exec ex = exec_of(net);
   int32_t param_grads = (flags & GANFW_BWD_PARAM_GRAD) != 0;
   int32_t accumulate = net->grads_valid;
-  ganfw_tensor *g = ganfw_tensor_retain(dy);
-  ganfw_status st = tape->n_seg > 0
-                        ? backward_segments(net, &ex, tape, flags, accumulate, &g)
-                        : backward_layers(net, &ex, tape->saved, 0, net->n, flags, accumulate, &g);
+  g[SLOT(net->n - 1)] = ganfw_tensor_retain(dy);
+  ganfw_status st =
+      tape->n_seg > 0
+          ? backward_segments(net, &ex, tape, flags, accumulate, tape->batch, v, g)
+          : backward_nodes(net, &ex, tape->saved, 0, net->n, flags, accumulate, tape->batch, g);
   ganfw_tape_clear(tape);
-  if (st != GANFW_OK) {
-    ganfw_tensor_destroy(g);
-    return st;
+  values_free(v, net->n + 1);
+  if (st == GANFW_OK && param_grads) net->grads_valid = 1;
+  if (st == GANFW_OK && (flags & GANFW_BWD_INPUT_GRAD) && dx) {
+    *dx = g[0];
+    g[0] = NULL;
   }
-  if (param_grads) net->grads_valid = 1;
-  if ((flags & GANFW_BWD_INPUT_GRAD) && dx)
-    *dx = g;
-  else
-    ganfw_tensor_destroy(g);
-  return GANFW_OK;
+  values_free(g, net->n + 1);
+  return st;
 }
 
 /* --- non-finite values: the checks after a step went non-finite -------------------------- */
@@ -726,15 +1073,17 @@ ganfw_status ganfw_net_find_nonfinite(ganfw_net *net, ganfw_tensor *x, uint64_t 
     out->layer = -1;
     return GANFW_OK;
   }
+  ganfw_tensor **v = values_new(net);
+  if (!v) return ganfw_error_code();
   ganfw_exec ex = exec_of(net);
   ex.update_stats = 0; /* a second look, not a second training forward */
   ganfw_ctx *ctx = net->ctx;
   const uint64_t rng_now = ctx->rng_offset;
   ctx->rng_offset = rng_offset; /* the same dropout masks as the forward that failed */
-  ganfw_tensor *cur = ganfw_tensor_retain(x);
+  v[0] = ganfw_tensor_retain(x);
   for (int32_t i = 0; i < net->n && st == GANFW_OK; i++) {
-    st = run_layers(net, &ex, i, i + 1, NULL, &cur);
-    if (st == GANFW_OK) st = tensor_nonfinite(cur, &bad);
+    st = run_nodes(net, &ex, i, i + 1, NULL, v);
+    if (st == GANFW_OK) st = tensor_nonfinite(v[SLOT(i)], &bad);
     if (st == GANFW_OK && bad) {
       out->layer = i;
       st = layer_state_nonfinite(net->layers[i], &out->bad_state);
@@ -742,10 +1091,11 @@ ganfw_status ganfw_net_find_nonfinite(ganfw_net *net, ganfw_tensor *x, uint64_t 
     }
   }
   ctx->rng_offset = rng_now;
-  if (st == GANFW_OK && y && out->layer == net->n)
-    *y = cur;
-  else
-    ganfw_tensor_destroy(cur);
+  if (st == GANFW_OK && y && out->layer == net->n) {
+    *y = v[SLOT(net->n - 1)];
+    v[SLOT(net->n - 1)] = NULL;
+  }
+  values_free(v, net->n + 1);
   return st;
 }
 

@@ -1,4 +1,5 @@
-/* Nets and the executor: a net is a sequence of layers; forward records on a tape what
+/* Nets and the executor: a net is a graph of layers (a sequence when each reads the one
+ * before; ganfw/host.h's minor-3 block has the rules); forward records on a tape what
  * backward needs, backward consumes the tape. Several tapes can be live at once (D on the
  * real batch and D on the fake one). Without a tape (no-grad) nothing is kept: each
  * layer's input is released as soon as its output exists. Every tensor comes from the
@@ -44,7 +45,16 @@ ganfw_status ganfw_net_instancenorm2d(ganfw_net *net, const char *name, int64_t 
                                       int32_t affine);
 ganfw_status ganfw_net_layernorm(ganfw_net *net, const char *name, int32_t ndim,
                                  const int64_t *shape, float eps, int32_t affine);
+/* Graph nets (ganfw/host.h, ABI 1.3): the next layer's input, and the joins. */
+ganfw_status ganfw_net_input(ganfw_net *net, const char *from);
+ganfw_status ganfw_net_add(ganfw_net *net, const char *name, const char *const *inputs, int32_t n);
+ganfw_status ganfw_net_concat(ganfw_net *net, const char *name, const char *const *inputs,
+                              int32_t n);
 ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w);
+/* The index of the node named `name` (-1: none), and whether a checkpoint segment may start
+ * at node `start` (ganfw/host.h). */
+int32_t ganfw_net_layer_index(const ganfw_net *net, const char *name);
+int32_t ganfw_net_cut_ok(const ganfw_net *net, int32_t start);
 int64_t ganfw_net_param_count(const ganfw_net *net);
 ganfw_status ganfw_net_param_info(ganfw_net *net, int64_t i, ganfw_param_info *out);
 

@@ -311,6 +311,11 @@ static const ganfw_host host_table = {
     .net_groupnorm = ganfw_net_groupnorm,
     .net_instancenorm2d = ganfw_net_instancenorm2d,
     .net_layernorm = ganfw_net_layernorm,
+    .net_input = ganfw_net_input,
+    .net_add = ganfw_net_add,
+    .net_concat = ganfw_net_concat,
+    .net_layer_index = ganfw_net_layer_index,
+    .net_cut_ok = ganfw_net_cut_ok,
 };
 
 const ganfw_host *ganfw_host_table(void) {
