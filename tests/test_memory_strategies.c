@@ -215,6 +215,7 @@ static void test_checkpoint_layouts(void) {
   } cases[] = {
       {"memory: [{plugin: checkpoint, boundaries: {generator: [3, 9], discriminator: [2, 5, 8]}}]",
        2, 3},
+      {"memory: [{plugin: checkpoint, boundaries: {generator: [main.3, main.9]}}]", 2, 1},
       {"memory: [{plugin: checkpoint, segments: 4, nets: [discriminator]}]", 0, 3},
       {"memory: [{plugin: checkpoint, segments: 3, nets: [generator],"
        " boundaries: {generator: [1]}}]",
@@ -387,9 +388,11 @@ static void test_config_errors(void) {
   expect_error(1, "memory: [{plugin: checkpoint, boundaries: {discriminator: [0]}}]",
                "boundaries.discriminator[0] is 0", NULL);
   expect_error(1, "memory: [{plugin: checkpoint, boundaries: {discriminator: [9]}}]",
-               "boundaries.discriminator has layer 9", "9 layers");
+               "boundaries.discriminator[0] is 9", "9 layers");
   expect_error(1, "memory: [{plugin: checkpoint, boundaries: {discriminator: []}}]",
                "boundaries.discriminator is empty", NULL);
+  expect_error(1, "memory: [{plugin: checkpoint, boundaries: {discriminator: [main.2, mian.5]}}]",
+               "boundaries.discriminator[1] is 'mian.5'", "names no layer");
   expect_error(1,
                "memory: [{plugin: checkpoint, nets: [discriminator],"
                " boundaries: {generator: [3]}}]",

@@ -1,8 +1,10 @@
 /* The gradient-checkpointing memory strategy (ganfw_checkpoint.so): splits each chosen net
- * (a sequence of L layers) into segments whose inputs alone the tape keeps; backward
+ * (L nodes in the order they run) into segments whose inputs alone the tape keeps; backward
  * recomputes each segment (host->net_checkpoint). Keys: segments (K, default 2), nets (the
- * roles it applies to, default every net), boundaries (role -> first layers of the
- * segments after the first, overriding segments for that net). */
+ * roles it applies to, default every net), boundaries (role -> first nodes of the segments
+ * after the first, by index or by name, overriding segments for that net). In a graph net
+ * (ABI 1.3) a segment can only start where one tensor crosses (host->net_cut_ok): K equal
+ * segments then start at the allowed nodes nearest the equal split. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +21,9 @@ typedef struct ckpt {
   const ganfw_host *host;
   ganfw_ctx *ctx;
   int64_t segments;
-  int32_t selected[ROLE_COUNT]; /* 1: checkpoint the net of this role */
-  int32_t *bounds[ROLE_COUNT];  /* explicit starts, or NULL */
+  int32_t selected[ROLE_COUNT];    /* 1: checkpoint the net of this role */
+  const char **bounds[ROLE_COUNT]; /* explicit starts as written (an index or a node name,
+                                     borrowed from the config), or NULL */
   int32_t n_bounds[ROLE_COUNT];
 } ckpt;
 
@@ -33,7 +36,7 @@ static int role_index(const char *name) {
 static void ckpt_destroy(void *self) {
   ckpt *c = self;
   if (!c) return;
-  for (int r = 0; r < ROLE_COUNT; r++) free(c->bounds[r]);
+  for (int r = 0; r < ROLE_COUNT; r++) free((void *)c->bounds[r]);
   free(c);
 }
 
@@ -62,7 +65,8 @@ static ganfw_status read_nets(ckpt *c, const ganfw_cfg *cfg) {
   return GANFW_OK;
 }
 
-/* `boundaries.<role>`: strictly increasing layer indices >= 1. */
+/* `boundaries.<role>`: node indices >= 1 or node names, checked against the net in
+ * configure_net. */
 static ganfw_status read_boundaries(ckpt *c, const ganfw_cfg *cfg) {
   const ganfw_host *h = c->host;
   const ganfw_cfg *b = h->cfg_child(cfg, "boundaries");
@@ -75,7 +79,8 @@ static ganfw_status read_boundaries(ckpt *c, const ganfw_cfg *cfg) {
       if (h->cfg_child(b, role))
         return h->error(c->ctx, GANFW_ERR_CONFIG,
                         "checkpoint: boundaries.%s is empty; give the first layer of each "
-                        "segment after the first (e.g. [3, 6]), or leave the %s out",
+                        "segment after the first (e.g. [3, 6] or [layer2.0.conv1]), or leave "
+                        "the %s out",
                         role, role);
       continue;
     }
@@ -88,21 +93,17 @@ static ganfw_status read_boundaries(ckpt *c, const ganfw_cfg *cfg) {
                       "checkpoint: boundaries.%s is set but nets does not name the %s; add it "
                       "to nets or remove boundaries.%s",
                       role, role, role);
-    c->bounds[r] = malloc((size_t)n * sizeof *c->bounds[r]);
+    c->bounds[r] = calloc((size_t)n, sizeof *c->bounds[r]);
     if (!c->bounds[r]) return h->error(c->ctx, GANFW_ERR_OOM, "checkpoint: out of host memory");
     c->n_bounds[r] = (int32_t)n;
     for (int64_t i = 0; i < n; i++) {
-      int64_t v = 0;
-      ganfw_status st = h->cfg_int(h->cfg_list_at(b, role, i), NULL, 0, &v);
+      ganfw_status st = h->cfg_string(h->cfg_list_at(b, role, i), NULL, NULL, &c->bounds[r][i]);
       if (st != GANFW_OK) return st;
-      int64_t lo = i == 0 ? 1 : (int64_t)c->bounds[r][i - 1] + 1;
-      if (v < lo || v > INT32_MAX)
+      if (!c->bounds[r][i] || !*c->bounds[r][i])
         return h->error(c->ctx, GANFW_ERR_CONFIG,
-                        "checkpoint: boundaries.%s[%lld] is %lld; the layer indices must "
-                        "increase strictly and start at 1 or more (layer 0 always begins the "
-                        "first segment)",
-                        role, (long long)i, (long long)v);
-      c->bounds[r][i] = (int32_t)v;
+                        "checkpoint: boundaries.%s[%lld] is empty; give a layer index or a "
+                        "layer name",
+                        role, (long long)i);
     }
   }
   return GANFW_OK;
@@ -140,12 +141,63 @@ static ganfw_status ckpt_configure(void *self, ganfw_exec_options *opts) {
   return GANFW_OK; /* nothing global: the segments are per net */
 }
 
-/* K segments of L layers: segment k (k = 1..K-1) starts at ceil(k*L/K). The segments
- * differ by at most one layer, the longer ones first, and a boundary never falls on layer
- * 0 or past the last layer when K <= L. */
-static void equal_starts(int32_t layers, int32_t k_segments, int32_t *starts) {
-  for (int32_t k = 1; k < k_segments; k++)
-    starts[k - 1] = (int32_t)(((int64_t)k * layers + k_segments - 1) / k_segments);
+/* 1 when a segment of `net` may start at node `start` (every node of a straight net, and
+ * of any net on a core without net_cut_ok). */
+static int32_t cut_ok(const ganfw_host *h, ganfw_net *net, int32_t start) {
+  return !GANFW_HOST_HAS(h, net_cut_ok) || !h->net_cut_ok || h->net_cut_ok(net, start);
+}
+
+/* K segments of L nodes: segment k (k = 1..K-1) starts at the allowed node nearest
+ * ceil(k*L/K) (the lower one on a tie) after the previous start. In a straight net every
+ * node is allowed: the segments differ by at most one layer, the longer ones first. Returns
+ * the number of starts found (fewer than K-1 when the net has fewer allowed cuts). */
+static int32_t equal_starts(const ganfw_host *h, ganfw_net *net, int32_t layers, int32_t k_segments,
+                            int32_t *starts) {
+  int32_t n = 0;
+  for (int32_t k = 1; k < k_segments; k++) {
+    const int32_t want = (int32_t)(((int64_t)k * layers + k_segments - 1) / k_segments);
+    const int32_t lo = n > 0 ? starts[n - 1] + 1 : 1;
+    int32_t best = -1;
+    for (int32_t d = 0; best < 0 && (want - d >= lo || want + d < layers); d++) {
+      if (want - d >= lo && want - d < layers && cut_ok(h, net, want - d))
+        best = want - d;
+      else if (want + d >= lo && want + d < layers && cut_ok(h, net, want + d))
+        best = want + d;
+    }
+    if (best >= 0) starts[n++] = best;
+  }
+  return n;
+}
+
+/* Boundary i of role r as a node index: a number, or a name the net has. */
+static ganfw_status bound_index(ckpt *c, int r, int32_t i, ganfw_net *net, int32_t layers,
+                                int32_t *out) {
+  const ganfw_host *h = c->host;
+  const char *v = c->bounds[r][i];
+  char *end = NULL;
+  long long idx = strtoll(v, &end, 10);
+  if (end && *end == 0) {
+    if (idx < 1 || idx > layers - 1)
+      return h->error(c->ctx, GANFW_ERR_CONFIG,
+                      "checkpoint: boundaries.%s[%d] is %lld but the %s has %d layers (0..%d); "
+                      "a segment must start at 1..%d",
+                      role_names[r], (int)i, idx, role_names[r], (int)layers, (int)(layers - 1),
+                      (int)(layers - 1));
+    *out = (int32_t)idx;
+    return GANFW_OK;
+  }
+  int32_t k =
+      GANFW_HOST_HAS(h, net_layer_index) && h->net_layer_index ? h->net_layer_index(net, v) : -1;
+  if (k < 1)
+    return h->error(c->ctx, GANFW_ERR_CONFIG,
+                    "checkpoint: boundaries.%s[%d] is '%s', %s; give a layer index (1..%d) or "
+                    "the name of a layer after the first",
+                    role_names[r], (int)i, v,
+                    k == 0 ? "the first layer, which always begins the first segment"
+                           : "which names no layer of the net",
+                    (int)(layers - 1));
+  *out = k;
+  return GANFW_OK;
 }
 
 static ganfw_status ckpt_configure_net(void *self, const char *role, ganfw_net *net) {
@@ -154,43 +206,55 @@ static ganfw_status ckpt_configure_net(void *self, const char *role, ganfw_net *
   int r = role ? role_index(role) : -1;
   if (r < 0 || !c->selected[r]) return GANFW_OK;
   const int32_t layers = h->net_layer_count(net);
-  int32_t *starts = c->bounds[r];
-  int32_t n = c->n_bounds[r];
-  int32_t *owned = NULL;
-  if (starts) {
-    if (starts[n - 1] > layers - 1)
-      return h->error(c->ctx, GANFW_ERR_CONFIG,
-                      "checkpoint: boundaries.%s has layer %d but the %s has %d layers "
-                      "(0..%d); a segment must start at 1..%d",
-                      role, (int)starts[n - 1], role, (int)layers, (int)(layers - 1),
-                      (int)(layers - 1));
-  } else {
-    if (c->segments > layers)
-      return h->error(c->ctx, GANFW_ERR_CONFIG,
-                      "checkpoint: segments is %lld but the %s has only %d layers; use at most "
-                      "%d, or leave the %s out of nets",
-                      (long long)c->segments, role, (int)layers, (int)layers, role);
-    n = (int32_t)c->segments - 1;
-    if (n == 0) {
-      h->log(c->ctx, GANFW_LOG_INFO, "checkpoint: %s: 1 segment, not checkpointed", role);
-      return h->net_checkpoint(net, NULL, 0);
-    }
-    owned = malloc((size_t)n * sizeof *owned);
-    if (!owned) return h->error(c->ctx, GANFW_ERR_OOM, "checkpoint: out of host memory");
-    equal_starts(layers, (int32_t)c->segments, owned);
-    starts = owned;
+  int32_t n = c->bounds[r] ? c->n_bounds[r] : (int32_t)c->segments - 1;
+  if (!c->bounds[r] && c->segments > layers)
+    return h->error(c->ctx, GANFW_ERR_CONFIG,
+                    "checkpoint: segments is %lld but the %s has only %d layers; use at most "
+                    "%d, or leave the %s out of nets",
+                    (long long)c->segments, role, (int)layers, (int)layers, role);
+  if (n == 0) {
+    h->log(c->ctx, GANFW_LOG_INFO, "checkpoint: %s: 1 segment, not checkpointed", role);
+    return h->net_checkpoint(net, NULL, 0);
   }
-  ganfw_status st = h->net_checkpoint(net, starts, n);
+  int32_t *starts = malloc((size_t)n * sizeof *starts);
+  if (!starts) return h->error(c->ctx, GANFW_ERR_OOM, "checkpoint: out of host memory");
+  ganfw_status st = GANFW_OK;
+  if (c->bounds[r]) {
+    for (int32_t i = 0; i < n && st == GANFW_OK; i++) {
+      st = bound_index(c, r, i, net, layers, &starts[i]);
+      if (st == GANFW_OK && i > 0 && starts[i] <= starts[i - 1])
+        st = h->error(c->ctx, GANFW_ERR_CONFIG,
+                      "checkpoint: boundaries.%s[%d] is %s (layer %d), not after "
+                      "boundaries.%s[%d] (layer %d); the segment starts must increase strictly, "
+                      "in the order the layers run",
+                      role, (int)i, c->bounds[r][i], (int)starts[i], role, (int)i - 1,
+                      (int)starts[i - 1]);
+    }
+  } else {
+    int32_t found = equal_starts(h, net, layers, (int32_t)c->segments, starts);
+    if (found < n)
+      h->log(c->ctx, GANFW_LOG_WARN,
+             "checkpoint: %s: only %d places where one tensor crosses; %d segments instead of "
+             "%lld",
+             role, (int)found, (int)found + 1, (long long)c->segments);
+    n = found;
+  }
+  int32_t refused = 0; /* the core refused the starts (a cut where two tensors cross) */
+  if (st == GANFW_OK) refused = (st = h->net_checkpoint(net, starts, n)) != GANFW_OK;
   if (st == GANFW_OK) {
     char layout[256];
     size_t used = 0;
     for (int32_t i = 0; i < n && used + 16 < sizeof layout; i++)
       used += (size_t)snprintf(layout + used, sizeof layout - used, "%s%d", i ? ", " : "",
                                (int)starts[i]);
-    h->log(c->ctx, GANFW_LOG_INFO, "checkpoint: %s: %d segments of %d layers, starting at 0, %s",
-           role, (int)(n + 1), (int)layers, layout);
+    h->log(c->ctx, GANFW_LOG_INFO, "checkpoint: %s: %d segments of %d layers, starting at 0%s%s",
+           role, (int)(n + 1), (int)layers, n ? ", " : "", layout);
+  } else if (refused && c->bounds[r] && GANFW_HOST_HAS(h, error_message)) {
+    char why[768];
+    snprintf(why, sizeof why, "%s", h->error_message());
+    st = h->error(c->ctx, st, "checkpoint: boundaries.%s: %s", role, why);
   }
-  free(owned);
+  free(starts);
   return st;
 }
 
