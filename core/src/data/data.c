@@ -1,5 +1,6 @@
-/* The generic dataset: a source (MNIST, CIFAR-10, folder) plus its transforms; get(i)
- * decodes sample i and writes the transformed image [C,H,W] and its label. */
+/* The generic dataset: a source (MNIST, Fashion-MNIST, CIFAR-10, folder) plus its
+ * transforms; get(i) decodes sample i and writes the transformed image [C,H,W] and its
+ * label. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,7 +14,9 @@ struct ganfw_dataset {
   int64_t size;
   int32_t num_classes;
   ganfw_transform tf;
-  int32_t c, h, w; /* output shape */
+  int32_t c, h, w;                /* output shape */
+  const char *const *class_names; /* [num_class_names], static; NULL: none */
+  int32_t num_class_names;
 };
 
 ganfw_status ganfw_dataset_wrap(const ganfw_source_vt *vt, void *self, const char *name,
@@ -69,6 +72,16 @@ void ganfw_dataset_shape(const ganfw_dataset *ds, int32_t *c, int32_t *h, int32_
 
 const char *ganfw_dataset_name(const ganfw_dataset *ds) {
   return ds->name;
+}
+
+void ganfw_dataset_set_class_names(ganfw_dataset *ds, const char *const *names, int32_t n) {
+  ds->class_names = names;
+  ds->num_class_names = n;
+}
+
+const char *ganfw_dataset_class_name(const ganfw_dataset *ds, int32_t label) {
+  if (!ds->class_names || label < 0 || label >= ds->num_class_names) return NULL;
+  return ds->class_names[label];
 }
 
 uint64_t ganfw_data_sample_key(uint64_t seed, int64_t epoch, int64_t index) {

@@ -1,7 +1,8 @@
 /* Training data on the host: a dataset yields sample i as (image f32 [C,H,W] after its
  * transforms, label int32); the loader turns it into batches [B,C,H,W] + labels [B],
- * shuffled per epoch from (seed, epoch), optionally prepared by a prefetch thread.
- * Sources: MNIST IDX (plain or .gz), CIFAR-10 binary batches, a folder of PNG files. */
+ * shuffled per epoch from (seed, epoch), optionally prepared by prefetch worker threads.
+ * Sources: MNIST and Fashion-MNIST IDX (plain or .gz), CIFAR-10 binary batches, a folder of
+ * PNG files. */
 #ifndef GANFW_DATA_H
 #define GANFW_DATA_H
 
@@ -12,9 +13,11 @@
 
 /* --- transforms ---------------------------------------------------------------------------
  * Applied in this fixed order, as a torchvision pipeline Resize -> CenterCrop -> Pad ->
- * RandomHorizontalFlip -> ToTensor -> Normalize(mean, std) would be (default mean = std =
- * 0.5 per channel). All zero is "no resize, no crop, no pad, no flip, the source's
- * channels, values in [-1,1]". */
+ * RandomCrop(size, padding) -> RandomHorizontalFlip -> ToTensor -> Normalize(mean, std) would
+ * be (default mean = std = 0.5 per channel). All zero is "no resize, no crop, no pad, no
+ * augmentation, the source's channels, values in [-1,1]". The two random ones (crop_padding,
+ * hflip: the training augmentation) are decided by the sample's key, never by a global
+ * generator, so a batch is the same whichever thread makes it and after a resume. */
 typedef struct ganfw_transform {
   int32_t channels; /* 1 gray or 3 RGB; 0: the source's own (MNIST 1, CIFAR 3, folder 3). Gray
                      * from RGB is PIL's luma 0.299 R + 0.587 G + 0.114 B; alpha is dropped. */
@@ -30,6 +33,11 @@ typedef struct ganfw_transform {
                                * is larger than the image) */
   int32_t pad;                /* >= 0: that many zero pixels (black, -1 after normalising) on
                                * each side */
+  int32_t crop_padding;       /* > 0: RandomCrop((H, W), padding=crop_padding) of the H x W image
+                               * so far: pad that many zero pixels on each side, cut an H x W
+                               * window at offsets i, j uniform in 0..2*crop_padding. The
+                               * picture moves by up to crop_padding pixels each way, zeros
+                               * coming in; the shape does not change. */
   int32_t hflip;              /* 1: mirror left-right with p = 0.5, decided by the sample key */
   int32_t unit_range;         /* 1: keep values in [0,1] (no Normalize; norm_n must be 0) */
   /* Normalize after ToTensor's [0,1], in f32 as torchvision: (x - mean[k]) / std[k].
@@ -39,19 +47,22 @@ typedef struct ganfw_transform {
   float mean[3], std[3];
 } ganfw_transform;
 
-/* The transform of the config's `data` section (data.channels, resize, crop, pad, hflip,
- * normalize: {mean: [..], std: [..]}; docs/CONFIG.md) into *tf. GANFW_ERR_CONFIG naming
- * the key and its file:line:col for a bad value. `data` may be NULL (all defaults). */
+/* The transform of the config's `data` section (data.channels, resize, crop, pad,
+ * augment: {crop_padding: N, hflip: bool}, normalize: {mean: [..], std: [..]};
+ * docs/CONFIG.md) into *tf. GANFW_ERR_CONFIG naming the key and its file:line:col for a bad
+ * value. `data` may be NULL (all defaults). */
 ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform *tf);
-/* The source of the `data` section: data.dataset (default "mnist") and data.path (default
- * "data/mnist"), strings borrowed from the config. `data` may be NULL. */
+/* The source of the `data` section: data.dataset (default "mnist"; an unknown kind is
+ * GANFW_ERR_CONFIG naming the key and listing the kinds) and data.path (default: the kind's,
+ * see ganfw_dataset_default_path; required for a folder), strings borrowed from the config.
+ * `data` may be NULL. */
 ganfw_status ganfw_data_source_from_config(const ganfw_cfg *data, const char **kind,
                                            const char **path);
 
 /* --- datasets ------------------------------------------------------------------------------ */
 typedef struct ganfw_dataset ganfw_dataset;
 
-/* MNIST (or any IDX pair of the same layout, e.g. Fashion-MNIST) from `dir`:
+/* MNIST (or any IDX pair of the same layout) from `dir`:
  * train-images-idx3-ubyte + train-labels-idx1-ubyte (train != 0) or t10k-* (train == 0),
  * each plain or with a .gz suffix. The files are read and checked whole (magic numbers,
  * dimensions, counts, sizes); a missing or corrupt one is GANFW_ERR_IO naming the path and
@@ -59,6 +70,15 @@ typedef struct ganfw_dataset ganfw_dataset;
  * zero). The caller owns *out (ganfw_dataset_destroy). */
 ganfw_status ganfw_dataset_open_mnist(const char *dir, int32_t train, const ganfw_transform *tf,
                                       ganfw_dataset **out);
+
+/* Fashion-MNIST (Zalando's 28 x 28 gray clothing images; Debian's dataset-fashion-mnist
+ * installs them gzipped in /usr/share/datasets/fashion-mnist) from `dir`: the same four IDX
+ * files as MNIST (train-* 60,000 images, t10k-* the standard 10,000 test images), read by
+ * the same parser. Exactly 10 classes with names (ganfw_dataset_class_name); a label above 9
+ * is GANFW_ERR_IO naming the file. A missing file is GANFW_ERR_IO naming it and saying how
+ * to install the package or set data.path. */
+ganfw_status ganfw_dataset_open_fashion_mnist(const char *dir, int32_t train,
+                                              const ganfw_transform *tf, ganfw_dataset **out);
 
 /* CIFAR-10 binary version from `dir` (or `dir`/cifar-10-batches-bin): data_batch_1..5.bin
  * (train != 0) or test_batch.bin, records of 1 label byte + 3072 bytes (R, G, B planes of
@@ -75,10 +95,15 @@ ganfw_status ganfw_dataset_open_cifar10(const char *dir, int32_t train, const ga
 ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *tf,
                                        ganfw_dataset **out);
 
-/* kind: "mnist", "cifar10" or "folder" (train is ignored for folder); an unknown kind is
- * GANFW_ERR_CONFIG listing the kinds. */
+/* kind: "mnist", "fashion_mnist", "cifar10" or "folder" (train is ignored for folder); an
+ * unknown kind is GANFW_ERR_CONFIG listing the kinds. The test split (train == 0) is never
+ * augmented: tf's crop_padding and hflip are ignored for it. */
 ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t train,
                                 const ganfw_transform *tf, ganfw_dataset **out);
+/* Where a kind's files are when data.path is not given ("data/mnist",
+ * "/usr/share/datasets/fashion-mnist", "data/cifar10"); NULL for a folder (no default) or an
+ * unknown kind. A static string. */
+const char *ganfw_dataset_default_path(const char *kind);
 
 /* The output shape [*c,*h,*w] and class count a source's data set has by its format, before
  * its files are read (MNIST 1x28x28 and CIFAR-10 3x32x32, 10 classes each, through tf), for
@@ -95,9 +120,13 @@ int32_t ganfw_dataset_num_classes(const ganfw_dataset *ds);
 void ganfw_dataset_shape(const ganfw_dataset *ds, int32_t *c, int32_t *h, int32_t *w);
 /* "MNIST train '<dir>'" etc., owned by the dataset, for messages. */
 const char *ganfw_dataset_name(const ganfw_dataset *ds);
+/* The name of class `label` ("T-shirt/top" for Fashion-MNIST's 0, "airplane" for
+ * CIFAR-10's), a static string; NULL when the data set has no names (MNIST's digits are
+ * their labels, a folder is unlabelled) or label is out of range. */
+const char *ganfw_dataset_class_name(const ganfw_dataset *ds, int32_t label);
 
 /* Sample `index` (0 <= index < size) into image[C*H*W] and *label (label may be NULL).
- * `key` drives the random transforms (the flip): the same key, the same picture. The loader
+ * `key` drives the random transforms (crop, flip): the same key, the same picture. The loader
  * passes ganfw_data_sample_key(seed, epoch, index). Safe to call from several threads at
  * once. */
 ganfw_status ganfw_dataset_get(const ganfw_dataset *ds, int64_t index, uint64_t key, float *image,
@@ -115,9 +144,22 @@ typedef struct ganfw_loader_config {
   int32_t shuffle;   /* 1: epoch e visits a permutation drawn from (seed, e) (Fisher-Yates with
                       * splitmix64); 0: index order */
   int32_t drop_last; /* 1: an epoch ends before a batch that would be short */
-  int32_t prefetch;  /* 1: a thread prepares the next batch in a second host buffer while the
-                      * caller trains on the current one */
+  int32_t prefetch;  /* 1: worker threads prepare the next batches in host buffers of their own
+                      * while the caller trains on the current one */
+  int32_t workers;   /* with prefetch: that many worker threads (0 counts as 1, at most
+                      * GANFW_LOADER_MAX_WORKERS), each making one whole batch at a time, up
+                      * to `workers` batches ahead; batches come out in order and are bit for
+                      * bit those of one worker or none. Without prefetch it must be 0 or 1. */
 } ganfw_loader_config;
+
+enum { GANFW_LOADER_MAX_WORKERS = 16 };
+
+/* The loader keys of the config's `data` section: data.shuffle, drop_last, prefetch (each
+ * default true) and workers (default 1, 1..GANFW_LOADER_MAX_WORKERS; more than 1 needs
+ * prefetch), with batch_size and seed from the caller. GANFW_ERR_CONFIG naming the key and
+ * its file:line:col. `data` may be NULL (all defaults). */
+ganfw_status ganfw_loader_config_from_config(const ganfw_cfg *data, int32_t batch_size,
+                                             uint64_t seed, ganfw_loader_config *out);
 
 /* What one ganfw_loader_next call returned. */
 typedef struct ganfw_batch_info {
@@ -128,18 +170,23 @@ typedef struct ganfw_batch_info {
 } ganfw_batch_info;
 
 /* A loader over `ds`, which it borrows: the dataset must outlive the loader. Starts at epoch
- * 0, offset 0. A batch size larger than the dataset with drop_last is GANFW_ERR_CONFIG. The
- * caller owns *out (ganfw_loader_destroy). */
+ * 0, offset 0. A batch size larger than the dataset with drop_last is GANFW_ERR_CONFIG, and
+ * so is a worker count out of range. The worker threads block SIGINT, SIGTERM, SIGHUP,
+ * SIGQUIT, SIGALRM, SIGUSR1, SIGUSR2 and SIGCHLD, which thus reach the caller's thread (or
+ * another that takes them). The caller owns *out
+ * (ganfw_loader_destroy). */
 ganfw_status ganfw_loader_create(const ganfw_dataset *ds, const ganfw_loader_config *cfg,
                                  ganfw_loader **out);
-/* Stops and joins the prefetch thread (a batch in progress is abandoned). Accepts NULL. */
+/* Stops and joins the worker threads (batches in progress are abandoned between two
+ * samples). Accepts NULL. */
 void ganfw_loader_destroy(ganfw_loader *l);
 
 /* The next batch into the caller's images[batch_size*C*H*W] and labels[batch_size] (labels
  * and info may be NULL); rows past info->n are left untouched. Epochs follow each other
  * without end; info->last_in_epoch marks the boundary. With prefetch it blocks until the
- * batch is ready. On failure (an unreadable sample, also one met by the prefetch thread) it
- * returns that status and message and the position does not move: calling again retries. */
+ * batch is ready. On failure (an unreadable sample, also one met by a worker thread) it
+ * returns that status and message, the batches prepared after it are dropped, and the
+ * position does not move: calling again retries. */
 ganfw_status ganfw_loader_next(ganfw_loader *l, float *images, int32_t *labels,
                                ganfw_batch_info *info);
 
@@ -151,7 +198,7 @@ void ganfw_loader_position(const ganfw_loader *l, int64_t *epoch, int64_t *offse
 /* ...and restore them in a new loader with the same dataset and config: it then yields the
  * same batches the first one would have. 0 <= offset <= dataset size (an offset that leaves
  * no further batch in that epoch moves to the start of the next); otherwise
- * GANFW_ERR_INVALID_ARG. A batch already prefetched is discarded. */
+ * GANFW_ERR_INVALID_ARG. Batches already prefetched are discarded. */
 ganfw_status ganfw_loader_seek(ganfw_loader *l, int64_t epoch, int64_t offset);
 
 #endif

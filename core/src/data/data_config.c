@@ -1,11 +1,13 @@
-/* The transform keys of the config's `data` section (docs/CONFIG.md): channels, resize,
- * crop, pad, hflip and normalize: {mean: [..], std: [..]} into a ganfw_transform. Errors
- * name the key and where it is. */
+/* The keys of the config's `data` section (docs/CONFIG.md): the source (dataset, path), the
+ * transform (channels, resize, crop, pad, augment: {crop_padding, hflip}, normalize: {mean:
+ * [..], std: [..]}) and the loader (shuffle, drop_last, prefetch, workers). Errors name the
+ * key and where it is. */
 #include <string.h>
 
 #include "base/error.h"
 #include "config/config.h"
 #include "data/data.h"
+#include "data/data_source.h"
 
 /* data.normalize: {mean: [m..], std: [s..]}, 1 value or one per channel (up to 3), as
  * torchvision's Normalize(mean, std) after ToTensor. Absent: the [-1,1] default (mean = std
@@ -49,16 +51,39 @@ static ganfw_status read_normalize(const ganfw_cfg *data, ganfw_transform *tf) {
   return GANFW_OK;
 }
 
+/* data.augment: {crop_padding: N, hflip: bool}, the random transforms of training batches
+ * (the test split never gets them). */
+static ganfw_status read_augment(const ganfw_cfg *data, ganfw_transform *tf) {
+  if (ganfw_cfg_has(data, "hflip"))
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: data.hflip is now data.augment.hflip (the training "
+                           "augmentation): write `augment: {hflip: true}` under data",
+                           ganfw_cfg_where(ganfw_cfg_child(data, "hflip")));
+  if (ganfw_cfg_has(data, "augment") &&
+      ganfw_cfg_kind_of(ganfw_cfg_child(data, "augment")) != GANFW_CFG_KIND_MAP)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: data.augment must be a map {crop_padding: N, hflip: true|false} "
+                           "(the random transforms of training batches)",
+                           ganfw_cfg_where(ganfw_cfg_child(data, "augment")));
+  int64_t crop_padding = 0;
+  int32_t hflip = 0;
+  ganfw_status st;
+  if ((st = ganfw_cfg_int_in(data, "augment.crop_padding", 0, 0, 1024, &crop_padding)) ||
+      (st = ganfw_cfg_bool(data, "augment.hflip", 0, &hflip)))
+    return st;
+  tf->crop_padding = (int32_t)crop_padding;
+  tf->hflip = hflip;
+  return GANFW_OK;
+}
+
 ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform *tf) {
   memset(tf, 0, sizeof *tf);
   int64_t channels = 0, resize = 0, crop = 0, pad = 0;
-  int32_t hflip = 0;
   ganfw_status st;
   if ((st = ganfw_cfg_int(data, "channels", 0, &channels)) ||
       (st = ganfw_cfg_int_in(data, "resize", 0, 0, 4096, &resize)) ||
       (st = ganfw_cfg_int_in(data, "crop", 0, 0, 4096, &crop)) ||
-      (st = ganfw_cfg_int_in(data, "pad", 0, 0, 1024, &pad)) ||
-      (st = ganfw_cfg_bool(data, "hflip", 0, &hflip)))
+      (st = ganfw_cfg_int_in(data, "pad", 0, 0, 1024, &pad)) || (st = read_augment(data, tf)))
     return st;
   if (channels != 0 && channels != 1 && channels != 3)
     return ganfw_error_set(GANFW_ERR_CONFIG, "%s: data.channels must be 1 (gray) or 3 (RGB)",
@@ -67,7 +92,6 @@ ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform 
   tf->resize = (int32_t)resize;
   tf->crop_h = tf->crop_w = (int32_t)crop;
   tf->pad = (int32_t)pad;
-  tf->hflip = hflip;
   if ((st = read_normalize(data, tf)) != GANFW_OK) return st;
   if (tf->channels && tf->norm_n > 1 && tf->norm_n != tf->channels)
     return ganfw_error_set(GANFW_ERR_CONFIG,
@@ -80,7 +104,42 @@ ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform 
 
 ganfw_status ganfw_data_source_from_config(const ganfw_cfg *data, const char **kind,
                                            const char **path) {
+  *path = NULL;
   ganfw_status st = ganfw_cfg_string(data, "dataset", "mnist", kind);
-  if (st == GANFW_OK) st = ganfw_cfg_string(data, "path", "data/mnist", path);
-  return st;
+  if (st != GANFW_OK) return st;
+  if (ganfw_dataset_check_kind(*kind) != GANFW_OK)
+    return ganfw_error_wrap(GANFW_ERR_CONFIG, "%s: data.dataset",
+                            ganfw_cfg_where(ganfw_cfg_child(data, "dataset")));
+  const char *def = ganfw_dataset_default_path(*kind);
+  if ((st = ganfw_cfg_string(data, "path", def, path)) != GANFW_OK) return st;
+  if (!*path)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: data.path is required with data.dataset: %s (the folder of the "
+                           "data set's files)",
+                           ganfw_cfg_where(data), *kind);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_loader_config_from_config(const ganfw_cfg *data, int32_t batch_size,
+                                             uint64_t seed, ganfw_loader_config *out) {
+  int32_t prefetch = 1, shuffle = 1, drop_last = 1;
+  int64_t workers = 1;
+  ganfw_status st;
+  if ((st = ganfw_cfg_bool(data, "prefetch", 1, &prefetch)) ||
+      (st = ganfw_cfg_bool(data, "shuffle", 1, &shuffle)) ||
+      (st = ganfw_cfg_bool(data, "drop_last", 1, &drop_last)) ||
+      (st = ganfw_cfg_int_in(data, "workers", 1, 1, GANFW_LOADER_MAX_WORKERS, &workers)))
+    return st;
+  if (workers > 1 && !prefetch)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: data.workers %lld needs data.prefetch (the workers prepare the "
+                           "batches ahead): set data.prefetch: true or data.workers: 1",
+                           ganfw_cfg_where(ganfw_cfg_child(data, "workers")), (long long)workers);
+  *out = (ganfw_loader_config){.batch_size = batch_size,
+                               .seed = seed,
+                               .shuffle = shuffle,
+                               .drop_last = drop_last,
+                               .prefetch = prefetch,
+                               .workers = (int32_t)workers};
+  return GANFW_OK;
 }

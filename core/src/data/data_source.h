@@ -29,6 +29,12 @@ typedef struct ganfw_source_vt {
 ganfw_status ganfw_dataset_wrap(const ganfw_source_vt *vt, void *self, const char *name,
                                 int64_t size, int32_t num_classes, int32_t src_h, int32_t src_w,
                                 int32_t native_c, const ganfw_transform *tf, ganfw_dataset **out);
+/* Gives `ds` the names of its classes: names[0..n), static strings that outlive it. */
+void ganfw_dataset_set_class_names(ganfw_dataset *ds, const char *const *names, int32_t n);
+
+/* GANFW_OK when registry.c knows `kind`; else GANFW_ERR_CONFIG listing the kinds (and the
+ * nearest one, for a typo). */
+ganfw_status ganfw_dataset_check_kind(const char *kind);
 
 /* --- transform.c --------------------------------------------------------------------------- */
 /* The output shape of `tf` for an input of h x w (channels resolved by the caller). Returns
@@ -38,7 +44,7 @@ ganfw_status ganfw_transform_shape(const ganfw_transform *tf, int32_t h, int32_t
 
 /* Applies tf to src [c,h,w] in [0,1], converting to oc channels (1 or 3), into dst [oc,oh,ow]
  * (which must be the shape ganfw_transform_shape gives; GANFW_ERR_INVALID_ARG otherwise).
- * `key` decides the flip. */
+ * `key` decides the random crop and the flip. */
 ganfw_status ganfw_transform_apply(const ganfw_transform *tf, const float *src, int32_t c,
                                    int32_t h, int32_t w, uint64_t key, float *dst, int32_t oc,
                                    int32_t oh, int32_t ow);

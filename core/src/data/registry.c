@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/suggest.h"
 #include "data/data_source.h"
 
 typedef struct {
@@ -11,6 +12,7 @@ typedef struct {
   ganfw_status (*open)(const char *path, int32_t train, const ganfw_transform *tf,
                        ganfw_dataset **out);
   int32_t c, h, w, num_classes; /* the format's own image shape; 0: none fixed */
+  const char *default_path;     /* data.path when not given; NULL: required */
 } dataset_source;
 
 /* The folder source has no train/test split. */
@@ -21,18 +23,25 @@ static ganfw_status open_folder(const char *path, int32_t train, const ganfw_tra
 }
 
 static const dataset_source sources[] = {
-    {"mnist", ganfw_dataset_open_mnist, 1, 28, 28, 10},
-    {"cifar10", ganfw_dataset_open_cifar10, 3, 32, 32, 10},
-    {"folder", open_folder, 0, 0, 0, 0},
+    {"mnist", ganfw_dataset_open_mnist, 1, 28, 28, 10, "data/mnist"},
+    {"fashion_mnist", ganfw_dataset_open_fashion_mnist, 1, 28, 28, 10,
+     "/usr/share/datasets/fashion-mnist"},
+    {"cifar10", ganfw_dataset_open_cifar10, 3, 32, 32, 10, "data/cifar10"},
+    {"folder", open_folder, 0, 0, 0, 0, NULL},
 };
 enum { SOURCE_COUNT = sizeof sources / sizeof sources[0] };
 
-ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t train,
-                                const ganfw_transform *tf, ganfw_dataset **out) {
-  *out = NULL;
+static const dataset_source *find_source(const char *kind) {
   for (int i = 0; kind && i < SOURCE_COUNT; i++)
-    if (strcmp(kind, sources[i].kind) == 0) return sources[i].open(path, train, tf, out);
+    if (strcmp(kind, sources[i].kind) == 0) return &sources[i];
+  return NULL;
+}
+
+ganfw_status ganfw_dataset_check_kind(const char *kind) {
+  if (find_source(kind)) return GANFW_OK;
   char kinds[256] = "";
+  const char *near = NULL;
+  size_t best = (size_t)-1;
   for (int i = 0; i < SOURCE_COUNT; i++) {
     size_t n = strlen(kinds);
     snprintf(kinds + n, sizeof kinds - n, "%s%s",
@@ -40,24 +49,41 @@ ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t trai
              : i + 1 == SOURCE_COUNT ? " and "
                                      : ", ",
              sources[i].kind);
+    const size_t d = kind ? ganfw_edit_distance(kind, sources[i].kind) : (size_t)-1;
+    if (d < best) best = d, near = sources[i].kind;
   }
-  return ganfw_error_set(GANFW_ERR_CONFIG, "unknown dataset kind '%s'; the kinds are %s",
-                         kind ? kind : "(null)", kinds);
+  const int suggest = kind && near && ganfw_suggest_near(strlen(kind), best);
+  return ganfw_error_set(GANFW_ERR_CONFIG, "unknown dataset kind '%s'%s%s%s; the kinds are %s",
+                         kind ? kind : "(null)", suggest ? " (did you mean '" : "",
+                         suggest ? near : "", suggest ? "'?)" : "", kinds);
+}
+
+ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t train,
+                                const ganfw_transform *tf, ganfw_dataset **out) {
+  *out = NULL;
+  const dataset_source *src = find_source(kind);
+  if (!src) return ganfw_dataset_check_kind(kind);
+  if (train || !tf) return src->open(path, train, tf, out);
+  ganfw_transform plain = *tf; /* the test split is measured, never augmented */
+  plain.crop_padding = 0;
+  plain.hflip = 0;
+  return src->open(path, train, &plain, out);
+}
+
+const char *ganfw_dataset_default_path(const char *kind) {
+  const dataset_source *s = find_source(kind);
+  return s ? s->default_path : NULL;
 }
 
 int ganfw_dataset_nominal_shape(const char *kind, const ganfw_transform *tf, int32_t *c, int32_t *h,
                                 int32_t *w, int32_t *num_classes) {
-  for (int i = 0; kind && i < SOURCE_COUNT; i++) {
-    const dataset_source *s = &sources[i];
-    if (strcmp(kind, s->kind) != 0) continue;
-    if (s->c == 0) return 0;
-    if (ganfw_transform_shape(tf, s->h, s->w, h, w) != GANFW_OK) {
-      ganfw_error_clear();
-      return 0;
-    }
-    *c = tf->channels ? tf->channels : s->c;
-    *num_classes = s->num_classes;
-    return 1;
+  const dataset_source *s = find_source(kind);
+  if (!s || s->c == 0) return 0;
+  if (ganfw_transform_shape(tf, s->h, s->w, h, w) != GANFW_OK) {
+    ganfw_error_clear();
+    return 0;
   }
-  return 0;
+  *c = tf->channels ? tf->channels : s->c;
+  *num_classes = s->num_classes;
+  return 1;
 }

@@ -1,6 +1,7 @@
 /* The sample transforms of a dataset, in torchvision's order: channel conversion, bilinear
- * resize, center crop, pad, random horizontal flip, normalise ((x - mean) / std per channel,
- * [-1,1] by default). Works on one image [c,h,w] of floats in [0,1] and writes [oc,oh,ow]. */
+ * resize, center crop, pad, random crop with zero padding, random horizontal flip, normalise
+ * ((x - mean) / std per channel, [-1,1] by default). Works on one image [c,h,w] of floats in
+ * [0,1] and writes [oc,oh,ow]; the random steps are drawn from the sample's key. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,12 +97,15 @@ ganfw_status ganfw_transform_shape(const ganfw_transform *tf, int32_t h, int32_t
                            "source's own), not %d",
                            tf->channels);
   if (tf->resize < 0 || tf->resize_h < 0 || tf->resize_w < 0 || tf->crop_h < 0 || tf->crop_w < 0 ||
-      tf->pad < 0 || tf->resize > 65536 || tf->resize_h > 65536 || tf->resize_w > 65536 ||
-      tf->crop_h > 65536 || tf->crop_w > 65536 || tf->pad > 65536)
+      tf->pad < 0 || tf->crop_padding < 0 || tf->resize > 65536 || tf->resize_h > 65536 ||
+      tf->resize_w > 65536 || tf->crop_h > 65536 || tf->crop_w > 65536 || tf->pad > 65536 ||
+      tf->crop_padding > 65536)
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "transform: resize, crop and pad sizes must be in 0..65536 "
-                           "(got resize %d, resize_h %d, resize_w %d, crop %d x %d, pad %d)",
-                           tf->resize, tf->resize_h, tf->resize_w, tf->crop_h, tf->crop_w, tf->pad);
+                           "(got resize %d, resize_h %d, resize_w %d, crop %d x %d, pad %d, "
+                           "crop_padding %d)",
+                           tf->resize, tf->resize_h, tf->resize_w, tf->crop_h, tf->crop_w, tf->pad,
+                           tf->crop_padding);
   if ((tf->resize_h > 0) != (tf->resize_w > 0))
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "transform: resize_h and resize_w go together (got %d and %d); "
@@ -202,13 +206,24 @@ ganfw_status ganfw_transform_apply(const ganfw_transform *tf, const float *src, 
     }
     cur = rs;
   }
-  /* One pass for crop, pad, flip and normalise: output (y, x) <- resized (y', x'). */
+  /* One pass for crop, pad, random crop, flip and normalise: output (y, x) <- the flipped
+   * column xf, shifted by the random crop to (y + dy, xf + dx) of the padded image, which is
+   * resized (y', x') or a zero. */
   const int32_t cropped_h = tf->crop_h > 0 ? tf->crop_h : rh;
   const int32_t cropped_w = tf->crop_w > 0 ? tf->crop_w : rw;
   const int32_t oy0 = tf->crop_h > 0 ? crop_offset(rh, tf->crop_h) : 0;
   const int32_t ox0 = tf->crop_w > 0 ? crop_offset(rw, tf->crop_w) : 0;
   const int flip = tf->hflip && (ganfw_data_mix64(key ^ 0x666C6970ull) >> 63);
   const int32_t pad = tf->pad;
+  int32_t dy = 0, dx = 0;
+  if (tf->crop_padding > 0) {
+    /* RandomCrop's top i and left j in the image padded by p: uniform in 0..2p each (the
+     * modulo's bias is below 2^-15 for p <= 65536), i.e. a shift of i - p, j - p. */
+    const uint64_t r = ganfw_data_mix64(key ^ 0x63726F70ull),
+                   span = 2 * (uint64_t)tf->crop_padding + 1;
+    dy = (int32_t)((r & 0xFFFFFFFFull) % span) - tf->crop_padding;
+    dx = (int32_t)((r >> 32) % span) - tf->crop_padding;
+  }
   if (tf->norm_n > 1 && tf->norm_n != oc) {
     free(conv);
     free(rs);
@@ -223,12 +238,13 @@ ganfw_status ganfw_transform_apply(const ganfw_transform *tf, const float *src, 
     const float mean = tf->norm_n ? tf->mean[nk] : 0.5f, std = tf->norm_n ? tf->std[nk] : 0.5f;
     for (int32_t y = 0; y < oh; y++) {
       float *out = dst + ((size_t)k * oh + y) * ow;
-      const int32_t yc = y - pad, ys = yc + oy0;
-      const int row_in = yc >= 0 && yc < cropped_h && ys >= 0 && ys < rh;
+      const int32_t yp = y + dy, yc = yp - pad, ys = yc + oy0;
+      const int row_in = yp >= 0 && yp < oh && yc >= 0 && yc < cropped_h && ys >= 0 && ys < rh;
       for (int32_t x = 0; x < ow; x++) {
-        const int32_t xc = (flip ? ow - 1 - x : x) - pad, xs = xc + ox0;
+        const int32_t xp = (flip ? ow - 1 - x : x) + dx, xc = xp - pad, xs = xc + ox0;
         float v = 0.0f;
-        if (row_in && xc >= 0 && xc < cropped_w && xs >= 0 && xs < rw) v = p[(size_t)ys * rw + xs];
+        if (row_in && xp >= 0 && xp < ow && xc >= 0 && xc < cropped_w && xs >= 0 && xs < rw)
+          v = p[(size_t)ys * rw + xs];
         out[x] = tf->unit_range ? v : (v - mean) / std;
       }
     }

@@ -100,7 +100,8 @@ static void print_report(FILE *out, const char *ckpt, int64_t step, double saved
     fprintf(out, "%5d:", (int)i);
     for (int32_t j = 0; j < K; j++)
       fprintf(out, " %*lld", width, (long long)ev->confusion[(int64_t)i * K + j]);
-    fprintf(out, "\n");
+    const char *name = ganfw_dataset_class_name(ds, i);
+    fprintf(out, "%s%s\n", name ? "  " : "", name ? name : "");
   }
 }
 

@@ -353,7 +353,8 @@ static ganfw_status eval_open(ganfw_session *s, const ganfw_dataset *ds, int64_t
                             .seed = s->ctx->seed,
                             .shuffle = 0,
                             .drop_last = 0,
-                            .prefetch = 1};
+                            .prefetch = 1,
+                            .workers = s->loader_cfg.workers};
   ganfw_status st = ganfw_loader_create(ds, &lc, &e->loader);
   if (st != GANFW_OK) return st;
   int64_t xs[4] = {batch, c, h, w}, one = 1;

@@ -18,23 +18,16 @@ static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t w
                               const ganfw_data_info *info) {
   const ganfw_cfg *data = ganfw_cfg_section(root, "data");
   const char *kind = NULL, *path = NULL;
-  int32_t prefetch = 1, shuffle = 1, drop_last = 1;
   ganfw_transform tf;
   ganfw_status st;
   if ((st = ganfw_data_source_from_config(data, &kind, &path)) ||
-      (st = ganfw_cfg_bool(data, "prefetch", 1, &prefetch)) ||
-      (st = ganfw_cfg_bool(data, "shuffle", 1, &shuffle)) ||
-      (st = ganfw_cfg_bool(data, "drop_last", 1, &drop_last)) ||
+      (st = ganfw_loader_config_from_config(data, (int32_t)s->train.batch_size,
+                                            s->run->ctx_opt.seed, &s->loader_cfg)) ||
       (st = ganfw_transform_from_config(data, &tf)))
     return st;
   s->data_kind = kind;
   s->data_path = path;
   s->transform = tf;
-  s->loader_cfg = (ganfw_loader_config){.batch_size = (int32_t)s->train.batch_size,
-                                        .seed = s->run->ctx_opt.seed,
-                                        .shuffle = shuffle,
-                                        .drop_last = drop_last,
-                                        .prefetch = prefetch};
   s->data_info.struct_size = sizeof s->data_info;
   if (!with_data) {
     s->data_info = *info;
