@@ -1,8 +1,9 @@
 /* Datasets, transforms and the batch loader on fixtures written here at run time into a
  * mkdtemp directory under /tmp: synthetic MNIST IDX files (plain and gzipped), CIFAR-10
  * batches, a folder of PNGs in several formats. Checks values, labels, transformed shapes,
- * bilinear resize against PyTorch's formula, flips, shuffling, drop_last, prefetch, resume,
- * and that every corrupt input is refused with a message naming its path. */
+ * bilinear resize against PyTorch's formula, random crops and flips, shuffling, drop_last,
+ * prefetch with one or more workers, resume, and that every corrupt input is refused with a
+ * message naming its path. */
 #include <ftw.h>
 #include <math.h>
 #include <png.h>
@@ -168,7 +169,7 @@ static void test_mnist_split(void) {
   CU_ASSERT_EQUAL(ganfw_dataset_num_classes(ds), 2); /* labels 0, 1 */
   ganfw_dataset_destroy(ds);
   CU_ASSERT_EQUAL(ganfw_dataset_open("imagenet", dir, 0, NULL, &ds), GANFW_ERR_CONFIG);
-  CU_ASSERT(msg_has("mnist, cifar10 and folder"));
+  CU_ASSERT(msg_has("mnist, fashion_mnist, cifar10 and folder"));
   CU_ASSERT_PTR_NULL(ds);
 }
 
@@ -784,6 +785,113 @@ static void test_crop_pad_flip(void) {
   CU_ASSERT(flipped > 60 && plain > 60);
 }
 
+/* The shift (dy, dx), |dy|, |dx| <= p, for which out[y][x] == src[y + dy][xs] (xs = x, or
+ * w - 1 - x when mirrored) inside the image and 0 outside, or 0 when there is none. */
+static int find_shift(const float *src, const float *out, int h, int w, int p, int mirrored,
+                      int *dy, int *dx) {
+  for (int sy = -p; sy <= p; sy++)
+    for (int sx = -p; sx <= p; sx++) {
+      int match = 1;
+      for (int y = 0; y < h && match; y++)
+        for (int x = 0; x < w && match; x++) {
+          const int yy = y + sy, xx = (mirrored ? w - 1 - x : x) + sx;
+          const float want = yy >= 0 && yy < h && xx >= 0 && xx < w ? src[yy * w + xx] : 0.0f;
+          match = out[y * w + x] == want;
+        }
+      if (match) {
+        *dy = sy;
+        *dx = sx;
+        return 1;
+      }
+    }
+  return 0;
+}
+
+/* RandomCrop(size, padding=p) then RandomHorizontalFlip: each key moves the picture by at most
+ * p pixels each way with zeros coming in, every shift in [-p, p]^2 occurs, a flip mirrors
+ * exactly, and the same key gives the same picture. The source has no zero pixel, so a zero
+ * in the output can only have come in from the padding. */
+static void test_random_crop(void) {
+  enum { H = 5, W = 6, P = 2, KEYS = 3000 };
+  float src[H * W];
+  for (int i = 0; i < H * W; i++) src[i] = (float)(i + 1) / (H * W);
+  int seen[2 * P + 1][2 * P + 1] = {{0}};
+  int unmatched = 0, unstable = 0, mirrored_n = 0, plain_n = 0;
+  const ganfw_transform crop = {.crop_padding = P, .unit_range = 1};
+  const ganfw_transform both = {.crop_padding = P, .hflip = 1, .unit_range = 1};
+  for (int k = 0; k < KEYS; k++) {
+    const uint64_t key = ganfw_data_sample_key(11, 2, k);
+    float a[H * W], b[H * W];
+    CU_ASSERT_EQUAL(ganfw_transform_apply(&crop, src, 1, H, W, key, a, 1, H, W), GANFW_OK);
+    CU_ASSERT_EQUAL(ganfw_transform_apply(&crop, src, 1, H, W, key, b, 1, H, W), GANFW_OK);
+    unstable += memcmp(a, b, sizeof a) != 0;
+    int dy, dx;
+    if (find_shift(src, a, H, W, P, 0, &dy, &dx))
+      seen[dy + P][dx + P]++;
+    else
+      unmatched++;
+    /* with the flip: the same crop (the flip draws from another part of the key), mirrored
+     * or not */
+    CU_ASSERT_EQUAL(ganfw_transform_apply(&both, src, 1, H, W, key, b, 1, H, W), GANFW_OK);
+    int fy, fx;
+    if (find_shift(src, b, H, W, P, 1, &fy, &fx) && memcmp(a, b, sizeof a) != 0) {
+      mirrored_n++;
+      /* mirror(crop(img)): output column x is crop column W-1-x, shifted by crop's dx */
+      CU_ASSERT(fy == dy && fx == dx);
+    } else if (memcmp(a, b, sizeof a) == 0) {
+      plain_n++;
+    }
+  }
+  CU_ASSERT_EQUAL(unmatched, 0);
+  CU_ASSERT_EQUAL(unstable, 0);
+  CU_ASSERT_EQUAL(mirrored_n + plain_n, KEYS);
+  CU_ASSERT(mirrored_n > KEYS / 3 && plain_n > KEYS / 3);
+  /* uniform offsets: each of the 25 shifts about KEYS / 25 = 120 times */
+  int lo = KEYS, hi = 0;
+  for (int i = 0; i <= 2 * P; i++)
+    for (int j = 0; j <= 2 * P; j++)
+      lo = seen[i][j] < lo ? seen[i][j] : lo, hi = seen[i][j] > hi ? seen[i][j] : hi;
+  CU_ASSERT(lo > 60 && hi < 200);
+  /* The padding is black: -1 after the default normalisation; the shape never changes, also
+   * after a resize, a center crop and a pad of its own. */
+  const ganfw_transform norm = {.crop_padding = 3};
+  int zeros_in = 0;
+  for (int k = 0; k < 50; k++) {
+    float o[H * W];
+    CU_ASSERT_EQUAL(ganfw_transform_apply(&norm, src, 1, H, W, (uint64_t)k, o, 1, H, W), GANFW_OK);
+    for (int i = 0; i < H * W; i++) {
+      CU_ASSERT(o[i] >= -1.0f && o[i] <= 1.0f);
+      zeros_in += o[i] == -1.0f;
+    }
+  }
+  CU_ASSERT(zeros_in > 0);
+  const ganfw_transform chain = {
+      .resize = 8, .crop_h = 6, .crop_w = 6, .pad = 1, .crop_padding = 4};
+  int32_t oh = 0, ow = 0;
+  CU_ASSERT_EQUAL(ganfw_transform_shape(&chain, H, W, &oh, &ow), GANFW_OK);
+  CU_ASSERT(oh == 8 && ow == 8);
+  const ganfw_transform neg = {.crop_padding = -1};
+  CU_ASSERT_EQUAL(ganfw_transform_shape(&neg, H, W, &oh, &ow), GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has("crop_padding -1"));
+}
+
+/* data.augment: {crop_padding, hflip} from the config, with its range and its shape checked,
+ * and the old data.hflip pointed to its new place. */
+static void test_augment_config(void) {
+  ganfw_transform tf = tf_from("data: {augment: {crop_padding: 4, hflip: true}}\n", GANFW_OK);
+  CU_ASSERT(tf.crop_padding == 4 && tf.hflip == 1 && tf.pad == 0);
+  tf = tf_from("data: {pad: 2}\n", GANFW_OK);
+  CU_ASSERT(tf.crop_padding == 0 && tf.hflip == 0);
+  tf_from("data: {augment: {crop_padding: 1025}}\n", GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has("norm.yaml:1:") && msg_has("data.augment.crop_padding") && msg_has("1024"));
+  tf_from("data: {augment: {hflip: 3}}\n", GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has("data.augment.hflip"));
+  tf_from("data: {augment: true}\n", GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has("norm.yaml:1:") && msg_has("data.augment must be a map"));
+  tf_from("data: {hflip: true}\n", GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has("norm.yaml:1:") && msg_has("data.augment.hflip"));
+}
+
 /* --- loader -------------------------------------------------------------------------------- */
 /* 23 samples 4 x 4 with label = index. */
 static ganfw_dataset *open_indexed(const ganfw_transform *tf) {
@@ -931,12 +1039,134 @@ static void test_loader_prefetch_same(void) {
   ganfw_dataset_destroy(ds);
 }
 
-/* Position save/restore: a new loader seeked to a saved position continues identically. */
-static void test_loader_resume(void) {
-  ganfw_dataset *ds = open_indexed(NULL);
+/* Several workers yield exactly the batches of one and of none, in the same order, with the
+ * random crop and flip on, over epochs of a short last batch or none (drop_last); a loader
+ * destroyed with every worker busy ends cleanly. */
+static void test_loader_workers_same(void) {
+  const ganfw_transform tf = {.crop_padding = 1, .hflip = 1};
+  ganfw_dataset *ds = open_indexed(&tf), *plain = open_indexed(NULL);
   CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
-  for (int prefetch = 0; prefetch <= 1; prefetch++) {
-    ganfw_loader_config cfg = {.batch_size = 3, .seed = 77, .shuffle = 1, .prefetch = prefetch};
+  CU_ASSERT_PTR_NOT_NULL_FATAL(plain);
+  static run_rec want, got;
+  const int32_t counts[] = {1, 2, 3, 4, 7, 16};
+  for (int drop = 0; drop <= 1; drop++) {
+    ganfw_loader_config cfg = {.batch_size = 5, .seed = 2024, .shuffle = 1, .drop_last = drop};
+    ganfw_loader *l = NULL;
+    CU_ASSERT_EQUAL_FATAL(ganfw_loader_create(ds, &cfg, &l), GANFW_OK);
+    CU_ASSERT_EQUAL_FATAL(run_batches(l, 30, &want), GANFW_OK); /* 6 or 7.5 epochs */
+    ganfw_loader_destroy(l);
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+      cfg.prefetch = 1;
+      cfg.workers = counts[k];
+      CU_ASSERT_EQUAL_FATAL(ganfw_loader_create(ds, &cfg, &l), GANFW_OK);
+      CU_ASSERT_EQUAL_FATAL(run_batches(l, 30, &got), GANFW_OK);
+      if (memcmp(want.images, got.images, sizeof want.images) ||
+          memcmp(want.labels, got.labels, sizeof want.labels) ||
+          memcmp(want.info, got.info, sizeof want.info))
+        printf("\n  %d workers (drop_last %d) differ from the synchronous loader\n", (int)counts[k],
+               drop);
+      CU_ASSERT_EQUAL(memcmp(want.images, got.images, sizeof want.images), 0);
+      CU_ASSERT_EQUAL(memcmp(want.labels, got.labels, sizeof want.labels), 0);
+      CU_ASSERT_EQUAL(memcmp(want.info, got.info, sizeof want.info), 0);
+      ganfw_loader_destroy(l); /* with batches in flight */
+    }
+    cfg.prefetch = 0;
+    cfg.workers = 0;
+    /* the augmentation is on: the same order without it gives other pictures */
+    CU_ASSERT_EQUAL_FATAL(ganfw_loader_create(plain, &cfg, &l), GANFW_OK);
+    CU_ASSERT_EQUAL_FATAL(run_batches(l, 30, &got), GANFW_OK);
+    CU_ASSERT_EQUAL(memcmp(want.labels, got.labels, sizeof want.labels), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(want.images, got.images, sizeof want.images), 0);
+    ganfw_loader_destroy(l);
+  }
+  /* The same seed, the same augmented batch; another seed, other crops and flips of the same
+   * samples (no shuffle: the order is the same). */
+  ganfw_loader_config cfg = {.batch_size = 8, .seed = 5, .prefetch = 1, .workers = 3};
+  ganfw_loader *a = NULL, *b = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_loader_create(ds, &cfg, &a), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_loader_create(ds, &cfg, &b), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(run_batches(a, 3, &want), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(run_batches(b, 3, &got), GANFW_OK);
+  CU_ASSERT_EQUAL(memcmp(want.images, got.images, sizeof(want.images[0]) * 3), 0);
+  ganfw_loader_destroy(b);
+  cfg.seed = 6;
+  CU_ASSERT_EQUAL_FATAL(ganfw_loader_create(ds, &cfg, &b), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(run_batches(b, 3, &got), GANFW_OK);
+  CU_ASSERT_EQUAL(memcmp(want.labels, got.labels, sizeof(want.labels[0]) * 3), 0);
+  CU_ASSERT_NOT_EQUAL(memcmp(want.images, got.images, sizeof(want.images[0]) * 3), 0);
+  ganfw_loader_destroy(a);
+  ganfw_loader_destroy(b);
+  /* Destroyed at once, every worker waiting or busy: clean. */
+  cfg.workers = GANFW_LOADER_MAX_WORKERS;
+  cfg.batch_size = 1;
+  CU_ASSERT_EQUAL_FATAL(ganfw_loader_create(ds, &cfg, &a), GANFW_OK);
+  ganfw_loader_destroy(a);
+  CU_ASSERT_EQUAL_FATAL(ganfw_loader_create(ds, &cfg, &a), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_loader_next(a, want.images[0], want.labels[0], NULL), GANFW_OK);
+  ganfw_loader_destroy(a);
+  /* Out of range, or several workers without prefetch: refused. */
+  cfg.workers = GANFW_LOADER_MAX_WORKERS + 1;
+  CU_ASSERT_EQUAL(ganfw_loader_create(ds, &cfg, &a), GANFW_ERR_CONFIG);
+  CU_ASSERT_PTR_NULL(a);
+  cfg.workers = 2;
+  cfg.prefetch = 0;
+  CU_ASSERT_EQUAL(ganfw_loader_create(ds, &cfg, &a), GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has("data.prefetch"));
+  ganfw_dataset_destroy(ds);
+  ganfw_dataset_destroy(plain);
+}
+
+/* data.shuffle, drop_last, prefetch and workers from the config, with their defaults and
+ * errors naming the key and its line. */
+static void test_loader_config(void) {
+  const struct {
+    const char *yaml;
+    ganfw_status want;
+    int32_t workers, prefetch, shuffle, drop_last;
+    const char *msg;
+  } cases[] = {
+      {"data: {}\n", GANFW_OK, 1, 1, 1, 1, NULL},
+      {"data: {workers: 4, shuffle: false}\n", GANFW_OK, 4, 1, 0, 1, NULL},
+      {"data: {workers: 16, drop_last: no}\n", GANFW_OK, 16, 1, 1, 0, NULL},
+      {"data: {prefetch: false}\n", GANFW_OK, 1, 0, 1, 1, NULL},
+      {"data: {workers: 0}\n", GANFW_ERR_CONFIG, 0, 0, 0, 0, "data.workers"},
+      {"data: {workers: 17}\n", GANFW_ERR_CONFIG, 0, 0, 0, 0, "from 1 to 16"},
+      {"data: {workers: 2, prefetch: false}\n", GANFW_ERR_CONFIG, 0, 0, 0, 0,
+       "data.workers 2 needs data.prefetch"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ganfw_config *cfg = NULL;
+    CU_ASSERT_EQUAL_FATAL(ganfw_config_load_string(cases[i].yaml, "loader.yaml", &cfg), GANFW_OK);
+    ganfw_loader_config lc = {0};
+    ganfw_status st = ganfw_loader_config_from_config(
+        ganfw_cfg_section(ganfw_config_root(cfg), "data"), 32, 9, &lc);
+    if (st != cases[i].want) printf("\n  %s: %s\n", cases[i].yaml, ganfw_error_message());
+    CU_ASSERT_EQUAL(st, cases[i].want);
+    if (st == GANFW_OK) {
+      CU_ASSERT(lc.batch_size == 32 && lc.seed == 9);
+      CU_ASSERT_EQUAL(lc.workers, cases[i].workers);
+      CU_ASSERT_EQUAL(lc.prefetch, cases[i].prefetch);
+      CU_ASSERT_EQUAL(lc.shuffle, cases[i].shuffle);
+      CU_ASSERT_EQUAL(lc.drop_last, cases[i].drop_last);
+    } else {
+      CU_ASSERT(msg_has("loader.yaml:1:") && msg_has(cases[i].msg));
+    }
+    ganfw_config_destroy(cfg);
+  }
+}
+
+/* Position save/restore: a new loader seeked to a saved position continues identically,
+ * with none, one or three workers. */
+static void test_loader_resume(void) {
+  const ganfw_transform tf = {.crop_padding = 1, .hflip = 1};
+  ganfw_dataset *ds = open_indexed(&tf);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ds);
+  for (int mode = 0; mode < 3; mode++) {
+    ganfw_loader_config cfg = {.batch_size = 3,
+                               .seed = 77,
+                               .shuffle = 1,
+                               .prefetch = mode > 0,
+                               .workers = mode == 2 ? 3 : 1};
     ganfw_loader *l = NULL, *r = NULL;
     CU_ASSERT_EQUAL_FATAL(ganfw_loader_create(ds, &cfg, &l), GANFW_OK);
     static run_rec a, b;
@@ -965,8 +1195,9 @@ static void test_loader_resume(void) {
   ganfw_dataset_destroy(ds);
 }
 
-/* An unreadable sample surfaces from the prefetch thread as the status of next(), with the
- * same message as synchronously; the position stays, and skipping it works. */
+/* An unreadable sample surfaces from a worker thread (one of one, or one of three with the
+ * batches after it in flight) as the status of next(), with the same message as
+ * synchronously; the position stays, calling again retries, and skipping it works. */
 static void test_loader_errors(void) {
   const char *dir = new_dir("folder_bad");
   uint8_t px[12] = {0};
@@ -978,8 +1209,9 @@ static void test_loader_errors(void) {
   ganfw_dataset *ds = NULL;
   CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, NULL, &ds), GANFW_OK);
   char sync_msg[1024] = "";
-  for (int prefetch = 0; prefetch <= 1; prefetch++) {
-    ganfw_loader_config cfg = {.batch_size = 1, .prefetch = prefetch};
+  for (int mode = 0; mode < 3; mode++) {
+    const int prefetch = mode > 0;
+    ganfw_loader_config cfg = {.batch_size = 1, .prefetch = prefetch, .workers = mode == 2 ? 3 : 1};
     ganfw_loader *l = NULL;
     CU_ASSERT_EQUAL_FATAL(ganfw_loader_create(ds, &cfg, &l), GANFW_OK);
     float img[12];
@@ -1077,6 +1309,11 @@ static void test_nominal_shape(void) {
   const ganfw_transform gray = {.channels = 1};
   CU_ASSERT_FATAL(ganfw_dataset_nominal_shape("cifar10", &gray, &c, &h, &w, &k));
   CU_ASSERT_EQUAL(c, 1);
+  CU_ASSERT_FATAL(ganfw_dataset_nominal_shape("fashion_mnist", &none, &c, &h, &w, &k));
+  CU_ASSERT(c == 1 && h == 28 && w == 28 && k == 10);
+  const ganfw_transform aug = {.crop_padding = 4, .hflip = 1};
+  CU_ASSERT_FATAL(ganfw_dataset_nominal_shape("fashion_mnist", &aug, &c, &h, &w, &k));
+  CU_ASSERT(c == 1 && h == 28 && w == 28);
   CU_ASSERT_FALSE(ganfw_dataset_nominal_shape("folder", &none, &c, &h, &w, &k));
   CU_ASSERT_FALSE(ganfw_dataset_nominal_shape("imagenet", &none, &c, &h, &w, &k));
   CU_ASSERT_FALSE(ganfw_dataset_nominal_shape(NULL, &none, &c, &h, &w, &k));
@@ -1101,9 +1338,13 @@ static CU_TestInfo tests[] = {
     {"transform_shapes", test_transform_shapes},
     {"normalize", test_normalize},
     {"crop_pad_flip", test_crop_pad_flip},
+    {"random_crop", test_random_crop},
+    {"augment_config", test_augment_config},
     {"loader_shuffle", test_loader_shuffle},
     {"loader_drop_last", test_loader_drop_last},
     {"loader_prefetch_same", test_loader_prefetch_same},
+    {"loader_workers_same", test_loader_workers_same},
+    {"loader_config", test_loader_config},
     {"loader_resume", test_loader_resume},
     {"loader_errors", test_loader_errors},
     {"loader_speed", test_loader_speed},
