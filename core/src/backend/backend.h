@@ -272,6 +272,20 @@ typedef struct ganfw_backend_vt {
                              const float *x, const float *dy, const float *gamma,
                              const double *save_mean, const double *save_invstd, float *dx,
                              float *dgamma, float *dbeta, int accumulate);
+
+  /* --- class embeddings and weight layouts (issue 12 part 2, 2026-12): required --------- */
+  /* nn.Embedding's lookup: y[n][d] = w[ids[n]][d] for n < N, d < D, w [num,D]; ids are int32
+   * (device memory) in [0, num): the caller checked them. */
+  void (*embedding_forward)(ganfw_backend *be, int64_t N, int64_t D, const int32_t *ids,
+                            const float *w, float *y);
+  /* Its weight gradient, deterministic (no atomics): dw[j][d] is the sum of dy[n][d] over the
+   * n with ids[n] == j, added in increasing n to dw[j][d] (accumulate 1) or to 0 (accumulate
+   * 0: every row of dw [num,D] is written, 0 where no id points). */
+  void (*embedding_backward)(ganfw_backend *be, int64_t N, int64_t num, int64_t D,
+                             const int32_t *ids, const float *dy, float *dw, int accumulate);
+  /* x [A,B,C] -> y [B,A,C]: the first two dimensions swapped (spectral norm's matrix view of
+   * a conv_transpose2d weight [C,K,R,S] as [K, C*R*S], and back). y does not alias x. */
+  void (*transpose01)(ganfw_backend *be, int64_t A, int64_t B, int64_t C, const float *x, float *y);
 } ganfw_backend_vt;
 
 /* The groups of lp_ops. */

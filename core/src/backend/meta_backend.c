@@ -365,6 +365,22 @@ static void meta_groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int
   (void)save_mean, (void)save_invstd, (void)dx, (void)dgamma, (void)dbeta, (void)accumulate;
 }
 
+static void meta_embedding_forward(ganfw_backend *be, int64_t N, int64_t D, const int32_t *ids,
+                                   const float *w, float *y) {
+  (void)be, (void)N, (void)D, (void)ids, (void)w, (void)y;
+}
+
+static void meta_embedding_backward(ganfw_backend *be, int64_t N, int64_t num, int64_t D,
+                                    const int32_t *ids, const float *dy, float *dw,
+                                    int accumulate) {
+  (void)be, (void)N, (void)num, (void)D, (void)ids, (void)dy, (void)dw, (void)accumulate;
+}
+
+static void meta_transpose01(ganfw_backend *be, int64_t A, int64_t B, int64_t C, const float *x,
+                             float *y) {
+  (void)be, (void)A, (void)B, (void)C, (void)x, (void)y;
+}
+
 static const ganfw_backend_vt meta_vt = {
     .name = "meta",
     .raw_alloc = meta_raw_alloc,
@@ -437,6 +453,9 @@ static const ganfw_backend_vt meta_vt = {
     .upsample2d_backward = meta_upsample,
     .groupnorm_forward = meta_groupnorm_forward,
     .groupnorm_backward = meta_groupnorm_backward,
+    .embedding_forward = meta_embedding_forward,
+    .embedding_backward = meta_embedding_backward,
+    .transpose01 = meta_transpose01,
 };
 
 /* One meta backend per shadow (there are few real backends: cpu, cuda). */

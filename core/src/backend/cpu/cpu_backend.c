@@ -61,6 +61,9 @@ static const ganfw_backend_vt cpu_vt = {
     .upsample2d_backward = ganfw_cpu_upsample2d_backward,
     .groupnorm_forward = ganfw_cpu_groupnorm_forward,
     .groupnorm_backward = ganfw_cpu_groupnorm_backward,
+    .embedding_forward = ganfw_cpu_embedding_forward,
+    .embedding_backward = ganfw_cpu_embedding_backward,
+    .transpose01 = ganfw_cpu_transpose01,
 };
 
 static ganfw_backend cpu_backend = {.vt = &cpu_vt, .impl = 0};

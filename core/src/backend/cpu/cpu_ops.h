@@ -113,6 +113,13 @@ void ganfw_cpu_groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int64
                                   const double *save_mean, const double *save_invstd, float *dx,
                                   float *dgamma, float *dbeta, int accumulate);
 
+void ganfw_cpu_embedding_forward(ganfw_backend *be, int64_t N, int64_t D, const int32_t *ids,
+                                 const float *w, float *y);
+void ganfw_cpu_embedding_backward(ganfw_backend *be, int64_t N, int64_t num, int64_t D,
+                                  const int32_t *ids, const float *dy, float *dw, int accumulate);
+void ganfw_cpu_transpose01(ganfw_backend *be, int64_t A, int64_t B, int64_t C, const float *x,
+                           float *y);
+
 /* The number of threads the CPU kernels use (device.threads). */
 int ganfw_cpu_threads(void);
 

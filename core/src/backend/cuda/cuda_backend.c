@@ -190,6 +190,9 @@ static const ganfw_backend_vt cuda_vt = {
     .upsample2d_backward = ganfw_cuda_upsample2d_backward,
     .groupnorm_forward = ganfw_cuda_groupnorm_forward,
     .groupnorm_backward = ganfw_cuda_groupnorm_backward,
+    .embedding_forward = ganfw_cuda_embedding_forward,
+    .embedding_backward = ganfw_cuda_embedding_backward,
+    .transpose01 = ganfw_cuda_transpose01,
 };
 
 /* --- devices and the backend ------------------------------------------------------------ */

@@ -202,6 +202,12 @@ void ganfw_cuda_groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int6
                                    const float *x, const float *dy, const float *gamma,
                                    const double *save_mean, const double *save_invstd, float *dx,
                                    float *dgamma, float *dbeta, int accumulate);
+void ganfw_cuda_embedding_forward(ganfw_backend *be, int64_t N, int64_t D, const int32_t *ids,
+                                  const float *w, float *y);
+void ganfw_cuda_embedding_backward(ganfw_backend *be, int64_t N, int64_t num, int64_t D,
+                                   const int32_t *ids, const float *dy, float *dw, int accumulate);
+void ganfw_cuda_transpose01(ganfw_backend *be, int64_t A, int64_t B, int64_t C, const float *x,
+                            float *y);
 void ganfw_cuda_dropout_forward(ganfw_backend *be, int64_t n, float p, uint64_t seed,
                                 uint64_t offset, const float *x, float *y, uint8_t *mask);
 void ganfw_cuda_dropout_backward(ganfw_backend *be, int64_t n, float p, const uint8_t *mask,

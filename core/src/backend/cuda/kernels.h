@@ -135,6 +135,15 @@ cudaError_t ganfw_cu_groupnorm_backward(cudaStream_t st, int64_t N, int64_t C, i
                                         const double *save_invstd, float *dx, float *dgamma,
                                         float *dbeta, int accumulate);
 
+/* --- embedding.cu ------------------------------------------------------------------- */
+cudaError_t ganfw_cu_embedding_forward(cudaStream_t st, int64_t N, int64_t D, const int32_t *ids,
+                                       const float *w, float *y);
+cudaError_t ganfw_cu_embedding_backward(cudaStream_t st, int64_t N, int64_t num, int64_t D,
+                                        const int32_t *ids, const float *dy, float *dw,
+                                        int accumulate);
+cudaError_t ganfw_cu_transpose01(cudaStream_t st, int64_t A, int64_t B, int64_t C, const float *x,
+                                 float *y);
+
 #ifdef __cplusplus
 }
 #endif

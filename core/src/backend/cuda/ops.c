@@ -1,8 +1,8 @@
 /* The CUDA backend's table entries that run its own kernels (kernels.h): activations
- * (f32 and 16-bit), pooling, upsampling, group normalisation, dropout, losses, the foreach ops,
- * reductions, casts and Philox sampling. Each launches on the compute stream and records a failed
- * launch (LAUNCH_CHECK); reductions that return a value to the host copy it back and so wait for
- * the stream. */
+ * (f32 and 16-bit), pooling, upsampling, group normalisation, embeddings and weight
+ * transposes, dropout, losses, the foreach ops, reductions, casts and Philox sampling. Each
+ * launches on the compute stream and records a failed launch (LAUNCH_CHECK); reductions that
+ * return a value to the host copy it back and so wait for the stream. */
 #include "backend/cuda/cuda_internal.h"
 
 #define STREAM(be)      (ganfw_cuda_state_of(be)->stream)
@@ -101,6 +101,21 @@ void ganfw_cuda_groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int6
                                    float *dgamma, float *dbeta, int accumulate) {
   RUN(be, ganfw_cu_groupnorm_backward(STREAM(be), N, C, HW, G, x, dy, gamma, save_mean, save_invstd,
                                       dx, dgamma, dbeta, accumulate));
+}
+
+void ganfw_cuda_embedding_forward(ganfw_backend *be, int64_t N, int64_t D, const int32_t *ids,
+                                  const float *w, float *y) {
+  RUN(be, ganfw_cu_embedding_forward(STREAM(be), N, D, ids, w, y));
+}
+
+void ganfw_cuda_embedding_backward(ganfw_backend *be, int64_t N, int64_t num, int64_t D,
+                                   const int32_t *ids, const float *dy, float *dw, int accumulate) {
+  RUN(be, ganfw_cu_embedding_backward(STREAM(be), N, num, D, ids, dy, dw, accumulate));
+}
+
+void ganfw_cuda_transpose01(ganfw_backend *be, int64_t A, int64_t B, int64_t C, const float *x,
+                            float *y) {
+  RUN(be, ganfw_cu_transpose01(STREAM(be), A, B, C, x, y));
 }
 
 void ganfw_cuda_dropout_forward(ganfw_backend *be, int64_t n, float p, uint64_t seed,
