@@ -27,6 +27,7 @@ typedef struct ganfw_exec {
 typedef struct ganfw_saved {
   ganfw_tensor *t[GANFW_SAVED_MAX];
   uint64_t rng_offset;
+  double value;                  /* a scalar kept for backward (spectral norm: sigma) */
   int64_t shape[GANFW_MAX_DIMS]; /* the input shape, for layers that keep no tensor */
   int32_t ndim;
 } ganfw_saved;
@@ -67,6 +68,24 @@ typedef struct ganfw_layer_vt {
 
 #define GANFW_LAYER_MAX_PARAMS 2
 #define GANFW_LAYER_MAX_ARGS   8
+#define GANFW_LAYER_MAX_EXTRA  2
+
+/* torch.nn.utils.spectral_norm on a matmul layer's weight (layers/spectral_norm.c). The
+ * weight, parameter 0 ("<layer>.weight_orig"), is seen as [A,h,B] and its matrix W_mat
+ * [h, A*B] has dimension `dim` of the weight first: dim 0 (conv2d [K,C,R,S], linear
+ * [OUT,IN]) is the weight itself (A = 1), dim 1 (conv_transpose2d [C,K,R,S]) swaps the first
+ * two dimensions (A = C, h = K). u [h] and v [A*B] are the layer's extra buffers 0 and 1
+ * ("<layer>.weight_u", "<layer>.weight_v"). */
+typedef struct ganfw_spectral_norm {
+  int32_t n_power_iterations; /* 0: the layer's weight is not normalised */
+  float eps;
+  int32_t dim;
+  int64_t A, h, B;
+  ganfw_tensor *w_eff;    /* weight_orig / sigma (f32, workspace) while the layer's forward or
+                             backward runs, else NULL: ganfw_layer_param_value hands it out */
+  ganfw_tensor *grad_eff; /* the gradient of w_eff during a backward when it is not grad[0] */
+  double sigma;           /* the last forward's */
+} ganfw_spectral_norm;
 
 struct ganfw_layer {
   const ganfw_layer_vt *vt;
@@ -83,6 +102,12 @@ struct ganfw_layer {
   ganfw_tensor *running_mean, *running_var; /* batchnorm2d */
   int64_t num_batches_tracked;
   char *buffer_name[3];
+  /* More buffers saved with the weights, after BatchNorm's (ganfw_net_buffer_at): f32
+   * tensors owned by the layer, extra_name[i] their state_dict name ("main.0.weight_u"). */
+  int32_t nextra;
+  ganfw_tensor *extra[GANFW_LAYER_MAX_EXTRA];
+  char *extra_name[GANFW_LAYER_MAX_EXTRA];
+  ganfw_spectral_norm sn;
   int32_t trainable;
   /* Where its inputs come from (net.c): in_name[k] as the builder named it (NULL: the node
    * appended before), resolved by net_build into in[k], the producing layer's index or -1
@@ -92,6 +117,12 @@ struct ganfw_layer {
   int32_t in[GANFW_NODE_MAX_INPUTS];
   int64_t in_c[GANFW_NODE_MAX_INPUTS]; /* dim 1 of each input's shape, set by net_build */
 };
+
+/* What a matmul layer computes with for parameter i: param[i], except the weight of a
+ * spectrally normalised layer while its forward or backward runs (weight_orig / sigma). */
+static inline ganfw_tensor *ganfw_layer_param_value(const ganfw_layer *l, int32_t i) {
+  return i == 0 && l->sn.w_eff ? l->sn.w_eff : l->param[i];
+}
 
 /* The layer types. */
 extern const ganfw_layer_vt ganfw_layer_conv2d;
@@ -115,6 +146,35 @@ extern const ganfw_layer_vt ganfw_layer_concat;
  * is replaced by a new tensor holding the sum (in the compute dtype). l names the node. */
 ganfw_status ganfw_join_accumulate(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor **acc,
                                    ganfw_tensor *g);
+
+extern const ganfw_layer_vt ganfw_layer_embedding;
+
+/* Spectral norm inside conv2d, conv_transpose2d and linear (layers/spectral_norm.c); each
+ * call does nothing for a layer whose sn.n_power_iterations is 0.
+ *   init: after the layer created its weight; creates u and v, N(0, 1) normalised, as
+ *     PyTorch does (from the context's Philox stream).
+ *   forward_begin: power iterations on u and v when ex->update_stats (a training forward
+ *     whose running statistics count; none in eval or in a checkpoint re-run), then sigma =
+ *     u^T W_mat v and sn.w_eff = W / sigma. With a tape, saved->t[1] gets a copy of u and v
+ *     ([h + A*B] f32, category activation: another forward may move them before this
+ *     backward) and saved->value sigma. Transient workspace: W_mat (conv_transpose2d only),
+ *     then w_eff, both the weight's size, and a vector of h.
+ *   backward_begin: sn.w_eff again from the saved sigma; with param_grads, *dw is where the
+ *     layer's kernel writes the gradient G of w_eff (grad[0] itself when it can be, else a
+ *     workspace the weight's size, zeroed when `accumulate`: the kernel keeps its own
+ *     accumulate flag for the bias). backward_end turns G into weight_orig's gradient as
+ *     PyTorch's autograd does with u and v constant, dW = (G - <G, w_eff> u v^T) / sigma
+ *     (through W_mat's layout), written to or added to grad[0]; it releases what begin
+ *     made, and so does release on an error path. */
+ganfw_status ganfw_spectral_init(ganfw_layer *l, int32_t dim);
+ganfw_status ganfw_spectral_forward_begin(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved);
+ganfw_status ganfw_spectral_backward_begin(ganfw_layer *l, const ganfw_exec *ex,
+                                           const ganfw_saved *saved, int32_t param_grads,
+                                           int32_t accumulate, float **dw);
+ganfw_status ganfw_spectral_backward_end(ganfw_layer *l, const ganfw_exec *ex,
+                                         const ganfw_saved *saved, int32_t param_grads,
+                                         int32_t accumulate);
+void ganfw_spectral_release(ganfw_layer *l);
 
 /* The normalisation shared by groupnorm, instancenorm2d and layernorm (layers/groupnorm.c):
  * the input seen as [N,C,HW] (N its first dimension) in G groups, normalised per sample and

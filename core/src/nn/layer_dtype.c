@@ -48,7 +48,7 @@ void *ganfw_layer_lp_in(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratc
 
 void *ganfw_layer_lp_param(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
                            int32_t i) {
-  const ganfw_tensor *w = l->param[i];
+  const ganfw_tensor *w = ganfw_layer_param_value(l, i);
   void *h = scratch_push_dtype(l, ex, sc, ex->dtype, w->numel, NULL);
   if (h && ganfw_cast(ex->be, w->numel, GANFW_DTYPE_F32, w->data, ex->dtype, h) != GANFW_OK) {
     ganfw_layer_error(l, ganfw_error_code(), "rounding '%s': %s", w->name, ganfw_error_message());
@@ -77,7 +77,7 @@ float *ganfw_layer_f32_out(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scr
 ganfw_status ganfw_layer_f32_params(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
                                     const float *p[GANFW_LAYER_MAX_PARAMS]) {
   for (int32_t i = 0; i < GANFW_LAYER_MAX_PARAMS; i++)
-    p[i] = l->param[i] ? l->param[i]->data : NULL;
+    p[i] = l->param[i] ? ganfw_layer_param_value(l, i)->data : NULL;
   if (ex->dtype == GANFW_DTYPE_F32) return GANFW_OK;
   /* One buffer: the rounded values of every parameter, then a 16-bit staging area as large
    * as the largest parameter. */
@@ -92,7 +92,7 @@ ganfw_status ganfw_layer_f32_params(ganfw_layer *l, const ganfw_exec *ex, ganfw_
   void *half = f + total;
   ganfw_status st = GANFW_OK;
   for (int32_t i = 0; i < GANFW_LAYER_MAX_PARAMS && st == GANFW_OK; i++) {
-    const ganfw_tensor *w = l->param[i];
+    const ganfw_tensor *w = l->param[i] ? ganfw_layer_param_value(l, i) : NULL;
     if (!w) continue;
     st = ganfw_cast(ex->be, w->numel, GANFW_DTYPE_F32, w->data, ex->dtype, half);
     if (st == GANFW_OK) st = ganfw_cast(ex->be, w->numel, ex->dtype, half, GANFW_DTYPE_F32, f);

@@ -6,6 +6,8 @@
  * same order as a plain loop over the layers. */
 #include "nn/net.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +88,11 @@ static void layer_destroy(ganfw_layer *l) {
   ganfw_tensor_destroy(l->running_var);
   for (int i = 0; i < 3; i++) free(l->buffer_name[i]);
   for (int32_t k = 0; k < GANFW_NODE_MAX_INPUTS; k++) free(l->in_name[k]);
+  for (int32_t i = 0; i < GANFW_LAYER_MAX_EXTRA; i++) {
+    ganfw_tensor_destroy(l->extra[i]);
+    free(l->extra_name[i]);
+  }
+  ganfw_spectral_release(l);
   free(l->name);
   free(l->qualified);
   free(l);
@@ -509,6 +516,66 @@ static ganfw_status build_nodes(ganfw_net *net) {
   return GANFW_OK;
 }
 
+ganfw_status ganfw_net_embedding(ganfw_net *net, const char *name, int64_t num, int64_t dim) {
+  ganfw_status st;
+  if ((st = positive(net, name, "num (the number of embeddings)", num)) ||
+      (st = positive(net, name, "dim (the embedding size)", dim)))
+    return st;
+  if (num > INT32_MAX)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s, layer %s: embedding of %lld rows; at most %d are supported",
+                           net->name, name ? name : "?", (long long)num, (int)INT32_MAX);
+  int64_t args[] = {num, dim};
+  return add_layer(net, &ganfw_layer_embedding, name, args, 2, NULL, 0);
+}
+
+ganfw_status ganfw_net_spectral_norm(ganfw_net *net, const char *layer, int32_t n_power_iterations,
+                                     float eps) {
+  const char *name = layer ? layer : "";
+  if (net->built)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: spectral norm on '%s' after net_build; apply it right after "
+                           "appending the layer",
+                           net->name, name);
+  ganfw_layer *l = NULL;
+  for (int32_t i = 0; i < net->n && !l; i++)
+    if (strcmp(net->layers[i]->name, name) == 0) l = net->layers[i];
+  if (!l)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: spectral norm on '%s': no layer of that name was appended "
+                           "before it",
+                           net->name, name);
+  if (l->vt != &ganfw_layer_conv2d && l->vt != &ganfw_layer_conv_transpose2d &&
+      l->vt != &ganfw_layer_linear)
+    return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
+                             "spectral norm needs a layer with a weight matrix: a conv2d, "
+                             "conv_transpose2d or linear layer");
+  if (l->sn.n_power_iterations > 0)
+    return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
+                             "spectral norm is applied twice; apply it once per layer");
+  if (n_power_iterations < 1 || !(eps > 0.0f) || !isfinite(eps))
+    return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
+                             "spectral norm needs n_power_iterations >= 1 and a finite eps > 0 "
+                             "(PyTorch's defaults: 1 and 1e-12), got %d and %g",
+                             (int)n_power_iterations, (double)eps);
+  l->sn.n_power_iterations = n_power_iterations;
+  l->sn.eps = eps;
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_net_spectral_norm_sigma(const ganfw_net *net, const char *layer, double *sigma) {
+  for (int32_t i = 0; i < net->n; i++) {
+    const ganfw_layer *l = net->layers[i];
+    if (strcmp(l->name, layer ? layer : "") != 0) continue;
+    if (l->sn.n_power_iterations <= 0)
+      return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG, "has no spectral norm");
+    *sigma = l->sn.sigma;
+    return GANFW_OK;
+  }
+  return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s has no layer '%s'", net->name,
+                         layer ? layer : "");
+}
+
 ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w) {
   if (net->built)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s is already built", net->name);
@@ -633,14 +700,22 @@ void ganfw_net_output_shape(const ganfw_net *net, int64_t n, int64_t *out, int32
 int32_t ganfw_net_buffer_at(ganfw_net *net, int64_t i, ganfw_net_buffer *out) {
   for (int32_t k = 0; k < net->n; k++) {
     ganfw_layer *l = net->layers[k];
-    if (!l->running_mean) continue;
-    if (i < 3) {
-      out->name = l->buffer_name[i];
-      out->tensor = i == 0 ? l->running_mean : i == 1 ? l->running_var : NULL;
-      out->counter = i == 2 ? &l->num_batches_tracked : NULL;
+    if (l->running_mean) {
+      if (i < 3) {
+        out->name = l->buffer_name[i];
+        out->tensor = i == 0 ? l->running_mean : i == 1 ? l->running_var : NULL;
+        out->counter = i == 2 ? &l->num_batches_tracked : NULL;
+        return 1;
+      }
+      i -= 3;
+    }
+    if (i < l->nextra) {
+      out->name = l->extra_name[i];
+      out->tensor = l->extra[i];
+      out->counter = NULL;
       return 1;
     }
-    i -= 3;
+    i -= l->nextra;
   }
   return 0;
 }
@@ -1048,9 +1123,11 @@ static ganfw_status tensor_nonfinite(ganfw_tensor *t, int32_t *bad) {
   return GANFW_OK;
 }
 
-/* 1 when layer l's parameters or BatchNorm running statistics hold NaN or inf. */
+/* 1 when layer l's parameters or buffers (BatchNorm's running statistics, spectral norm's u
+ * and v) hold NaN or inf. */
 static ganfw_status layer_state_nonfinite(ganfw_layer *l, int32_t *bad) {
-  ganfw_tensor *state[] = {l->param[0], l->param[1], l->running_mean, l->running_var};
+  ganfw_tensor *state[] = {l->param[0],    l->param[1], l->running_mean,
+                           l->running_var, l->extra[0], l->extra[1]};
   *bad = 0;
   for (size_t k = 0; k < sizeof state / sizeof state[0] && !*bad; k++) {
     ganfw_status st = tensor_nonfinite(state[k], bad);
@@ -1139,77 +1216,77 @@ void ganfw_net_layer_describe(const ganfw_net *net, int32_t i, char *buf, size_t
     snprintf(buf, n, "%s (no layer %d)", net->name, (int)i);
 }
 
-/* --- a copy of the BatchNorm running statistics (a skipped step puts them back) ---------- */
+/* --- a copy of the buffers (a skipped step puts them back) -------------------------------- */
 
 struct ganfw_net_stats {
-  int32_t n;              /* BatchNorm layers */
-  ganfw_tensor **tensors; /* [2n]: running_mean, running_var per layer */
-  int64_t *counters;      /* [n]: num_batches_tracked */
+  int64_t n;              /* buffers: ganfw_net_buffer_at's, in its order */
+  ganfw_tensor **tensors; /* [n]: copies of the f32 buffers (NULL for a counter) */
+  int64_t *counters;      /* [n]: the int64 buffers (num_batches_tracked) */
 };
 
 void ganfw_net_stats_destroy(ganfw_net_stats *snap) {
   if (!snap) return;
-  for (int32_t i = 0; i < 2 * snap->n; i++) ganfw_tensor_destroy(snap->tensors[i]);
+  for (int64_t i = 0; i < snap->n; i++) ganfw_tensor_destroy(snap->tensors[i]);
   free(snap->tensors);
   free(snap->counters);
   free(snap);
 }
 
-/* A copy with room for the statistics of every BatchNorm layer of net. */
+/* A copy with room for every buffer of net: BatchNorm's running statistics and
+ * num_batches_tracked, spectral norm's u and v. */
 static ganfw_status stats_create(ganfw_net *net, ganfw_net_stats **out) {
   ganfw_net_stats *s = calloc(1, sizeof *s);
-  int32_t n = 0;
-  for (int32_t i = 0; i < net->n; i++) n += net->layers[i]->running_mean != NULL;
+  ganfw_net_buffer b;
+  int64_t n = 0;
+  while (ganfw_net_buffer_at(net, n, &b)) n++;
   if (s) {
-    s->tensors = calloc((size_t)(2 * n + 1), sizeof *s->tensors);
+    s->tensors = calloc((size_t)(n + 1), sizeof *s->tensors);
     s->counters = calloc((size_t)(n + 1), sizeof *s->counters);
   }
   if (!s || !s->tensors || !s->counters) {
     ganfw_net_stats_destroy(s);
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   }
-  for (int32_t i = 0; i < net->n; i++) {
-    const ganfw_layer *l = net->layers[i];
-    if (!l->running_mean) continue;
-    ganfw_tensor *src[2] = {l->running_mean, l->running_var};
-    for (int k = 0; k < 2; k++) {
-      ganfw_tensor *t = ganfw_tensor_create(net->ctx, GANFW_DTYPE_F32, src[k]->ndim, src[k]->shape,
-                                            GANFW_MEM_OTHER, src[k]->name);
-      if (!t) {
-        ganfw_net_stats_destroy(s);
-        return ganfw_error_code();
-      }
-      s->tensors[2 * s->n + k] = t;
+  for (; s->n < n; s->n++) {
+    ganfw_net_buffer_at(net, s->n, &b);
+    if (!b.tensor) continue;
+    ganfw_tensor *t = ganfw_tensor_create(net->ctx, GANFW_DTYPE_F32, b.tensor->ndim,
+                                          b.tensor->shape, GANFW_MEM_OTHER, b.tensor->name);
+    if (!t) {
+      ganfw_net_stats_destroy(s);
+      return ganfw_error_code();
     }
-    s->n++;
+    s->tensors[s->n] = t;
   }
   *out = s;
   return GANFW_OK;
 }
 
-/* Copies the running statistics from net into the copy (save) or back (restore). */
+/* Copies the buffers from net into the copy (save) or back (restore). */
 static ganfw_status stats_copy(ganfw_net *net, ganfw_net_stats *s, int32_t save) {
   ganfw_backend *be = net->ctx->be;
-  for (int32_t i = 0, k = 0; i < net->n; i++) {
-    ganfw_layer *l = net->layers[i];
-    if (!l->running_mean) continue;
-    if (k >= s->n)
+  ganfw_net_buffer b;
+  int64_t i = 0;
+  for (; ganfw_net_buffer_at(net, i, &b); i++) {
+    if (i >= s->n || !b.tensor != !s->tensors[i] ||
+        (b.tensor && b.tensor->nbytes != s->tensors[i]->nbytes))
       return ganfw_error_set(GANFW_ERR_INTERNAL, "net %s: the statistics copy is of another net",
                              net->name);
-    ganfw_tensor *live[2] = {l->running_mean, l->running_var};
-    for (int j = 0; j < 2; j++) {
-      ganfw_tensor *copy = s->tensors[2 * k + j];
-      ganfw_status st = save
-                            ? be->vt->copy_d2d(be, copy->data, live[j]->data, (size_t)copy->nbytes)
-                            : be->vt->copy_d2d(be, live[j]->data, copy->data, (size_t)copy->nbytes);
-      if (st != GANFW_OK) return ganfw_error_wrap(st, "layer %s", l->qualified);
+    if (!b.tensor) {
+      if (save)
+        s->counters[i] = *b.counter;
+      else
+        *b.counter = s->counters[i];
+      continue;
     }
-    if (save)
-      s->counters[k] = l->num_batches_tracked;
-    else
-      l->num_batches_tracked = s->counters[k];
-    k++;
+    ganfw_tensor *copy = s->tensors[i];
+    ganfw_status st = save ? be->vt->copy_d2d(be, copy->data, b.tensor->data, (size_t)copy->nbytes)
+                           : be->vt->copy_d2d(be, b.tensor->data, copy->data, (size_t)copy->nbytes);
+    if (st != GANFW_OK) return ganfw_error_wrap(st, "buffer %s of net %s", b.name, net->name);
   }
+  if (i != s->n)
+    return ganfw_error_set(GANFW_ERR_INTERNAL, "net %s: the statistics copy is of another net",
+                           net->name);
   return GANFW_OK;
 }
 

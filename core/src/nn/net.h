@@ -50,6 +50,12 @@ ganfw_status ganfw_net_input(ganfw_net *net, const char *from);
 ganfw_status ganfw_net_add(ganfw_net *net, const char *name, const char *const *inputs, int32_t n);
 ganfw_status ganfw_net_concat(ganfw_net *net, const char *name, const char *const *inputs,
                               int32_t n);
+ganfw_status ganfw_net_embedding(ganfw_net *net, const char *name, int64_t num, int64_t dim);
+ganfw_status ganfw_net_spectral_norm(ganfw_net *net, const char *layer, int32_t n_power_iterations,
+                                     float eps);
+/* sigma (the weight's largest singular value as estimated) of the last forward of the
+ * spectrally normalised layer named `layer`; 0 before its first forward. */
+ganfw_status ganfw_net_spectral_norm_sigma(const ganfw_net *net, const char *layer, double *sigma);
 ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w);
 /* The index of the node named `name` (-1: none), and whether a checkpoint segment may start
  * at node `start` (ganfw/host.h). */
@@ -63,9 +69,10 @@ const char *ganfw_net_name(const ganfw_net *net);
 int32_t ganfw_net_layer_count(const ganfw_net *net);
 /* The output shape for a batch of n: out[0..*ndim), n first. */
 void ganfw_net_output_shape(const ganfw_net *net, int64_t n, int64_t *out, int32_t *ndim);
-/* Buffers saved with the weights (BatchNorm running_mean, running_var as f32 tensors
- * owned by the net; num_batches_tracked as an int64 counter): i-th buffer, or NULL past
- * the end. Exactly one of the tensor and the counter is set. */
+/* Buffers saved with the weights, layer by layer after the parameters (BatchNorm's
+ * running_mean, running_var and spectral norm's weight_u, weight_v as f32 tensors owned by
+ * the net; num_batches_tracked as an int64 counter): i-th buffer, or 0 past the end.
+ * Exactly one of the tensor and the counter is set. */
 typedef struct ganfw_net_buffer {
   const char *name;     /* state_dict name, "main.1.running_mean" */
   ganfw_tensor *tensor; /* f32 buffer, or NULL */
@@ -152,10 +159,10 @@ ganfw_status ganfw_net_nonfinite_state_layer(ganfw_net *net, int32_t *layer);
 /* "discriminator.main.0 (conv2d, layer 1 of 12)" for layer i, into buf[0..n). */
 void ganfw_net_layer_describe(const ganfw_net *net, int32_t i, char *buf, size_t n);
 
-/* A copy of a net's BatchNorm running statistics (and num_batches_tracked), so that a
- * skipped step can leave them as they were before it. _save copies them into *snap,
- * creating it on the first call (owned by the caller: ganfw_net_stats_destroy); _restore
- * copies them back (snap NULL: nothing to do). */
+/* A copy of a net's buffers (BatchNorm's running statistics and num_batches_tracked,
+ * spectral norm's u and v), so that a skipped step can leave them as they were before it. _save
+ * copies them into *snap, creating it on the first call (owned by the caller:
+ * ganfw_net_stats_destroy); _restore copies them back (snap NULL: nothing to do). */
 typedef struct ganfw_net_stats ganfw_net_stats;
 ganfw_status ganfw_net_stats_save(ganfw_net *net, ganfw_net_stats **snap);
 ganfw_status ganfw_net_stats_restore(ganfw_net *net, ganfw_net_stats *snap);

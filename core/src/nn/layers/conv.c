@@ -4,7 +4,9 @@
  *   conv_transpose2d:  x [N,C,H,W], weight [C,K,R,S] (+ bias [K]) -> y [N,K,P,Q],
  *                      P = (H-1)*stride - 2*padding + R + output_padding.
  * Both keep x for backward and take their workspace from the allocator for each call.
- * Args: C, K, kernel, stride, padding, output_padding (transposed only), bias. */
+ * Args: C, K, kernel, stride, padding, output_padding (transposed only), bias. With spectral
+ * norm (spectral_norm.c) they compute with weight_orig / sigma and its gradient goes through
+ * the normalisation: dim 0 for conv2d, 1 for conv_transpose2d, as PyTorch chooses. */
 #include "nn/layer.h"
 
 /* One kernel call over rows of the batch (see ganfw_layer_rows_run). */
@@ -15,6 +17,7 @@ typedef struct conv_call {
     ganfw_convt2d_shape t;
   } s;
   const float *p[GANFW_LAYER_MAX_PARAMS]; /* weight, bias as the kernel uses them */
+  float *dw; /* where the weight gradient goes (NULL: no parameter gradients) */
   int32_t param_grads, accumulate;
 } conv_call;
 
@@ -89,9 +92,11 @@ static ganfw_status conv_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim
   const int32_t t = is_transposed(l);
   /* weight [K,C,R,S], transposed [C,K,R,S]; PyTorch's fan_in is weight.size(1) * R * S */
   int64_t w[4] = {l->arg[t ? 0 : 1], l->arg[t ? 1 : 0], l->arg[2], l->arg[2]};
-  ganfw_status st = ganfw_layer_add_param(l, 0, "weight", 4, w);
+  ganfw_status st =
+      ganfw_layer_add_param(l, 0, l->sn.n_power_iterations ? "weight_orig" : "weight", 4, w);
   if (st == GANFW_OK && l->arg[6]) st = ganfw_layer_add_param(l, 1, "bias", 1, &l->arg[1]);
   if (st == GANFW_OK) st = ganfw_layer_init_uniform(l, w[1] * l->arg[2] * l->arg[2]);
+  if (st == GANFW_OK) st = ganfw_spectral_init(l, t);
   return st;
 }
 
@@ -126,13 +131,12 @@ static ganfw_status conv_backward_rows(ganfw_layer *l, const ganfw_exec *ex, voi
   ganfw_tensor *ws = ganfw_layer_workspace(l, ex, workspace_bytes(ex, &c), &st);
   if (st != GANFW_OK) return st;
   void *w = ws ? ws->data : NULL;
-  float *dw = c.param_grads ? l->grad[0]->data : NULL;
   float *db = c.param_grads && l->grad[1] ? l->grad[1]->data : NULL;
   const int accumulate = c.accumulate || n0 > 0;
   if (c.transposed)
-    ex->be->vt->convt2d_backward(ex->be, &c.s.t, f[0], c.p[0], f[1], f[2], dw, db, accumulate, w);
+    ex->be->vt->convt2d_backward(ex->be, &c.s.t, f[0], c.p[0], f[1], f[2], c.dw, db, accumulate, w);
   else
-    ex->be->vt->conv2d_backward(ex->be, &c.s.c, f[0], c.p[0], f[1], f[2], dw, db, accumulate, w);
+    ex->be->vt->conv2d_backward(ex->be, &c.s.c, f[0], c.p[0], f[1], f[2], c.dw, db, accumulate, w);
   ganfw_tensor_destroy(ws);
   return GANFW_OK;
 }
@@ -176,14 +180,13 @@ static ganfw_status conv_backward_lp(ganfw_layer *l, const ganfw_exec *ex, const
   ganfw_tensor *ws =
       st != GANFW_OK ? NULL : ganfw_layer_workspace(l, ex, workspace_lp_bytes(ex, c), &st);
   if (st == GANFW_OK) {
-    float *dw = c->param_grads ? l->grad[0]->data : NULL;
     float *db = c->param_grads && l->grad[1] ? l->grad[1]->data : NULL;
     void *w = ws ? ws->data : NULL, *g = dx ? dx->data : NULL;
     if (c->transposed)
-      ex->be->vt->convt2d_backward_lp(ex->be, ex->dtype, &c->s.t, xh, wh, dyh, g, dw, db,
+      ex->be->vt->convt2d_backward_lp(ex->be, ex->dtype, &c->s.t, xh, wh, dyh, g, c->dw, db,
                                       c->accumulate, w);
     else
-      ex->be->vt->conv2d_backward_lp(ex->be, ex->dtype, &c->s.c, xh, wh, dyh, g, dw, db,
+      ex->be->vt->conv2d_backward_lp(ex->be, ex->dtype, &c->s.c, xh, wh, dyh, g, c->dw, db,
                                      c->accumulate, w);
   }
   ganfw_tensor_destroy(ws);
@@ -198,16 +201,17 @@ static ganfw_status conv_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_ten
   conv_shape(l, x->shape, &c, out);
   ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 4, out, GANFW_MEM_ACTIVATION);
   if (!t) return ganfw_error_code();
-  ganfw_status st;
-  if (ganfw_layer_lp(ex, GANFW_LP_CONV)) {
+  ganfw_status st = ganfw_spectral_forward_begin(l, ex, saved);
+  if (st == GANFW_OK && ganfw_layer_lp(ex, GANFW_LP_CONV)) {
     st = conv_forward_lp(l, ex, &c, x, t);
-  } else {
+  } else if (st == GANFW_OK) {
     ganfw_layer_scratch ps = {0};
     ganfw_tensor *io[2] = {x, t};
     st = ganfw_layer_f32_params(l, ex, &ps, c.p);
     if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 1, 2, conv_forward_rows, &c);
     ganfw_layer_scratch_release(&ps);
   }
+  ganfw_spectral_release(l);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(t);
     return st;
@@ -229,16 +233,18 @@ static ganfw_status conv_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_sa
     if (!g) return ganfw_error_code();
   }
   if (!g && !param_grads) return GANFW_OK;
-  ganfw_status st;
-  if (ganfw_layer_lp(ex, GANFW_LP_CONV)) {
+  ganfw_status st = ganfw_spectral_backward_begin(l, ex, saved, param_grads, accumulate, &c.dw);
+  if (st == GANFW_OK && ganfw_layer_lp(ex, GANFW_LP_CONV)) {
     st = conv_backward_lp(l, ex, &c, x, dy, g);
-  } else {
+  } else if (st == GANFW_OK) {
     ganfw_layer_scratch ps = {0};
     ganfw_tensor *io[3] = {x, dy, g};
     st = ganfw_layer_f32_params(l, ex, &ps, c.p);
     if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 2, 3, conv_backward_rows, &c);
     ganfw_layer_scratch_release(&ps);
   }
+  if (st == GANFW_OK) st = ganfw_spectral_backward_end(l, ex, saved, param_grads, accumulate);
+  ganfw_spectral_release(l);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(g);
     return st;

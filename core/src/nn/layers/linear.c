@@ -1,5 +1,6 @@
 /* linear layer: x [N,IN] * weight[OUT,IN]^T (+ bias [OUT]) -> y [N,OUT]. Keeps x for
- * backward. Args: IN, OUT, bias. */
+ * backward. Args: IN, OUT, bias. With spectral norm (spectral_norm.c, dim 0) it computes
+ * with weight_orig / sigma. */
 #include "nn/layer.h"
 
 static ganfw_status linear_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim,
@@ -18,15 +19,18 @@ static ganfw_status linear_infer(const ganfw_layer *l, const int64_t *in, int32_
 
 static ganfw_status linear_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) {
   int64_t w[2] = {l->arg[1], l->arg[0]};
-  ganfw_status st = ganfw_layer_add_param(l, 0, "weight", 2, w);
+  ganfw_status st =
+      ganfw_layer_add_param(l, 0, l->sn.n_power_iterations ? "weight_orig" : "weight", 2, w);
   if (st == GANFW_OK && l->arg[2]) st = ganfw_layer_add_param(l, 1, "bias", 1, &l->arg[1]);
   if (st == GANFW_OK) st = ganfw_layer_init_uniform(l, l->arg[0]);
+  if (st == GANFW_OK) st = ganfw_spectral_init(l, 0);
   return st;
 }
 
 /* One kernel call over rows of the batch (see ganfw_layer_rows_run). */
 typedef struct linear_call {
   const float *p[GANFW_LAYER_MAX_PARAMS]; /* weight, bias as the kernel uses them */
+  float *dw; /* where the weight gradient goes (NULL: no parameter gradients) */
   int32_t param_grads, accumulate;
 } linear_call;
 
@@ -42,8 +46,7 @@ static ganfw_status linear_forward_rows(ganfw_layer *l, const ganfw_exec *ex, vo
 static ganfw_status linear_backward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg,
                                          int64_t n0, int64_t rows, float *const *f) {
   const linear_call *c = arg;
-  ex->be->vt->linear_backward(ex->be, rows, l->arg[0], l->arg[1], f[0], c->p[0], f[1], f[2],
-                              c->param_grads ? l->grad[0]->data : NULL,
+  ex->be->vt->linear_backward(ex->be, rows, l->arg[0], l->arg[1], f[0], c->p[0], f[1], f[2], c->dw,
                               c->param_grads && l->grad[1] ? l->grad[1]->data : NULL,
                               c->accumulate || n0 > 0);
   return GANFW_OK;
@@ -74,8 +77,7 @@ static ganfw_status linear_backward_lp(ganfw_layer *l, const ganfw_exec *ex, con
   if (ok)
     ex->be->vt->linear_backward_lp(
         ex->be, ex->dtype, x->shape[0], l->arg[0], l->arg[1], xh, wh, dyh, dx ? dx->data : NULL,
-        c->param_grads ? l->grad[0]->data : NULL,
-        c->param_grads && l->grad[1] ? l->grad[1]->data : NULL, c->accumulate);
+        c->dw, c->param_grads && l->grad[1] ? l->grad[1]->data : NULL, c->accumulate);
   ganfw_layer_scratch_release(&sc);
   return ok ? GANFW_OK : ganfw_error_code();
 }
@@ -85,10 +87,10 @@ static ganfw_status linear_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_t
   int64_t out[2] = {x->shape[0], l->arg[1]};
   ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 2, out, GANFW_MEM_ACTIVATION);
   if (!t) return ganfw_error_code();
-  ganfw_status st;
-  if (ganfw_layer_lp(ex, GANFW_LP_LINEAR)) {
+  ganfw_status st = ganfw_spectral_forward_begin(l, ex, saved);
+  if (st == GANFW_OK && ganfw_layer_lp(ex, GANFW_LP_LINEAR)) {
     st = linear_forward_lp(l, ex, x, t);
-  } else {
+  } else if (st == GANFW_OK) {
     linear_call c = {.param_grads = 0};
     ganfw_layer_scratch ps = {0};
     ganfw_tensor *io[2] = {x, t};
@@ -96,6 +98,7 @@ static ganfw_status linear_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_t
     if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 1, 2, linear_forward_rows, &c);
     ganfw_layer_scratch_release(&ps);
   }
+  ganfw_spectral_release(l);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(t);
     return st;
@@ -116,16 +119,18 @@ static ganfw_status linear_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_
   }
   if (!g && !param_grads) return GANFW_OK;
   linear_call c = {.param_grads = param_grads, .accumulate = accumulate};
-  ganfw_status st;
-  if (ganfw_layer_lp(ex, GANFW_LP_LINEAR)) {
+  ganfw_status st = ganfw_spectral_backward_begin(l, ex, saved, param_grads, accumulate, &c.dw);
+  if (st == GANFW_OK && ganfw_layer_lp(ex, GANFW_LP_LINEAR)) {
     st = linear_backward_lp(l, ex, &c, x, dy, g);
-  } else {
+  } else if (st == GANFW_OK) {
     ganfw_layer_scratch ps = {0};
     ganfw_tensor *io[3] = {x, dy, g};
     st = ganfw_layer_f32_params(l, ex, &ps, c.p);
     if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, io, 2, 3, linear_backward_rows, &c);
     ganfw_layer_scratch_release(&ps);
   }
+  if (st == GANFW_OK) st = ganfw_spectral_backward_end(l, ex, saved, param_grads, accumulate);
+  ganfw_spectral_release(l);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(g);
     return st;
