@@ -314,6 +314,8 @@ static const ganfw_host host_table = {
     .net_input = ganfw_net_input,
     .net_add = ganfw_net_add,
     .net_concat = ganfw_net_concat,
+    .net_embedding = ganfw_net_embedding,
+    .net_spectral_norm = ganfw_net_spectral_norm,
     .net_layer_index = ganfw_net_layer_index,
     .net_cut_ok = ganfw_net_cut_ok,
 };
