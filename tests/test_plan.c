@@ -332,6 +332,98 @@ static void test_plan_new_layers(void) {
   }
 }
 
+/* --- embedding and spectral norm: planned bytes equal measured bytes ---------------------- */
+
+/* Class ids -> embedding -> linear -> reshape -> conv_transpose2d -> leaky relu -> conv2d, the
+ * three matmul layers spectrally normalised (dim 0, 1 and 0; 1, 1 and 2 power iterations),
+ * built through the host table's ABI 1.3 entries. */
+static ganfw_net *embed_sn_net(ganfw_ctx *c) {
+  const ganfw_host *h = ganfw_host_table();
+  CU_ASSERT_FATAL(GANFW_HOST_HAS(h, net_spectral_norm));
+  ganfw_net *net = h->net_create(c, "g");
+  CU_ASSERT_EQUAL(h->net_embedding(net, "label", 10, 32), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_linear(net, "fc", 32, 256, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_spectral_norm(net, "fc", 1, 1e-12f), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_reshape(net, "shape", 4, 8, 8), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_conv_transpose2d(net, "up", 4, 8, 4, 2, 1, 0, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_spectral_norm(net, "up", 1, 1e-12f), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_activation(net, "act", GANFW_ACT_LEAKY_RELU, 0.2f), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_conv2d(net, "out", 8, 3, 3, 1, 1, 0), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_spectral_norm(net, "out", 2, 1e-12f), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(h->net_build(net, 1, 1, 1), GANFW_OK);
+  return net;
+}
+
+/* One step's allocator figures as a GAN's D step makes them: two training forwards with
+ * tapes (each keeps its u and v), the backward of the second (input and parameter
+ * gradients) and of the first (parameter gradients, added), then a no-grad forward and an
+ * eval forward; on the meta backend (meta 1: planned) or the CPU (0: measured). */
+static void embed_sn_step(int32_t meta, int32_t dtype, int64_t batch, ganfw_alloc_stats *st) {
+  ganfw_ctx_options opt = {.device_type = GANFW_DEVICE_CPU, .threads = 2, .seed = 9, .meta = meta};
+  ganfw_ctx *c = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_ctx_create(&opt, &c), GANFW_OK);
+  ganfw_net *net = embed_sn_net(c);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_set_compute_dtype(net, dtype), GANFW_OK);
+  const int64_t xs[4] = {batch, 1, 1, 1}, ys[4] = {batch, 3, 16, 16};
+  ganfw_tensor *x = ganfw_tensor_create(c, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "labels");
+  ganfw_tensor *dy = ganfw_tensor_create(c, GANFW_DTYPE_F32, 4, ys, GANFW_MEM_DATA, "dy");
+  CU_ASSERT_FATAL(x && dy);
+  float *host = gt_alloc((size_t)dy->nbytes);
+  for (int64_t i = 0; i < batch; i++) host[i] = (float)(i % 10);
+  CU_ASSERT_EQUAL(ganfw_tensor_from_host(x, host, x->nbytes), GANFW_OK);
+  gt_fill_uniform(host, dy->numel, -1, 1, 3);
+  CU_ASSERT_EQUAL(ganfw_tensor_from_host(dy, host, dy->nbytes), GANFW_OK);
+  gt_free(host);
+  ganfw_alloc_reset_peak(c->alloc);
+  ganfw_tape *t1 = ganfw_tape_create(net), *t2 = ganfw_tape_create(net);
+  ganfw_tensor *y1 = NULL, *y2 = NULL, *dx = NULL, *y3 = NULL, *y4 = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net, x, t1, &y1), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net, x, t2, &y2), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(
+      ganfw_net_backward(net, t2, dy, GANFW_BWD_INPUT_GRAD | GANFW_BWD_PARAM_GRAD, &dx), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_backward(net, t1, dy, GANFW_BWD_PARAM_GRAD, NULL), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net, x, NULL, &y3), GANFW_OK);
+  ganfw_net_set_train(net, 0, 1);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net, x, NULL, &y4), GANFW_OK);
+  ganfw_alloc_get_stats(c->alloc, st);
+  ganfw_tensor *all[] = {y1, y2, dx, y3, y4, x, dy};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) ganfw_tensor_destroy(all[i]);
+  ganfw_tape_destroy(t1);
+  ganfw_tape_destroy(t2);
+  ganfw_alloc_stats after; /* every activation and workspace handed back */
+  ganfw_alloc_get_stats(c->alloc, &after);
+  CU_ASSERT_EQUAL(after.category[GANFW_MEM_ACTIVATION].current, 0);
+  CU_ASSERT_EQUAL(after.category[GANFW_MEM_WORKSPACE].current, 0);
+  ganfw_net_destroy(net);
+  ganfw_ctx_destroy(c);
+}
+
+/* The plan counts every byte of embedding and spectral norm: the meta backend's peaks
+ * (allocated, reserved, per category) equal a real step's, in f32, f16 and bf16, at a batch
+ * whose 16-bit conversions go in several row chunks. */
+static void test_plan_embed_sn(void) {
+  const int32_t dtypes[3] = {GANFW_DTYPE_F32, GANFW_DTYPE_F16, GANFW_DTYPE_BF16};
+  const int64_t batches[2] = {8, 200};
+  for (int b = 0; b < 2; b++) {
+    for (int k = 0; k < 3; k++) {
+      ganfw_alloc_stats plan, real;
+      embed_sn_step(1, dtypes[k], batches[b], &plan);
+      embed_sn_step(0, dtypes[k], batches[b], &real);
+      printf("\n  %-4s batch %3lld: plan %10lld B allocated, %10lld B reserved; measured %10lld, "
+             "%10lld",
+             ganfw_dtype_name(dtypes[k]), (long long)batches[b], (long long)plan.allocated.peak,
+             (long long)plan.reserved.peak, (long long)real.allocated.peak,
+             (long long)real.reserved.peak);
+      CU_ASSERT(plan.allocated.peak > 0);
+      CU_ASSERT_EQUAL(plan.allocated.peak, real.allocated.peak);
+      CU_ASSERT_EQUAL(plan.reserved.peak, real.reserved.peak);
+      CU_ASSERT_EQUAL(plan.num_allocs, real.num_allocs);
+      for (int32_t cat = 0; cat < GANFW_MEM_COUNT; cat++)
+        CU_ASSERT_EQUAL(plan.category[cat].peak, real.category[cat].peak);
+    }
+  }
+}
+
 /* --- plan against a real step, for every config ------------------------------------------ */
 
 static void check_config(const char *path, int *checked) {
@@ -542,6 +634,7 @@ static CU_TestInfo tests[] = {
     {"meta backend: fake addresses, memory never touched", test_meta_memory_untouched},
     {"allocator: peak hook and block walk", test_alloc_peak_hook},
     {"plan equals a real step for the issue-12 layers", test_plan_new_layers},
+    {"plan equals a real step for embedding and spectral norm", test_plan_embed_sn},
     {"plan within 5% of a real step for every config", test_plan_every_config},
     {"plan beyond the machine's memory", test_plan_beyond_the_machine},
     {"find-batch: fits, and the next size up does not", test_find_batch},
