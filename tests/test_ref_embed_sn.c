@@ -9,8 +9,10 @@
  *     iterations, sigma, output, input gradient and weight_orig/bias gradients within 1e-5,
  *     also for two training forwards before one backward (a GAN's D on real and fake); eval
  *     and a train forward with frozen statistics run no power iteration; f16/bf16 compute
- *     against f32; a checkpointed net's gradients bit for bit those of the plain one; u and v
- *     in the buffers, the checkpoint file and a skipped step's snapshot; bad uses refused.
+ *     against f32, through the converting path and through a backend's native 16-bit
+ *     entries (a test backend); a checkpointed net's gradients bit for bit those of the plain
+ *     one; u and v in the buffers, the checkpoint file and a skipped step's snapshot; bad
+ *     uses refused.
  *   the backend ops behind them: transpose01 and the embedding scatter-add's accumulate. */
 #include <math.h>
 #include <stdio.h>
@@ -303,6 +305,144 @@ static void test_embedding_bad_ids(void) {
   ganfw_ctx_destroy(c);
 }
 
+/* --- a CPU backend with native 16-bit conv and linear entries ----------------------------
+ * Its _lp entries convert whole tensors on the host and call the CPU's f32 kernels, counting
+ * the calls, so that the layers' native path (ganfw_layer_lp_param with W / sigma, the weight
+ * gradient redirected) runs here as on a GPU. */
+static ganfw_backend_vt lp_vt;
+static ganfw_backend lp_be = {.vt = &lp_vt};
+static int64_t lp_calls;
+
+static float *lp_in(int32_t dt, int64_t n, const void *h) {
+  if (!h) return NULL;
+  ganfw_backend *c = ganfw_cpu_backend();
+  float *f = gt_alloc((size_t)n * sizeof *f);
+  (dt == GANFW_DTYPE_F16 ? c->vt->f16_to_f32 : c->vt->bf16_to_f32)(c, n, h, f);
+  return f;
+}
+
+static float *lp_buf(int64_t n, const void *wanted) {
+  return wanted ? gt_alloc((size_t)n * sizeof(float)) : NULL;
+}
+
+static void lp_out(int32_t dt, int64_t n, float *f, void *h) {
+  ganfw_backend *c = ganfw_cpu_backend();
+  if (h) (dt == GANFW_DTYPE_F16 ? c->vt->f32_to_f16 : c->vt->f32_to_bf16)(c, n, f, h);
+  gt_free(f);
+}
+
+static uint32_t lp_ops(ganfw_backend *be, int32_t dtype) {
+  (void)be, (void)dtype;
+  return GANFW_LP_CONV | GANFW_LP_LINEAR;
+}
+
+static size_t lp_conv_ws(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *s) {
+  (void)be, (void)dt;
+  return ganfw_cpu_backend()->vt->conv2d_workspace(ganfw_cpu_backend(), s);
+}
+
+static size_t lp_convt_ws(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *s) {
+  (void)be, (void)dt;
+  return ganfw_cpu_backend()->vt->convt2d_workspace(ganfw_cpu_backend(), s);
+}
+
+static void lp_conv_fwd(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *s, const void *x,
+                        const void *w, const float *b, void *y, void *ws) {
+  (void)be;
+  lp_calls++;
+  const int64_t ny = s->N * s->K * s->P * s->Q;
+  float *xf = lp_in(dt, s->N * s->C * s->H * s->W, x),
+        *wf = lp_in(dt, s->K * s->C * s->R * s->S, w);
+  float *yf = lp_buf(ny, y);
+  ganfw_cpu_backend()->vt->conv2d_forward(ganfw_cpu_backend(), s, xf, wf, b, yf, ws);
+  lp_out(dt, ny, yf, y);
+  gt_free(xf), gt_free(wf);
+}
+
+static void lp_conv_bwd(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *s, const void *x,
+                        const void *w, const void *dy, void *dx, float *dw, float *db,
+                        int accumulate, void *ws) {
+  (void)be;
+  lp_calls++;
+  const int64_t nx = s->N * s->C * s->H * s->W;
+  float *xf = lp_in(dt, nx, x), *wf = lp_in(dt, s->K * s->C * s->R * s->S, w);
+  float *dyf = lp_in(dt, s->N * s->K * s->P * s->Q, dy), *dxf = lp_buf(nx, dx);
+  ganfw_cpu_backend()->vt->conv2d_backward(ganfw_cpu_backend(), s, xf, wf, dyf, dxf, dw, db,
+                                           accumulate, ws);
+  lp_out(dt, nx, dxf, dx);
+  gt_free(xf), gt_free(wf), gt_free(dyf);
+}
+
+static void lp_convt_fwd(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *s, const void *x,
+                         const void *w, const float *b, void *y, void *ws) {
+  (void)be;
+  lp_calls++;
+  const int64_t ny = s->N * s->K * s->P * s->Q;
+  float *xf = lp_in(dt, s->N * s->C * s->H * s->W, x),
+        *wf = lp_in(dt, s->K * s->C * s->R * s->S, w);
+  float *yf = lp_buf(ny, y);
+  ganfw_cpu_backend()->vt->convt2d_forward(ganfw_cpu_backend(), s, xf, wf, b, yf, ws);
+  lp_out(dt, ny, yf, y);
+  gt_free(xf), gt_free(wf);
+}
+
+static void lp_convt_bwd(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *s, const void *x,
+                         const void *w, const void *dy, void *dx, float *dw, float *db,
+                         int accumulate, void *ws) {
+  (void)be;
+  lp_calls++;
+  const int64_t nx = s->N * s->C * s->H * s->W;
+  float *xf = lp_in(dt, nx, x), *wf = lp_in(dt, s->K * s->C * s->R * s->S, w);
+  float *dyf = lp_in(dt, s->N * s->K * s->P * s->Q, dy), *dxf = lp_buf(nx, dx);
+  ganfw_cpu_backend()->vt->convt2d_backward(ganfw_cpu_backend(), s, xf, wf, dyf, dxf, dw, db,
+                                            accumulate, ws);
+  lp_out(dt, nx, dxf, dx);
+  gt_free(xf), gt_free(wf), gt_free(dyf);
+}
+
+static void lp_lin_fwd(ganfw_backend *be, int32_t dt, int64_t N, int64_t IN, int64_t OUT,
+                       const void *x, const void *w, const float *b, void *y) {
+  (void)be;
+  lp_calls++;
+  float *xf = lp_in(dt, N * IN, x), *wf = lp_in(dt, OUT * IN, w), *yf = lp_buf(N * OUT, y);
+  ganfw_cpu_backend()->vt->linear_forward(ganfw_cpu_backend(), N, IN, OUT, xf, wf, b, yf);
+  lp_out(dt, N * OUT, yf, y);
+  gt_free(xf), gt_free(wf);
+}
+
+static void lp_lin_bwd(ganfw_backend *be, int32_t dt, int64_t N, int64_t IN, int64_t OUT,
+                       const void *x, const void *w, const void *dy, void *dx, float *dw, float *db,
+                       int accumulate) {
+  (void)be;
+  lp_calls++;
+  float *xf = lp_in(dt, N * IN, x), *wf = lp_in(dt, OUT * IN, w);
+  float *dyf = lp_in(dt, N * OUT, dy), *dxf = lp_buf(N * IN, dx);
+  ganfw_cpu_backend()->vt->linear_backward(ganfw_cpu_backend(), N, IN, OUT, xf, wf, dyf, dxf, dw,
+                                           db, accumulate);
+  lp_out(dt, N * IN, dxf, dx);
+  gt_free(xf), gt_free(wf), gt_free(dyf);
+}
+
+static int suite_init(void) {
+  lp_vt = *ganfw_cpu_backend()->vt;
+  lp_vt.name = "cpu+lp";
+  lp_vt.lp_ops = lp_ops;
+  lp_vt.conv2d_workspace_lp = lp_conv_ws;
+  lp_vt.conv2d_forward_lp = lp_conv_fwd;
+  lp_vt.conv2d_backward_lp = lp_conv_bwd;
+  lp_vt.convt2d_workspace_lp = lp_convt_ws;
+  lp_vt.convt2d_forward_lp = lp_convt_fwd;
+  lp_vt.convt2d_backward_lp = lp_convt_bwd;
+  lp_vt.linear_forward_lp = lp_lin_fwd;
+  lp_vt.linear_backward_lp = lp_lin_bwd;
+  return 0;
+}
+
+static int suite_clean(void) {
+  ganfw_ctx_override_backend(NULL);
+  return 0;
+}
+
 /* --- spectral norm ---------------------------------------------------------------------- */
 
 enum { SN_LINEAR, SN_CONV, SN_CONVT };
@@ -338,12 +478,15 @@ static ganfw_status sn_add(ganfw_net *net, const char *name, const sn_case *c) {
 /* The case's net ("layer" with spectral norm, a flatten before a linear one) in `dtype`,
  * its state_dict loaded strictly from the reference by PyTorch's names, then one or two
  * training forwards and the backward of both (the second first, so that the first adds). */
-static void sn_run(const sn_case *c, int32_t dtype, run_out *r) {
+static void sn_run(const sn_case *c, int32_t dtype, int32_t native, run_out *r) {
   int64_t xs[8], ys[8];
   int xnd, ynd;
   const float *x = ref_key(c->name, "x", NULL, xs, &xnd);
   const float *dy = ref_key(c->name, "dy", NULL, ys, &ynd);
+  ganfw_ctx_override_backend(native ? &lp_be : NULL);
   r->ctx = new_ctx(2);
+  ganfw_ctx_override_backend(NULL);
+  CU_ASSERT_PTR_EQUAL(r->ctx->be, native ? &lp_be : ganfw_cpu_backend());
   r->net = host->net_create(r->ctx, "net");
   const int flat = xnd == 2;
   if (flat) CU_ASSERT_EQUAL_FATAL(host->net_flatten(r->net, "flat"), GANFW_OK);
@@ -433,7 +576,7 @@ static void test_spectral_norm(void) {
   for (size_t k = 0; k < sizeof sn_cases / sizeof sn_cases[0]; k++) {
     const sn_case *c = &sn_cases[k];
     run_out r = {0};
-    sn_run(c, GANFW_DTYPE_F32, &r);
+    sn_run(c, GANFW_DTYPE_F32, 0, &r);
     char what[96];
     int64_t n;
     struct {
@@ -466,8 +609,8 @@ static void test_spectral_norm(void) {
     const int32_t dtypes[2] = {GANFW_DTYPE_F16, GANFW_DTYPE_BF16};
     const double tols[2] = {5e-3, 3e-2};
     for (int d = 0; d < 2; d++) {
-      run_out h = {0};
-      sn_run(c, dtypes[d], &h);
+      run_out h = {0}, nat = {0};
+      sn_run(c, dtypes[d], 0, &h);
       double s16 = 0.0;
       CU_ASSERT_EQUAL(ganfw_net_spectral_norm_sigma(h.net, "layer", &s16), GANFW_OK);
       CU_ASSERT_EQUAL(s16, sigma);
@@ -496,6 +639,21 @@ static void test_spectral_norm(void) {
         CU_ASSERT(sqrt(num / den) < tols[d]);
         gt_free(got);
       }
+      /* the native 16-bit path: the backend's _lp entries get W / sigma rounded and write the
+       * gradient of W / sigma where spectral norm turns it into weight_orig's */
+      const int64_t calls = lp_calls;
+      sn_run(c, dtypes[d], 1, &nat);
+      CU_ASSERT(lp_calls >= calls + 2 * (1 + c->two));
+      const double ny = gt_tensor_norm_rel(nat.y, h.y), ndx = gt_tensor_norm_rel(nat.dx, h.dx);
+      double ndw = gt_tensor_norm_rel(grad_named(nat.net, "layer.weight_orig"),
+                                      grad_named(h.net, "layer.weight_orig"));
+      printf("\n    %-36s native against converting: y %.1e, dx %.1e, dweight_orig %.1e", c->name,
+             ny, ndx, ndw);
+      /* the gradients agree; y differs by the bias, rounded to 16 bits by the converting
+       * path (ganfw_layer_f32_params) and added in f32 by the native one */
+      CU_ASSERT(ny < (c->bias ? tols[d] : 1e-6));
+      CU_ASSERT(ndx < 1e-6 && ndw < 1e-6);
+      run_free(&nat);
       run_free(&h);
     }
     run_free(&r);
@@ -732,4 +890,6 @@ static CU_TestInfo tests[] = {
     {"backend: transpose01 and the embedding scatter-add", test_backend_ops},
     CU_TEST_INFO_NULL};
 
-GT_MAIN("ref_embed_sn", tests)
+int main(void) {
+  return gt_run_fixture("ref_embed_sn", tests, suite_init, suite_clean);
+}
