@@ -2,10 +2,12 @@
  * GEMM in all transpositions, conv2d and conv_transpose2d (forward, backward-data,
  * backward-filter, bias, accumulation; cuDNN heuristics and cudnn_benchmark), linear,
  * BatchNorm (train, eval, backward with and without dx, affine=False), activations,
- * pooling (global average pooling too), upsampling, group normalisation, dropout, losses, the
- * foreach ops and reductions, casts (bit for bit), Philox (uniform bit for bit), an f16-rounded
- * conv as AMP runs it, the native 16-bit (_lp) entries in f16 and bf16 (conv, convT, linear,
- * BatchNorm, activations) against the CPU's f32 entries on the same rounded values, and the error
+ * pooling (global average pooling too), upsampling, group normalisation, the embedding lookup,
+ * its scatter-add and transpose01 (bit for bit), dropout, losses, the foreach ops and
+ * reductions, casts (bit for bit), Philox (uniform bit for bit), an f16-rounded conv as AMP
+ * runs it, the native 16-bit (_lp) entries in f16 and bf16 (conv, convT, linear, BatchNorm,
+ * activations) against the CPU's f32 entries on the same rounded values, the embedding and
+ * spectral norm layers in a net (f32, and bf16 through the native entries), and the error
  * record. Tolerance 1e-3 relative for f32 (floor 1e-2), 2e-2 for f16-rounded inputs and the _lp
  * entries. The worst error of each op is printed at the end. Skips (exit 77) without a CUDA device.
  */
@@ -16,6 +18,11 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "base/error.h"
+#include "nn/net.h"
+#include "plugin/plugin_host.h"
+#include "runtime/ctx.h"
+#include "runtime/tensor.h"
+#include "runtime/tensor_cast.h"
 #include "testutil.h"
 
 #define TOL_F32 1e-3
@@ -503,6 +510,179 @@ static void test_groupnorm(void) {
       gt_free(x), gt_free(dy), gt_free(gamma), gt_free(beta), gt_free(y), gt_free(dx);
       gt_free(dg), gt_free(db), gt_free(mean), gt_free(invstd);
     }
+  }
+}
+
+/* The lookup copies and the scatter-add adds in sample order on both: the same bits. */
+static void test_embedding(void) {
+  const int64_t shapes[3][3] = {{7, 10, 6}, {600, 100, 64}, {3, 1, 5}}; /* N, num, D */
+  for (int k = 0; k < 3; k++) {
+    const int64_t N = shapes[k][0], num = shapes[k][1], D = shapes[k][2];
+    int32_t *ids = gt_alloc((size_t)N * sizeof *ids);
+    for (int64_t n = 0; n < N; n++) ids[n] = (int32_t)((n * 37 + k) % num);
+    float *w = host_rand(num * D, -1, 1, 600 + k), *dy = host_rand(N * D, -1, 1, 610 + k);
+    float *dw = host_rand(num * D, -1, 1, 620 + k), *y = host_rand(N * D, 0, 0, 0);
+    int32_t *gids = dev_bytes(ids, (size_t)N * sizeof *ids);
+    float *gw = dev(w, num * D), *gdy = dev(dy, N * D), *gdw = dev(dw, num * D);
+    float *gy = dev(NULL, N * D);
+    cpu->vt->embedding_forward(cpu, N, D, ids, w, y);
+    gpu->vt->embedding_forward(gpu, N, D, gids, gw, gy);
+    compare("embedding forward", gy, y, N * D, 0.0);
+    for (int acc = 1; acc >= 0; acc--) {
+      cpu->vt->embedding_backward(cpu, N, num, D, ids, dy, dw, acc);
+      gpu->vt->embedding_backward(gpu, N, num, D, gids, gdy, gdw, acc);
+      compare(acc ? "embedding backward (accumulate)" : "embedding backward", gdw, dw, num * D,
+              0.0);
+    }
+    dev_free(gids), dev_free(gw), dev_free(gdy), dev_free(gdw), dev_free(gy);
+    gt_free(ids), gt_free(w), gt_free(dy), gt_free(dw), gt_free(y);
+  }
+}
+
+static void test_transpose01(void) {
+  const int64_t shapes[3][3] = {{5, 7, 3}, {512, 256, 16}, {1, 9, 1}}; /* A, B, C */
+  for (int k = 0; k < 3; k++) {
+    const int64_t n = shapes[k][0] * shapes[k][1] * shapes[k][2];
+    float *x = host_rand(n, -1, 1, 630 + k), *y = host_rand(n, 0, 0, 0);
+    float *gx = dev(x, n), *gy = dev(NULL, n);
+    cpu->vt->transpose01(cpu, shapes[k][0], shapes[k][1], shapes[k][2], x, y);
+    gpu->vt->transpose01(gpu, shapes[k][0], shapes[k][1], shapes[k][2], gx, gy);
+    compare("transpose01", gy, y, n, 0.0);
+    dev_free(gx), dev_free(gy);
+    gt_free(x), gt_free(y);
+  }
+}
+
+/* The values of t (any float dtype, any device) as f32 on the host, gt_alloc'ed. */
+static float *net_values(ganfw_tensor *t) {
+  ganfw_tensor *f = ganfw_tensor_as_dtype(t, GANFW_DTYPE_F32, GANFW_MEM_OTHER);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  float *v = gt_alloc((size_t)f->nbytes);
+  CU_ASSERT_EQUAL(ganfw_tensor_to_host(f, v, f->nbytes), GANFW_OK);
+  ganfw_tensor_destroy(f);
+  return v;
+}
+
+/* f32 (bf16 0): max relative error with a floor of FLOOR times the largest value; bf16: the
+ * norm-relative error (a 16-bit weight gradient through spectral norm's subtraction). */
+static void net_compare(const char *what, ganfw_tensor *got, ganfw_tensor *want, int bf16,
+                        double tol) {
+  CU_ASSERT_EQUAL_FATAL(got->numel, want->numel);
+  if (bf16) {
+    const double e = gt_tensor_norm_rel(got, want);
+    record(what, e);
+    CU_ASSERT(e <= tol);
+    return;
+  }
+  float *g = net_values(got), *w = net_values(want);
+  double scale = 1e-30;
+  for (int64_t i = 0; i < got->numel; i++) scale = fmax(scale, fabs((double)w[i]));
+  record(what, gt_check_close(what, g, w, got->numel, tol, FLOOR * scale));
+  gt_free(g), gt_free(w);
+}
+
+/* labels -> embedding -> linear -> reshape -> conv_transpose2d -> leaky relu -> conv2d, the
+ * matmul layers spectrally normalised (dim 0, 1, 0). */
+static ganfw_net *embed_sn_net(ganfw_ctx *c) {
+  const ganfw_host *h = ganfw_host_table();
+  ganfw_net *net = h->net_create(c, "g");
+  CU_ASSERT_EQUAL(h->net_embedding(net, "label", 10, 16), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_linear(net, "fc", 16, 128, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_spectral_norm(net, "fc", 1, 1e-12f), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_reshape(net, "shape", 8, 4, 4), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_conv_transpose2d(net, "up", 8, 4, 4, 2, 1, 0, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_spectral_norm(net, "up", 2, 1e-12f), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_activation(net, "act", GANFW_ACT_LEAKY_RELU, 0.2f), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_conv2d(net, "out", 4, 3, 3, 1, 1, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(h->net_spectral_norm(net, "out", 1, 1e-12f), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(h->net_build(net, 1, 1, 1), GANFW_OK);
+  return net;
+}
+
+/* The same net on the CPU and on the GPU (the GPU's parameters and u, v copied from the
+ * CPU's), in f32 and in bf16 (the GPU's native 16-bit conv and linear with W / sigma rounded):
+ * two training forwards and both backwards, then an eval forward; outputs, gradients, u, v and
+ * sigma against the CPU's. */
+static void test_embed_sn_net(void) {
+  const int32_t dtypes[2] = {GANFW_DTYPE_F32, GANFW_DTYPE_BF16};
+  for (int d = 0; d < 2; d++) {
+    ganfw_ctx *c[2];
+    ganfw_net *net[2];
+    for (int k = 0; k < 2; k++) {
+      ganfw_ctx_options opt = {
+          .device_type = k ? GANFW_DEVICE_CUDA : GANFW_DEVICE_CPU, .threads = 2, .seed = 3};
+      CU_ASSERT_EQUAL_FATAL(ganfw_ctx_create(&opt, &c[k]), GANFW_OK);
+      net[k] = embed_sn_net(c[k]);
+      CU_ASSERT_EQUAL_FATAL(ganfw_net_set_compute_dtype(net[k], dtypes[d]), GANFW_OK);
+    }
+    for (int64_t i = 0; i < ganfw_net_param_count(net[0]); i++) {
+      ganfw_param_info a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
+      CU_ASSERT_EQUAL(ganfw_net_param_info(net[0], i, &a), GANFW_OK);
+      CU_ASSERT_EQUAL(ganfw_net_param_info(net[1], i, &b), GANFW_OK);
+      float *v = net_values(a.value);
+      CU_ASSERT_EQUAL(ganfw_tensor_from_host(b.value, v, b.value->nbytes), GANFW_OK);
+      gt_free(v);
+    }
+    ganfw_net_buffer ba, bb;
+    for (int64_t i = 0; ganfw_net_buffer_at(net[0], i, &ba); i++) {
+      CU_ASSERT_FATAL(ganfw_net_buffer_at(net[1], i, &bb) && ba.tensor && bb.tensor);
+      float *v = net_values(ba.tensor);
+      CU_ASSERT_EQUAL(ganfw_tensor_from_host(bb.tensor, v, bb.tensor->nbytes), GANFW_OK);
+      gt_free(v);
+    }
+    const int64_t N = 24, xs[4] = {N, 1, 1, 1}, ys[4] = {N, 3, 8, 8};
+    float ids[24], *dyh = host_rand(N * 3 * 64, -1, 1, 640);
+    for (int64_t n = 0; n < N; n++) ids[n] = (float)((n * 7) % 10);
+    ganfw_tensor *y[2][3], *dx[2];
+    for (int k = 0; k < 2; k++) {
+      ganfw_tensor *x = ganfw_tensor_create(c[k], GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "x");
+      ganfw_tensor *dy = ganfw_tensor_create(c[k], GANFW_DTYPE_F32, 4, ys, GANFW_MEM_DATA, "dy");
+      CU_ASSERT_FATAL(x && dy);
+      CU_ASSERT_EQUAL(ganfw_tensor_from_host(x, ids, x->nbytes), GANFW_OK);
+      CU_ASSERT_EQUAL(ganfw_tensor_from_host(dy, dyh, dy->nbytes), GANFW_OK);
+      ganfw_tensor *dyc = ganfw_tensor_as_dtype(dy, dtypes[d], GANFW_MEM_DATA);
+      ganfw_tape *t1 = ganfw_tape_create(net[k]), *t2 = ganfw_tape_create(net[k]);
+      CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net[k], x, t1, &y[k][0]), GANFW_OK);
+      CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net[k], x, t2, &y[k][1]), GANFW_OK);
+      CU_ASSERT_EQUAL_FATAL(
+          ganfw_net_backward(net[k], t2, dyc, GANFW_BWD_INPUT_GRAD | GANFW_BWD_PARAM_GRAD, &dx[k]),
+          GANFW_OK);
+      CU_ASSERT_EQUAL_FATAL(ganfw_net_backward(net[k], t1, dyc, GANFW_BWD_PARAM_GRAD, NULL),
+                            GANFW_OK);
+      ganfw_net_set_train(net[k], 0, 1);
+      CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net[k], x, NULL, &y[k][2]), GANFW_OK);
+      ganfw_tape_destroy(t1), ganfw_tape_destroy(t2);
+      ganfw_tensor_destroy(x), ganfw_tensor_destroy(dy), ganfw_tensor_destroy(dyc);
+    }
+    const double tol = d ? TOL_F16 : TOL_F32;
+    const char *what = d ? "embed+sn net bf16" : "embed+sn net f32";
+    for (int i = 0; i < 3; i++) net_compare(what, y[1][i], y[0][i], d, tol);
+    net_compare("embed+sn net ids' gradient", dx[1], dx[0], 0, 0.0); /* zeros */
+    for (int64_t i = 0; i < ganfw_net_param_count(net[0]); i++) {
+      ganfw_param_info a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
+      CU_ASSERT_EQUAL(ganfw_net_param_info(net[0], i, &a), GANFW_OK);
+      CU_ASSERT_EQUAL(ganfw_net_param_info(net[1], i, &b), GANFW_OK);
+      net_compare(what, b.grad, a.grad, d, tol);
+    }
+    for (int64_t i = 0; ganfw_net_buffer_at(net[0], i, &ba); i++) {
+      CU_ASSERT_FATAL(ganfw_net_buffer_at(net[1], i, &bb));
+      net_compare("embed+sn net u, v", bb.tensor, ba.tensor, 0, TOL_F32);
+    }
+    const char *sn[3] = {"fc", "up", "out"};
+    for (int i = 0; i < 3; i++) {
+      double s[2];
+      for (int k = 0; k < 2; k++)
+        CU_ASSERT_EQUAL(ganfw_net_spectral_norm_sigma(net[k], sn[i], &s[k]), GANFW_OK);
+      record("embed+sn net sigma", fabs(s[1] / s[0] - 1.0));
+      CU_ASSERT(fabs(s[1] / s[0] - 1.0) < 1e-5);
+    }
+    for (int k = 0; k < 2; k++) {
+      for (int i = 0; i < 3; i++) ganfw_tensor_destroy(y[k][i]);
+      ganfw_tensor_destroy(dx[k]);
+      ganfw_net_destroy(net[k]);
+      ganfw_ctx_destroy(c[k]);
+    }
+    gt_free(dyh);
   }
 }
 
@@ -1242,6 +1422,9 @@ static CU_TestInfo tests[] = {
     {"pooling", test_pooling},
     {"upsample", test_upsample},
     {"groupnorm", test_groupnorm},
+    {"embedding", test_embedding},
+    {"transpose01", test_transpose01},
+    {"embedding and spectral norm layers", test_embed_sn_net},
     {"dropout", test_dropout},
     {"losses", test_losses},
     {"foreach", test_foreach},
