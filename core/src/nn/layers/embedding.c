@@ -59,7 +59,7 @@ static ganfw_status emb_ids(ganfw_layer *l, const ganfw_exec *ex, const float *f
     if (st != GANFW_OK)
       return ganfw_layer_error(l, st, "reading the ids: %s", ganfw_error_message());
     for (int64_t j = 0; j < k; j++) {
-      if (!(v[j] >= 0.0f && v[j] < (float)num && v[j] == floorf(v[j])))
+      if (!(v[j] >= 0.0f && (double)v[j] < (double)num && v[j] == floorf(v[j])))
         return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
                                  "sample %lld has class id %g, not a whole number in [0, %lld); "
                                  "the labels must index the layer's %lld embeddings",
