@@ -50,6 +50,48 @@ typedef struct ganfw_pool2d_shape {
 
 /* Element-wise activations: GANFW_ACT_* from ganfw/host.h. */
 
+/* The element-wise maps behind the host's tensor_* ops (unary and binary entries). Unary
+ * ops take up to two scalars a, b; NaN in gives NaN out except for sign (0, as torch 1.13). */
+enum {
+  GANFW_UNARY_ABS = 0,
+  GANFW_UNARY_SIGN = 1, /* -1, 0 or 1 */
+  GANFW_UNARY_EXP = 2,
+  GANFW_UNARY_LOG = 3,
+  GANFW_UNARY_SQRT = 4,
+  GANFW_UNARY_RSQRT = 5,      /* 1 / sqrt(x) */
+  GANFW_UNARY_CLAMP = 6,      /* min(max(x, a), b) */
+  GANFW_UNARY_MUL_SCALAR = 7, /* x * a */
+  GANFW_UNARY_ADD_SCALAR = 8, /* x + a */
+  GANFW_UNARY_POW_SCALAR = 9, /* x ^ a (torch.pow with a float exponent) */
+  GANFW_UNARY_COUNT
+};
+enum {
+  GANFW_BINARY_ADD = 0,
+  GANFW_BINARY_SUB = 1,
+  GANFW_BINARY_MUL = 2,
+  GANFW_BINARY_DIV = 3,
+  GANFW_BINARY_MAXIMUM = 4, /* NaN when either is NaN, as torch.maximum */
+  GANFW_BINARY_MINIMUM = 5,
+  GANFW_BINARY_COUNT
+};
+
+/* A broadcast binary op in four dims (shapes aligned at their last dims and padded with 1s in
+ * front, as torch broadcasts): out [dim0..dim3] contiguous; out element (i0,i1,i2,i3) reads a
+ * at sum(ik * sa[k]) and b at sum(ik * sb[k]), a stride being 0 along a dim the operand
+ * broadcasts. same: 1 when a, b and out all have out's shape (contiguous: one flat loop). */
+typedef struct ganfw_bcast_shape {
+  int64_t dim[4];
+  int64_t sa[4], sb[4];
+  int32_t same;
+} ganfw_bcast_shape;
+
+/* A sum over some dims of x [dim0..dim3] (contiguous): bit k of mask set reduces dim k; out
+ * [dim0..dim3 with the reduced ones 1] is contiguous. */
+typedef struct ganfw_reduce_shape {
+  int64_t dim[4];
+  uint32_t mask;
+} ganfw_reduce_shape;
+
 /* Shape helpers: fill the output size; GANFW_ERR_INVALID_ARG when the output would be
  * empty or a size is not positive. Backend-neutral, in core/src/backend/shapes.c. */
 ganfw_status ganfw_conv2d_shape_init(ganfw_conv2d_shape *s);
@@ -286,6 +328,25 @@ typedef struct ganfw_backend_vt {
   /* x [A,B,C] -> y [B,A,C]: the first two dimensions swapped (spectral norm's matrix view of
    * a conv_transpose2d weight [C,K,R,S] as [K, C*R*S], and back). y does not alias x. */
   void (*transpose01)(ganfw_backend *be, int64_t A, int64_t B, int64_t C, const float *x, float *y);
+
+  /* --- tensor math for the host's tensor_* entries (issue 12, 2026-12): required -------- */
+  /* out[i] = f(x[i]) over n values, f = GANFW_UNARY_* with its scalars a, b (unused ones
+   * ignored); out may alias x. */
+  void (*unary)(ganfw_backend *be, int32_t op, int64_t n, float *out, const float *x, float a,
+                float b);
+  /* out = a op b, op = GANFW_BINARY_*, broadcast as ganfw_bcast_shape says; out is contiguous
+   * and may alias a or b when that operand has out's shape. */
+  void (*binary)(ganfw_backend *be, int32_t op, const ganfw_bcast_shape *s, float *out,
+                 const float *a, const float *b);
+  /* out = scale * (the sum of x over the dims in s->mask), summed in double in a fixed order
+   * (the row-major order of the reduced dims) and rounded once; out has x's shape with those
+   * dims 1. */
+  void (*reduce_sum)(ganfw_backend *be, const ganfw_reduce_shape *s, double scale, const float *x,
+                     float *out);
+  /* y[n][c][i] = x[n][c][i] * s[c] + b[c] over x [N,C,inner] (rounded once: fmaf); s NULL
+   * means 1, b NULL means 0; y may alias x. */
+  void (*channel_affine)(ganfw_backend *be, int64_t N, int64_t C, int64_t inner, const float *x,
+                         const float *s, const float *b, float *y);
 } ganfw_backend_vt;
 
 /* The groups of lp_ops. */

@@ -381,6 +381,26 @@ static void meta_transpose01(ganfw_backend *be, int64_t A, int64_t B, int64_t C,
   (void)be, (void)A, (void)B, (void)C, (void)x, (void)y;
 }
 
+static void meta_unary_map(ganfw_backend *be, int32_t op, int64_t n, float *out, const float *x,
+                           float a, float b) {
+  (void)be, (void)op, (void)n, (void)out, (void)x, (void)a, (void)b;
+}
+
+static void meta_binary_map(ganfw_backend *be, int32_t op, const ganfw_bcast_shape *s, float *out,
+                            const float *a, const float *b) {
+  (void)be, (void)op, (void)s, (void)out, (void)a, (void)b;
+}
+
+static void meta_reduce_sum(ganfw_backend *be, const ganfw_reduce_shape *s, double scale,
+                            const float *x, float *out) {
+  (void)be, (void)s, (void)scale, (void)x, (void)out;
+}
+
+static void meta_channel_affine(ganfw_backend *be, int64_t N, int64_t C, int64_t inner,
+                                const float *x, const float *s, const float *b, float *y) {
+  (void)be, (void)N, (void)C, (void)inner, (void)x, (void)s, (void)b, (void)y;
+}
+
 static const ganfw_backend_vt meta_vt = {
     .name = "meta",
     .raw_alloc = meta_raw_alloc,
@@ -456,6 +476,10 @@ static const ganfw_backend_vt meta_vt = {
     .embedding_forward = meta_embedding_forward,
     .embedding_backward = meta_embedding_backward,
     .transpose01 = meta_transpose01,
+    .unary = meta_unary_map,
+    .binary = meta_binary_map,
+    .reduce_sum = meta_reduce_sum,
+    .channel_affine = meta_channel_affine,
 };
 
 /* One meta backend per shadow (there are few real backends: cpu, cuda). */

@@ -64,6 +64,10 @@ static const ganfw_backend_vt cpu_vt = {
     .embedding_forward = ganfw_cpu_embedding_forward,
     .embedding_backward = ganfw_cpu_embedding_backward,
     .transpose01 = ganfw_cpu_transpose01,
+    .unary = ganfw_cpu_unary,
+    .binary = ganfw_cpu_binary,
+    .reduce_sum = ganfw_cpu_reduce_sum,
+    .channel_affine = ganfw_cpu_channel_affine,
 };
 
 static ganfw_backend cpu_backend = {.vt = &cpu_vt, .impl = 0};

@@ -112,6 +112,14 @@ void ganfw_cpu_groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int64
                                   const float *x, const float *dy, const float *gamma,
                                   const double *save_mean, const double *save_invstd, float *dx,
                                   float *dgamma, float *dbeta, int accumulate);
+void ganfw_cpu_unary(ganfw_backend *be, int32_t op, int64_t n, float *out, const float *x, float a,
+                     float b);
+void ganfw_cpu_binary(ganfw_backend *be, int32_t op, const ganfw_bcast_shape *s, float *out,
+                      const float *a, const float *b);
+void ganfw_cpu_reduce_sum(ganfw_backend *be, const ganfw_reduce_shape *s, double scale,
+                          const float *x, float *out);
+void ganfw_cpu_channel_affine(ganfw_backend *be, int64_t N, int64_t C, int64_t inner,
+                              const float *x, const float *s, const float *b, float *y);
 
 void ganfw_cpu_embedding_forward(ganfw_backend *be, int64_t N, int64_t D, const int32_t *ids,
                                  const float *w, float *y);

@@ -193,6 +193,10 @@ static const ganfw_backend_vt cuda_vt = {
     .embedding_forward = ganfw_cuda_embedding_forward,
     .embedding_backward = ganfw_cuda_embedding_backward,
     .transpose01 = ganfw_cuda_transpose01,
+    .unary = ganfw_cuda_unary,
+    .binary = ganfw_cuda_binary,
+    .reduce_sum = ganfw_cuda_reduce_sum,
+    .channel_affine = ganfw_cuda_channel_affine,
 };
 
 /* --- devices and the backend ------------------------------------------------------------ */

@@ -208,6 +208,15 @@ void ganfw_cuda_embedding_backward(ganfw_backend *be, int64_t N, int64_t num, in
                                    const int32_t *ids, const float *dy, float *dw, int accumulate);
 void ganfw_cuda_transpose01(ganfw_backend *be, int64_t A, int64_t B, int64_t C, const float *x,
                             float *y);
+/* tensor_math.c: the host's tensor_* ops */
+void ganfw_cuda_unary(ganfw_backend *be, int32_t op, int64_t n, float *out, const float *x, float a,
+                      float b);
+void ganfw_cuda_binary(ganfw_backend *be, int32_t op, const ganfw_bcast_shape *s, float *out,
+                       const float *a, const float *b);
+void ganfw_cuda_reduce_sum(ganfw_backend *be, const ganfw_reduce_shape *s, double scale,
+                           const float *x, float *out);
+void ganfw_cuda_channel_affine(ganfw_backend *be, int64_t N, int64_t C, int64_t inner,
+                               const float *x, const float *s, const float *b, float *y);
 void ganfw_cuda_dropout_forward(ganfw_backend *be, int64_t n, float p, uint64_t seed,
                                 uint64_t offset, const float *x, float *y, uint8_t *mask);
 void ganfw_cuda_dropout_backward(ganfw_backend *be, int64_t n, float p, const uint8_t *mask,

@@ -144,6 +144,17 @@ cudaError_t ganfw_cu_embedding_backward(cudaStream_t st, int64_t N, int64_t num,
 cudaError_t ganfw_cu_transpose01(cudaStream_t st, int64_t A, int64_t B, int64_t C, const float *x,
                                  float *y);
 
+/* --- tensor_math.cu: the host's tensor_* ops (backend.h: unary, binary, reduce_sum,
+ * channel_affine) ------------------------------------------------------------------------ */
+cudaError_t ganfw_cu_unary(cudaStream_t st, int32_t op, int64_t n, float *out, const float *x,
+                           float a, float b);
+cudaError_t ganfw_cu_binary(cudaStream_t st, int32_t op, const ganfw_bcast_shape *s, float *out,
+                            const float *a, const float *b);
+cudaError_t ganfw_cu_reduce_sum(cudaStream_t st, const ganfw_reduce_shape *s, double scale,
+                                const float *x, float *out);
+cudaError_t ganfw_cu_channel_affine(cudaStream_t st, int64_t N, int64_t C, int64_t inner,
+                                    const float *x, const float *s, const float *b, float *y);
+
 #ifdef __cplusplus
 }
 #endif
