@@ -78,9 +78,31 @@ PIN(net_embedding, 472);
 PIN(net_spectral_norm, 480);
 PIN(net_layer_index, 488);
 PIN(net_cut_ok, 496);
+PIN(tensor_add, 504);
+PIN(tensor_sub, 512);
+PIN(tensor_mul, 520);
+PIN(tensor_div, 528);
+PIN(tensor_maximum, 536);
+PIN(tensor_minimum, 544);
+PIN(tensor_abs, 552);
+PIN(tensor_sign, 560);
+PIN(tensor_exp, 568);
+PIN(tensor_log, 576);
+PIN(tensor_sqrt, 584);
+PIN(tensor_rsqrt, 592);
+PIN(tensor_clamp, 600);
+PIN(tensor_mul_scalar, 608);
+PIN(tensor_add_scalar, 616);
+PIN(tensor_pow_scalar, 624);
+PIN(tensor_sum, 632);
+PIN(tensor_mean, 640);
+PIN(tensor_channel_affine, 648);
+PIN(net_custom, 656);
+PIN(layer_add_param, 664);
+PIN(layer_add_buffer, 672);
 
 /* One past the last entry: a new entry appended moves this (and gets a PIN line above). */
-#define GANFW_HOST_SIZE 504
+#define GANFW_HOST_SIZE 680
 _Static_assert(sizeof(ganfw_host) == GANFW_HOST_SIZE, "ganfw_host grew: pin the new entries");
 
 /* Structs of ABI 1.1 whose layout plugins see. */
@@ -88,6 +110,15 @@ _Static_assert(offsetof(ganfw_memory_stats, limit) == 8, "memory_stats.limit");
 _Static_assert(offsetof(ganfw_memory_stats, category) == 56, "memory_stats.category");
 _Static_assert(offsetof(ganfw_memory_stats, num_ooms) == 56 + 2 * 8 * GANFW_MEM_STATS_CATEGORIES,
                "memory_stats.num_ooms");
+
+/* Structs of ABI 1.3 whose layout plugins see (plugin layers). */
+_Static_assert(offsetof(ganfw_layer_def, type) == 8, "layer_def.type");
+_Static_assert(offsetof(ganfw_layer_def, infer) == 16, "layer_def.infer");
+_Static_assert(offsetof(ganfw_layer_def, backward) == 56, "layer_def.backward");
+_Static_assert(sizeof(ganfw_layer_def) == 72, "ganfw_layer_def grew: pin the new members");
+_Static_assert(offsetof(ganfw_layer_call, ctx) == 32, "layer_call.ctx");
+_Static_assert(offsetof(ganfw_layer_call, buffer) == 64, "layer_call.buffer");
+_Static_assert(sizeof(ganfw_layer_call) == 72, "ganfw_layer_call grew: pin the new members");
 
 #endif
 

@@ -58,6 +58,13 @@
   X(offsetof(ganfw_memory_stats, num_ooms))                                                        \
   X(sizeof(ganfw_config_key))                                                                      \
   X(offsetof(ganfw_config_key, def_floats))                                                        \
-  X(sizeof(ganfw_config_keys))
+  X(sizeof(ganfw_config_keys))                                                                     \
+  X(sizeof(ganfw_layer_def))                                                                       \
+  X(offsetof(ganfw_layer_def, workspace_bytes))                                                    \
+  X(offsetof(ganfw_layer_def, destroy))                                                            \
+  X(sizeof(ganfw_layer_call))                                                                      \
+  X(offsetof(ganfw_layer_call, name))                                                              \
+  X(offsetof(ganfw_host, tensor_add))                                                              \
+  X(offsetof(ganfw_host, layer_add_buffer))
 
 #endif

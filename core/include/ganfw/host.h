@@ -80,6 +80,101 @@ typedef struct ganfw_memory_stats {
 /* Log levels, stored as int32_t. */
 enum { GANFW_LOG_DEBUG = 0, GANFW_LOG_INFO = 1, GANFW_LOG_WARN = 2, GANFW_LOG_ERROR = 3 };
 
+/* --- layers defined by plugins (ABI 1.3, host->net_custom) -------------------------------
+ * A plugin defines a layer kind the core does not have by filling a ganfw_layer_def and
+ * appending it to a net with host->net_custom. The core runs it like its own layers: it
+ * allocates the output, the input gradient and the parameters, converts a 16-bit compute
+ * dtype to f32 around each call, keeps what the layer asks it to keep for backward, and
+ * checks after every forward and backward that the tensors the layer created through
+ * host->tensor_create add up to the bytes it reported (a mismatch is an error naming the
+ * node and both figures), so that `ganfw plan` stays exact. docs/ABI.md, "Writing a layer",
+ * walks through one. Every callback is [main-thread]. */
+
+/* Limits per plugin layer. */
+#define GANFW_CUSTOM_MAX_PARAMS  4 /* parameters declared by init */
+#define GANFW_CUSTOM_MAX_BUFFERS 4 /* buffers declared by init */
+#define GANFW_CUSTOM_MAX_SAVED   4 /* tensors forward keeps for backward in saved[] */
+
+/* ganfw_layer_def.keep: what the core keeps for backward on the layer's behalf, as
+ * references (no copy, not counted in saved_bytes): the input x, the output y. */
+#define GANFW_KEEP_INPUT  1u
+#define GANFW_KEEP_OUTPUT 2u
+
+/* Opaque: a plugin layer being built, handed to its init (host->layer_add_param and
+ * layer_add_buffer declare its tensors). Valid during init only. */
+typedef struct ganfw_layer_init ganfw_layer_init;
+
+/* What one forward or backward call of a plugin layer gets, filled by the core (struct_size
+ * is the core's; a member past it reads as absent). Every tensor is f32 and borrowed for
+ * the call. */
+typedef struct ganfw_layer_call {
+  uint32_t struct_size;
+  int32_t train;        /* 1 in training mode (net_set_train), 0 in eval */
+  int32_t update_stats; /* 1 when running buffers may be updated: training, and not a
+                           checkpoint re-run or a second look after a non-finite step */
+  int32_t param_grads;  /* backward: 1 when the parameter gradients are wanted */
+  int32_t accumulate;   /* backward: 1 adds to grad[i], 0 overwrites it */
+  int32_t n_param;      /* entries of param and grad: as many as init declared */
+  int32_t n_buffer;     /* entries of buffer */
+  int32_t reserved0;
+  ganfw_ctx *ctx;
+  const char *name;            /* the node's full name ("generator.pn1"): name the tensors a
+                                  call creates after it, so memory reports show the node */
+  ganfw_tensor *const *param;  /* [n_param], in the order init declared them */
+  ganfw_tensor *const *grad;   /* [n_param]; an entry is NULL when the layer is frozen or
+                                  param_grads is 0 */
+  ganfw_tensor *const *buffer; /* [n_buffer] */
+} ganfw_layer_call;
+
+/* A layer kind. The core copies it (min(struct_size, its own size): a member past the
+ * plugin's struct_size reads as absent), so it need not outlive net_custom. Shapes are
+ * batch first, 1 to 4 dims ([N,F] or [N,C,H,W]). "Bytes" are the sum of nbytes
+ * (numel * element size) of the tensors meant, before the allocator rounds them. */
+typedef struct ganfw_layer_def {
+  uint32_t struct_size; /* sizeof(ganfw_layer_def) */
+  uint32_t keep;        /* GANFW_KEEP_* bits */
+  const char *type;     /* the layer type in reports and ganfw_param_info ("pixelnorm");
+                           copied */
+  /* The output shape for the input shape in[0..in_ndim) (an error, through host->error,
+   * says what does not fit). Called at net_build and before every forward. */
+  ganfw_status (*infer)(void *state, const int64_t *in, int32_t in_ndim, int64_t *out,
+                        int32_t *out_ndim);
+  /* (optional: 0) Bytes of the tensors a forward with a tape puts in saved[] for the input
+   * shape in (batch included). */
+  int64_t (*saved_bytes)(void *state, const int64_t *in, int32_t in_ndim);
+  /* (optional: 0) Bytes a call needs beyond that: the most bytes the tensors it creates hold
+   * at once, less saved_bytes in a forward (backward 0), or all of it in a backward
+   * (backward 1). A forward with a tape, and a backward that computes dx and every
+   * parameter gradient, must hit their figures exactly; a no-grad forward (saved NULL) and a
+   * backward that computes less may stay below. */
+  int64_t (*workspace_bytes)(void *state, const int64_t *in, int32_t in_ndim, int32_t backward);
+  /* (optional) Declares the parameters (host->layer_add_param: f32, with gradients, in the
+   * state_dict as "<node>.<name>") and buffers (host->layer_add_buffer) and sets their
+   * initial values, e.g. with host->foreach_fill or rng_normal(ctx, ...): ctx is the net's
+   * run. in is the input shape with N = 1. Called once, by net_build. */
+  ganfw_status (*init)(void *state, ganfw_ctx *ctx, ganfw_layer_init *li, const int64_t *in,
+                       int32_t in_ndim);
+  /* y = f(x): y has infer's shape, uninitialised; write all of it and leave x as it is.
+   * saved is NULL in no-grad mode; with a tape it is GANFW_CUSTOM_MAX_SAVED NULL slots where
+   * forward may put tensors it created (host->tensor_create) for its backward: the core owns
+   * them from then on and destroys them after backward. Any other tensor forward creates
+   * must be destroyed before it returns. */
+  ganfw_status (*forward)(void *state, const ganfw_layer_call *call, const ganfw_tensor *x,
+                          ganfw_tensor *y, ganfw_tensor **saved);
+  /* From dy (the output's gradient): dx = dL/dx, overwritten (dx NULL: not wanted), and, when
+   * call->param_grads, the gradients call->grad[i] (added to when call->accumulate, else
+   * overwritten). x and y are the kept input and output (NULL unless keep says so); saved
+   * holds what forward put there. Tensors backward creates must be destroyed before it
+   * returns. */
+  ganfw_status (*backward)(void *state, const ganfw_layer_call *call, const ganfw_tensor *x,
+                           const ganfw_tensor *y, ganfw_tensor *const *saved,
+                           const ganfw_tensor *dy, ganfw_tensor *dx);
+  /* (optional) Frees state. When set, the net owns state from net_custom on (even when it
+   * fails) and calls it once, at net_destroy; when NULL, state stays the plugin's and must
+   * outlive the net. */
+  void (*destroy)(void *state);
+} ganfw_layer_def;
+
 typedef struct ganfw_host ganfw_host;
 
 struct ganfw_host {
@@ -292,6 +387,88 @@ struct ganfw_host {
    * the nodes from it on. Every start qualifies in a straight net; in a residual net, the
    * first node of a block does. */
   int32_t (*net_cut_ok)(const ganfw_net *net, int32_t start);
+
+  /* --- added in minor 3 (ABI 1.3, 2026-12): tensor math; check GANFW_HOST_HAS before use ---
+   * Element-wise ops and reductions on f32 tensors of the run, for plugin layers and
+   * optimizers (Lion, Adafactor): each runs on the tensors' backend (CPU or CUDA; nothing is
+   * computed while `ganfw plan` runs) and returns GANFW_ERR_INVALID_ARG, naming the tensors
+   * and their shapes, when a tensor is not f32, belongs to another run, or does not fit.
+   * Outputs are tensors the caller made in the right shape; an element-wise output may be one
+   * of its inputs (in place). Each matches the PyTorch op of the same name on f32
+   * (tests/test_host_ops.c). */
+
+  /* out = a op b (torch.add, sub, mul, div, maximum, minimum) with broadcasting: the shapes
+   * are aligned at their last dims, each pair of dims is equal or one of them is 1 (a missing
+   * dim counts as 1), and out has the broadcast shape. maximum and minimum give NaN when
+   * either input is NaN. */
+  ganfw_status (*tensor_add)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                             const ganfw_tensor *b);
+  ganfw_status (*tensor_sub)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                             const ganfw_tensor *b);
+  ganfw_status (*tensor_mul)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                             const ganfw_tensor *b);
+  ganfw_status (*tensor_div)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                             const ganfw_tensor *b);
+  ganfw_status (*tensor_maximum)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                                 const ganfw_tensor *b);
+  ganfw_status (*tensor_minimum)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                                 const ganfw_tensor *b);
+  /* out = f(x), out and x of one element count: torch.abs, sign (-1, 0, 1; 0 for NaN, as
+   * torch 1.13), exp, log, sqrt, rsqrt (1 / sqrt). */
+  ganfw_status (*tensor_abs)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x);
+  ganfw_status (*tensor_sign)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x);
+  ganfw_status (*tensor_exp)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x);
+  ganfw_status (*tensor_log)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x);
+  ganfw_status (*tensor_sqrt)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x);
+  ganfw_status (*tensor_rsqrt)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x);
+  /* out = torch.clamp(x, lo, hi): lo and hi may be -INFINITY / INFINITY for one-sided; NaN
+   * stays NaN; lo > hi gives hi. */
+  ganfw_status (*tensor_clamp)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x, float lo,
+                               float hi);
+  /* out = x * a, out = x + a, out = torch.pow(x, p) */
+  ganfw_status (*tensor_mul_scalar)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                    float a);
+  ganfw_status (*tensor_add_scalar)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                    float a);
+  ganfw_status (*tensor_pow_scalar)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                    float p);
+  /* out = torch.sum(x, dims) / torch.mean(x, dims) over dims[0..n_dims) (distinct, each in
+   * [-ndim, ndim), negative from the end; n_dims 0: every dim): out has x's shape with those
+   * dims 1 (keepdim=True) or without them (keepdim=False; ndim 0 for all). Summed in double
+   * in a fixed order (the result does not depend on the thread count), rounded once. dims is
+   * read during the call only. */
+  ganfw_status (*tensor_sum)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                             const int32_t *dims, int32_t n_dims);
+  ganfw_status (*tensor_mean)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                              const int32_t *dims, int32_t n_dims);
+  /* out[n,c,...] = x[n,c,...] * scale[c] + shift[c], per channel (dim 1) of x [N,C,...]
+   * (ndim >= 2), rounded once (fused multiply-add); scale and shift have C elements, either
+   * may be NULL (1, 0). out has x's shape and may be x. As x * scale.view(1,C,1,1) + shift. */
+  ganfw_status (*tensor_channel_affine)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                        const ganfw_tensor *scale, const ganfw_tensor *shift);
+
+  /* --- added in minor 3 (ABI 1.3, 2026-12): layers from plugins; check GANFW_HOST_HAS ---
+   * (ganfw_layer_def above; docs/ABI.md "Writing a layer") */
+
+  /* Appends a layer of kind *def (copied) named `name` to net, a single-input node like the
+   * core's layers (net_input chooses its input). state is handed to every callback of def;
+   * see def->destroy for who owns it. A def without infer, forward or backward, or with a
+   * struct_size below the 1.3 one, is refused naming the node. */
+  ganfw_status (*net_custom)(ganfw_net *net, const char *name, const ganfw_layer_def *def,
+                             void *state);
+  /* During def->init: declares parameter `name` of shape shape[0..ndim) (f32, category
+   * param, with its gradient, category grad; zeros until init sets it) and returns it in
+   * *out (owned by the net, valid until net_destroy). It is "<node>.<name>" in the
+   * state_dict, net_param_info and checkpoints; call->param[i] in the order declared. At most
+   * GANFW_CUSTOM_MAX_PARAMS; a name declared twice is refused. */
+  ganfw_status (*layer_add_param)(ganfw_layer_init *li, const char *name, int32_t ndim,
+                                  const int64_t *shape, ganfw_tensor **out);
+  /* During def->init: declares buffer `name` (f32, category param, no gradient; zeros until
+   * init sets it): saved with the weights as "<node>.<name>" after the parameters, as
+   * PyTorch's register_buffer; call->buffer[i] in the order declared. At most
+   * GANFW_CUSTOM_MAX_BUFFERS. */
+  ganfw_status (*layer_add_buffer)(ganfw_layer_init *li, const char *name, int32_t ndim,
+                                   const int64_t *shape, ganfw_tensor **out);
 
   /* New entries go here, in a block dated with the minor version that added them. */
 };

@@ -23,7 +23,7 @@ typedef struct ganfw_exec {
 } ganfw_exec;
 
 /* What one layer keeps for its backward: references released by the executor. */
-#define GANFW_SAVED_MAX 3
+#define GANFW_SAVED_MAX 6 /* a plugin layer: its input, output and GANFW_CUSTOM_MAX_SAVED more */
 typedef struct ganfw_saved {
   ganfw_tensor *t[GANFW_SAVED_MAX];
   uint64_t rng_offset;
@@ -61,14 +61,16 @@ typedef struct ganfw_layer_vt {
                             ganfw_tensor **y, ganfw_saved *saved);
   ganfw_status (*backward_n)(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
                              ganfw_tensor *dy, int32_t n, const int32_t *want, ganfw_tensor **dx);
+  /* (optional) Frees l->impl (the net frees everything else of the layer). */
+  void (*release)(ganfw_layer *l);
 } ganfw_layer_vt;
 
 /* Inputs of one node: add and concat take up to this many. */
 #define GANFW_NODE_MAX_INPUTS 16
 
-#define GANFW_LAYER_MAX_PARAMS 2
+#define GANFW_LAYER_MAX_PARAMS 4 /* GANFW_CUSTOM_MAX_PARAMS: a plugin layer's */
 #define GANFW_LAYER_MAX_ARGS   8
-#define GANFW_LAYER_MAX_EXTRA  2
+#define GANFW_LAYER_MAX_EXTRA  4 /* spectral norm's u and v; GANFW_CUSTOM_MAX_BUFFERS */
 
 /* torch.nn.utils.spectral_norm on a matmul layer's weight (layers/spectral_norm.c). The
  * weight, parameter 0 ("<layer>.weight_orig"), is seen as [A,h,B] and its matrix W_mat
@@ -116,6 +118,7 @@ struct ganfw_layer {
   char *in_name[GANFW_NODE_MAX_INPUTS];
   int32_t in[GANFW_NODE_MAX_INPUTS];
   int64_t in_c[GANFW_NODE_MAX_INPUTS]; /* dim 1 of each input's shape, set by net_build */
+  void *impl; /* the layer type's own state (plugin layers), freed by vt->release */
 };
 
 /* What a matmul layer computes with for parameter i: param[i], except the weight of a
@@ -175,6 +178,29 @@ ganfw_status ganfw_spectral_backward_end(ganfw_layer *l, const ganfw_exec *ex,
                                          const ganfw_saved *saved, int32_t param_grads,
                                          int32_t accumulate);
 void ganfw_spectral_release(ganfw_layer *l);
+
+/* Layers defined by plugins (layers/plugin_layer.c, ganfw_layer_def in ganfw/host.h): an
+ * adapter from the layer vtable to the plugin's callbacks. It hands the plugin f32 tensors
+ * (converting a 16-bit compute dtype around each call), keeps the input and output for
+ * backward when the def asks, owns the tensors the plugin saves, and checks after each call
+ * that what the plugin created through host->tensor_create matches its saved_bytes and
+ * workspace_bytes (an error names the node and both figures). */
+extern const ganfw_layer_vt ganfw_layer_plugin;
+/* Makes l (just appended with ganfw_layer_plugin) a layer of kind *def with `state`: checks
+ * and copies def. Owns state from here on: on failure it is freed with def->destroy (when
+ * set) and the caller destroys l. */
+ganfw_status ganfw_plugin_layer_attach(ganfw_layer *l, const ganfw_layer_def *def, void *state);
+/* Frees state as def says (def->destroy), for a net_custom that failed before attaching. */
+void ganfw_plugin_layer_discard(const ganfw_layer_def *def, void *state);
+/* host->layer_add_param (buffer 0) and layer_add_buffer (buffer 1). */
+ganfw_status ganfw_plugin_layer_add_tensor(ganfw_layer_init *li, int32_t buffer, const char *name,
+                                           int32_t ndim, const int64_t *shape, ganfw_tensor **out);
+/* The host table's tensor_create and tensor_destroy report to these (plugin/host.c): inside a
+ * plugin layer's call on this thread they count the tensors it creates and destroys. A
+ * destroy of a tensor the call did not create is refused (0: do not destroy; the call then
+ * fails naming the tensor); 1 otherwise. Outside a call both do nothing. */
+void ganfw_plugin_layer_note_create(ganfw_tensor *t);
+int32_t ganfw_plugin_layer_note_destroy(ganfw_tensor *t);
 
 /* The normalisation shared by groupnorm, instancenorm2d and layernorm (layers/groupnorm.c):
  * the input seen as [N,C,HW] (N its first dimension) in G groups, normalised per sample and

@@ -79,6 +79,7 @@ ganfw_net *ganfw_net_create(ganfw_ctx *ctx, const char *name) {
 
 static void layer_destroy(ganfw_layer *l) {
   if (!l) return;
+  if (l->vt->release) l->vt->release(l);
   for (int32_t i = 0; i < GANFW_LAYER_MAX_PARAMS; i++) {
     ganfw_tensor_destroy(l->param[i]);
     ganfw_tensor_destroy(l->grad[i]);
@@ -380,6 +381,24 @@ ganfw_status ganfw_net_layernorm(ganfw_net *net, const char *name, int32_t ndim,
   for (int32_t d = 0; d < ndim; d++) args[1 + d] = shape[d];
   float fargs[] = {eps};
   return add_layer(net, &ganfw_layer_layernorm, name, args, 5, fargs, 1);
+}
+
+ganfw_status ganfw_net_custom(ganfw_net *net, const char *name, const ganfw_layer_def *def,
+                              void *state) {
+  ganfw_status st = add_layer(net, &ganfw_layer_plugin, name, NULL, 0, NULL, 0);
+  if (st != GANFW_OK) {
+    ganfw_plugin_layer_discard(def, state);
+    return st;
+  }
+  ganfw_layer *l = net->layers[net->n - 1];
+  st = ganfw_plugin_layer_attach(l, def, state);
+  if (st != GANFW_OK) { /* nothing appended: a pending net_input stays pending */
+    net->n--;
+    net->next_input = l->in_name[0];
+    l->in_name[0] = NULL;
+    layer_destroy(l);
+  }
+  return st;
 }
 
 /* The index of the layer named `name`, -1 for the net's input, -2 when none has it. */

@@ -56,6 +56,9 @@ ganfw_status ganfw_net_spectral_norm(ganfw_net *net, const char *layer, int32_t 
 /* sigma (the weight's largest singular value as estimated) of the last forward of the
  * spectrally normalised layer named `layer`; 0 before its first forward. */
 ganfw_status ganfw_net_spectral_norm_sigma(const ganfw_net *net, const char *layer, double *sigma);
+/* A layer defined by a plugin (host->net_custom, see ganfw/host.h). */
+ganfw_status ganfw_net_custom(ganfw_net *net, const char *name, const ganfw_layer_def *def,
+                              void *state);
 ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w);
 /* The index of the node named `name` (-1: none), and whether a checkpoint segment may start
  * at node `start` (ganfw/host.h). */

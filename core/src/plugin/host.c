@@ -1,8 +1,11 @@
 /* The host table handed to plugins (ganfw/host.h): config getters, tensors through the
- * run's allocator, foreach ops over tensor lists on the run's backend, and Philox RNG.
- * Each foreach entry checks its lists once, then calls the backend's kernel per tensor. */
+ * run's allocator, foreach ops over tensor lists on the run's backend, Philox RNG, tensor math
+ * (element-wise with broadcasting, sums over dims, per-channel affine) and layers defined by
+ * plugins. Each foreach entry checks its lists once, then calls the backend's kernel per
+ * tensor; each tensor_* entry checks its tensors and shapes, then calls one kernel. */
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "config/config.h"
@@ -14,6 +17,7 @@
 #include "plugin/plugin_host.h"
 #include "runtime/alloc.h"
 #include "runtime/tensor.h"
+#include "nn/layer.h" /* defines: ganfw_plugin_layer_note_create, _note_destroy, _add_tensor */
 
 static ganfw_status host_error(ganfw_ctx *ctx, ganfw_status code, const char *fmt, ...) {
   va_list ap;
@@ -192,6 +196,298 @@ static ganfw_status host_rng_uniform(ganfw_ctx *ctx, ganfw_tensor *t, float lo, 
   return GANFW_OK;
 }
 
+/* tensor_create and tensor_destroy for plugins: the core's, reported to a plugin layer's
+ * call when one is running on this thread (it counts what the layer creates, and refuses to
+ * destroy what the layer does not own). */
+static ganfw_tensor *host_tensor_create(ganfw_ctx *ctx, int32_t dtype, int32_t ndim,
+                                        const int64_t *shape, int32_t category, const char *name) {
+  ganfw_tensor *t = ganfw_tensor_create(ctx, dtype, ndim, shape, category, name);
+  ganfw_plugin_layer_note_create(t);
+  return t;
+}
+
+static void host_tensor_destroy(ganfw_tensor *t) {
+  if (ganfw_plugin_layer_note_destroy(t)) ganfw_tensor_destroy(t);
+}
+
+/* --- tensor math (minor 3) --------------------------------------------------------------- */
+
+/* "[8,16,4,4]" into buf. */
+static const char *shape_str(const ganfw_tensor *t, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int32_t d = 0; d < t->ndim && k < n; d++)
+    k += (size_t)snprintf(buf + k, n - k, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+/* t is an f32 tensor of ctx's run (any run when ctx is NULL). */
+static ganfw_status check_tensor(const char *op, const char *role, ganfw_ctx *ctx,
+                                 const ganfw_tensor *t) {
+  if (!t) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: %s is NULL", op, role);
+  if (t->dtype != GANFW_DTYPE_F32)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: %s '%s' is %s, f32 is required", op, role,
+                           t->name, ganfw_dtype_name(t->dtype));
+  if (ctx && ganfw_tensor_ctx(t) != ctx)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: %s '%s' belongs to another run than the ctx passed", op, role,
+                           t->name);
+  return GANFW_OK;
+}
+
+/* After a kernel: a launch failure the backend recorded (CUDA), named after the op. */
+static ganfw_status kernel_status(ganfw_backend *be, const char *op) {
+  if (!be->vt->last_error) return GANFW_OK;
+  ganfw_status st = be->vt->last_error(be);
+  return st == GANFW_OK ? st : ganfw_error_wrap(st, "%s", op);
+}
+
+/* out = a op b with torch's broadcasting. */
+static ganfw_status host_binary(ganfw_ctx *ctx, const char *op_name, int32_t op, ganfw_tensor *out,
+                                const ganfw_tensor *a, const ganfw_tensor *b) {
+  ganfw_status st;
+  if ((st = check_tensor(op_name, "out", ctx, out)) || (st = check_tensor(op_name, "a", ctx, a)) ||
+      (st = check_tensor(op_name, "b", ctx, b)))
+    return st;
+  const ganfw_tensor *t[2] = {a, b};
+  if (ganfw_tensor_ctx(a) != ganfw_tensor_ctx(out) || ganfw_tensor_ctx(b) != ganfw_tensor_ctx(out))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: '%s', '%s' and '%s' belong to different runs", op_name, out->name,
+                           a->name, b->name);
+  const int32_t nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+  ganfw_bcast_shape s = {.dim = {1, 1, 1, 1}};
+  char sa[96], sb[96], so[96], sw[96];
+  int32_t fits = out->ndim == nd;
+  for (int32_t k = 0; k < nd; k++) { /* k-th dim from the right */
+    int64_t dk[2];
+    for (int i = 0; i < 2; i++) dk[i] = k < t[i]->ndim ? t[i]->shape[t[i]->ndim - 1 - k] : 1;
+    if (dk[0] != dk[1] && dk[0] != 1 && dk[1] != 1)
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "%s: '%s' %s and '%s' %s do not broadcast (their dim %d from the "
+                             "right: %lld against %lld; each pair must be equal or one of them 1)",
+                             op_name, a->name, shape_str(a, sa, sizeof sa), b->name,
+                             shape_str(b, sb, sizeof sb), (int)k + 1, (long long)dk[0],
+                             (long long)dk[1]);
+    const int64_t d = dk[0] == 1 ? dk[1] : dk[0]; /* 1 broadcasts to anything, 0 too */
+    s.dim[3 - k] = d;
+    if (fits && out->shape[nd - 1 - k] != d) fits = 0;
+  }
+  if (!fits) {
+    ganfw_tensor shape_of = {.ndim = nd};
+    for (int32_t k = 0; k < nd; k++) shape_of.shape[k] = s.dim[4 - nd + k];
+    return ganfw_error_set(
+        GANFW_ERR_INVALID_ARG, "%s: out '%s' is %s, but '%s' %s and '%s' %s broadcast to %s",
+        op_name, out->name, shape_str(out, so, sizeof so), a->name, shape_str(a, sa, sizeof sa),
+        b->name, shape_str(b, sb, sizeof sb), shape_str(&shape_of, sw, sizeof sw));
+  }
+  /* strides of each operand in the 4-dim view, 0 where it broadcasts */
+  for (int i = 0; i < 2; i++) {
+    int64_t *stride = i == 0 ? s.sa : s.sb, step = 1;
+    for (int32_t k = 3; k >= 0; k--) {
+      const int32_t src = t[i]->ndim - 4 + k; /* the operand's own dim, < 0 when padded */
+      const int64_t dim = src >= 0 ? t[i]->shape[src] : 1;
+      stride[k] = dim == 1 && s.dim[k] != 1 ? 0 : step;
+      step *= dim;
+    }
+  }
+  s.same = a->numel == out->numel && b->numel == out->numel;
+  ganfw_backend *be = ganfw_tensor_ctx(out)->be;
+  be->vt->binary(be, op, &s, out->data, a->data, b->data);
+  return kernel_status(be, op_name);
+}
+
+static ganfw_status host_tensor_add(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                                    const ganfw_tensor *b) {
+  return host_binary(ctx, "tensor_add", GANFW_BINARY_ADD, out, a, b);
+}
+static ganfw_status host_tensor_sub(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                                    const ganfw_tensor *b) {
+  return host_binary(ctx, "tensor_sub", GANFW_BINARY_SUB, out, a, b);
+}
+static ganfw_status host_tensor_mul(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                                    const ganfw_tensor *b) {
+  return host_binary(ctx, "tensor_mul", GANFW_BINARY_MUL, out, a, b);
+}
+static ganfw_status host_tensor_div(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                                    const ganfw_tensor *b) {
+  return host_binary(ctx, "tensor_div", GANFW_BINARY_DIV, out, a, b);
+}
+static ganfw_status host_tensor_maximum(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                                        const ganfw_tensor *b) {
+  return host_binary(ctx, "tensor_maximum", GANFW_BINARY_MAXIMUM, out, a, b);
+}
+static ganfw_status host_tensor_minimum(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                                        const ganfw_tensor *b) {
+  return host_binary(ctx, "tensor_minimum", GANFW_BINARY_MINIMUM, out, a, b);
+}
+
+/* out = f(x) with the scalars a, b, over x's elements. */
+static ganfw_status host_unary(ganfw_ctx *ctx, const char *op_name, int32_t op, ganfw_tensor *out,
+                               const ganfw_tensor *x, float a, float b) {
+  ganfw_status st;
+  if ((st = check_tensor(op_name, "out", ctx, out)) || (st = check_tensor(op_name, "x", ctx, x)))
+    return st;
+  char sx[96], so[96];
+  if (out->numel != x->numel || ganfw_tensor_ctx(out) != ganfw_tensor_ctx(x))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: out '%s' %s does not match x '%s' %s (an element-wise op needs "
+                           "one element count, in one run)",
+                           op_name, out->name, shape_str(out, so, sizeof so), x->name,
+                           shape_str(x, sx, sizeof sx));
+  ganfw_backend *be = ganfw_tensor_ctx(out)->be;
+  be->vt->unary(be, op, x->numel, out->data, x->data, a, b);
+  return kernel_status(be, op_name);
+}
+
+static ganfw_status host_tensor_abs(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x) {
+  return host_unary(ctx, "tensor_abs", GANFW_UNARY_ABS, out, x, 0, 0);
+}
+static ganfw_status host_tensor_sign(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x) {
+  return host_unary(ctx, "tensor_sign", GANFW_UNARY_SIGN, out, x, 0, 0);
+}
+static ganfw_status host_tensor_exp(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x) {
+  return host_unary(ctx, "tensor_exp", GANFW_UNARY_EXP, out, x, 0, 0);
+}
+static ganfw_status host_tensor_log(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x) {
+  return host_unary(ctx, "tensor_log", GANFW_UNARY_LOG, out, x, 0, 0);
+}
+static ganfw_status host_tensor_sqrt(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x) {
+  return host_unary(ctx, "tensor_sqrt", GANFW_UNARY_SQRT, out, x, 0, 0);
+}
+static ganfw_status host_tensor_rsqrt(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x) {
+  return host_unary(ctx, "tensor_rsqrt", GANFW_UNARY_RSQRT, out, x, 0, 0);
+}
+static ganfw_status host_tensor_clamp(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                      float lo, float hi) {
+  return host_unary(ctx, "tensor_clamp", GANFW_UNARY_CLAMP, out, x, lo, hi);
+}
+static ganfw_status host_tensor_mul_scalar(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                           float a) {
+  return host_unary(ctx, "tensor_mul_scalar", GANFW_UNARY_MUL_SCALAR, out, x, a, 0);
+}
+static ganfw_status host_tensor_add_scalar(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                           float a) {
+  return host_unary(ctx, "tensor_add_scalar", GANFW_UNARY_ADD_SCALAR, out, x, a, 0);
+}
+static ganfw_status host_tensor_pow_scalar(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                           float p) {
+  return host_unary(ctx, "tensor_pow_scalar", GANFW_UNARY_POW_SCALAR, out, x, p, 0);
+}
+
+/* torch.sum / torch.mean over dims, keepdim either way (told apart by out's ndim). */
+static ganfw_status host_reduce(ganfw_ctx *ctx, const char *op_name, int32_t mean,
+                                ganfw_tensor *out, const ganfw_tensor *x, const int32_t *dims,
+                                int32_t n_dims) {
+  ganfw_status st;
+  if ((st = check_tensor(op_name, "out", ctx, out)) || (st = check_tensor(op_name, "x", ctx, x)))
+    return st;
+  char sx[96], so[96], sw[96];
+  if (ganfw_tensor_ctx(out) != ganfw_tensor_ctx(x))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: '%s' and '%s' belong to different runs",
+                           op_name, out->name, x->name);
+  if (n_dims < 0 || n_dims > x->ndim || (n_dims > 0 && !dims))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: %d dims to reduce for x '%s' %s; give 0 (all) to %d dims", op_name,
+                           (int)n_dims, x->name, shape_str(x, sx, sizeof sx), (int)x->ndim);
+  uint32_t reduced = n_dims == 0 ? (1u << x->ndim) - 1u : 0u;
+  for (int32_t i = 0; i < n_dims; i++) {
+    const int32_t d = dims[i] < 0 ? dims[i] + x->ndim : dims[i];
+    if (d < 0 || d >= x->ndim || (reduced >> d & 1u))
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "%s: dim %d of x '%s' %s is %s; dims must be distinct, in [%d, %d)",
+                             op_name, (int)dims[i], x->name, shape_str(x, sx, sizeof sx),
+                             d < 0 || d >= x->ndim ? "out of range" : "given twice", (int)-x->ndim,
+                             (int)x->ndim);
+    reduced |= 1u << d;
+  }
+  /* out: x's shape with the reduced dims 1 (keepdim) or left out */
+  int32_t keep_ok = out->ndim == x->ndim, drop_ok = 1, kept = 0;
+  int64_t count = 1;
+  for (int32_t d = 0; d < x->ndim; d++) {
+    const int32_t r = reduced >> d & 1u;
+    if (r) count *= x->shape[d];
+    if (keep_ok && out->shape[d] != (r ? 1 : x->shape[d])) keep_ok = 0;
+    if (!r && (kept >= out->ndim || out->shape[kept++] != x->shape[d])) drop_ok = 0;
+  }
+  if (kept != out->ndim) drop_ok = 0;
+  if (!keep_ok && !drop_ok) {
+    ganfw_tensor want = {.ndim = x->ndim};
+    for (int32_t d = 0; d < x->ndim; d++) want.shape[d] = reduced >> d & 1u ? 1 : x->shape[d];
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: out '%s' is %s, but reducing x '%s' %s gives %s (keepdim) or that "
+                           "without the reduced dims",
+                           op_name, out->name, shape_str(out, so, sizeof so), x->name,
+                           shape_str(x, sx, sizeof sx), shape_str(&want, sw, sizeof sw));
+  }
+  ganfw_reduce_shape s = {.dim = {1, 1, 1, 1}};
+  for (int32_t d = 0; d < x->ndim; d++) {
+    s.dim[4 - x->ndim + d] = x->shape[d];
+    if (reduced >> d & 1u) s.mask |= 1u << (4 - x->ndim + d);
+  }
+  ganfw_backend *be = ganfw_tensor_ctx(out)->be;
+  be->vt->reduce_sum(be, &s, mean ? 1.0 / (double)count : 1.0, x->data, out->data);
+  return kernel_status(be, op_name);
+}
+
+static ganfw_status host_tensor_sum(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                    const int32_t *dims, int32_t n_dims) {
+  return host_reduce(ctx, "tensor_sum", 0, out, x, dims, n_dims);
+}
+
+static ganfw_status host_tensor_mean(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                     const int32_t *dims, int32_t n_dims) {
+  return host_reduce(ctx, "tensor_mean", 1, out, x, dims, n_dims);
+}
+
+static ganfw_status host_tensor_channel_affine(ganfw_ctx *ctx, ganfw_tensor *out,
+                                               const ganfw_tensor *x, const ganfw_tensor *scale,
+                                               const ganfw_tensor *shift) {
+  const char *op = "tensor_channel_affine";
+  ganfw_status st;
+  if ((st = check_tensor(op, "out", ctx, out)) || (st = check_tensor(op, "x", ctx, x)) ||
+      (scale && (st = check_tensor(op, "scale", ctx, scale))) ||
+      (shift && (st = check_tensor(op, "shift", ctx, shift))))
+    return st;
+  char sx[96], so[96];
+  if (x->ndim < 2)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: x '%s' is %s; a per-channel op needs [N,C,...] (2 to 4 dims)", op,
+                           x->name, shape_str(x, sx, sizeof sx));
+  int same = out->ndim == x->ndim && ganfw_tensor_ctx(out) == ganfw_tensor_ctx(x);
+  for (int32_t d = 0; same && d < x->ndim; d++) same = out->shape[d] == x->shape[d];
+  if (!same)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: out '%s' is %s, x '%s' is %s: out needs x's shape", op, out->name,
+                           shape_str(out, so, sizeof so), x->name, shape_str(x, sx, sizeof sx));
+  const int64_t C = x->shape[1];
+  const ganfw_tensor *p[2] = {scale, shift};
+  for (int i = 0; i < 2; i++)
+    if (p[i] && (p[i]->numel != C || ganfw_tensor_ctx(p[i]) != ganfw_tensor_ctx(x)))
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "%s: %s '%s' is %s, x '%s' %s has %lld channels (dim 1): give %lld "
+                             "values of the same run",
+                             op, i ? "shift" : "scale", p[i]->name, shape_str(p[i], so, sizeof so),
+                             x->name, shape_str(x, sx, sizeof sx), (long long)C, (long long)C);
+  if (x->numel == 0) return GANFW_OK;
+  ganfw_backend *be = ganfw_tensor_ctx(out)->be;
+  const int64_t N = x->shape[0], inner = x->numel / (N * C);
+  be->vt->channel_affine(be, N, C, inner, x->data, scale ? scale->data : NULL,
+                         shift ? shift->data : NULL, out->data);
+  return kernel_status(be, op);
+}
+
+/* --- layers from plugins (minor 3) ------------------------------------------------------- */
+
+static ganfw_status host_layer_add_param(ganfw_layer_init *li, const char *name, int32_t ndim,
+                                         const int64_t *shape, ganfw_tensor **out) {
+  return ganfw_plugin_layer_add_tensor(li, 0, name, ndim, shape, out);
+}
+
+static ganfw_status host_layer_add_buffer(ganfw_layer_init *li, const char *name, int32_t ndim,
+                                          const int64_t *shape, ganfw_tensor **out) {
+  return ganfw_plugin_layer_add_tensor(li, 1, name, ndim, shape, out);
+}
+
 /* net_param_info for plugins: fills only what the caller's struct_size holds (a plugin
  * built against older headers passes a smaller ganfw_param_info) and never refuses a
  * smaller one, as long as it holds struct_size itself. */
@@ -267,8 +563,8 @@ static const ganfw_host host_table = {
     .cfg_bytes = ganfw_cfg_bytes,
     .cfg_list_len = ganfw_cfg_list_len,
     .cfg_list_at = ganfw_cfg_list_at,
-    .tensor_create = ganfw_tensor_create,
-    .tensor_destroy = ganfw_tensor_destroy,
+    .tensor_create = host_tensor_create,
+    .tensor_destroy = host_tensor_destroy,
     .tensor_from_host = ganfw_tensor_from_host,
     .tensor_to_host = ganfw_tensor_to_host,
     .foreach_fill = host_fill,
@@ -318,6 +614,28 @@ static const ganfw_host host_table = {
     .net_spectral_norm = ganfw_net_spectral_norm,
     .net_layer_index = ganfw_net_layer_index,
     .net_cut_ok = ganfw_net_cut_ok,
+    .tensor_add = host_tensor_add,
+    .tensor_sub = host_tensor_sub,
+    .tensor_mul = host_tensor_mul,
+    .tensor_div = host_tensor_div,
+    .tensor_maximum = host_tensor_maximum,
+    .tensor_minimum = host_tensor_minimum,
+    .tensor_abs = host_tensor_abs,
+    .tensor_sign = host_tensor_sign,
+    .tensor_exp = host_tensor_exp,
+    .tensor_log = host_tensor_log,
+    .tensor_sqrt = host_tensor_sqrt,
+    .tensor_rsqrt = host_tensor_rsqrt,
+    .tensor_clamp = host_tensor_clamp,
+    .tensor_mul_scalar = host_tensor_mul_scalar,
+    .tensor_add_scalar = host_tensor_add_scalar,
+    .tensor_pow_scalar = host_tensor_pow_scalar,
+    .tensor_sum = host_tensor_sum,
+    .tensor_mean = host_tensor_mean,
+    .tensor_channel_affine = host_tensor_channel_affine,
+    .net_custom = ganfw_net_custom,
+    .layer_add_param = host_layer_add_param,
+    .layer_add_buffer = host_layer_add_buffer,
 };
 
 const ganfw_host *ganfw_host_table(void) {
