@@ -36,6 +36,7 @@
 #include "tools/plan.h"
 
 static const ganfw_host *H;
+static char root[400]; /* the suite's temporary folder (suite_init) */
 
 static ganfw_ctx *make_ctx(int meta) {
   ganfw_ctx_options opt = {.device_type = GANFW_DEVICE_CPU, .threads = 1, .seed = 5, .meta = meta};
@@ -545,7 +546,8 @@ static ganfw_status probe_step(ganfw_ctx *ctx, ganfw_net *net) {
  * ganfw_net_buffer_at and a checkpoint, which loads back into a fresh net. The buffer counts
  * training forwards (update_stats), not eval ones. */
 static void test_params_and_buffers(void) {
-  char dir[] = "/tmp/ganfw_plugin_layer_XXXXXX";
+  char dir[600];
+  snprintf(dir, sizeof dir, "%s/ck_XXXXXX", root); /* inside the suite's folder */
   CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
   ganfw_ctx *ctx = make_ctx(0);
   probe p = {0}, q = {0};
@@ -572,7 +574,7 @@ static void test_params_and_buffers(void) {
   CU_ASSERT_EQUAL(((float *)b.tensor->data)[0], 2.0f);
   ((float *)pi.value->data)[1] = -7.5f;
 
-  char path[64];
+  char path[700];
   snprintf(path, sizeof path, "%s/ck.safetensors", dir);
   ganfw_ckpt_net cn = {.net = net};
   ganfw_ckpt_meta meta = {0};
@@ -780,8 +782,6 @@ static void test_plan_exact_net(void) {
 
 /* --- the example model plugin: plan against a real step, and out of tree ---------------- */
 
-static char root[64];
-
 static const char *path_in(const char *rel) {
   static char buf[8][512];
   static int k;
@@ -816,7 +816,8 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
 
 static int suite_init(void) {
   H = ganfw_host_table();
-  snprintf(root, sizeof root, "/tmp/ganfw_plugin_layer_XXXXXX");
+  const char *tmp = getenv("TMPDIR");
+  snprintf(root, sizeof root, "%s/ganfw_plugin_layer_XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(root)) return 1;
   char mnist[600];
   snprintf(mnist, sizeof mnist, "%s/mnist", root);
