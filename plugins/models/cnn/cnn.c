@@ -1,41 +1,14 @@
 /* The configurable CNN classifier plugin (ganfw_cnn.so): conv blocks, then linear layers,
  * as a PyTorch module with `features` (nn.Sequential of the blocks' layers), a flatten and
- * `classifier` (nn.Sequential of the linear layers), so the state_dict names match. Maps
+ * `classifier` (nn.Sequential of the linear layers), so the state_dict names match; or, with
+ * model.stem / model.stages, a residual network (resnet.c) and its `linear` head. Maps
  * images [N,C,H,W] to logits [N,num_classes]. Shapes are checked block by block before the
- * net is built, so that an error names the config entry (model.blocks[i]). */
+ * net is built, so that an error names the config entry (model.blocks[i], model.stages[i]). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <ganfw/ganfw.h>
-
-/* PyTorch's BatchNorm2d and LeakyReLU defaults. */
-#define CNN_BN_EPS      1e-5f
-#define CNN_BN_MOMENTUM 0.1f
-#define CNN_MAX_BLOCKS  64
-#define CNN_MAX_LINEAR  16
-
-enum { POOL_NONE = -1 };
-
-/* One conv block of model.blocks. */
-typedef struct cnn_block {
-  int64_t channels, kernel, stride, padding, pool_kernel;
-  int32_t batchnorm, act, pool; /* GANFW_ACT_* (IDENTITY: none), GANFW_POOL_* or POOL_NONE */
-  double dropout;
-} cnn_block;
-
-typedef struct cnn {
-  const ganfw_host *host;
-  ganfw_ctx *ctx;
-  cnn_block blocks[CNN_MAX_BLOCKS];
-  int64_t n_blocks;
-  int64_t linear[CNN_MAX_LINEAR];
-  int64_t n_linear;
-  int32_t linear_act;
-  double linear_dropout, leaky_slope;
-  int64_t in_c, in_h, in_w, num_classes;
-  ganfw_net *net;
-} cnn;
+#include "cnn.h"
 
 static void cnn_destroy(void *self) {
   cnn *m = self;
@@ -44,8 +17,7 @@ static void cnn_destroy(void *self) {
   free(m);
 }
 
-/* "relu" etc. -> GANFW_ACT_*; -1 when unknown. */
-static int32_t act_from_name(const char *s) {
+int32_t cnn_act_from_name(const char *s) {
   static const struct {
     const char *name;
     int32_t kind;
@@ -85,7 +57,7 @@ static ganfw_status read_block(cnn *m, const ganfw_cfg *item, int64_t i, cnn_blo
   if (b->padding < 0)
     return h->error(m->ctx, GANFW_ERR_CONFIG, "cnn: model.blocks[%lld].padding must be >= 0",
                     (long long)i);
-  if ((b->act = act_from_name(act)) < 0)
+  if ((b->act = cnn_act_from_name(act)) < 0)
     return h->error(m->ctx, GANFW_ERR_CONFIG,
                     "cnn: model.blocks[%lld].activation is '%s'; use relu, leaky_relu, tanh, "
                     "sigmoid or none",
@@ -130,6 +102,12 @@ static ganfw_status read_config(cnn *m, const ganfw_cfg *cfg, const ganfw_data_i
                     (long long)m->num_classes);
   m->n_blocks = h->cfg_list_len(cfg, "blocks");
   if (m->n_blocks < 0) return GANFW_ERR_CONFIG; /* not a list: the getter said where */
+  m->residual = cnn_resnet_wanted(m, cfg);
+  if (m->residual && h->cfg_child(cfg, "blocks"))
+    return h->error(m->ctx, GANFW_ERR_CONFIG,
+                    "cnn: model.blocks and model.stem/model.stages are two ways to write the "
+                    "conv layers; use one of them");
+  if (m->residual && (st = cnn_resnet_read(m, cfg)) != GANFW_OK) return st;
   if (m->n_blocks > CNN_MAX_BLOCKS)
     return h->error(m->ctx, GANFW_ERR_CONFIG, "cnn: model.blocks has %lld entries; at most %d",
                     (long long)m->n_blocks, CNN_MAX_BLOCKS);
@@ -154,7 +132,7 @@ static ganfw_status read_config(cnn *m, const ganfw_cfg *cfg, const ganfw_data_i
       (st = h->cfg_float(cfg, "linear_dropout", 0.0, &m->linear_dropout)) ||
       (st = h->cfg_float(cfg, "leaky_slope", 0.01, &m->leaky_slope)))
     return st;
-  if ((m->linear_act = act_from_name(act)) < 0)
+  if ((m->linear_act = cnn_act_from_name(act)) < 0)
     return h->error(m->ctx, GANFW_ERR_CONFIG,
                     "cnn: model.linear_activation is '%s'; use relu, leaky_relu, tanh, sigmoid "
                     "or none",
@@ -165,29 +143,22 @@ static ganfw_status read_config(cnn *m, const ganfw_cfg *cfg, const ganfw_data_i
   return GANFW_OK;
 }
 
-/* Appends nn.Sequential entries "<prefix>.<i>", counting every entry as PyTorch does. */
-typedef struct seq {
-  const char *prefix;
-  int index;
-  char name[48];
-} seq;
-
-static const char *seq_next(seq *s) {
+const char *cnn_seq_next(cnn_seq *s) {
   snprintf(s->name, sizeof s->name, "%s.%d", s->prefix, s->index++);
   return s->name;
 }
 
 /* Activation `act` as the next entry, unless it is none. */
-static ganfw_status add_act(cnn *m, seq *s, int32_t act) {
+static ganfw_status add_act(cnn *m, cnn_seq *s, int32_t act) {
   if (act == GANFW_ACT_IDENTITY) return GANFW_OK;
   float alpha = act == GANFW_ACT_LEAKY_RELU ? (float)m->leaky_slope : 0.0f;
-  return m->host->net_activation(m->net, seq_next(s), act, alpha);
+  return m->host->net_activation(m->net, cnn_seq_next(s), act, alpha);
 }
 
 /* Block i on a [c,hh,ww] input: checks its shapes (errors name model.blocks[i]), appends
  * Conv2d (bias only without BatchNorm), BatchNorm2d, activation, pooling (stride = its
  * kernel, as nn.MaxPool2d(k)) and Dropout, and updates the shape. */
-static ganfw_status add_block(cnn *m, seq *s, int64_t i, int64_t *c, int64_t *hh, int64_t *ww) {
+static ganfw_status add_block(cnn *m, cnn_seq *s, int64_t i, int64_t *c, int64_t *hh, int64_t *ww) {
   const ganfw_host *h = m->host;
   const cnn_block *b = &m->blocks[i];
   int64_t ph = *hh + 2 * b->padding, pw = *ww + 2 * b->padding;
@@ -203,41 +174,63 @@ static ganfw_status add_block(cnn *m, seq *s, int64_t i, int64_t *c, int64_t *hh
                     "model.blocks[%lld]: the conv's %lldx%lld output is too small for "
                     "pool_kernel %lld; set pool: none there",
                     (long long)i, (long long)oh, (long long)ow, (long long)b->pool_kernel);
-  ganfw_status st = h->net_conv2d(m->net, seq_next(s), *c, b->channels, b->kernel, b->stride,
+  ganfw_status st = h->net_conv2d(m->net, cnn_seq_next(s), *c, b->channels, b->kernel, b->stride,
                                   b->padding, !b->batchnorm);
   if (st == GANFW_OK && b->batchnorm)
-    st = h->net_batchnorm2d(m->net, seq_next(s), b->channels, CNN_BN_EPS, CNN_BN_MOMENTUM);
+    st = h->net_batchnorm2d(m->net, cnn_seq_next(s), b->channels, CNN_BN_EPS, CNN_BN_MOMENTUM);
   if (st == GANFW_OK) st = add_act(m, s, b->act);
   if (st == GANFW_OK && b->pool != POOL_NONE) {
-    st = h->net_pool2d(m->net, seq_next(s), b->pool, b->pool_kernel, b->pool_kernel, 0);
+    st = h->net_pool2d(m->net, cnn_seq_next(s), b->pool, b->pool_kernel, b->pool_kernel, 0);
     oh = (oh - b->pool_kernel) / b->pool_kernel + 1;
     ow = (ow - b->pool_kernel) / b->pool_kernel + 1;
   }
-  if (st == GANFW_OK && b->dropout > 0) st = h->net_dropout(m->net, seq_next(s), (float)b->dropout);
+  if (st == GANFW_OK && b->dropout > 0)
+    st = h->net_dropout(m->net, cnn_seq_next(s), (float)b->dropout);
   *c = b->channels;
   *hh = oh;
   *ww = ow;
   return st;
 }
 
+/* The parameter count of the built net, for the log. */
+static int64_t param_total(cnn *m) {
+  int64_t total = 0, n = m->host->net_param_count(m->net);
+  for (int64_t i = 0; i < n; i++) {
+    ganfw_param_info p = {.struct_size = sizeof p};
+    if (m->host->net_param_info(m->net, i, &p) == GANFW_OK) total += p.value->numel;
+  }
+  return total;
+}
+
+/* The conv part (blocks, or stem and stages), the flatten, then the head: nn.Sequential
+ * `classifier` (hidden Linear, activation, Dropout, ..., the output Linear), or for a
+ * residual net without hidden layers the single Linear `linear` of the CIFAR ResNet code. */
 static ganfw_status build(cnn *m) {
   const ganfw_host *h = m->host;
-  seq features = {.prefix = "features"}, classifier = {.prefix = "classifier"};
-  int64_t c = m->in_c, hh = m->in_h, ww = m->in_w;
+  cnn_seq features = {.prefix = "features"}, classifier = {.prefix = "classifier"};
+  int64_t c = m->in_c, hh = m->in_h, ww = m->in_w, in = 0;
   ganfw_status st = GANFW_OK;
-  for (int64_t i = 0; i < m->n_blocks && st == GANFW_OK; i++)
-    st = add_block(m, &features, i, &c, &hh, &ww);
+  if (m->residual) {
+    st = cnn_resnet_build(m, &in);
+  } else {
+    for (int64_t i = 0; i < m->n_blocks && st == GANFW_OK; i++)
+      st = add_block(m, &features, i, &c, &hh, &ww);
+    in = c * hh * ww;
+  }
   if (st == GANFW_OK) st = h->net_flatten(m->net, "flatten");
-  int64_t in = c * hh * ww;
   for (int64_t i = 0; i < m->n_linear && st == GANFW_OK; i++) {
-    st = h->net_linear(m->net, seq_next(&classifier), in, m->linear[i], 1);
+    st = h->net_linear(m->net, cnn_seq_next(&classifier), in, m->linear[i], 1);
     if (st == GANFW_OK) st = add_act(m, &classifier, m->linear_act);
     if (st == GANFW_OK && m->linear_dropout > 0)
-      st = h->net_dropout(m->net, seq_next(&classifier), (float)m->linear_dropout);
+      st = h->net_dropout(m->net, cnn_seq_next(&classifier), (float)m->linear_dropout);
     in = m->linear[i];
   }
-  if (st == GANFW_OK) st = h->net_linear(m->net, seq_next(&classifier), in, m->num_classes, 1);
+  const char *out = m->residual && m->n_linear == 0 ? "linear" : cnn_seq_next(&classifier);
+  if (st == GANFW_OK) st = h->net_linear(m->net, out, in, m->num_classes, 1);
   if (st == GANFW_OK) st = h->net_build(m->net, m->in_c, m->in_h, m->in_w);
+  if (st == GANFW_OK && m->residual)
+    h->log(m->ctx, GANFW_LOG_INFO, "cnn: residual net, %lld stage(s), %lld parameters",
+           (long long)m->n_stages, (long long)param_total(m));
   return st;
 }
 
@@ -254,6 +247,13 @@ static ganfw_status cnn_create(const ganfw_host *host, ganfw_ctx *ctx, const gan
   m->host = host;
   m->ctx = ctx;
   ganfw_status st = read_config(m, cfg, data);
+  if (st == GANFW_OK && m->residual &&
+      (!GANFW_HOST_HAS(host, net_add) || !host->net_input || !host->net_add ||
+       !host->net_global_avg_pool))
+    st = host->error(ctx, GANFW_ERR_PLUGIN,
+                     "cnn: model.stem/model.stages build a residual net, which needs the core's "
+                     "graph entries (net_input, net_add of ABI 1.3); this core does not offer "
+                     "them: use a ganfw core with the graph executor, or write model.blocks");
   if (st == GANFW_OK) {
     m->net = host->net_create(ctx, "classifier");
     st = m->net ? build(m) : GANFW_ERR_OOM;
@@ -287,9 +287,10 @@ GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {
       .struct_size = sizeof(ganfw_plugin_desc),
       .kind = GANFW_PLUGIN_MODEL,
       .name = "cnn",
-      .version = "1.0.0",
+      .version = "1.1.0",
       .description = "configurable CNN classifier: conv blocks (BN, activation, pooling, "
-                     "dropout), then linear layers",
+                     "dropout) or a ResNet (stem, stages of basic or bottleneck residual "
+                     "blocks), then linear layers",
       .vtable = &cnn_vt,
   };
   return &desc;
