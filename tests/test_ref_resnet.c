@@ -5,7 +5,10 @@
  * be a PyTorch state_dict key, and their number must be PyTorch's), then one training-mode
  * step y = f(x), L = sum(y * w) and its backward are compared tensor by tensor (output,
  * input gradient, every parameter gradient), with the BatchNorm running statistics, and an
- * eval-mode forward after it. */
+ * eval-mode forward after it. The reference is computed in f64: every tensor is within
+ * 1e-4 of it relative to its norm, and every element within 1e-4 relative (floored at 1% of
+ * the tensor's largest magnitude), except in ResNet-20, where PyTorch's own f32 run is
+ * 1.95e-4 off its f64 one on that scale (layer3.2.conv1.weight's gradient), so 5e-4. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +23,12 @@
 #include "runtime/tensor.h"
 #include "testutil.h"
 
-#define TOL 1e-4
+#define TOL_NORM 1e-4 /* ||got - want|| / ||want|| of every tensor */
+#define TOL      1e-4 /* per element, relative, floored at 1% of the largest |want| */
+#define TOL_DEEP 5e-4 /* per element in ResNet-20 (see above) */
 
-static double worst; /* the largest relative error reached, for the report */
+static double tol = TOL;                     /* the element tolerance of the case running */
+static double worst, worst_deep, worst_norm; /* the largest errors reached, for the report */
 
 /* A classifier case of gen_resnet.py's CLASSIFIER_CASES: the model section (or, with
  * `config`, the model section of that file under the source tree), the data's shape. */
@@ -65,8 +71,18 @@ static void compare(gt_ref *ref, const char *key, const ganfw_tensor *t) {
   CU_ASSERT_EQUAL_FATAL(n, t->numel);
   float *got = malloc((size_t)t->nbytes);
   ganfw_tensor_to_host(t, got, t->nbytes);
-  double err = gt_check_close(key, got, want, n, TOL, 1e-2 * max_abs(want, n) + 1e-12);
-  if (err > worst) worst = err;
+  double err = gt_check_close(key, got, want, n, tol, 1e-2 * max_abs(want, n) + 1e-12);
+  double d2 = 0, w2 = 0;
+  for (int64_t i = 0; i < n; i++) {
+    d2 += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+    w2 += (double)want[i] * want[i];
+  }
+  double norm = sqrt(d2 / (w2 > 0 ? w2 : 1e-300));
+  if (norm > TOL_NORM) printf("\n  FAILED: %s: ||got - want|| / ||want|| = %.3e\n", key, norm);
+  CU_ASSERT(norm <= TOL_NORM);
+  if (tol == TOL && err > worst) worst = err;
+  if (tol != TOL && err > worst_deep) worst_deep = err;
+  if (norm > worst_norm) worst_norm = norm;
   free(got);
 }
 
@@ -176,7 +192,8 @@ static void fixture_close(fixture *f) {
   ganfw_ctx_destroy(f->ctx);
 }
 
-static void run_classifier(const ref_case *c, int min_bn) {
+static void run_classifier(const ref_case *c, int min_bn, double element_tol) {
+  tol = element_tol;
   gt_ref *ref = gt_ref_open("resnet");
   CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
   fixture f;
@@ -227,20 +244,21 @@ static void run_classifier(const ref_case *c, int min_bn) {
   ganfw_tape_destroy(tape);
   fixture_close(&f);
   gt_ref_close(ref);
+  tol = TOL;
 }
 
 /* Two basic blocks without a stem: a stride-2 projection shortcut from the net's input, then
  * an identity shortcut. */
 static void test_block(void) {
-  run_classifier(&cases[0], 5);
+  run_classifier(&cases[0], 5, TOL);
 }
 
 static void test_bottleneck(void) {
-  run_classifier(&cases[1], 13);
+  run_classifier(&cases[1], 12, TOL);
 }
 
 static void test_resnet20(void) {
-  run_classifier(&cases[2], 21);
+  run_classifier(&cases[2], 21, TOL_DEEP);
 }
 
 /* The resgan case of gen_resnet.py's GAN_CASES: img = G(z), logit = D(img), L = sum(logit *
@@ -304,10 +322,13 @@ static void test_resgan(void) {
 }
 
 static void test_report(void) {
-  printf("\n  max rel err vs PyTorch (outputs, input and parameter gradients, running stats): "
-         "%.3e (tol %.0e)\n",
-         worst, TOL);
+  printf("\n  vs PyTorch in f64 (outputs, input and parameter gradients, running stats): max "
+         "rel err per element %.3e (tol %.0e), in ResNet-20 %.3e (tol %.0e); per tensor, "
+         "relative to its norm, %.3e (tol %.0e)\n",
+         worst, TOL, worst_deep, TOL_DEEP, worst_norm, TOL_NORM);
   CU_ASSERT(worst > 0 && worst <= TOL);
+  CU_ASSERT(worst_deep > 0 && worst_deep <= TOL_DEEP);
+  CU_ASSERT(worst_norm > 0 && worst_norm <= TOL_NORM);
 }
 
 static CU_TestInfo tests[] = {

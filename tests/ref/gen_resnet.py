@@ -125,21 +125,22 @@ CLASSIFIER_CASES = {
 
 class GenBlock(nn.Module):
     """BN-ReLU-Upsample-Conv3x3-BN-ReLU-Conv3x3, shortcut Upsample-Conv1x1 (identity when
-    neither the size nor the channels change)."""
+    neither the size nor the channels change). The convs have no bias: every path from them
+    reaches a BatchNorm through per-channel linear maps, so a bias would get no gradient."""
 
     def __init__(self, cin, cout, up):
         super().__init__()
         layers = [nn.BatchNorm2d(cin), nn.ReLU()]
         if up:
             layers.append(nn.Upsample(scale_factor=2))
-        layers += [nn.Conv2d(cin, cout, 3, 1, 1), nn.BatchNorm2d(cout), nn.ReLU(),
-                   nn.Conv2d(cout, cout, 3, 1, 1)]
+        layers += [nn.Conv2d(cin, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
+                   nn.Conv2d(cout, cout, 3, 1, 1, bias=False)]
         self.residual = nn.Sequential(*layers)
         short = []
         if up:
             short.append(nn.Upsample(scale_factor=2))
         if up or cin != cout:
-            short.append(nn.Conv2d(cin, cout, 1, 1, 0))
+            short.append(nn.Conv2d(cin, cout, 1, 1, 0, bias=False))
         self.shortcut = nn.Sequential(*short)
 
     def forward(self, x):

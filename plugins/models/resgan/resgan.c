@@ -4,7 +4,8 @@
  * residual.j, blocks.i.shortcut.j, output.j). G maps a latent [N,nz,1,1] to an image
  * [N,channels,S,S] in [-1,1]: flatten, Linear(nz, c0*base*base), view [c0,base,base], then
  * per block BN-ReLU-Upsample(2, nearest)-Conv3x3-BN-ReLU-Conv3x3 plus a shortcut
- * Upsample-Conv1x1, then BN-ReLU-Conv3x3-Tanh; S = base * 2^(upsampling blocks). D maps an
+ * Upsample-Conv1x1 (these convs without bias, as each feeds a BatchNorm), then
+ * BN-ReLU-Conv3x3-Tanh; S = base * 2^(upsampling blocks). D maps an
  * image to a logit [N,1]: per block [ReLU]-Conv3x3-ReLU-Conv3x3-AvgPool(2) plus a shortcut
  * Conv1x1-AvgPool(2) (the first block without the leading ReLU and with the pooling first
  * in its shortcut, as SNGAN's OptimizedDisBlock), then ReLU, global average pooling and
@@ -158,9 +159,10 @@ static const char *seq_next(seq *s) {
   return s->name;
 }
 
+/* Conv2d(cin, cout, kernel, padding kernel / 2), with a bias when `bias`. */
 static ganfw_status conv(resgan *m, ganfw_net *net, seq *s, int64_t cin, int64_t cout,
-                         int64_t kernel) {
-  return m->host->net_conv2d(net, seq_next(s), cin, cout, kernel, 1, kernel / 2, 1);
+                         int64_t kernel, int32_t bias) {
+  return m->host->net_conv2d(net, seq_next(s), cin, cout, kernel, 1, kernel / 2, bias);
 }
 
 static ganfw_status relu(resgan *m, ganfw_net *net, seq *s) {
@@ -185,7 +187,9 @@ static ganfw_status add(resgan *m, ganfw_net *net, int64_t i, const seq *res, co
   return st;
 }
 
-/* Generator block i: cin -> cout channels, doubling the size when `up`. */
+/* Generator block i: cin -> cout channels, doubling the size when `up`. Its convs have no
+ * bias: every path from them reaches a BatchNorm through per-channel linear maps, so a bias
+ * would get no gradient (only the output conv has one). */
 static ganfw_status gen_block(resgan *m, int64_t i, int64_t cin, int64_t cout, int32_t up,
                               char *in) {
   const ganfw_host *h = m->host;
@@ -196,15 +200,15 @@ static ganfw_status gen_block(resgan *m, int64_t i, int64_t cin, int64_t cout, i
   ganfw_status st = h->net_batchnorm2d(net, seq_next(&r), cin, RESGAN_BN_EPS, RESGAN_BN_MOMENTUM);
   if (st == GANFW_OK) st = relu(m, net, &r);
   if (st == GANFW_OK && up) st = h->net_upsample(net, seq_next(&r), 2, GANFW_UPSAMPLE_NEAREST);
-  if (st == GANFW_OK) st = conv(m, net, &r, cin, cout, 3);
+  if (st == GANFW_OK) st = conv(m, net, &r, cin, cout, 3, 0);
   if (st == GANFW_OK)
     st = h->net_batchnorm2d(net, seq_next(&r), cout, RESGAN_BN_EPS, RESGAN_BN_MOMENTUM);
   if (st == GANFW_OK) st = relu(m, net, &r);
-  if (st == GANFW_OK) st = conv(m, net, &r, cout, cout, 3);
+  if (st == GANFW_OK) st = conv(m, net, &r, cout, cout, 3, 0);
   if (up || cin != cout) {
     if (st == GANFW_OK) st = h->net_input(net, in);
     if (st == GANFW_OK && up) st = h->net_upsample(net, seq_next(&s), 2, GANFW_UPSAMPLE_NEAREST);
-    if (st == GANFW_OK) st = conv(m, net, &s, cin, cout, 1);
+    if (st == GANFW_OK) st = conv(m, net, &s, cin, cout, 1, 0);
   }
   if (st == GANFW_OK) st = add(m, net, i, &r, &s, in);
   return st;
@@ -226,7 +230,7 @@ static ganfw_status build_generator(resgan *m) {
   if (st == GANFW_OK)
     st = h->net_batchnorm2d(net, seq_next(&out), c, RESGAN_BN_EPS, RESGAN_BN_MOMENTUM);
   if (st == GANFW_OK) st = relu(m, net, &out);
-  if (st == GANFW_OK) st = conv(m, net, &out, c, m->channels, 3);
+  if (st == GANFW_OK) st = conv(m, net, &out, c, m->channels, 3, 1);
   if (st == GANFW_OK) st = h->net_activation(net, seq_next(&out), GANFW_ACT_TANH, 0.0f);
   if (st == GANFW_OK) st = h->net_build(net, m->nz, 1, 1);
   return st;
@@ -242,14 +246,14 @@ static ganfw_status dis_block(resgan *m, int64_t i, int64_t cin, int64_t cout, i
   snprintf(s.prefix, sizeof s.prefix, "blocks.%d.shortcut", (int)i);
   int first = i == 0;
   ganfw_status st = first ? GANFW_OK : relu(m, net, &r);
-  if (st == GANFW_OK) st = conv(m, net, &r, cin, cout, 3);
+  if (st == GANFW_OK) st = conv(m, net, &r, cin, cout, 3, 1);
   if (st == GANFW_OK) st = relu(m, net, &r);
-  if (st == GANFW_OK) st = conv(m, net, &r, cout, cout, 3);
+  if (st == GANFW_OK) st = conv(m, net, &r, cout, cout, 3, 1);
   if (st == GANFW_OK && down) st = avg_pool(m, net, &r);
   if (down || cin != cout) {
     if (st == GANFW_OK) st = h->net_input(net, in);
     if (st == GANFW_OK && first && down) st = avg_pool(m, net, &s);
-    if (st == GANFW_OK) st = conv(m, net, &s, cin, cout, 1);
+    if (st == GANFW_OK) st = conv(m, net, &s, cin, cout, 1, 1);
     if (st == GANFW_OK && !first && down) st = avg_pool(m, net, &s);
   }
   if (st == GANFW_OK) st = add(m, net, i, &r, &s, in);
