@@ -1145,10 +1145,14 @@ static ganfw_status tensor_nonfinite(ganfw_tensor *t, int32_t *bad) {
 /* 1 when layer l's parameters or buffers (BatchNorm's running statistics, spectral norm's u
  * and v) hold NaN or inf. */
 static ganfw_status layer_state_nonfinite(ganfw_layer *l, int32_t *bad) {
-  ganfw_tensor *state[] = {l->param[0],    l->param[1], l->running_mean,
-                           l->running_var, l->extra[0], l->extra[1]};
+  ganfw_tensor *state[GANFW_LAYER_MAX_PARAMS + GANFW_LAYER_MAX_EXTRA + 2];
+  size_t n = 0;
+  for (int32_t k = 0; k < GANFW_LAYER_MAX_PARAMS; k++) state[n++] = l->param[k];
+  for (int32_t k = 0; k < GANFW_LAYER_MAX_EXTRA; k++) state[n++] = l->extra[k];
+  state[n++] = l->running_mean;
+  state[n++] = l->running_var;
   *bad = 0;
-  for (size_t k = 0; k < sizeof state / sizeof state[0] && !*bad; k++) {
+  for (size_t k = 0; k < n && !*bad; k++) {
     ganfw_status st = tensor_nonfinite(state[k], bad);
     if (st != GANFW_OK) return st;
   }
