@@ -14,6 +14,9 @@ _Static_assert(offsetof(ganfw_host, struct_size) == 8, "host struct_size third")
 _Static_assert(offsetof(ganfw_model_vt, struct_size) == 0, "vtables start with struct_size");
 _Static_assert(offsetof(ganfw_optim_vt, struct_size) == 0, "vtables start with struct_size");
 _Static_assert(offsetof(ganfw_memory_vt, struct_size) == 0, "vtables start with struct_size");
+_Static_assert(offsetof(ganfw_objective_vt, struct_size) == 0 &&
+                   offsetof(ganfw_objective_vt, kind) == 4,
+               "the objective vtable starts with struct_size and its kind tag");
 /* The kind tag sits where 1.0 had the spare field (optimizer, memory) or after the 1.0
  * members (model, whose second field is family). */
 _Static_assert(offsetof(ganfw_optim_vt, kind) == 4 && offsetof(ganfw_memory_vt, kind) == 4,
@@ -25,7 +28,7 @@ _Static_assert(sizeof(ganfw_param) == 3 * sizeof(void *), "ganfw_param is frozen
 _Static_assert(offsetof(ganfw_exec_options, struct_size) == 0, "options start with struct_size");
 _Static_assert(offsetof(ganfw_data_info, struct_size) == 0, "data info starts with struct_size");
 _Static_assert(sizeof(ganfw_status) == 4, "ganfw_status is int32_t");
-_Static_assert(GANFW_PLUGIN_KIND_COUNT == 3 && GANFW_DTYPE_COUNT == 5 && GANFW_MEM_COUNT == 7,
+_Static_assert(GANFW_PLUGIN_KIND_COUNT == 4 && GANFW_DTYPE_COUNT == 5 && GANFW_MEM_COUNT == 7,
                "enum counts");
 
 #define LAYOUT_VALUE(e) (e),

@@ -65,6 +65,9 @@
   X(sizeof(ganfw_layer_call))                                                                      \
   X(offsetof(ganfw_layer_call, name))                                                              \
   X(offsetof(ganfw_host, tensor_add))                                                              \
-  X(offsetof(ganfw_host, layer_add_buffer))
+  X(offsetof(ganfw_host, layer_add_buffer))                                                        \
+  X(sizeof(ganfw_objective_vt))                                                                    \
+  X(offsetof(ganfw_objective_vt, loss))                                                            \
+  X(offsetof(ganfw_objective_vt, get_extension))
 
 #endif

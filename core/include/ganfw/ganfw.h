@@ -9,6 +9,7 @@
 #include "model.h"
 #include "optim.h"
 #include "memory.h"
+#include "objective.h"
 
 #define GANFW_VERSION_STRING "0.1.0"
 

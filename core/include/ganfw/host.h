@@ -54,9 +54,10 @@ typedef struct ganfw_param_info {
  * ganfw_memory_vt.kind): the loader refuses a vtable whose tag is not its descriptor's kind
  * (a descriptor that says "memory" but points at an optimizer's vtable). 0 is "untagged",
  * accepted only from a plugin built against ABI 1.0 headers. */
-#define GANFW_VT_TAG_MODEL  0x67667400u /* "gft" + GANFW_PLUGIN_MODEL */
-#define GANFW_VT_TAG_OPTIM  0x67667401u /* "gft" + GANFW_PLUGIN_OPTIM */
-#define GANFW_VT_TAG_MEMORY 0x67667402u /* "gft" + GANFW_PLUGIN_MEMORY */
+#define GANFW_VT_TAG_MODEL     0x67667400u /* "gft" + GANFW_PLUGIN_MODEL */
+#define GANFW_VT_TAG_OPTIM     0x67667401u /* "gft" + GANFW_PLUGIN_OPTIM */
+#define GANFW_VT_TAG_MEMORY    0x67667402u /* "gft" + GANFW_PLUGIN_MEMORY */
+#define GANFW_VT_TAG_OBJECTIVE 0x67667403u /* "gft" + GANFW_PLUGIN_OBJECTIVE (ABI 1.4) */
 
 /* The allocator's statistics (host->memory_stats), in bytes. The caller sets struct_size;
  * the core fills only the members that fit in it and leaves the rest untouched. */

@@ -33,7 +33,7 @@ extern "C" {
 
 /* The one place the ABI version is written; CMake reads it from here (CMakeLists.txt). */
 #define GANFW_ABI_MAJOR 1
-#define GANFW_ABI_MINOR 3
+#define GANFW_ABI_MINOR 4
 
 #define GANFW_PLUGIN_ENTRY_SYMBOL "ganfw_plugin_entry"
 
@@ -48,6 +48,7 @@ enum {
   GANFW_PLUGIN_MODEL = 0,
   GANFW_PLUGIN_OPTIM = 1,
   GANFW_PLUGIN_MEMORY = 2,
+  GANFW_PLUGIN_OBJECTIVE = 3, /* ABI 1.4: ganfw_objective_vt (ganfw/objective.h) */
   GANFW_PLUGIN_KIND_COUNT
 };
 
@@ -59,7 +60,8 @@ typedef struct ganfw_plugin_desc {
   const char *name;     /* the name a config uses: `plugin: adam` */
   const char *version;  /* the plugin's own version, e.g. "1.0.0" */
   const char *description;
-  const void *vtable; /* ganfw_model_vt, ganfw_optim_vt or ganfw_memory_vt, by kind */
+  const void *vtable; /* ganfw_model_vt, ganfw_optim_vt, ganfw_memory_vt or (1.4)
+                         ganfw_objective_vt, by kind */
 } ganfw_plugin_desc;
 
 typedef const ganfw_plugin_desc *(*ganfw_plugin_entry_fn)(void);

@@ -18,6 +18,7 @@
 #include "base/suggest.h"
 #include "config/config.h"
 #include "ganfw/memory.h"
+#include "ganfw/objective.h"
 #include "ganfw/model.h"
 #include "ganfw/optim.h"
 
@@ -43,7 +44,7 @@ struct ganfw_plugin {
 
 /* --- kinds and their vtables --------------------------------------------------------- */
 
-static const char *const kind_names[] = {"model", "optimizer", "memory"};
+static const char *const kind_names[] = {"model", "optimizer", "memory", "objective"};
 _Static_assert(sizeof(kind_names) / sizeof(kind_names[0]) == GANFW_PLUGIN_KIND_COUNT,
                "kind_names must name every GANFW_PLUGIN_* kind");
 
@@ -75,6 +76,9 @@ static const struct {
     {END_OF(ganfw_memory_vt, configure), sizeof(ganfw_memory_vt), offsetof(ganfw_memory_vt, kind),
      offsetof(ganfw_memory_vt, get_extension), GANFW_VT_TAG_MEMORY, "configure", "ganfw_memory_vt",
      "GANFW_VT_TAG_MEMORY"},
+    {END_OF(ganfw_objective_vt, loss), sizeof(ganfw_objective_vt),
+     offsetof(ganfw_objective_vt, kind), offsetof(ganfw_objective_vt, get_extension),
+     GANFW_VT_TAG_OBJECTIVE, "loss", "ganfw_objective_vt", "GANFW_VT_TAG_OBJECTIVE"},
 };
 _Static_assert(sizeof(vt_rules) / sizeof(vt_rules[0]) == GANFW_PLUGIN_KIND_COUNT,
                "vt_rules must cover every GANFW_PLUGIN_* kind");
@@ -102,6 +106,13 @@ static const char *missing_member(int32_t kind, const void *vtable) {
     if (!vt->create) return "create";
     if (!vt->destroy) return "destroy";
     if (!vt->step) return "step";
+    return NULL;
+  }
+  case GANFW_PLUGIN_OBJECTIVE: {
+    const ganfw_objective_vt *vt = vtable;
+    if (!vt->create) return "create";
+    if (!vt->destroy) return "destroy";
+    if (!vt->loss) return "loss";
     return NULL;
   }
   default: {
@@ -288,8 +299,13 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
   if (d->kind < 0 || d->kind >= GANFW_PLUGIN_KIND_COUNT)
     return fail(what,
                 "plugin %s declares kind %d, which this ganfw does not know (0 model, "
-                "1 optimizer, 2 memory); set kind to a GANFW_PLUGIN_* value and %s",
+                "1 optimizer, 2 memory, 3 objective); set kind to a GANFW_PLUGIN_* value and %s",
                 path, (int)d->kind, rebuild);
+  if (d->kind == GANFW_PLUGIN_OBJECTIVE && d->abi_minor < 4)
+    return fail(what,
+                "plugin %s declares kind 3 (objective) but was built for ABI %u.%u; objective "
+                "plugins exist from ABI 1.4: %s",
+                path, (unsigned)d->abi_major, (unsigned)d->abi_minor, rebuild);
   const char *kind = kind_names[d->kind];
   const char *shown = d->name && d->name[0] ? d->name : (want_name ? want_name : "?");
   if (expected_kind >= 0 && d->kind != expected_kind) {

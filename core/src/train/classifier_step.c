@@ -166,6 +166,10 @@ static ganfw_status optim_step(ganfw_classifier *c, ganfw_classifier_stats *out)
     if (st == GANFW_OK) out->nonfinite = 1;
     return st;
   }
+  if (s->train.clip_grad_norm[0] > 0) {
+    ganfw_status st = ganfw_clip_grad_norm(s, 0, s->train.clip_grad_norm[0], &out->grad_norm);
+    if (st != GANFW_OK) return st;
+  }
   ganfw_status st = o->vt->step(o->self, o->lr);
   return st == GANFW_OK ? st : ganfw_error_wrap(st, "optimizer step of the classifier");
 }

@@ -1,7 +1,9 @@
 /* One DC-GAN training step (see trainer.h), shaped like PyTorch's DC-GAN example with
  * BCE-with-logits: D learns from a real batch and from G(z) made under no-grad; G then
  * learns through D, whose parameter gradients are not computed. Logits and losses are
- * tiny ([N] and one float) and are read back to the host for the metrics. */
+ * tiny ([N] and one float) and are read back to the host for the metrics. With an
+ * objective plugin (objective.plugin) the losses and their gradients come from it, on the
+ * host, in place of the built-in BCE on the device. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,10 @@ struct ganfw_gan {
   ganfw_tensor *real_t, *fake_t, *ones; /* BCE targets [N] */
   ganfw_tensor *loss;                   /* one float */
   float *host_logits;                   /* [N] */
+  float *host_dy;                       /* [N]: an objective plugin's gradient */
+  int64_t steps;                        /* ganfw_gan_step calls: G steps every n_critic-th */
+  double last_loss_g, last_d_g_z2;      /* of the last G step (shown on D-only steps) */
+  double grad_norm[2];                  /* of the last clipped step per optimizer */
   ganfw_grad_list grads[2];             /* [0] G's, [1] D's: one non-finite check a step */
   ganfw_net_stats *stats[2];            /* G's, D's BatchNorm statistics before the step (skip) */
 };
@@ -29,13 +35,21 @@ static ganfw_status make_targets(ganfw_gan *g, int64_t n) {
   ganfw_tensor_destroy(g->real_t);
   ganfw_tensor_destroy(g->fake_t);
   ganfw_tensor_destroy(g->ones);
+  g->real_t = g->fake_t = g->ones = NULL;
   free(g->host_logits);
+  free(g->host_dy);
+  g->host_logits = malloc((size_t)n * sizeof(float));
+  g->host_dy = malloc((size_t)n * sizeof(float));
+  g->n = 0;
+  if (!g->host_logits || !g->host_dy) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  if (g->s->objective_vt) { /* the plugin's losses need no targets on the device */
+    g->n = n;
+    return GANFW_OK;
+  }
   g->real_t = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_OTHER, "targets.real");
   g->fake_t = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_OTHER, "targets.fake");
   g->ones = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_OTHER, "targets.ones");
-  g->host_logits = malloc((size_t)n * sizeof(float));
-  g->n = 0;
-  if (!g->real_t || !g->fake_t || !g->ones || !g->host_logits)
+  if (!g->real_t || !g->fake_t || !g->ones)
     return ganfw_error_code() ? ganfw_error_code()
                               : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   ganfw_backend *be = g->ctx->be;
@@ -81,6 +95,7 @@ void ganfw_gan_destroy(ganfw_gan *g) {
   ganfw_tensor_destroy(g->ones);
   ganfw_tensor_destroy(g->loss);
   free(g->host_logits);
+  free(g->host_dy);
   for (int i = 0; i < 2; i++) {
     ganfw_grad_list_free(&g->grads[i]);
     ganfw_net_stats_destroy(g->stats[i]);
@@ -104,47 +119,90 @@ static ganfw_status bce_grad(ganfw_gan *g, ganfw_tensor *lf, int32_t dtype, ganf
   return *dlogits ? GANFW_OK : ganfw_error_code();
 }
 
-/* BCE-with-logits of `logits` against `target`: the loss (host), mean sigmoid of the
- * logits (host) and, when dlogits is not NULL, a new gradient tensor of the mean loss (left
- * NULL when the loss is non-finite and no strategy scales it). */
-static ganfw_status bce(ganfw_gan *g, ganfw_tensor *logits, ganfw_tensor *target, float dloss,
-                        double *loss, double *mean_prob, ganfw_tensor **dlogits, const char *what) {
+/* An objective plugin's term `term` of the f32 logits lf (on the host): the loss in *l and,
+ * when dlogits is not NULL and the loss is finite or scaled, dloss times its gradient as a
+ * new tensor in the logits' own dtype, made as bce_grad makes it. */
+static ganfw_status plugin_term(ganfw_gan *g, ganfw_tensor *lf, int32_t dtype, int32_t term,
+                                float dloss, float *l, ganfw_tensor **dlogits, const char *what) {
+  ganfw_session *s = g->s;
+  const int64_t n = lf->numel;
+  double value = 0;
+  ganfw_status st = s->objective_vt->loss(s->objective, term, n, g->host_logits, &value,
+                                          dlogits ? g->host_dy : NULL);
+  if (st != GANFW_OK) return ganfw_error_wrap(st, "objective '%s'", s->objective_name);
+  *l = (float)value;
+  if (!dlogits || (!isfinite(value) && !s->loss_scaling)) return GANFW_OK;
+  for (int64_t i = 0; i < n; i++) g->host_dy[i] *= dloss;
+  ganfw_tensor *d = ganfw_tensor_create(
+      g->ctx, GANFW_DTYPE_F32, lf->ndim, lf->shape,
+      dtype == GANFW_DTYPE_F32 ? GANFW_MEM_ACTIVATION : GANFW_MEM_WORKSPACE, what);
+  if (!d) return ganfw_error_code();
+  st = ganfw_tensor_from_host(d, g->host_dy, n * (int64_t)sizeof(float));
+  if (st == GANFW_OK && !(*dlogits = ganfw_tensor_as_dtype(d, dtype, GANFW_MEM_ACTIVATION)))
+    st = ganfw_error_code();
+  ganfw_tensor_destroy(d);
+  return st;
+}
+
+/* The loss term `term` (GANFW_OBJ_*) of `logits`: the built-in BCE-with-logits against
+ * its target, or the objective plugin's. The loss (host), what the log shows of the logits
+ * (mean sigmoid for the BCE) and, when dlogits is not NULL, a new gradient tensor of the
+ * loss times dloss (left NULL when the loss is non-finite and no strategy scales it). */
+static ganfw_status loss_term(ganfw_gan *g, ganfw_tensor *logits, int32_t term, float dloss,
+                              double *loss, double *mean_prob, ganfw_tensor **dlogits,
+                              const char *what) {
+  ganfw_session *s = g->s;
   ganfw_backend *be = g->ctx->be;
   const int64_t n = logits->numel;
-  if (n != target->numel)
+  if (n != g->n)
     return ganfw_error_set(GANFW_ERR_PLUGIN,
                            "the discriminator returns %lld values for %lld samples; it must "
                            "return one logit per sample ([N,1] or [N,1,1,1])",
-                           (long long)n, (long long)target->numel);
+                           (long long)n, (long long)g->n);
+  ganfw_tensor *target = term == GANFW_OBJ_D_REAL   ? g->real_t
+                         : term == GANFW_OBJ_D_FAKE ? g->fake_t
+                                                    : g->ones;
   /* The loss reads f32: logits of a 16-bit compute dtype are converted first. */
   ganfw_tensor *lf = ganfw_tensor_as_dtype(logits, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE);
   if (!lf) return ganfw_error_code();
-  be->vt->bce_logits_forward(be, n, lf->data, target->data, g->loss->data);
   float l = 0;
-  ganfw_status st = ganfw_tensor_to_host(g->loss, &l, sizeof l);
-  if (st == GANFW_OK) st = be->vt->copy_d2h(be, g->host_logits, lf->data, (size_t)n * 4);
-  /* Without a loss scaler a non-finite loss has no gradient worth computing: the caller
-   * stops or skips (train.on_nonfinite). With one, backward runs and the scaler skips. */
-  const int32_t stop_here = !isfinite(l) && !g->s->loss_scaling;
-  if (st == GANFW_OK && dlogits && !stop_here)
-    st = bce_grad(g, lf, logits->dtype, target, dloss, dlogits, what);
+  ganfw_status st = GANFW_OK;
+  if (s->objective_vt) {
+    st = be->vt->copy_d2h(be, g->host_logits, lf->data, (size_t)n * 4);
+    if (st == GANFW_OK) st = plugin_term(g, lf, logits->dtype, term, dloss, &l, dlogits, what);
+  } else {
+    be->vt->bce_logits_forward(be, n, lf->data, target->data, g->loss->data);
+    st = ganfw_tensor_to_host(g->loss, &l, sizeof l);
+    if (st == GANFW_OK) st = be->vt->copy_d2h(be, g->host_logits, lf->data, (size_t)n * 4);
+    /* Without a loss scaler a non-finite loss has no gradient worth computing: the caller
+     * stops or skips (train.on_nonfinite). With one, backward runs and the scaler skips. */
+    const int32_t stop_here = !isfinite(l) && !s->loss_scaling;
+    if (st == GANFW_OK && dlogits && !stop_here)
+      st = bce_grad(g, lf, logits->dtype, target, dloss, dlogits, what);
+  }
   ganfw_tensor_destroy(lf);
   if (st != GANFW_OK) return st;
-  double p = 0;
-  for (int64_t i = 0; i < n; i++) p += 1.0 / (1.0 + exp(-(double)g->host_logits[i]));
   *loss = l;
-  *mean_prob = p / (double)n;
+  if (s->objective_vt && s->objective_vt->summary) {
+    *mean_prob = s->objective_vt->summary(s->objective, n, g->host_logits);
+  } else {
+    double p = 0;
+    for (int64_t i = 0; i < n; i++)
+      p += s->objective_vt ? (double)g->host_logits[i]
+                           : 1.0 / (1.0 + exp(-(double)g->host_logits[i]));
+    *mean_prob = p / (double)n;
+  }
   return GANFW_OK;
 }
 
-/* D forward with a tape, BCE against target, backward into D's parameter gradients
- * (scaled by dloss); no backward when bce left no gradient (a non-finite loss). */
-static ganfw_status d_learn(ganfw_gan *g, ganfw_tape *tape, ganfw_tensor *x, ganfw_tensor *target,
+/* D forward with a tape, the loss term `term`, backward into D's parameter gradients
+ * (scaled by dloss); no backward when loss_term left no gradient (a non-finite loss). */
+static ganfw_status d_learn(ganfw_gan *g, ganfw_tape *tape, ganfw_tensor *x, int32_t term,
                             float dloss, double *loss, double *prob, const char *what) {
   ganfw_net *D = g->s->discriminator;
   ganfw_tensor *logits = NULL, *dlogits = NULL;
   ganfw_status st = ganfw_net_forward(D, x, tape, &logits);
-  if (st == GANFW_OK) st = bce(g, logits, target, dloss, loss, prob, &dlogits, what);
+  if (st == GANFW_OK) st = loss_term(g, logits, term, dloss, loss, prob, &dlogits, what);
   if (st == GANFW_OK && dlogits)
     st = ganfw_net_backward(D, tape, dlogits, GANFW_BWD_PARAM_GRAD, NULL);
   ganfw_tape_clear(tape);
@@ -220,8 +278,17 @@ static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped, int3
     *nonfinite = 1;
     return GANFW_OK;
   }
+  if (s->train.clip_grad_norm[opt] > 0) {
+    ganfw_status st =
+        ganfw_clip_grad_norm(s, opt, s->train.clip_grad_norm[opt], &g->grad_norm[opt]);
+    if (st != GANFW_OK) return st;
+  }
   ganfw_status st = o->vt->step(o->self, o->lr);
-  return st == GANFW_OK ? st : ganfw_error_wrap(st, "optimizer step of the %s", o->role);
+  if (st != GANFW_OK) return ganfw_error_wrap(st, "optimizer step of the %s", o->role);
+  if (opt == 1 && s->objective_vt && s->objective_vt->after_d_step &&
+      (st = s->objective_vt->after_d_step(s->objective, o->params, o->n_params)) != GANFW_OK)
+    return ganfw_error_wrap(st, "objective '%s' after the discriminator's step", s->objective_name);
+  return GANFW_OK;
 }
 
 /* Rows [k*m, (k+1)*m) of t, or t itself (retained) for a single micro-batch. */
@@ -253,7 +320,8 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
     if (!xk || !zk) st = ganfw_error_code();
     const uint64_t rng_real = g->ctx->rng_offset;
     if (st == GANFW_OK)
-      st = d_learn(g, g->tape_real, xk, g->real_t, dloss, &loss_real, &p_real, "loss_d (real)");
+      st = d_learn(g, g->tape_real, xk, GANFW_OBJ_D_REAL, dloss, &loss_real, &p_real,
+                   "loss_d (real)");
     if (st == GANFW_OK && loss_bad(s, loss_real)) {
       bad = 1;
       const ganfw_nonfinite_hop hops[] = {{D, rng_real, "the real batch"}};
@@ -263,7 +331,8 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
     if (st == GANFW_OK && !bad) st = ganfw_net_forward(G, zk, NULL, &fake); /* no-grad */
     const uint64_t rng_fake = g->ctx->rng_offset;
     if (st == GANFW_OK && !bad)
-      st = d_learn(g, g->tape_fake, fake, g->fake_t, dloss, &loss_fake, &p_fake, "loss_d (fake)");
+      st = d_learn(g, g->tape_fake, fake, GANFW_OBJ_D_FAKE, dloss, &loss_fake, &p_fake,
+                   "loss_d (fake)");
     if (st == GANFW_OK && !bad && loss_bad(s, loss_fake)) {
       bad = 1;
       const ganfw_nonfinite_hop hops[] = {{G, rng_g, "the noise"}, {D, rng_fake, "G(z)"}};
@@ -278,6 +347,7 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
   }
   if (st == GANFW_OK && bad) out->nonfinite_d = 1; /* train.on_nonfinite: skip */
   if (st == GANFW_OK && !bad) st = optim_step(g, 1, &out->skipped_d, &out->nonfinite_d, out);
+  out->grad_norm_d = g->grad_norm[1];
   return st;
 }
 
@@ -301,7 +371,8 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
     const uint64_t rng_d = g->ctx->rng_offset;
     if (st == GANFW_OK) st = ganfw_net_forward(D, fake, g->tape_dg, &logits);
     ganfw_tensor_destroy(fake);
-    if (st == GANFW_OK) st = bce(g, logits, g->ones, dloss, &loss, &prob, &dlogits, "loss_g");
+    if (st == GANFW_OK)
+      st = loss_term(g, logits, GANFW_OBJ_G, dloss, &loss, &prob, &dlogits, "loss_g");
     ganfw_tensor_destroy(logits);
     if (st == GANFW_OK && loss_bad(s, loss)) {
       bad = 1;
@@ -323,6 +394,10 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
   }
   if (st == GANFW_OK && bad) out->nonfinite_g = 1; /* train.on_nonfinite: skip */
   if (st == GANFW_OK && !bad) st = optim_step(g, 0, &out->skipped_g, &out->nonfinite_g, out);
+  out->g_stepped = 1;
+  out->grad_norm_g = g->grad_norm[0];
+  g->last_loss_g = out->loss_g;
+  g->last_d_g_z2 = out->d_g_z2;
   return st;
 }
 
@@ -340,13 +415,26 @@ ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganf
    * the forwards of the step (both halves touch both nets) updated them already. */
   for (int i = 0; i < 2 && may_skip && st == GANFW_OK; i++)
     st = ganfw_net_stats_save(nets[i], &g->stats[i]);
+  /* train.d_steps_per_g_step (n_critic): G steps after every n-th D step; the steps
+   * between show G's last loss */
+  const int32_t g_turn = (g->steps + 1) % s->train.d_steps_per_g_step == 0;
   if (st == GANFW_OK) st = ganfw_gan_d_step(g, x, z, out);
-  if (st == GANFW_OK) st = ganfw_gan_g_step(g, z, out);
+  if (st == GANFW_OK && g_turn) st = ganfw_gan_g_step(g, z, out);
+  if (st == GANFW_OK && !g_turn) {
+    out->loss_g = g->last_loss_g;
+    out->d_g_z2 = g->last_d_g_z2;
+    out->grad_norm_g = g->grad_norm[0];
+  }
+  if (st == GANFW_OK) g->steps++;
   if (st == GANFW_OK && out->nonfinite_g) st = ganfw_net_stats_restore(nets[0], g->stats[0]);
   if (st == GANFW_OK && out->nonfinite_d) st = ganfw_net_stats_restore(nets[1], g->stats[1]);
   for (int32_t i = 0; i < s->n_memory && st == GANFW_OK; i++)
     if (s->memory[i].vt->step_end) st = s->memory[i].vt->step_end(s->memory[i].self);
   return st;
+}
+
+void ganfw_gan_set_step(ganfw_gan *g, int64_t step) {
+  g->steps = step;
 }
 
 ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, ganfw_tensor **y) {

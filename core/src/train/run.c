@@ -134,6 +134,9 @@ static ganfw_status open_run(ganfw_run *run, const char *const *sets, int nsets)
   if ((st = load_named(run, ganfw_cfg_child(root, "optim"), "optim.plugin", GANFW_PLUGIN_OPTIM,
                        &run->optim)) != GANFW_OK)
     return st;
+  if ((st = load_named(run, ganfw_cfg_child(root, "objective"), "objective.plugin",
+                       GANFW_PLUGIN_OBJECTIVE, &run->objective)) != GANFW_OK)
+    return st;
   int64_t n = ganfw_cfg_list_len(root, "memory");
   if (n < 0) return ganfw_error_code();
   if (n > GANFW_MAX_MEMORY_PLUGINS)
@@ -177,6 +180,7 @@ ganfw_status ganfw_run_open(const char *config_path, const char *const *sets, in
 void ganfw_run_close(ganfw_run *run) {
   if (!run) return;
   for (int32_t i = 0; i < run->n_memory; i++) ganfw_plugin_unload(run->memory[i]);
+  ganfw_plugin_unload(run->objective);
   ganfw_plugin_unload(run->optim);
   ganfw_plugin_unload(run->model);
   for (int64_t i = 0; i < run->n_plugin_dirs; i++) free(run->plugin_dirs[i]);

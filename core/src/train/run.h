@@ -17,8 +17,9 @@ typedef struct ganfw_run {
   int64_t n_plugin_dirs;
   ganfw_ctx_options ctx_opt;
   const char *out_dir;
-  ganfw_plugin *model; /* NULL when the config names none */
-  ganfw_plugin *optim; /* NULL when the config names none */
+  ganfw_plugin *model;     /* NULL when the config names none */
+  ganfw_plugin *optim;     /* NULL when the config names none */
+  ganfw_plugin *objective; /* objective.plugin; NULL: the built-in BCE with logits */
   ganfw_plugin *memory[GANFW_MAX_MEMORY_PLUGINS];
   const ganfw_cfg *memory_cfg[GANFW_MAX_MEMORY_PLUGINS];
   int32_t n_memory;

@@ -344,6 +344,69 @@ static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model, in
   return GANFW_OK;
 }
 
+/* objective: {plugin: NAME, ...}: a GAN's losses from an objective plugin (run.c loaded
+ * it). Refused for a classifier, without a plugin name, and beside train.label_smoothing
+ * (the built-in BCE's key). */
+static ganfw_status create_objective(ganfw_session *s, const ganfw_cfg *root) {
+  const ganfw_cfg *node = ganfw_cfg_child(root, "objective");
+  if (!node) return GANFW_OK;
+  const char *where = ganfw_cfg_where(node);
+  if (s->family != GANFW_MODEL_GAN)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: objective: a classifier's loss is softmax cross entropy "
+                           "(train.label_smoothing smooths it); objective plugins are for GANs; "
+                           "remove the section",
+                           where);
+  if (!s->run->objective)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: objective: name the plugin, e.g. `objective: {plugin: hinge}` "
+                           "(bce, hinge, lsgan, wgan; `ganfw plugins` lists the installed ones)",
+                           where);
+  if (s->train.label_smoothing != 0)
+    return ganfw_error_set(
+        GANFW_ERR_CONFIG,
+        "%s: train.label_smoothing is the built-in BCE's; with objective.plugin set, use the "
+        "objective's own key (objective.label_smoothing of bce) and remove train.label_smoothing",
+        ganfw_cfg_where(ganfw_cfg_child(ganfw_cfg_section(root, "train"), "label_smoothing")));
+  const ganfw_cfg *section = ganfw_cfg_section(root, "objective");
+  ganfw_status st = ganfw_plugin_apply_config_keys(s->run->objective, section);
+  if (st != GANFW_OK) return st;
+  const ganfw_objective_vt *vt = ganfw_plugin_vtable(s->run->objective);
+  s->objective_name = ganfw_plugin_name(s->run->objective);
+  if ((st = vt->create(ganfw_host_table(), s->ctx, section, &s->objective)) != GANFW_OK) {
+    char what[160];
+    snprintf(what, sizeof what, "objective '%s'", s->objective_name);
+    return plugin_error(st, section, "objective", what);
+  }
+  s->objective_vt = vt;
+  return GANFW_OK;
+}
+
+/* The GAN loop's keys: train.d_steps_per_g_step (n_critic). train.clip_grad_norm is one
+ * number for every net or a map by role ({generator: 10, discriminator: 1}); 0 is off. */
+static ganfw_status read_loop_keys(ganfw_session *s, const ganfw_cfg *root) {
+  const ganfw_cfg *train = ganfw_cfg_section(root, "train");
+  ganfw_train_settings *t = &s->train;
+  ganfw_status st;
+  t->d_steps_per_g_step = 1;
+  if (s->family == GANFW_MODEL_GAN &&
+      (st = ganfw_cfg_int_in(train, "d_steps_per_g_step", 1, 1, 1000, &t->d_steps_per_g_step)))
+    return st;
+  const ganfw_cfg *clip = ganfw_cfg_child(train, "clip_grad_norm");
+  const double inf = 1e30;
+  if (ganfw_cfg_kind_of(clip) != GANFW_CFG_KIND_MAP) {
+    if ((st = ganfw_cfg_float_in(train, "clip_grad_norm", 0, 0, inf, 0, &t->clip_grad_norm[0])))
+      return st;
+    t->clip_grad_norm[1] = t->clip_grad_norm[0];
+    return GANFW_OK;
+  }
+  if (s->family == GANFW_MODEL_GAN)
+    return (st = ganfw_cfg_float_in(clip, "generator", 0, 0, inf, 0, &t->clip_grad_norm[0]))
+               ? st
+               : ganfw_cfg_float_in(clip, "discriminator", 0, 0, inf, 0, &t->clip_grad_norm[1]);
+  return ganfw_cfg_float_in(clip, "classifier", 0, 0, inf, 0, &t->clip_grad_norm[0]);
+}
+
 static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const char *role,
                                  ganfw_net *net, double lr) {
   if (!s->run->optim)
@@ -446,6 +509,8 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   if ((st = create_memory(s)) != GANFW_OK) return st;
   if ((st = open_data(s, root, with_data, info)) != GANFW_OK) return st;
   if ((st = create_model(s, root)) != GANFW_OK) return st;
+  if ((st = create_objective(s, root)) != GANFW_OK) return st;
+  if ((st = read_loop_keys(s, root)) != GANFW_OK) return st;
   /* The GAN step takes full batches only (a short last one is skipped): a data set smaller
    * than one batch would never give it one, with or without drop_last. A plan (meta
    * backend) reads no batch and may ask for any size. */
@@ -499,6 +564,7 @@ void ganfw_session_close(ganfw_session *s) {
     if (s->optim[i].self) s->optim[i].vt->destroy(s->optim[i].self);
     free(s->optim[i].params);
   }
+  if (s->objective) s->objective_vt->destroy(s->objective);
   if (s->model) s->model_vt->destroy(s->model);
   for (int32_t i = 0; i < s->n_memory; i++)
     if (s->memory[i].self) s->memory[i].vt->destroy(s->memory[i].self);

@@ -50,6 +50,9 @@ typedef struct ganfw_train_settings {
   int64_t sample_nrow;
   int32_t on_nonfinite;        /* GANFW_NONFINITE_* (train.on_nonfinite) */
   int64_t max_nonfinite_skips; /* with skip: this many skipped steps in a row stop the run */
+  int64_t d_steps_per_g_step;  /* a GAN's n_critic: G steps after every this many D steps */
+  double clip_grad_norm[2];    /* global-norm clipping per optimizer ([0] G or classifier, [1]
+                                  D) as torch.nn.utils.clip_grad_norm_; 0: off */
 } ganfw_train_settings;
 
 typedef struct ganfw_session {
@@ -73,6 +76,9 @@ typedef struct ganfw_session {
   const char *data_kind, *data_path; /* data.dataset and data.path (borrowed from the config) */
   ganfw_transform transform;         /* data's transforms, e.g. to open the test split */
   ganfw_train_settings train;
+  const ganfw_objective_vt *objective_vt; /* objective.plugin; NULL: the built-in BCE */
+  void *objective;
+  const char *objective_name;
   ganfw_schedule schedule; /* optim.schedule, for every optimizer */
 } ganfw_session;
 

@@ -125,6 +125,7 @@ static ganfw_status open_run(cls_run *r) {
   if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
   char columns[4096] = "step,epoch,loss,acc,lr,allocated,reserved,step_seconds,skipped,"
                        "nonfinite_skips";
+  if (s->train.clip_grad_norm[0] > 0) strcat(columns, ",grad_norm");
   ganfw_extras e = {.n = 0};
   ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++)
@@ -153,7 +154,7 @@ static ganfw_status log_step(cls_run *r, const ganfw_classifier_stats *cs,
   ganfw_session *s = r->s;
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
-  double row[10 + GANFW_MAX_EXTRA] = {(double)r->step,
+  double row[11 + GANFW_MAX_EXTRA] = {(double)r->step,
                                       (double)bi->epoch,
                                       cs->loss,
                                       cs->accuracy,
@@ -164,6 +165,7 @@ static ganfw_status log_step(cls_run *r, const ganfw_classifier_stats *cs,
                                       (double)r->skipped,
                                       (double)r->nonfinite.total};
   int32_t n = 10;
+  if (s->train.clip_grad_norm[0] > 0) row[n++] = cs->grad_norm;
   ganfw_extras e = {.n = 0};
   ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++) row[n++] = strtod(e.values[i], NULL);

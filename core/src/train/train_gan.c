@@ -77,6 +77,11 @@ static ganfw_status write_samples(gan_run *r) {
   return st;
 }
 
+/* train.clip_grad_norm is on for either net: metrics.csv has the norms. */
+static int clipping(const ganfw_session *s) {
+  return s->train.clip_grad_norm[0] > 0 || s->train.clip_grad_norm[1] > 0;
+}
+
 static ganfw_status open_run(gan_run *r) {
   ganfw_session *s = r->s;
   const char *out = s->run->out_dir;
@@ -103,8 +108,10 @@ static ganfw_status open_run(gan_run *r) {
   r->host_batch = ganfw_host_staging_alloc(s->ctx, (size_t)r->x->nbytes, &r->host_pinned);
   if (!r->host_batch) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
+  ganfw_gan_set_step(r->gan, r->step);
   char columns[4096] = "step,epoch,loss_d,loss_g,d_x,d_g_z1,d_g_z2,lr_g,lr_d,allocated,reserved,"
                        "step_seconds,skipped_d,skipped_g,nonfinite_skips";
+  if (clipping(s)) strcat(columns, ",grad_norm_g,grad_norm_d");
   ganfw_extras e = {.n = 0};
   ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++)
@@ -128,7 +135,7 @@ static ganfw_status log_step(gan_run *r, const ganfw_gan_stats *gs, const ganfw_
   ganfw_session *s = r->s;
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
-  double row[15 + GANFW_MAX_EXTRA] = {(double)r->step,
+  double row[17 + GANFW_MAX_EXTRA] = {(double)r->step,
                                       (double)bi->epoch,
                                       gs->loss_d,
                                       gs->loss_g,
@@ -144,6 +151,10 @@ static ganfw_status log_step(gan_run *r, const ganfw_gan_stats *gs, const ganfw_
                                       (double)r->skipped_g,
                                       (double)r->nonfinite.total};
   int32_t n = 15;
+  if (clipping(s)) {
+    row[n++] = gs->grad_norm_g;
+    row[n++] = gs->grad_norm_d;
+  }
   ganfw_extras e = {.n = 0};
   ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++) row[n++] = strtod(e.values[i], NULL);

@@ -19,6 +19,8 @@ typedef struct ganfw_gan_stats {
    * or inf); what went non-finite, and where, is in `nonfinite` */
   int32_t nonfinite_d, nonfinite_g;
   char nonfinite[1024];
+  int32_t g_stepped;               /* 0 on the D-only steps of train.d_steps_per_g_step */
+  double grad_norm_g, grad_norm_d; /* before clipping (train.clip_grad_norm), else 0 */
 } ganfw_gan_stats;
 
 /* The step's working set over a session (borrowed; it must outlive the result). */
@@ -40,6 +42,15 @@ void ganfw_gan_destroy(ganfw_gan *g); /* accepts NULL */
  * loss scaler the scaler skips such steps (skipped_d, skipped_g) and the key is not read,
  * unless a strategy reports non-finite gradients as an error (amp with scaler: none). */
 ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganfw_gan_stats *out);
+
+/* The number of steps taken so far (resume): ganfw_gan_step runs G's half on the steps
+ * whose count is a multiple of train.d_steps_per_g_step (n_critic). */
+void ganfw_gan_set_step(ganfw_gan *g, int64_t step);
+
+/* Global-norm gradient clipping of optimizer `opt`'s gradients as PyTorch's
+ * clip_grad_norm_(params, max_norm): *norm is the L2 norm of all of them together (before
+ * clipping); when max_norm / (norm + 1e-6) < 1 every gradient is multiplied by it. */
+ganfw_status ganfw_clip_grad_norm(ganfw_session *s, int32_t opt, double max_norm, double *norm);
 
 /* The two halves of ganfw_gan_step, for tools that measure each phase: the D step
  * (micro-batches of x and G(z) under no-grad, D's optimizer) and the G step. ganfw_gan_step
@@ -69,6 +80,7 @@ typedef struct ganfw_classifier_stats {
   int32_t skipped;   /* 1 when a strategy skipped the optimizer step */
   int32_t nonfinite; /* 1 when train.on_nonfinite: skip skipped the update (see what) */
   char nonfinite_what[1024];
+  double grad_norm; /* before clipping (train.clip_grad_norm), else 0 */
 } ganfw_classifier_stats;
 
 /* The step's working set over a classifier session (borrowed; it must outlive it). */
