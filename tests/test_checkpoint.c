@@ -150,8 +150,10 @@ static void rig_init(rig *r) {
   r->d = small_d(r->ctx, 3, 1, 0);
   r->og = fake_create(r->ctx, r->g);
   r->od = fake_create(r->ctx, r->d);
-  r->nets[0] = (ganfw_ckpt_net){r->g, NULL, &fake_vt, r->og};
-  r->nets[1] = (ganfw_ckpt_net){r->d, NULL, &fake_vt, r->od};
+  r->nets[0] =
+      (ganfw_ckpt_net){.net = r->g, .prefix = NULL, .optim_vt = &fake_vt, .optim_self = r->og};
+  r->nets[1] =
+      (ganfw_ckpt_net){.net = r->d, .prefix = NULL, .optim_vt = &fake_vt, .optim_self = r->od};
 }
 
 static void rig_free(rig *r) {
@@ -565,7 +567,8 @@ static void test_mismatch(void) {
   /* disc without fc.bias -> the file lacks it */
   ganfw_net *nobias = small_d(r.ctx, 3, 0, 0);
   fake_opt *onb = fake_create(r.ctx, nobias);
-  ganfw_ckpt_net other[2] = {r.nets[0], {nobias, NULL, &fake_vt, onb}};
+  ganfw_ckpt_net other[2] = {
+      r.nets[0], {.net = nobias, .prefix = NULL, .optim_vt = &fake_vt, .optim_self = onb}};
   const char *path = tmp_path("other.safetensors");
   CU_ASSERT_EQUAL_FATAL(ganfw_checkpoint_save(path, other, 2, &m), GANFW_OK);
   snap before = rig_take(&r);
@@ -597,7 +600,8 @@ static void test_mismatch(void) {
   /* disc with 4 channels instead of 3: shapes differ, the first one named */
   ganfw_net *wide = small_d(r.ctx, 4, 1, 0);
   fake_opt *ow = fake_create(r.ctx, wide);
-  ganfw_ckpt_net wider[2] = {r.nets[0], {wide, NULL, &fake_vt, ow}};
+  ganfw_ckpt_net wider[2] = {r.nets[0],
+                             {.net = wide, .prefix = NULL, .optim_vt = &fake_vt, .optim_self = ow}};
   CU_ASSERT_EQUAL_FATAL(ganfw_checkpoint_save(path, wider, 2, &m), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_checkpoint_load(path, r.nets, 2, NULL), GANFW_ERR_CONFIG);
   msg = ganfw_error_message();
@@ -611,8 +615,10 @@ static void test_mismatch(void) {
 
   /* An extra layer in the file */
   ganfw_net *deeper = small_d(r.ctx, 3, 1, 1);
-  ganfw_ckpt_net deep[2] = {r.nets[0], {deeper, NULL, NULL, NULL}};
-  ganfw_ckpt_net ours_noopt[2] = {r.nets[0], {r.d, NULL, NULL, NULL}};
+  ganfw_ckpt_net deep[2] = {r.nets[0],
+                            {.net = deeper, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL}};
+  ganfw_ckpt_net ours_noopt[2] = {
+      r.nets[0], {.net = r.d, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL}};
   CU_ASSERT_EQUAL_FATAL(ganfw_checkpoint_save(path, deep, 2, &m), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_checkpoint_load(path, ours_noopt, 2, NULL), GANFW_ERR_CONFIG);
   msg = ganfw_error_message();
@@ -708,7 +714,7 @@ static void test_load_weights(void) {
   int64_t og_step = r.og->step;
 
   /* The generator alone, as `ganfw sample` does: D, optimizer state and steps untouched. */
-  ganfw_ckpt_net g_only = {r.g, NULL, NULL, NULL};
+  ganfw_ckpt_net g_only = {.net = r.g, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL};
   ganfw_ckpt_report rep;
   CU_ASSERT_EQUAL_FATAL(ganfw_checkpoint_load_weights(path, &g_only, 1, 0, &rep), GANFW_OK);
   g_now = take_net(r.g, NULL, g_now);
@@ -742,7 +748,7 @@ static void test_load_weights(void) {
   CU_ASSERT_EQUAL_FATAL(ganfw_st_writer_write(w, plain), GANFW_OK);
   ganfw_st_writer_destroy(w);
   randomize_net(r.g, NULL, 14);
-  ganfw_ckpt_net g_plain = {r.g, "", NULL, NULL};
+  ganfw_ckpt_net g_plain = {.net = r.g, .prefix = "", .optim_vt = NULL, .optim_self = NULL};
   CU_ASSERT_EQUAL(ganfw_checkpoint_load_weights(plain, &g_plain, 1, 0, &rep), GANFW_OK);
   free(g_now.p);
   g_now = (snap){NULL, 0};
@@ -756,7 +762,7 @@ static void test_load_weights(void) {
 
   /* Missing and unexpected tensors are allowed by flags only. */
   ganfw_net *nobias = small_d(r.ctx, 3, 0, 0);
-  ganfw_ckpt_net nb = {nobias, NULL, NULL, NULL};
+  ganfw_ckpt_net nb = {.net = nobias, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL};
   ganfw_log_set_level(GANFW_LOG_ERROR);
   CU_ASSERT_EQUAL(ganfw_checkpoint_load_weights(path, &nb, 1, 0, NULL), GANFW_ERR_CONFIG);
   CU_ASSERT(contains(ganfw_error_message(), "disc.fc.bias"));
@@ -773,7 +779,7 @@ static void test_load_weights(void) {
   ganfw_st_close(f);
   const char *nbpath = tmp_path("nobias.safetensors");
   CU_ASSERT_EQUAL_FATAL(ganfw_checkpoint_save(nbpath, &nb, 1, &m), GANFW_OK);
-  ganfw_ckpt_net d_plain = {r.d, NULL, NULL, NULL};
+  ganfw_ckpt_net d_plain = {.net = r.d, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL};
   CU_ASSERT_EQUAL(ganfw_checkpoint_load_weights(nbpath, &d_plain, 1, 0, NULL), GANFW_ERR_CONFIG);
   CU_ASSERT(contains(ganfw_error_message(), "disc.fc.bias is missing"));
   CU_ASSERT_EQUAL(
@@ -823,7 +829,7 @@ static void test_load_weights_pt_format(void) {
   const char *pt = tmp_path("pt.safetensors");
   write_state_dict(r.g, "pt", pt);
   randomize_net(r.g, NULL, 22);
-  ganfw_ckpt_net g_plain = {r.g, "", NULL, NULL};
+  ganfw_ckpt_net g_plain = {.net = r.g, .prefix = "", .optim_vt = NULL, .optim_self = NULL};
   ganfw_ckpt_report rep;
   ganfw_status st = ganfw_checkpoint_load_weights(pt, &g_plain, 1, 0, &rep);
   if (st != GANFW_OK) printf("\n  %s ", ganfw_error_message());
@@ -928,7 +934,8 @@ static void test_dcgan_export(void) {
       int bn = strcmp(info.layer_type, "batchnorm2d") == 0;
       for (int64_t j = 0; j < info.value->numel; j++) v[j] = bn ? 1 + 0.2f * v[j] : 0.1f * v[j];
     }
-  ganfw_ckpt_net cn[2] = {{g, NULL, &fake_vt, og}, {d, NULL, &fake_vt, od}};
+  ganfw_ckpt_net cn[2] = {{.net = g, .prefix = NULL, .optim_vt = &fake_vt, .optim_self = og},
+                          {.net = d, .prefix = NULL, .optim_vt = &fake_vt, .optim_self = od}};
   ganfw_ckpt_meta m = test_meta();
 
   const char *bdir = getenv("GANFW_TEST_BUILD_DIR");
@@ -965,7 +972,8 @@ static void test_dcgan_export(void) {
 
   /* The file loads back bit-exactly into fresh nets of the same shape. */
   ganfw_net *g2 = dcgan_g(ctx, 8, 4, 1), *d2 = dcgan_d(ctx, 4, 1);
-  ganfw_ckpt_net cn2[2] = {{g2, NULL, NULL, NULL}, {d2, NULL, NULL, NULL}};
+  ganfw_ckpt_net cn2[2] = {{.net = g2, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL},
+                           {.net = d2, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL}};
   CU_ASSERT_EQUAL(ganfw_checkpoint_load_weights(path, cn2, 2, 0, NULL), GANFW_OK);
   snap a = {NULL, 0}, b = {NULL, 0};
   a = take_net(d, NULL, take_net(g, NULL, a));
@@ -973,7 +981,7 @@ static void test_dcgan_export(void) {
   CU_ASSERT(snap_equal(a, b));
   /* A model with ngf 8 instead of 4 is refused with the first shape named. */
   ganfw_net *g3 = dcgan_g(ctx, 8, 8, 1);
-  ganfw_ckpt_net cn3 = {g3, NULL, NULL, NULL};
+  ganfw_ckpt_net cn3 = {.net = g3, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL};
   CU_ASSERT_EQUAL(ganfw_checkpoint_load_weights(path, &cn3, 1, 0, NULL), GANFW_ERR_CONFIG);
   CU_ASSERT(contains(ganfw_error_message(),
                      "generator.main.0.weight is F32 [8,16,4,4] in the file, F32 [8,32,4,4] here"));

@@ -121,8 +121,9 @@ static void test_one_step_matches_pytorch(void) {
   ganfw_status st = ganfw_session_open(run, 0, &info, &s);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-  ganfw_ckpt_net nets[2] = {{s->generator, "generator", NULL, NULL},
-                            {s->discriminator, "discriminator", NULL, NULL}};
+  ganfw_ckpt_net nets[2] = {
+      {.net = s->generator, .prefix = "generator", .optim_vt = NULL, .optim_self = NULL},
+      {.net = s->discriminator, .prefix = "discriminator", .optim_vt = NULL, .optim_self = NULL}};
   ganfw_ckpt_report report = {0};
   char ref_path[4096];
   snprintf(ref_path, sizeof ref_path, "%s/gan_step.safetensors", getenv("GANFW_REF_DIR"));

@@ -7,6 +7,8 @@
  *   the GAN trainer with objective, train.d_steps_per_g_step and train.clip_grad_norm: G
  *     steps every n-th step (the optimizers' step counts), the norms in metrics.csv, D's
  *     weights within the clip, resume bitwise the uninterrupted run;
+ *   the generator EMA against torch.lerp; in the trainer its averages in the checkpoint,
+ *     resumed bitwise, and `ganfw sample` drawing with them unless --no-ema;
  *   bad input refused naming the key, with nothing written. */
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +23,8 @@
 #include "runtime/ctx.h"
 #include "runtime/tensor.h"
 #include "testutil.h"
+#include "tools/sample.h"
+#include "train/ema.h"
 #include "train/session.h"
 #include "train/trainer.h"
 
@@ -211,6 +215,35 @@ static void test_clip_grad_norm(void) {
   for (int i = 0; i < 3; i++) ganfw_tensor_destroy(g[i]);
 }
 
+/* ganfw_ema over five steps of a parameter: a copy up to start (2), then lerp. */
+static void test_ema_formula(void) {
+  int64_t shape[2] = {3, 5};
+  ganfw_tensor *w = ganfw_tensor_create(ctx, GANFW_DTYPE_F32, 2, shape, GANFW_MEM_PARAM, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+  ganfw_param p = {"w", w, NULL};
+  ganfw_session s = {.ctx = ctx};
+  s.optim[0].params = &p;
+  s.optim[0].n_params = 1;
+  const float zeros[15] = {0};
+  CU_ASSERT_EQUAL(ganfw_tensor_from_host(w, zeros, sizeof zeros), GANFW_OK);
+  ganfw_ema *e = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_ema_create(&s, 0.9, 2, &e), GANFW_OK);
+  for (int t = 1; t <= 5; t++) {
+    char key[32];
+    snprintf(key, sizeof key, "ema_param%d", t);
+    CU_ASSERT_EQUAL(ganfw_tensor_from_host(w, gt_ref_f32(ref, key, NULL, NULL, NULL), 60),
+                    GANFW_OK);
+    ganfw_ema_update(e, ctx->be, t);
+    float got[15];
+    CU_ASSERT_EQUAL(ganfw_tensor_to_host(e->avg[0], got, sizeof got), GANFW_OK);
+    snprintf(key, sizeof key, "ema_after%d", t);
+    CU_ASSERT(gt_check_close(key, got, gt_ref_f32(ref, key, NULL, NULL, NULL), 15, 1e-6, 1e-9) <=
+              1e-6);
+  }
+  ganfw_ema_destroy(e);
+  ganfw_tensor_destroy(w);
+}
+
 /* --- the trainer with the new keys ------------------------------------------------------- */
 
 static const char *path_in(const char *rel) {
@@ -232,7 +265,7 @@ static void write_config(const char *extra) {
           "optim: {plugin: adam, lr: 2.0e-4, betas: [0.5, 0.999]}\n"
           "train: {batch_size: 8, max_steps: 6, log_every: 1, sample_every: 3,"
           " checkpoint_every: 3, d_steps_per_g_step: 2, clip_grad_norm: {generator: 0.5,"
-          " discriminator: 100}}\n"
+          " discriminator: 100}, ema: {decay: 0.9, start: 2}}\n"
           "objective: {plugin: wgan, clip: 0.02}\n"
           "run: {out_dir: %s/a, samples: 16}\n%s",
           root, root, extra);
@@ -315,6 +348,30 @@ static void test_trainer_knobs(void) {
   for (int i = 0; i < 6; i++) CU_ASSERT(dn[i] > 0 && isfinite(dn[i]));
 }
 
+/* The checkpoint holds the generator's averages beside its weights, different from them
+ * after averaging began; `ganfw sample` draws with the averages unless --no-ema. */
+static void test_ema_in_checkpoint_and_sample(void) {
+  ganfw_st_file *f = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(path_in("a/checkpoints/step_00000006.safetensors"), &f),
+                        GANFW_OK);
+  const ganfw_st_tensor *raw = ganfw_st_find(f, "generator.main.0.weight");
+  const ganfw_st_tensor *avg = ganfw_st_find(f, "generator_ema.main.0.weight");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(avg);
+  CU_ASSERT_EQUAL_FATAL(raw->nbytes, avg->nbytes);
+  CU_ASSERT_NOT_EQUAL(memcmp(raw->data, avg->data, (size_t)raw->nbytes), 0);
+  CU_ASSERT_PTR_NULL(ganfw_st_find(f, "generator_ema.main.1.running_mean")); /* params only */
+  ganfw_st_close(f);
+  ganfw_sample_args a = {.source = path_in("a"), .output = path_in("ema.png"), .n = 16, .nrow = 4};
+  CU_ASSERT_EQUAL_FATAL(ganfw_sample(&a), GANFW_OK);
+  a.output = path_in("raw.png");
+  a.no_ema = 1;
+  CU_ASSERT_EQUAL_FATAL(ganfw_sample(&a), GANFW_OK);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", path_in("ema.png"), path_in("raw.png"));
+  CU_ASSERT_NOT_EQUAL(system(cmd), 0); /* the two grids differ */
+}
+
 static void assert_same_checkpoint(const char *a, const char *b) {
   ganfw_st_file *fa = NULL, *fb = NULL;
   CU_ASSERT_EQUAL_FATAL(ganfw_st_open(a, &fa), GANFW_OK);
@@ -374,6 +431,9 @@ static void test_bad_input(void) {
   refused("objective.clip=-0.1", "objective.clip");
   refused("objective.plugin=bce", "unknown key 'clip'"); /* wgan's key is not bce's */
   refused("train.label_smoothing=0.1", "train.label_smoothing");
+  refused("train.ema.decay=1", "train.ema.decay");
+  refused("train.ema.decay=0", "train.ema.decay");
+  refused("train.ema.start=-5", "train.ema.start");
 }
 
 static void test_bad_objective_sections(void) {
@@ -393,7 +453,9 @@ int main(void) {
       {"summaries: bce's mean sigmoid, the others none", test_summary},
       {"wgan clamps D's parameters", test_wgan_clip},
       {"clip_grad_norm = torch.nn.utils.clip_grad_norm_", test_clip_grad_norm},
+      {"ema = torch.lerp after start", test_ema_formula},
       {"trainer: n_critic, clipping, wgan clip, norms in metrics", test_trainer_knobs},
+      {"trainer: EMA in the checkpoint, sample uses it", test_ema_in_checkpoint_and_sample},
       {"trainer: resume with the new keys is bitwise", test_resume_bitwise},
       {"bad input refused naming the key, nothing written", test_bad_input},
       {"bad objective keys refused", test_bad_objective_sections},

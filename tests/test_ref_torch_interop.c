@@ -134,7 +134,7 @@ static void test_pt_state_dict_and_batchnorm(void) {
   char path[1024];
   const char *dir = getenv("GANFW_REF_DIR");
   snprintf(path, sizeof path, "%s/torch_interop_pt.safetensors", dir ? dir : ".");
-  ganfw_ckpt_net cn = {g.net, "", NULL, NULL};
+  ganfw_ckpt_net cn = {.net = g.net, .prefix = "", .optim_vt = NULL, .optim_self = NULL};
   ganfw_ckpt_report rep;
   st = ganfw_checkpoint_load_weights(path, &cn, 1, 0, &rep);
   if (st) fprintf(stderr, "\n  %s\n", ganfw_error_message());

@@ -414,7 +414,7 @@ static void test_resnet_trains(void) {
   fixture fx;
   CU_ASSERT_EQUAL_FATAL(fixture_make(&fx, "cnn", model, 1, 28, 28, 10), GANFW_OK);
   ganfw_net *net = fx.vt->net(fx.model, "classifier");
-  ganfw_ckpt_net cn = {net, NULL, NULL, NULL};
+  ganfw_ckpt_net cn = {.net = net, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL};
   CU_ASSERT_EQUAL_FATAL(ganfw_checkpoint_load_weights(ckpt, &cn, 1, 0, NULL), GANFW_OK);
   ganfw_st_writer *w = ganfw_st_writer_create();
   int64_t xs[4] = {3, 1, 28, 28};
@@ -476,7 +476,8 @@ static void test_resgan_trains(void) {
   fixture fx;
   CU_ASSERT_EQUAL_FATAL(fixture_make(&fx, "resgan", model, 1, 28, 28, 0), GANFW_OK);
   ganfw_net *g = fx.vt->net(fx.model, "generator"), *d = fx.vt->net(fx.model, "discriminator");
-  ganfw_ckpt_net cn[2] = {{g, NULL, NULL, NULL}, {d, NULL, NULL, NULL}};
+  ganfw_ckpt_net cn[2] = {{.net = g, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL},
+                          {.net = d, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL}};
   CU_ASSERT_EQUAL_FATAL(ganfw_checkpoint_load_weights(ckpt, cn, 2, 0, NULL), GANFW_OK);
   ganfw_st_writer *w = ganfw_st_writer_create();
   int64_t zs[4] = {3, 16, 1, 1}, xs[4] = {3, 1, 28, 28};

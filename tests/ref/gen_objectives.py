@@ -1,6 +1,7 @@
 """Reference file for tests/test_objectives.c: the GAN objectives of plugins/objective/
 losses as PyTorch formulas (loss and autograd gradient with respect to D's outputs, in f64
-from f32 inputs), and torch.nn.utils.clip_grad_norm_ over a list of gradients.
+from f32 inputs), torch.nn.utils.clip_grad_norm_ over a list of gradients, and the
+generator EMA (a copy up to `start`, then torch.lerp(ema, param, 1 - decay)).
 
 Terms: d_real, d_fake, g. Objectives:
   bce     F.binary_cross_entropy_with_logits against 1 (or 1 - label_smoothing), 0, 1
@@ -77,4 +78,11 @@ def generate(out_dir):
         out["clip_%s_norm" % tag] = norm.double().reshape(1)
         for i, p in enumerate(ps):
             out["clip_%s_out%d" % (tag, i)] = p.grad
+    # the generator EMA of train.ema: {decay: 0.9, start: 2} over five steps' parameters
+    ema = None
+    for t in range(1, 6):
+        p = torch.randn(3, 5, generator=g)
+        out["ema_param%d" % t] = p
+        ema = p.clone() if t <= 2 else torch.lerp(ema, p, 1 - 0.9)
+        out["ema_after%d" % t] = ema.clone()
     reflib.save(os.path.join(out_dir, "objectives.safetensors"), out)

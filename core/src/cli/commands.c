@@ -42,6 +42,10 @@ static const char *need_value(const cli_args *args, const char *opt, const char 
 /* --- options of each command --------------------------------------------------------------- */
 
 static int sample_option(cli_args *a, const char *opt, const char *value, int *took) {
+  if (strcmp(opt, "--no-ema") == 0) {
+    a->sample.no_ema = 1;
+    return CLI_OPT_TAKEN;
+  }
   int is_n = strcmp(opt, "-n") == 0, is_nrow = strcmp(opt, "--nrow") == 0;
   int is_seed = strcmp(opt, "--seed") == 0, is_out = strcmp(opt, "-o") == 0;
   if (!is_n && !is_nrow && !is_seed && !is_out) return CLI_OPT_UNKNOWN;
@@ -380,12 +384,13 @@ const cli_command cli_commands[] = {
      NULL, "a config file", 0, NULL, cmd_validate},
     {"plugins", "plugins [--plugin-path DIR]", "list the plugins found",
      "  --plugin-path DIR  search DIR first (repeatable)\n", NULL, 0, plugins_option, cmd_plugins},
-    {"sample", "sample RUN_DIR|CHECKPOINT [-n 64] [-o grid.png] [--seed S] [--nrow 8]",
+    {"sample", "sample RUN_DIR|CHECKPOINT [-n 64] [-o grid.png] [--seed S] [--nrow 8] [--no-ema]",
      "images from a trained generator",
      "  -n N        images (1 to 1024, default 64)\n"
      "  -o FILE     the PNG grid (default samples.png)\n"
      "  --seed S    noise seed (default: the run's)\n"
-     "  --nrow N    images per row (default 8)\n",
+     "  --nrow N    images per row (default 8)\n"
+     "  --no-ema    the raw generator, not its average (train.ema)\n",
      "a run folder or checkpoint", 0, sample_option, cmd_sample},
     {"score",
      "score RUN_DIR|CHECKPOINT --classifier RUN_DIR|CHECKPOINT [-n 10000] [--seed S]\n"

@@ -123,6 +123,8 @@ static ganfw_status ck_collect(const ganfw_ckpt_net *nets, int32_t n, int32_t op
            i++)
         st = ck_items_add(it, "optim", p, sname ? sname : "", t, NULL);
     }
+    for (int64_t i = 0; optim && i < cn->n_extra && st == GANFW_OK; i++)
+      st = ck_items_add(it, "", cn->extra_prefix, cn->extra_names[i], cn->extra[i], NULL);
   }
   if (st == GANFW_OK) {
     it->by_name = malloc((size_t)(it->n ? it->n : 1) * sizeof *it->by_name);

@@ -23,6 +23,13 @@ typedef struct ganfw_ckpt_net {
                                      plain state_dict file, load_weights only) */
   const ganfw_optim_vt *optim_vt; /* NULL: no optimizer state */
   void *optim_self;
+  /* Tensors saved and resumed beside the net's own as "<extra_prefix>.<extra_names[i]>"
+   * (the generator's EMA: "generator_ema.main.0.weight"); with optimizer state only (save,
+   * load, resume), not by load_weights. n_extra 0: none. */
+  const char *extra_prefix;
+  ganfw_tensor *const *extra;
+  const char *const *extra_names;
+  int64_t n_extra;
 } ganfw_ckpt_net;
 
 /* Writes nets[0..n) and meta to `path` atomically (temporary file, fsync, rename: a

@@ -135,7 +135,8 @@ ganfw_status ganfw_eval(const ganfw_eval_args *a, FILE *out) {
                          "(use `ganfw sample` for a GAN)",
                          config, ganfw_plugin_name(run->model));
   if (st == GANFW_OK) {
-    ganfw_ckpt_net net = {s->classifier, "classifier", NULL, NULL};
+    ganfw_ckpt_net net = {
+        .net = s->classifier, .prefix = "classifier", .optim_vt = NULL, .optim_self = NULL};
     st = ganfw_checkpoint_load_weights(ckpt, &net, 1, 0, NULL);
   }
   if (st == GANFW_OK) st = ganfw_classifier_open_test_split(s, &test);

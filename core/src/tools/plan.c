@@ -99,6 +99,11 @@ void ganfw_plan_print(const char *config, const ganfw_probe_result *p, FILE *out
           (int)p->data.width);
   print_budget(p, out);
   fprintf(out, "\n");
+  if (p->ema_bytes > 0)
+    fprintf(out,
+            "train.ema (decay %g): the generator's averages take %.2f MiB (f32 weights), counted "
+            "in param (the row generator_ema by layer), and one lerp per G step\n",
+            p->ema_decay, (double)p->ema_bytes / (1024.0 * 1024.0));
   if (p->oom) {
     char b[32];
     fprintf(out, "\nDOES NOT FIT in memory_limit %s: the allocator runs out in the %s:\n  ",

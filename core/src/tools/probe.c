@@ -2,6 +2,7 @@
  * measures its memory (see probe.h): set-up bytes, per-phase and per-category peaks, and,
  * with a peak hook on the allocator, which layer holds which bytes at the allocated peak. */
 #include "tools/probe.h"
+#include "train/ema.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,6 +308,9 @@ static ganfw_status set_up(probe *p) {
   if (st != GANFW_OK) return st;
   ganfw_session *s = p->s;
   out->batch_size = s->train.batch_size;
+  out->ema_decay = s->train.ema_decay;
+  for (int64_t i = 0; s->ema && i < s->ema->n; i++) /* the blocks, as the tables count */
+    out->ema_bytes += (int64_t)ganfw_alloc_block_size(s->ctx->alloc, s->ema->avg[i]->data);
   out->micro_batches = s->exec.micro_batches;
   out->compute_dtype = s->exec.compute_dtype;
   out->data = s->data_info;

@@ -63,6 +63,8 @@ typedef struct ganfw_probe_result {
   int64_t config_memory_limit;  /* the config's device.memory_limit; 0: none */
   int64_t capacity, free_bytes; /* the device's, when the probe started */
   ganfw_data_info data;         /* the data shape used (reusable as options.info) */
+  int64_t ema_bytes;            /* train.ema: the generator's averages (in param); 0: off */
+  double ema_decay;
 
   /* set-up: the session and the step's buffers, before the first step */
   int64_t setup_allocated, setup_reserved, setup_category[GANFW_MEM_COUNT];

@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "train/ema.h"
 #include "train/outputs.h"
 #include "io/png_io.h"
 #include "io/safetensors.h"
@@ -80,10 +81,8 @@ ganfw_status ganfw_sample(const ganfw_sample_args *a) {
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
   if (st == GANFW_OK && s->family != GANFW_MODEL_GAN)
     st = ganfw_error_set(GANFW_ERR_CONFIG, "%s: the model is not a GAN; nothing to sample", config);
-  if (st == GANFW_OK) {
-    ganfw_ckpt_net net = {s->generator, "generator", NULL, NULL};
-    st = ganfw_checkpoint_load_weights(ckpt, &net, 1, 0, NULL);
-  }
+  int32_t ema = 0;
+  if (st == GANFW_OK) st = ganfw_ema_load_generator(s, ckpt, !a->no_ema, &ema);
   if (st == GANFW_OK) {
     z = ganfw_gan_fixed_noise(s, a->n, a->has_seed ? a->seed : s->ctx->seed);
     st = z ? ganfw_gan_generate(s, z, &y) : ganfw_error_code();
@@ -97,7 +96,8 @@ ganfw_status ganfw_sample(const ganfw_sample_args *a) {
     st = ganfw_png_write_grid(a->output, host, (int32_t)y->shape[0], (int32_t)y->shape[1],
                               (int32_t)y->shape[2], (int32_t)y->shape[3], a->nrow, 2, 0.0f, 1);
   if (st == GANFW_OK)
-    ganfw_log(GANFW_LOG_INFO, "%lld samples of %s written to %s", (long long)a->n, ckpt, a->output);
+    ganfw_log(GANFW_LOG_INFO, "%lld samples of %s%s written to %s", (long long)a->n, ckpt,
+              ema ? " (the generator's EMA; --no-ema for the raw one)" : "", a->output);
   free(host);
   ganfw_tensor_destroy(y);
   ganfw_tensor_destroy(z);

@@ -14,7 +14,8 @@ typedef struct ganfw_sample_args {
   int64_t n;          /* images */
   int32_t nrow;       /* images per grid row */
   int32_t has_seed;
-  uint64_t seed; /* noise seed when has_seed; else the run's seed */
+  uint64_t seed;  /* noise seed when has_seed; else the run's seed */
+  int32_t no_ema; /* the raw generator even when the checkpoint has its EMA (train.ema) */
 } ganfw_sample_args;
 
 ganfw_status ganfw_sample(const ganfw_sample_args *a);

@@ -54,7 +54,7 @@ static ganfw_status side_open(side *d, const char *what, int32_t family, const c
                            family == GANFW_MODEL_GAN ? "GAN" : "classifier", what);
   if (st != GANFW_OK) return st;
   ganfw_net *net = family == GANFW_MODEL_GAN ? d->s->generator : d->s->classifier;
-  ganfw_ckpt_net cn = {net, role, NULL, NULL};
+  ganfw_ckpt_net cn = {.net = net, .prefix = role, .optim_vt = NULL, .optim_self = NULL};
   return ganfw_checkpoint_load_weights(d->ckpt, &cn, 1, 0, NULL);
 }
 

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
+#include "train/ema.h"
 #include "train/nonfinite.h"
 #include "train/trainer.h"
 
@@ -394,6 +395,8 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
   }
   if (st == GANFW_OK && bad) out->nonfinite_g = 1; /* train.on_nonfinite: skip */
   if (st == GANFW_OK && !bad) st = optim_step(g, 0, &out->skipped_g, &out->nonfinite_g, out);
+  if (st == GANFW_OK && s->ema && !bad && !out->skipped_g && !out->nonfinite_g)
+    ganfw_ema_update(s->ema, g->ctx->be, g->steps + 1); /* train.ema */
   out->g_stepped = 1;
   out->grad_norm_g = g->grad_norm[0];
   g->last_loss_g = out->loss_g;

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/suggest.h"
 #include "nn/net.h"
+#include "train/ema.h"
 
 static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t with_data,
                               const ganfw_data_info *info) {
@@ -321,7 +322,9 @@ static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model, in
   int32_t n = 0;
   ganfw_net *all[] = {s->generator, s->discriminator, s->classifier};
   for (int r = 0; r < 3; r++)
-    if (all[r]) nets[n++] = (ganfw_ckpt_net){all[r], NULL, NULL, NULL};
+    if (all[r])
+      nets[n++] =
+          (ganfw_ckpt_net){.net = all[r], .prefix = NULL, .optim_vt = NULL, .optim_self = NULL};
   ganfw_ckpt_report rep = {0};
   const int32_t flags =
       GANFW_CKPT_BARE_NAMES | (strict ? 0 : GANFW_CKPT_ALLOW_MISSING | GANFW_CKPT_ALLOW_UNEXPECTED);
@@ -391,6 +394,8 @@ static ganfw_status read_loop_keys(ganfw_session *s, const ganfw_cfg *root) {
   t->d_steps_per_g_step = 1;
   if (s->family == GANFW_MODEL_GAN &&
       (st = ganfw_cfg_int_in(train, "d_steps_per_g_step", 1, 1, 1000, &t->d_steps_per_g_step)))
+    return st;
+  if ((st = ganfw_ema_read(train, s->family == GANFW_MODEL_GAN, &t->ema_decay, &t->ema_start)))
     return st;
   const ganfw_cfg *clip = ganfw_cfg_child(train, "clip_grad_norm");
   const double inf = 1e30;
@@ -537,6 +542,9 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
     if ((st = create_optim(s, root, "generator", s->generator, lr_g)) ||
         (st = create_optim(s, root, "discriminator", s->discriminator, lr_d)))
       return st;
+    if (s->train.ema_decay > 0 &&
+        (st = ganfw_ema_create(s, s->train.ema_decay, s->train.ema_start, &s->ema)) != GANFW_OK)
+      return st;
   } else if ((st = create_optim(s, root, "classifier", s->classifier, lr)) != GANFW_OK) {
     return st;
   }
@@ -564,6 +572,7 @@ void ganfw_session_close(ganfw_session *s) {
     if (s->optim[i].self) s->optim[i].vt->destroy(s->optim[i].self);
     free(s->optim[i].params);
   }
+  ganfw_ema_destroy(s->ema);
   if (s->objective) s->objective_vt->destroy(s->objective);
   if (s->model) s->model_vt->destroy(s->model);
   for (int32_t i = 0; i < s->n_memory; i++)

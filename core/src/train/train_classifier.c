@@ -45,7 +45,10 @@ typedef struct cls_run {
 } cls_run;
 
 static ganfw_ckpt_net ckpt_net(ganfw_session *s) {
-  return (ganfw_ckpt_net){s->classifier, "classifier", s->optim[0].vt, s->optim[0].self};
+  return (ganfw_ckpt_net){.net = s->classifier,
+                          .prefix = "classifier",
+                          .optim_vt = s->optim[0].vt,
+                          .optim_self = s->optim[0].self};
 }
 
 /* A full checkpoint (weights, optimizer, position, best accuracy) at `path`; test_acc < 0

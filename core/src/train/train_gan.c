@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "train/outputs.h"
 #include "io/png_io.h"
+#include "train/ema.h"
 #include "train/nonfinite.h"
 #include "train/run_state.h"
 #include "runtime/tensor.h"
@@ -33,8 +34,15 @@ typedef struct gan_run {
 } gan_run;
 
 static void fill_ckpt_nets(ganfw_session *s, ganfw_ckpt_net nets[2]) {
-  nets[0] = (ganfw_ckpt_net){s->generator, "generator", s->optim[0].vt, s->optim[0].self};
-  nets[1] = (ganfw_ckpt_net){s->discriminator, "discriminator", s->optim[1].vt, s->optim[1].self};
+  nets[0] = (ganfw_ckpt_net){.net = s->generator,
+                             .prefix = "generator",
+                             .optim_vt = s->optim[0].vt,
+                             .optim_self = s->optim[0].self};
+  nets[1] = (ganfw_ckpt_net){.net = s->discriminator,
+                             .prefix = "discriminator",
+                             .optim_vt = s->optim[1].vt,
+                             .optim_self = s->optim[1].self};
+  ganfw_ema_ckpt(s->ema, &nets[0]); /* train.ema: generator_ema.* */
 }
 
 static ganfw_status save_checkpoint(gan_run *r) {
