@@ -251,6 +251,15 @@ ganfw_status ganfw_fid_eigh(int64_t n, const double *a, double *w, double *v) {
 
 /* --- the distance -------------------------------------------------------------------------- */
 
+/* d * DBL_EPSILON * max(w[0..d)): eigenvalues of a positive semi-definite matrix below it
+ * are rounding noise around zero, whose square roots (about sqrt(eps) of the largest) would
+ * otherwise add up to a bias when the matrix is singular (fewer samples than features). */
+static double cutoff(int64_t d, const double *w) {
+  double mx = 0;
+  for (int64_t k = 0; k < d; k++) mx = w[k] > mx ? w[k] : mx;
+  return (double)d * DBL_EPSILON * mx;
+}
+
 ganfw_status ganfw_fid_sqrtm_trace(int64_t d, const double *s1, const double *s2, double *trace) {
   *trace = 0;
   const size_t nn = (size_t)(d * d);
@@ -260,8 +269,10 @@ ganfw_status ganfw_fid_sqrtm_trace(int64_t d, const double *s1, const double *s2
       w && v && A && T && M ? GANFW_OK : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   if (st == GANFW_OK) st = ganfw_fid_eigh(d, s1, w, v);
   if (st == GANFW_OK) {
-    /* A = sqrt(s1) = V diag(sqrt(max(w, 0))) V^T */
-    for (int64_t k = 0; k < d; k++) w[k] = w[k] > 0 ? sqrt(w[k]) : 0;
+    /* A = sqrt(s1) = V diag(sqrt(w)) V^T, with the eigenvalues at rounding level (below
+     * d * eps * the largest, numpy's rank cut-off) and the negative ones as zero */
+    const double cut1 = cutoff(d, w);
+    for (int64_t k = 0; k < d; k++) w[k] = w[k] > cut1 ? sqrt(w[k]) : 0;
     for (int64_t i = 0; i < d; i++)
       for (int64_t j = i; j < d; j++) {
         double t = 0;
@@ -285,8 +296,9 @@ ganfw_status ganfw_fid_sqrtm_trace(int64_t d, const double *s1, const double *s2
     st = ganfw_fid_eigh(d, M, w, NULL);
   }
   if (st == GANFW_OK) {
+    const double cut = cutoff(d, w);
     double t = 0;
-    for (int64_t k = 0; k < d; k++) t += w[k] > 0 ? sqrt(w[k]) : 0;
+    for (int64_t k = 0; k < d; k++) t += w[k] > cut ? sqrt(w[k]) : 0;
     *trace = t;
   }
   free(w);

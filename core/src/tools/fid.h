@@ -37,8 +37,10 @@ void ganfw_fid_stats_free(ganfw_fid_stats *s); /* accepts NULL and zeroed statis
 ganfw_status ganfw_fid_eigh(int64_t n, const double *a, double *w, double *v);
 
 /* tr(sqrtm(s1 s2)) of two symmetric positive semi-definite d x d matrices (row-major):
- * the sum of the square roots of the eigenvalues of s1 s2, eigenvalues below zero (rounding)
- * counted as zero. */
+ * the sum of the square roots of the eigenvalues of s1 s2. Eigenvalues (of s1, and of
+ * sqrt(s1) s2 sqrt(s1)) below d * DBL_EPSILON times the largest, negative ones included, are
+ * rounding noise and count as zero, so that singular covariances (fewer rows than
+ * features) add no sqrt(eps) bias. */
 ganfw_status ganfw_fid_sqrtm_trace(int64_t d, const double *s1, const double *s2, double *trace);
 
 /* The Frechet distance of two finished statistics of the same dimension. */
