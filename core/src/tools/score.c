@@ -160,10 +160,7 @@ static ganfw_status classify_batch(side *g, side *c, int64_t m, const fake_batch
   return st;
 }
 
-/* The node whose output the classifier's last layer reads, which must be a linear layer:
- * its input is the penultimate feature vector. */
-static ganfw_status feature_node(const side *c, int32_t *node) {
-  const ganfw_net *net = c->s->classifier;
+ganfw_status ganfw_score_feature_node(const ganfw_net *net, const char *what, int32_t *node) {
   const int32_t last = ganfw_net_layer_count(net) - 1;
   const char *type = ganfw_net_layer_type(net, last);
   *node = ganfw_net_layer_input(net, last, 0);
@@ -172,14 +169,14 @@ static ganfw_status feature_node(const side *c, int32_t *node) {
                            "%s: the classifier's last layer %s is a %s, not a linear layer; the "
                            "Frechet distance uses the features a final linear layer reads "
                            "(pass --no-fid to score without it)",
-                           c->ckpt, last >= 0 ? ganfw_net_layer_name(net, last) : "(none)",
+                           what, last >= 0 ? ganfw_net_layer_name(net, last) : "(none)",
                            type ? type : "(none)");
   if (*node < 0)
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "%s: the classifier's last layer %s reads the images themselves; "
                            "there are no penultimate features for the Frechet distance (pass "
                            "--no-fid to score without it)",
-                           c->ckpt, ganfw_net_layer_name(net, last));
+                           what, ganfw_net_layer_name(net, last));
   return GANFW_OK;
 }
 
@@ -268,7 +265,8 @@ static ganfw_status score(side *g, side *c, const ganfw_score_args *a, ganfw_dat
                          "pass --no-fid)",
                          (long long)n);
   ganfw_net_set_train(c->s->classifier, 0, 0);
-  if (fid && st == GANFW_OK) st = feature_node(c, &fb.feature_node);
+  if (fid && st == GANFW_OK)
+    st = ganfw_score_feature_node(c->s->classifier, c->ckpt, &fb.feature_node);
   if (fid && st == GANFW_OK) { /* first, so that missing test data fails before the work */
     st = ganfw_classifier_open_test_split(c->s, test);
     if (st != GANFW_OK) st = ganfw_error_wrap(st, "the Frechet distance (or pass --no-fid)");

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ganfw/host.h"
 #include "ganfw/status.h"
 
 typedef struct ganfw_score_args {
@@ -37,6 +38,11 @@ typedef struct ganfw_score_result {
   int64_t fid_n_fake; /* generated images (n) */
   int64_t fid_n_real; /* real test images */
 } ganfw_score_result;
+
+/* The node whose output the classifier's last layer reads, which must be a linear layer
+ * reading another node: the penultimate features the Frechet distance compares. Otherwise
+ * GANFW_ERR_CONFIG naming `what` (the checkpoint), the layer and its type. */
+ganfw_status ganfw_score_feature_node(const ganfw_net *net, const char *what, int32_t *node);
 
 /* Runs the score and fills *out; with `report` not NULL prints it there. */
 ganfw_status ganfw_score(const ganfw_score_args *a, ganfw_score_result *out, FILE *report);
