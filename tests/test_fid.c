@@ -582,13 +582,114 @@ static void test_score_fid(void) {
   CU_ASSERT_EQUAL(run_cli(args, out, sizeof out), 0);
 }
 
-static CU_TestInfo tests[] = {{"symmetric eigendecomposition vs torch", test_eigh},
-                              {"tr sqrtm(S1 S2) vs torch", test_sqrtm_trace},
-                              {"statistics and FID vs numpy/pytorch-fid", test_fid_features},
-                              {"statistics errors", test_stats_errors},
-                              {"forward to a node, penultimate check", test_forward_node},
-                              {"score with FID end to end", test_score_fid},
-                              CU_TEST_INFO_NULL};
+/* A classifier on [0,1] images (normalize mean 0, std 1) and its twin on the default [-1,1]
+ * images: the same weights but for the first conv, W / 2, and its BatchNorm's running mean
+ * moved by sum(W) / 2 (no padding, so that every window holds image pixels only); on any
+ * image both compute the same function. Scoring the same [-1,1] generator with either
+ * gives the same figures only when score maps the generated images into each classifier's
+ * range, as its real test images are. */
+static void write_twin(const char *src, const char *dst) {
+  ganfw_st_file *f = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(src, &f), GANFW_OK);
+  ganfw_st_writer *w = ganfw_st_writer_create();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+  /* the data.* metadata score reads; without "format" and the crcs the file is a plain
+   * state_dict, which loads without them */
+  for (int64_t i = 0; i < ganfw_st_metadata_count(f); i++) {
+    const char *key = ganfw_st_metadata_key(f, i);
+    if (strncmp(key, "data.", 5) != 0) continue;
+    CU_ASSERT_EQUAL(ganfw_st_writer_metadata(w, key, ganfw_st_metadata_value(f, i)), GANFW_OK);
+  }
+  const ganfw_st_tensor *wt = ganfw_st_find(f, "classifier.features.0.weight");
+  const ganfw_st_tensor *rm = ganfw_st_find(f, "classifier.features.1.running_mean");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(wt);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(rm);
+  CU_ASSERT_PTR_NULL_FATAL(ganfw_st_find(f, "classifier.features.0.bias"));
+  const int64_t K = wt->shape[0], per = wt->numel / K;
+  float *w2 = malloc((size_t)wt->nbytes), *rm2 = malloc((size_t)rm->nbytes);
+  const float *w1 = wt->data, *rm1 = rm->data;
+  for (int64_t k = 0; k < K; k++) {
+    double sum = 0;
+    for (int64_t j = 0; j < per; j++) {
+      sum += w1[k * per + j];
+      w2[k * per + j] = w1[k * per + j] / 2; /* exact */
+    }
+    rm2[k] = (float)(rm1[k] - sum / 2);
+  }
+  for (int64_t i = 0; i < ganfw_st_count(f); i++) {
+    const ganfw_st_tensor *t = ganfw_st_at(f, i);
+    const void *data = t == wt ? w2 : t == rm ? rm2 : t->data;
+    CU_ASSERT_EQUAL(ganfw_st_writer_add_raw(w, t->name, t->dtype_name, t->ndim, t->shape, data),
+                    GANFW_OK);
+  }
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_writer_write(w, dst), GANFW_OK);
+  ganfw_st_writer_destroy(w);
+  ganfw_st_close(f);
+  free(w2);
+  free(rm2);
+}
+
+static void test_score_normalisation(void) {
+  char text[2048];
+  for (int unit = 0; unit <= 1; unit++) {
+    snprintf(text, sizeof text,
+             "seed: 5\n"
+             "device: {type: cpu, threads: 2}\n"
+             "data: {dataset: mnist, path: %s/mnist, resize: 32%s}\n"
+             "model:\n"
+             "  plugin: cnn\n"
+             "  blocks:\n"
+             "    - {channels: 8, padding: 0, pool: max}\n"
+             "    - {channels: 16, padding: 0, pool: max}\n"
+             "  linear: [32]\n"
+             "optim: {plugin: adam, lr: 0.003}\n"
+             "train: {batch_size: 16, max_steps: %d, log_every: 0, checkpoint_every: %d}\n"
+             "run: {out_dir: %s/judge%s}\n",
+             root, unit ? ", normalize: {mean: [0.0], std: [1.0]}" : "", unit ? 20 : 1,
+             unit ? 20 : 1, root, unit ? "01" : "pm");
+    write_file(unit ? "judge01.yaml" : "judgepm.yaml", text);
+  }
+  CU_ASSERT_EQUAL_FATAL(train(path_in("judge01.yaml")), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(train(path_in("judgepm.yaml")), GANFW_OK); /* the run folder */
+  char twin[1024];
+  snprintf(twin, sizeof twin, "%s", path_in("judgepm/checkpoints/twin.safetensors"));
+  write_twin(path_in("judge01/checkpoints/step_00000020.safetensors"), twin);
+  ganfw_score_args a = {.source = path_in("gan3"),
+                        .classifier = path_in("judge01"),
+                        .n = 96,
+                        .batch = 32,
+                        .has_seed = 1,
+                        .seed = 9};
+  ganfw_score_result r01, rpm;
+  ganfw_status st;
+  char *t01 = score_text(&a, &r01, &st);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  a.classifier = twin;
+  char *tpm = score_text(&a, &rpm, &st);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  printf("\n  [0,1] classifier: confidence %.6f, IS %.6f, FID %.6f; its [-1,1] twin: %.6f, "
+         "%.6f, %.6f\n",
+         r01.confidence, r01.inception, r01.fid, rpm.confidence, rpm.inception, rpm.fid);
+  CU_ASSERT(rel(rpm.confidence, r01.confidence, 1e-9) < 1e-4);
+  CU_ASSERT(rel(rpm.entropy, r01.entropy, 1e-9) < 1e-4);
+  CU_ASSERT(rel(rpm.inception, r01.inception, 1e-9) < 1e-4);
+  CU_ASSERT(rel(rpm.fid, r01.fid, 1e-9) < 1e-4);
+  CU_ASSERT(r01.fid > 0 && isfinite(r01.fid));
+  free(t01);
+  free(tpm);
+}
+
+static CU_TestInfo tests[] = {
+    {"symmetric eigendecomposition vs torch", test_eigh},
+    {"tr sqrtm(S1 S2) vs torch", test_sqrtm_trace},
+    {"statistics and FID vs numpy/pytorch-fid", test_fid_features},
+    {"statistics errors", test_stats_errors},
+    {"forward to a node, penultimate check", test_forward_node},
+    {"score with FID end to end", test_score_fid},
+    {"score maps images into the classifier's range", test_score_normalisation},
+    CU_TEST_INFO_NULL};
 
 int main(void) {
   return gt_run_fixture("fid", tests, suite_init, suite_clean);
