@@ -3,7 +3,8 @@
  * FID(x, x) = 0 and symmetry; the executor's forward that hands out a node's output; the
  * penultimate-layer check; and `ganfw score` end to end on small synthetic MNIST runs (its
  * FID finite and positive, reproducible, different for another generator, --fid-real and
- * --no-fid, bad input refused with exit code 2). */
+ * --no-fid, bad input refused with exit code 2, generated images mapped into the
+ * classifier's normalisation). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
