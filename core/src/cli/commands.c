@@ -76,7 +76,12 @@ static int sample_option(cli_args *a, const char *opt, const char *value, int *t
 static int score_option(cli_args *a, const char *opt, const char *value, int *took) {
   int is_cls = strcmp(opt, "--classifier") == 0, is_n = strcmp(opt, "-n") == 0;
   int is_seed = strcmp(opt, "--seed") == 0, is_batch = strcmp(opt, "--batch") == 0;
-  if (!is_cls && !is_n && !is_seed && !is_batch) return CLI_OPT_UNKNOWN;
+  int is_real = strcmp(opt, "--fid-real") == 0;
+  if (strcmp(opt, "--no-fid") == 0) {
+    a->score.no_fid = 1;
+    return CLI_OPT_TAKEN;
+  }
+  if (!is_cls && !is_n && !is_seed && !is_batch && !is_real) return CLI_OPT_UNKNOWN;
   const char *v = need_value(a, opt, value, took);
   if (!v) return EXIT_USAGE;
   if (is_cls) {
@@ -88,6 +93,8 @@ static int score_option(cli_args *a, const char *opt, const char *value, int *to
     return cli_usage_error(a->command, "bad value for %s (a positive number)", opt);
   if (is_n) {
     a->score.n = num;
+  } else if (is_real) {
+    a->score.fid_real = num;
   } else if (is_batch) {
     a->score.batch = num;
   } else {
@@ -394,12 +401,16 @@ const cli_command cli_commands[] = {
      "a run folder or checkpoint", 0, sample_option, cmd_sample},
     {"score",
      "score RUN_DIR|CHECKPOINT --classifier RUN_DIR|CHECKPOINT [-n 10000] [--seed S]\n"
-     "                  [--batch 500]",
-     "a generator judged by a classifier: mean confidence, class entropy, inception score",
+     "                  [--batch 500] [--fid-real N] [--no-fid]",
+     "a generator judged by a classifier: mean confidence, class entropy, inception score\n"
+     "and the Frechet distance on the classifier's penultimate features against its real\n"
+     "test split (not comparable to Inception-v3 FID figures)",
      "  --classifier RUN_DIR|CHECKPOINT  the classifier (required)\n"
      "  -n N                             generated images (default 10000)\n"
      "  --seed S                         noise seed\n"
-     "  --batch N                        images per batch (default 500)\n",
+     "  --batch N                        images per batch (default 500)\n"
+     "  --fid-real N                     real test images for the distance (default: all)\n"
+     "  --no-fid                         skip the distance and the pass over the test split\n",
      "a run folder or checkpoint", 0, score_option, cmd_score},
     {"eval", "eval CONFIG|RUN_DIR [--checkpoint PATH] [--batch N]",
      "a classifier's test accuracy, loss and confusion matrix (best checkpoint, else the\n"

@@ -656,6 +656,15 @@ int32_t ganfw_net_layer_trainable(const ganfw_net *net, int32_t i) {
   return i >= 0 && i < net->n && net->layers[i]->trainable;
 }
 
+const char *ganfw_net_layer_type(const ganfw_net *net, int32_t i) {
+  return i >= 0 && i < net->n ? net->layers[i]->vt->type : NULL;
+}
+
+int32_t ganfw_net_layer_input(const ganfw_net *net, int32_t i, int32_t k) {
+  if (!net->built || i < 0 || i >= net->n || k < 0 || k >= net->layers[i]->n_in) return -2;
+  return net->layers[i]->in[k];
+}
+
 ganfw_status ganfw_net_freeze(ganfw_net *net, int32_t first_layer, int32_t end_layer) {
   if (!net->built)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s: freeze before net_build", net->name);
@@ -1055,16 +1064,10 @@ static void values_free(ganfw_tensor **v, int32_t n) {
   free(v);
 }
 
-ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape,
-                               ganfw_tensor **y) {
-  *y = NULL;
+/* The checks before a forward: built, and x of the shape it was built for. */
+static ganfw_status check_input(const ganfw_net *net, const ganfw_tensor *x) {
   if (!net->built)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s: forward before net_build", net->name);
-  if (tape && (tape->net != net || tape->recorded))
-    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
-                           "net %s: the tape belongs to another net or holds an unconsumed "
-                           "forward",
-                           net->name);
   for (int32_t d = 1; d < net->in_ndim; d++)
     if (x->shape[d] != net->in_shape[d] || x->ndim != net->in_ndim)
       return ganfw_error_set(GANFW_ERR_INVALID_ARG,
@@ -1074,13 +1077,25 @@ ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape
                              (long long)x->shape[2], (long long)x->shape[3],
                              (long long)net->in_shape[1], (long long)net->in_shape[2],
                              (long long)net->in_shape[3]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape,
+                               ganfw_tensor **y) {
+  *y = NULL;
+  if (tape && (tape->net != net || tape->recorded))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: the tape belongs to another net or holds an unconsumed "
+                           "forward",
+                           net->name);
+  ganfw_status st = check_input(net, x);
+  if (st != GANFW_OK) return st;
   ganfw_tensor **v = values_new(net);
   if (!v) return ganfw_error_code();
   ganfw_exec ex = exec_of(net);
   v[0] = ganfw_tensor_retain(x);
-  ganfw_status st = tape && net->n_ckpt > 0
-                        ? forward_segments(net, &ex, tape, v)
-                        : run_nodes(net, &ex, 0, net->n, tape ? tape->saved : NULL, v);
+  st = tape && net->n_ckpt > 0 ? forward_segments(net, &ex, tape, v)
+                               : run_nodes(net, &ex, 0, net->n, tape ? tape->saved : NULL, v);
   if (st != GANFW_OK) {
     values_free(v, net->n + 1);
     if (tape) ganfw_tape_clear(tape);
@@ -1094,6 +1109,37 @@ ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape
   v[SLOT(net->n - 1)] = NULL;
   values_free(v, net->n + 1);
   return GANFW_OK;
+}
+
+ganfw_status ganfw_net_forward_node(ganfw_net *net, ganfw_tensor *x, int32_t node,
+                                    ganfw_tensor **node_out, ganfw_tensor **y) {
+  *node_out = NULL;
+  if (y) *y = NULL;
+  ganfw_status st = check_input(net, x);
+  if (st != GANFW_OK) return st;
+  if (node < 0 || node >= net->n)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s: no node %d (it has nodes 0..%d)",
+                           net->name, (int)node, (int)net->n - 1);
+  ganfw_tensor **v = values_new(net);
+  if (!v) return ganfw_error_code();
+  ganfw_exec ex = exec_of(net);
+  v[0] = ganfw_tensor_retain(x);
+  st = run_nodes(net, &ex, 0, node + 1, NULL, v);
+  if (st == GANFW_OK) {
+    /* a second reference: a reader after `node` finds it shared and does not run in place */
+    *node_out = ganfw_tensor_retain(v[SLOT(node)]);
+    if (y) st = run_nodes(net, &ex, node + 1, net->n, NULL, v);
+  }
+  if (st == GANFW_OK && y) {
+    *y = v[SLOT(net->n - 1)];
+    v[SLOT(net->n - 1)] = NULL;
+  }
+  values_free(v, net->n + 1);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(*node_out);
+    *node_out = NULL;
+  }
+  return st;
 }
 
 ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *dy, int32_t flags,

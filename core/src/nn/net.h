@@ -86,6 +86,12 @@ int32_t ganfw_net_buffer_at(ganfw_net *net, int64_t i, ganfw_net_buffer *out);
 /* The name of layer i ("features.0"), or NULL past the end; 1 when layer i is trainable. */
 const char *ganfw_net_layer_name(const ganfw_net *net, int32_t i);
 int32_t ganfw_net_layer_trainable(const ganfw_net *net, int32_t i);
+/* The type of layer i ("linear", "conv2d", a plugin layer's own), or NULL past the end. */
+const char *ganfw_net_layer_type(const ganfw_net *net, int32_t i);
+/* After net_build: the node whose output layer i reads as its input k (the layer appended
+ * before it unless net_input, net_add or net_concat named another), -1 for the net's input,
+ * -2 when layer i or its input k does not exist. */
+int32_t ganfw_net_layer_input(const ganfw_net *net, int32_t i, int32_t k);
 
 /* Freezes layers [first_layer, end_layer) (after net_build, before optimizers are
  * created): their parameters get no gradient (the grad tensors are freed, and
@@ -130,6 +136,14 @@ void ganfw_tape_clear(ganfw_tape *tape);
  * needs; with tape NULL, keeps nothing (no-grad). *y is a new reference owned by the
  * caller (ganfw_tensor_destroy). */
 ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape, ganfw_tensor **y);
+/* A no-grad forward (as ganfw_net_forward with tape NULL) that also hands out the output
+ * of node `node` (0 <= node < layer count), e.g. the features a classifier's last layer
+ * reads: *node_out is a new reference owned by the caller, never overwritten in place by
+ * the nodes after it. With y NULL the nodes after `node` do not run; otherwise *y is the
+ * net's output (a new reference owned by the caller), the same values ganfw_net_forward
+ * gives. */
+ganfw_status ganfw_net_forward_node(ganfw_net *net, ganfw_tensor *x, int32_t node,
+                                    ganfw_tensor **node_out, ganfw_tensor **y);
 /* Consumes the tape from the last layer to the first with the output gradient dy
  * (borrowed). flags: GANFW_BWD_*. When GANFW_BWD_INPUT_GRAD is set, *dx is a new
  * reference owned by the caller; dx may be NULL otherwise. */
