@@ -9,6 +9,8 @@
  *     weights within the clip, resume bitwise the uninterrupted run;
  *   the generator EMA against torch.lerp; in the trainer its averages in the checkpoint,
  *     resumed bitwise, and `ganfw sample` drawing with them unless --no-ema;
+ *   train.reuse_fake: num_batches_tracked 2 after 2 steps (4 without), weights bitwise those
+ *     of the run that recomputes G(z);
  *   bad input refused naming the key, with nothing written. */
 #include <math.h>
 #include <stdio.h>
@@ -254,7 +256,7 @@ static const char *path_in(const char *rel) {
   return buf[k];
 }
 
-static void write_config(const char *extra) {
+static void write_config_with(const char *extra, const char *objective) {
   FILE *f = fopen(path_in("gan.yaml"), "w");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   fprintf(f,
@@ -266,10 +268,14 @@ static void write_config(const char *extra) {
           "train: {batch_size: 8, max_steps: 6, log_every: 1, sample_every: 3,"
           " checkpoint_every: 3, d_steps_per_g_step: 2, clip_grad_norm: {generator: 0.5,"
           " discriminator: 100}, ema: {decay: 0.9, start: 2}}\n"
-          "objective: {plugin: wgan, clip: 0.02}\n"
+          "%s"
           "run: {out_dir: %s/a, samples: 16}\n%s",
-          root, root, extra);
+          root, objective, root, extra);
   fclose(f);
+}
+
+static void write_config(const char *extra) {
+  write_config_with(extra, "objective: {plugin: wgan, clip: 0.02}\n");
 }
 
 static ganfw_status train(const char *const *sets, int nsets) {
@@ -434,6 +440,51 @@ static void test_bad_input(void) {
   refused("train.ema.decay=1", "train.ema.decay");
   refused("train.ema.decay=0", "train.ema.decay");
   refused("train.ema.start=-5", "train.ema.start");
+  refused("train.reuse_fake=maybe", "train.reuse_fake");
+}
+
+/* train.reuse_fake: G runs forward once a step, so its BatchNorm layers count one batch a
+ * step (2 after 2 steps, as PyTorch's DC-GAN example; 4 without), and the weights are
+ * bitwise those of the run that recomputes G(z). */
+static void test_reuse_fake(void) {
+  write_config_with("", "");
+  const char *runs[2][4] = {{"run.out_dir=PLACE", "train.max_steps=2", "train.d_steps_per_g_step=1",
+                             "train.reuse_fake=true"},
+                            {"run.out_dir=PLACE", "train.max_steps=2", "train.d_steps_per_g_step=1",
+                             "train.reuse_fake=false"}};
+  const char *dirs[2] = {"reuse", "recompute"};
+  char out[2][600];
+  for (int r = 0; r < 2; r++) {
+    snprintf(out[r], sizeof out[r], "run.out_dir=%s", path_in(dirs[r]));
+    runs[r][0] = out[r];
+    ganfw_status st = train(runs[r], 4);
+    if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+    CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  }
+  ganfw_st_file *f[2] = {NULL, NULL};
+  for (int r = 0; r < 2; r++) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/checkpoints/step_00000002.safetensors", path_in(dirs[r]));
+    CU_ASSERT_EQUAL_FATAL(ganfw_st_open(p, &f[r]), GANFW_OK);
+  }
+  const ganfw_st_tensor *nb[2], *w[2];
+  for (int r = 0; r < 2; r++) {
+    nb[r] = ganfw_st_find(f[r], "generator.main.1.num_batches_tracked");
+    w[r] = ganfw_st_find(f[r], "generator.main.0.weight");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nb[r]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w[r]);
+  }
+  int64_t counts[2];
+  memcpy(&counts[0], nb[0]->data, 8);
+  memcpy(&counts[1], nb[1]->data, 8);
+  CU_ASSERT_EQUAL(counts[0], 2);
+  CU_ASSERT_EQUAL(counts[1], 4);
+  CU_ASSERT_EQUAL(memcmp(w[0]->data, w[1]->data, (size_t)w[0]->nbytes), 0);
+  const ganfw_st_tensor *dw[2] = {ganfw_st_find(f[0], "discriminator.main.0.weight"),
+                                  ganfw_st_find(f[1], "discriminator.main.0.weight")};
+  CU_ASSERT_EQUAL(memcmp(dw[0]->data, dw[1]->data, (size_t)dw[0]->nbytes), 0);
+  ganfw_st_close(f[0]);
+  ganfw_st_close(f[1]);
 }
 
 static void test_bad_objective_sections(void) {
@@ -459,6 +510,7 @@ int main(void) {
       {"trainer: resume with the new keys is bitwise", test_resume_bitwise},
       {"bad input refused naming the key, nothing written", test_bad_input},
       {"bad objective keys refused", test_bad_objective_sections},
+      {"reuse_fake: G forward once a step, same weights", test_reuse_fake},
       CU_TEST_INFO_NULL,
   };
   return gt_run_fixture("objectives", tests, suite_init, suite_clean);

@@ -81,6 +81,10 @@ static int score_option(cli_args *a, const char *opt, const char *value, int *to
     a->score.no_fid = 1;
     return CLI_OPT_TAKEN;
   }
+  if (strcmp(opt, "--no-ema") == 0) {
+    a->score.no_ema = 1;
+    return CLI_OPT_TAKEN;
+  }
   if (!is_cls && !is_n && !is_seed && !is_batch && !is_real) return CLI_OPT_UNKNOWN;
   const char *v = need_value(a, opt, value, took);
   if (!v) return EXIT_USAGE;
@@ -401,7 +405,7 @@ const cli_command cli_commands[] = {
      "a run folder or checkpoint", 0, sample_option, cmd_sample},
     {"score",
      "score RUN_DIR|CHECKPOINT --classifier RUN_DIR|CHECKPOINT [-n 10000] [--seed S]\n"
-     "                  [--batch 500] [--fid-real N] [--no-fid]",
+     "                  [--batch 500] [--fid-real N] [--no-fid] [--no-ema]",
      "a generator judged by a classifier: mean confidence, class entropy, inception score\n"
      "and the Frechet distance on the classifier's penultimate features against its real\n"
      "test split (not comparable to Inception-v3 FID figures)",
@@ -410,7 +414,8 @@ const cli_command cli_commands[] = {
      "  --seed S                         noise seed\n"
      "  --batch N                        images per batch (default 500)\n"
      "  --fid-real N                     real test images for the distance (default: all)\n"
-     "  --no-fid                         skip the distance and the pass over the test split\n",
+     "  --no-fid                         skip the distance and the pass over the test split\n"
+     "  --no-ema                         the raw generator, not its average (train.ema)\n",
      "a run folder or checkpoint", 0, score_option, cmd_score},
     {"eval", "eval CONFIG|RUN_DIR [--checkpoint PATH] [--batch N]",
      "a classifier's test accuracy, loss and confusion matrix (best checkpoint, else the\n"

@@ -6,6 +6,7 @@
  * ([B,D] features), and the classifier runs over the real test split of its data set (the
  * first fid_real images in file order, all by default) for the reference statistics. */
 #include "tools/score.h"
+#include "train/ema.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@ typedef struct side {
   ganfw_session *s;
   char config[4200], ckpt[4200];
   ganfw_data_info info;
+  int32_t ema; /* the generator's weights are its EMA (train.ema) */
 } side;
 
 static void side_close(side *d) {
@@ -47,7 +49,8 @@ static ganfw_status num_classes(const char *path, int32_t *k) {
 }
 
 /* Opens the run of `what` (RUN_DIR or checkpoint) as `family`, weights loaded for `role`. */
-static ganfw_status side_open(side *d, const char *what, int32_t family, const char *role) {
+static ganfw_status side_open(side *d, const char *what, int32_t family, const char *role,
+                              int32_t use_ema) {
   ganfw_status st = ganfw_sample_locate(what, d->config, sizeof d->config, d->ckpt, sizeof d->ckpt);
   if (st == GANFW_OK) st = ganfw_sample_data_info(d->ckpt, &d->info);
   if (st == GANFW_OK && family == GANFW_MODEL_CLASSIFIER)
@@ -58,7 +61,8 @@ static ganfw_status side_open(side *d, const char *what, int32_t family, const c
     return ganfw_error_set(GANFW_ERR_CONFIG, "%s: the model is not a %s (from %s)", d->config,
                            family == GANFW_MODEL_GAN ? "GAN" : "classifier", what);
   if (st != GANFW_OK) return st;
-  ganfw_net *net = family == GANFW_MODEL_GAN ? d->s->generator : d->s->classifier;
+  if (family == GANFW_MODEL_GAN) return ganfw_ema_load_generator(d->s, d->ckpt, use_ema, &d->ema);
+  ganfw_net *net = d->s->classifier;
   ganfw_ckpt_net cn = {.net = net, .prefix = role, .optim_vt = NULL, .optim_self = NULL};
   return ganfw_checkpoint_load_weights(d->ckpt, &cn, 1, 0, NULL);
 }
@@ -336,12 +340,13 @@ ganfw_status ganfw_score(const ganfw_score_args *a, ganfw_score_result *out, FIL
   if (st == GANFW_OK && !a->classifier)
     st = ganfw_error_set(GANFW_ERR_INVALID_ARG,
                          "score needs --classifier RUN_DIR|CHECKPOINT of a trained classifier");
-  if (st == GANFW_OK) st = side_open(g, a->source, GANFW_MODEL_GAN, "generator");
-  if (st == GANFW_OK) st = side_open(c, a->classifier, GANFW_MODEL_CLASSIFIER, "classifier");
+  if (st == GANFW_OK) st = side_open(g, a->source, GANFW_MODEL_GAN, "generator", !a->no_ema);
+  if (st == GANFW_OK) st = side_open(c, a->classifier, GANFW_MODEL_CLASSIFIER, "classifier", 0);
   ganfw_dataset *test = NULL;
   if (st == GANFW_OK) st = score(g, c, a, &test, out);
   if (st == GANFW_OK && report) {
-    fprintf(report, "generator: %s\nclassifier: %s\n", g->ckpt, c->ckpt);
+    fprintf(report, "generator: %s%s\nclassifier: %s\n", g->ckpt,
+            g->ema ? " (its EMA weights, train.ema; --no-ema for the raw ones)" : "", c->ckpt);
     fprintf(report, "images: %lld (seed %llu)\n", (long long)out->n,
             (unsigned long long)(a->has_seed ? a->seed : g->s->ctx->seed));
     fprintf(report, "mean confidence: %.6f\n", out->confidence);

@@ -22,6 +22,7 @@ typedef struct ganfw_score_args {
   int32_t has_seed;
   uint64_t seed;    /* noise seed when has_seed; else the GAN run's seed */
   int32_t no_fid;   /* 1: skip the Frechet distance (and the pass over the test split) */
+  int32_t no_ema;   /* 1: the raw generator even when the checkpoint has its EMA */
   int64_t fid_real; /* real test images for it, the first ones in file order (0: all) */
 } ganfw_score_args;
 

@@ -27,6 +27,9 @@ struct ganfw_gan {
   int64_t steps;                        /* ganfw_gan_step calls: G steps every n_critic-th */
   double last_loss_g, last_d_g_z2;      /* of the last G step (shown on D-only steps) */
   double grad_norm[2];                  /* of the last clipped step per optimizer */
+  ganfw_tensor *kept_fake;              /* train.reuse_fake: G(z) of the D step, its tape in
+                                           tape_g, for the G step of the same step */
+  uint64_t kept_rng;                    /* the RNG offset before that forward */
   ganfw_grad_list grads[2];             /* [0] G's, [1] D's: one non-finite check a step */
   ganfw_net_stats *stats[2];            /* G's, D's BatchNorm statistics before the step (skip) */
 };
@@ -87,6 +90,7 @@ ganfw_status ganfw_gan_create(ganfw_session *s, ganfw_gan **out) {
 
 void ganfw_gan_destroy(ganfw_gan *g) {
   if (!g) return;
+  ganfw_tensor_destroy(g->kept_fake);
   ganfw_tape_destroy(g->tape_real);
   ganfw_tape_destroy(g->tape_fake);
   ganfw_tape_destroy(g->tape_g);
@@ -303,6 +307,19 @@ static int loss_bad(const ganfw_session *s, double value) {
   return !isfinite(value) && !s->loss_scaling;
 }
 
+/* 1 when this step (the g->steps-th, from 0) has a G update: train.d_steps_per_g_step. */
+static int32_t g_turn(const ganfw_gan *g) {
+  return (g->steps + 1) % g->s->train.d_steps_per_g_step == 0;
+}
+
+/* Drops a G(z) the D step kept and the G step did not take (an error between them). */
+static void drop_kept(ganfw_gan *g) {
+  if (!g->kept_fake) return;
+  ganfw_tensor_destroy(g->kept_fake);
+  g->kept_fake = NULL;
+  ganfw_tape_clear(g->tape_g);
+}
+
 ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
                               ganfw_gan_stats *out) {
   ganfw_session *s = g->s;
@@ -312,6 +329,7 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
   ganfw_status st = make_targets(g, m);
   if (st != GANFW_OK) return st;
   const float dloss = (float)(loss_scale(s, 1) / M);
+  drop_kept(g);
   out->loss_d = out->d_x = out->d_g_z1 = 0;
   ganfw_net_zero_grad(D);
   int32_t bad = 0;
@@ -329,7 +347,14 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
       st = loss_nonfinite(g, "discriminator", "loss_d (real)", loss_real, k, M, hops, 1, xk, out);
     }
     const uint64_t rng_g = g->ctx->rng_offset;
-    if (st == GANFW_OK && !bad) st = ganfw_net_forward(G, zk, NULL, &fake); /* no-grad */
+    /* train.reuse_fake on a step with a G update: G(z) with its tape, kept for the G step
+     * (G's BatchNorm statistics move once a step, as in PyTorch's DC-GAN example) */
+    const int32_t keep = s->train.reuse_fake && g_turn(g);
+    if (st == GANFW_OK && !bad) st = ganfw_net_forward(G, zk, keep ? g->tape_g : NULL, &fake);
+    if (st == GANFW_OK && !bad && keep) {
+      g->kept_fake = ganfw_tensor_retain(fake);
+      g->kept_rng = rng_g;
+    }
     const uint64_t rng_fake = g->ctx->rng_offset;
     if (st == GANFW_OK && !bad)
       st = d_learn(g, g->tape_fake, fake, GANFW_OBJ_D_FAKE, dloss, &loss_fake, &p_fake,
@@ -367,8 +392,14 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
     double loss = 0, prob = 0;
     ganfw_tensor *zk = micro(z, k, m, M), *fake = NULL, *logits = NULL, *dlogits = NULL,
                  *dfake = NULL;
-    const uint64_t rng_g = g->ctx->rng_offset;
-    st = zk ? ganfw_net_forward(G, zk, g->tape_g, &fake) : ganfw_error_code();
+    uint64_t rng_g = g->ctx->rng_offset;
+    if (g->kept_fake) { /* train.reuse_fake: the D step's G(z) and tape */
+      fake = g->kept_fake;
+      g->kept_fake = NULL;
+      rng_g = g->kept_rng;
+    } else {
+      st = zk ? ganfw_net_forward(G, zk, g->tape_g, &fake) : ganfw_error_code();
+    }
     const uint64_t rng_d = g->ctx->rng_offset;
     if (st == GANFW_OK) st = ganfw_net_forward(D, fake, g->tape_dg, &logits);
     ganfw_tensor_destroy(fake);
@@ -420,10 +451,11 @@ ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganf
     st = ganfw_net_stats_save(nets[i], &g->stats[i]);
   /* train.d_steps_per_g_step (n_critic): G steps after every n-th D step; the steps
    * between show G's last loss */
-  const int32_t g_turn = (g->steps + 1) % s->train.d_steps_per_g_step == 0;
+  const int32_t with_g = g_turn(g);
   if (st == GANFW_OK) st = ganfw_gan_d_step(g, x, z, out);
-  if (st == GANFW_OK && g_turn) st = ganfw_gan_g_step(g, z, out);
-  if (st == GANFW_OK && !g_turn) {
+  if (st == GANFW_OK && with_g) st = ganfw_gan_g_step(g, z, out);
+  drop_kept(g);
+  if (st == GANFW_OK && !with_g) {
     out->loss_g = g->last_loss_g;
     out->d_g_z2 = g->last_d_g_z2;
     out->grad_norm_g = g->grad_norm[0];

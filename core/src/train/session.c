@@ -397,6 +397,16 @@ static ganfw_status read_loop_keys(ganfw_session *s, const ganfw_cfg *root) {
     return st;
   if ((st = ganfw_ema_read(train, s->family == GANFW_MODEL_GAN, &t->ema_decay, &t->ema_start)))
     return st;
+  if (s->family == GANFW_MODEL_GAN &&
+      (st = ganfw_cfg_bool(train, "reuse_fake", 0, &t->reuse_fake)) != GANFW_OK)
+    return st;
+  if (t->reuse_fake && s->exec.micro_batches > 1)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: train.reuse_fake keeps one G(z) and its tape from the D step to "
+                           "the G step; with %d micro-batches (memory strategy accumulate) there "
+                           "would be %d: set reuse_fake false or drop the accumulation",
+                           ganfw_cfg_where(ganfw_cfg_child(train, "reuse_fake")),
+                           (int)s->exec.micro_batches, (int)s->exec.micro_batches);
   const ganfw_cfg *clip = ganfw_cfg_child(train, "clip_grad_norm");
   const double inf = 1e30;
   if (ganfw_cfg_kind_of(clip) != GANFW_CFG_KIND_MAP) {

@@ -53,6 +53,7 @@ typedef struct ganfw_train_settings {
   int32_t on_nonfinite;        /* GANFW_NONFINITE_* (train.on_nonfinite) */
   int64_t max_nonfinite_skips; /* with skip: this many skipped steps in a row stop the run */
   int64_t d_steps_per_g_step;  /* a GAN's n_critic: G steps after every this many D steps */
+  int32_t reuse_fake;          /* train.reuse_fake: the G step reuses the D step's G(z) */
   double ema_decay;            /* train.ema.decay; 0: no generator EMA */
   int64_t ema_start;           /* train.ema.start */
   double clip_grad_norm[2];    /* global-norm clipping per optimizer ([0] G or classifier, [1]
@@ -83,7 +84,7 @@ typedef struct ganfw_session {
   const ganfw_objective_vt *objective_vt; /* objective.plugin; NULL: the built-in BCE */
   void *objective;
   const char *objective_name;
-  ganfw_ema *ema; /* train.ema: the generator's averages; NULL when off */
+  ganfw_ema *ema;          /* train.ema: the generator's averages; NULL when off */
   ganfw_schedule schedule; /* optim.schedule, for every optimizer */
 } ganfw_session;
 
