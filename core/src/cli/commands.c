@@ -48,7 +48,8 @@ static int sample_option(cli_args *a, const char *opt, const char *value, int *t
   }
   int is_n = strcmp(opt, "-n") == 0, is_nrow = strcmp(opt, "--nrow") == 0;
   int is_seed = strcmp(opt, "--seed") == 0, is_out = strcmp(opt, "-o") == 0;
-  if (!is_n && !is_nrow && !is_seed && !is_out) return CLI_OPT_UNKNOWN;
+  int is_class = strcmp(opt, "--class") == 0;
+  if (!is_n && !is_nrow && !is_seed && !is_out && !is_class) return CLI_OPT_UNKNOWN;
   const char *v = need_value(a, opt, value, took);
   if (!v) return EXIT_USAGE;
   if (is_out) {
@@ -59,6 +60,13 @@ static int sample_option(cli_args *a, const char *opt, const char *value, int *t
     return CLI_OPT_TAKEN;
   }
   long long num;
+  if (is_class) {
+    if (!parse_whole(v, 0, 65535, &num))
+      return cli_usage_error(a->command, "bad value for %s (a class number from 0)", opt);
+    a->sample.cls = (int32_t)num;
+    a->sample.has_class = 1;
+    return CLI_OPT_TAKEN;
+  }
   if (!parse_whole(v, is_seed ? 0 : 1, is_seed ? LLONG_MAX : 1024, &num))
     return cli_usage_error(a->command, "bad value for %s (a positive number, -n at most 1024)",
                            opt);
@@ -83,6 +91,10 @@ static int score_option(cli_args *a, const char *opt, const char *value, int *to
   }
   if (strcmp(opt, "--no-ema") == 0) {
     a->score.no_ema = 1;
+    return CLI_OPT_TAKEN;
+  }
+  if (strcmp(opt, "--per-class") == 0) {
+    a->score.per_class = 1;
     return CLI_OPT_TAKEN;
   }
   if (!is_cls && !is_n && !is_seed && !is_batch && !is_real) return CLI_OPT_UNKNOWN;
@@ -395,17 +407,20 @@ const cli_command cli_commands[] = {
      NULL, "a config file", 0, NULL, cmd_validate},
     {"plugins", "plugins [--plugin-path DIR]", "list the plugins found",
      "  --plugin-path DIR  search DIR first (repeatable)\n", NULL, 0, plugins_option, cmd_plugins},
-    {"sample", "sample RUN_DIR|CHECKPOINT [-n 64] [-o grid.png] [--seed S] [--nrow 8] [--no-ema]",
+    {"sample",
+     "sample RUN_DIR|CHECKPOINT [-n 64] [-o grid.png] [--seed S] [--nrow 8] [--class K]\n"
+     "                  [--no-ema]",
      "images from a trained generator",
      "  -n N        images (1 to 1024, default 64)\n"
      "  -o FILE     the PNG grid (default samples.png)\n"
      "  --seed S    noise seed (default: the run's)\n"
      "  --nrow N    images per row (default 8)\n"
-     "  --no-ema    the raw generator, not its average (train.ema)\n",
+     "  --no-ema    the raw generator, not its average (train.ema)\n"
+     "  --class K   a conditional model: every image of class K (default: one class a row)\n",
      "a run folder or checkpoint", 0, sample_option, cmd_sample},
     {"score",
      "score RUN_DIR|CHECKPOINT --classifier RUN_DIR|CHECKPOINT [-n 10000] [--seed S]\n"
-     "                  [--batch 500] [--fid-real N] [--no-fid] [--no-ema]",
+     "                  [--batch 500] [--fid-real N] [--no-fid] [--no-ema] [--per-class]",
      "a generator judged by a classifier: mean confidence, class entropy, inception score\n"
      "and the Frechet distance on the classifier's penultimate features against its real\n"
      "test split (not comparable to Inception-v3 FID figures)",
@@ -415,7 +430,8 @@ const cli_command cli_commands[] = {
      "  --batch N                        images per batch (default 500)\n"
      "  --fid-real N                     real test images for the distance (default: all)\n"
      "  --no-fid                         skip the distance and the pass over the test split\n"
-     "  --no-ema                         the raw generator, not its average (train.ema)\n",
+     "  --no-ema                         the raw generator, not its average (train.ema)\n"
+     "  --per-class                      a conditional generator: the accuracy of each class\n",
      "a run folder or checkpoint", 0, score_option, cmd_score},
     {"eval", "eval CONFIG|RUN_DIR [--checkpoint PATH] [--batch N]",
      "a classifier's test accuracy, loss and confusion matrix (best checkpoint, else the\n"

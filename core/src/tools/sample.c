@@ -17,7 +17,7 @@
 #include "runtime/tensor.h"
 #include "train/trainer.h"
 
-/* The data shape a checkpoint was trained on, from its metadata. */
+/* The data shape (and class count) a checkpoint was trained on, from its metadata. */
 ganfw_status ganfw_sample_data_info(const char *path, ganfw_data_info *info) {
   ganfw_st_file *f = NULL;
   ganfw_status st = ganfw_st_open(path, &f);
@@ -25,14 +25,18 @@ ganfw_status ganfw_sample_data_info(const char *path, ganfw_data_info *info) {
   const char *c = ganfw_st_metadata(f, "data.channels");
   const char *h = ganfw_st_metadata(f, "data.height");
   const char *w = ganfw_st_metadata(f, "data.width");
+  const char *k = ganfw_st_metadata(f, "data.num_classes"); /* a conditional GAN needs it */
   if (!c || !h || !w)
     st = ganfw_error_set(GANFW_ERR_IO,
                          "%s: not a ganfw training checkpoint (no data.channels/height/width "
                          "metadata)",
                          path);
   else
-    *info = (ganfw_data_info){
-        .struct_size = sizeof *info, .channels = atoi(c), .height = atoi(h), .width = atoi(w)};
+    *info = (ganfw_data_info){.struct_size = sizeof *info,
+                              .channels = atoi(c),
+                              .height = atoi(h),
+                              .width = atoi(w),
+                              .num_classes = k ? atoi(k) : 0};
   ganfw_st_close(f);
   return st;
 }
@@ -81,11 +85,27 @@ ganfw_status ganfw_sample(const ganfw_sample_args *a) {
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
   if (st == GANFW_OK && s->family != GANFW_MODEL_GAN)
     st = ganfw_error_set(GANFW_ERR_CONFIG, "%s: the model is not a GAN; nothing to sample", config);
-  int32_t ema = 0;
+  if (st == GANFW_OK && a->has_class && !s->n_classes)
+    st = ganfw_error_set(GANFW_ERR_CONFIG,
+                         "--class %d: the generator of %s is not conditional (model.conditional "
+                         "is not set in %s); drop --class",
+                         (int)a->cls, ckpt, config);
+  if (st == GANFW_OK && a->has_class && (a->cls < 0 || a->cls >= s->n_classes))
+    st = ganfw_error_set(GANFW_ERR_CONFIG, "--class %d: the model has classes 0..%lld", (int)a->cls,
+                         (long long)s->n_classes - 1);
+  int32_t ema = 0, *labels = NULL;
+  if (st == GANFW_OK && s->n_classes) {
+    labels = calloc((size_t)a->n, sizeof *labels);
+    if (!labels)
+      st = ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+    else
+      ganfw_gan_grid_labels(labels, a->n, a->nrow, (int32_t)s->n_classes,
+                            a->has_class ? a->cls : -1);
+  }
   if (st == GANFW_OK) st = ganfw_ema_load_generator(s, ckpt, !a->no_ema, &ema);
   if (st == GANFW_OK) {
     z = ganfw_gan_fixed_noise(s, a->n, a->has_seed ? a->seed : s->ctx->seed);
-    st = z ? ganfw_gan_generate(s, z, &y) : ganfw_error_code();
+    st = z ? ganfw_gan_generate(s, z, labels, &y) : ganfw_error_code();
   }
   if (st == GANFW_OK) {
     host = malloc((size_t)y->nbytes);
@@ -99,6 +119,7 @@ ganfw_status ganfw_sample(const ganfw_sample_args *a) {
     ganfw_log(GANFW_LOG_INFO, "%lld samples of %s%s written to %s", (long long)a->n, ckpt,
               ema ? " (the generator's EMA; --no-ema for the raw one)" : "", a->output);
   free(host);
+  free(labels);
   ganfw_tensor_destroy(y);
   ganfw_tensor_destroy(z);
   ganfw_session_close(s);

@@ -16,6 +16,8 @@ typedef struct ganfw_sample_args {
   int32_t has_seed;
   uint64_t seed;  /* noise seed when has_seed; else the run's seed */
   int32_t no_ema; /* the raw generator even when the checkpoint has its EMA (train.ema) */
+  int32_t has_class;
+  int32_t cls; /* with has_class: every image of this class (a conditional model) */
 } ganfw_sample_args;
 
 ganfw_status ganfw_sample(const ganfw_sample_args *a);

@@ -122,6 +122,7 @@ static ganfw_status add_features(ganfw_fid_stats *fs, ganfw_tensor *f, float **b
  * (fs NULL: no Frechet distance). */
 typedef struct fake_batch {
   uint64_t seed;
+  const int32_t *labels; /* the batch's classes (conditional generator) or NULL */
   const double *scale, *offset;
   int32_t feature_node;
   ganfw_fid_stats *fs;
@@ -135,7 +136,7 @@ static ganfw_status classify_batch(side *g, side *c, int64_t m, const fake_batch
                                    int64_t img_bytes, float *logits, int64_t logit_bytes) {
   ganfw_tensor *z = ganfw_gan_fixed_noise(g->s, m, fb->seed);
   ganfw_tensor *y = NULL, *x = NULL, *out = NULL, *out32 = NULL, *feat = NULL;
-  ganfw_status st = z ? ganfw_gan_generate(g->s, z, &y) : ganfw_error_code();
+  ganfw_status st = z ? ganfw_gan_generate(g->s, z, fb->labels, &y) : ganfw_error_code();
   if (st == GANFW_OK) st = ganfw_tensor_to_host(y, img, img_bytes);
   if (st == GANFW_OK && fb->scale) {
     const int64_t C = y->shape[1], per = y->numel / (m * C);
@@ -286,9 +287,20 @@ static ganfw_status score(side *g, side *c, const ganfw_score_args *a, ganfw_dat
   if (st == GANFW_OK && (!img || !logits || !p || !mean))
     st = ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   double conf = 0, cond_entropy = 0;
+  const int64_t Kg = g->s->n_classes; /* a conditional generator's classes */
+  int32_t *labels = Kg ? malloc((size_t)B * sizeof *labels) : NULL;
+  int64_t asked[64] = {0}, hit[64] = {0}, hits = 0;
+  if (st == GANFW_OK && Kg && !labels) st = ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  if (st == GANFW_OK && Kg && Kg != K)
+    st = ganfw_error_set(GANFW_ERR_CONFIG,
+                         "the generator is conditional on %lld classes and the classifier %s "
+                         "has %d: score it with a classifier of the same data set",
+                         (long long)Kg, c->ckpt, (int)K);
+  fb.labels = labels;
   for (int64_t done = 0, b = 0; st == GANFW_OK && done < n; done += B, b++) {
     const int64_t m = n - done < B ? n - done : B;
     fb.seed = seed + (uint64_t)b;
+    for (int64_t i = 0; labels && i < m; i++) labels[i] = (int32_t)((done + i) % Kg);
     st = classify_batch(g, c, m, &fb, img, m * per * (int64_t)sizeof *img, logits,
                         m * K * (int64_t)sizeof *logits);
     for (int64_t i = 0; st == GANFW_OK && i < m; i++) {
@@ -301,9 +313,21 @@ static ganfw_status score(side *g, side *c, const ganfw_score_args *a, ganfw_dat
       }
       conf += p[best];
       if (best < 64) r->histogram[best]++;
+      if (labels) { /* class-conditional accuracy */
+        const int32_t want = labels[i];
+        hits += best == want;
+        if (want < 64) asked[want]++, hit[want] += best == want;
+      }
     }
   }
   ganfw_net_set_train(c->s->classifier, 1, 1);
+  free(labels);
+  if (Kg && st == GANFW_OK) {
+    r->conditional = 1;
+    r->class_accuracy = (double)hits / (double)n;
+    for (int32_t j = 0; j < 64 && j < K; j++)
+      r->per_class_accuracy[j] = asked[j] ? (double)hit[j] / (double)asked[j] : 0;
+  }
   if (fid && st == GANFW_OK) st = ganfw_fid_stats_finish(&fake);
   if (fid && st == GANFW_OK) st = ganfw_fid_distance(&fake, &real, &r->fid);
   if (fid && st == GANFW_OK) {
@@ -342,6 +366,11 @@ ganfw_status ganfw_score(const ganfw_score_args *a, ganfw_score_result *out, FIL
                          "score needs --classifier RUN_DIR|CHECKPOINT of a trained classifier");
   if (st == GANFW_OK) st = side_open(g, a->source, GANFW_MODEL_GAN, "generator", !a->no_ema);
   if (st == GANFW_OK) st = side_open(c, a->classifier, GANFW_MODEL_CLASSIFIER, "classifier", 0);
+  if (st == GANFW_OK && a->per_class && !g->s->n_classes)
+    st = ganfw_error_set(GANFW_ERR_CONFIG,
+                         "--per-class: the generator of %s is not conditional (no "
+                         "model.conditional); drop --per-class",
+                         g->ckpt);
   ganfw_dataset *test = NULL;
   if (st == GANFW_OK) st = score(g, c, a, &test, out);
   if (st == GANFW_OK && report) {
@@ -357,6 +386,14 @@ ganfw_status ganfw_score(const ganfw_score_args *a, ganfw_score_result *out, FIL
     for (int32_t j = 0; j < out->classes && j < 64; j++)
       fprintf(report, " %lld", (long long)out->histogram[j]);
     fprintf(report, "\n");
+    if (out->conditional) {
+      fprintf(report,
+              "class-conditional accuracy: %.6f (image i asked for class i %% %d; the share the "
+              "classifier calls that class)\n",
+              out->class_accuracy, (int)out->classes);
+      for (int32_t j = 0; a->per_class && j < out->classes && j < 64; j++)
+        fprintf(report, "  class %d: %.4f\n", (int)j, out->per_class_accuracy[j]);
+    }
     if (!a->no_fid) {
       const ganfw_net *net = c->s->classifier;
       const int32_t last = ganfw_net_layer_count(net) - 1;

@@ -20,10 +20,11 @@ typedef struct ganfw_score_args {
   int64_t n;              /* images (default 10000) */
   int64_t batch;          /* images per batch (default 500) */
   int32_t has_seed;
-  uint64_t seed;    /* noise seed when has_seed; else the GAN run's seed */
-  int32_t no_fid;   /* 1: skip the Frechet distance (and the pass over the test split) */
-  int32_t no_ema;   /* 1: the raw generator even when the checkpoint has its EMA */
-  int64_t fid_real; /* real test images for it, the first ones in file order (0: all) */
+  uint64_t seed;     /* noise seed when has_seed; else the GAN run's seed */
+  int32_t no_fid;    /* 1: skip the Frechet distance (and the pass over the test split) */
+  int32_t no_ema;    /* 1: the raw generator even when the checkpoint has its EMA */
+  int32_t per_class; /* print the class-conditional accuracy of each class (conditional GAN) */
+  int64_t fid_real;  /* real test images for it, the first ones in file order (0: all) */
 } ganfw_score_args;
 
 typedef struct ganfw_score_result {
@@ -38,6 +39,11 @@ typedef struct ganfw_score_result {
   int64_t fid_dim;    /* features per image (the last linear layer's in_features) */
   int64_t fid_n_fake; /* generated images (n) */
   int64_t fid_n_real; /* real test images */
+  /* A conditional generator (model.conditional): image i is asked for class i % K; the
+   * share of the images of class k that the classifier calls k, and over all images */
+  int32_t conditional;
+  double class_accuracy;
+  double per_class_accuracy[64]; /* the first 64 classes */
 } ganfw_score_result;
 
 /* The node whose output the classifier's last layer reads, which must be a linear layer

@@ -30,8 +30,10 @@ struct ganfw_gan {
   ganfw_tensor *kept_fake;              /* train.reuse_fake: G(z) of the D step, its tape in
                                            tape_g, for the G step of the same step */
   uint64_t kept_rng;                    /* the RNG offset before that forward */
-  ganfw_grad_list grads[2];             /* [0] G's, [1] D's: one non-finite check a step */
-  ganfw_net_stats *stats[2];            /* G's, D's BatchNorm statistics before the step (skip) */
+  int32_t *labels;                      /* model.conditional: the batch's classes (host) */
+  int64_t n_labels;
+  ganfw_grad_list grads[2];  /* [0] G's, [1] D's: one non-finite check a step */
+  ganfw_net_stats *stats[2]; /* G's, D's BatchNorm statistics before the step (skip) */
 };
 
 static ganfw_status make_targets(ganfw_gan *g, int64_t n) {
@@ -84,6 +86,18 @@ ganfw_status ganfw_gan_create(ganfw_session *s, ganfw_gan **out) {
     return ganfw_error_code() ? ganfw_error_code()
                               : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   }
+  /* model.conditional: class 0 for every row until the trainer sets the batch's (plan,
+   * probes and benchmarks run steps without data) */
+  if (s->n_classes) {
+    int32_t *zeros = calloc((size_t)s->train.batch_size, sizeof *zeros);
+    st = zeros ? ganfw_gan_set_labels(g, zeros, s->train.batch_size)
+               : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+    free(zeros);
+    if (st != GANFW_OK) {
+      ganfw_gan_destroy(g);
+      return st;
+    }
+  }
   *out = g;
   return GANFW_OK;
 }
@@ -91,6 +105,7 @@ ganfw_status ganfw_gan_create(ganfw_session *s, ganfw_gan **out) {
 void ganfw_gan_destroy(ganfw_gan *g) {
   if (!g) return;
   ganfw_tensor_destroy(g->kept_fake);
+  free(g->labels);
   ganfw_tape_destroy(g->tape_real);
   ganfw_tape_destroy(g->tape_fake);
   ganfw_tape_destroy(g->tape_g);
@@ -307,6 +322,135 @@ static int loss_bad(const ganfw_session *s, double value) {
   return !isfinite(value) && !s->loss_scaling;
 }
 
+/* --- conditional GANs (model.conditional) ---------------------------------------------
+ * G gets [N, nz + K, 1, 1] (the noise, then the class one-hot) and D [N, C + K, H, W] (the
+ * image, then K one-hot maps): both built here, so the nets keep one input. */
+
+/* a and b joined along dim 1, sample by sample, as a new tensor of a's dtype (b's must
+ * match): [N, Ca + Cb, H, W]. */
+static ganfw_tensor *join_channels(ganfw_ctx *ctx, const ganfw_tensor *a, const ganfw_tensor *b,
+                                   int32_t category, const char *name) {
+  const int64_t n = a->shape[0];
+  int64_t shape[4] = {n, a->shape[1] + b->shape[1], a->shape[2], a->shape[3]};
+  ganfw_tensor *out = ganfw_tensor_create(ctx, a->dtype, 4, shape, category, name);
+  if (!out) return NULL;
+  const size_t ra = (size_t)(a->nbytes / n), rb = (size_t)(b->nbytes / n);
+  ganfw_backend *be = ctx->be;
+  for (int64_t i = 0; i < n; i++) {
+    char *dst = (char *)out->data + (size_t)i * (ra + rb);
+    if (be->vt->copy_d2d(be, dst, (const char *)a->data + (size_t)i * ra, ra) != GANFW_OK ||
+        be->vt->copy_d2d(be, dst + ra, (const char *)b->data + (size_t)i * rb, rb) != GANFW_OK) {
+      ganfw_tensor_destroy(out);
+      ganfw_error_set(GANFW_ERR_BACKEND, "conditional GAN: copying %s", name);
+      return NULL;
+    }
+  }
+  return out;
+}
+
+/* The first c channels of t [N, C, H, W] as a new tensor. */
+static ganfw_tensor *first_channels(ganfw_ctx *ctx, const ganfw_tensor *t, int64_t c,
+                                    int32_t category, const char *name) {
+  const int64_t n = t->shape[0];
+  int64_t shape[4] = {n, c, t->shape[2], t->shape[3]};
+  ganfw_tensor *out = ganfw_tensor_create(ctx, t->dtype, 4, shape, category, name);
+  if (!out) return NULL;
+  const size_t rt = (size_t)(t->nbytes / n), ro = (size_t)(out->nbytes / n);
+  ganfw_backend *be = ctx->be;
+  for (int64_t i = 0; i < n; i++)
+    if (be->vt->copy_d2d(be, (char *)out->data + (size_t)i * ro,
+                         (const char *)t->data + (size_t)i * rt, ro) != GANFW_OK) {
+      ganfw_tensor_destroy(out);
+      ganfw_error_set(GANFW_ERR_BACKEND, "conditional GAN: copying %s", name);
+      return NULL;
+    }
+  return out;
+}
+
+/* One-hot maps [n, K, h, w] (f32) of labels[0..n): map k of sample i is 1 where k is its
+ * class. A label outside [0, K) is refused naming it. */
+static ganfw_tensor *one_hot(ganfw_session *s, const int32_t *labels, int64_t n, int64_t h,
+                             int64_t w, int32_t category, const char *name) {
+  const int64_t K = s->n_classes, hw = h * w;
+  int64_t shape[4] = {n, K, h, w};
+  ganfw_tensor *t = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, shape, category, name);
+  float *host = t ? calloc((size_t)(n * K * hw), sizeof *host) : NULL;
+  if (!t || !host) {
+    ganfw_tensor_destroy(t);
+    free(host);
+    if (!ganfw_error_code()) ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+    return NULL;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    if (labels[i] < 0 || labels[i] >= K) {
+      ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                      "conditional GAN: sample %lld has class %d; the model has classes 0..%lld",
+                      (long long)i, (int)labels[i], (long long)K - 1);
+      ganfw_tensor_destroy(t);
+      free(host);
+      return NULL;
+    }
+    float *map = host + (i * K + labels[i]) * hw;
+    for (int64_t j = 0; j < hw; j++) map[j] = 1.0f;
+  }
+  ganfw_status st = ganfw_tensor_from_host(t, host, t->nbytes);
+  free(host);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(t);
+    return NULL;
+  }
+  return t;
+}
+
+/* The noise joined with its classes, or z itself (retained) for an unconditional model. */
+static ganfw_tensor *g_input(ganfw_session *s, ganfw_tensor *z, const int32_t *labels) {
+  if (!s->n_classes) return ganfw_tensor_retain(z);
+  ganfw_tensor *oh = one_hot(s, labels, z->shape[0], 1, 1, GANFW_MEM_DATA, "noise.classes");
+  ganfw_tensor *zc = oh ? join_channels(s->ctx, z, oh, GANFW_MEM_DATA, "noise+classes") : NULL;
+  ganfw_tensor_destroy(oh);
+  return zc;
+}
+
+/* D's input for images x (any compute dtype) with their class maps `maps` (f32, NULL for
+ * an unconditional model): x joined with the maps, or x itself (retained). */
+static ganfw_tensor *d_input(ganfw_session *s, ganfw_tensor *x, ganfw_tensor *maps) {
+  if (!maps) return ganfw_tensor_retain(x);
+  ganfw_tensor *m = ganfw_tensor_as_dtype(maps, x->dtype, GANFW_MEM_ACTIVATION);
+  ganfw_tensor *xc = m ? join_channels(s->ctx, x, m, GANFW_MEM_ACTIVATION, "image+classes") : NULL;
+  ganfw_tensor_destroy(m);
+  return xc;
+}
+
+/* The class maps of the batch for D, or NULL (and GANFW_OK) without conditioning. */
+static ganfw_status class_maps(ganfw_gan *g, int64_t n, ganfw_tensor **maps) {
+  ganfw_session *s = g->s;
+  *maps = NULL;
+  if (!s->n_classes) return GANFW_OK;
+  if (g->n_labels != n)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "conditional GAN: %lld labels set for a batch of %lld (call "
+                           "ganfw_gan_set_labels before the step)",
+                           (long long)g->n_labels, (long long)n);
+  *maps = one_hot(s, g->labels, n, s->data_info.height, s->data_info.width, GANFW_MEM_DATA,
+                  "classes.maps");
+  return *maps ? GANFW_OK : ganfw_error_code();
+}
+
+void ganfw_gan_grid_labels(int32_t *labels, int64_t n, int64_t nrow, int32_t classes, int32_t cls) {
+  for (int64_t i = 0; i < n; i++)
+    labels[i] =
+        cls >= 0 ? cls : (int32_t)((i / (nrow > 0 ? nrow : 1)) % (classes > 0 ? classes : 1));
+}
+
+ganfw_status ganfw_gan_set_labels(ganfw_gan *g, const int32_t *labels, int64_t n) {
+  int32_t *copy = realloc(g->labels, (size_t)(n > 0 ? n : 1) * sizeof *copy);
+  if (!copy) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  memcpy(copy, labels, (size_t)n * sizeof *copy);
+  g->labels = copy;
+  g->n_labels = n;
+  return GANFW_OK;
+}
+
 /* 1 when this step (the g->steps-th, from 0) has a G update: train.d_steps_per_g_step. */
 static int32_t g_turn(const ganfw_gan *g) {
   return (g->steps + 1) % g->s->train.d_steps_per_g_step == 0;
@@ -332,11 +476,16 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
   drop_kept(g);
   out->loss_d = out->d_x = out->d_g_z1 = 0;
   ganfw_net_zero_grad(D);
+  ganfw_tensor *maps = NULL, *xin = NULL, *zin = NULL; /* model.conditional: with classes */
+  if ((st = class_maps(g, x->shape[0], &maps)) == GANFW_OK &&
+      (!(xin = d_input(s, x, maps)) || !(zin = g_input(s, z, g->labels))))
+    st = ganfw_error_code();
   int32_t bad = 0;
   for (int32_t k = 0; k < M && st == GANFW_OK && !bad; k++) {
     double loss_real = 0, loss_fake = 0, p_real = 0, p_fake = 0;
-    ganfw_tensor *xk = micro(x, k, m, M), *zk = micro(z, k, m, M), *fake = NULL;
-    if (!xk || !zk) st = ganfw_error_code();
+    ganfw_tensor *xk = micro(xin, k, m, M), *zk = micro(zin, k, m, M), *fake = NULL, *fin = NULL;
+    ganfw_tensor *mk = maps ? micro(maps, k, m, M) : NULL;
+    if (!xk || !zk || (maps && !mk)) st = ganfw_error_code();
     const uint64_t rng_real = g->ctx->rng_offset;
     if (st == GANFW_OK)
       st = d_learn(g, g->tape_real, xk, GANFW_OBJ_D_REAL, dloss, &loss_real, &p_real,
@@ -356,21 +505,29 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
       g->kept_rng = rng_g;
     }
     const uint64_t rng_fake = g->ctx->rng_offset;
+    if (st == GANFW_OK && !bad && !(fin = d_input(s, fake, mk))) st = ganfw_error_code();
     if (st == GANFW_OK && !bad)
-      st = d_learn(g, g->tape_fake, fake, GANFW_OBJ_D_FAKE, dloss, &loss_fake, &p_fake,
+      st = d_learn(g, g->tape_fake, fin, GANFW_OBJ_D_FAKE, dloss, &loss_fake, &p_fake,
                    "loss_d (fake)");
     if (st == GANFW_OK && !bad && loss_bad(s, loss_fake)) {
       bad = 1;
+      /* a conditional D's input is G(z) with class maps: the checked forward stops at G */
       const ganfw_nonfinite_hop hops[] = {{G, rng_g, "the noise"}, {D, rng_fake, "G(z)"}};
-      st = loss_nonfinite(g, "discriminator", "loss_d (fake)", loss_fake, k, M, hops, 2, zk, out);
+      st = loss_nonfinite(g, "discriminator", "loss_d (fake)", loss_fake, k, M, hops, maps ? 1 : 2,
+                          zk, out);
     }
+    ganfw_tensor_destroy(fin);
     ganfw_tensor_destroy(fake);
+    ganfw_tensor_destroy(mk);
     ganfw_tensor_destroy(xk);
     ganfw_tensor_destroy(zk);
     out->loss_d += (loss_real + loss_fake) / M;
     out->d_x += p_real / M;
     out->d_g_z1 += p_fake / M;
   }
+  ganfw_tensor_destroy(xin);
+  ganfw_tensor_destroy(zin);
+  ganfw_tensor_destroy(maps);
   if (st == GANFW_OK && bad) out->nonfinite_d = 1; /* train.on_nonfinite: skip */
   if (st == GANFW_OK && !bad) st = optim_step(g, 1, &out->skipped_d, &out->nonfinite_d, out);
   out->grad_norm_d = g->grad_norm[1];
@@ -387,11 +544,15 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
   const float dloss = (float)(loss_scale(s, 0) / M);
   out->loss_g = out->d_g_z2 = 0;
   ganfw_net_zero_grad(G);
+  ganfw_tensor *maps = NULL, *zin = NULL; /* model.conditional: with classes */
+  if ((st = class_maps(g, z->shape[0], &maps)) == GANFW_OK && !(zin = g_input(s, z, g->labels)))
+    st = ganfw_error_code();
   int32_t bad = 0;
   for (int32_t k = 0; k < M && st == GANFW_OK && !bad; k++) {
     double loss = 0, prob = 0;
-    ganfw_tensor *zk = micro(z, k, m, M), *fake = NULL, *logits = NULL, *dlogits = NULL,
-                 *dfake = NULL;
+    ganfw_tensor *zk = micro(zin, k, m, M), *fake = NULL, *logits = NULL, *dlogits = NULL,
+                 *dfake = NULL, *fin = NULL;
+    ganfw_tensor *mk = maps ? micro(maps, k, m, M) : NULL;
     uint64_t rng_g = g->ctx->rng_offset;
     if (g->kept_fake) { /* train.reuse_fake: the D step's G(z) and tape */
       fake = g->kept_fake;
@@ -401,7 +562,9 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
       st = zk ? ganfw_net_forward(G, zk, g->tape_g, &fake) : ganfw_error_code();
     }
     const uint64_t rng_d = g->ctx->rng_offset;
-    if (st == GANFW_OK) st = ganfw_net_forward(D, fake, g->tape_dg, &logits);
+    if (st == GANFW_OK && !(fin = d_input(s, fake, mk))) st = ganfw_error_code();
+    if (st == GANFW_OK) st = ganfw_net_forward(D, fin, g->tape_dg, &logits);
+    ganfw_tensor_destroy(fin);
     ganfw_tensor_destroy(fake);
     if (st == GANFW_OK)
       st = loss_term(g, logits, GANFW_OBJ_G, dloss, &loss, &prob, &dlogits, "loss_g");
@@ -409,12 +572,21 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
     if (st == GANFW_OK && loss_bad(s, loss)) {
       bad = 1;
       const ganfw_nonfinite_hop hops[] = {{G, rng_g, "the noise"}, {D, rng_d, "G(z)"}};
-      st = loss_nonfinite(g, "generator", "loss_g", loss, k, M, hops, 2, zk, out);
+      st = loss_nonfinite(g, "generator", "loss_g", loss, k, M, hops, maps ? 1 : 2, zk, out);
     }
-    /* through D without its parameter gradients, into G */
+    /* through D without its parameter gradients, into G (a conditional D's input gradient
+     * has the class maps' channels after the image's: G gets the image's) */
     if (st == GANFW_OK && !bad)
       st = ganfw_net_backward(D, g->tape_dg, dlogits, GANFW_BWD_INPUT_GRAD, &dfake);
     ganfw_tensor_destroy(dlogits);
+    if (st == GANFW_OK && !bad && maps) {
+      ganfw_tensor *di =
+          first_channels(g->ctx, dfake, s->data_info.channels, GANFW_MEM_ACTIVATION, "grad.G(z)");
+      ganfw_tensor_destroy(dfake);
+      dfake = di;
+      if (!di) st = ganfw_error_code();
+    }
+    ganfw_tensor_destroy(mk);
     if (st == GANFW_OK && !bad)
       st = ganfw_net_backward(G, g->tape_g, dfake, GANFW_BWD_PARAM_GRAD, NULL);
     ganfw_tensor_destroy(dfake);
@@ -424,6 +596,8 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
     out->loss_g += loss / M;
     out->d_g_z2 += prob / M;
   }
+  ganfw_tensor_destroy(zin);
+  ganfw_tensor_destroy(maps);
   if (st == GANFW_OK && bad) out->nonfinite_g = 1; /* train.on_nonfinite: skip */
   if (st == GANFW_OK && !bad) st = optim_step(g, 0, &out->skipped_g, &out->nonfinite_g, out);
   if (st == GANFW_OK && s->ema && !bad && !out->skipped_g && !out->nonfinite_g)
@@ -472,11 +646,17 @@ void ganfw_gan_set_step(ganfw_gan *g, int64_t step) {
   g->steps = step;
 }
 
-ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, ganfw_tensor **y) {
+ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, const int32_t *labels,
+                                ganfw_tensor **y) {
   ganfw_tensor *out = NULL;
   *y = NULL;
+  if (s->n_classes && !labels)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "a conditional generator needs the classes");
+  ganfw_tensor *zin = g_input(s, z, labels);
+  if (!zin) return ganfw_error_code();
   ganfw_net_set_train(s->generator, 1, 0);
-  ganfw_status st = ganfw_net_forward(s->generator, z, NULL, &out);
+  ganfw_status st = ganfw_net_forward(s->generator, zin, NULL, &out);
+  ganfw_tensor_destroy(zin);
   ganfw_net_set_train(s->generator, 1, 1);
   if (st != GANFW_OK) return st;
   /* images leave the compute dtype (f16/bf16 under AMP) as f32 */

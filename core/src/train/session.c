@@ -385,6 +385,30 @@ static ganfw_status create_objective(ganfw_session *s, const ganfw_cfg *root) {
   return GANFW_OK;
 }
 
+/* model.conditional (a GAN model's key that the core reads too): the classes of the data set
+ * go to both nets, so it needs a labelled data set and a GAN. */
+static ganfw_status read_conditional(ganfw_session *s, const ganfw_cfg *root) {
+  const ganfw_cfg *model = ganfw_cfg_section(root, "model");
+  int32_t cond = 0;
+  ganfw_status st = ganfw_cfg_bool(model, "conditional", 0, &cond);
+  if (st != GANFW_OK || !cond) return st;
+  const char *where = ganfw_cfg_where(ganfw_cfg_child(model, "conditional"));
+  if (s->family != GANFW_MODEL_GAN)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: model.conditional is for GANs (labels into G and D); a "
+                           "classifier learns the labels: remove the key",
+                           where);
+  if (s->data_info.num_classes < 2)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: model.conditional needs a labelled data set, and data set '%s' "
+                           "(%s) has %d classes; use mnist, fashion_mnist or cifar10, or set "
+                           "model.conditional: false",
+                           where, s->data_kind ? s->data_kind : "?",
+                           s->data_path ? s->data_path : "?", (int)s->data_info.num_classes);
+  s->n_classes = s->data_info.num_classes;
+  return GANFW_OK;
+}
+
 /* The GAN loop's keys: train.d_steps_per_g_step (n_critic). train.clip_grad_norm is one
  * number for every net or a map by role ({generator: 10, discriminator: 1}); 0 is off. */
 static ganfw_status read_loop_keys(ganfw_session *s, const ganfw_cfg *root) {
@@ -524,6 +548,7 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   if ((st = create_memory(s)) != GANFW_OK) return st;
   if ((st = open_data(s, root, with_data, info)) != GANFW_OK) return st;
   if ((st = create_model(s, root)) != GANFW_OK) return st;
+  if ((st = read_conditional(s, root)) != GANFW_OK) return st;
   if ((st = create_objective(s, root)) != GANFW_OK) return st;
   if ((st = read_loop_keys(s, root)) != GANFW_OK) return st;
   /* The GAN step takes full batches only (a short last one is skipped): a data set smaller

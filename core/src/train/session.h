@@ -68,6 +68,8 @@ typedef struct ganfw_session {
   int32_t family;                                    /* GANFW_MODEL_* */
   ganfw_net *generator, *discriminator, *classifier; /* owned by the model */
   int64_t nz;
+  int64_t n_classes;            /* model.conditional: the data set's classes K (G and D get one-hot
+                                   classes beside the noise and the image); 0: unconditional */
   ganfw_session_optim optim[2]; /* [0] generator or classifier, [1] discriminator */
   int32_t n_optim;
   ganfw_session_memory memory[GANFW_MAX_MEMORY_PLUGINS]; /* in config order */

@@ -23,8 +23,10 @@ typedef struct gan_run {
   ganfw_session *s;
   ganfw_gan *gan;
   ganfw_loader *loader;
-  float *host_batch;   /* staging for uploads (page-locked on CUDA) */
-  int32_t host_pinned; /* host_batch is page-locked */
+  float *host_batch;     /* staging for uploads (page-locked on CUDA) */
+  int32_t *host_labels;  /* the batch's classes (model.conditional) */
+  int32_t *fixed_labels; /* the sample grid's: one class per row */
+  int32_t host_pinned;   /* host_batch is page-locked */
   ganfw_tensor *x, *z, *fixed;
   ganfw_metrics *metrics;
   char samples_dir[4096], ckpt_dir[4096];
@@ -68,7 +70,7 @@ static ganfw_status resume(gan_run *r) {
 static ganfw_status write_samples(gan_run *r) {
   ganfw_session *s = r->s;
   ganfw_tensor *y = NULL;
-  ganfw_status st = ganfw_gan_generate(s, r->fixed, &y);
+  ganfw_status st = ganfw_gan_generate(s, r->fixed, r->fixed_labels, &y);
   if (st != GANFW_OK) return st;
   float *host = malloc((size_t)y->nbytes);
   char name[64], path[4200];
@@ -114,7 +116,12 @@ static ganfw_status open_run(gan_run *r) {
   r->fixed = ganfw_gan_fixed_noise(s, s->train.samples, s->ctx->seed);
   if (!r->x || !r->z || !r->fixed) return ganfw_error_code();
   r->host_batch = ganfw_host_staging_alloc(s->ctx, (size_t)r->x->nbytes, &r->host_pinned);
-  if (!r->host_batch) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  r->host_labels = calloc((size_t)B, sizeof *r->host_labels);
+  r->fixed_labels = calloc((size_t)s->train.samples, sizeof *r->fixed_labels);
+  if (!r->host_batch || !r->host_labels || !r->fixed_labels)
+    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  ganfw_gan_grid_labels(r->fixed_labels, s->train.samples, s->train.sample_nrow,
+                        (int32_t)s->n_classes, -1);
   if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
   ganfw_gan_set_step(r->gan, r->step);
   char columns[4096] = "step,epoch,loss_d,loss_g,d_x,d_g_z1,d_g_z2,lr_g,lr_d,allocated,reserved,"
@@ -131,6 +138,8 @@ static ganfw_status open_run(gan_run *r) {
 static void close_run(gan_run *r) {
   ganfw_metrics_close(r->metrics);
   ganfw_host_staging_free(r->s->ctx, r->host_batch, r->host_pinned);
+  free(r->host_labels);
+  free(r->fixed_labels);
   ganfw_tensor_destroy(r->x);
   ganfw_tensor_destroy(r->z);
   ganfw_tensor_destroy(r->fixed);
@@ -181,8 +190,10 @@ static ganfw_status train_loop(gan_run *r) {
   int64_t first_step = r->step;
   while (r->step < r->total && st == GANFW_OK) {
     ganfw_batch_info bi;
-    if ((st = ganfw_loader_next(r->loader, r->host_batch, NULL, &bi)) != GANFW_OK) break;
+    int32_t *labels = s->n_classes ? r->host_labels : NULL; /* model.conditional */
+    if ((st = ganfw_loader_next(r->loader, r->host_batch, labels, &bi)) != GANFW_OK) break;
     if (bi.n < s->train.batch_size) continue; /* a short last batch (drop_last: false) */
+    if (labels && (st = ganfw_gan_set_labels(r->gan, labels, bi.n)) != GANFW_OK) break;
     double t0 = ganfw_now_s();
     /* asynchronous from page-locked memory: the step's losses, read back at its end, wait
      * for it before the loader refills host_batch */

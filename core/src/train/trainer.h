@@ -58,10 +58,20 @@ ganfw_status ganfw_clip_grad_norm(ganfw_session *s, int32_t opt, double max_norm
 ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganfw_gan_stats *out);
 ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *out);
 
-/* Images of G for the noise z, in train mode with batch statistics but without touching
+/* Images of G for the noise z (and, for a conditional model, labels[0..N) of them; NULL
+ * otherwise), in train mode with batch statistics but without touching
  * the running statistics, under no-grad; *y is f32 whatever the compute dtype, owned by
  * the caller. */
-ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, ganfw_tensor **y);
+ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, const int32_t *labels,
+                                ganfw_tensor **y);
+
+/* model.conditional: the classes of the next step's batch (labels[0..n), copied); each
+ * in [0, num_classes). A conditional model's step fails without them. */
+ganfw_status ganfw_gan_set_labels(ganfw_gan *g, const int32_t *labels, int64_t n);
+
+/* Classes for n images laid out one class per row of `nrow` images (image i gets
+ * (i / nrow) % classes), or all `cls` when cls >= 0; labels[0..n). */
+void ganfw_gan_grid_labels(int32_t *labels, int64_t n, int64_t nrow, int32_t classes, int32_t cls);
 
 /* Noise of n latent vectors from the fixed-noise stream of `seed` (independent of the
  * training RNG), as a new tensor owned by the caller. */

@@ -21,6 +21,9 @@ typedef struct dcgan {
   ganfw_ctx *ctx;
   int64_t image_size, channels, nz, ngf, ndf;
   int32_t batchnorm; /* 0: no BatchNorm2d layers */
+  int64_t classes;   /* model.conditional: the data set's K; G takes nz + K channels (the
+                        core joins the class one-hot to the noise) and D C + K (K one-hot
+                        maps after the image); 0: unconditional */
   ganfw_net *g, *d;
 } dcgan;
 
@@ -52,7 +55,8 @@ static ganfw_status build_generator(dcgan *m, int stages) {
   const ganfw_host *h = m->host;
   seq s = {0};
   int64_t ch = m->ngf << stages;
-  ganfw_status st = h->net_conv_transpose2d(m->g, seq_next(&s), m->nz, ch, 4, 1, 0, 0, 0);
+  ganfw_status st =
+      h->net_conv_transpose2d(m->g, seq_next(&s), m->nz + m->classes, ch, 4, 1, 0, 0, 0);
   if (!st && m->batchnorm)
     st = h->net_batchnorm2d(m->g, seq_next(&s), ch, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
   if (!st) st = h->net_activation(m->g, seq_next(&s), GANFW_ACT_RELU, 0.0f);
@@ -64,7 +68,7 @@ static ganfw_status build_generator(dcgan *m, int stages) {
   }
   if (!st) st = h->net_conv_transpose2d(m->g, seq_next(&s), m->ngf, m->channels, 4, 2, 1, 0, 0);
   if (!st) st = h->net_activation(m->g, seq_next(&s), GANFW_ACT_TANH, 0.0f);
-  if (!st) st = h->net_build(m->g, m->nz, 1, 1);
+  if (!st) st = h->net_build(m->g, m->nz + m->classes, 1, 1);
   return st;
 }
 
@@ -74,7 +78,7 @@ static ganfw_status build_discriminator(dcgan *m, int stages) {
   const ganfw_host *h = m->host;
   seq s = {0};
   int64_t ch = m->ndf;
-  ganfw_status st = h->net_conv2d(m->d, seq_next(&s), m->channels, ch, 4, 2, 1, 0);
+  ganfw_status st = h->net_conv2d(m->d, seq_next(&s), m->channels + m->classes, ch, 4, 2, 1, 0);
   if (!st) st = h->net_activation(m->d, seq_next(&s), GANFW_ACT_LEAKY_RELU, DCGAN_LEAKY_SLOPE);
   for (int i = 0; i < stages && !st; i++, ch *= 2) {
     st = h->net_conv2d(m->d, seq_next(&s), ch, ch * 2, 4, 2, 1, 0);
@@ -83,7 +87,7 @@ static ganfw_status build_discriminator(dcgan *m, int stages) {
     if (!st) st = h->net_activation(m->d, seq_next(&s), GANFW_ACT_LEAKY_RELU, DCGAN_LEAKY_SLOPE);
   }
   if (!st) st = h->net_conv2d(m->d, seq_next(&s), ch, 1, 4, 1, 0, 0);
-  if (!st) st = h->net_build(m->d, m->channels, m->image_size, m->image_size);
+  if (!st) st = h->net_build(m->d, m->channels + m->classes, m->image_size, m->image_size);
   return st;
 }
 
@@ -126,6 +130,18 @@ static ganfw_status read_config(dcgan *m, const ganfw_cfg *cfg, const ganfw_data
   if ((st = h->cfg_int(cfg, "ngf", 64, &m->ngf)) != GANFW_OK) return st;
   if ((st = h->cfg_int(cfg, "ndf", 64, &m->ndf)) != GANFW_OK) return st;
   if ((st = h->cfg_bool(cfg, "batchnorm", 1, &m->batchnorm)) != GANFW_OK) return st;
+  int32_t conditional = 0;
+  if ((st = h->cfg_bool(cfg, "conditional", 0, &conditional)) != GANFW_OK) return st;
+  if (conditional) {
+    const int has = data && data->struct_size >=
+                                offsetof(ganfw_data_info, num_classes) + sizeof(data->num_classes);
+    m->classes = has ? data->num_classes : 0;
+    if (m->classes < 2 || m->classes > (1 << 16))
+      return h->error(m->ctx, GANFW_ERR_CONFIG,
+                      "dcgan: model.conditional needs a labelled data set; this one has %lld "
+                      "classes",
+                      (long long)m->classes);
+  }
   if (m->image_size != 32 && m->image_size != 64)
     return h->error(m->ctx, GANFW_ERR_CONFIG,
                     "dcgan: model.image_size is %lld; DC-GAN supports 32 or 64 (resize the data "
