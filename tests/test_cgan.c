@@ -116,21 +116,8 @@ static void test_resume_bitwise(void) {
   CU_ASSERT_EQUAL_FATAL(train("c.yaml", first, 2), GANFW_OK);
   const char *second[] = {out, "train.resume=latest"};
   CU_ASSERT_EQUAL_FATAL(train("c.yaml", second, 2), GANFW_OK);
-  ganfw_st_file *a = NULL, *b = NULL;
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(path_in("c/checkpoints/step_00000006.safetensors"), &a),
-                        GANFW_OK);
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(path_in("c2/checkpoints/step_00000006.safetensors"), &b),
-                        GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_st_count(a), ganfw_st_count(b));
-  int64_t differ = 0;
-  for (int64_t i = 0; i < ganfw_st_count(a); i++) {
-    const ganfw_st_tensor *ta = ganfw_st_at(a, i), *tb = ganfw_st_find(b, ta->name);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(tb);
-    differ += ta->nbytes != tb->nbytes || memcmp(ta->data, tb->data, (size_t)ta->nbytes) != 0;
-  }
-  CU_ASSERT_EQUAL(differ, 0);
-  ganfw_st_close(a);
-  ganfw_st_close(b);
+  gt_assert_same_checkpoint(path_in("c/checkpoints/step_00000006.safetensors"),
+                            path_in("c2/checkpoints/step_00000006.safetensors"), NULL, 0);
 }
 
 /* ganfw_gan_generate of class 3 equals G run on [z, one_hot(3)] built here, bit for bit. */

@@ -311,36 +311,14 @@ static void test_eval_command(void) {
 
 /* --- resume ------------------------------------------------------------------------- */
 
-static void assert_same_checkpoint(const char *a, const char *b) {
-  ganfw_st_file *fa = NULL, *fb = NULL;
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(a, &fa), GANFW_OK);
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(b, &fb), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_st_count(fa), ganfw_st_count(fb));
-  int64_t differ = 0;
-  for (int64_t i = 0; i < ganfw_st_count(fa); i++) {
-    const ganfw_st_tensor *ta = ganfw_st_at(fa, i);
-    const ganfw_st_tensor *tb = ganfw_st_find(fb, ta->name);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(tb);
-    CU_ASSERT_EQUAL_FATAL(ta->nbytes, tb->nbytes);
-    if (memcmp(ta->data, tb->data, (size_t)ta->nbytes) != 0 && differ++ < 3)
-      printf("\n  %s differs between the runs\n", ta->name);
-  }
-  CU_ASSERT_EQUAL(differ, 0);
-  const char *keys[] = {"step",
-                        "epoch",
-                        "loader_position",
-                        "rng_offset",
-                        "seed",
-                        "classifier.best_test_acc",
-                        "classifier.best_step"};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    const char *va = ganfw_st_metadata(fa, keys[i]), *vb = ganfw_st_metadata(fb, keys[i]);
-    CU_ASSERT_FATAL(va && vb);
-    CU_ASSERT_STRING_EQUAL(va, vb);
-  }
-  ganfw_st_close(fa);
-  ganfw_st_close(fb);
-}
+/* The metadata that places a run: equal in two checkpoints of the same point. */
+static const char *const position_keys[] = {"step",
+                                            "epoch",
+                                            "loader_position",
+                                            "rng_offset",
+                                            "seed",
+                                            "classifier.best_test_acc",
+                                            "classifier.best_step"};
 
 /* 3 epochs straight (test_learns) vs a run that starts from that run's checkpoint of step
  * 18 (half way through the second epoch) and resumes to 36: bitwise the same weights,
@@ -359,16 +337,18 @@ static void test_resume_is_bitwise(void) {
   ganfw_status st = train(path_in("cls.yaml"), sets, 2);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-  assert_same_checkpoint(path_in("a/checkpoints/step_00000036.safetensors"),
-                         path_in("b/checkpoints/step_00000036.safetensors"));
+  gt_assert_same_checkpoint(path_in("a/checkpoints/step_00000036.safetensors"),
+                            path_in("b/checkpoints/step_00000036.safetensors"), position_keys,
+                            sizeof position_keys / sizeof position_keys[0]);
   /* best.safetensors is written only when an epoch beats the best restored from step 18
    * (that of step 12) */
   double aa[8], ab[8], sa[8], sb[8];
   int na = 0, nb = 0;
   read_column(path_in("a/eval.csv"), 3, aa, 8, &na);
   if (fmax(aa[1], aa[2]) > aa[0])
-    assert_same_checkpoint(path_in("a/checkpoints/best.safetensors"),
-                           path_in("b/checkpoints/best.safetensors"));
+    gt_assert_same_checkpoint(path_in("a/checkpoints/best.safetensors"),
+                              path_in("b/checkpoints/best.safetensors"), position_keys,
+                              sizeof position_keys / sizeof position_keys[0]);
   else
     CU_ASSERT(!exists("b/checkpoints/best.safetensors")); /* the best was at step 12 */
   /* eval.csv of the resumed run: the evaluations at steps 24 and 36, as the straight run's */
@@ -476,8 +456,9 @@ static void test_memory_strategies(void) {
   /* checkpointing recomputes with the same random numbers: the same run exactly */
   train_with("[{plugin: checkpoint, segments: 2}]", "m_ckpt", &ckpt);
   CU_ASSERT_EQUAL(ckpt, plain);
-  assert_same_checkpoint(path_in("m_plain/checkpoints/step_00000012.safetensors"),
-                         path_in("m_ckpt/checkpoints/step_00000012.safetensors"));
+  gt_assert_same_checkpoint(path_in("m_plain/checkpoints/step_00000012.safetensors"),
+                            path_in("m_ckpt/checkpoints/step_00000012.safetensors"), position_keys,
+                            sizeof position_keys / sizeof position_keys[0]);
   train_with("[{plugin: accumulate, steps: 2}]", "m_accum", &accum);
   train_with("[{plugin: amp}]", "m_amp", &amp);
   train_with("[{plugin: amp}, {plugin: accumulate, steps: 2}, {plugin: checkpoint}]", "m_all",

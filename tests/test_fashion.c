@@ -288,31 +288,9 @@ static void read_column(const char *path, int col, double *v, int cap, int *n) {
   fclose(f);
 }
 
-/* Every tensor and the position metadata of two checkpoints are the same, bit for bit. */
-static void assert_same_checkpoint(const char *a, const char *b) {
-  ganfw_st_file *fa = NULL, *fb = NULL;
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(a, &fa), GANFW_OK);
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(b, &fb), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_st_count(fa), ganfw_st_count(fb));
-  int64_t differ = 0;
-  for (int64_t i = 0; i < ganfw_st_count(fa); i++) {
-    const ganfw_st_tensor *ta = ganfw_st_at(fa, i);
-    const ganfw_st_tensor *tb = ganfw_st_find(fb, ta->name);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(tb);
-    CU_ASSERT_EQUAL_FATAL(ta->nbytes, tb->nbytes);
-    if (memcmp(ta->data, tb->data, (size_t)ta->nbytes) != 0 && differ++ < 3)
-      printf("\n  %s differs between %s and %s\n", ta->name, a, b);
-  }
-  CU_ASSERT_EQUAL(differ, 0);
-  const char *keys[] = {"step", "epoch", "loader_position", "rng_offset", "seed"};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    const char *va = ganfw_st_metadata(fa, keys[i]), *vb = ganfw_st_metadata(fb, keys[i]);
-    CU_ASSERT_FATAL(va && vb);
-    CU_ASSERT_STRING_EQUAL(va, vb);
-  }
-  ganfw_st_close(fa);
-  ganfw_st_close(fb);
-}
+/* The metadata that places a run: equal in two checkpoints of the same point. */
+static const char *const position_keys[] = {"step", "epoch", "loader_position", "rng_offset",
+                                            "seed"};
 
 /* Trains with one worker and with three: the loss falls, the test accuracy (on the 60 t10k
  * images) is far above chance, and the two runs end with the same weights, bit for bit. */
@@ -333,8 +311,9 @@ static void test_trains_same_with_workers(void) {
          acc[1], acc[2]);
   CU_ASSERT(last < 0.7 * first);
   CU_ASSERT(acc[2] > 0.3);
-  assert_same_checkpoint(path_in("one/checkpoints/step_00000045.safetensors"),
-                         path_in("three/checkpoints/step_00000045.safetensors"));
+  gt_assert_same_checkpoint(path_in("one/checkpoints/step_00000045.safetensors"),
+                            path_in("three/checkpoints/step_00000045.safetensors"), position_keys,
+                            sizeof position_keys / sizeof position_keys[0]);
 }
 
 /* A run resumed from the one-worker run's step 18 (in its second epoch) with two workers ends
@@ -350,8 +329,9 @@ static void test_resume_with_workers(void) {
   snprintf(out, sizeof out, "run.out_dir=%s", path_in("resumed"));
   const char *sets[] = {out, "train.resume=latest", "data.workers=2"};
   CU_ASSERT_EQUAL_FATAL(train(path_in("one.yaml"), sets, 3), GANFW_OK);
-  assert_same_checkpoint(path_in("one/checkpoints/step_00000045.safetensors"),
-                         path_in("resumed/checkpoints/step_00000045.safetensors"));
+  gt_assert_same_checkpoint(path_in("one/checkpoints/step_00000045.safetensors"),
+                            path_in("resumed/checkpoints/step_00000045.safetensors"), position_keys,
+                            sizeof position_keys / sizeof position_keys[0]);
 }
 
 /* Runs the ganfw binary with args (a shell-quoted string), stdout and stderr into out. */

@@ -378,25 +378,6 @@ static void test_ema_in_checkpoint_and_sample(void) {
   CU_ASSERT_NOT_EQUAL(system(cmd), 0); /* the two grids differ */
 }
 
-static void assert_same_checkpoint(const char *a, const char *b) {
-  ganfw_st_file *fa = NULL, *fb = NULL;
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(a, &fa), GANFW_OK);
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(b, &fb), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_st_count(fa), ganfw_st_count(fb));
-  int64_t differ = 0;
-  for (int64_t i = 0; i < ganfw_st_count(fa); i++) {
-    const ganfw_st_tensor *ta = ganfw_st_at(fa, i);
-    const ganfw_st_tensor *tb = ganfw_st_find(fb, ta->name);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(tb);
-    CU_ASSERT_EQUAL_FATAL(ta->nbytes, tb->nbytes);
-    if (memcmp(ta->data, tb->data, (size_t)ta->nbytes) != 0 && differ++ < 3)
-      printf("\n  %s differs between the runs\n", ta->name);
-  }
-  CU_ASSERT_EQUAL(differ, 0);
-  ganfw_st_close(fa);
-  ganfw_st_close(fb);
-}
-
 /* 3 steps (the resume lands between a D-only step and a G step), then resume to 6:
  * bitwise the uninterrupted run of test_trainer_knobs. */
 static void test_resume_bitwise(void) {
@@ -409,8 +390,8 @@ static void test_resume_bitwise(void) {
   ganfw_status st = train(second, 2);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-  assert_same_checkpoint(path_in("a/checkpoints/step_00000006.safetensors"),
-                         path_in("b/checkpoints/step_00000006.safetensors"));
+  gt_assert_same_checkpoint(path_in("a/checkpoints/step_00000006.safetensors"),
+                            path_in("b/checkpoints/step_00000006.safetensors"), NULL, 0);
 }
 
 /* Each bad input: exit code 2's status, a message naming `needle`, no run folder. */

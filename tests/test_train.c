@@ -93,29 +93,9 @@ static void test_outputs(void) {
   CU_ASSERT_EQUAL(rows, 6);
 }
 
-/* Compares every tensor and the position metadata of two checkpoints byte for byte. */
-static void assert_same_checkpoint(const char *a, const char *b) {
-  ganfw_st_file *fa = NULL, *fb = NULL;
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(a, &fa), GANFW_OK);
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(b, &fb), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_st_count(fa), ganfw_st_count(fb));
-  int64_t differ = 0;
-  for (int64_t i = 0; i < ganfw_st_count(fa); i++) {
-    const ganfw_st_tensor *ta = ganfw_st_at(fa, i);
-    const ganfw_st_tensor *tb = ganfw_st_find(fb, ta->name);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(tb);
-    CU_ASSERT_EQUAL_FATAL(ta->nbytes, tb->nbytes);
-    if (memcmp(ta->data, tb->data, (size_t)ta->nbytes) != 0) {
-      if (differ++ < 3) printf("\n  %s differs between the runs\n", ta->name);
-    }
-  }
-  CU_ASSERT_EQUAL(differ, 0);
-  const char *keys[] = {"step", "epoch", "loader_position", "rng_offset", "seed"};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-    CU_ASSERT_STRING_EQUAL(ganfw_st_metadata(fa, keys[i]), ganfw_st_metadata(fb, keys[i]));
-  ganfw_st_close(fa);
-  ganfw_st_close(fb);
-}
+/* The metadata that places a run: equal in two checkpoints of the same point. */
+static const char *const position_keys[] = {"step", "epoch", "loader_position", "rng_offset",
+                                            "seed"};
 
 /* 6 steps straight vs 3 steps, stop, resume to 6: bitwise the same weights, optimizer
  * state, RNG and loader position. The batch (8) does not divide the epoch (96 images
@@ -131,8 +111,9 @@ static void test_resume_is_bitwise(void) {
   ganfw_status st = train(second, 2);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-  assert_same_checkpoint(path_in("a/checkpoints/step_00000006.safetensors"),
-                         path_in("b/checkpoints/step_00000006.safetensors"));
+  gt_assert_same_checkpoint(path_in("a/checkpoints/step_00000006.safetensors"),
+                            path_in("b/checkpoints/step_00000006.safetensors"), position_keys,
+                            sizeof position_keys / sizeof position_keys[0]);
   /* metrics of the resumed run continue the first: steps 1..6 once each */
   FILE *f = fopen(path_in("b/metrics.csv"), "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);

@@ -500,3 +500,28 @@ double gt_tensor_norm_rel(ganfw_tensor *a, ganfw_tensor *b) {
   ganfw_tensor_destroy(fb);
   return sqrt(d / fmax(r, 1e-30));
 }
+
+void gt_assert_same_checkpoint(const char *a, const char *b, const char *const *keys,
+                               size_t n_keys) {
+  ganfw_st_file *fa = NULL, *fb = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(a, &fa), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(b, &fb), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_st_count(fa), ganfw_st_count(fb));
+  int64_t differ = 0;
+  for (int64_t i = 0; i < ganfw_st_count(fa); i++) {
+    const ganfw_st_tensor *ta = ganfw_st_at(fa, i);
+    const ganfw_st_tensor *tb = ganfw_st_find(fb, ta->name);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tb);
+    CU_ASSERT_EQUAL_FATAL(ta->nbytes, tb->nbytes);
+    if (memcmp(ta->data, tb->data, (size_t)ta->nbytes) != 0 && differ++ < 3)
+      printf("\n  %s differs between %s and %s\n", ta->name, a, b);
+  }
+  CU_ASSERT_EQUAL(differ, 0);
+  for (size_t i = 0; i < n_keys; i++) {
+    const char *va = ganfw_st_metadata(fa, keys[i]), *vb = ganfw_st_metadata(fb, keys[i]);
+    CU_ASSERT_FATAL(va && vb);
+    CU_ASSERT_STRING_EQUAL(va, vb);
+  }
+  ganfw_st_close(fa);
+  ganfw_st_close(fb);
+}

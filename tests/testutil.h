@@ -38,6 +38,10 @@ const int32_t *gt_ref_i32(gt_ref *r, const char *key, int64_t *numel);
 double gt_ref_scalar(gt_ref *r, const char *key);
 
 /* --- comparisons -------------------------------------------------------------------- */
+/* Two checkpoint (safetensors) files hold the same tensors, bit for bit (the first three
+ * that differ are printed), and the same value of each metadata key keys[0..n_keys). */
+void gt_assert_same_checkpoint(const char *a, const char *b, const char *const *keys,
+                               size_t n_keys);
 /* max_i |a-b| / max(|b|, floor): the relative error with a floor for values near zero. */
 double gt_max_rel_err(const float *a, const float *b, int64_t n, double floor);
 /* Asserts max rel err <= tol (with floor), printing the worst index and values on
