@@ -1,6 +1,7 @@
 /* One full DC-GAN step (D step on real and G(z), then G step through D) against PyTorch's
  * (tests/ref/gen_gan_step.py): from the same initial weights, real batch and noise, the
- * losses, the updated weights and the BatchNorm running statistics of both nets. */
+ * losses, the updated weights and the BatchNorm running statistics of both nets; once with
+ * one Adam per net, once with optim.param_groups as PyTorch's param groups. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +19,17 @@ static const char config_text[] = "seed: 1\n"
                                   "device: {type: cpu, threads: 2}\n"
                                   "model: {plugin: dcgan, image_size: 32, channels: 1, nz: 100,"
                                   " ngf: 64, ndf: 64}\n"
-                                  "optim: {plugin: adam, lr: 2.0e-4, betas: [0.5, 0.999]}\n"
                                   "train: {batch_size: 16, max_steps: 1, label_smoothing: 0.1}\n";
+static const char optim_plain[] = "optim: {plugin: adam, lr: 2.0e-4, betas: [0.5, 0.999]}\n";
+/* PyTorch's param groups of gen_gan_step.py's param_groups() */
+static const char optim_groups[] = "optim:\n"
+                                   "  plugin: adam\n"
+                                   "  lr: 2.0e-4\n"
+                                   "  betas: [0.5, 0.999]\n"
+                                   "  weight_decay: 0.01\n"
+                                   "  param_groups:\n"
+                                   "    - {select: bias_and_norm, weight_decay: 0}\n"
+                                   "    - {prefix: main.0, net: generator, lr: 1.0e-4}\n";
 
 static double worst_weight = 0, worst_update = 0, worst_grad = 0, worst_buffer = 0;
 static int64_t noisy = 0, counted = 0;
@@ -40,7 +50,7 @@ static double norm_rel(const float *a, const float *b, int64_t n) {
  *   moves by lr either way). Element-wise relative checks on the
  *   weights would test Adam's first step g / (|g| + eps), which turns f32 rounding of a
  *   gradient near eps into a visible part of lr. */
-static void compare_net(gt_ref *ref, ganfw_net *net, const char *prefix) {
+static void compare_net(gt_ref *ref, ganfw_net *net, const char *prefix, double weight_decay) {
   char key[256];
   const double lr = 2e-4;
   for (int64_t i = 0; i < ganfw_net_param_count(net); i++) {
@@ -51,10 +61,15 @@ static void compare_net(gt_ref *ref, ganfw_net *net, const char *prefix) {
     const float *want = gt_ref_f32(ref, key, &n, NULL, NULL);
     snprintf(key, sizeof key, "grad.%s.%s", prefix, info.name);
     const float *grad = gt_ref_f32(ref, key, NULL, NULL, NULL);
-    if (!want || !grad) continue;
+    snprintf(key, sizeof key, "%s.%s", prefix, info.name);
+    const float *before = gt_ref_f32(ref, key, NULL, NULL, NULL);
+    if (!want || !grad || !before) continue;
     CU_ASSERT_EQUAL_FATAL(n, info.value->numel);
+    /* Adam steps with grad + weight_decay * weight (1-D parameters are not decayed): its
+     * rounding level is what decides the sign of the first step */
+    const double wd = info.value->ndim > 1 ? weight_decay : 0;
     double gmax = 0;
-    for (int64_t k = 0; k < n; k++) gmax = fmax(gmax, fabs(grad[k]));
+    for (int64_t k = 0; k < n; k++) gmax = fmax(gmax, fabs(grad[k] + wd * before[k]));
     double e = gt_check_close(key, info.grad->data, grad, n, 1e-3, 1e-2 * gmax);
     if (e > worst_grad) worst_grad = e;
     const float *got = info.value->data;
@@ -65,7 +80,7 @@ static void compare_net(gt_ref *ref, ganfw_net *net, const char *prefix) {
     if (e > worst_weight) worst_weight = e;
     double du = 0;
     for (int64_t k = 0; k < n; k++) {
-      if (fabs(grad[k]) < 1e-4 * gmax) { /* at the gradients' rounding level: sign is noise */
+      if (fabs(grad[k] + wd * before[k]) < 1e-4 * gmax) { /* at rounding level: sign is noise */
         noisy++;
         continue;
       }
@@ -102,8 +117,11 @@ static ganfw_tensor *ref_tensor(ganfw_ctx *ctx, gt_ref *ref, const char *key) {
   return t;
 }
 
-static void test_one_step_matches_pytorch(void) {
-  gt_ref *ref = gt_ref_open("gan_step");
+/* One step from the reference `name` with the optimizer section `optim`. */
+static void check_step(const char *name, const char *optim, double weight_decay) {
+  worst_weight = worst_update = worst_grad = worst_buffer = 0;
+  noisy = counted = 0;
+  gt_ref *ref = gt_ref_open(name);
   if (!ref) return;
   char dir[] = "/tmp/ganfw_ganstep_XXXXXX", path[256];
   CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
@@ -111,6 +129,7 @@ static void test_one_step_matches_pytorch(void) {
   FILE *f = fopen(path, "w");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   fputs(config_text, f);
+  fputs(optim, f);
   fclose(f);
 
   ganfw_run *run = NULL;
@@ -126,7 +145,7 @@ static void test_one_step_matches_pytorch(void) {
       {.net = s->discriminator, .prefix = "discriminator", .optim_vt = NULL, .optim_self = NULL}};
   ganfw_ckpt_report report = {0};
   char ref_path[4096];
-  snprintf(ref_path, sizeof ref_path, "%s/gan_step.safetensors", getenv("GANFW_REF_DIR"));
+  snprintf(ref_path, sizeof ref_path, "%s/%s.safetensors", getenv("GANFW_REF_DIR"), name);
   st = ganfw_checkpoint_load_weights(ref_path, nets, 2, 0, &report);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
@@ -155,8 +174,8 @@ static void test_one_step_matches_pytorch(void) {
     if (e > 1e-4) printf("\n  %s: %.9g vs PyTorch %.9g\n", scalars[i].key, scalars[i].got, want);
     CU_ASSERT(e <= 1e-4);
   }
-  compare_net(ref, s->generator, "generator");
-  compare_net(ref, s->discriminator, "discriminator");
+  compare_net(ref, s->generator, "generator", weight_decay);
+  compare_net(ref, s->discriminator, "discriminator", weight_decay);
   printf("\n  relative: losses %.2g, gradients %.2g, weights %.2g (norm), running stats %.2g; "
          "largest update difference %.3g lr (%lld of %lld weights with |grad| at rounding level "
          "left out)\n",
@@ -174,8 +193,20 @@ static void test_one_step_matches_pytorch(void) {
   rmdir(dir);
 }
 
+static void test_one_step_matches_pytorch(void) {
+  check_step("gan_step", optim_plain, 0);
+}
+
+/* The same step with parameter groups: G's first layer at half the rate, no weight decay
+ * on the BatchNorm weights and biases, L2 decay 0.01 on the rest. */
+static void test_param_groups_match_pytorch(void) {
+  check_step("gan_step_groups", optim_groups, 0.01);
+}
+
 static CU_TestInfo tests[] = {
     {"one D and G step match PyTorch", test_one_step_matches_pytorch},
+    {"the step with parameter groups matches PyTorch's param_groups",
+     test_param_groups_match_pytorch},
     CU_TEST_INFO_NULL,
 };
 

@@ -9,6 +9,9 @@
  *     weights within the clip, resume bitwise the uninterrupted run;
  *   the generator EMA against torch.lerp; in the trainer its averages in the checkpoint,
  *     resumed bitwise, and `ganfw sample` drawing with them unless --no-ema;
+ *   optim.param_groups (no decay on 1-D parameters, another lr for D's first layer) in the
+ *     same runs, so that resume covers each group's state; the split, and each group's
+ *     rate on a cosine schedule;
  *   train.reuse_fake: num_batches_tracked 2 after 2 steps (4 without), weights bitwise those
  *     of the run that recomputes G(z);
  *   bad input refused naming the key, with nothing written. */
@@ -27,6 +30,7 @@
 #include "testutil.h"
 #include "tools/sample.h"
 #include "train/ema.h"
+#include "train/param_groups.h"
 #include "train/session.h"
 #include "train/trainer.h"
 
@@ -264,7 +268,9 @@ static void write_config_with(const char *extra, const char *objective) {
           "device: {type: cpu, threads: 2}\n"
           "data: {dataset: mnist, path: %s/mnist, resize: 32}\n"
           "model: {plugin: dcgan, image_size: 32, nz: 16, ngf: 8, ndf: 8}\n"
-          "optim: {plugin: adam, lr: 2.0e-4, betas: [0.5, 0.999]}\n"
+          "optim: {plugin: adam, lr: 2.0e-4, betas: [0.5, 0.999], weight_decay: 0.01,"
+          " param_groups: [{select: bias_and_norm, weight_decay: 0},"
+          " {prefix: main.0, net: discriminator, lr: 1.0e-4}]}\n"
           "train: {batch_size: 8, max_steps: 6, log_every: 1, sample_every: 3,"
           " checkpoint_every: 3, d_steps_per_g_step: 2, clip_grad_norm: {generator: 0.5,"
           " discriminator: 100}, ema: {decay: 0.9, start: 2}}\n"
@@ -422,6 +428,63 @@ static void test_bad_input(void) {
   refused("train.ema.decay=0", "train.ema.decay");
   refused("train.ema.start=-5", "train.ema.start");
   refused("train.reuse_fake=maybe", "train.reuse_fake");
+  refused("optim.param_groups=[{prefix: main.42}]", "optim.param_groups[0].prefix: 'main.42'");
+  refused("optim.param_groups=[{prefix: main.0, net: critic}]", "optim.param_groups[0].net");
+  refused("optim.param_groups=[{select: biases}]", "optim.param_groups[0].select");
+  refused("optim.param_groups=[{prefix: main.0, momentum: 0.9}]",
+          "unknown key 'momentum' in section 'optim.param_groups[0]'");
+  refused("optim.param_groups=[{prefix: main.0, warmup_steps: 5}]",
+          "optim.param_groups[0].warmup_steps");
+  refused("optim.param_groups=[{select: all}, {prefix: main.0}]", "optim.param_groups[1]");
+}
+
+/* optim.param_groups in the trainer's session: the parameters split by first match, each
+ * group's rate on the schedule from its own base (cosine: half of it half-way). */
+static void test_param_groups_session(void) {
+  write_config("");
+  ganfw_run *run = NULL;
+  ganfw_session *s = NULL;
+  const char *cosine[] = {"optim.schedule=cosine"};
+  CU_ASSERT_EQUAL_FATAL(ganfw_run_open(path_in("gan.yaml"), cosine, 1, &run), GANFW_OK);
+  ganfw_status st = ganfw_session_open(run, 1, NULL, &s);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  for (int32_t k = 0; k < 2; k++) {
+    const ganfw_session_optim *o = &s->optim[k];
+    CU_ASSERT_EQUAL_FATAL(ganfw_param_groups_count(o), 3);
+    int64_t one_dim = 0, main0 = 0;
+    for (int64_t i = 0; i < o->n_params; i++) {
+      if (o->params[i].value->ndim <= 1)
+        one_dim++;
+      else if (k == 1 && strncmp(o->params[i].name, "main.0.", 7) == 0)
+        main0++;
+    }
+    CU_ASSERT(one_dim > 0);
+    CU_ASSERT_EQUAL(ganfw_param_group_size(o, 1), one_dim);
+    CU_ASSERT_EQUAL(ganfw_param_group_size(o, 2), main0); /* D's main.0 only */
+    CU_ASSERT_EQUAL(ganfw_param_group_size(o, 0) + one_dim + main0, o->n_params);
+  }
+  ganfw_session_optim *d = &s->optim[1];
+  ganfw_optim_set_lr(d, &s->schedule, 3, 6);
+  CU_ASSERT_DOUBLE_EQUAL(d->lr, 1.0e-4, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(ganfw_param_group_lr(d, 0), 1.0e-4, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(ganfw_param_group_lr(d, 1), 1.0e-4, 1e-12);
+  CU_ASSERT_DOUBLE_EQUAL(ganfw_param_group_lr(d, 2), 0.5e-4, 1e-12);
+  /* the checkpoint names every parameter's state as without groups */
+  ganfw_st_file *f = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(path_in("a/checkpoints/step_00000006.safetensors"), &f),
+                        GANFW_OK);
+  for (int32_t k = 0; k < 2; k++)
+    for (int64_t i = 0; i < s->optim[k].n_params; i++) {
+      char key[300];
+      snprintf(key, sizeof key, "optim.%s.%s.exp_avg", s->optim[k].role,
+               s->optim[k].params[i].name);
+      if (!ganfw_st_find(f, key)) printf("\n  %s missing\n", key);
+      CU_ASSERT_PTR_NOT_NULL(ganfw_st_find(f, key));
+    }
+  ganfw_st_close(f);
+  ganfw_session_close(s);
+  ganfw_run_close(run);
 }
 
 /* train.reuse_fake: G runs forward once a step, so its BatchNorm layers count one batch a
@@ -491,6 +554,7 @@ int main(void) {
       {"trainer: resume with the new keys is bitwise", test_resume_bitwise},
       {"bad input refused naming the key, nothing written", test_bad_input},
       {"bad objective keys refused", test_bad_objective_sections},
+      {"param groups: split, rates, checkpoint names", test_param_groups_session},
       {"reuse_fake: G forward once a step, same weights", test_reuse_fake},
       CU_TEST_INFO_NULL,
   };

@@ -6,7 +6,9 @@ G(z) made under no_grad, BCE-with-logits, D's Adam step; then G(z) again with gr
 it, the non-saturating G loss, G's Adam step. Written: the initial state_dicts
 ("generator.*", "discriminator.*"), the real batch, the noise, the losses and the
 state_dicts after the step ("after.generator.*", "after.discriminator.*"), and the
-gradients each optimizer stepped with ("grad.generator.*", "grad.discriminator.*")."""
+gradients each optimizer stepped with ("grad.generator.*", "grad.discriminator.*"); in
+gan_step.safetensors with one Adam per net, in gan_step_groups.safetensors with parameter
+groups (no weight decay on biases and BatchNorm weights, another lr for G's first layer)."""
 import os
 
 import torch
@@ -59,7 +61,33 @@ def state(prefix, net):
     return {f"{prefix}.{k}": v.detach().clone() for k, v in net.state_dict().items()}
 
 
+WEIGHT_DECAY, LR_MAIN0 = 0.01, 1e-4  # the step with parameter groups
+
+
+def param_groups(net, is_generator):
+    """optim.param_groups of tests/test_ref_gan_step.c as torch.optim param groups:
+    [{select: bias_and_norm, weight_decay: 0}, {prefix: main.0, net: generator, lr: 1e-4}],
+    the rest in the default group (weight_decay 0.01), each parameter in the first match."""
+    no_decay, main0, rest = [], [], []
+    for name, p in net.named_parameters():
+        if p.ndim <= 1:
+            no_decay.append(p)
+        elif is_generator and name.startswith("main.0."):
+            main0.append(p)
+        else:
+            rest.append(p)
+    groups = [{"params": rest}, {"params": no_decay, "weight_decay": 0.0}]
+    if main0:
+        groups.append({"params": main0, "lr": LR_MAIN0})
+    return groups
+
+
 def generate(out_dir):
+    write_step(os.path.join(out_dir, "gan_step.safetensors"), False)
+    write_step(os.path.join(out_dir, "gan_step_groups.safetensors"), True)
+
+
+def write_step(path, groups):
     g = seeded(11)
     G, D = Net(generator()), Net(discriminator())
     G.apply(lambda m: weights_init(m, g))
@@ -67,8 +95,14 @@ def generate(out_dir):
     real = torch.rand(BATCH, NC, 32, 32, generator=g) * 2 - 1
     z = torch.randn(BATCH, NZ, 1, 1, generator=g)
     tensors = {**state("generator", G), **state("discriminator", D), "real": real, "z": z}
-    opt_d = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
-    opt_g = torch.optim.Adam(G.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    if groups:
+        opt_d = torch.optim.Adam(param_groups(D, False), lr=2e-4, betas=(0.5, 0.999),
+                                 weight_decay=WEIGHT_DECAY)
+        opt_g = torch.optim.Adam(param_groups(G, True), lr=2e-4, betas=(0.5, 0.999),
+                                 weight_decay=WEIGHT_DECAY)
+    else:
+        opt_d = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        opt_g = torch.optim.Adam(G.parameters(), lr=2e-4, betas=(0.5, 0.999))
 
     D.zero_grad()
     out = D(real).view(-1)
@@ -99,4 +133,4 @@ def generate(out_dir):
     tensors.update(grads)
     tensors.update(state("after.generator", G))
     tensors.update(state("after.discriminator", D))
-    save(os.path.join(out_dir, "gan_step.safetensors"), tensors)
+    save(path, tensors)

@@ -1391,3 +1391,98 @@ ganfw_status ganfw_config_write_resolved(const ganfw_config *c, FILE *out) {
                            strerror(errno));
   return GANFW_OK;
 }
+
+/* --- overlays ----------------------------------------------------------------------------- */
+
+/* A detached copy of `n` (its subtree; read marks and recorded names are not copied). */
+static ganfw_cfg *copy_node(const ganfw_cfg *n) {
+  ganfw_cfg *c = cfg_node_new(n->kind, n->file, n->line, n->col);
+  if (!c) return NULL;
+  c->key_line = n->key_line;
+  c->key_col = n->key_col;
+  if (n->kind == GANFW_CFG_KIND_SCALAR &&
+      cfg_scalar_set(c, n->text ? n->text : "", n->text ? strlen(n->text) : 0, n->quoted,
+                     n->is_null) != GANFW_OK) {
+    cfg_node_free(c);
+    return NULL;
+  }
+  for (int64_t i = 0; i < n->n; i++) {
+    if (n->items[i]->defaulted) continue; /* a default recorded by another reader */
+    ganfw_cfg *item = copy_node(n->items[i]);
+    ganfw_status st =
+        !item ? GANFW_ERR_OOM
+        : n->kind == GANFW_CFG_KIND_MAP
+            ? cfg_map_append(c, n->items[i]->key, n->items[i]->key_line, n->items[i]->key_col, item)
+            : cfg_list_append(c, item);
+    if (st != GANFW_OK) {
+      cfg_node_free(c);
+      return NULL;
+    }
+  }
+  return c;
+}
+
+ganfw_status ganfw_cfg_overlay(const ganfw_cfg *base, const char *const *skip, int64_t n_skip,
+                               const ganfw_cfg *over, ganfw_cfg **out) {
+  *out = NULL;
+  ganfw_cfg *o = cfg_node_new(GANFW_CFG_KIND_MAP, over ? over->file : "(overlay)",
+                              over ? over->line : 0, over ? over->col : 0);
+  if (!o) return GANFW_ERR_OOM;
+  ganfw_status st = GANFW_OK;
+  for (int pass = 0; pass < 2 && st == GANFW_OK; pass++) {
+    const ganfw_cfg *src = pass == 0 ? base : over;
+    if (!src || src->kind != GANFW_CFG_KIND_MAP) continue;
+    for (int64_t i = 0; i < src->n && st == GANFW_OK; i++) {
+      const ganfw_cfg *e = src->items[i];
+      int32_t skipped = e->defaulted;
+      for (int64_t k = 0; k < n_skip && !skipped; k++) skipped = strcmp(e->key, skip[k]) == 0;
+      if (skipped) continue;
+      ganfw_cfg *copy = copy_node(e);
+      if (!copy) {
+        st = GANFW_ERR_OOM;
+        break;
+      }
+      ganfw_cfg *old = cfg_map_detach(o, e->key); /* over's entry replaces base's whole */
+      cfg_node_free(old);
+      st = cfg_map_append(o, e->key, e->key_line, e->key_col, copy);
+    }
+  }
+  if (st == GANFW_OK && over) {
+    o->path_s = strdup(ganfw_cfg_path(over)); /* messages name the item's path */
+    if (!o->path_s) st = oom();
+  }
+  if (st != GANFW_OK) {
+    cfg_node_free(o);
+    return st;
+  }
+  *out = o;
+  return GANFW_OK;
+}
+
+/* Marks what was read in `copy` as read in `doc`, its original. */
+static void mark_like(ganfw_cfg *doc, const ganfw_cfg *copy) {
+  if (!copy->used) return;
+  doc->used = 1;
+  for (int64_t i = 0; i < doc->n; i++) {
+    const ganfw_cfg *c = doc->kind == GANFW_CFG_KIND_MAP ? cfg_map_find(copy, doc->items[i]->key)
+                         : i < copy->n                   ? copy->items[i]
+                                                         : NULL;
+    if (c) mark_like(doc->items[i], c);
+  }
+}
+
+void ganfw_cfg_overlay_settle(const ganfw_cfg *overlay, const ganfw_cfg *over) {
+  if (!overlay || !over || over->kind != GANFW_CFG_KIND_MAP) return;
+  ganfw_cfg *doc = (ganfw_cfg *)over;
+  for (int64_t i = 0; i < doc->n; i++) {
+    const ganfw_cfg *c = cfg_map_find(overlay, doc->items[i]->key);
+    if (c) mark_like(doc->items[i], c);
+  }
+  for (int64_t i = 0; i < overlay->n_names; i++)
+    remember_name(doc, overlay->names[i].name, strlen(overlay->names[i].name),
+                  overlay->names[i].declared);
+}
+
+void ganfw_cfg_overlay_free(ganfw_cfg *overlay) {
+  cfg_node_free(overlay);
+}

@@ -148,4 +148,17 @@ ganfw_status ganfw_cfg_replace_string(const ganfw_cfg *node, const char *text);
  * for the top). Borrowed, valid until ganfw_config_destroy. */
 const char *ganfw_cfg_path(const ganfw_cfg *node);
 
+/* Settings for one item of a list that refines its section (a group of optim.param_groups
+ * reads optim's keys with its own on top): a detached map holding copies of base's entries
+ * but those named in skip[0..n_skip), and over's entries in place of base's of the same key.
+ * Values keep their file:line:col, and the map its path (over's), so that a reader's
+ * messages name the place the value was written. Reading it marks nothing in the document
+ * until ganfw_cfg_overlay_settle, which marks read every entry of `over` that was read in
+ * the overlay (the rest stay unread for ganfw_config_check_unused, with the names asked for
+ * in the overlay as its suggestions). *out owned by the caller (ganfw_cfg_overlay_free). */
+ganfw_status ganfw_cfg_overlay(const ganfw_cfg *base, const char *const *skip, int64_t n_skip,
+                               const ganfw_cfg *over, ganfw_cfg **out);
+void ganfw_cfg_overlay_settle(const ganfw_cfg *overlay, const ganfw_cfg *over);
+void ganfw_cfg_overlay_free(ganfw_cfg *overlay); /* accepts NULL */
+
 #endif

@@ -14,6 +14,7 @@
 #include "base/suggest.h"
 #include "nn/net.h"
 #include "train/ema.h"
+#include "train/param_groups.h"
 
 static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t with_data,
                               const ganfw_data_info *info) {
@@ -106,9 +107,9 @@ static ganfw_status read_train(ganfw_session *s, const ganfw_cfg *root) {
   if (t->epochs == 0 && t->max_steps == 0)
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "%s: set train.epochs or train.max_steps (a positive number)", where);
-  if (!(t->label_smoothing >= 0 && t->label_smoothing < 0.5))
-    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: train.label_smoothing must be in [0, 0.5)",
-                           where);
+  if (!(t->label_smoothing >= 0 && t->label_smoothing < 1))
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: train.label_smoothing must be in [0, 1)",
+                           ganfw_cfg_where(ganfw_cfg_child(train, "label_smoothing")));
   if (t->samples < 1 || t->samples > 1024 || t->sample_nrow < 1)
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "%s: run.samples must be in 1..1024 and run.sample_nrow positive",
@@ -421,6 +422,14 @@ static ganfw_status read_loop_keys(ganfw_session *s, const ganfw_cfg *root) {
     return st;
   if ((st = ganfw_ema_read(train, s->family == GANFW_MODEL_GAN, &t->ema_decay, &t->ema_start)))
     return st;
+  /* a GAN's smoothing lowers D's real target 1 - eps (one-sided): at 0.5 and past it a real
+   * image's target is no longer above a fake's 0 by more than it is below 1 */
+  if (s->family == GANFW_MODEL_GAN && t->label_smoothing >= 0.5)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: train.label_smoothing is %g; for a GAN (D's real target 1 - "
+                           "eps) it must be in [0, 0.5), e.g. 0.1",
+                           ganfw_cfg_where(ganfw_cfg_child(train, "label_smoothing")),
+                           t->label_smoothing);
   if (s->family == GANFW_MODEL_GAN &&
       (st = ganfw_cfg_bool(train, "reuse_fake", 0, &t->reuse_fake)) != GANFW_OK)
     return st;
@@ -468,9 +477,12 @@ static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const 
     if (!info.trainable) continue;
     o->params[o->n_params++] = (ganfw_param){info.name, info.value, info.grad};
   }
-  ganfw_status st = ganfw_plugin_apply_config_keys(s->run->optim, ganfw_cfg_section(root, "optim"));
-  if (st != GANFW_OK) return st;
   const ganfw_cfg *section = ganfw_cfg_section(root, "optim");
+  if (s->n_param_groups > 0) /* optim.param_groups */
+    return ganfw_param_groups_create(s->ctx, o, section, s->run->optim, s->param_groups,
+                                     s->n_param_groups);
+  ganfw_status st = ganfw_plugin_apply_config_keys(s->run->optim, section);
+  if (st != GANFW_OK) return st;
   st = o->vt->create(ganfw_host_table(), s->ctx, section, o->params, o->n_params, &o->self);
   if (st != GANFW_OK) {
     char what[160];
@@ -570,7 +582,13 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   double lr, lr_g, lr_d;
   if ((st = read_lr(optim, "lr", 1e-3, &lr)) != GANFW_OK) return st;
   if ((st = ganfw_schedule_read(s->run->config, optim, &s->schedule)) != GANFW_OK) return st;
-  if (s->family == GANFW_MODEL_GAN) {
+  static const char *const gan_roles[] = {"generator", "discriminator"};
+  static const char *const classifier_role[] = {"classifier"};
+  const int32_t gan = s->family == GANFW_MODEL_GAN;
+  if ((st = ganfw_param_groups_read(optim, gan ? gan_roles : classifier_role, gan ? 2 : 1,
+                                    &s->param_groups, &s->n_param_groups)) != GANFW_OK)
+    return st;
+  if (gan) {
     if ((st = read_lr(optim, "lr_generator", lr, &lr_g)) ||
         (st = read_lr(optim, "lr_discriminator", lr, &lr_d)))
       return st;
@@ -583,7 +601,7 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   } else if ((st = create_optim(s, root, "classifier", s->classifier, lr)) != GANFW_OK) {
     return st;
   }
-  return GANFW_OK;
+  return ganfw_param_groups_check(s->param_groups, s->n_param_groups, s->optim, s->n_optim);
 }
 
 ganfw_status ganfw_session_open(ganfw_run *run, int32_t with_data, const ganfw_data_info *info,
@@ -607,6 +625,7 @@ void ganfw_session_close(ganfw_session *s) {
     if (s->optim[i].self) s->optim[i].vt->destroy(s->optim[i].self);
     free(s->optim[i].params);
   }
+  free(s->param_groups);
   ganfw_ema_destroy(s->ema);
   if (s->objective) s->objective_vt->destroy(s->objective);
   if (s->model) s->model_vt->destroy(s->model);

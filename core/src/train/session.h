@@ -86,8 +86,10 @@ typedef struct ganfw_session {
   const ganfw_objective_vt *objective_vt; /* objective.plugin; NULL: the built-in BCE */
   void *objective;
   const char *objective_name;
-  ganfw_ema *ema;          /* train.ema: the generator's averages; NULL when off */
-  ganfw_schedule schedule; /* optim.schedule, for every optimizer */
+  ganfw_ema *ema;                        /* train.ema: the generator's averages; NULL when off */
+  ganfw_schedule schedule;               /* optim.schedule, for every optimizer */
+  struct ganfw_group_spec *param_groups; /* optim.param_groups (train/param_groups.h) */
+  int32_t n_param_groups;
 } ganfw_session;
 
 /* Builds everything from run's config. With `with_data` 0 the data set is not opened and

@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "train/outputs.h"
 #include "train/nonfinite.h"
+#include "train/param_groups.h"
 #include "train/run_state.h"
 #include "runtime/tensor.h"
 #include "train/trainer.h"
@@ -232,7 +233,7 @@ static ganfw_status train_loop(cls_run *r) {
       if ((st = ganfw_tensor_from_staging(r->x, r->host_x, r->x->nbytes, r->x_pinned)) ||
           (st = ganfw_tensor_from_staging(r->y, r->host_y, r->y->nbytes, r->y_pinned)))
         break;
-      s->optim[0].lr = ganfw_schedule_lr(&s->schedule, s->optim[0].base_lr, r->step, r->total);
+      ganfw_optim_set_lr(&s->optim[0], &s->schedule, r->step, r->total);
       ganfw_classifier_stats cs;
       if ((st = ganfw_classifier_step(r->cls, r->x, r->y, &cs)) != GANFW_OK) {
         st = ganfw_error_wrap(st, "step %lld", (long long)(r->step + 1));

@@ -15,6 +15,7 @@
 #include "io/png_io.h"
 #include "train/ema.h"
 #include "train/nonfinite.h"
+#include "train/param_groups.h"
 #include "train/run_state.h"
 #include "runtime/tensor.h"
 #include "train/trainer.h"
@@ -201,7 +202,7 @@ static ganfw_status train_loop(gan_run *r) {
         (st = host->rng_normal(s->ctx, r->z, 0.0f, 1.0f)))
       break;
     for (int32_t i = 0; i < s->n_optim; i++) /* optim.schedule */
-      s->optim[i].lr = ganfw_schedule_lr(&s->schedule, s->optim[i].base_lr, r->step, r->total);
+      ganfw_optim_set_lr(&s->optim[i], &s->schedule, r->step, r->total);
     ganfw_gan_stats gs;
     if ((st = ganfw_gan_step(r->gan, r->x, r->z, &gs)) != GANFW_OK) {
       st = ganfw_error_wrap(st, "step %lld", (long long)(r->step + 1));
