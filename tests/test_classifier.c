@@ -383,6 +383,49 @@ static void test_schedule_in_metrics(void) {
   for (int i = 0; i < 10; i++) CU_ASSERT_DOUBLE_EQUAL(lr[i], want[i], 1e-9);
 }
 
+/* --- train.label_smoothing: the classifier's cross entropy as nn.CrossEntropyLoss ----------- */
+
+/* The same 3 steps with and without smoothing (same weights, batches and dropout): the
+ * training loss and the weights move apart from the first step on; the evaluation's loss
+ * stays plain cross entropy, so runs compare; out of [0, 1) is refused naming the key. */
+static void test_label_smoothing(void) {
+  char out[512];
+  double plain[8], smooth[8];
+  int n = 0;
+  for (int k = 0; k < 2; k++) {
+    snprintf(out, sizeof out, "run.out_dir=%s", path_in(k ? "smooth" : "plain"));
+    const char *sets[] = {out, "train.max_steps=3", k ? "train.label_smoothing=0.2" : "seed=3"};
+    ganfw_status st = train(path_in("cls.yaml"), sets, 3);
+    if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+    CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+    read_column(path_in(k ? "smooth/metrics.csv" : "plain/metrics.csv"), 2, k ? smooth : plain, 8,
+                &n);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+  }
+  for (int i = 0; i < 3; i++) {
+    CU_ASSERT(isfinite(smooth[i]) && smooth[i] > 0);
+    CU_ASSERT(fabs(smooth[i] - plain[i]) > 1e-5);
+  }
+  ganfw_st_file *a = NULL, *b = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(path_in("plain/checkpoints/step_00000003.safetensors"), &a),
+                        GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(path_in("smooth/checkpoints/step_00000003.safetensors"), &b),
+                        GANFW_OK);
+  const ganfw_st_tensor *wa = ganfw_st_find(a, "classifier.features.0.weight");
+  const ganfw_st_tensor *wb = ganfw_st_find(b, "classifier.features.0.weight");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(wa);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(wb);
+  CU_ASSERT_NOT_EQUAL(memcmp(wa->data, wb->data, (size_t)wa->nbytes), 0);
+  ganfw_st_close(a);
+  ganfw_st_close(b);
+  snprintf(out, sizeof out, "run.out_dir=%s", path_in("smooth_bad"));
+  const char *bad[] = {out, "train.label_smoothing=1"};
+  CU_ASSERT_EQUAL(train(path_in("cls.yaml"), bad, 2), GANFW_ERR_CONFIG);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "train.label_smoothing"));
+  CU_ASSERT(!exists("smooth_bad"));
+  ganfw_error_clear();
+}
+
 /* --- CIFAR-10 binary batches through configs/cnn_cifar10.yaml ---------------------------- */
 
 static void test_cifar10_config(void) {
@@ -571,6 +614,7 @@ static CU_TestInfo tests[] = {
     {"memory_strategies", test_memory_strategies},
     {"shape_errors_name_the_block", test_shape_errors},
     {"nan_loss_stops", test_nan_loss},
+    {"label_smoothing_reaches_the_loss", test_label_smoothing},
     CU_TEST_INFO_NULL,
 };
 

@@ -642,7 +642,7 @@ static void bce_forward(void *p) {
 
 static void xent_forward(void *p) {
   loss_ctx *c = p;
-  ganfw_cpu_softmax_xent_forward(NULL, c->n, c->classes, c->x, c->labels, &c->loss);
+  ganfw_cpu_softmax_xent_forward(NULL, c->n, c->classes, c->x, c->labels, 0.0f, &c->loss);
 }
 
 /* BCE-with-logits: loss and gradient against the definition in double, and the gradient
@@ -731,7 +731,7 @@ static void test_xent(void) {
     }
     want /= (double)N;
     worst_fwd = fmax(worst_fwd, fabs(c.loss - want) / fabs(want));
-    ganfw_cpu_softmax_xent_backward(NULL, N, K, c.x, c.labels, dloss, dx);
+    ganfw_cpu_softmax_xent_backward(NULL, N, K, c.x, c.labels, 0.0f, dloss, dx);
     worst_dx = fmax(worst_dx, gt_check_close("xent dx", dx, want_dx, n, 1e-6, 1e-4 / N));
     double e =
         gt_gradcheck(xent_forward, &c, c.x, n, &c.loss, &dloss, 1, dx, 5e-2, 64, 0.05 * dloss / N);
@@ -752,11 +752,11 @@ static void test_xent_extreme(void) {
   float x[6] = {100.0f, -100.0f, 0.0f, 1000.0f, -1000.0f, 1000.0f};
   int32_t labels[2] = {1, 0};
   float loss, dx[6];
-  ganfw_cpu_softmax_xent_forward(NULL, 2, 3, x, labels, &loss);
+  ganfw_cpu_softmax_xent_forward(NULL, 2, 3, x, labels, 0.0f, &loss);
   /* Row 0: 100 + log(1 + e^-100 + e^-200) - (-100) = 200; row 1: log 2. */
   CU_ASSERT(isfinite(loss));
   CU_ASSERT_DOUBLE_EQUAL(loss, (200.0 + log(2.0)) / 2.0, 1e-4);
-  ganfw_cpu_softmax_xent_backward(NULL, 2, 3, x, labels, 1.0f, dx);
+  ganfw_cpu_softmax_xent_backward(NULL, 2, 3, x, labels, 0.0f, 1.0f, dx);
   int ok = 1;
   for (int i = 0; i < 6; i++) ok &= isfinite(dx[i]);
   CU_ASSERT(ok);

@@ -223,14 +223,30 @@ static void test_losses(void) {
     const float *dx_want = get(ce[k], "dx", NULL, NULL, NULL);
     if (!x || !labels || !loss_want || !dx_want || ndim != 2) continue;
     float loss, *dx = gt_alloc((size_t)n * sizeof(float));
-    ganfw_cpu_softmax_xent_forward(NULL, N, shape[1], x, labels, &loss);
-    ganfw_cpu_softmax_xent_backward(NULL, N, shape[1], x, labels, dloss, dx);
+    ganfw_cpu_softmax_xent_forward(NULL, N, shape[1], x, labels, 0.0f, &loss);
+    ganfw_cpu_softmax_xent_backward(NULL, N, shape[1], x, labels, 0.0f, dloss, dx);
     char what[64];
     CU_ASSERT(isfinite(loss));
     snprintf(what, sizeof what, "%s loss", ce[k]);
     check(what, &loss, loss_want, 1, 1e-6, 1e-6);
     snprintf(what, sizeof what, "%s dx", ce[k]);
     check(what, dx, dx_want, n, 1e-6, 1e-6);
+    /* label smoothing 0.1 and 0.3: F.cross_entropy(label_smoothing=eps) */
+    for (int tenths = 1; tenths <= 3; tenths += 2) {
+      char name[32];
+      snprintf(name, sizeof name, "%.16s_smooth%d", ce[k], tenths);
+      const float *sl_want = get(name, "loss", NULL, NULL, NULL);
+      const float *sdx_want = get(name, "dx", NULL, NULL, NULL);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(sl_want);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(sdx_want);
+      ganfw_cpu_softmax_xent_forward(NULL, N, shape[1], x, labels, tenths / 10.0, &loss);
+      ganfw_cpu_softmax_xent_backward(NULL, N, shape[1], x, labels, tenths / 10.0, dloss, dx);
+      CU_ASSERT(fabsf(loss - loss_want[0]) > 1e-3f); /* smoothing changed the loss */
+      snprintf(what, sizeof what, "%s loss", name);
+      check(what, &loss, sl_want, 1, 1e-6, 1e-6);
+      snprintf(what, sizeof what, "%s dx", name);
+      check(what, dx, sdx_want, n, 1e-6, 1e-6);
+    }
     gt_free(dx);
   }
   gt_ref_close(ref);

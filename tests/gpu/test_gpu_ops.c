@@ -727,12 +727,17 @@ static void test_losses(void) {
   labels[3] = -1; /* outside [0, classes): adds nothing on either backend */
   float *gxl = dev(x, N * classes), *gd = dev(NULL, N * classes);
   int32_t *glab = dev_bytes(labels, sizeof labels);
-  cpu->vt->softmax_xent_forward(cpu, N, classes, x, labels, &loss);
-  gpu->vt->softmax_xent_forward(gpu, N, classes, gxl, glab, gloss);
-  compare("softmax_xent forward", gloss, &loss, 1, TOL_F32);
-  cpu->vt->softmax_xent_backward(cpu, N, classes, x, labels, 2.0f, d);
-  gpu->vt->softmax_xent_backward(gpu, N, classes, gxl, glab, 2.0f, gd);
-  compare("softmax_xent backward", gd, d, N * classes, TOL_F32);
+  for (int k = 0; k < 2; k++) { /* without and with label smoothing */
+    const double eps = k ? 0.1 : 0.0;
+    cpu->vt->softmax_xent_forward(cpu, N, classes, x, labels, eps, &loss);
+    gpu->vt->softmax_xent_forward(gpu, N, classes, gxl, glab, eps, gloss);
+    compare(k ? "softmax_xent forward (smoothing 0.1)" : "softmax_xent forward", gloss, &loss, 1,
+            TOL_F32);
+    cpu->vt->softmax_xent_backward(cpu, N, classes, x, labels, eps, 2.0f, d);
+    gpu->vt->softmax_xent_backward(gpu, N, classes, gxl, glab, eps, 2.0f, gd);
+    compare(k ? "softmax_xent backward (smoothing 0.1)" : "softmax_xent backward", gd, d,
+            N * classes, TOL_F32);
+  }
   dev_free(gxl), dev_free(gd), dev_free(glab), dev_free(gloss);
   gt_free(x), gt_free(d);
 }

@@ -133,6 +133,13 @@ def _losses(g, out):
         loss, (dx,) = _grads(lambda x_: F.cross_entropy(x_, labels), [x], dloss)
         out.update({name + "_x": x, name + "_labels": labels.to(torch.int32),
                     name + "_loss": loss.reshape(1), name + "_dx": dx})
+        # with label smoothing (train.label_smoothing of a classifier), as nn.CrossEntropyLoss
+        for eps in (0.1, 0.3):
+            # in f64: the gradient p - eps / K cancels near p = eps / K
+            loss, (dx,) = _grads(
+                lambda x_: F.cross_entropy(x_.double(), labels, label_smoothing=eps), [x], dloss)
+            key = "%s_smooth%d" % (name, round(eps * 10))
+            out.update({key + "_loss": loss.reshape(1), key + "_dx": dx})
 
 
 def generate(out_dir):

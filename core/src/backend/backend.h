@@ -184,12 +184,14 @@ typedef struct ganfw_backend_vt {
   /* dx = dloss * (sigmoid(x) - t) / n */
   void (*bce_logits_backward)(ganfw_backend *be, int64_t n, const float *logits,
                               const float *targets, float dloss, float *dx);
-  /* Softmax cross-entropy over [N, classes] against int32 labels in [0, classes). */
+  /* Softmax cross-entropy over [N, classes] against int32 labels in [0, classes), with label
+   * smoothing eps in [0, 1) as torch.nn.functional.cross_entropy(label_smoothing=eps): the
+   * target is (1 - eps) * onehot + eps / classes. */
   void (*softmax_xent_forward)(ganfw_backend *be, int64_t N, int64_t classes, const float *logits,
-                               const int32_t *labels, float *loss);
-  /* dx = dloss * (softmax(x) - onehot) / N */
+                               const int32_t *labels, double smoothing, float *loss);
+  /* dx = dloss * (softmax(x) - target) / N */
   void (*softmax_xent_backward)(ganfw_backend *be, int64_t N, int64_t classes, const float *logits,
-                                const int32_t *labels, float dloss, float *dx);
+                                const int32_t *labels, double smoothing, float dloss, float *dx);
 
   /* --- foreach elementwise ops over n elements (see host.h for the semantics) --- */
   void (*fill)(ganfw_backend *be, int64_t n, float *x, float v);

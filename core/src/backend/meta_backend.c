@@ -193,13 +193,14 @@ static void meta_bce_backward(ganfw_backend *be, int64_t n, const float *logits,
 }
 
 static void meta_xent_forward(ganfw_backend *be, int64_t N, int64_t classes, const float *logits,
-                              const int32_t *labels, float *loss) {
-  (void)be, (void)N, (void)classes, (void)logits, (void)labels, (void)loss;
+                              const int32_t *labels, double smoothing, float *loss) {
+  (void)be, (void)N, (void)classes, (void)logits, (void)labels, (void)smoothing, (void)loss;
 }
 
 static void meta_xent_backward(ganfw_backend *be, int64_t N, int64_t classes, const float *logits,
-                               const int32_t *labels, float dloss, float *dx) {
-  (void)be, (void)N, (void)classes, (void)logits, (void)labels, (void)dloss, (void)dx;
+                               const int32_t *labels, double smoothing, float dloss, float *dx) {
+  (void)be, (void)N, (void)classes, (void)logits, (void)labels, (void)smoothing, (void)dloss,
+      (void)dx;
 }
 
 /* Element-wise ops by shape: in place with a scalar, out = f(a, b), y op= f(x). */

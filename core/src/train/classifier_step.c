@@ -81,16 +81,16 @@ static ganfw_status logit_classes(const ganfw_tensor *y, int64_t n, int64_t *cla
   return GANFW_OK;
 }
 
-/* Loss (device -> host) of logits against labels, and the right predictions among the n
- * rows (argmax, the first maximum on ties, as torch.argmax); when confusion is not NULL
- * it counts [label][prediction]. */
+/* Loss (device -> host) of logits against labels with label smoothing `smoothing`, and the
+ * right predictions among the n rows (argmax, the first maximum on ties, as torch.argmax);
+ * when confusion is not NULL it counts [label][prediction]. */
 static ganfw_status score(ganfw_ctx *ctx, ganfw_tensor *logits, ganfw_tensor *labels,
-                          int64_t classes, ganfw_tensor *loss_t, float *host_logits,
-                          int32_t *host_labels, double *loss, int64_t *correct,
+                          int64_t classes, double smoothing, ganfw_tensor *loss_t,
+                          float *host_logits, int32_t *host_labels, double *loss, int64_t *correct,
                           int64_t *confusion) {
   ganfw_backend *be = ctx->be;
   const int64_t n = logits->shape[0];
-  be->vt->softmax_xent_forward(be, n, classes, logits->data, labels->data, loss_t->data);
+  be->vt->softmax_xent_forward(be, n, classes, logits->data, labels->data, smoothing, loss_t->data);
   float l = 0;
   ganfw_status st = ganfw_tensor_to_host(loss_t, &l, sizeof l);
   if (st == GANFW_OK) st = be->vt->copy_d2h(be, host_logits, logits->data, (size_t)logits->nbytes);
@@ -196,8 +196,8 @@ static ganfw_status learn(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *la
   if (st == GANFW_OK)
     st = host_room(&c->host_logits, &c->host_labels, &c->host_cap, logits->numel, n);
   if (st == GANFW_OK)
-    st = score(c->ctx, logits, labels, classes, c->loss, c->host_logits, c->host_labels, &loss,
-               &right, NULL);
+    st = score(c->ctx, logits, labels, classes, s->train.label_smoothing, c->loss,
+               c->host_logits, c->host_labels, &loss, &right, NULL);
   if (st == GANFW_OK) st = check_labels(c->host_labels, n, classes);
   if (st == GANFW_OK && !isfinite(loss) && !s->loss_scaling) {
     char where[768], what[1024], micro[48] = "";
@@ -217,7 +217,8 @@ static ganfw_status learn(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *la
         c->ctx, GANFW_DTYPE_F32, y->ndim, y->shape,
         dtype == GANFW_DTYPE_F32 ? GANFW_MEM_ACTIVATION : GANFW_MEM_WORKSPACE, "dlogits");
     if (d)
-      be->vt->softmax_xent_backward(be, n, classes, logits->data, labels->data, dloss, d->data);
+      be->vt->softmax_xent_backward(be, n, classes, logits->data, labels->data,
+                                    s->train.label_smoothing, dloss, d->data);
     ganfw_tensor_destroy(logits);
     ganfw_tensor_destroy(y);
     logits = y = NULL;
@@ -332,8 +333,8 @@ static ganfw_status eval_batch(ganfw_session *s, eval_run *e, int64_t n, ganfw_e
     st = host_room(&e->host_logits, &e->host_labels, &e->host_cap, n * classes, n);
   if (st == GANFW_OK) st = check_labels(e->host_y, n, classes);
   if (st == GANFW_OK)
-    st = score(s->ctx, logits, y, classes, e->loss, e->host_logits, e->host_labels, &loss, &right,
-               out->confusion);
+    st = score(s->ctx, logits, y, classes, 0.0, e->loss, e->host_logits, e->host_labels, &loss,
+               &right, out->confusion);
   ganfw_tensor_destroy(logits);
   ganfw_tensor_destroy(x);
   ganfw_tensor_destroy(y);

@@ -73,10 +73,11 @@ void ganfw_cpu_bce_logits_forward(ganfw_backend *be, int64_t n, const float *log
 void ganfw_cpu_bce_logits_backward(ganfw_backend *be, int64_t n, const float *logits,
                                    const float *targets, float dloss, float *dx);
 void ganfw_cpu_softmax_xent_forward(ganfw_backend *be, int64_t N, int64_t classes,
-                                    const float *logits, const int32_t *labels, float *loss);
+                                    const float *logits, const int32_t *labels, double smoothing,
+                                    float *loss);
 void ganfw_cpu_softmax_xent_backward(ganfw_backend *be, int64_t N, int64_t classes,
-                                     const float *logits, const int32_t *labels, float dloss,
-                                     float *dx);
+                                     const float *logits, const int32_t *labels, double smoothing,
+                                     float dloss, float *dx);
 void ganfw_cpu_fill(ganfw_backend *be, int64_t n, float *x, float v);
 void ganfw_cpu_scale(ganfw_backend *be, int64_t n, float *x, float a);
 void ganfw_cpu_add_scalar(ganfw_backend *be, int64_t n, float *x, float a);

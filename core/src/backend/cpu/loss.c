@@ -46,8 +46,10 @@ static double row_logsumexp(const float *x, int64_t classes) {
 }
 
 void ganfw_cpu_softmax_xent_forward(ganfw_backend *be, int64_t N, int64_t classes,
-                                    const float *logits, const int32_t *labels, float *loss) {
+                                    const float *logits, const int32_t *labels, double smoothing,
+                                    float *loss) {
   (void)be;
+  const double eps = smoothing;
   double sum = 0.0;
   for (int64_t i = 0; i < N; i++) {
     const float *x = logits + i * classes;
@@ -55,23 +57,38 @@ void ganfw_cpu_softmax_xent_forward(ganfw_backend *be, int64_t N, int64_t classe
     int32_t y = labels[i];
     /* A label outside [0, classes) is a caller's bug; it adds nothing rather than reading
      * out of bounds. */
-    if (y >= 0 && y < classes) sum += lse - (double)x[y];
+    if (y < 0 || y >= classes) continue;
+    if (eps == 0.0) {
+      sum += lse - (double)x[y];
+      continue;
+    }
+    /* (1 - eps) * -log p_y + eps * mean_j(-log p_j) */
+    double mean = 0.0;
+    for (int64_t j = 0; j < classes; j++) mean += x[j];
+    mean /= (double)classes;
+    sum += (1.0 - eps) * (lse - (double)x[y]) + eps * (lse - mean);
   }
   *loss = N > 0 ? (float)(sum / (double)N) : 0.0f;
 }
 
 void ganfw_cpu_softmax_xent_backward(ganfw_backend *be, int64_t N, int64_t classes,
-                                     const float *logits, const int32_t *labels, float dloss,
-                                     float *dx) {
+                                     const float *logits, const int32_t *labels, double smoothing,
+                                     float dloss, float *dx) {
   (void)be;
   const double g = N > 0 ? (double)dloss / (double)N : 0.0;
+  const double eps = smoothing, off = eps / (double)(classes > 0 ? classes : 1);
 #pragma omp parallel for schedule(static) if (N * classes >= LOSS_PARALLEL_MIN)
   for (int64_t i = 0; i < N; i++) {
     const float *x = logits + i * classes;
     float *d = dx + i * classes;
     double lse = row_logsumexp(x, classes);
-    for (int64_t j = 0; j < classes; j++) d[j] = (float)(g * exp((double)x[j] - lse));
     int32_t y = labels[i];
-    if (y >= 0 && y < classes) d[y] = (float)(g * (exp((double)x[y] - lse) - 1.0));
+    if (eps == 0.0) {
+      for (int64_t j = 0; j < classes; j++) d[j] = (float)(g * exp((double)x[j] - lse));
+      if (y >= 0 && y < classes) d[y] = (float)(g * (exp((double)x[y] - lse) - 1.0));
+      continue;
+    }
+    for (int64_t j = 0; j < classes; j++) d[j] = (float)(g * (exp((double)x[j] - lse) - off));
+    if (y >= 0 && y < classes) d[y] = (float)(g * (exp((double)x[y] - lse) - (1.0 - eps) - off));
   }
 }

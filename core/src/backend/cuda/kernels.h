@@ -96,10 +96,11 @@ cudaError_t ganfw_cu_bce_logits_forward(cudaStream_t st, int64_t n, const float 
 cudaError_t ganfw_cu_bce_logits_backward(cudaStream_t st, int64_t n, const float *logits,
                                          const float *targets, float dloss, float *dx);
 cudaError_t ganfw_cu_softmax_xent_forward(cudaStream_t st, int64_t N, int64_t classes,
-                                          const float *logits, const int32_t *labels, float *loss);
+                                          const float *logits, const int32_t *labels,
+                                          double smoothing, float *loss);
 cudaError_t ganfw_cu_softmax_xent_backward(cudaStream_t st, int64_t N, int64_t classes,
-                                           const float *logits, const int32_t *labels, float dloss,
-                                           float *dx);
+                                           const float *logits, const int32_t *labels,
+                                           double smoothing, float dloss, float *dx);
 
 /* --- rng.cu: Philox 4x32-10 (core/src/base/philox.h), the CPU's numbers ------------------ */
 cudaError_t ganfw_cu_rng_uniform(cudaStream_t st, int64_t n, uint64_t seed, uint64_t offset,

@@ -65,13 +65,22 @@ static __device__ double row_logsumexp(const float *x, int64_t classes) {
 }
 
 static __global__ void xent_forward_k(int64_t N, int64_t classes, const float *logits,
-                                      const int32_t *labels, float *loss) {
+                                      const int32_t *labels, double eps, float *loss) {
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
     const float *x = logits + i * classes;
     const int32_t y = labels[i];
     /* a label outside [0, classes) adds nothing (the CPU's rule) */
-    if (y >= 0 && y < classes) acc += row_logsumexp(x, classes) - (double)x[y];
+    if (y < 0 || y >= classes) continue;
+    const double lse = row_logsumexp(x, classes);
+    if (eps == 0.0) {
+      acc += lse - (double)x[y];
+      continue;
+    }
+    double mean = 0.0; /* label smoothing: (1 - eps) * -log p_y + eps * mean_j(-log p_j) */
+    for (int64_t j = 0; j < classes; j++) mean += x[j];
+    mean /= (double)classes;
+    acc += (1.0 - eps) * (lse - (double)x[y]) + eps * (lse - mean);
   }
   acc = block_sum_1024(acc);
   if (threadIdx.x == 0) *loss = N > 0 ? (float)(acc / (double)N) : 0.0f;
@@ -79,7 +88,7 @@ static __global__ void xent_forward_k(int64_t N, int64_t classes, const float *l
 
 /* One warp per row: the row's max and sum of exponentials by shuffles, then the row. */
 static __global__ void xent_backward_k(int64_t N, int64_t classes, const float *logits,
-                                       const int32_t *labels, double g, float *dx) {
+                                       const int32_t *labels, double eps, double g, float *dx) {
   const int lane = threadIdx.x & 31;
   const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (row >= N) return; /* whole warps leave together */
@@ -93,26 +102,35 @@ static __global__ void xent_backward_k(int64_t N, int64_t classes, const float *
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   const double lse = m + log(s);
   const int32_t y = labels[row];
+  if (eps == 0.0) {
+    for (int64_t j = lane; j < classes; j += 32) {
+      const double p = exp((double)x[j] - lse);
+      d[j] = (float)(g * (j == y ? p - 1.0 : p));
+    }
+    return;
+  }
+  const double off = eps / (double)classes; /* the target: (1 - eps) * onehot + eps / classes */
   for (int64_t j = lane; j < classes; j += 32) {
     const double p = exp((double)x[j] - lse);
-    d[j] = (float)(g * (j == y ? p - 1.0 : p));
+    d[j] = (float)(g * (j == y ? p - (1.0 - eps) - off : p - off));
   }
 }
 
 extern "C" cudaError_t ganfw_cu_softmax_xent_forward(cudaStream_t st, int64_t N, int64_t classes,
                                                      const float *logits, const int32_t *labels,
-                                                     float *loss) {
-  xent_forward_k<<<1, LOSS_THREADS, 0, st>>>(N, classes, logits, labels, loss);
+                                                     double smoothing, float *loss) {
+  xent_forward_k<<<1, LOSS_THREADS, 0, st>>>(N, classes, logits, labels, smoothing, loss);
   return cudaGetLastError();
 }
 
 extern "C" cudaError_t ganfw_cu_softmax_xent_backward(cudaStream_t st, int64_t N, int64_t classes,
                                                       const float *logits, const int32_t *labels,
-                                                      float dloss, float *dx) {
+                                                      double smoothing, float dloss, float *dx) {
   if (N <= 0 || classes <= 0) return cudaSuccess;
   const double g = (double)dloss / (double)N;
   const int threads = 256, rows_per_block = threads / 32;
   const int64_t blocks = (N + rows_per_block - 1) / rows_per_block;
-  xent_backward_k<<<(unsigned)blocks, threads, 0, st>>>(N, classes, logits, labels, g, dx);
+  xent_backward_k<<<(unsigned)blocks, threads, 0, st>>>(N, classes, logits, labels, smoothing, g,
+                                                        dx);
   return cudaGetLastError();
 }

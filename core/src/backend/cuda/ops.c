@@ -141,14 +141,16 @@ void ganfw_cuda_bce_logits_backward(ganfw_backend *be, int64_t n, const float *l
 }
 
 void ganfw_cuda_softmax_xent_forward(ganfw_backend *be, int64_t N, int64_t classes,
-                                     const float *logits, const int32_t *labels, float *loss) {
-  RUN(be, ganfw_cu_softmax_xent_forward(STREAM(be), N, classes, logits, labels, loss));
+                                     const float *logits, const int32_t *labels, double smoothing,
+                                     float *loss) {
+  RUN(be, ganfw_cu_softmax_xent_forward(STREAM(be), N, classes, logits, labels, smoothing, loss));
 }
 
 void ganfw_cuda_softmax_xent_backward(ganfw_backend *be, int64_t N, int64_t classes,
-                                      const float *logits, const int32_t *labels, float dloss,
-                                      float *dx) {
-  RUN(be, ganfw_cu_softmax_xent_backward(STREAM(be), N, classes, logits, labels, dloss, dx));
+                                      const float *logits, const int32_t *labels, double smoothing,
+                                      float dloss, float *dx) {
+  RUN(be,
+      ganfw_cu_softmax_xent_backward(STREAM(be), N, classes, logits, labels, smoothing, dloss, dx));
 }
 
 /* --- foreach ------------------------------------------------------------------------------ */
