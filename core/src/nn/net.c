@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "base/suggest.h"
 #include "nn/layer.h"
+#include "runtime/alloc.h"
 #include "runtime/tensor_cast.h"
 
 struct ganfw_net {
@@ -909,10 +910,12 @@ static ganfw_status run_nodes(ganfw_net *net, const ganfw_exec *ex, int32_t from
         ganfw_tensor_retain(x[k]);
     }
     ganfw_tensor *out = NULL;
+    ganfw_alloc_trace_op(net->ctx->alloc, 1, l->qualified); /* device.trace: op slices */
     if (st == GANFW_OK)
       st = l->vt->forward_n ? l->vt->forward_n(l, ex, l->n_in, x, &out, saved ? &saved[i] : NULL)
                             : l->vt->forward(l, ex, x[0], &out, saved ? &saved[i] : NULL);
     if (st == GANFW_OK) st = backend_error(ex, l);
+    ganfw_alloc_trace_op(net->ctx->alloc, 0, l->qualified);
     for (int32_t k = 0; k < l->n_in; k++)
       if (x[k]) ganfw_tensor_destroy(x[k]);
     if (st != GANFW_OK) {
@@ -974,11 +977,13 @@ static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_s
     ganfw_tensor *dx[GANFW_NODE_MAX_INPUTS] = {NULL};
     for (int32_t k = 0; k < l->n_in; k++)
       want[k] = input_grad || (l->in[k] >= 0 && net->up_train[l->in[k]]);
+    ganfw_alloc_trace_op(net->ctx->alloc, 1, l->qualified);
     ganfw_status st = l->vt->backward_n
                           ? l->vt->backward_n(l, ex, &saved[i], dy, l->n_in, want, dx)
                           : l->vt->backward(l, ex, &saved[i], dy, want[0] ? &dx[0] : NULL,
                                             param_grads && l->trainable, accumulate);
     if (st == GANFW_OK) st = backend_error(ex, l);
+    ganfw_alloc_trace_op(net->ctx->alloc, 0, l->qualified);
     ganfw_saved_clear(&saved[i]);
     ganfw_tensor_destroy(dy);
     for (int32_t k = 0; k < l->n_in; k++) {
@@ -1041,7 +1046,9 @@ static ganfw_status backward_segments(ganfw_net *net, const ganfw_exec *ex, ganf
     }
     const uint64_t rng_now = ctx->rng_offset;
     ctx->rng_offset = tape->seg_rng[s];
+    ganfw_alloc_set_pass(ctx->alloc, GANFW_PASS_RECOMPUTE);
     ganfw_status st = run_nodes(net, &rex, from, to, tape->saved, v);
+    ganfw_alloc_set_pass(ctx->alloc, GANFW_PASS_BACKWARD);
     ctx->rng_offset = rng_now;
     values_clear(v, net->n + 1); /* the segment's output again: the next segment's input */
     if (st == GANFW_OK)
@@ -1094,8 +1101,10 @@ ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape
   if (!v) return ganfw_error_code();
   ganfw_exec ex = exec_of(net);
   v[0] = ganfw_tensor_retain(x);
+  const int32_t pass = ganfw_alloc_set_pass(net->ctx->alloc, GANFW_PASS_FORWARD);
   st = tape && net->n_ckpt > 0 ? forward_segments(net, &ex, tape, v)
                                : run_nodes(net, &ex, 0, net->n, tape ? tape->saved : NULL, v);
+  ganfw_alloc_set_pass(net->ctx->alloc, pass);
   if (st != GANFW_OK) {
     values_free(v, net->n + 1);
     if (tape) ganfw_tape_clear(tape);
@@ -1159,11 +1168,13 @@ ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *
   int32_t param_grads = (flags & GANFW_BWD_PARAM_GRAD) != 0;
   int32_t accumulate = net->grads_valid;
   g[SLOT(net->n - 1)] = ganfw_tensor_retain(dy);
+  const int32_t pass = ganfw_alloc_set_pass(net->ctx->alloc, GANFW_PASS_BACKWARD);
   ganfw_status st =
       tape->n_seg > 0
           ? backward_segments(net, &ex, tape, flags, accumulate, tape->batch, v, g)
           : backward_nodes(net, &ex, tape->saved, 0, net->n, flags, accumulate, tape->batch, g);
   ganfw_tape_clear(tape);
+  ganfw_alloc_set_pass(net->ctx->alloc, pass);
   values_free(v, net->n + 1);
   if (st == GANFW_OK && param_grads) net->grads_valid = 1;
   if (st == GANFW_OK && (flags & GANFW_BWD_INPUT_GRAD) && dx) {

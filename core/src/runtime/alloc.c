@@ -312,6 +312,7 @@ ganfw_status ganfw_alloc_create(ganfw_backend *be, const ganfw_alloc_options *op
   a->be = be;
   a->memory_limit = o.memory_limit;
   a->max_split_size = o.max_split_size;
+  a->no_retry = o.no_retry != 0;
   a->rng = 0x9E3779B9u;
   clock_gettime(CLOCK_MONOTONIC, &a->t0);
   a->fs[POOL_SMALL] = calloc(1, sizeof(freeset));
@@ -336,6 +337,7 @@ ganfw_status ganfw_alloc_create(ganfw_backend *be, const ganfw_alloc_options *op
                              o.trace_capacity);
     }
     a->trace_on = 1;
+    a->trace_steps = o.trace_steps > 0 ? o.trace_steps : 0;
   }
   *out = a;
   return GANFW_OK;
@@ -381,18 +383,26 @@ static void *raw_try(ganfw_alloc *a, size_t bytes) {
 
 void ganfw_alloc_empty_cache(ganfw_alloc *a) {
   if (!a) return;
+  int64_t released = 0;
   seg *s = a->segs;
   while (s) {
     seg *next = s->next;
     blk *b = s->first;
     if (!b->allocated && !b->next) {
+      void *base = s->base;
+      const size_t size = s->size;
       fs_erase(a, b);
-      if (a->trace_on) ganfw_alloc_trace_add(a, EV_SEGMENT_FREE, s->base, s, s->size, -1, NULL);
+      released += (int64_t)size;
       blk_release(a, b);
       seg_release(a, s);
+      if (a->trace_on) ganfw_alloc_trace_add(a, GANFW_TEV_SEGMENT_FREE, base, NULL, size, -1, NULL);
     }
     s = next;
   }
+  a->st.num_empty_cache++;
+  a->st.empty_cache_bytes += released;
+  if (a->trace_on)
+    ganfw_alloc_trace_add(a, GANFW_TEV_EMPTY_CACHE, NULL, NULL, (size_t)released, -1, NULL);
 }
 
 /* A new segment for a request of `size` bytes in `pool`, as one free block outside the
@@ -401,6 +411,7 @@ static blk *seg_new(ganfw_alloc *a, int pool, size_t size) {
   size_t bytes = ganfw_alloc_segment_size(size);
   void *p = raw_try(a, bytes);
   if (!p) {
+    if (a->no_retry) return NULL;
     a->st.num_alloc_retries++;
     ganfw_alloc_empty_cache(a);
     p = raw_try(a, bytes);
@@ -428,7 +439,7 @@ static blk *seg_new(ganfw_alloc *a, int pool, size_t size) {
   stat_add(&a->st.reserved, (int64_t)bytes);
   stat_add(&a->st.segments, 1);
   a->st.num_segments = a->st.segments.current;
-  if (a->trace_on) ganfw_alloc_trace_add(a, EV_SEGMENT_ALLOC, p, s, bytes, -1, NULL);
+  if (a->trace_on) ganfw_alloc_trace_add(a, GANFW_TEV_SEGMENT_ALLOC, p, s, bytes, -1, NULL);
   return b;
 }
 
@@ -499,7 +510,8 @@ ganfw_status ganfw_alloc_malloc(ganfw_alloc *a, size_t bytes, int32_t category, 
   stat_add(&a->st.category[category], (int64_t)b->size);
   stat_add(&a->st.allocations, 1);
   a->st.num_allocs++;
-  if (a->trace_on) ganfw_alloc_trace_add(a, EV_ALLOC, b->ptr, b->sg, b->size, category, owner);
+  if (a->trace_on)
+    ganfw_alloc_trace_add(a, GANFW_TEV_ALLOC, b->ptr, b->sg, b->size, category, owner);
   *ptr = b->ptr;
   if (a->peak_hook && a->st.allocated.peak > old_peak) a->peak_hook(a->peak_ud, a);
   return GANFW_OK;
@@ -535,7 +547,8 @@ void ganfw_alloc_free(ganfw_alloc *a, void *ptr) {
   stat_add(&a->st.category[b->category], -(int64_t)b->size);
   stat_add(&a->st.allocations, -1);
   a->st.num_frees++;
-  if (a->trace_on) ganfw_alloc_trace_add(a, EV_FREE, b->ptr, b->sg, b->size, b->category, b->owner);
+  if (a->trace_on)
+    ganfw_alloc_trace_add(a, GANFW_TEV_FREE, b->ptr, b->sg, b->size, b->category, b->owner);
   b->allocated = 0;
   b->owner = NULL;
   int64_t inactive = 0;

@@ -32,6 +32,7 @@
 #include "backend/backend.h"
 #include "ganfw/status.h"
 #include "ganfw/tensor.h"
+#include "runtime/trace_event.h"
 
 #define GANFW_ALLOC_MIN_BLOCK    ((size_t)512)
 #define GANFW_ALLOC_SMALL_SIZE   ((size_t)1 << 20)  /* largest small-pool request */
@@ -46,6 +47,9 @@ typedef struct ganfw_alloc_options {
   size_t memory_limit;   /* 0 = no limit; caps reserved bytes */
   size_t max_split_size; /* 0 = unlimited; else must be > 20 MiB, as in PyTorch */
   int32_t trace;         /* record alloc/free/segment events */
+  int32_t trace_steps;   /* with trace: record the first N steps (ganfw_alloc_trace_step), 0 all */
+  int32_t no_retry;      /* 1: a failed segment request is an OOM at once, without emptying
+                            the cache and retrying (device.empty_cache: never) */
   int32_t reserved0;
   size_t trace_capacity; /* events kept (a ring: the latest ones); 0 = 65536 */
 } ganfw_alloc_options;
@@ -65,6 +69,8 @@ typedef struct ganfw_alloc_stats {
   int64_t num_allocs, num_frees; /* successful calls since create */
   int64_t largest_free_block;    /* bytes, the largest cached free block */
   double fragmentation;          /* 1 - largest_free / (reserved - allocated); 0 if equal */
+  int64_t num_empty_cache;       /* ganfw_alloc_empty_cache calls (the OOM retry's included) */
+  int64_t empty_cache_bytes;     /* bytes of segments they released */
   ganfw_alloc_stat allocations;  /* live blocks (count) */
   ganfw_alloc_stat segments;     /* segments (count) */
 } ganfw_alloc_stats;
@@ -165,8 +171,34 @@ void ganfw_alloc_set_peak_hook(ganfw_alloc *a, ganfw_alloc_peak_fn fn, void *ud)
  * address), "offset" (from its segment's base), "size", "category", "owner"}.
  * GANFW_ERR_IO when the stream reports an error. */
 ganfw_status ganfw_alloc_trace_write_json(const ganfw_alloc *a, FILE *out);
+/* The same with `more` (NULL: none), one or more `"key": value` members, after "trace". */
+ganfw_status ganfw_alloc_write_json(const ganfw_alloc *a, FILE *out, const char *more);
 /* Events currently kept (0 when tracing is off). */
 size_t ganfw_alloc_trace_length(const ganfw_alloc *a);
+/* 1 while events are being recorded (trace on and its trace_steps not yet passed). */
+int32_t ganfw_alloc_tracing(const ganfw_alloc *a);
+/* Events the ring dropped (the oldest ones) since tracing began. */
+int64_t ganfw_alloc_trace_dropped(const ganfw_alloc *a);
+/* A step begins: with tracing on, records a GANFW_TEV_STEP event (step >= 1) and one
+ * GANFW_TEV_LIVE event per live block (ordered by address), so each step's events stand
+ * alone. The step after trace_steps recorded ones stops the recording for good (the events
+ * kept stay). Stage and pass are reset to setup. One branch with tracing off. */
+void ganfw_alloc_trace_step(ganfw_alloc *a, int64_t step);
+/* The step ends: a GANFW_TEV_STEP event with step 0 (what follows, samples and checkpoints,
+ * is between steps); after the last of trace_steps steps the recording stops here. */
+void ganfw_alloc_trace_step_end(ganfw_alloc *a);
+/* What the run is doing now, stamped on every later event: a GANFW_STAGE_* and a
+ * GANFW_PASS_*. Each returns the previous value, for the caller to put back. Cheap stores,
+ * traced or not. */
+int32_t ganfw_alloc_set_stage(ganfw_alloc *a, int32_t stage);
+int32_t ganfw_alloc_set_pass(ganfw_alloc *a, int32_t pass);
+/* A layer's work begins (begin 1) or ends (0), for the op slices of the Chrome trace;
+ * `layer` borrowed for the call (interned). No-op unless tracing. */
+void ganfw_alloc_trace_op(ganfw_alloc *a, int32_t begin, const char *layer);
+/* The kept events, oldest first, as a new array *out of *n (free() it); owners point into
+ * the allocator's interned names (valid until ganfw_alloc_destroy). *out NULL and *n 0
+ * when there are none; GANFW_ERR_OOM when the host has no memory for the copy. */
+ganfw_status ganfw_alloc_trace_copy(const ganfw_alloc *a, ganfw_trace_event **out, int64_t *n);
 
 /* --- testing ---------------------------------------------------------------------------
  * Walks every structure and checks: segments tile their blocks exactly and do not overlap,

@@ -8,9 +8,9 @@
 #include <time.h>
 
 #include "runtime/alloc.h"
+#include "runtime/trace_event.h"
 
 enum { POOL_SMALL = 0, POOL_LARGE = 1, POOL_COUNT };
-enum { EV_ALLOC = 0, EV_FREE, EV_SEGMENT_ALLOC, EV_SEGMENT_FREE, EV_OOM, EV_COUNT };
 
 /* Requests above this are refused as OOM before any rounding can overflow. */
 #define MAX_REQUEST    (SIZE_MAX / 4)
@@ -74,15 +74,23 @@ typedef struct map_slot {
 typedef struct trace_ev {
   int64_t t_ns;
   uint64_t ptr, offset, size;
-  int32_t kind, category;
-  int32_t owner; /* index into the interned names, -1 none */
+  int64_t allocated, reserved; /* totals after the event */
+  int32_t kind, category;      /* GANFW_TEV_*, GANFW_MEM_* or -1 */
+  int32_t owner;               /* index into the interned names, -1 none */
+  int32_t step;
+  int16_t stage, pass;
   int32_t pad;
 } trace_ev;
 
 struct ganfw_alloc {
   ganfw_backend *be;
   size_t memory_limit, max_split_size;
-  int32_t trace_on;
+  int32_t trace_on;    /* recording now (trace_steps not yet passed) */
+  int32_t no_retry;    /* ganfw_alloc_options.no_retry */
+  int32_t trace_steps; /* steps to record, 0 = every step */
+  int32_t trace_seen;  /* steps begun while recording */
+  int32_t cur_step;    /* the step being recorded, 0 between steps */
+  int16_t cur_stage, cur_pass;
 
   freeset *fs[POOL_COUNT]; /* free blocks per pool */
   seg *segs;               /* every segment, newest first */
@@ -120,7 +128,8 @@ const char *ganfw_alloc_fmt_bytes(char *buf, size_t n, int64_t b);
 /* Records an OOM for a request of `size` (the report, the stats, a trace event) and
  * returns GANFW_ERR_OOM with the formatted report as the error message (alloc_oom.c). */
 ganfw_status ganfw_alloc_oom(ganfw_alloc *a, size_t size, int32_t category, const char *owner);
-/* Appends one event to the trace ring (alloc_trace.c); only called while a->trace_on. */
+/* Appends one event (GANFW_TEV_*) to the trace ring (alloc_trace.c), stamped with the
+ * current step, stage, pass and totals; only called while a->trace_on. */
 void ganfw_alloc_trace_add(ganfw_alloc *a, int32_t kind, const void *ptr, const seg *s, size_t size,
                            int32_t category, const char *owner);
 

@@ -98,7 +98,7 @@ ganfw_status ganfw_alloc_oom(ganfw_alloc *a, size_t size, int32_t category, cons
   r->fragmentation = st.fragmentation;
   for (int c = 0; c < GANFW_MEM_COUNT; c++) r->category[c] = st.category[c].current;
   oom_top_owners(a, r);
-  if (a->trace_on) ganfw_alloc_trace_add(a, EV_OOM, NULL, NULL, size, category, owner);
+  if (a->trace_on) ganfw_alloc_trace_add(a, GANFW_TEV_OOM, NULL, NULL, size, category, owner);
   char text[3072];
   ganfw_oom_report_format(a, r, text, sizeof text);
   return ganfw_error_set(GANFW_ERR_OOM, "%s", text);
@@ -178,8 +178,9 @@ void ganfw_oom_report_format(const ganfw_alloc *a, const ganfw_oom_report *r, ch
   }
   if (r->reserved_unallocated >= r->requested && r->requested > 0)
     app(buf, n, &len,
-        "\nReserved but unallocated memory would hold the request but is fragmented: try "
-        "device.max_split_size (e.g. 64 MiB) so large cached blocks are not split.");
+        "\nReserved but unallocated memory would hold the request but is fragmented (the "
+        "largest free block is %s).",
+        ganfw_alloc_fmt_bytes(s1, sizeof s1, r->largest_free_block));
   if (a && a->hook && len + 1 < n) {
     a->hook(a->hook_ud, r, buf + len, n - len);
     buf[n - 1] = '\0';

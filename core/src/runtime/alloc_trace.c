@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/json.h"
 #include "runtime/alloc_internal.h"
+#include "runtime/trace_event.h"
 
 static int64_t now_ns(const struct timespec *t0) {
   struct timespec t;
@@ -74,8 +75,13 @@ void ganfw_alloc_trace_add(ganfw_alloc *a, int32_t kind, const void *ptr, const 
   e->ptr = (uint64_t)(uintptr_t)ptr;
   e->offset = s ? (uint64_t)((const char *)ptr - s->base) : 0;
   e->size = size;
+  e->allocated = a->st.allocated.current;
+  e->reserved = a->st.reserved.current;
   e->category = category;
   e->owner = intern(a, owner);
+  e->step = a->cur_step;
+  e->stage = a->cur_stage;
+  e->pass = a->cur_pass;
   e->pad = 0;
 }
 
@@ -83,16 +89,139 @@ size_t ganfw_alloc_trace_length(const ganfw_alloc *a) {
   return a ? a->ev_len : 0;
 }
 
+int32_t ganfw_alloc_tracing(const ganfw_alloc *a) {
+  return a && a->trace_on;
+}
+
+int64_t ganfw_alloc_trace_dropped(const ganfw_alloc *a) {
+  return a ? a->ev_dropped : 0;
+}
+
+typedef struct live_blk {
+  const void *ptr;
+  size_t size;
+  int32_t category;
+  const char *owner;
+} live_blk;
+
+typedef struct live_list {
+  live_blk *b;
+  size_t n, cap;
+  int failed;
+} live_list;
+
+static void collect_live(void *ud, const void *ptr, size_t size, int32_t category,
+                         const char *owner) {
+  live_list *l = ud;
+  if (l->failed) return;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 256;
+    live_blk *nb = realloc(l->b, cap * sizeof *nb);
+    if (!nb) {
+      l->failed = 1;
+      return;
+    }
+    l->b = nb;
+    l->cap = cap;
+  }
+  l->b[l->n++] = (live_blk){ptr, size, category, owner};
+}
+
+static int by_address(const void *x, const void *y) {
+  const uintptr_t a = (uintptr_t)((const live_blk *)x)->ptr,
+                  b = (uintptr_t)((const live_blk *)y)->ptr;
+  return (a > b) - (a < b);
+}
+
+void ganfw_alloc_trace_step(ganfw_alloc *a, int64_t step) {
+  if (!a || !a->trace_on) return;
+  if (a->trace_steps && a->trace_seen >= a->trace_steps) {
+    a->trace_on = 0;
+    return;
+  }
+  a->trace_seen++;
+  a->cur_step = step > INT32_MAX ? INT32_MAX : (int32_t)step;
+  a->cur_stage = GANFW_STAGE_SETUP;
+  a->cur_pass = GANFW_PASS_NONE;
+  ganfw_alloc_trace_add(a, GANFW_TEV_STEP, NULL, NULL, 0, -1, NULL);
+  live_list l = {0};
+  ganfw_alloc_for_each_block(a, collect_live, &l);
+  if (!l.failed) { /* out of host memory: the step has no snapshot, and says so by its size */
+    qsort(l.b, l.n, sizeof *l.b, by_address);
+    for (size_t i = 0; i < l.n; i++)
+      ganfw_alloc_trace_add(a, GANFW_TEV_LIVE, l.b[i].ptr, NULL, l.b[i].size, l.b[i].category,
+                            l.b[i].owner);
+  }
+  free(l.b);
+}
+
+void ganfw_alloc_trace_step_end(ganfw_alloc *a) {
+  if (!a || !a->trace_on || a->cur_step == 0) return;
+  a->cur_step = 0;
+  a->cur_stage = GANFW_STAGE_SETUP;
+  a->cur_pass = GANFW_PASS_NONE;
+  ganfw_alloc_trace_add(a, GANFW_TEV_STEP, NULL, NULL, 0, -1, NULL);
+  if (a->trace_steps && a->trace_seen >= a->trace_steps) a->trace_on = 0;
+}
+
+int32_t ganfw_alloc_set_stage(ganfw_alloc *a, int32_t stage) {
+  if (!a) return GANFW_STAGE_SETUP;
+  const int32_t old = a->cur_stage;
+  a->cur_stage = (int16_t)stage;
+  return old;
+}
+
+int32_t ganfw_alloc_set_pass(ganfw_alloc *a, int32_t pass) {
+  if (!a) return GANFW_PASS_NONE;
+  const int32_t old = a->cur_pass;
+  a->cur_pass = (int16_t)pass;
+  return old;
+}
+
+void ganfw_alloc_trace_op(ganfw_alloc *a, int32_t begin, const char *layer) {
+  if (!a || !a->trace_on) return;
+  ganfw_alloc_trace_add(a, begin ? GANFW_TEV_OP_BEGIN : GANFW_TEV_OP_END, NULL, NULL, 0, -1, layer);
+}
+
+ganfw_status ganfw_alloc_trace_copy(const ganfw_alloc *a, ganfw_trace_event **out, int64_t *n) {
+  *out = NULL;
+  *n = 0;
+  if (!a || a->ev_len == 0) return GANFW_OK;
+  ganfw_trace_event *ev = malloc(a->ev_len * sizeof *ev);
+  if (!ev)
+    return ganfw_error_set(GANFW_ERR_OOM,
+                           "out of host memory copying the allocator trace (%zu "
+                           "events)",
+                           a->ev_len);
+  for (size_t k = 0; k < a->ev_len; k++) {
+    const trace_ev *e = &a->ev[(a->ev_head + k) % a->ev_cap];
+    ev[k] = (ganfw_trace_event){.t_ns = e->t_ns,
+                                .kind = e->kind,
+                                .category = e->category,
+                                .size = (int64_t)e->size,
+                                .ptr = e->ptr,
+                                .owner = e->owner >= 0 ? a->names[e->owner] : NULL,
+                                .step = e->step,
+                                .stage = e->stage,
+                                .pass = e->pass,
+                                .allocated = e->allocated,
+                                .reserved = e->reserved};
+  }
+  *out = ev;
+  *n = (int64_t)a->ev_len;
+  return GANFW_OK;
+}
+
 static void json_stat(FILE *f, const char *name, const ganfw_alloc_stat *s, int comma) {
   fprintf(f, "    \"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRId64 "}%s\n", name, s->current,
           s->peak, comma ? "," : "");
 }
 
-static const char *const event_names[] = {"alloc", "free", "segment_alloc", "segment_free", "oom"};
-_Static_assert(sizeof(event_names) / sizeof(event_names[0]) == EV_COUNT,
-               "event_names must name every event kind");
-
 ganfw_status ganfw_alloc_trace_write_json(const ganfw_alloc *a, FILE *f) {
+  return ganfw_alloc_write_json(a, f, NULL);
+}
+
+ganfw_status ganfw_alloc_write_json(const ganfw_alloc *a, FILE *f, const char *more) {
   if (!a || !f)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw_alloc_trace_write_json: NULL argument");
   ganfw_alloc_stats st;
@@ -104,6 +233,8 @@ ganfw_status ganfw_alloc_trace_write_json(const ganfw_alloc *a, FILE *f) {
   json_stat(f, "inactive_split_bytes", &st.inactive_split, 1);
   json_stat(f, "allocations", &st.allocations, 1);
   json_stat(f, "segments", &st.segments, 1);
+  fprintf(f, "    \"num_empty_cache\": %" PRId64 ", \"empty_cache_bytes\": %" PRId64 ",\n",
+          st.num_empty_cache, st.empty_cache_bytes);
   fprintf(f, "    \"category\": {\n");
   for (int c = 0; c < GANFW_MEM_COUNT; c++)
     fprintf(f, "      \"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRId64 "}%s\n",
@@ -119,16 +250,21 @@ ganfw_status ganfw_alloc_trace_write_json(const ganfw_alloc *a, FILE *f) {
           st.largest_free_block, st.fragmentation);
   fprintf(f, "    \"memory_limit\": %zu, \"max_split_size\": %zu\n  },\n", a->memory_limit,
           a->max_split_size);
-  fprintf(f,
-          "  \"trace\": {\n    \"enabled\": %s, \"capacity\": %zu, \"dropped\": %" PRId64
-          ",\n    \"events\": [",
-          a->trace_on ? "true" : "false", a->ev_cap, a->ev_dropped);
+  fprintf(
+      f,
+      "  \"trace\": {\n    \"enabled\": %s, \"steps\": %d, \"capacity\": %zu, \"dropped\": %" PRId64
+      ",\n    \"events\": [",
+      a->ev ? "true" : "false", a->trace_steps, a->ev_cap, a->ev_dropped);
   for (size_t k = 0; k < a->ev_len; k++) {
     const trace_ev *e = &a->ev[(a->ev_head + k) % a->ev_cap];
     fprintf(f,
-            "%s\n      {\"t_ns\": %" PRId64 ", \"kind\": \"%s\", \"ptr\": \"0x%" PRIx64
-            "\", \"offset\": %" PRIu64 ", \"size\": %" PRIu64 ", \"category\": ",
-            k ? "," : "", e->t_ns, event_names[e->kind], e->ptr, e->offset, e->size);
+            "%s\n      {\"t_ns\": %" PRId64 ", \"kind\": \"%s\", \"step\": %d, \"stage\": \"%s\", "
+            "\"pass\": \"%s\", \"ptr\": \"0x%" PRIx64 "\", \"offset\": %" PRIu64
+            ", \"size\": %" PRIu64 ", \"allocated\": %" PRId64 ", \"reserved\": %" PRId64
+            ", \"category\": ",
+            k ? "," : "", e->t_ns, ganfw_trace_kind_name(e->kind), e->step,
+            ganfw_trace_stage_name(e->stage), ganfw_trace_pass_name(e->pass), e->ptr, e->offset,
+            e->size, e->allocated, e->reserved);
     if (e->category >= 0)
       ganfw_json_fputs(f, ganfw_mem_category_name(e->category));
     else
@@ -140,9 +276,60 @@ ganfw_status ganfw_alloc_trace_write_json(const ganfw_alloc *a, FILE *f) {
       fputs("null", f);
     fputc('}', f);
   }
-  fprintf(f, "%s]\n  }\n}\n", a->ev_len ? "\n    " : "");
+  fprintf(f, "%s]\n  }%s%s\n}\n", a->ev_len ? "\n    " : "", more ? ",\n" : "", more ? more : "");
   if (ferror(f))
     return ganfw_error_set(GANFW_ERR_IO, "could not write the allocator trace (JSON): write "
                                          "error on the output stream (disk full?)");
   return GANFW_OK;
+}
+
+static const char *const tev_names[] = {"alloc",  "free",       "segment_alloc", "segment_free",
+                                        "oom",    "live",       "step",          "op_begin",
+                                        "op_end", "empty_cache"};
+_Static_assert(sizeof(tev_names) / sizeof(tev_names[0]) == GANFW_TEV_COUNT,
+               "tev_names must name every trace event kind");
+static const char *const stage_names[] = {"setup", "D real", "D fake", "G", "classifier", "eval"};
+_Static_assert(sizeof(stage_names) / sizeof(stage_names[0]) == GANFW_STAGE_COUNT,
+               "stage_names must name every stage");
+static const char *const pass_names[] = {"", "forward", "backward", "recompute", "optimizer"};
+_Static_assert(sizeof(pass_names) / sizeof(pass_names[0]) == GANFW_PASS_COUNT,
+               "pass_names must name every pass");
+
+const char *ganfw_trace_kind_name(int32_t kind) {
+  return kind >= 0 && kind < GANFW_TEV_COUNT ? tev_names[kind] : "?";
+}
+
+const char *ganfw_trace_stage_name(int32_t stage) {
+  return stage >= 0 && stage < GANFW_STAGE_COUNT ? stage_names[stage] : "?";
+}
+
+const char *ganfw_trace_pass_name(int32_t pass) {
+  return pass >= 0 && pass < GANFW_PASS_COUNT ? pass_names[pass] : "?";
+}
+
+int ganfw_trace_own_names(ganfw_trace_event *ev, int64_t n, char **pool) {
+  size_t bytes = 0;
+  *pool = NULL;
+  for (int64_t i = 0; i < n; i++)
+    if (ev[i].owner) bytes += strlen(ev[i].owner) + 1;
+  if (bytes == 0) return 0;
+  char *p = malloc(bytes), *at = p;
+  if (!p) return -1;
+  /* consecutive events often share a name: copy it once */
+  const char *last = NULL, *last_copy = NULL;
+  for (int64_t i = 0; i < n; i++) {
+    if (!ev[i].owner) continue;
+    if (last && strcmp(ev[i].owner, last) == 0) {
+      ev[i].owner = last_copy;
+      continue;
+    }
+    const size_t len = strlen(ev[i].owner) + 1;
+    memcpy(at, ev[i].owner, len);
+    last = ev[i].owner;
+    last_copy = at;
+    ev[i].owner = at;
+    at += len;
+  }
+  *pool = p;
+  return 0;
 }

@@ -27,6 +27,26 @@ int32_t ganfw_device_from_name(const char *name) {
   return -1;
 }
 
+/* device.trace: true | false | {steps: N, capacity: M}. */
+static ganfw_status read_trace(const ganfw_cfg *dev, ganfw_ctx_options *opt) {
+  const ganfw_cfg *node = ganfw_cfg_child(dev, "trace");
+  int64_t steps = GANFW_TRACE_STEPS_DEFAULT, cap = GANFW_TRACE_CAPACITY_DEFAULT;
+  ganfw_status st;
+  if (node && ganfw_cfg_kind_of(node) == GANFW_CFG_KIND_MAP) {
+    opt->trace = 1;
+    if ((st = ganfw_cfg_int_in(node, "steps", steps, 1, 1000000, &steps)) != GANFW_OK) return st;
+    if ((st = ganfw_cfg_int_in(node, "capacity", cap, 64, 1 << 26, &cap)) != GANFW_OK) return st;
+  } else if ((st = ganfw_cfg_bool(dev, "trace", 0, &opt->trace)) != GANFW_OK) {
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: device.trace must be true, false or a map such as "
+                           "`trace: {steps: 3, capacity: 262144}`",
+                           ganfw_cfg_where(node));
+  }
+  opt->trace_steps = (int32_t)steps;
+  opt->trace_capacity = cap;
+  return GANFW_OK;
+}
+
 ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_options *opt) {
   memset(opt, 0, sizeof *opt);
   const ganfw_cfg *dev = ganfw_cfg_section(root, "device");
@@ -39,6 +59,17 @@ ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_opti
   if ((st = ganfw_cfg_bytes(dev, "max_split_size", 0, &opt->max_split_size)) != GANFW_OK) return st;
   if ((st = ganfw_cfg_bool(dev, "cudnn_benchmark", 0, &opt->cudnn_benchmark)) != GANFW_OK)
     return st;
+  if ((st = read_trace(dev, opt)) != GANFW_OK) return st;
+  const char *policy = NULL;
+  if ((st = ganfw_cfg_string(dev, "empty_cache", "on_oom", &policy)) != GANFW_OK) return st;
+  opt->empty_cache = -1;
+  for (int32_t i = 0; i < GANFW_EMPTY_CACHE_COUNT; i++)
+    if (strcmp(policy, ganfw_empty_cache_name(i)) == 0) opt->empty_cache = i;
+  if (opt->empty_cache < 0)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: device.empty_cache: unknown policy '%s' (use on_oom, never, "
+                           "per_epoch or after_eval)",
+                           ganfw_cfg_where(ganfw_cfg_child(dev, "empty_cache")), policy);
   if ((st = ganfw_cfg_int(root, "seed", 0, &seed)) != GANFW_OK) return st;
   opt->device_type = ganfw_device_from_name(type);
   if (opt->device_type < 0) {
@@ -156,6 +187,7 @@ ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out) {
     return st;
   }
   ctx->threads = opt->threads;
+  ctx->empty_cache = opt->empty_cache;
   if (ctx->be->vt->set_threads) ctx->be->vt->set_threads(ctx->be, opt->threads);
   size_t limit = 0;
   if ((st = allocator_limit(ctx, opt->memory_limit, &limit)) != GANFW_OK) {
@@ -166,8 +198,12 @@ ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out) {
     free(ctx);
     return ganfw_error_set(GANFW_ERR_INTERNAL, "no meta backend for this device");
   }
-  ganfw_alloc_options aopt = {
-      .memory_limit = limit, .max_split_size = (size_t)opt->max_split_size, .trace = opt->trace};
+  ganfw_alloc_options aopt = {.memory_limit = limit,
+                              .max_split_size = (size_t)opt->max_split_size,
+                              .trace = opt->trace,
+                              .no_retry = opt->empty_cache == GANFW_EMPTY_CACHE_NEVER,
+                              .trace_steps = opt->trace_steps,
+                              .trace_capacity = (size_t)opt->trace_capacity};
   st = ganfw_alloc_create(ctx->be, &aopt, &ctx->alloc);
   if (st != GANFW_OK) {
     free(ctx);
@@ -198,4 +234,16 @@ void ganfw_ctx_rng_uniform(ganfw_ctx *ctx, int64_t n, float *data, float lo, flo
 void ganfw_ctx_rng_normal(ganfw_ctx *ctx, int64_t n, float *data, float mean, float std) {
   uint64_t offset = ganfw_ctx_rng_take(ctx, n);
   ctx->be->vt->rng_normal(ctx->be, n, ctx->seed, offset, mean, std, data);
+}
+
+static const char *const empty_cache_names[] = {"on_oom", "never", "per_epoch", "after_eval"};
+_Static_assert(sizeof(empty_cache_names) / sizeof(empty_cache_names[0]) == GANFW_EMPTY_CACHE_COUNT,
+               "empty_cache_names must name every policy");
+
+const char *ganfw_empty_cache_name(int32_t policy) {
+  return policy >= 0 && policy < GANFW_EMPTY_CACHE_COUNT ? empty_cache_names[policy] : NULL;
+}
+
+void ganfw_ctx_empty_cache_at(ganfw_ctx *ctx, int32_t moment) {
+  if (ctx && ctx->empty_cache == moment) ganfw_alloc_empty_cache(ctx->alloc);
 }

@@ -10,12 +10,18 @@
 #include "config/config.h"
 #include "ganfw/host.h"
 
+#define GANFW_TRACE_STEPS_DEFAULT    3      /* device.trace: true records steps 1-3 */
+#define GANFW_TRACE_CAPACITY_DEFAULT 262144 /* events (about 20 MiB of host memory) */
+
 typedef struct ganfw_ctx_options {
   int32_t device_type;    /* GANFW_DEVICE_* */
   int32_t threads;        /* 0: all cores */
   int64_t memory_limit;   /* bytes, 0: the device's capacity */
   int64_t max_split_size; /* bytes, 0: unlimited */
-  int32_t trace;          /* record allocator events */
+  int32_t empty_cache;    /* device.empty_cache: GANFW_EMPTY_CACHE_* */
+  int32_t trace;          /* device.trace: record allocator events */
+  int32_t trace_steps;    /* ... of the first N steps */
+  int64_t trace_capacity; /* events kept at most */
   uint64_t seed;
   int32_t meta; /* 1: plan only: the device is picked as usual, then the meta backend
                    stands in for it (nothing allocated or computed; the allocator, its
@@ -23,6 +29,15 @@ typedef struct ganfw_ctx_options {
   /* device.cudnn_benchmark (CUDA): time the convolution algorithms once per shape */
   int32_t cudnn_benchmark;
 } ganfw_ctx_options;
+
+/* device.empty_cache: when cached segments go back to the device. */
+enum {
+  GANFW_EMPTY_CACHE_ON_OOM = 0, /* only when a request fails, before it is retried (default) */
+  GANFW_EMPTY_CACHE_NEVER,      /* not even then: the request fails at once */
+  GANFW_EMPTY_CACHE_PER_EPOCH,  /* also at the end of every epoch */
+  GANFW_EMPTY_CACHE_AFTER_EVAL, /* also after every evaluation (a GAN: every sample grid) */
+  GANFW_EMPTY_CACHE_COUNT
+};
 
 enum { GANFW_DEVICE_CPU = 0, GANFW_DEVICE_CUDA = 1, GANFW_DEVICE_AUTO = 2, GANFW_DEVICE_COUNT };
 
@@ -32,6 +47,7 @@ struct ganfw_ctx {
   const ganfw_config *config; /* borrowed, may be NULL */
   int32_t device_type;        /* resolved: GANFW_DEVICE_CPU or _CUDA */
   int32_t threads;
+  int32_t empty_cache; /* device.empty_cache */
   uint64_t seed;
   uint64_t rng_offset; /* next free Philox block */
 };
@@ -47,6 +63,12 @@ void ganfw_ctx_destroy(ganfw_ctx *ctx); /* accepts NULL */
  * options.meta it is the meta backend's shadow. NULL: pick by device.type again. Not for
  * use while contexts are being created on other threads. */
 void ganfw_ctx_override_backend(ganfw_backend *be);
+/* device.empty_cache's policy at a moment of the run (GANFW_EMPTY_CACHE_PER_EPOCH at an
+ * epoch's end, _AFTER_EVAL after an evaluation): releases the cached segments when the
+ * policy asks for it there. */
+void ganfw_ctx_empty_cache_at(ganfw_ctx *ctx, int32_t moment);
+/* "on_oom", "never", "per_epoch", "after_eval"; NULL outside. */
+const char *ganfw_empty_cache_name(int32_t policy);
 /* Reserves n values' worth of Philox blocks and returns the first block's offset. */
 uint64_t ganfw_ctx_rng_take(ganfw_ctx *ctx, int64_t n);
 /* Fills data[0..n) (device memory of ctx's backend, f32) with U(lo, hi) or N(mean, std)

@@ -28,6 +28,11 @@ void ganfw_probe_result_free(ganfw_probe_result *r) {
   free(r->layers);
   r->layers = NULL;
   r->n_layers = 0;
+  free(r->trace);
+  free(r->trace_names);
+  r->trace = NULL;
+  r->trace_names = NULL;
+  r->n_trace = 0;
 }
 
 static int64_t max64(int64_t a, int64_t b) {
@@ -292,6 +297,12 @@ static ganfw_status open_run(probe *p, const char *path, const char *const *sets
   if (opt->limit_mode == GANFW_PROBE_LIMIT_NONE) p->run->ctx_opt.memory_limit = 0;
   if (opt->limit_mode == GANFW_PROBE_LIMIT_SET) p->run->ctx_opt.memory_limit = opt->memory_limit;
   p->run->ctx_opt.meta = opt->meta;
+  if (opt->trace) { /* every step: the warm-up and the measured ones */
+    p->run->ctx_opt.trace = 1;
+    p->run->ctx_opt.trace_steps = opt->warmup + opt->steps;
+    if (p->run->ctx_opt.trace_capacity <= 0)
+      p->run->ctx_opt.trace_capacity = GANFW_TRACE_CAPACITY_DEFAULT;
+  }
   p->out->memory_limit = p->run->ctx_opt.memory_limit;
   if (opt->extra_memory && (st = add_extra_memory(p)) != GANFW_OK) return st;
   return GANFW_OK;
@@ -466,7 +477,9 @@ static ganfw_status run_steps(probe *p) {
   ganfw_alloc *a = p->s->ctx->alloc;
   ganfw_status st = GANFW_OK;
   for (int32_t k = 0; k < opt->warmup && st == GANFW_OK; k++) {
+    ganfw_alloc_trace_step(a, k + 1); /* options.trace */
     if ((st = next_batch(p)) == GANFW_OK) st = whole_step(p);
+    ganfw_alloc_trace_step_end(a);
     if (is_oom(st)) { /* the peaks up to the failed request */
       record_oom(p, "warm-up");
       ganfw_alloc_stats as;
@@ -484,12 +497,14 @@ static ganfw_status run_steps(probe *p) {
   double *times = calloc((size_t)opt->steps, sizeof *times);
   if (!times) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   for (int32_t k = 0; k < opt->steps && st == GANFW_OK; k++) {
+    ganfw_alloc_trace_step(a, opt->warmup + k + 1);
     if ((st = next_batch(p)) != GANFW_OK) break;
     ganfw_backend *be = p->s->ctx->be;
     double t0 = ganfw_now_s();
     st = measured_step(p);
     if (st == GANFW_OK && be->vt->synchronize) st = be->vt->synchronize(be); /* queued kernels */
     times[k] = ganfw_now_s() - t0;
+    ganfw_alloc_trace_step_end(a);
     if (st == GANFW_OK) out->steps_done++;
   }
   ganfw_alloc_set_peak_hook(a, NULL, NULL);
@@ -528,6 +543,12 @@ static ganfw_status probe_body(probe *p, const char *path, const char *const *se
   st = run_steps(p);
   ganfw_alloc_get_stats(a, &as);
   out->num_alloc_retries = as.num_alloc_retries;
+  if (p->opt->trace) { /* kept past the session: the names are copied */
+    ganfw_status tst = ganfw_alloc_trace_copy(a, &out->trace, &out->n_trace);
+    if (tst == GANFW_OK && ganfw_trace_own_names(out->trace, out->n_trace, &out->trace_names) != 0)
+      tst = ganfw_error_set(GANFW_ERR_OOM, "out of host memory keeping the allocator trace");
+    if (st == GANFW_OK) st = tst;
+  }
   if (p->opt->summary) ganfw_alloc_memory_summary(a, p->opt->summary);
   if (st == GANFW_OK && p->opt->layers && !p->snap.failed && p->snap.n > 0) {
     st = attribute_layers(p->s, &p->snap, out);

@@ -37,6 +37,8 @@ typedef struct ganfw_probe_options {
                                   its shape is this */
   FILE *summary;               /* not NULL: the allocator's memory_summary after the
                                   measured steps is written here */
+  int32_t trace;               /* 1: record the allocator's events of every step
+                                  (device.trace) into out->trace */
 } ganfw_probe_options;
 
 #define GANFW_PROBE_NAME_MAX 96
@@ -91,6 +93,12 @@ typedef struct ganfw_probe_result {
   int32_t oom;
   char oom_where[32];    /* "set-up", "warm-up", "D step", "G step" */
   char oom_report[4096]; /* the message with the allocator's report; "" without OOM */
+
+  /* with options.trace: the events of the set-up, the warm-up steps (1..warmup) and the
+   * measured steps (after them), owners in trace_names; owned */
+  ganfw_trace_event *trace;
+  int64_t n_trace;
+  char *trace_names;
 } ganfw_probe_result;
 
 /* Opens `config_path` with the --set assignments, builds the session (on the meta backend

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "train/run_state.h"
+#include "runtime/alloc.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
 #include "train/nonfinite.h"
@@ -196,8 +197,8 @@ static ganfw_status learn(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *la
   if (st == GANFW_OK)
     st = host_room(&c->host_logits, &c->host_labels, &c->host_cap, logits->numel, n);
   if (st == GANFW_OK)
-    st = score(c->ctx, logits, labels, classes, s->train.label_smoothing, c->loss,
-               c->host_logits, c->host_labels, &loss, &right, NULL);
+    st = score(c->ctx, logits, labels, classes, s->train.label_smoothing, c->loss, c->host_logits,
+               c->host_labels, &loss, &right, NULL);
   if (st == GANFW_OK) st = check_labels(c->host_labels, n, classes);
   if (st == GANFW_OK && !isfinite(loss) && !s->loss_scaling) {
     char where[768], what[1024], micro[48] = "";
@@ -257,6 +258,7 @@ ganfw_status ganfw_classifier_step(ganfw_classifier *c, ganfw_tensor *x, ganfw_t
   double loss_sum = 0;
   int64_t correct = 0;
   ganfw_status st = GANFW_OK;
+  ganfw_alloc_set_stage(s->ctx->alloc, GANFW_STAGE_CLASSIFIER); /* device.trace's phases */
   /* A skipped update leaves BatchNorm's statistics as they were before the step. */
   if (s->train.on_nonfinite == GANFW_NONFINITE_SKIP)
     st = ganfw_net_stats_save(s->classifier, &c->stats);
@@ -269,7 +271,12 @@ ganfw_status ganfw_classifier_step(ganfw_classifier *c, ganfw_tensor *x, ganfw_t
   }
   out->loss = loss_sum / (double)N;
   out->accuracy = (double)correct / (double)N;
-  if (st == GANFW_OK && !out->nonfinite) st = optim_step(c, out);
+  if (st == GANFW_OK && !out->nonfinite) {
+    const int32_t pass = ganfw_alloc_set_pass(s->ctx->alloc, GANFW_PASS_OPTIMIZER);
+    st = optim_step(c, out);
+    ganfw_alloc_set_pass(s->ctx->alloc, pass);
+  }
+  ganfw_alloc_set_stage(s->ctx->alloc, GANFW_STAGE_SETUP);
   if (st == GANFW_OK && out->nonfinite) st = ganfw_net_stats_restore(s->classifier, c->stats);
   for (int32_t i = 0; i < s->n_memory && st == GANFW_OK; i++)
     if (s->memory[i].vt->step_end) st = s->memory[i].vt->step_end(s->memory[i].self);
@@ -383,6 +390,7 @@ ganfw_status ganfw_classifier_evaluate(ganfw_session *s, const ganfw_dataset *ds
   ganfw_status st = eval_open(s, ds, batch, &e);
   ganfw_net_set_train(s->classifier, 0, 0);
   ganfw_alloc_reset_peak(s->ctx->alloc);
+  const int32_t stage = ganfw_alloc_set_stage(s->ctx->alloc, GANFW_STAGE_EVAL);
   for (int64_t b = 0, nb = st == GANFW_OK ? ganfw_loader_batches_per_epoch(e.loader) : 0;
        b < nb && st == GANFW_OK; b++) {
     ganfw_batch_info bi;
@@ -392,6 +400,7 @@ ganfw_status ganfw_classifier_evaluate(ganfw_session *s, const ganfw_dataset *ds
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
   out->peak_activation = as.category[GANFW_MEM_ACTIVATION].peak;
+  ganfw_alloc_set_stage(s->ctx->alloc, stage);
   ganfw_net_set_train(s->classifier, 1, 1);
   eval_close(&e);
   if (st != GANFW_OK) {

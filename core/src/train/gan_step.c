@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "runtime/alloc.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
 #include "train/ema.h"
@@ -264,8 +265,8 @@ static ganfw_status loss_nonfinite(ganfw_gan *g, const char *role, const char *n
  * says to skip (a non-finite gradient under loss scaling). Without a loss scaler the
  * gradients are checked once for NaN or inf first (train.on_nonfinite), as is a strategy's
  * GANFW_ERR_NUMERIC: *nonfinite = 1 when the update is skipped for it. */
-static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped, int32_t *nonfinite,
-                               ganfw_gan_stats *out) {
+static ganfw_status update(ganfw_gan *g, int32_t opt, int32_t *skipped, int32_t *nonfinite,
+                           ganfw_gan_stats *out) {
   ganfw_session *s = g->s;
   ganfw_session_optim *o = &s->optim[opt];
   int32_t skip = 0, bad = 0;
@@ -312,6 +313,15 @@ static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped, int3
 }
 
 /* Rows [k*m, (k+1)*m) of t, or t itself (retained) for a single micro-batch. */
+/* The update of the optimizer `opt`, traced as the optimizer pass (device.trace). */
+static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped, int32_t *nonfinite,
+                               ganfw_gan_stats *out) {
+  const int32_t pass = ganfw_alloc_set_pass(g->ctx->alloc, GANFW_PASS_OPTIMIZER);
+  ganfw_status st = update(g, opt, skipped, nonfinite, out);
+  ganfw_alloc_set_pass(g->ctx->alloc, pass);
+  return st;
+}
+
 static ganfw_tensor *micro(ganfw_tensor *t, int64_t k, int64_t m, int32_t count) {
   if (count == 1) return ganfw_tensor_retain(t);
   return ganfw_tensor_rows(t, k * m, m, t->name);
@@ -487,6 +497,7 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
     ganfw_tensor *mk = maps ? micro(maps, k, m, M) : NULL;
     if (!xk || !zk || (maps && !mk)) st = ganfw_error_code();
     const uint64_t rng_real = g->ctx->rng_offset;
+    ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_D_REAL); /* device.trace's phases */
     if (st == GANFW_OK)
       st = d_learn(g, g->tape_real, xk, GANFW_OBJ_D_REAL, dloss, &loss_real, &p_real,
                    "loss_d (real)");
@@ -499,6 +510,7 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
     /* train.reuse_fake on a step with a G update: G(z) with its tape, kept for the G step
      * (G's BatchNorm statistics move once a step, as in PyTorch's DC-GAN example) */
     const int32_t keep = s->train.reuse_fake && g_turn(g);
+    ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_D_FAKE);
     if (st == GANFW_OK && !bad) st = ganfw_net_forward(G, zk, keep ? g->tape_g : NULL, &fake);
     if (st == GANFW_OK && !bad && keep) {
       g->kept_fake = ganfw_tensor_retain(fake);
@@ -539,6 +551,7 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
   ganfw_net *G = s->generator, *D = s->discriminator;
   const int32_t M = s->exec.micro_batches;
   const int64_t m = z->shape[0] / M;
+  ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_G);
   ganfw_status st = make_targets(g, m);
   if (st != GANFW_OK) return st;
   const float dloss = (float)(loss_scale(s, 0) / M);
@@ -629,6 +642,7 @@ ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganf
   if (st == GANFW_OK) st = ganfw_gan_d_step(g, x, z, out);
   if (st == GANFW_OK && with_g) st = ganfw_gan_g_step(g, z, out);
   drop_kept(g);
+  ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_SETUP);
   if (st == GANFW_OK && !with_g) {
     out->loss_g = g->last_loss_g;
     out->d_g_z2 = g->last_d_g_z2;
