@@ -9,6 +9,7 @@
 #include "tools/compare.h"
 #include "tools/eval.h"
 #include "tools/plan.h"
+#include "tools/plot.h"
 #include "tools/sample.h"
 #include "tools/score.h"
 
@@ -34,7 +35,9 @@ typedef struct cli_args {
   const char *plugin_dirs[CLI_MAX_ARGS]; /* plugins --plugin-path */
   int ndirs;
   ganfw_sample_args sample;
-  int32_t measure;               /* plan --measure */
+  int32_t measure;               /* plan --measure, plot --measure */
+  const char *plan_plot;         /* plan --plot FILE */
+  ganfw_plot_args plot;          /* plot */
   ganfw_find_batch_options find; /* find-batch */
   ganfw_compare_options compare; /* compare */
   const char *csv, *json;        /* compare */

@@ -136,9 +136,41 @@ static int eval_option(cli_args *a, const char *opt, const char *value, int *too
 }
 
 static int plan_option(cli_args *a, const char *opt, const char *value, int *took) {
-  (void)value, (void)took;
+  if (strcmp(opt, "--plot") == 0) {
+    if (!(a->plan_plot = need_value(a, opt, value, took))) return EXIT_USAGE;
+    return CLI_OPT_TAKEN;
+  }
   if (strcmp(opt, "--measure") != 0) return CLI_OPT_UNKNOWN;
   a->measure = 1;
+  return CLI_OPT_TAKEN;
+}
+
+static int plot_option(cli_args *a, const char *opt, const char *value, int *took) {
+  if (strcmp(opt, "--measure") == 0) {
+    a->plot.measure = 1;
+    return CLI_OPT_TAKEN;
+  }
+  int is_out = strcmp(opt, "-o") == 0;
+  if (!is_out && strcmp(opt, "--step") != 0) return CLI_OPT_UNKNOWN;
+  const char *v = need_value(a, opt, value, took);
+  if (!v) return EXIT_USAGE;
+  if (is_out) {
+    a->plot.output = v;
+    return CLI_OPT_TAKEN;
+  }
+  long long num;
+  if (!parse_whole(v, 1, INT32_MAX, &num))
+    return cli_usage_error(a->command, "bad value for %s (a step number from 1)", opt);
+  a->plot.step = (int32_t)num;
+  return CLI_OPT_TAKEN;
+}
+
+/* train --trace: device.trace on, as `--set device.trace=true` */
+static int train_option(cli_args *a, const char *opt, const char *value, int *took) {
+  (void)value, (void)took;
+  if (strcmp(opt, "--trace") != 0) return CLI_OPT_UNKNOWN;
+  if (a->nsets == CLI_MAX_ARGS) return cli_usage_error(a->command, "too many %s options", "--set");
+  a->sets[a->nsets++] = "device.trace=true";
   return CLI_OPT_TAKEN;
 }
 
@@ -289,28 +321,61 @@ static int cmd_validate(cli_args *args) {
 
 /* An out-of-memory failure of a run (its message recorded): the message, then what each
  * memory strategy would bring the peak to, planned after the run let go of its memory. */
-static int fail_oom(const cli_args *args) {
-  static char msg[8192], advice[4096];
+/* The OOM message with the planner's advice; a training run's folder (out_dir not NULL)
+ * also gets the flight recorder's oom/ files, which the message names. */
+static int fail_oom(const cli_args *args, const char *out_dir) {
+  static char msg[8192], advice[4096], written[4096 * 3];
   snprintf(msg, sizeof msg, "%s", ganfw_error_message());
   ganfw_oom_advice(args->operands[0], args->sets, args->nsets, advice, sizeof advice);
   fprintf(stderr, "ganfw: %s: %s%s\n", ganfw_status_name(GANFW_ERR_OOM), msg, advice);
+  if (out_dir) {
+    ganfw_status st = ganfw_oom_record(args->operands[0], args->sets, args->nsets, out_dir, msg,
+                                       advice, written, sizeof written);
+    if (*written) fprintf(stderr, "ganfw: the failing step: %s\n", written);
+    if (st != GANFW_OK)
+      fprintf(stderr, "ganfw: the OOM flight recorder stopped: %s\n", ganfw_error_message());
+    ganfw_error_clear();
+  }
   return EXIT_RUNTIME;
+}
+
+/* The planner's prediction of a run's peaks, before anything is allocated; memory.json
+ * compares it with the run's (its "calibration"). Nothing when the plan fails: the run
+ * reports the same failure itself. */
+static void predict(const cli_args *args, ganfw_calibration *cal) {
+  ganfw_probe_result plan;
+  memset(cal, 0, sizeof *cal);
+  if (ganfw_plan_make(args->operands[0], args->sets, args->nsets, 0, NULL, &plan) == GANFW_OK &&
+      !plan.oom) {
+    cal->have = 1;
+    cal->allocated = plan.peak_allocated;
+    cal->reserved = plan.peak_reserved;
+    memcpy(cal->category, plan.peak_category, sizeof cal->category);
+  }
+  ganfw_probe_result_free(&plan);
+  ganfw_error_clear();
 }
 
 static int cmd_train(cli_args *args) {
   ganfw_run *run = NULL;
   ganfw_session *session = NULL;
+  ganfw_calibration cal;
+  predict(args, &cal);
   ganfw_status st = prepare(args, NULL, &run, &session);
+  if (st == GANFW_OK) session->predicted = cal;
   if (st == GANFW_OK)
     st = session->family == GANFW_MODEL_CLASSIFIER ? ganfw_train_classifier(session)
                                                    : ganfw_train_gan(session);
-  static char oom_msg[8192];
+  static char oom_msg[8192], out_dir[4096];
   if (st == GANFW_ERR_OOM) snprintf(oom_msg, sizeof oom_msg, "%s", ganfw_error_message());
+  /* an OOM in training (the run folder exists): the flight recorder writes into it */
+  const int in_run = st == GANFW_ERR_OOM && session && run && run->out_dir;
+  if (in_run) snprintf(out_dir, sizeof out_dir, "%s", run->out_dir);
   ganfw_session_close(session);
   ganfw_run_close(run);
   if (st == GANFW_ERR_OOM) { /* advice needs the memory back first */
     ganfw_error_set(GANFW_ERR_OOM, "%s", oom_msg);
-    return fail_oom(args);
+    return fail_oom(args, in_run ? out_dir : NULL);
   }
   return st == GANFW_OK ? EXIT_OK : cli_fail(st);
 }
@@ -332,6 +397,12 @@ static int cmd_plan(cli_args *args) {
     if (st == GANFW_OK && summary && *summary)
       printf("\nThe allocator after the real step:\n%s", summary);
     free(summary);
+  }
+  if (st == GANFW_OK && args->plan_plot) {
+    ganfw_plot_args pa = {
+        .source = config, .output = args->plan_plot, .sets = args->sets, .nsets = args->nsets};
+    fflush(stdout);
+    st = ganfw_plot(&pa, stdout, NULL);
   }
   ganfw_probe_result_free(&plan);
   ganfw_probe_result_free(&real);
@@ -390,6 +461,14 @@ static int cmd_score(cli_args *args) {
   return st == GANFW_OK ? EXIT_OK : cli_fail(st);
 }
 
+static int cmd_plot(cli_args *args) {
+  args->plot.source = args->operands[0];
+  args->plot.sets = args->sets;
+  args->plot.nsets = args->nsets;
+  ganfw_status st = ganfw_plot(&args->plot, stdout, NULL);
+  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+}
+
 static int cmd_sample(cli_args *args) {
   args->sample.source = args->operands[0];
   ganfw_status st = ganfw_sample(&args->sample);
@@ -399,8 +478,10 @@ static int cmd_sample(cli_args *args) {
 /* --- the table ----------------------------------------------------------------------------- */
 
 const cli_command cli_commands[] = {
-    {"train", "[train] [options] CONFIG", "train the model a config describes", NULL,
-     "a config file", 0, NULL, cmd_train},
+    {"train", "[train] [options] CONFIG [--trace]", "train the model a config describes",
+     "  --trace   record the allocator's events of the first steps (device.trace): memory.json,\n"
+     "            trace.json for ui.perfetto.dev, `ganfw plot RUN_DIR`\n",
+     "a config file", 0, train_option, cmd_train},
     {"validate", "validate [options] CONFIG",
      "check a config (keys, values, plugins, model shapes) without training, print it\n"
      "resolved; exit 0 when valid, also when only the data set is missing (one line says so)",
@@ -441,8 +522,18 @@ const cli_command cli_commands[] = {
      "a config or run folder", 0, eval_option, cmd_eval},
     {"plan", "plan [options] CONFIG [--measure]",
      "peak memory from shapes alone, per category, phase and layer",
-     "  --measure   also run one real step and compare\n", "a config file", 0, plan_option,
-     cmd_plan},
+     "  --measure    also run one real step and compare\n"
+     "  --plot FILE  also draw the planned step's memory over time (.png, .svg; .json: a\n"
+     "               Chrome trace), as `ganfw plot CONFIG -o FILE`\n",
+     "a config file", 0, plan_option, cmd_plan},
+    {"plot", "plot [options] RUN_DIR|CONFIG [-o step.png] [--step N] [--measure]",
+     "one step's memory over time: live bytes stacked by category, the phases, reserved,\n"
+     "the peak and who held it; from a traced run (device.trace) or from a config's plan",
+     "  -o FILE     .png or .svg (a picture of one step), .json (every traced step as a\n"
+     "              Chrome trace for ui.perfetto.dev); default step.png\n"
+     "  --step N    the step to draw (default: a run's last traced step, a config's step 2)\n"
+     "  --measure   a CONFIG: trace a real step on its device instead of the plan\n",
+     "a run folder or config file", 0, plot_option, cmd_plot},
     {"find-batch", "find-batch [options] CONFIG [--margin 0.05] [--no-confirm] [--max-batch N]",
      "the largest batch that fits the device budget",
      "  --margin F     keep this fraction of the budget free (0 to 0.9, default 0.05)\n"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/file.h"
 #include "base/json.h"
 #include "runtime/alloc.h"
 
@@ -198,6 +199,23 @@ ganfw_status ganfw_trace_write_chrome(FILE *f, const ganfw_trace_event *ev, int6
     return ganfw_error_set(GANFW_ERR_IO, "could not write the Chrome trace: write error on the "
                                          "output stream (disk full?)");
   return GANFW_OK;
+}
+
+typedef struct chrome_job {
+  const ganfw_trace_event *ev;
+  int64_t n;
+  const char *title;
+} chrome_job;
+
+static ganfw_status write_chrome(FILE *f, void *ud) {
+  const chrome_job *j = ud;
+  return ganfw_trace_write_chrome(f, j->ev, j->n, j->title);
+}
+
+ganfw_status ganfw_trace_write_chrome_file(const char *path, const ganfw_trace_event *ev, int64_t n,
+                                           const char *title) {
+  chrome_job j = {ev, n, title};
+  return ganfw_file_write_atomic(path, write_chrome, &j);
 }
 
 /* --- memory.json's events ------------------------------------------------------------------ */

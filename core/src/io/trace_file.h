@@ -23,6 +23,10 @@
 ganfw_status ganfw_trace_write_chrome(FILE *f, const ganfw_trace_event *ev, int64_t n,
                                       const char *title);
 
+/* The same into the file `path`, written atomically (base/file.h): all or nothing. */
+ganfw_status ganfw_trace_write_chrome_file(const char *path, const ganfw_trace_event *ev, int64_t n,
+                                           const char *title);
+
 /* Reads the trace events of a memory.json the core wrote (ganfw_alloc_trace_write_json:
  * one event a line) into a new array *ev of *n events whose owners point into *names (free()
  * both). GANFW_ERR_IO naming the path when it cannot be read; GANFW_ERR_CONFIG when it is

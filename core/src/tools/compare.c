@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "base/json.h"
+#include "tools/plan.h"
 #include "runtime/tensor.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -38,6 +39,15 @@ ganfw_status ganfw_compare_run(const char *const *configs, int n, const char *co
       snprintf(row->error, sizeof row->error, "%s", ganfw_error_message());
       ganfw_error_clear();
     }
+    ganfw_probe_result plan; /* the planner's calibration: its peak against the measured */
+    if (row->status == GANFW_OK &&
+        ganfw_plan_make(configs[i], sets, nsets, 0, NULL, &plan) == GANFW_OK) {
+      row->planned = 1;
+      row->plan_allocated = plan.peak_allocated;
+      row->plan_reserved = plan.peak_reserved;
+      ganfw_probe_result_free(&plan);
+    }
+    ganfw_error_clear();
     if (log && row->status != GANFW_OK)
       fprintf(log, "compare: %s failed: %s\n", configs[i], row->error);
     else if (log && row->r.oom)
@@ -65,16 +75,17 @@ static const char *first_line(const ganfw_compare_row *row, char *buf, size_t n)
 void ganfw_compare_print(const ganfw_compare_row *rows, int n, FILE *out) {
   fprintf(out, "| config | batch | peak allocated MiB | peak reserved MiB |");
   for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, " %s |", ganfw_mem_category_name(c));
-  fprintf(out, " step s | images/s | final losses | skipped | OOM |\n|---|--:|--:|--:|");
+  fprintf(out, " step s | images/s | final losses | skipped | OOM | plan - measured |\n"
+               "|---|--:|--:|--:|");
   for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, "--:|");
-  fprintf(out, "--:|--:|---|--:|---|\n");
+  fprintf(out, "--:|--:|---|--:|---|--:|\n");
   for (int i = 0; i < n; i++) {
     const ganfw_compare_row *row = &rows[i];
     const ganfw_probe_result *r = &row->r;
     if (row->status != GANFW_OK) {
       fprintf(out, "| %s | | | |", row->config);
       for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, " |");
-      fprintf(out, " | | | | error |\n");
+      fprintf(out, " | | | | error | |\n");
       continue;
     }
     fprintf(out, "| %s | %lld | %.2f | %.2f |", row->config, (long long)r->batch_size,
@@ -93,7 +104,12 @@ void ganfw_compare_print(const ganfw_compare_row *rows, int n, FILE *out) {
       fprintf(out, " D %lld, G %lld |", (long long)r->skipped_d, (long long)r->skipped_g);
     else
       fprintf(out, " %lld |", (long long)r->skipped_g);
-    fprintf(out, " %s |\n", r->oom ? "yes" : "no");
+    fprintf(out, " %s |", r->oom ? "yes" : "no");
+    /* the planner's calibration: a drift between plan and device shows here */
+    if (row->planned && !r->oom)
+      fprintf(out, " %+.2f%% |\n", ganfw_plan_diff_percent(row->plan_allocated, r->peak_allocated));
+    else
+      fprintf(out, " - |\n");
   }
   for (int i = 0; i < n; i++) {
     const ganfw_compare_row *row = &rows[i];
@@ -159,6 +175,9 @@ static int row_fields(const ganfw_compare_row *row, field *f) {
   put(f, &n, "accuracy", 0, "%.6f", r->accuracy);
   put(f, &n, "skipped_d", 0, "%lld", (long long)r->skipped_d);
   put(f, &n, "skipped_g", 0, "%lld", (long long)r->skipped_g);
+  put(f, &n, "plan_peak_allocated", 0, "%lld",
+      (long long)(row->planned ? row->plan_allocated : -1));
+  put(f, &n, "plan_peak_reserved", 0, "%lld", (long long)(row->planned ? row->plan_reserved : -1));
   put(f, &n, "oom", 0, "%d", r->oom ? 1 : 0);
   put(f, &n, "oom_where", 1, "%s", r->oom_where);
   put(f, &n, "report", 1, "%s", first_line(row, line, sizeof line));

@@ -18,7 +18,9 @@ typedef struct ganfw_compare_row {
   const char *config;  /* borrowed from the caller */
   ganfw_status status; /* GANFW_OK, or the failure other than OOM (see error) */
   char error[512];
-  ganfw_probe_result r; /* r.oom: it ran out of memory (r.oom_report) */
+  ganfw_probe_result r;                  /* r.oom: it ran out of memory (r.oom_report) */
+  int32_t planned;                       /* the plan of the same config ran: */
+  int64_t plan_allocated, plan_reserved; /* its peaks, for the plan-vs-measured column */
 } ganfw_compare_row;
 
 /* Runs configs[0..n) one after the other (each with the --set assignments) into rows

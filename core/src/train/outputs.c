@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/file.h"
+#include "io/trace_file.h"
 #include "base/log.h"
 
 struct ganfw_metrics {
@@ -75,12 +76,73 @@ ganfw_status ganfw_write_resolved_config(const ganfw_config *c, const char *dir)
   return write_in(dir, "config.resolved.yaml", write_config, (void *)c);
 }
 
-static ganfw_status write_memory(FILE *f, void *a) {
-  return ganfw_alloc_trace_write_json(a, f);
+void ganfw_calibration_take(ganfw_calibration *cal, const ganfw_alloc *a) {
+  if (!cal || cal->taken) return;
+  ganfw_alloc_stats st;
+  ganfw_alloc_get_stats(a, &st);
+  cal->taken = 1;
+  cal->m_allocated = st.allocated.peak;
+  cal->m_reserved = st.reserved.peak;
+  for (int c = 0; c < GANFW_MEM_COUNT; c++) cal->m_category[c] = st.category[c].peak;
 }
 
-ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *dir) {
-  return write_in(dir, "memory.json", write_memory, (void *)a);
+typedef struct memory_job {
+  const ganfw_alloc *a;
+  const char *more;
+} memory_job;
+
+static ganfw_status write_memory(FILE *f, void *ud) {
+  const memory_job *j = ud;
+  return ganfw_alloc_write_json(j->a, f, j->more);
+}
+
+static double diff_percent(int64_t plan, int64_t measured) {
+  return measured ? 100.0 * (double)(plan - measured) / (double)measured : plan ? 100.0 : 0.0;
+}
+
+/* "calibration": the plan's peaks, the run's and their difference, per total and category. */
+static void calibration_json(const ganfw_alloc *a, const ganfw_calibration *cal, char *buf,
+                             size_t n) {
+  ganfw_calibration m = *cal;
+  ganfw_calibration_take(&m, a);
+  size_t len = 0;
+#define APP(...) len += (size_t)snprintf(buf + len, len < n ? n - len : 0, __VA_ARGS__)
+  APP("  \"calibration\": {\n    \"source\": \"plan (meta backend, before the first step)\",\n"
+      "    \"measured\": \"the run's peaks over its steps before its first sample grid, "
+      "checkpoint or evaluation\",\n");
+  APP("    \"allocated\": {\"predicted\": %lld, \"measured\": %lld, \"diff_percent\": %.4f},\n",
+      (long long)cal->allocated, (long long)m.m_allocated,
+      diff_percent(cal->allocated, m.m_allocated));
+  APP("    \"reserved\": {\"predicted\": %lld, \"measured\": %lld, \"diff_percent\": %.4f},\n",
+      (long long)cal->reserved, (long long)m.m_reserved, diff_percent(cal->reserved, m.m_reserved));
+  APP("    \"category\": {");
+  for (int c = 0; c < GANFW_MEM_COUNT; c++)
+    APP("%s\n      \"%s\": {\"predicted\": %lld, \"measured\": %lld, \"diff_percent\": %.4f}",
+        c ? "," : "", ganfw_mem_category_name(c), (long long)cal->category[c],
+        (long long)m.m_category[c], diff_percent(cal->category[c], m.m_category[c]));
+  APP("\n    }\n  }");
+#undef APP
+}
+
+ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *dir,
+                                     const ganfw_calibration *cal) {
+  char more[2048];
+  if (cal && cal->have) calibration_json(a, cal, more, sizeof more);
+  memory_job mj = {a, cal && cal->have ? more : NULL};
+  ganfw_status st = write_in(dir, "memory.json", write_memory, &mj);
+  if (st == GANFW_OK && ganfw_alloc_trace_length(a) == 0) {
+    char path[4096]; /* an earlier traced run's trace.json would not describe this run */
+    if (ganfw_path_join(path, sizeof path, dir, "trace.json") == GANFW_OK) unlink(path);
+  }
+  if (st != GANFW_OK || ganfw_alloc_trace_length(a) == 0) return st;
+  ganfw_trace_event *ev = NULL; /* device.trace: the same events for ui.perfetto.dev */
+  int64_t n = 0;
+  char path[4096];
+  if ((st = ganfw_alloc_trace_copy(a, &ev, &n)) != GANFW_OK) return st;
+  st = ganfw_path_join(path, sizeof path, dir, "trace.json");
+  if (st == GANFW_OK) st = ganfw_trace_write_chrome_file(path, ev, n, dir);
+  free(ev);
+  return st;
 }
 
 typedef struct {

@@ -18,8 +18,27 @@ ganfw_status ganfw_path_join(char *buf, size_t n, const char *a, const char *b);
 void ganfw_run_folder_clean(const char *dir);
 /* Writes the resolved config to <dir>/config.resolved.yaml atomically. */
 ganfw_status ganfw_write_resolved_config(const ganfw_config *c, const char *dir);
-/* Writes the allocator's stats and trace to <dir>/memory.json atomically. */
-ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *dir);
+/* What the planner predicted for a run before it started (the `ganfw CONFIG` command plans
+ * the config on the meta backend first): peaks in bytes. */
+typedef struct ganfw_calibration {
+  int32_t have; /* 0: no prediction (the plan failed, or a caller without one) */
+  int64_t allocated, reserved, category[GANFW_MEM_COUNT];
+  /* the run's peaks over its steps, taken before its first sample grid, checkpoint or
+   * evaluation (which the plan does not model); the end of the run when taken is 0 */
+  int32_t taken;
+  int64_t m_allocated, m_reserved, m_category[GANFW_MEM_COUNT];
+} ganfw_calibration;
+
+/* Takes the allocator's peaks as the run's measured step peaks, the first time only:
+ * trainers call it before anything that is not a training step allocates. */
+void ganfw_calibration_take(ganfw_calibration *cal, const ganfw_alloc *a);
+
+/* Writes the allocator's stats and trace to <dir>/memory.json atomically, with the
+ * planner's prediction against the allocator's peaks under "calibration" when cal->have
+ * (cal may be NULL), and with device.trace the same events as a Chrome trace in
+ * <dir>/trace.json. */
+ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *dir,
+                                     const ganfw_calibration *cal);
 
 /* Rewrites the CSV file `path` atomically for a resumed run: `header` (NULL: the file's own
  * first line), then, when `keep`, the file's rows whose step (first column) is below

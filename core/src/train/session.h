@@ -7,6 +7,7 @@
 #include "data/data.h"
 #include "ganfw/ganfw.h"
 #include "nn/net.h"
+#include "train/outputs.h"
 #include "train/run.h"
 #include "train/schedule.h"
 
@@ -61,7 +62,8 @@ typedef struct ganfw_train_settings {
 } ganfw_train_settings;
 
 typedef struct ganfw_session {
-  ganfw_run *run; /* borrowed */
+  ganfw_run *run;              /* borrowed */
+  ganfw_calibration predicted; /* the plan's peaks, set by the caller before training */
   ganfw_ctx *ctx;
   const ganfw_model_vt *model_vt;
   void *model;

@@ -191,7 +191,8 @@ static ganfw_status evaluate(cls_run *r, double epochs) {
   ganfw_status st = GANFW_OK;
   /* The evaluation resets the allocator's peaks: memory.json keeps training's. */
   if (r->step == r->total) {
-    if ((st = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir)) != GANFW_OK) return st;
+    if ((st = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir, &s->predicted)) != GANFW_OK)
+      return st;
     r->memory_written = 1;
   }
   ganfw_eval_result ev;
@@ -227,6 +228,7 @@ static ganfw_status train_loop(cls_run *r) {
     ganfw_batch_info bi;
     if ((st = ganfw_loader_next(r->loader, r->host_x, r->host_y, &bi)) != GANFW_OK) break;
     if (bi.n == B) {
+      ganfw_alloc_trace_step(s->ctx->alloc, r->step + 1); /* device.trace */
       double t0 = ganfw_now_s();
       /* asynchronous from page-locked memory: the step's loss, read back at its end, waits
        * for the copies before the loader refills the buffers */
@@ -240,6 +242,7 @@ static ganfw_status train_loop(cls_run *r) {
         break;
       }
       r->step++;
+      ganfw_alloc_trace_step_end(s->ctx->alloc);
       r->skipped += cs.skipped;
       if ((st = ganfw_nonfinite_after_step(s, r->step, cs.nonfinite ? "the update was" : NULL,
                                            cs.nonfinite_what, &r->nonfinite)))
@@ -252,12 +255,18 @@ static ganfw_status train_loop(cls_run *r) {
         st = log_step(r, &cs, &bi, t1 - t0, rate, eta);
     }
     const int last = r->step == r->total;
+    if ((bi.last_in_epoch || last) ||
+        (s->train.checkpoint_every && r->step % s->train.checkpoint_every == 0))
+      ganfw_calibration_take(&s->predicted, s->ctx->alloc); /* the steps' peaks */
     if (st == GANFW_OK && (bi.last_in_epoch || last) && r->last_eval_step != r->step) {
       double epochs = bi.last_in_epoch
                           ? (double)(bi.epoch + 1)
                           : (double)bi.epoch + (double)(bi.offset + bi.n) / (double)size;
       st = evaluate(r, epochs);
+      ganfw_ctx_empty_cache_at(s->ctx, GANFW_EMPTY_CACHE_AFTER_EVAL); /* device.empty_cache */
     }
+    if (st == GANFW_OK && bi.last_in_epoch)
+      ganfw_ctx_empty_cache_at(s->ctx, GANFW_EMPTY_CACHE_PER_EPOCH);
     int saved = 0;
     if (st == GANFW_OK && bi.n == B &&
         ((s->train.checkpoint_every && r->step % s->train.checkpoint_every == 0) || last)) {
@@ -307,7 +316,8 @@ ganfw_status ganfw_train_classifier(ganfw_session *s) {
   if (s->ctx && !r.memory_written) {
     ganfw_error_saved first;
     ganfw_error_save(&first, st);
-    st = ganfw_error_first(&first, ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir));
+    st = ganfw_error_first(&first,
+                           ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir, &s->predicted));
   }
   close_run(&r);
   return st;

@@ -192,6 +192,7 @@ static ganfw_status train_loop(gan_run *r) {
   while (r->step < r->total && st == GANFW_OK) {
     ganfw_batch_info bi;
     int32_t *labels = s->n_classes ? r->host_labels : NULL; /* model.conditional */
+    ganfw_alloc_trace_step(s->ctx->alloc, r->step + 1);     /* device.trace */
     if ((st = ganfw_loader_next(r->loader, r->host_batch, labels, &bi)) != GANFW_OK) break;
     if (bi.n < s->train.batch_size) continue; /* a short last batch (drop_last: false) */
     if (labels && (st = ganfw_gan_set_labels(r->gan, labels, bi.n)) != GANFW_OK) break;
@@ -209,6 +210,7 @@ static ganfw_status train_loop(gan_run *r) {
       break;
     }
     r->step++;
+    ganfw_alloc_trace_step_end(s->ctx->alloc);
     r->skipped_d += gs.skipped_d;
     r->skipped_g += gs.skipped_g;
     const char *skipped = gs.nonfinite_d && gs.nonfinite_g ? "both updates were"
@@ -226,11 +228,18 @@ static ganfw_status train_loop(gan_run *r) {
     if ((s->train.log_every && r->step % s->train.log_every == 0) || r->step == first_step + 1 ||
         last)
       st = log_step(r, &gs, &bi, t1 - t0, rate, eta);
-    if (st == GANFW_OK && ((s->train.sample_every && r->step % s->train.sample_every == 0) || last))
+    const int sample = (s->train.sample_every && r->step % s->train.sample_every == 0) || last;
+    const int ckpt =
+        (s->train.checkpoint_every && r->step % s->train.checkpoint_every == 0) || last;
+    if (sample || ckpt) ganfw_calibration_take(&s->predicted, s->ctx->alloc); /* the steps' peaks */
+    if (st == GANFW_OK && sample) {
       st = write_samples(r);
+      ganfw_ctx_empty_cache_at(s->ctx, GANFW_EMPTY_CACHE_AFTER_EVAL); /* device.empty_cache */
+    }
+    if (st == GANFW_OK && bi.last_in_epoch)
+      ganfw_ctx_empty_cache_at(s->ctx, GANFW_EMPTY_CACHE_PER_EPOCH);
     int saved = 0;
-    if (st == GANFW_OK &&
-        ((s->train.checkpoint_every && r->step % s->train.checkpoint_every == 0) || last)) {
+    if (st == GANFW_OK && ckpt) {
       st = save_checkpoint(r);
       saved = 1;
     }
@@ -270,7 +279,8 @@ ganfw_status ganfw_train_gan(ganfw_session *s) {
   if (s->ctx) {
     ganfw_error_saved first;
     ganfw_error_save(&first, st);
-    st = ganfw_error_first(&first, ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir));
+    st = ganfw_error_first(&first,
+                           ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir, &s->predicted));
   }
   close_run(&r);
   return st;
