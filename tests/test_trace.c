@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "base/error.h"
@@ -17,6 +18,8 @@
 #include "runtime/alloc.h"
 #include "tools/plan.h"
 #include "tools/plot.h"
+#include "tools/report.h"
+#include "io/png_io.h"
 #include "testutil.h"
 
 #define MiB ((int64_t)1 << 20)
@@ -504,6 +507,125 @@ static void test_calibration(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "| no | +0.00% |"));
 }
 
+/* --- memory.html, and what headless Chromium makes of it ------------------------------------ */
+
+static int count_str(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)len + 1);
+  if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+    free(buf);
+    buf = NULL;
+  }
+  if (buf) buf[len] = '\0';
+  fclose(f);
+  return buf;
+}
+
+/* Chromium's path, or NULL when this machine has none. */
+static const char *chromium(void) {
+  static const char *const paths[] = {"/usr/bin/chromium", "/usr/bin/chromium-browser"};
+  for (int i = 0; i < 2; i++)
+    if (access(paths[i], X_OK) == 0) return paths[i];
+  return NULL;
+}
+
+static void test_memory_html(void) {
+  char cfg[512], dir[700], html[700];
+  snprintf(cfg, sizeof cfg, "%s", path_in("small.yaml"));
+  snprintf(dir, sizeof dir, "run.out_dir=%s/rep", root);
+  snprintf(html, sizeof html, "%s/rep/memory.html", root);
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){cfg, "--set", dir, NULL}), 0);
+  char *page = read_file(html);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+  /* what the page must hold: the planned step's peak in the title, one path per category
+   * the step has, the by-layer table; and nothing it would fetch */
+  ganfw_probe_result plan;
+  CU_ASSERT_EQUAL_FATAL(ganfw_report_plan(cfg, NULL, 0, &plan), GANFW_OK);
+  int64_t first = 0, count = 0;
+  CU_ASSERT_EQUAL_FATAL(ganfw_timeline_find_step(plan.trace, plan.n_trace, 2, &first, &count),
+                        GANFW_OK);
+  ganfw_timeline_summary sum;
+  CU_ASSERT_EQUAL_FATAL(ganfw_timeline_summarize(plan.trace + first, count, &sum), GANFW_OK);
+  int cats = 0;
+  for (int c = 0; c < GANFW_MEM_COUNT; c++) cats += sum.peak_category[c] > 0;
+  char want[128];
+  snprintf(want, sizeof want, "peak %.2f MiB allocated</title>", (double)sum.peak_allocated / MiB);
+  CU_ASSERT_PTR_NOT_NULL(strstr(page, want));
+  CU_ASSERT_EQUAL(count_str(page, "<path class=\"cat-"), cats);
+  CU_ASSERT_PTR_NOT_NULL(strstr(page, "<td>generator.main.0</td>"));
+  CU_ASSERT_PTR_NULL(strstr(page, "<script"));
+  CU_ASSERT_PTR_NULL(strstr(page, " src="));
+  CU_ASSERT_PTR_NULL(strstr(page, " href="));
+  CU_ASSERT_PTR_NULL(strstr(page, "url("));
+  ganfw_probe_result_free(&plan);
+  free(page);
+  /* compare --html: the table first, then each config's step */
+  char cmp[700];
+  snprintf(cmp, sizeof cmp, "%s/compare.html", root);
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"compare", cfg, "--steps", "1", "--warmup", "0",
+                                             "--html", cmp, NULL}),
+                  0);
+  page = read_file(cmp);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+  CU_ASSERT_PTR_NOT_NULL(strstr(page, "Side by side (ganfw compare)"));
+  CU_ASSERT_EQUAL(count_str(page, "<svg"), 1);
+  free(page);
+
+  const char *chrome = chromium();
+  if (!chrome) {
+    printf("\n  skipped the browser: no Chromium here (Debian's package chromium) ");
+    return;
+  }
+  /* the page as Chromium rendered it (the DOM after parsing), and a screenshot */
+  char cmd[4096], shot[700], profile[700];
+  snprintf(shot, sizeof shot, "%s/shot.png", root);
+  snprintf(profile, sizeof profile, "%s/chromium-profile", root);
+  const char *flags = "--headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
+                      "--disable-background-networking --disable-component-update "
+                      "--disable-sync --disable-dev-shm-usage";
+  snprintf(cmd, sizeof cmd,
+           "timeout 120 '%s' %s --user-data-dir='%s' --dump-dom 'file://%s' 2>/dev/null", chrome,
+           flags, profile, html);
+  FILE *p = popen(cmd, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  size_t len = fread(out, 1, sizeof out - 1, p);
+  out[len] = '\0';
+  CU_ASSERT_EQUAL(pclose(p), 0);
+  CU_ASSERT_EQUAL(count_str(out, "<path class=\"cat-"), cats);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  snprintf(cmd, sizeof cmd,
+           "timeout 120 '%s' %s --user-data-dir='%s' --hide-scrollbars --window-size=1280,1000 "
+           "--screenshot='%s' 'file://%s' >/dev/null 2>&1",
+           chrome, flags, profile, shot, html);
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  float *px = NULL;
+  int32_t c = 0, h = 0, w = 0;
+  CU_ASSERT_EQUAL_FATAL(ganfw_png_read(shot, &px, &c, &h, &w), GANFW_OK);
+  CU_ASSERT_EQUAL(w, 1280);
+  CU_ASSERT_EQUAL(h, 1000);
+  /* the picture was drawn: many pixels far from the white page and from grey */
+  int64_t coloured = 0;
+  for (int64_t i = 0; i < (int64_t)h * w; i++) {
+    const float r = px[i], g = px[(int64_t)h * w + i], b = px[2 * (int64_t)h * w + i];
+    const float hi = r > g ? (r > b ? r : b) : (g > b ? g : b);
+    const float lo = r < g ? (r < b ? r : b) : (g < b ? g : b);
+    coloured += hi - lo > 0.25f;
+  }
+  printf("\n  screenshot %dx%d, %lld coloured pixels ", (int)w, (int)h, (long long)coloured);
+  CU_ASSERT(coloured > 20000);
+  free(px);
+}
+
 static CU_TestInfo tests[] = {
     {"allocator: steps, stages, passes, LIVE snapshots, the step bound", test_alloc_steps},
     {"plot: the picture's peak is the plan's and a real step's", test_plot_peak_exact},
@@ -513,6 +635,7 @@ static CU_TestInfo tests[] = {
     {"docs/MEMORY.md's OOM example is the binary's output", test_memory_md_example},
     {"device.empty_cache: on_oom, after_eval, per_epoch, never", test_empty_cache_policy},
     {"calibration: the plan's peaks in memory.json and compare", test_calibration},
+    {"memory.html: self-contained, and as headless Chromium renders it", test_memory_html},
     CU_TEST_INFO_NULL,
 };
 

@@ -40,7 +40,7 @@ typedef struct cli_args {
   ganfw_plot_args plot;          /* plot */
   ganfw_find_batch_options find; /* find-batch */
   ganfw_compare_options compare; /* compare */
-  const char *csv, *json;        /* compare */
+  const char *csv, *json, *html; /* compare */
   ganfw_eval_args eval;
   ganfw_score_args score;
 } cli_args;

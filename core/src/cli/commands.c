@@ -16,6 +16,9 @@
 #include "train/run.h"
 #include "train/session.h"
 #include "train/trainer.h"
+#include "io/timeline.h"
+#include "io/trace_file.h"
+#include "tools/report.h"
 
 /* --- option values ---------------------------------------------------------------------- */
 
@@ -202,11 +205,12 @@ static int find_batch_option(cli_args *a, const char *opt, const char *value, in
 static int compare_option(cli_args *a, const char *opt, const char *value, int *took) {
   int is_steps = strcmp(opt, "--steps") == 0, is_warmup = strcmp(opt, "--warmup") == 0;
   int is_csv = strcmp(opt, "--csv") == 0, is_json = strcmp(opt, "--json") == 0;
-  if (!is_steps && !is_warmup && !is_csv && !is_json) return CLI_OPT_UNKNOWN;
+  int is_html = strcmp(opt, "--html") == 0;
+  if (!is_steps && !is_warmup && !is_csv && !is_json && !is_html) return CLI_OPT_UNKNOWN;
   const char *v = need_value(a, opt, value, took);
   if (!v) return EXIT_USAGE;
-  if (is_csv || is_json) {
-    *(is_csv ? &a->csv : &a->json) = v;
+  if (is_csv || is_json || is_html) {
+    *(is_csv ? &a->csv : is_json ? &a->json : &a->html) = v;
     return CLI_OPT_TAKEN;
   }
   long long num;
@@ -339,28 +343,57 @@ static int fail_oom(const cli_args *args, const char *out_dir) {
   return EXIT_RUNTIME;
 }
 
-/* The planner's prediction of a run's peaks, before anything is allocated; memory.json
- * compares it with the run's (its "calibration"). Nothing when the plan fails: the run
- * reports the same failure itself. */
-static void predict(const cli_args *args, ganfw_calibration *cal) {
-  ganfw_probe_result plan;
+/* The planner's prediction of a run's peaks, before anything is allocated (kept in *plan,
+ * by layer and traced, for memory.html); memory.json compares it with the run's (its
+ * "calibration"). No prediction when the plan fails: the run reports that itself. */
+static void predict(const cli_args *args, ganfw_probe_result *plan, ganfw_calibration *cal) {
   memset(cal, 0, sizeof *cal);
-  if (ganfw_plan_make(args->operands[0], args->sets, args->nsets, 0, NULL, &plan) == GANFW_OK &&
-      !plan.oom) {
+  if (ganfw_report_plan(args->operands[0], args->sets, args->nsets, plan) == GANFW_OK &&
+      !plan->oom) {
     cal->have = 1;
-    cal->allocated = plan.peak_allocated;
-    cal->reserved = plan.peak_reserved;
-    memcpy(cal->category, plan.peak_category, sizeof cal->category);
+    cal->allocated = plan->peak_allocated;
+    cal->reserved = plan->peak_reserved;
+    memcpy(cal->category, plan->peak_category, sizeof cal->category);
   }
-  ganfw_probe_result_free(&plan);
   ganfw_error_clear();
+}
+
+/* <out_dir>/memory.html after a run: its own last traced step when it was traced, else the
+ * planned step, and the plan's by-layer table. A failure is a warning: the run is done. */
+static void run_report(const cli_args *args, const char *out_dir, const ganfw_probe_result *plan) {
+  char path[4200], html[4200];
+  ganfw_trace_event *ev = NULL;
+  char *names = NULL;
+  int64_t n = 0, first = 0, count = 0;
+  snprintf(path, sizeof path, "%s/memory.json", out_dir);
+  snprintf(html, sizeof html, "%s/memory.html", out_dir);
+  ganfw_report_part part = {.name = args->operands[0], .plan = plan->n_layers ? plan : NULL};
+  if (ganfw_trace_read_memory_json(path, &ev, &n, &names) == GANFW_OK &&
+      ganfw_timeline_find_step(ev, n, 0, &first, &count) == GANFW_OK) {
+    part.ev = ev + first;
+    part.n = count;
+    part.caption = "the run's last traced step (device.trace)";
+  } else if (ganfw_timeline_find_step(plan->trace, plan->n_trace, 2, &first, &count) == GANFW_OK) {
+    part.ev = plan->trace + first;
+    part.n = count;
+    part.caption = "the planned step (device.trace: true draws the run's own)";
+  }
+  ganfw_error_clear();
+  char title[4300];
+  snprintf(title, sizeof title, "ganfw memory: %s", out_dir);
+  if (ganfw_report_write_html(html, title, &part, 1, NULL, 0) != GANFW_OK)
+    ganfw_log(GANFW_LOG_WARN, "memory.html not written: %s", ganfw_error_message());
+  ganfw_error_clear();
+  free(ev);
+  free(names);
 }
 
 static int cmd_train(cli_args *args) {
   ganfw_run *run = NULL;
   ganfw_session *session = NULL;
   ganfw_calibration cal;
-  predict(args, &cal);
+  ganfw_probe_result plan;
+  predict(args, &plan, &cal);
   ganfw_status st = prepare(args, NULL, &run, &session);
   if (st == GANFW_OK) session->predicted = cal;
   if (st == GANFW_OK)
@@ -368,11 +401,13 @@ static int cmd_train(cli_args *args) {
                                                    : ganfw_train_gan(session);
   static char oom_msg[8192], out_dir[4096];
   if (st == GANFW_ERR_OOM) snprintf(oom_msg, sizeof oom_msg, "%s", ganfw_error_message());
-  /* an OOM in training (the run folder exists): the flight recorder writes into it */
-  const int in_run = st == GANFW_ERR_OOM && session && run && run->out_dir;
+  /* the run folder exists: memory.html, or on an OOM the flight recorder, go into it */
+  const int in_run = session && run && run->out_dir;
   if (in_run) snprintf(out_dir, sizeof out_dir, "%s", run->out_dir);
   ganfw_session_close(session);
   ganfw_run_close(run);
+  if (st == GANFW_OK && in_run) run_report(args, out_dir, &plan);
+  ganfw_probe_result_free(&plan);
   if (st == GANFW_ERR_OOM) { /* advice needs the memory back first */
     ganfw_error_set(GANFW_ERR_OOM, "%s", oom_msg);
     return fail_oom(args, in_run ? out_dir : NULL);
@@ -436,6 +471,7 @@ static int cmd_compare(cli_args *args) {
   if (st == GANFW_OK) ganfw_compare_print(rows, n, stdout);
   if (st == GANFW_OK && args->csv) st = ganfw_compare_write_csv(rows, n, args->csv);
   if (st == GANFW_OK && args->json) st = ganfw_compare_write_json(rows, n, args->json);
+  if (st == GANFW_OK && args->html) st = ganfw_compare_write_html(rows, n, args->html);
   int failed = 0;
   for (int i = 0; i < n; i++) failed |= rows[i].status != GANFW_OK;
   ganfw_compare_rows_free(rows, n);
@@ -542,12 +578,14 @@ const cli_command cli_commands[] = {
      "a config file", 0, find_batch_option, cmd_find_batch},
     {"compare",
      "compare [options] A.yaml B.yaml ... [--steps 10] [--warmup 2] [--csv F]\n"
-     "                    [--json F]",
+     "                    [--json F] [--html F]",
      "memory, speed and losses side by side",
      "  --steps N    timed steps per config (default 10)\n"
      "  --warmup N   untimed steps first (default 2)\n"
      "  --csv F      also write the table as CSV\n"
-     "  --json F     also write it as JSON\n",
+     "  --json F     also write it as JSON\n"
+     "  --html F     also write a memory report: the table, each config's planned step\n"
+     "               and who holds its peak (one page, no network)\n",
      "config files", 1, compare_option, cmd_compare},
 };
 

@@ -9,7 +9,9 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "base/json.h"
+#include "io/timeline.h"
 #include "tools/plan.h"
+#include "tools/report.h"
 #include "runtime/tensor.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -39,13 +41,12 @@ ganfw_status ganfw_compare_run(const char *const *configs, int n, const char *co
       snprintf(row->error, sizeof row->error, "%s", ganfw_error_message());
       ganfw_error_clear();
     }
-    ganfw_probe_result plan; /* the planner's calibration: its peak against the measured */
+    /* the planner's calibration: its peak against the measured; kept for the report */
     if (row->status == GANFW_OK &&
-        ganfw_plan_make(configs[i], sets, nsets, 0, NULL, &plan) == GANFW_OK) {
+        ganfw_report_plan(configs[i], sets, nsets, &row->plan) == GANFW_OK && !row->plan.oom) {
       row->planned = 1;
-      row->plan_allocated = plan.peak_allocated;
-      row->plan_reserved = plan.peak_reserved;
-      ganfw_probe_result_free(&plan);
+      row->plan_allocated = row->plan.peak_allocated;
+      row->plan_reserved = row->plan.peak_reserved;
     }
     ganfw_error_clear();
     if (log && row->status != GANFW_OK)
@@ -57,7 +58,10 @@ ganfw_status ganfw_compare_run(const char *const *configs, int n, const char *co
 }
 
 void ganfw_compare_rows_free(ganfw_compare_row *rows, int n) {
-  for (int i = 0; rows && i < n; i++) ganfw_probe_result_free(&rows[i].r);
+  for (int i = 0; rows && i < n; i++) {
+    ganfw_probe_result_free(&rows[i].r);
+    ganfw_probe_result_free(&rows[i].plan);
+  }
 }
 
 static const char *row_state(const ganfw_compare_row *row) {
@@ -250,4 +254,25 @@ ganfw_status ganfw_compare_write_json(const ganfw_compare_row *rows, int n, cons
   compare_job j = {rows, n};
   ganfw_status st = ganfw_file_write_atomic(path, write_json, &j);
   return st == GANFW_OK ? st : ganfw_error_wrap(st, "compare --json");
+}
+
+ganfw_status ganfw_compare_write_html(const ganfw_compare_row *rows, int n, const char *path) {
+  ganfw_report_part *parts = calloc((size_t)(n > 0 ? n : 1), sizeof *parts);
+  if (!parts) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory for %s", path);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    const ganfw_probe_result *p = &rows[i].plan;
+    int64_t first = 0, count = 0;
+    if (!rows[i].planned || ganfw_timeline_find_step(p->trace, p->n_trace, 2, &first, &count))
+      continue;
+    parts[k++] = (ganfw_report_part){.name = rows[i].config,
+                                     .caption = "step 2 (plan)",
+                                     .ev = p->trace + first,
+                                     .n = count,
+                                     .plan = p};
+  }
+  ganfw_error_clear();
+  ganfw_status st = ganfw_report_write_html(path, "ganfw compare", parts, k, rows, n);
+  free(parts);
+  return st;
 }

@@ -21,6 +21,7 @@ typedef struct ganfw_compare_row {
   ganfw_probe_result r;                  /* r.oom: it ran out of memory (r.oom_report) */
   int32_t planned;                       /* the plan of the same config ran: */
   int64_t plan_allocated, plan_reserved; /* its peaks, for the plan-vs-measured column */
+  ganfw_probe_result plan; /* ... and the plan itself, by layer and traced (the report) */
 } ganfw_compare_row;
 
 /* Runs configs[0..n) one after the other (each with the --set assignments) into rows
@@ -38,5 +39,8 @@ void ganfw_compare_print(const ganfw_compare_row *rows, int n, FILE *out);
  * objects. Bytes are integers, times seconds. GANFW_ERR_IO naming the path on failure. */
 ganfw_status ganfw_compare_write_csv(const ganfw_compare_row *rows, int n, const char *path);
 ganfw_status ganfw_compare_write_json(const ganfw_compare_row *rows, int n, const char *path);
+/* memory.html for the comparison (tools/report.h): the table, then each config's planned
+ * step timeline and by-layer table. */
+ganfw_status ganfw_compare_write_html(const ganfw_compare_row *rows, int n, const char *path);
 
 #endif
