@@ -359,8 +359,10 @@ static void predict(const cli_args *args, ganfw_probe_result *plan, ganfw_calibr
 }
 
 /* <out_dir>/memory.html after a run: its own last traced step when it was traced, else the
- * planned step, and the plan's by-layer table. A failure is a warning: the run is done. */
-static void run_report(const cli_args *args, const char *out_dir, const ganfw_probe_result *plan) {
+ * planned step, and the plan's by-layer table. Not written is a failure of the run, as for
+ * every other output (GANFW_ERR_IO naming the file). */
+static ganfw_status run_report(const cli_args *args, const char *out_dir,
+                               const ganfw_probe_result *plan) {
   char path[4200], html[4200];
   ganfw_trace_event *ev = NULL;
   char *names = NULL;
@@ -381,11 +383,10 @@ static void run_report(const cli_args *args, const char *out_dir, const ganfw_pr
   ganfw_error_clear();
   char title[4300];
   snprintf(title, sizeof title, "ganfw memory: %s", out_dir);
-  if (ganfw_report_write_html(html, title, &part, 1, NULL, 0) != GANFW_OK)
-    ganfw_log(GANFW_LOG_WARN, "memory.html not written: %s", ganfw_error_message());
-  ganfw_error_clear();
+  ganfw_status st = ganfw_report_write_html(html, title, &part, 1, NULL, 0);
   free(ev);
   free(names);
+  return st;
 }
 
 static int cmd_train(cli_args *args) {
@@ -406,7 +407,7 @@ static int cmd_train(cli_args *args) {
   if (in_run) snprintf(out_dir, sizeof out_dir, "%s", run->out_dir);
   ganfw_session_close(session);
   ganfw_run_close(run);
-  if (st == GANFW_OK && in_run) run_report(args, out_dir, &plan);
+  if (st == GANFW_OK && in_run) st = run_report(args, out_dir, &plan);
   ganfw_probe_result_free(&plan);
   if (st == GANFW_ERR_OOM) { /* advice needs the memory back first */
     ganfw_error_set(GANFW_ERR_OOM, "%s", oom_msg);
