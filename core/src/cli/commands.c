@@ -18,6 +18,7 @@
 #include "train/trainer.h"
 #include "io/timeline.h"
 #include "io/trace_file.h"
+#include "tools/arena.h"
 #include "tools/report.h"
 
 /* --- option values ---------------------------------------------------------------------- */
@@ -422,6 +423,7 @@ static int cmd_plan(cli_args *args) {
   memset(&real, 0, sizeof real);
   ganfw_status st = ganfw_plan_make(config, args->sets, args->nsets, 0, NULL, &plan);
   if (st == GANFW_OK) ganfw_plan_print(config, &plan, stdout);
+  if (st == GANFW_OK && !plan.oom) ganfw_arena_print_for(config, args->sets, args->nsets, stdout);
   if (st == GANFW_OK && args->measure) {
     fflush(stdout);
     char *summary = NULL;
