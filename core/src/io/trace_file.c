@@ -250,9 +250,14 @@ static int string_at(const char *p, char *out, size_t n) {
     char c = *p;
     if (c == '\\') {
       p++;
-      if (*p == 'u') {
+      if (*p == 'u') { /* \u00XX, as the core writes control bytes: four hex digits */
         unsigned v = 0;
-        if (sscanf(p + 1, "%4x", &v) != 1) return -1;
+        for (int d = 1; d <= 4; d++) {
+          const char h = p[d];
+          if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
+            return -1;
+          v = v * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+        }
         c = (char)v;
         p += 4;
       } else if (*p == 'n') {

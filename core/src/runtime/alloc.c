@@ -37,24 +37,6 @@ size_t ganfw_alloc_segment_size(size_t rounded) {
          GANFW_ALLOC_ROUND_LARGE;
 }
 
-static const char *const category_names[] = {
-    "param", "grad", "optim_state", "activation", "workspace", "data", "other",
-};
-_Static_assert(sizeof(category_names) / sizeof(category_names[0]) == GANFW_MEM_COUNT,
-               "category_names must name every GANFW_MEM_* value");
-
-const char *ganfw_mem_category_name(int32_t category) {
-  if (category < 0 || category >= GANFW_MEM_COUNT) return "?";
-  return category_names[category];
-}
-
-int32_t ganfw_mem_category_from_name(const char *name) {
-  if (!name) return -1;
-  for (int32_t c = 0; c < GANFW_MEM_COUNT; c++)
-    if (strcmp(name, category_names[c]) == 0) return c;
-  return -1;
-}
-
 /* --- block records --------------------------------------------------------------------- */
 
 static blk *blk_new(ganfw_alloc *a) {
