@@ -72,9 +72,9 @@ static void test_layout(void) {
   CU_ASSERT_EQUAL(ganfw_arena_plan_step(NULL, 0, &p), GANFW_ERR_INVALID_ARG);
 }
 
-static void test_planned_dcgan(void) {
+static void check_planned(const char *name) {
   char cfg[4200];
-  snprintf(cfg, sizeof cfg, "%s/configs/dcgan.yaml", getenv("GANFW_SOURCE_DIR"));
+  snprintf(cfg, sizeof cfg, "%s/configs/%s", getenv("GANFW_SOURCE_DIR"), name);
   ganfw_probe_result plan;
   char dir[64] = "/tmp/ganfw_arena_XXXXXX", set[600]; /* a plan needs the data's shape only */
   CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
@@ -97,11 +97,20 @@ static void test_planned_dcgan(void) {
   CU_ASSERT_EQUAL(a.lower_bound + a.persistent, s.peak_allocated);
   CU_ASSERT(a.arena_bytes >= a.lower_bound);
   CU_ASSERT(a.arena_bytes <= a.lower_bound + a.lower_bound / 10);
-  printf("\n  dcgan.yaml: %lld blocks, arena %lld, bound %lld (%.3fx) ", (long long)a.n,
+  CU_ASSERT_PTR_NOT_NULL(a.strategy);
+  printf("\n  %s: %lld blocks, arena %lld, bound %lld (%.3fx, %s) ", name, (long long)a.n,
          (long long)a.arena_bytes, (long long)a.lower_bound,
-         (double)a.arena_bytes / (double)a.lower_bound);
+         (double)a.arena_bytes / (double)a.lower_bound, a.strategy ? a.strategy : "?");
   ganfw_arena_plan_free(&a);
   ganfw_probe_result_free(&plan);
+}
+
+/* Three steps whose layouts come from different strategies (size/first fit, breadth/best
+ * fit, and checkpointing's recomputed blocks): each valid and within 10% of its bound. */
+static void test_planned_dcgan(void) {
+  check_planned("dcgan.yaml");
+  check_planned("dcgan_amp.yaml");
+  check_planned("dcgan_ckpt.yaml");
 }
 
 static CU_TestInfo tests[] = {

@@ -132,6 +132,65 @@ static int64_t lower_bound(const ganfw_arena_plan *p, int64_t n_events) {
   return best;
 }
 
+/* Orders to place the blocks in: by size (TFLite's greedy by size), and by breadth (the
+ * most bytes live at any moment of the block's life, then size: the blocks of the peak
+ * first, as TFLite's and TVM's greedy by breadth). */
+enum { ORDER_SIZE = 0, ORDER_BREADTH, ORDER_COUNT };
+/* Where in the gaps a block goes: the lowest one it fits (first fit) or the tightest. */
+enum { FIT_FIRST = 0, FIT_BEST, FIT_COUNT };
+static const char *const strategy_names[ORDER_COUNT][FIT_COUNT] = {
+    {"greedy by size, first fit", "greedy by size, best fit"},
+    {"greedy by breadth, first fit", "greedy by breadth, best fit"}};
+
+typedef struct placer {
+  ganfw_arena_block **order, **placed, **near;
+  int64_t *breadth; /* per block, for ORDER_BREADTH */
+  const ganfw_arena_block *base;
+} placer;
+
+static const placer *sort_ctx; /* qsort has no context argument */
+
+static int by_breadth(const void *x, const void *y) {
+  const ganfw_arena_block *a = *(const ganfw_arena_block *const *)x;
+  const ganfw_arena_block *b = *(const ganfw_arena_block *const *)y;
+  const int64_t ba = sort_ctx->breadth[a - sort_ctx->base],
+                bb = sort_ctx->breadth[b - sort_ctx->base];
+  if (ba != bb) return ba > bb ? -1 : 1;
+  return by_size(x, y);
+}
+
+/* Places every block in `order`, writing offsets into the blocks; returns the arena size. */
+static int64_t place(placer *pl, int64_t n, int fit) {
+  int64_t n_placed = 0, arena = 0;
+  for (int64_t i = 0; i < n; i++) {
+    ganfw_arena_block *b = pl->order[i];
+    /* the placed blocks whose lifetimes meet b's, by offset; the gaps between them */
+    int64_t m = 0;
+    for (int64_t j = 0; j < n_placed; j++)
+      if (meets(pl->placed[j], b)) pl->near[m++] = pl->placed[j];
+    qsort(pl->near, (size_t)m, sizeof *pl->near, by_offset);
+    int64_t offset = -1, best_gap = INT64_MAX, at = 0;
+    for (int64_t j = 0; j <= m; j++) {
+      const int64_t next = j < m ? pl->near[j]->offset : INT64_MAX;
+      if (next - at >= b->size) {
+        if (fit == FIT_FIRST || j == m) {
+          if (offset < 0) offset = at;
+          if (fit == FIT_FIRST) break;
+        } else if (next - at < best_gap) {
+          best_gap = next - at;
+          offset = at;
+        }
+      }
+      if (j < m && pl->near[j]->offset + pl->near[j]->size > at)
+        at = pl->near[j]->offset + pl->near[j]->size;
+    }
+    b->offset = offset;
+    pl->placed[n_placed++] = b;
+    if (offset + b->size > arena) arena = offset + b->size;
+  }
+  return arena;
+}
+
 ganfw_status ganfw_arena_plan_step(const ganfw_trace_event *ev, int64_t n, ganfw_arena_plan *out) {
   memset(out, 0, sizeof *out);
   if (!ev || n < 1 || ev[0].kind != GANFW_TEV_STEP)
@@ -142,39 +201,46 @@ ganfw_status ganfw_arena_plan_step(const ganfw_trace_event *ev, int64_t n, ganfw
     ganfw_arena_plan_free(out);
     return st;
   }
-  ganfw_arena_block **order = malloc((size_t)(out->n > 0 ? out->n : 1) * sizeof *order);
-  ganfw_arena_block **placed = malloc((size_t)(out->n > 0 ? out->n : 1) * sizeof *placed);
-  ganfw_arena_block **near = malloc((size_t)(out->n > 0 ? out->n : 1) * sizeof *near);
+  const size_t nb = (size_t)(out->n > 0 ? out->n : 1);
+  placer pl = {malloc(nb * sizeof *pl.order), malloc(nb * sizeof *pl.placed),
+               malloc(nb * sizeof *pl.near), calloc(nb, sizeof *pl.breadth), out->blocks};
+  int64_t *live = calloc((size_t)n + 1, sizeof *live), *best = malloc(nb * sizeof *best);
   out->lower_bound = lower_bound(out, n);
-  if (!order || !placed || !near || out->lower_bound < 0) {
-    free(order);
-    free(placed);
-    free(near);
+  if (!pl.order || !pl.placed || !pl.near || !pl.breadth || !live || !best ||
+      out->lower_bound < 0) {
+    free(pl.order), free(pl.placed), free(pl.near), free(pl.breadth), free(live), free(best);
     ganfw_arena_plan_free(out);
     return ganfw_error_set(GANFW_ERR_OOM, "arena plan: out of host memory");
   }
-  for (int64_t i = 0; i < out->n; i++) order[i] = &out->blocks[i];
-  qsort(order, (size_t)out->n, sizeof *order, by_size);
-  int64_t n_placed = 0;
+  /* the live bytes at each event, then each block's breadth */
   for (int64_t i = 0; i < out->n; i++) {
-    ganfw_arena_block *b = order[i];
-    /* the placed blocks whose lifetimes meet b's, by offset: b goes in the first gap */
-    int64_t offset = 0, m = 0;
-    for (int64_t j = 0; j < n_placed; j++)
-      if (meets(placed[j], b)) near[m++] = placed[j];
-    qsort(near, (size_t)m, sizeof *near, by_offset);
-    for (int64_t j = 0; j < m; j++) {
-      if (near[j]->offset >= offset + b->size) break; /* the gap before it holds b */
-      const int64_t end = near[j]->offset + near[j]->size;
-      if (end > offset) offset = end;
-    }
-    b->offset = offset;
-    placed[n_placed++] = b;
-    if (offset + b->size > out->arena_bytes) out->arena_bytes = offset + b->size;
+    live[out->blocks[i].first] += out->blocks[i].size;
+    live[out->blocks[i].last + 1] -= out->blocks[i].size;
   }
-  free(order);
-  free(placed);
-  free(near);
+  for (int64_t i = 1; i <= n; i++) live[i] += live[i - 1];
+  for (int64_t i = 0; i < out->n; i++)
+    for (int64_t t = out->blocks[i].first; t <= out->blocks[i].last; t++)
+      if (live[t] > pl.breadth[i]) pl.breadth[i] = live[t];
+  /* every strategy; the smallest arena is kept (ties: the first tried) */
+  out->arena_bytes = INT64_MAX;
+  for (int o = 0; o < ORDER_COUNT; o++)
+    for (int fit = 0; fit < FIT_COUNT; fit++) {
+      for (int64_t i = 0; i < out->n; i++) pl.order[i] = &out->blocks[i];
+      sort_ctx = &pl;
+      qsort(pl.order, (size_t)out->n, sizeof *pl.order, o == ORDER_SIZE ? by_size : by_breadth);
+      const int64_t arena = place(&pl, out->n, fit);
+      if (arena < out->arena_bytes) {
+        out->arena_bytes = arena;
+        out->strategy = strategy_names[o][fit];
+        for (int64_t i = 0; i < out->n; i++) best[i] = out->blocks[i].offset;
+      }
+    }
+  for (int64_t i = 0; i < out->n; i++) out->blocks[i].offset = best[i];
+  if (out->n == 0) {
+    out->arena_bytes = 0;
+    out->strategy = strategy_names[0][0];
+  }
+  free(pl.order), free(pl.placed), free(pl.near), free(pl.breadth), free(live), free(best);
   return GANFW_OK;
 }
 
@@ -188,10 +254,10 @@ void ganfw_arena_print_for(const char *config, const char *const *sets, int nset
       ganfw_arena_plan_step(plan.trace + first, count, &a) == GANFW_OK) {
     const double mib = 1024.0 * 1024.0;
     fprintf(out,
-            "Arena (a layout of the step's step-local blocks, greedy by size; not yet used by the "
+            "Arena (a layout of the step's step-local blocks, %s; not yet used by the "
             "step): %lld blocks in %.2f MiB, lower bound %.2f MiB (%.3fx); %.2f MiB persistent "
             "stay in the caching allocator%s\n",
-            (long long)a.n, (double)a.arena_bytes / mib, (double)a.lower_bound / mib,
+            a.strategy, (long long)a.n, (double)a.arena_bytes / mib, (double)a.lower_bound / mib,
             a.lower_bound ? (double)a.arena_bytes / (double)a.lower_bound : 1.0,
             (double)(a.persistent + a.kept) / mib, ganfw_arena_plan_valid(&a) ? "" : " (INVALID)");
   }

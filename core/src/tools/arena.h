@@ -5,9 +5,10 @@
  * largest block first, each at the lowest offset where it fits beside the blocks already
  * placed whose lifetimes meet its own. Blocks live at the step's start or still live at its
  * end (parameters, gradients, optimizer state, anything kept across steps) are persistent
- * and stay out. `ganfw plan` reports the arena against its lower bound, the largest sum of
- * step-local bytes live at one moment. This is the plan only: the step is still served by
- * the caching allocator. */
+ * and stay out. Greedy by breadth (the blocks live at the busiest moments first) and best
+ * fit (the tightest gap) are tried too, and the smallest arena is kept. `ganfw plan` reports the
+ * arena against its lower bound, the largest sum of step-local bytes live at one moment. This is
+ * the plan only: the step is still served by the caching allocator. */
 #ifndef GANFW_ARENA_H
 #define GANFW_ARENA_H
 
@@ -28,10 +29,11 @@ typedef struct ganfw_arena_block {
 typedef struct ganfw_arena_plan {
   ganfw_arena_block *blocks; /* owned, in the order of their ALLOC events */
   int64_t n;
-  int64_t arena_bytes; /* the layout's size: the largest offset + size */
-  int64_t lower_bound; /* the largest sum of step-local bytes live at one moment */
-  int64_t persistent;  /* bytes live at the step's start (its LIVE snapshot) */
-  int64_t kept;        /* bytes the step allocated and did not free (stay persistent) */
+  int64_t arena_bytes;  /* the layout's size: the largest offset + size */
+  int64_t lower_bound;  /* the largest sum of step-local bytes live at one moment */
+  int64_t persistent;   /* bytes live at the step's start (its LIVE snapshot) */
+  int64_t kept;         /* bytes the step allocated and did not free (stay persistent) */
+  const char *strategy; /* the layout kept, e.g. "greedy by breadth, best fit" (static) */
 } ganfw_arena_plan;
 
 /* Lays out one step's events (as ganfw_timeline_find_step returns them). A FREE without
