@@ -327,15 +327,16 @@ static int cmd_validate(cli_args *args) {
 /* An out-of-memory failure of a run (its message recorded): the message, then what each
  * memory strategy would bring the peak to, planned after the run let go of its memory. */
 /* The OOM message with the planner's advice; a training run's folder (out_dir not NULL)
- * also gets the flight recorder's oom/ files, which the message names. */
-static int fail_oom(const cli_args *args, const char *out_dir) {
+ * also gets the flight recorder's oom/ files from the run's traced plan, which the message
+ * names. */
+static int fail_oom(const cli_args *args, const char *out_dir, const ganfw_probe_result *plan) {
   static char msg[8192], advice[4096], written[4096 * 3];
   snprintf(msg, sizeof msg, "%s", ganfw_error_message());
   ganfw_oom_advice(args->operands[0], args->sets, args->nsets, advice, sizeof advice);
   fprintf(stderr, "ganfw: %s: %s%s\n", ganfw_status_name(GANFW_ERR_OOM), msg, advice);
   if (out_dir) {
-    ganfw_status st = ganfw_oom_record(args->operands[0], args->sets, args->nsets, out_dir, msg,
-                                       advice, written, sizeof written);
+    ganfw_status st =
+        ganfw_oom_record(args->operands[0], plan, out_dir, msg, advice, written, sizeof written);
     if (*written) fprintf(stderr, "ganfw: the failing step: %s\n", written);
     if (st != GANFW_OK)
       fprintf(stderr, "ganfw: the OOM flight recorder stopped: %s\n", ganfw_error_message());
@@ -409,12 +410,15 @@ static int cmd_train(cli_args *args) {
   ganfw_session_close(session);
   ganfw_run_close(run);
   if (st == GANFW_OK && in_run) st = run_report(args, out_dir, &plan);
-  ganfw_probe_result_free(&plan);
+  int rc;
   if (st == GANFW_ERR_OOM) { /* advice needs the memory back first */
     ganfw_error_set(GANFW_ERR_OOM, "%s", oom_msg);
-    return fail_oom(args, in_run ? out_dir : NULL);
+    rc = fail_oom(args, in_run ? out_dir : NULL, &plan);
+  } else {
+    rc = st == GANFW_OK ? EXIT_OK : cli_fail(st);
   }
-  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+  ganfw_probe_result_free(&plan);
+  return rc;
 }
 
 static int cmd_plan(cli_args *args) {

@@ -785,10 +785,8 @@ static int utf8_len(const unsigned char *s) {
   return len;
 }
 
-/* Text as XML character data or attribute value: the five special characters escaped,
- * control characters and invalid UTF-8 as '?'. */
-static void svg_escape(FILE *f, const char *str) {
-  const unsigned char *s = (const unsigned char *)str;
+void ganfw_xml_fputs(FILE *f, const char *str) {
+  const unsigned char *s = (const unsigned char *)(str ? str : "");
   while (*s) {
     unsigned char c = *s;
     if (c == '&') {
@@ -866,7 +864,7 @@ static void svg_item(FILE *f, const pic *p, const pic_item *it) {
     if (it->anchor == ANCHOR_END) fputs(" text-anchor=\"end\"", f);
     if (it->scale == 2) fputs(" font-size=\"20\" font-weight=\"bold\"", f);
     fprintf(f, " fill=\"#%06x\">", (unsigned)it->rgb);
-    svg_escape(f, it->text);
+    ganfw_xml_fputs(f, it->text);
     fputs("</text>\n", f);
     break;
   case ITEM_AREA: {
@@ -944,7 +942,7 @@ ganfw_status ganfw_timeline_write_svg(FILE *f, const ganfw_trace_event *ev, int6
           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
           "viewBox=\"0 0 %d %d\" font-family=\"monospace\" font-size=\"10\">\n<title>",
           p.w, p.h, p.w, p.h);
-  svg_escape(f, p.title);
+  ganfw_xml_fputs(f, p.title);
   fputs("</title>\n", f);
   for (size_t i = 0; i < p.n_items; i++) svg_item(f, &p, &p.items[i]);
   fputs("</svg>\n", f);

@@ -24,14 +24,14 @@ typedef struct ganfw_timeline_holder {
 
 /* What one step's events add up to. */
 typedef struct ganfw_timeline_summary {
-  int32_t step;                        /* the step drawn */
-  int64_t n_events;                    /* events of the step (its LIVE snapshot included) */
-  int64_t peak_allocated;              /* the largest sum of live bytes over the step */
-  int64_t peak_index;                  /* the event (index into the step's events) it follows */
-  int64_t peak_reserved;               /* the largest reserved over the step */
-  int64_t at_peak[GANFW_MEM_COUNT];    /* live bytes per category at the allocated peak */
+  int32_t step;                           /* the step drawn */
+  int64_t n_events;                       /* events of the step (its LIVE snapshot included) */
+  int64_t peak_allocated;                 /* the largest sum of live bytes over the step */
+  int64_t peak_index;                     /* the event (index into the step's events) it follows */
+  int64_t peak_reserved;                  /* the largest reserved over the step */
+  int64_t at_peak[GANFW_MEM_COUNT];       /* live bytes per category at the allocated peak */
   int64_t peak_category[GANFW_MEM_COUNT]; /* each category's own peak over the step */
-  int32_t peak_stage, peak_pass;       /* the phase of the peak event */
+  int32_t peak_stage, peak_pass;          /* the phase of the peak event */
   ganfw_timeline_holder top[GANFW_TIMELINE_TOP]; /* the biggest holders at the peak */
   int32_t n_top;
 } ganfw_timeline_summary;
@@ -55,9 +55,9 @@ ganfw_status ganfw_timeline_summarize(const ganfw_trace_event *ev, int64_t n,
                                       ganfw_timeline_summary *out);
 
 typedef struct ganfw_timeline_options {
-  const char *title;      /* e.g. "configs/dcgan.yaml, step 2 (plan)"; NULL: "step N" */
-  int32_t width, height;  /* pixels (SVG user units); 0: 1100 x 560; else 400..4096 wide and
-                             240..4096 high (GANFW_ERR_INVALID_ARG outside) */
+  const char *title;     /* e.g. "configs/dcgan.yaml, step 2 (plan)"; NULL: "step N" */
+  int32_t width, height; /* pixels (SVG user units); 0: 1100 x 560; else 400..4096 wide and
+                            240..4096 high (GANFW_ERR_INVALID_ARG outside) */
 } ganfw_timeline_options;
 
 /* Writes the picture of one step's events as a self-contained SVG document (no external
@@ -75,5 +75,10 @@ ganfw_status ganfw_timeline_write_svg(FILE *f, const ganfw_trace_event *ev, int6
  * ganfw_png_write_u8), with its text drawn in a built-in bitmap font. */
 ganfw_status ganfw_timeline_write_png(const char *path, const ganfw_trace_event *ev, int64_t n,
                                       const ganfw_timeline_options *opt);
+
+/* Text as XML or HTML character data or attribute value, the one escaper for the SVG and
+ * memory.html: & < > " ' escaped, control characters and invalid UTF-8 written as '?'.
+ * NULL writes nothing. Errors show in ferror(f). */
+void ganfw_xml_fputs(FILE *f, const char *str);
 
 #endif

@@ -177,8 +177,6 @@ ganfw_status ganfw_alloc_write_json(const ganfw_alloc *a, FILE *out, const char 
 size_t ganfw_alloc_trace_length(const ganfw_alloc *a);
 /* 1 while events are being recorded (trace on and its trace_steps not yet passed). */
 int32_t ganfw_alloc_tracing(const ganfw_alloc *a);
-/* Events the ring dropped (the oldest ones) since tracing began. */
-int64_t ganfw_alloc_trace_dropped(const ganfw_alloc *a);
 /* A step begins: with tracing on, records a GANFW_TEV_STEP event (step >= 1) and one
  * GANFW_TEV_LIVE event per live block (ordered by address), so each step's events stand
  * alone. The step after trace_steps recorded ones stops the recording for good (the events

@@ -93,10 +93,6 @@ int32_t ganfw_alloc_tracing(const ganfw_alloc *a) {
   return a && a->trace_on;
 }
 
-int64_t ganfw_alloc_trace_dropped(const ganfw_alloc *a) {
-  return a ? a->ev_dropped : 0;
-}
-
 typedef struct live_blk {
   const void *ptr;
   size_t size;

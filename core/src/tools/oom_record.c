@@ -1,9 +1,9 @@
 /* The out-of-memory flight recorder: when a training run stops for lack of memory, its
  * folder gets oom/report.txt (the message and the advice), oom/trace.json (Chrome's trace
- * format) and oom/step.png (the failing step's timeline). The step is replayed on the
- * planner (the meta backend, the same allocator and limit, traced), which runs out of
- * memory at the same request as the device did, so the recorder costs nothing while a run
- * goes well and needs no tracing turned on. */
+ * format) and oom/step.png (the failing step's timeline). The events are those of the plan
+ * `ganfw CONFIG` made before the run (the meta backend, the same allocator and limit,
+ * traced), which ran out of memory at the same request as the device did, so the recorder
+ * costs nothing while a run goes well and needs no tracing turned on. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,7 +34,7 @@ static int32_t oom_step(const ganfw_trace_event *ev, int64_t n) {
   return 0;
 }
 
-ganfw_status ganfw_oom_record(const char *config, const char *const *sets, int nsets,
+ganfw_status ganfw_oom_record(const char *config, const ganfw_probe_result *replay,
                               const char *out_dir, const char *report, const char *advice,
                               char *written, size_t n) {
   if (n) written[0] = '\0';
@@ -48,30 +48,28 @@ ganfw_status ganfw_oom_record(const char *config, const char *const *sets, int n
   ganfw_status st = ganfw_file_write_atomic(path, write_text, &tj);
   if (st != GANFW_OK) return st;
   snprintf(written, n, "%s", path);
-  ganfw_probe_options opt = {
-      .meta = 1, .warmup = 1, .steps = 1, .limit_mode = GANFW_PROBE_LIMIT_CONFIG, .trace = 1};
-  ganfw_probe_result res;
-  st = ganfw_probe_run(config, sets, nsets, &opt, &res);
+  const ganfw_probe_result *res = replay;
   int64_t first = 0, count = 0;
-  if (st == GANFW_OK && res.n_trace == 0)
-    st = ganfw_error_set(GANFW_ERR_INTERNAL, "the replayed step recorded no events");
-  if (st == GANFW_OK)
-    st = ganfw_timeline_find_step(res.trace, res.n_trace, oom_step(res.trace, res.n_trace), &first,
-                                  &count);
+  if (!res || res->n_trace == 0)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s could not be planned, so there is no step to draw (oom/report.txt "
+                           "holds the message)",
+                           config);
+  st = ganfw_timeline_find_step(res->trace, res->n_trace, oom_step(res->trace, res->n_trace),
+                                &first, &count);
   char title[4600];
   snprintf(title, sizeof title, "%s: %s (replayed on the planner)", config,
-           res.oom ? "out of memory" : "the step did not run out of memory when replayed");
+           res->oom ? "out of memory" : "the step did not run out of memory when replayed");
   if (st == GANFW_OK) {
     snprintf(path, sizeof path, "%s/trace.json", dir);
-    st = ganfw_trace_write_chrome_file(path, res.trace, res.n_trace, title);
+    st = ganfw_trace_write_chrome_file(path, res->trace, res->n_trace, title);
     if (st == GANFW_OK) snprintf(written + strlen(written), n - strlen(written), ", %s", path);
   }
   if (st == GANFW_OK) {
     snprintf(path, sizeof path, "%s/step.png", dir);
     ganfw_timeline_options to = {.title = title};
-    st = ganfw_timeline_write_png(path, res.trace + first, count, &to);
+    st = ganfw_timeline_write_png(path, res->trace + first, count, &to);
     if (st == GANFW_OK) snprintf(written + strlen(written), n - strlen(written), ", %s", path);
   }
-  ganfw_probe_result_free(&res);
   return st;
 }

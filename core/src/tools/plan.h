@@ -89,11 +89,12 @@ void ganfw_oom_advice(const char *config, const char *const *sets, int nsets, ch
 /* --- the OOM flight recorder (oom_record.c) ------------------------------------------------ */
 
 /* After a training run of `config` ran out of memory: writes <out_dir>/oom/report.txt
- * (report then advice), and from the failing step replayed on the planner (traced, under
- * the same memory_limit) <out_dir>/oom/trace.json (Chrome's trace format) and
- * <out_dir>/oom/step.png (its timeline). `written` receives the paths written, comma
- * separated, also when a later file failed (whose error is returned). */
-ganfw_status ganfw_oom_record(const char *config, const char *const *sets, int nsets,
+ * (report then advice), and from `replay`, the config's traced plan under the same
+ * memory_limit (ganfw_report_plan, made before the run; NULL or without events when it
+ * could not be made), <out_dir>/oom/trace.json (Chrome's trace format) and
+ * <out_dir>/oom/step.png (the failing step's timeline). `written` receives the paths
+ * written, comma separated, also when a later file failed (whose error is returned). */
+ganfw_status ganfw_oom_record(const char *config, const ganfw_probe_result *replay,
                               const char *out_dir, const char *report, const char *advice,
                               char *written, size_t n);
 

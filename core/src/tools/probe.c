@@ -299,9 +299,7 @@ static ganfw_status open_run(probe *p, const char *path, const char *const *sets
   p->run->ctx_opt.meta = opt->meta;
   if (opt->trace) { /* every step: the warm-up and the measured ones */
     p->run->ctx_opt.trace = 1;
-    p->run->ctx_opt.trace_steps = opt->warmup + opt->steps;
-    if (p->run->ctx_opt.trace_capacity <= 0)
-      p->run->ctx_opt.trace_capacity = GANFW_TRACE_CAPACITY_DEFAULT;
+    p->run->ctx_opt.trace_steps = opt->warmup + opt->steps; /* capacity: device.trace's */
   }
   p->out->memory_limit = p->run->ctx_opt.memory_limit;
   if (opt->extra_memory && (st = add_extra_memory(p)) != GANFW_OK) return st;

@@ -13,27 +13,6 @@
 
 #define MIB (1024.0 * 1024.0)
 
-static void esc(FILE *f, const char *s) {
-  for (; s && *s; s++) {
-    switch (*s) {
-    case '&':
-      fputs("&amp;", f);
-      break;
-    case '<':
-      fputs("&lt;", f);
-      break;
-    case '>':
-      fputs("&gt;", f);
-      break;
-    case '"':
-      fputs("&quot;", f);
-      break;
-    default:
-      fputc(*s, f);
-    }
-  }
-}
-
 typedef struct page {
   const char *title;
   const ganfw_report_part *parts;
@@ -71,7 +50,7 @@ static void layer_table(FILE *f, const ganfw_probe_result *p) {
   for (int32_t i = 0; i < p->n_layers; i++) {
     const ganfw_probe_layer *l = &p->layers[i];
     fputs("<tr><td>", f);
-    esc(f, l->name);
+    ganfw_xml_fputs(f, l->name);
     fputs("</td>", f);
     for (int c = 0; c < GANFW_MEM_COUNT; c++)
       if (l->bytes[c])
@@ -98,11 +77,11 @@ static void compare_table(FILE *f, const ganfw_compare_row *rows, int n) {
     const ganfw_compare_row *row = &rows[i];
     const ganfw_probe_result *r = &row->r;
     fputs("<tr><td>", f);
-    esc(f, row->config);
+    ganfw_xml_fputs(f, row->config);
     fputs("</td>", f);
     if (row->status != GANFW_OK) {
       fputs("<td colspan=\"13\">error: ", f);
-      esc(f, row->error);
+      ganfw_xml_fputs(f, row->error);
       fputs("</td></tr>\n", f);
       continue;
     }
@@ -131,7 +110,7 @@ static ganfw_status write_page(FILE *f, void *ud) {
                   ganfw_timeline_summarize(pg->parts[0].ev, pg->parts[0].n, &first) == GANFW_OK;
   ganfw_error_clear();
   fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>", f);
-  esc(f, pg->title);
+  ganfw_xml_fputs(f, pg->title);
   if (have_peak) fprintf(f, ": peak %.2f MiB allocated", (double)first.peak_allocated / MIB);
   fputs("</title>\n<style>\n"
         "body{font-family:sans-serif;margin:16px;color:#111;background:#fff}\n"
@@ -144,16 +123,16 @@ static ganfw_status write_page(FILE *f, void *ud) {
         "svg{max-width:100%;height:auto;border:1px solid #ddd}\n"
         "</style></head>\n<body>\n<h1>",
         f);
-  esc(f, pg->title);
+  ganfw_xml_fputs(f, pg->title);
   fputs("</h1>\n", f);
   if (pg->rows && pg->n_rows > 0) compare_table(f, pg->rows, pg->n_rows);
   for (int i = 0; i < pg->n_parts; i++) {
     const ganfw_report_part *p = &pg->parts[i];
     fputs("<section class=\"part\"><h2>", f);
-    esc(f, p->name);
+    ganfw_xml_fputs(f, p->name);
     if (p->caption) {
       fputs(": ", f);
-      esc(f, p->caption);
+      ganfw_xml_fputs(f, p->caption);
     }
     fputs("</h2>\n", f);
     if (p->ev) {
