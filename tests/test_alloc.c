@@ -1040,6 +1040,125 @@ static void test_random_device_bound_traced(void) {
   random_run(&opt, 256 * MiB, 20000, 0xabcdef01ull, 1);
 }
 
+/* device.memory_layout: planned. A layout of four step-local blocks (a and c share bytes:
+ * a ends before c begins) and one the cache serves: every planned request lands at its
+ * offset in the arena, two steps use identical addresses, the persistent block packs at
+ * the bottom of the one segment, live planned blocks never share a byte, and a step that
+ * frees a late block or asks off the plan goes to the cache instead. */
+static void test_planned_layout(void) {
+  fake_be *f;
+  ganfw_alloc *a = mk(&f, 1024 * MiB, NULL);
+  const int64_t size[] = {4 * MiB, 2 * MiB, 512, 4 * MiB, 1 * MiB};
+  const int32_t cat[] = {GANFW_MEM_ACTIVATION, GANFW_MEM_WORKSPACE, GANFW_MEM_OTHER,
+                         GANFW_MEM_ACTIVATION, GANFW_MEM_ACTIVATION};
+  const int64_t off[] = {0, 4 * MiB, -1, 0, 6 * MiB};
+  ganfw_alloc_layout l = {.n = 5,
+                          .size = size,
+                          .category = cat,
+                          .offset = off,
+                          .arena_bytes = 7 * MiB,
+                          .base_bytes = 3 * MiB,
+                          .from_step = 1};
+  CU_ASSERT_EQUAL_FATAL(ganfw_alloc_set_layout(a, &l), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_alloc_set_layout(a, &l), GANFW_ERR_INVALID_ARG); /* only once */
+  const char *base = ganfw_alloc_arena_base(a);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(base);
+  ganfw_alloc_stats st;
+  ganfw_alloc_get_stats(a, &st);
+  CU_ASSERT_EQUAL(st.reserved.current, (int64_t)(10 * MiB)); /* 3 + 7, a 2 MiB multiple */
+  void *w = xmalloc(a, 2 * MiB, GANFW_MEM_PARAM, "w");       /* persistent: the segment's bottom */
+  CU_ASSERT_PTR_EQUAL(w, base - 3 * MiB);
+  void *first[5] = {0};
+  for (int step = 1; step <= 2; step++) {
+    ganfw_alloc_trace_step(a, step);
+    void *pa = xmalloc(a, 4 * MiB, GANFW_MEM_ACTIVATION, "a");
+    void *pb = xmalloc(a, 2 * MiB - 100, GANFW_MEM_WORKSPACE, "b");
+    void *pk = xmalloc(a, 100, GANFW_MEM_OTHER, "kept");
+    CU_ASSERT_EQUAL(ganfw_alloc_check_invariants(a), 0);
+    ganfw_alloc_free(a, pa);
+    void *pc = xmalloc(a, 4 * MiB, GANFW_MEM_ACTIVATION, "c");
+    void *pd = xmalloc(a, 1 * MiB, GANFW_MEM_ACTIVATION, "d");
+    CU_ASSERT_PTR_EQUAL(pa, base);
+    CU_ASSERT_PTR_EQUAL(pb, base + 4 * MiB);
+    CU_ASSERT_PTR_EQUAL(pc, base); /* a's bytes again: a was freed */
+    CU_ASSERT_PTR_EQUAL(pd, base + 6 * MiB);
+    CU_ASSERT((char *)pk < base); /* the cache's part, below the arena */
+    CU_ASSERT_EQUAL(ganfw_alloc_block_size(a, pb), 2 * MiB);
+    CU_ASSERT_EQUAL(ganfw_alloc_check_invariants(a), 0);
+    void *now[5] = {pa, pb, pk, pc, pd};
+    for (int i = 0; i < 5; i++) {
+      if (step == 1) first[i] = now[i];
+      CU_ASSERT_PTR_EQUAL(now[i], first[i]); /* fixed addresses */
+    }
+    ganfw_alloc_free(a, pb);
+    ganfw_alloc_free(a, pc);
+    ganfw_alloc_free(a, pd);
+    ganfw_alloc_free(a, pk);
+    ganfw_alloc_trace_step_end(a);
+    CU_ASSERT_EQUAL(ganfw_alloc_check_invariants(a), 0);
+  }
+  ganfw_alloc_get_stats(a, &st);
+  CU_ASSERT_EQUAL(st.num_planned, 8);
+  CU_ASSERT_EQUAL(st.planned_steps, 2);
+  CU_ASSERT_EQUAL(st.unplanned_steps, 0);
+  CU_ASSERT_EQUAL(st.reserved.current, (int64_t)(10 * MiB)); /* nothing beyond the one segment */
+  CU_ASSERT_EQUAL(st.allocated.current, 2 * MiB);
+
+  /* between steps the cache may use the arena's bytes too */
+  void *between = xmalloc(a, 6 * MiB, GANFW_MEM_ACTIVATION, "sample");
+  CU_ASSERT_EQUAL(ganfw_alloc_check_invariants(a), 0);
+  ganfw_alloc_free(a, between);
+
+  /* step 3 keeps a alive past c's start: c must not land on a's bytes */
+  ganfw_alloc_trace_step(a, 3);
+  void *pa = xmalloc(a, 4 * MiB, GANFW_MEM_ACTIVATION, "a");
+  void *pb = xmalloc(a, 2 * MiB, GANFW_MEM_WORKSPACE, "b");
+  void *pk = xmalloc(a, 512, GANFW_MEM_OTHER, "kept");
+  void *pc = xmalloc(a, 4 * MiB, GANFW_MEM_ACTIVATION, "c");
+  CU_ASSERT_PTR_EQUAL(pa, base);
+  CU_ASSERT_PTR_NOT_EQUAL(pc, base);
+  CU_ASSERT(!((char *)pc < (char *)pa + 4 * MiB && (char *)pa < (char *)pc + 4 * MiB));
+  memset(pa, 1, 4 * MiB); /* both writable without touching the other */
+  memset(pc, 2, 4 * MiB);
+  CU_ASSERT_EQUAL(((unsigned char *)pa)[4 * MiB - 1], 1);
+  /* a request the plan does not have: the cache serves it */
+  void *odd = xmalloc(a, 3 * MiB, GANFW_MEM_ACTIVATION, "odd");
+  CU_ASSERT((char *)odd < base || (char *)odd >= base + 7 * MiB);
+  CU_ASSERT_EQUAL(ganfw_alloc_check_invariants(a), 0);
+  ganfw_alloc_free(a, pa);
+  ganfw_alloc_free(a, pb);
+  ganfw_alloc_free(a, pk);
+  ganfw_alloc_free(a, pc);
+  ganfw_alloc_free(a, odd);
+  ganfw_alloc_trace_step_end(a);
+  ganfw_alloc_get_stats(a, &st);
+  CU_ASSERT_EQUAL(st.unplanned_steps, 1);
+  CU_ASSERT_EQUAL(st.num_unplanned, 2); /* c and odd */
+  ganfw_alloc_empty_cache(a);           /* keeps the layout's segment */
+  ganfw_alloc_get_stats(a, &st);
+  CU_ASSERT(st.reserved.current >= (int64_t)(10 * MiB));
+  ganfw_alloc_free(a, w);
+  done(a, f);
+}
+
+/* Layouts that are not one are refused, naming the request. */
+static void test_planned_layout_bad(void) {
+  fake_be *f;
+  ganfw_alloc *a = mk(&f, 1024 * MiB, NULL);
+  const int64_t size[] = {4 * MiB};
+  const int32_t cat[] = {GANFW_MEM_ACTIVATION};
+  const int64_t off[] = {2 * MiB};
+  ganfw_alloc_layout l = {
+      .n = 1, .size = size, .category = cat, .offset = off, .arena_bytes = 4 * MiB, .from_step = 1};
+  CU_ASSERT_EQUAL(ganfw_alloc_set_layout(a, &l), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "request 0"));
+  l.arena_bytes = 6 * MiB + 100;
+  CU_ASSERT_EQUAL(ganfw_alloc_set_layout(a, &l), GANFW_ERR_INVALID_ARG);
+  ganfw_error_clear();
+  CU_ASSERT_PTR_NULL(ganfw_alloc_arena_base(a));
+  done(a, f);
+}
+
 static CU_TestInfo tests[] = {
     {"rounding", test_rounding},
     {"pool_segment_sizes", test_pool_segment_sizes},
@@ -1064,6 +1183,8 @@ static CU_TestInfo tests[] = {
     {"random_default", test_random_default},
     {"random_limited", test_random_limited},
     {"random_device_bound_traced", test_random_device_bound_traced},
+    {"planned_layout", test_planned_layout},
+    {"planned_layout_bad", test_planned_layout_bad},
     CU_TEST_INFO_NULL,
 };
 

@@ -240,10 +240,12 @@ static int cmd_plugins(cli_args *args) {
 /* Everything a run does before its first step: config, plugins, data (unless `info` gives
  * its shape), model, optimizers; then every key must have been read by someone. *session
  * may be NULL on failure. */
-static ganfw_status prepare(const cli_args *args, const ganfw_data_info *info, ganfw_run **run,
+static ganfw_status prepare(const cli_args *args, const ganfw_data_info *info,
+                            const ganfw_alloc_layout *layout, ganfw_run **run,
                             ganfw_session **session) {
   *session = NULL;
   ganfw_status st = ganfw_run_open(args->operands[0], args->sets, args->nsets, run);
+  if (st == GANFW_OK) (*run)->ctx_opt.layout = layout; /* device.memory_layout: planned */
   if (st == GANFW_OK) st = ganfw_session_open(*run, info == NULL, info, session);
   if (st == GANFW_OK) st = ganfw_config_check_unused((*run)->config);
   return st;
@@ -295,7 +297,7 @@ static int data_missing(const ganfw_run *run, char *msg, size_t n) {
 static int cmd_validate(cli_args *args) {
   ganfw_run *run = NULL;
   ganfw_session *session = NULL;
-  ganfw_status st = prepare(args, NULL, &run, &session);
+  ganfw_status st = prepare(args, NULL, NULL, &run, &session);
   static char data_msg[4096];
   int no_data = 0;
   ganfw_data_info info;
@@ -306,7 +308,7 @@ static int cmd_validate(cli_args *args) {
     no_data = 1;
     int32_t level = ganfw_log_level(); /* the first attempt said its start-up lines */
     if (level < GANFW_LOG_WARN) ganfw_log_set_level(GANFW_LOG_WARN);
-    st = prepare(args, &info, &run, &session);
+    st = prepare(args, &info, NULL, &run, &session);
     ganfw_log_set_level(level);
   }
   if (st == GANFW_OK) {
@@ -397,7 +399,7 @@ static int cmd_train(cli_args *args) {
   ganfw_calibration cal;
   ganfw_probe_result plan;
   predict(args, &plan, &cal);
-  ganfw_status st = prepare(args, NULL, &run, &session);
+  ganfw_status st = prepare(args, NULL, plan.planned ? &plan.layout.l : NULL, &run, &session);
   if (st == GANFW_OK) session->predicted = cal;
   if (st == GANFW_OK)
     st = session->family == GANFW_MODEL_CLASSIFIER ? ganfw_train_classifier(session)
@@ -427,7 +429,9 @@ static int cmd_plan(cli_args *args) {
   memset(&real, 0, sizeof real);
   ganfw_status st = ganfw_plan_make(config, args->sets, args->nsets, 0, NULL, &plan);
   if (st == GANFW_OK) ganfw_plan_print(config, &plan, stdout);
-  if (st == GANFW_OK && !plan.oom) ganfw_arena_print_for(config, args->sets, args->nsets, stdout);
+  if (st == GANFW_OK && !plan.oom && plan.planned) ganfw_layout_print(&plan.layout, stdout);
+  if (st == GANFW_OK && !plan.oom && !plan.planned)
+    ganfw_arena_print_for(config, args->sets, args->nsets, stdout);
   if (st == GANFW_OK && args->measure) {
     fflush(stdout);
     char *summary = NULL;

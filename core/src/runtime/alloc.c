@@ -21,6 +21,10 @@ static inline void stat_add(ganfw_alloc_stat *s, int64_t d) {
   if (s->current > s->peak) s->peak = s->current;
 }
 
+void ganfw_alloc_stat_add(ganfw_alloc_stat *s, int64_t d) {
+  stat_add(s, d);
+}
+
 static inline int blk_is_split(const blk *b) {
   return b->prev != NULL || b->next != NULL;
 }
@@ -340,6 +344,7 @@ static void seg_release(ganfw_alloc *a, seg *s) {
 
 void ganfw_alloc_destroy(ganfw_alloc *a) {
   if (!a) return;
+  ganfw_arena_destroy(a);
   while (a->segs) seg_release(a, a->segs);
   while (a->chunks) {
     blk_chunk *c = a->chunks;
@@ -370,7 +375,7 @@ void ganfw_alloc_empty_cache(ganfw_alloc *a) {
   while (s) {
     seg *next = s->next;
     blk *b = s->first;
-    if (!b->allocated && !b->next) {
+    if (!b->allocated && !b->next && !s->pinned) {
       void *base = s->base;
       const size_t size = s->size;
       fs_erase(a, b);
@@ -389,8 +394,7 @@ void ganfw_alloc_empty_cache(ganfw_alloc *a) {
 
 /* A new segment for a request of `size` bytes in `pool`, as one free block outside the
  * tree; NULL when the backend (or memory_limit) refuses even after emptying the cache. */
-static blk *seg_new(ganfw_alloc *a, int pool, size_t size) {
-  size_t bytes = ganfw_alloc_segment_size(size);
+static blk *seg_make(ganfw_alloc *a, int pool, size_t bytes) {
   void *p = raw_try(a, bytes);
   if (!p) {
     if (a->no_retry) return NULL;
@@ -410,6 +414,7 @@ static blk *seg_new(ganfw_alloc *a, int pool, size_t size) {
   s->size = bytes;
   s->first = b;
   s->pool = pool;
+  s->pinned = 0;
   s->prev = NULL;
   s->next = a->segs;
   if (a->segs) a->segs->prev = s;
@@ -425,6 +430,18 @@ static blk *seg_new(ganfw_alloc *a, int pool, size_t size) {
   return b;
 }
 
+static blk *seg_new(ganfw_alloc *a, int pool, size_t size) {
+  return seg_make(a, pool, ganfw_alloc_segment_size(size));
+}
+
+seg *ganfw_alloc_seg_pinned(ganfw_alloc *a, size_t bytes) {
+  blk *b = seg_make(a, POOL_LARGE, bytes);
+  if (!b) return NULL;
+  b->sg->pinned = 1;
+  fs_insert(a, b);
+  return b->sg;
+}
+
 /* --- malloc / free ------------------------------------------------------------------------ */
 
 /* The best cached block of `pool` for `size`, or NULL (PyTorch's get_free_block). */
@@ -438,8 +455,32 @@ static inline blk *find_fit(const ganfw_alloc *a, int pool, size_t size) {
 }
 
 static inline int should_split(const ganfw_alloc *a, int pool, size_t size, size_t remaining) {
-  if (pool == POOL_SMALL) return remaining >= GANFW_ALLOC_MIN_BLOCK;
+  if (pool == POOL_SMALL || a->ar) return remaining >= GANFW_ALLOC_MIN_BLOCK;
   return (a->max_split_size == 0 || size < a->max_split_size) && remaining > GANFW_ALLOC_SMALL_SIZE;
+}
+
+/* The stats, trace and peak hook of a block handed out (by the cache or the arena). */
+static void account_alloc(ganfw_alloc *a, void *ptr, const seg *sg, size_t size, size_t asked,
+                          int32_t category, const char *owner) {
+  const int64_t old_peak = a->st.allocated.peak;
+  stat_add(&a->st.allocated, (int64_t)size);
+  stat_add(&a->st.category[category], (int64_t)size);
+  stat_add(&a->st.allocations, 1);
+  a->st.num_allocs++;
+  if (a->trace_on) {
+    a->trace_slack = (int32_t)(size - asked);
+    ganfw_alloc_trace_add(a, GANFW_TEV_ALLOC, ptr, sg, size, category, owner);
+  }
+  if (a->peak_hook && a->st.allocated.peak > old_peak) a->peak_hook(a->peak_ud, a);
+}
+
+static void account_free(ganfw_alloc *a, const void *ptr, const seg *sg, size_t size,
+                         int32_t category, const char *owner) {
+  stat_add(&a->st.allocated, -(int64_t)size);
+  stat_add(&a->st.category[category], -(int64_t)size);
+  stat_add(&a->st.allocations, -1);
+  a->st.num_frees++;
+  if (a->trace_on) ganfw_alloc_trace_add(a, GANFW_TEV_FREE, ptr, sg, size, category, owner);
 }
 
 ganfw_status ganfw_alloc_malloc(ganfw_alloc *a, size_t bytes, int32_t category, const char *owner,
@@ -456,7 +497,14 @@ ganfw_status ganfw_alloc_malloc(ganfw_alloc *a, size_t bytes, int32_t category, 
   if (a->map_count >= a->map_grow_at && map_grow(a) != 0)
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory for the allocator's block map");
   size_t size = ganfw_alloc_round_size(bytes);
-  int pool = size <= GANFW_ALLOC_SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
+  void *planned = NULL;
+  if (a->ar && a->ar->in_step && ganfw_arena_malloc(a, size, category, owner, &planned)) {
+    account_alloc(a, planned, a->ar->sg, size, size, category, owner);
+    *ptr = planned;
+    return GANFW_OK;
+  }
+  /* with a planned layout everything is in the large pool (see ganfw_alloc_set_layout) */
+  int pool = size <= GANFW_ALLOC_SMALL_SIZE && !a->ar ? POOL_SMALL : POOL_LARGE;
   blk *b = find_fit(a, pool, size);
   if (b) {
     fs_erase(a, b);
@@ -487,15 +535,8 @@ ganfw_status ganfw_alloc_malloc(ganfw_alloc *a, size_t bytes, int32_t category, 
   b->category = (int16_t)category;
   b->owner = owner;
   map_put(a, b);
-  const int64_t old_peak = a->st.allocated.peak;
-  stat_add(&a->st.allocated, (int64_t)b->size);
-  stat_add(&a->st.category[category], (int64_t)b->size);
-  stat_add(&a->st.allocations, 1);
-  a->st.num_allocs++;
-  if (a->trace_on)
-    ganfw_alloc_trace_add(a, GANFW_TEV_ALLOC, b->ptr, b->sg, b->size, category, owner);
+  account_alloc(a, b->ptr, b->sg, b->size, size, category, owner);
   *ptr = b->ptr;
-  if (a->peak_hook && a->st.allocated.peak > old_peak) a->peak_hook(a->peak_ud, a);
   return GANFW_OK;
 }
 
@@ -505,6 +546,11 @@ void ganfw_alloc_for_each_block(const ganfw_alloc *a, ganfw_alloc_block_fn fn, v
     const blk *b = a->map[i].b;
     if (a->map[i].key) fn(ud, b->ptr, b->size, b->category, b->owner);
   }
+  const arena_state *r = a->ar;
+  if (r && r->n_live)
+    for (int64_t k = 0; k < r->n; k++)
+      if (r->live[k])
+        fn(ud, r->base + r->offset[k], (size_t)r->size[k], r->category[k], r->owner[k]);
 }
 
 void ganfw_alloc_set_peak_hook(ganfw_alloc *a, ganfw_alloc_peak_fn fn, void *ud) {
@@ -513,24 +559,8 @@ void ganfw_alloc_set_peak_hook(ganfw_alloc *a, ganfw_alloc_peak_fn fn, void *ud)
   a->peak_ud = ud;
 }
 
-void ganfw_alloc_free(ganfw_alloc *a, void *ptr) {
-  if (!a || !ptr) return;
-  size_t i = map_find(a, ptr);
-  if (i == SIZE_MAX) {
-    fprintf(stderr,
-            "ganfw: ganfw_alloc_free(%p): not a live block of this allocator (double free or "
-            "foreign pointer); ignored\n",
-            ptr);
-    return;
-  }
-  blk *b = a->map[i].b;
-  map_del(a, i);
-  stat_add(&a->st.allocated, -(int64_t)b->size);
-  stat_add(&a->st.category[b->category], -(int64_t)b->size);
-  stat_add(&a->st.allocations, -1);
-  a->st.num_frees++;
-  if (a->trace_on)
-    ganfw_alloc_trace_add(a, GANFW_TEV_FREE, b->ptr, b->sg, b->size, b->category, b->owner);
+/* A block record back into its pool's free set, merged with its free neighbours. */
+static void blk_free_merge(ganfw_alloc *a, blk *b) {
   b->allocated = 0;
   b->owner = NULL;
   int64_t inactive = 0;
@@ -558,8 +588,68 @@ void ganfw_alloc_free(ganfw_alloc *a, void *ptr) {
   fs_insert(a, b);
 }
 
+blk *ganfw_alloc_hold_top(ganfw_alloc *a, seg *s, char *from) {
+  blk *top = s->first;
+  while (top->next) top = top->next;
+  if (top->allocated || top->ptr > from) return NULL;
+  fs_erase(a, top);
+  int64_t inactive = blk_is_split(top) ? -(int64_t)top->size : 0;
+  blk *held = top;
+  if (top->ptr < from) { /* the free part below stays in the cache */
+    held = blk_new(a);
+    if (!held) {
+      fs_insert(a, top);
+      return NULL;
+    }
+    held->ptr = from;
+    held->size = (size_t)(top->ptr + top->size - from);
+    held->sg = s;
+    held->pool = top->pool;
+    held->prev = top;
+    held->next = NULL;
+    top->next = held;
+    top->size -= held->size;
+    inactive += (int64_t)top->size; /* split now */
+    fs_insert(a, top);
+  }
+  held->allocated = BLK_HELD;
+  if (inactive) stat_add(&a->st.inactive_split, inactive);
+  return held;
+}
+
+void ganfw_alloc_unhold(ganfw_alloc *a, blk *b) {
+  blk_free_merge(a, b);
+}
+
+void ganfw_alloc_free(ganfw_alloc *a, void *ptr) {
+  if (!a || !ptr) return;
+  if (a->ar) {
+    const int64_t k = ganfw_arena_find(a, ptr);
+    if (k >= 0) {
+      const arena_state *r = a->ar;
+      account_free(a, ptr, r->sg, (size_t)r->size[k], r->category[k], r->owner[k]);
+      ganfw_arena_free(a, ptr);
+      return;
+    }
+  }
+  size_t i = map_find(a, ptr);
+  if (i == SIZE_MAX) {
+    fprintf(stderr,
+            "ganfw: ganfw_alloc_free(%p): not a live block of this allocator (double free or "
+            "foreign pointer); ignored\n",
+            ptr);
+    return;
+  }
+  blk *b = a->map[i].b;
+  map_del(a, i);
+  account_free(a, b->ptr, b->sg, b->size, b->category, b->owner);
+  blk_free_merge(a, b);
+}
+
 size_t ganfw_alloc_block_size(const ganfw_alloc *a, const void *ptr) {
   if (!a || !ptr) return 0;
+  const int64_t k = a->ar ? ganfw_arena_find(a, ptr) : -1;
+  if (k >= 0) return (size_t)a->ar->size[k];
   size_t i = map_find(a, ptr);
   return i == SIZE_MAX ? 0 : a->map[i].b->size;
 }
@@ -592,6 +682,11 @@ void ganfw_alloc_get_stats(const ganfw_alloc *a, ganfw_alloc_stats *out) {
   out->largest_free_block = largest;
   int64_t cached = out->reserved.current - out->allocated.current;
   out->fragmentation = cached > 0 ? 1.0 - (double)largest / (double)cached : 0.0;
+  out->arena_bytes = a->ar ? a->ar->arena_bytes : 0;
+  out->num_planned = a->num_planned;
+  out->num_unplanned = a->num_unplanned;
+  out->planned_steps = a->planned_steps;
+  out->unplanned_steps = a->unplanned_steps;
 }
 
 /* One row of the summary: a name and up to two right-aligned cells. */
@@ -751,7 +846,10 @@ int ganfw_alloc_check_invariants(const ganfw_alloc *a) {
         why = "block size is not a positive 512-byte multiple";
       else if (!b->allocated && prev && !prev->allocated)
         why = "two adjacent free blocks (missed merge)";
-      else if (b->allocated) {
+      else if (b->allocated == BLK_HELD) {
+        if (!a->ar || a->ar->held != b || b->ptr != a->ar->base || b->next)
+          why = "a held span that is not the planned arena's";
+      } else if (b->allocated) {
         size_t i = map_find(a, b->ptr);
         if (i == SIZE_MAX || a->map[i].b != b) why = "allocated block missing from the map";
         if (b->category < 0 || b->category >= GANFW_MEM_COUNT) why = "bad category";
@@ -763,7 +861,8 @@ int ganfw_alloc_check_invariants(const ganfw_alloc *a) {
         FAIL("segment %p block at +%zu (%zu bytes): %s", (void *)s->base,
              (size_t)(b->ptr - s->base), b->size, why);
       }
-      if (b->allocated) {
+      if (b->allocated == BLK_HELD) {
+      } else if (b->allocated) {
         allocated += (int64_t)b->size;
         cat[b->category] += (int64_t)b->size;
         n_alloc++;
@@ -794,6 +893,24 @@ int ganfw_alloc_check_invariants(const ganfw_alloc *a) {
   if (in_trees != n_free) FAIL("%zu blocks in the trees but %zu free blocks", in_trees, n_free);
   if ((int64_t)a->map_count != n_alloc)
     FAIL("map holds %zu blocks but %" PRId64 " are allocated", a->map_count, n_alloc);
+  const arena_state *r = a->ar;
+  if (r) { /* the live planned blocks: inside the held arena, no two sharing a byte */
+    int64_t n_live = 0;
+    for (int64_t q = 0; q < r->n; q++) {
+      if (!r->live[q]) continue;
+      if (!r->held) FAIL("planned block %" PRId64 " is live but no step holds the arena", q);
+      for (int64_t j = q + 1; j < r->n; j++)
+        if (r->live[j] && r->offset[j] < r->offset[q] + r->size[q] &&
+            r->offset[q] < r->offset[j] + r->size[j])
+          FAIL("live planned blocks %" PRId64 " and %" PRId64 " overlap", q, j);
+      allocated += r->size[q];
+      cat[r->category[q]] += r->size[q];
+      n_alloc++;
+      n_live++;
+    }
+    if (n_live != r->n_live)
+      FAIL("%" PRId64 " planned blocks live, counted %" PRId64, n_live, r->n_live);
+  }
   if (a->st.allocated.current != allocated)
     FAIL("allocated stat %" PRId64 " != sum of live blocks %" PRId64, a->st.allocated.current,
          allocated);

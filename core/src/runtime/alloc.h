@@ -73,6 +73,12 @@ typedef struct ganfw_alloc_stats {
   int64_t empty_cache_bytes;     /* bytes of segments they released */
   ganfw_alloc_stat allocations;  /* live blocks (count) */
   ganfw_alloc_stat segments;     /* segments (count) */
+  /* device.memory_layout: planned (ganfw_alloc_set_layout); all 0 without a layout */
+  int64_t arena_bytes;     /* the arena's size */
+  int64_t num_planned;     /* requests served at their planned offset */
+  int64_t num_unplanned;   /* requests of a step that left the plan, served by the cache */
+  int64_t planned_steps;   /* steps that followed the plan to their end */
+  int64_t unplanned_steps; /* steps that left it (or could not start on it) */
 } ganfw_alloc_stats;
 
 /* Creates an allocator over `be` (borrowed; it must outlive the allocator). opt may be
@@ -197,6 +203,50 @@ void ganfw_alloc_trace_op(ganfw_alloc *a, int32_t begin, const char *layer);
  * the allocator's interned names (valid until ganfw_alloc_destroy). *out NULL and *n 0
  * when there are none; GANFW_ERR_OOM when the host has no memory for the copy. */
 ganfw_status ganfw_alloc_trace_copy(const ganfw_alloc *a, ganfw_trace_event **out, int64_t *n);
+
+/* --- planned layout (device.memory_layout: planned) ----------------------------------------
+ * One step's requests in order, as a traced plan of the step saw them (tools/layout.c): a
+ * step-local block gets an offset in one arena, laid out offline so that blocks that live
+ * at the same time never overlap; the others (persistent tensors, blocks the step keeps)
+ * are served by the caching allocator as usual. ganfw_alloc_set_layout reserves one
+ * segment of base_bytes + arena_bytes (rounded up to 2 MiB) with the arena at its top;
+ * everything the cache serves packs from its bottom, and with a layout every request goes
+ * to the large pool, split down to 512 bytes, so that no small-pool segment holds slack.
+ * From step from_step on, each step (ganfw_alloc_trace_step .. _step_end) holds the arena
+ * span and serves its k-th request at base + offset[k] when the request has the planned
+ * rounded size and category and every block the layout placed at those bytes before it
+ * has been freed; the first request that differs (a shape that depends on the data, a
+ * block freed later than planned) ends the plan for the rest of that step: it and all
+ * later ones go to the cache, with one log line per run, and it is counted
+ * (num_unplanned, unplanned_steps). The arena span goes back to the cache when the step
+ * has ended and its last planned block is freed, so that what runs between steps (sample
+ * grids, evaluation) can use it. Every planned step uses the same addresses. Under
+ * AddressSanitizer on the CPU the arena's bytes outside live planned blocks are poisoned
+ * while a step holds it. */
+typedef struct ganfw_alloc_layout {
+  int64_t n;           /* requests of one step */
+  const int64_t *size; /* [n] rounded bytes */
+  const int32_t *category;
+  const int64_t *offset; /* [n] in the arena, or -1: the caching allocator serves it */
+  int64_t arena_bytes;   /* 512-byte multiple */
+  int64_t base_bytes;    /* room below the arena for what the cache serves */
+  int64_t from_step;     /* the first step (as ganfw_alloc_trace_step numbers them) */
+} ganfw_alloc_layout;
+
+/* Copies the layout and reserves its segment. GANFW_ERR_INVALID_ARG for a layout that is not
+ * one (an offset outside the arena, a size that is not a 512-byte multiple, a bad category)
+ * or when the allocator already has one or holds blocks; GANFW_ERR_OOM when the segment
+ * cannot be had. */
+ganfw_status ganfw_alloc_set_layout(ganfw_alloc *a, const ganfw_alloc_layout *l);
+/* Where a step's request of `size` rounded bytes and `category` stands in the layout when the
+ * step's next planned request is k: k itself when it matches, else the first match among
+ * the next GANFW_LAYOUT_LOOKAHEAD (planned requests the step skipped), else -1 (a request
+ * the plan does not have: the cache serves it and the plan goes on at k). */
+#define GANFW_LAYOUT_LOOKAHEAD 8
+int64_t ganfw_alloc_layout_match(const ganfw_alloc_layout *l, int64_t k, int64_t size,
+                                 int32_t category);
+/* The arena's first byte; NULL without a layout. */
+const void *ganfw_alloc_arena_base(const ganfw_alloc *a);
 
 /* --- testing ---------------------------------------------------------------------------
  * Walks every structure and checks: segments tile their blocks exactly and do not overlap,

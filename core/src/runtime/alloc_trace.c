@@ -82,7 +82,7 @@ void ganfw_alloc_trace_add(ganfw_alloc *a, int32_t kind, const void *ptr, const 
   e->step = a->cur_step;
   e->stage = a->cur_stage;
   e->pass = a->cur_pass;
-  e->pad = 0;
+  e->slack = kind == GANFW_TEV_ALLOC ? a->trace_slack : 0;
 }
 
 size_t ganfw_alloc_trace_length(const ganfw_alloc *a) {
@@ -130,7 +130,9 @@ static int by_address(const void *x, const void *y) {
 }
 
 void ganfw_alloc_trace_step(ganfw_alloc *a, int64_t step) {
-  if (!a || !a->trace_on) return;
+  if (!a) return;
+  if (a->ar) ganfw_arena_step_begin(a, step); /* device.memory_layout: planned */
+  if (!a->trace_on) return;
   if (a->trace_steps && a->trace_seen >= a->trace_steps) {
     a->trace_on = 0;
     return;
@@ -152,7 +154,9 @@ void ganfw_alloc_trace_step(ganfw_alloc *a, int64_t step) {
 }
 
 void ganfw_alloc_trace_step_end(ganfw_alloc *a) {
-  if (!a || !a->trace_on || a->cur_step == 0) return;
+  if (!a) return;
+  if (a->ar) ganfw_arena_step_end(a);
+  if (!a->trace_on || a->cur_step == 0) return;
   a->cur_step = 0;
   a->cur_stage = GANFW_STAGE_SETUP;
   a->cur_pass = GANFW_PASS_NONE;
@@ -200,6 +204,7 @@ ganfw_status ganfw_alloc_trace_copy(const ganfw_alloc *a, ganfw_trace_event **ou
                                 .step = e->step,
                                 .stage = e->stage,
                                 .pass = e->pass,
+                                .slack = e->slack,
                                 .allocated = e->allocated,
                                 .reserved = e->reserved};
   }
@@ -231,6 +236,12 @@ ganfw_status ganfw_alloc_write_json(const ganfw_alloc *a, FILE *f, const char *m
   json_stat(f, "segments", &st.segments, 1);
   fprintf(f, "    \"num_empty_cache\": %" PRId64 ", \"empty_cache_bytes\": %" PRId64 ",\n",
           st.num_empty_cache, st.empty_cache_bytes);
+  fprintf(f,
+          "    \"memory_layout\": {\"layout\": \"%s\", \"arena_bytes\": %" PRId64
+          ", \"num_planned\": %" PRId64 ", \"num_unplanned\": %" PRId64
+          ", \"planned_steps\": %" PRId64 ", \"unplanned_steps\": %" PRId64 "},\n",
+          a->ar ? "planned" : "caching", st.arena_bytes, st.num_planned, st.num_unplanned,
+          st.planned_steps, st.unplanned_steps);
   fprintf(f, "    \"category\": {\n");
   for (int c = 0; c < GANFW_MEM_COUNT; c++)
     fprintf(f, "      \"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRId64 "}%s\n",

@@ -27,6 +27,9 @@ int32_t ganfw_device_from_name(const char *name) {
   return -1;
 }
 
+/* device.memory_layout when the config does not say */
+#define GANFW_LAYOUT_DEFAULT_NAME "caching"
+
 /* device.trace: true | false | {steps: N, capacity: M}. */
 static ganfw_status read_trace(const ganfw_cfg *dev, ganfw_ctx_options *opt) {
   const ganfw_cfg *node = ganfw_cfg_child(dev, "trace");
@@ -70,6 +73,19 @@ ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_opti
                            "%s: device.empty_cache: unknown policy '%s' (use on_oom, never, "
                            "per_epoch or after_eval)",
                            ganfw_cfg_where(ganfw_cfg_child(dev, "empty_cache")), policy);
+  const char *layout = NULL;
+  if ((st = ganfw_cfg_string(dev, "memory_layout", GANFW_LAYOUT_DEFAULT_NAME, &layout)) != GANFW_OK)
+    return st;
+  if (strcmp(layout, "caching") == 0)
+    opt->memory_layout = GANFW_LAYOUT_CACHING;
+  else if (strcmp(layout, "planned") == 0)
+    opt->memory_layout = GANFW_LAYOUT_PLANNED;
+  else
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: device.memory_layout: unknown layout '%s' (use planned: the "
+                           "step's blocks at offsets planned before the run, or caching: "
+                           "every request served by the caching allocator)",
+                           ganfw_cfg_where(ganfw_cfg_child(dev, "memory_layout")), layout);
   if ((st = ganfw_cfg_int(root, "seed", 0, &seed)) != GANFW_OK) return st;
   opt->device_type = ganfw_device_from_name(type);
   if (opt->device_type < 0) {
@@ -208,6 +224,14 @@ ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out) {
   if (st != GANFW_OK) {
     free(ctx);
     return st;
+  }
+  if (opt->layout && (st = ganfw_alloc_set_layout(ctx->alloc, opt->layout)) != GANFW_OK) {
+    /* no room for its segment under the limit: the run goes on the cache, which may fit */
+    ganfw_log(GANFW_LOG_WARN,
+              "device.memory_layout: planned: %s; the caching allocator serves "
+              "the run",
+              ganfw_error_message());
+    ganfw_error_clear();
   }
   ctx->seed = opt->seed;
   *out = ctx;

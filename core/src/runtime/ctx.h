@@ -28,7 +28,16 @@ typedef struct ganfw_ctx_options {
                    memory_limit and the workspace sizes as on the device); not a config key */
   /* device.cudnn_benchmark (CUDA): time the convolution algorithms once per shape */
   int32_t cudnn_benchmark;
+  /* device.memory_layout: GANFW_LAYOUT_* (see alloc.h, "planned layout") */
+  int32_t memory_layout;
+  /* the planned layout the allocator gets before anything is allocated (borrowed; NULL:
+   * none, the caching allocator serves everything); made by the caller from a plan of the
+   * config (tools/layout.h), not a config key */
+  const ganfw_alloc_layout *layout;
 } ganfw_ctx_options;
+
+/* device.memory_layout */
+enum { GANFW_LAYOUT_CACHING = 0, GANFW_LAYOUT_PLANNED = 1 };
 
 /* device.empty_cache: when cached segments go back to the device. */
 enum {

@@ -52,7 +52,8 @@ typedef struct ganfw_trace_event {
   int32_t step;      /* the step being run, 1-based; 0 before the first */
   int32_t stage;     /* GANFW_STAGE_* */
   int32_t pass;      /* GANFW_PASS_* */
-  int32_t reserved0;
+  int32_t slack;     /* ALLOC: the block's bytes beyond the rounded request (a cached block
+                        taken whole), so size - slack is what was asked for; 0 otherwise */
   int64_t allocated, reserved; /* the allocator's totals after the event */
 } ganfw_trace_event;
 

@@ -30,6 +30,8 @@ void ganfw_probe_result_free(ganfw_probe_result *r) {
   r->n_layers = 0;
   free(r->trace);
   free(r->trace_names);
+  ganfw_layout_free(&r->layout);
+  r->planned = 0;
   r->trace = NULL;
   r->trace_names = NULL;
   r->n_trace = 0;
@@ -517,10 +519,39 @@ static ganfw_status run_steps(probe *p) {
   return st;
 }
 
+/* device.memory_layout: planned: the layout from a traced plan of the same config, batch
+ * and limit on the caching allocator, for the run's allocator. No layout (the cache alone)
+ * when that plan runs out of memory: the run will say where. */
+static ganfw_status plan_layout(probe *p, const char *path, const char *const *sets, int nsets) {
+  const ganfw_probe_options *opt = p->opt;
+  const int32_t mode = opt->layout == GANFW_PROBE_LAYOUT_CONFIG    ? p->run->ctx_opt.memory_layout
+                       : opt->layout == GANFW_PROBE_LAYOUT_PLANNED ? GANFW_LAYOUT_PLANNED
+                                                                   : GANFW_LAYOUT_CACHING;
+  if (mode != GANFW_LAYOUT_PLANNED) return GANFW_OK;
+  ganfw_probe_options po = *opt;
+  po.meta = 1;
+  po.warmup = 1;
+  po.steps = 1;
+  po.layers = 0;
+  po.trace = 1;
+  po.summary = NULL;
+  po.layout = GANFW_PROBE_LAYOUT_CACHING;
+  ganfw_probe_result plan;
+  ganfw_status st = ganfw_probe_run(path, sets, nsets, &po, &plan);
+  if (st == GANFW_OK && !plan.oom &&
+      (st = ganfw_layout_from_trace(plan.trace, plan.n_trace, &p->out->layout)) == GANFW_OK) {
+    p->out->planned = 1;
+    p->run->ctx_opt.layout = &p->out->layout.l;
+  }
+  ganfw_probe_result_free(&plan);
+  return st;
+}
+
 static ganfw_status probe_body(probe *p, const char *path, const char *const *sets, int nsets) {
   ganfw_probe_result *out = p->out;
   ganfw_status st = open_run(p, path, sets, nsets);
   if (st != GANFW_OK) return st;
+  if ((st = plan_layout(p, path, sets, nsets)) != GANFW_OK) return st;
   if ((st = set_up(p)) != GANFW_OK) {
     if (is_oom(st)) record_oom(p, "set-up");
     return st;
@@ -541,6 +572,11 @@ static ganfw_status probe_body(probe *p, const char *path, const char *const *se
   st = run_steps(p);
   ganfw_alloc_get_stats(a, &as);
   out->num_alloc_retries = as.num_alloc_retries;
+  out->num_planned = as.num_planned;
+  out->num_unplanned = as.num_unplanned;
+  out->planned_steps = as.planned_steps;
+  out->unplanned_steps = as.unplanned_steps;
+  if (out->planned && !as.arena_bytes) out->planned = 0; /* its segment did not fit */
   if (p->opt->trace) { /* kept past the session: the names are copied */
     ganfw_status tst = ganfw_alloc_trace_copy(a, &out->trace, &out->n_trace);
     if (tst == GANFW_OK && ganfw_trace_own_names(out->trace, out->n_trace, &out->trace_names) != 0)

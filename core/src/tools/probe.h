@@ -12,6 +12,7 @@
 #include "runtime/alloc.h"
 #include "ganfw/model.h"
 #include "ganfw/status.h"
+#include "tools/layout.h"
 
 /* The phases of a step, measured apart: a GAN step's two halves (ganfw_gan_d_step,
  * ganfw_gan_g_step); a classifier step is one phase (GANFW_PHASE_STEP). */
@@ -39,7 +40,12 @@ typedef struct ganfw_probe_options {
                                   measured steps is written here */
   int32_t trace;               /* 1: record the allocator's events of every step
                                   (device.trace) into out->trace */
+  int32_t layout;              /* GANFW_PROBE_LAYOUT_*: device.memory_layout as the config
+                                  says, or forced */
 } ganfw_probe_options;
+
+/* options.layout */
+enum { GANFW_PROBE_LAYOUT_CONFIG = 0, GANFW_PROBE_LAYOUT_CACHING, GANFW_PROBE_LAYOUT_PLANNED };
 
 #define GANFW_PROBE_NAME_MAX 96
 
@@ -99,6 +105,13 @@ typedef struct ganfw_probe_result {
   ganfw_trace_event *trace;
   int64_t n_trace;
   char *trace_names;
+
+  /* device.memory_layout: planned: the layout the run was served from, made from a traced
+   * plan of the config on the caching allocator (owned); planned 0 when the run was on
+   * the cache alone (caching, or the plan ran out of memory) */
+  int32_t planned;
+  ganfw_layout layout;
+  int64_t num_planned, num_unplanned, planned_steps, unplanned_steps; /* the allocator's */
 } ganfw_probe_result;
 
 /* Opens `config_path` with the --set assignments, builds the session (on the meta backend
