@@ -453,6 +453,49 @@ static void check_config(const char *path, int *checked) {
   (*checked)++;
 }
 
+/* device.memory_layout: planned on the configs the layout matters most for: the plan
+ * serves every step-local request of a real step at its planned offset (no step off the
+ * plan after the first), plan = measured, the arena within 2% of its lower bound, reserved
+ * within 5% of allocated, and the step's results bitwise those of the caching layout. */
+static void test_planned_layout_configs(void) {
+  const char *names[] = {"dcgan.yaml", "dcgan_ckpt.yaml", "cnn_mnist.yaml", "resgan_fashion.yaml"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/configs/%s", getenv("GANFW_SOURCE_DIR"), names[i]);
+    const char *sets[] = {data_set};
+    ganfw_probe_options opt = {
+        .meta = 1, .warmup = 1, .steps = 1, .layout = GANFW_PROBE_LAYOUT_PLANNED};
+    ganfw_probe_result plan, real, cache;
+    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path, sets, 1, &opt, &plan), GANFW_OK);
+    opt.meta = 0;
+    opt.steps = 2;
+    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path, sets, 1, &opt, &real), GANFW_OK);
+    opt.layout = GANFW_PROBE_LAYOUT_CACHING;
+    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path, sets, 1, &opt, &cache), GANFW_OK);
+    CU_ASSERT_EQUAL(plan.planned, 1);
+    CU_ASSERT_EQUAL(real.planned, 1);
+    CU_ASSERT_EQUAL(cache.planned, 0);
+    CU_ASSERT(real.planned_steps >= 2); /* the measured steps, on the plan to their end */
+    CU_ASSERT(real.num_planned > 0);
+    CU_ASSERT_EQUAL(plan.peak_allocated, real.peak_allocated);
+    CU_ASSERT_EQUAL(plan.peak_reserved, real.peak_reserved);
+    CU_ASSERT(real.peak_allocated <= cache.peak_allocated); /* no block taken whole */
+    CU_ASSERT(real.peak_reserved <= cache.peak_reserved);
+    CU_ASSERT(real.peak_reserved * 100 <= real.peak_allocated * 105);
+    CU_ASSERT(plan.layout.l.arena_bytes * 100 <= plan.layout.lower_bound * 102);
+    /* the same kernels in the same order on other addresses: the same bits */
+    CU_ASSERT(memcmp(&real.loss_d, &cache.loss_d, sizeof real.loss_d) == 0);
+    CU_ASSERT(memcmp(&real.loss_g, &cache.loss_g, sizeof real.loss_g) == 0);
+    CU_ASSERT(memcmp(&real.loss, &cache.loss, sizeof real.loss) == 0);
+    printf("\n  %-22s planned: %.2f/%.2f MiB allocated/reserved (caching %.2f), arena %.3fx",
+           names[i], real.peak_allocated / MIB, real.peak_reserved / MIB, cache.peak_reserved / MIB,
+           (double)plan.layout.l.arena_bytes / (double)plan.layout.lower_bound);
+    ganfw_probe_result_free(&plan);
+    ganfw_probe_result_free(&real);
+    ganfw_probe_result_free(&cache);
+  }
+}
+
 static void test_plan_every_config(void) {
   char pattern[4200];
   snprintf(pattern, sizeof pattern, "%s/configs/*.yaml", getenv("GANFW_SOURCE_DIR"));
@@ -617,6 +660,7 @@ static void test_plan_cli(void) {
 }
 
 static CU_TestInfo tests[] = {
+    {"planned_layout_configs", test_planned_layout_configs},
     {"meta backend: a full table with the CPU's sizes", test_meta_table_complete},
     {"meta backend: fake addresses, memory never touched", test_meta_memory_untouched},
     {"allocator: peak hook and block walk", test_alloc_peak_hook},

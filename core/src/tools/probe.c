@@ -519,9 +519,9 @@ static ganfw_status run_steps(probe *p) {
   return st;
 }
 
-/* device.memory_layout: planned: the layout from a traced plan of the same config, batch
- * and limit on the caching allocator, for the run's allocator. No layout (the cache alone)
- * when that plan runs out of memory: the run will say where. */
+/* device.memory_layout: planned: the layout from a traced plan of the same config and
+ * batch on the caching allocator without a memory_limit, for the run's allocator. No
+ * layout (the cache alone) when that plan runs out of memory: the run will say where. */
 static ganfw_status plan_layout(probe *p, const char *path, const char *const *sets, int nsets) {
   const ganfw_probe_options *opt = p->opt;
   const int32_t mode = opt->layout == GANFW_PROBE_LAYOUT_CONFIG    ? p->run->ctx_opt.memory_layout
@@ -536,6 +536,8 @@ static ganfw_status plan_layout(probe *p, const char *path, const char *const *s
   po.trace = 1;
   po.summary = NULL;
   po.layout = GANFW_PROBE_LAYOUT_CACHING;
+  po.limit_mode = GANFW_PROBE_LIMIT_NONE; /* the layout does not depend on the limit, and it
+                                            may fit one that the cache does not */
   ganfw_probe_result plan;
   ganfw_status st = ganfw_probe_run(path, sets, nsets, &po, &plan);
   if (st == GANFW_OK && !plan.oom &&
