@@ -154,6 +154,11 @@ typedef struct ganfw_backend_vt {
                                const float *save_invstd, float *dx, float *dgamma, float *dbeta,
                                int accumulate);
 
+  /* (optional) 1 when batchnorm2d_backward and batchnorm2d_backward_lp may write dx over dy
+   * (dx == dy): the layer then hands its output gradient on as its input gradient when
+   * nothing else holds it. NULL or 0: dx gets its own tensor. */
+  int32_t (*batchnorm2d_backward_in_place)(ganfw_backend *be);
+
   /* --- activations: y = f(x), y may alias x; backward from the output y, dx may alias dy */
   void (*act_forward)(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *x,
                       float *y);

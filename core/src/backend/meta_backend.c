@@ -142,6 +142,12 @@ static void meta_bn_backward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW
   (void)save_invstd, (void)dx, (void)dgamma, (void)dbeta, (void)accumulate;
 }
 
+/* As the shadow does it, so that the plan sees the same input-gradient requests. */
+static int32_t meta_bn_backward_in_place(ganfw_backend *be) {
+  ganfw_backend *sh = shadow_of(be);
+  return sh->vt->batchnorm2d_backward_in_place ? sh->vt->batchnorm2d_backward_in_place(sh) : 0;
+}
+
 static void meta_act_forward(ganfw_backend *be, int32_t kind, float alpha, int64_t n,
                              const float *x, float *y) {
   (void)be, (void)kind, (void)alpha, (void)n, (void)x, (void)y;
@@ -424,6 +430,7 @@ static const ganfw_backend_vt meta_vt = {
     .batchnorm2d_forward_train = meta_bn_forward_train,
     .batchnorm2d_forward_eval = meta_bn_forward_eval,
     .batchnorm2d_backward = meta_bn_backward,
+    .batchnorm2d_backward_in_place = meta_bn_backward_in_place,
     .act_forward = meta_act_forward,
     .act_backward = meta_act_backward,
     .maxpool2d_forward = meta_maxpool_forward,

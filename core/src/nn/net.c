@@ -39,10 +39,20 @@ struct ganfw_net {
                         backward without an input gradient must reach node i */
   int64_t (*shape)[GANFW_MAX_DIMS]; /* [n]: node i's output shape for a batch of 1 */
   int32_t *ndim;                    /* [n] */
+  /* BatchNorm + activation pairs whose activation output a tape does not keep (see
+   * release_bn_act): bn_act[b] is the activation node that alone reads the batchnorm2d node
+   * b, or -1. recompute_bn_act 0 keeps every output as recorded (GANFW_BN_ACT_RECOMPUTE=0 in
+   * the environment at net_create, or ganfw_net_set_bn_act_recompute; for tests and
+   * benchmarks). */
+  int32_t *bn_act;
+  int32_t recompute_bn_act;
 };
 
 /* The name the net's input goes by in net_input, net_add and net_concat. */
 #define NET_INPUT_NAME "input"
+
+/* The value slot of node j's output (slot 0: the net's input). */
+#define SLOT(j) ((j) + 1)
 
 struct ganfw_tape {
   ganfw_net *net;
@@ -56,6 +66,10 @@ struct ganfw_tape {
   int32_t *seg_start;
   ganfw_tensor **seg_in;
   uint64_t *seg_rng;
+  /* [n * GANFW_SAVED_MAX]: hole[i * GANFW_SAVED_MAX + k] is the activation node a whose
+   * output was released from saved[i].t[k] after the forward (recomputed before node i's
+   * backward), or -1. */
+  int32_t *hole;
 };
 
 static char *dup_str(const char *s) {
@@ -75,6 +89,8 @@ ganfw_net *ganfw_net_create(ganfw_ctx *ctx, const char *name) {
   net->ctx = ctx;
   net->train = 1;
   net->update_stats = 1;
+  const char *env = getenv("GANFW_BN_ACT_RECOMPUTE");
+  net->recompute_bn_act = !(env && strcmp(env, "0") == 0);
   return net;
 }
 
@@ -110,6 +126,7 @@ void ganfw_net_destroy(ganfw_net *net) {
   free(net->up_train);
   free(net->shape);
   free(net->ndim);
+  free(net->bn_act);
   free(net->name);
   free(net);
 }
@@ -498,6 +515,35 @@ static void mark_up_train(ganfw_net *net) {
   }
 }
 
+/* The number of times nodes read node j's output (j = -1: the net's input). */
+static int32_t readers_of(const ganfw_net *net, int32_t j) {
+  int32_t n = 0;
+  for (int32_t i = 0; i < net->n; i++)
+    for (int32_t k = 0; k < net->layers[i]->n_in; k++) n += net->layers[i]->in[k] == j;
+  return n;
+}
+
+/* bn_act (after last_use): a built-in batchnorm2d node b whose output one built-in
+ * activation node a alone reads, once, as its only input, where a is not the net's output
+ * and no reader of a's output is a plugin layer (its adapter may hand the output on) or a
+ * view (reshape: the view would keep the memory alive, so releasing saves nothing). */
+static void find_bn_act(ganfw_net *net) {
+  for (int32_t b = 0; b < net->n; b++) {
+    net->bn_act[b] = -1;
+    if (net->layers[b]->vt != &ganfw_layer_batchnorm2d || readers_of(net, b) != 1) continue;
+    const int32_t a = net->last_use[SLOT(b)];
+    const ganfw_layer *la = net->layers[a];
+    if (la->vt != &ganfw_layer_activation || la->n_in != 1 || a == net->n - 1) continue;
+    int32_t ok = 1;
+    for (int32_t i = a + 1; i < net->n && ok; i++)
+      for (int32_t k = 0; k < net->layers[i]->n_in; k++)
+        if (net->layers[i]->in[k] == a && (net->layers[i]->vt == &ganfw_layer_plugin ||
+                                           net->layers[i]->vt == &ganfw_layer_reshape))
+          ok = 0;
+    if (ok) net->bn_act[b] = a;
+  }
+}
+
 /* Each node's output shape (batch 1) from its inputs', the layers' parameters, and when each
  * value is last read; a node whose output nobody reads (other than the last, the net's
  * output) is an error naming it. */
@@ -533,6 +579,7 @@ static ganfw_status build_nodes(ganfw_net *net) {
                              "remove it",
                              net->name, net->layers[j]->name, net->layers[j]->vt->type);
   mark_up_train(net);
+  find_bn_act(net);
   return GANFW_OK;
 }
 
@@ -616,7 +663,8 @@ ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w) {
   net->up_train = calloc(n, sizeof *net->up_train);
   net->shape = calloc(n, sizeof *net->shape);
   net->ndim = calloc(n, sizeof *net->ndim);
-  if (!net->last_use || !net->up_train || !net->shape || !net->ndim)
+  net->bn_act = calloc(n, sizeof *net->bn_act);
+  if (!net->last_use || !net->up_train || !net->shape || !net->ndim || !net->bn_act)
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory building net %s", net->name);
   ganfw_status st = resolve_inputs(net);
   if (st == GANFW_OK) st = build_nodes(net);
@@ -763,6 +811,10 @@ ganfw_status ganfw_net_set_compute_dtype(ganfw_net *net, int32_t dtype) {
   return GANFW_OK;
 }
 
+void ganfw_net_set_bn_act_recompute(ganfw_net *net, int32_t on) {
+  net->recompute_bn_act = on != 0;
+}
+
 void ganfw_net_zero_grad(ganfw_net *net) {
   net->grads_valid = 0;
 }
@@ -819,6 +871,7 @@ static void tape_free(ganfw_tape *t) {
   free(t->seg_start);
   free(t->seg_in);
   free(t->seg_rng);
+  free(t->hole);
   free(t);
 }
 
@@ -830,14 +883,16 @@ ganfw_tape *ganfw_tape_create(ganfw_net *net) {
     t->seg_start = calloc(n, sizeof *t->seg_start);
     t->seg_in = calloc(n, sizeof *t->seg_in);
     t->seg_rng = calloc(n, sizeof *t->seg_rng);
+    t->hole = malloc(n * GANFW_SAVED_MAX * sizeof *t->hole);
   }
-  if (!t || !t->saved || !t->seg_start || !t->seg_in || !t->seg_rng) {
+  if (!t || !t->saved || !t->seg_start || !t->seg_in || !t->seg_rng || !t->hole) {
     if (t) tape_free(t);
     ganfw_error_set(GANFW_ERR_OOM, "out of host memory for a tape of net %s", net->name);
     return NULL;
   }
   t->net = net;
   t->n = net->n;
+  for (size_t k = 0; k < n * GANFW_SAVED_MAX; k++) t->hole[k] = -1;
   return t;
 }
 
@@ -847,6 +902,7 @@ void ganfw_tape_clear(ganfw_tape *tape) {
     ganfw_saved_clear(&tape->saved[i]);
     ganfw_tensor_destroy(tape->seg_in[i]);
     tape->seg_in[i] = NULL;
+    for (int32_t k = 0; k < GANFW_SAVED_MAX; k++) tape->hole[i * GANFW_SAVED_MAX + k] = -1;
   }
   tape->n_seg = 0;
   tape->recorded = 0;
@@ -875,9 +931,6 @@ static ganfw_status backend_error(const ganfw_exec *ex, const ganfw_layer *l) {
   return st == GANFW_OK ? st : ganfw_error_wrap(st, "layer %s", l->qualified);
 }
 
-/* The value slot of node j's output (slot 0: the net's input). */
-#define SLOT(j) ((j) + 1)
-
 static void values_clear(ganfw_tensor **v, int32_t n) {
   for (int32_t s = 0; s < n; s++) {
     ganfw_tensor_destroy(v[s]);
@@ -885,13 +938,78 @@ static void values_clear(ganfw_tensor **v, int32_t n) {
   }
 }
 
+/* A BatchNorm + activation pair (b, a = bn_act[b]) keeps on the tape only what BatchNorm
+ * saved (its input x and the batch statistics): once the last reader of a's output in this
+ * run [.., to) has run, every reference to that output y in saved[a..last] is dropped and
+ * marked in `hole`, and backward recomputes y = act(bn(x)) before the first node that needs
+ * it (recompute_bn_act). While the tape held them, y was shared, so no reader ran in place
+ * on it: the recomputed y, from the same kernels on the same x, is bitwise the forward's.
+ * Called after node i ran; pairs whose BatchNorm is before `from` (an earlier checkpoint
+ * segment, not recorded in this run) or ran without a tape entry (eval) are left alone. */
+static void release_bn_act(ganfw_net *net, ganfw_saved *saved, int32_t *hole, int32_t from,
+                           int32_t to, int32_t i) {
+  for (int32_t b = from; b < i && net->recompute_bn_act; b++) {
+    const int32_t a = net->bn_act[b];
+    if (a < 0 || a > i) continue;
+    const int32_t last = net->last_use[SLOT(a)] < to ? net->last_use[SLOT(a)] : to - 1;
+    ganfw_tensor *y = saved[a].t[0];
+    if (last != i || !y || !saved[b].t[0] || !saved[b].t[1] || !saved[b].t[2]) continue;
+    int32_t dropped = 0;
+    for (int32_t j = a; j <= i; j++)
+      for (int32_t k = 0; k < GANFW_SAVED_MAX; k++)
+        if (saved[j].t[k] == y) {
+          hole[j * GANFW_SAVED_MAX + k] = a;
+          saved[j].t[k] = NULL;
+          dropped++;
+        }
+    while (dropped-- > 0) ganfw_tensor_destroy(y); /* the last frees y unless a slot holds it */
+  }
+}
+
+/* Puts back the output of activation node a released by release_bn_act: y = act(bn(x)) from
+ * BatchNorm's saved input, run as the training forward ran (batch statistics, the same
+ * kernels and chunking) but with the running statistics and num_batches_tracked left alone,
+ * into every saved[j].t[k] whose hole names a. */
+static ganfw_status recompute_bn_act(ganfw_net *net, const ganfw_exec *ex, ganfw_tape *tape,
+                                     int32_t a) {
+  ganfw_layer *la = net->layers[a], *lb = net->layers[la->in[0]];
+  ganfw_exec rex = *ex;
+  rex.train = 1; /* the tape holds batch statistics: the forward was a training one */
+  rex.update_stats = 0;
+  ganfw_tensor *x = tape->saved[la->in[0]].t[0], *t = NULL, *y = NULL;
+  const int32_t pass = ganfw_alloc_set_pass(net->ctx->alloc, GANFW_PASS_RECOMPUTE);
+  ganfw_alloc_trace_op(net->ctx->alloc, 1, lb->qualified);
+  ganfw_status st = lb->vt->forward(lb, &rex, x, &t, NULL);
+  if (st == GANFW_OK) st = backend_error(&rex, lb);
+  ganfw_alloc_trace_op(net->ctx->alloc, 0, lb->qualified);
+  ganfw_alloc_trace_op(net->ctx->alloc, 1, la->qualified);
+  if (st == GANFW_OK) st = la->vt->forward(la, &rex, t, &y, NULL);
+  if (st == GANFW_OK) st = backend_error(&rex, la);
+  ganfw_alloc_trace_op(net->ctx->alloc, 0, la->qualified);
+  ganfw_alloc_set_pass(net->ctx->alloc, pass);
+  ganfw_tensor_destroy(t); /* the activation ran in place on it, or copied it */
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(y);
+    return st;
+  }
+  for (int32_t j = a; j < net->n; j++)
+    for (int32_t k = 0; k < GANFW_SAVED_MAX; k++)
+      if (tape->hole[j * GANFW_SAVED_MAX + k] == a) {
+        tape->hole[j * GANFW_SAVED_MAX + k] = -1;
+        tape->saved[j].t[k] = ganfw_tensor_retain(y);
+      }
+  ganfw_tensor_destroy(y);
+  return GANFW_OK;
+}
+
 /* Runs nodes [from, to) on the values v (slots as SLOT; references), recording into
- * saved[from..to) when saved is not NULL. A node's inputs are handed over at their last
+ * saved[from..to) when saved is not NULL (and then releasing BatchNorm + activation outputs
+ * into `hole`, see release_bn_act). A node's inputs are handed over at their last
  * read (the node may then run in place on them, as in a straight net) and lent otherwise
  * (a second reference, so that nothing overwrites a value that another node still needs).
  * Node outputs fill their slots. On failure the slots still held are left for the caller. */
 static ganfw_status run_nodes(ganfw_net *net, const ganfw_exec *ex, int32_t from, int32_t to,
-                              ganfw_saved *saved, ganfw_tensor **v) {
+                              ganfw_saved *saved, int32_t *hole, ganfw_tensor **v) {
   for (int32_t i = from; i < to; i++) {
     ganfw_layer *l = net->layers[i];
     ganfw_tensor *x[GANFW_NODE_MAX_INPUTS];
@@ -923,6 +1041,7 @@ static ganfw_status run_nodes(ganfw_net *net, const ganfw_exec *ex, int32_t from
       return st;
     }
     v[SLOT(i)] = out;
+    if (saved) release_bn_act(net, saved, hole, from, to, i);
   }
   return GANFW_OK;
 }
@@ -958,19 +1077,29 @@ static ganfw_tensor *zero_grad_of(ganfw_net *net, const ganfw_exec *ex, int32_t 
  * consumes each node's gradient and record, and adds its input gradients into their slots
  * (where a value feeds several nodes, the gradients add up). Slots of values nothing
  * upstream needs stay NULL. */
-static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_saved *saved,
+static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_tape *tape,
                                    int32_t from, int32_t to, int32_t flags, int32_t accumulate,
                                    int64_t batch, ganfw_tensor **g) {
+  ganfw_saved *saved = tape->saved;
   const int32_t param_grads = (flags & GANFW_BWD_PARAM_GRAD) != 0;
   const int32_t input_grad = (flags & GANFW_BWD_INPUT_GRAD) != 0;
   for (int32_t i = to - 1; i >= from; i--) {
     ganfw_layer *l = net->layers[i];
     ganfw_tensor *dy = g[SLOT(i)];
     g[SLOT(i)] = NULL;
+    int32_t *hole = &tape->hole[i * GANFW_SAVED_MAX];
     if (!input_grad && !net->up_train[i]) { /* frozen up to here: nothing left to compute */
       ganfw_saved_clear(&saved[i]);
+      for (int32_t k = 0; k < GANFW_SAVED_MAX; k++) hole[k] = -1;
       ganfw_tensor_destroy(dy);
       continue;
+    }
+    ganfw_status st = GANFW_OK;
+    for (int32_t k = 0; k < GANFW_SAVED_MAX && st == GANFW_OK; k++)
+      if (hole[k] >= 0) st = recompute_bn_act(net, ex, tape, hole[k]);
+    if (st != GANFW_OK) {
+      ganfw_tensor_destroy(dy);
+      return st;
     }
     if (!dy && !(dy = zero_grad_of(net, ex, i, batch))) return ganfw_error_code();
     int32_t want[GANFW_NODE_MAX_INPUTS];
@@ -978,10 +1107,9 @@ static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_s
     for (int32_t k = 0; k < l->n_in; k++)
       want[k] = input_grad || (l->in[k] >= 0 && net->up_train[l->in[k]]);
     ganfw_alloc_trace_op(net->ctx->alloc, 1, l->qualified);
-    ganfw_status st = l->vt->backward_n
-                          ? l->vt->backward_n(l, ex, &saved[i], dy, l->n_in, want, dx)
-                          : l->vt->backward(l, ex, &saved[i], dy, want[0] ? &dx[0] : NULL,
-                                            param_grads && l->trainable, accumulate);
+    st = l->vt->backward_n ? l->vt->backward_n(l, ex, &saved[i], dy, l->n_in, want, dx)
+                           : l->vt->backward(l, ex, &saved[i], dy, want[0] ? &dx[0] : NULL,
+                                             param_grads && l->trainable, accumulate);
     if (st == GANFW_OK) st = backend_error(ex, l);
     ganfw_alloc_trace_op(net->ctx->alloc, 0, l->qualified);
     ganfw_saved_clear(&saved[i]);
@@ -1019,7 +1147,7 @@ static ganfw_status forward_segments(ganfw_net *net, const ganfw_exec *ex, ganfw
     segment_range(net, tape, s, &from, &to);
     tape->seg_in[s] = ganfw_tensor_retain(v[from]); /* SLOT(from - 1) */
     tape->seg_rng[s] = net->ctx->rng_offset;
-    ganfw_status st = run_nodes(net, ex, from, to, NULL, v);
+    ganfw_status st = run_nodes(net, ex, from, to, NULL, NULL, v);
     if (st != GANFW_OK) return st;
   }
   return GANFW_OK;
@@ -1047,12 +1175,11 @@ static ganfw_status backward_segments(ganfw_net *net, const ganfw_exec *ex, ganf
     const uint64_t rng_now = ctx->rng_offset;
     ctx->rng_offset = tape->seg_rng[s];
     ganfw_alloc_set_pass(ctx->alloc, GANFW_PASS_RECOMPUTE);
-    ganfw_status st = run_nodes(net, &rex, from, to, tape->saved, v);
+    ganfw_status st = run_nodes(net, &rex, from, to, tape->saved, tape->hole, v);
     ganfw_alloc_set_pass(ctx->alloc, GANFW_PASS_BACKWARD);
     ctx->rng_offset = rng_now;
     values_clear(v, net->n + 1); /* the segment's output again: the next segment's input */
-    if (st == GANFW_OK)
-      st = backward_nodes(net, ex, tape->saved, from, to, flags, accumulate, batch, g);
+    if (st == GANFW_OK) st = backward_nodes(net, ex, tape, from, to, flags, accumulate, batch, g);
     if (st != GANFW_OK) return st;
   }
   return GANFW_OK;
@@ -1102,8 +1229,9 @@ ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape
   ganfw_exec ex = exec_of(net);
   v[0] = ganfw_tensor_retain(x);
   const int32_t pass = ganfw_alloc_set_pass(net->ctx->alloc, GANFW_PASS_FORWARD);
-  st = tape && net->n_ckpt > 0 ? forward_segments(net, &ex, tape, v)
-                               : run_nodes(net, &ex, 0, net->n, tape ? tape->saved : NULL, v);
+  st = tape && net->n_ckpt > 0
+           ? forward_segments(net, &ex, tape, v)
+           : run_nodes(net, &ex, 0, net->n, tape ? tape->saved : NULL, tape ? tape->hole : NULL, v);
   ganfw_alloc_set_pass(net->ctx->alloc, pass);
   if (st != GANFW_OK) {
     values_free(v, net->n + 1);
@@ -1133,11 +1261,11 @@ ganfw_status ganfw_net_forward_node(ganfw_net *net, ganfw_tensor *x, int32_t nod
   if (!v) return ganfw_error_code();
   ganfw_exec ex = exec_of(net);
   v[0] = ganfw_tensor_retain(x);
-  st = run_nodes(net, &ex, 0, node + 1, NULL, v);
+  st = run_nodes(net, &ex, 0, node + 1, NULL, NULL, v);
   if (st == GANFW_OK) {
     /* a second reference: a reader after `node` finds it shared and does not run in place */
     *node_out = ganfw_tensor_retain(v[SLOT(node)]);
-    if (y) st = run_nodes(net, &ex, node + 1, net->n, NULL, v);
+    if (y) st = run_nodes(net, &ex, node + 1, net->n, NULL, NULL, v);
   }
   if (st == GANFW_OK && y) {
     *y = v[SLOT(net->n - 1)];
@@ -1172,7 +1300,7 @@ ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *
   ganfw_status st =
       tape->n_seg > 0
           ? backward_segments(net, &ex, tape, flags, accumulate, tape->batch, v, g)
-          : backward_nodes(net, &ex, tape->saved, 0, net->n, flags, accumulate, tape->batch, g);
+          : backward_nodes(net, &ex, tape, 0, net->n, flags, accumulate, tape->batch, g);
   ganfw_tape_clear(tape);
   ganfw_alloc_set_pass(net->ctx->alloc, pass);
   values_free(v, net->n + 1);
@@ -1239,7 +1367,7 @@ ganfw_status ganfw_net_find_nonfinite(ganfw_net *net, ganfw_tensor *x, uint64_t 
   ctx->rng_offset = rng_offset; /* the same dropout masks as the forward that failed */
   v[0] = ganfw_tensor_retain(x);
   for (int32_t i = 0; i < net->n && st == GANFW_OK; i++) {
-    st = run_nodes(net, &ex, i, i + 1, NULL, v);
+    st = run_nodes(net, &ex, i, i + 1, NULL, NULL, v);
     if (st == GANFW_OK) st = tensor_nonfinite(v[SLOT(i)], &bad);
     if (st == GANFW_OK && bad) {
       out->layer = i;

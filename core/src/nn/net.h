@@ -109,6 +109,15 @@ void ganfw_net_set_train(ganfw_net *net, int32_t train, int32_t update_stats);
  * or BF16; see ganfw_exec_options). */
 ganfw_status ganfw_net_set_compute_dtype(ganfw_net *net, int32_t dtype);
 
+/* Recomputing BatchNorm + activation outputs (on by default): a tape then keeps, for a
+ * built-in batchnorm2d whose output only a built-in activation reads, BatchNorm's input and
+ * batch statistics but not the activation's output; backward recomputes that output with
+ * the forward's kernels right before the first node that needs it, bitwise as the forward
+ * computed it (docs/MEMORY.md, "What each layer saves for backward"). on 0 keeps it as
+ * recorded; for tests and benchmarks (GANFW_BN_ACT_RECOMPUTE=0 in the environment sets 0 at
+ * net_create). Applies to the tapes recorded after the call. */
+void ganfw_net_set_bn_act_recompute(ganfw_net *net, int32_t on);
+
 /* Gradient checkpointing (host->net_checkpoint, see ganfw/host.h): starts[0..n) are the
  * first layers of the segments after the first, strictly increasing in 1..layers-1; n = 0
  * turns it off. After net_build. A forward with a tape then keeps only each segment's input

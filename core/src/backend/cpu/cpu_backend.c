@@ -25,6 +25,7 @@ static const ganfw_backend_vt cpu_vt = {
     .batchnorm2d_forward_train = ganfw_cpu_batchnorm2d_forward_train,
     .batchnorm2d_forward_eval = ganfw_cpu_batchnorm2d_forward_eval,
     .batchnorm2d_backward = ganfw_cpu_batchnorm2d_backward,
+    .batchnorm2d_backward_in_place = ganfw_cpu_batchnorm2d_backward_in_place,
     .act_forward = ganfw_cpu_act_forward,
     .act_backward = ganfw_cpu_act_backward,
     .maxpool2d_forward = ganfw_cpu_maxpool2d_forward,

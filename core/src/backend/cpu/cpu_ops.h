@@ -52,6 +52,7 @@ void ganfw_cpu_batchnorm2d_backward(ganfw_backend *be, int64_t N, int64_t C, int
                                     const float *x, const float *dy, const float *gamma,
                                     const float *save_mean, const float *save_invstd, float *dx,
                                     float *dgamma, float *dbeta, int accumulate);
+int32_t ganfw_cpu_batchnorm2d_backward_in_place(ganfw_backend *be);
 void ganfw_cpu_act_forward(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *x,
                            float *y);
 void ganfw_cpu_act_backward(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *y,

@@ -1,6 +1,7 @@
 /* batchnorm2d layer: per-channel normalisation of x [N,C,H,W] with affine weight and bias
  * [C] and running statistics (PyTorch's BatchNorm2d). Train mode keeps x and the batch
- * mean and 1/std [C] for backward. Args: C; fargs: eps, momentum, as the model asked for
+ * mean and 1/std [C] for backward, whose input gradient goes over the output gradient where
+ * the backend allows it. Args: C; fargs: eps, momentum, as the model asked for
  * them unless the run's config sets model.batchnorm_eps / model.batchnorm_momentum. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,15 @@ static ganfw_status bn_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tenso
   return GANFW_OK;
 }
 
+/* The input gradient written over the output gradient (PyTorch allocates a new one): when
+ * the executor handed dy over (nobody else holds it), it has the compute dtype and the
+ * backend's kernels allow dx == dy. */
+static int32_t in_place_ok(const ganfw_exec *ex, ganfw_tensor *dy) {
+  const ganfw_backend_vt *vt = ex->be->vt;
+  return ganfw_tensor_exclusive(dy) && dy->dtype == ex->dtype &&
+         vt->batchnorm2d_backward_in_place && vt->batchnorm2d_backward_in_place(ex->be);
+}
+
 static ganfw_status bn_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
                                 ganfw_tensor *dy, ganfw_tensor **dx, int32_t param_grads,
                                 int32_t accumulate) {
@@ -221,12 +231,12 @@ static ganfw_status bn_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_save
     return ganfw_layer_error(l, GANFW_ERR_UNSUPPORTED,
                              "backward through batchnorm in eval mode is not supported; train "
                              "the net in train mode or freeze the layers before it");
+  if (!dx && !param_grads) return GANFW_OK;
   ganfw_tensor *g = NULL;
-  if (dx) {
-    g = ganfw_layer_tensor(l, ex, ex->dtype, 4, x->shape, GANFW_MEM_ACTIVATION);
-    if (!g) return ganfw_error_code();
-  }
-  if (!g && !param_grads) return GANFW_OK;
+  if (dx && in_place_ok(ex, dy))
+    g = ganfw_tensor_retain(dy);
+  else if (dx && !(g = ganfw_layer_tensor(l, ex, ex->dtype, 4, x->shape, GANFW_MEM_ACTIVATION)))
+    return ganfw_error_code();
   bn_call c = {.N = x->shape[0],
                .HW = x->shape[2] * x->shape[3],
                .mean = saved->t[1]->data,
