@@ -125,9 +125,9 @@ static void test_compare_rows(void) {
   ganfw_compare_print(rows, 2, mem);
   fclose(mem);
   printf("\n%s", text);
-  CU_ASSERT_PTR_NOT_NULL(strstr(text, "| config | batch | peak allocated MiB"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(text, "small.yaml | 16 |"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(text, "tight.yaml | 64 |"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "| config | layout | batch | peak allocated MiB"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "small.yaml | planned | 16 |")); /* the default layout */
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "tight.yaml | caching | 64 |")); /* no room for it */
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "| no |"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "| yes |"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "tight.yaml: OOM in the"));
@@ -202,15 +202,57 @@ static void test_compare_cli(void) {
                                              path_in("missing.yaml"), "--steps", "1", NULL}),
                   1);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "missing.yaml: failed"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "small.yaml | 16 |")); /* the other row is there */
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "small.yaml | planned | 16 |")); /* the other row */
   CU_ASSERT_EQUAL(run_ganfw((const char *[]){"compare", NULL}), 2);
   CU_ASSERT_EQUAL(
       run_ganfw((const char *[]){"compare", path_in("small.yaml"), "--steps", "0", NULL}), 2);
 }
 
+/* --layouts caching,planned: each config twice, the rows side by side in that order; the
+ * same losses to the bit (the layout moves blocks, not arithmetic), the planned run's
+ * reserved bytes no more than the cache's; bad values are usage errors. */
+static void test_compare_layouts(void) {
+  const char *configs[] = {path_in("small.yaml")};
+  ganfw_compare_row rows[2];
+  ganfw_compare_options opt = {
+      .warmup = 1, .steps = 2, .layouts = {"caching", "planned"}, .n_layouts = 2};
+  CU_ASSERT_EQUAL_FATAL(ganfw_compare_run(configs, 1, NULL, 0, &opt, rows, NULL), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(rows[0].status, GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(rows[1].status, GANFW_OK);
+  CU_ASSERT_STRING_EQUAL(ganfw_compare_row_layout(&rows[0]), "caching");
+  CU_ASSERT_STRING_EQUAL(ganfw_compare_row_layout(&rows[1]), "planned");
+  CU_ASSERT_PTR_NOT_NULL(strstr(rows[1].label, "small.yaml (planned)"));
+  CU_ASSERT_EQUAL(rows[0].r.steps_done, 2);
+  CU_ASSERT_EQUAL(rows[1].r.steps_done, 2);
+  CU_ASSERT(rows[1].r.num_planned > 0);
+  CU_ASSERT_EQUAL(rows[0].r.num_planned, 0);
+  CU_ASSERT_EQUAL(memcmp(&rows[0].r.loss_d, &rows[1].r.loss_d, sizeof rows[0].r.loss_d), 0);
+  CU_ASSERT_EQUAL(memcmp(&rows[0].r.loss_g, &rows[1].r.loss_g, sizeof rows[0].r.loss_g), 0);
+  CU_ASSERT_EQUAL(rows[0].r.peak_allocated, rows[1].r.peak_allocated);
+  CU_ASSERT(rows[1].r.peak_reserved <= rows[0].r.peak_reserved);
+  ganfw_compare_rows_free(rows, 2);
+
+  CU_ASSERT_EQUAL(
+      run_ganfw((const char *[]){"compare", path_in("small.yaml"), "--steps", "1", "--warmup", "0",
+                                 "--layouts", "caching,planned", NULL}),
+      0);
+  const char *c = strstr(out, "small.yaml | caching | 16 |");
+  const char *p = strstr(out, "small.yaml | planned | 16 |");
+  CU_ASSERT_PTR_NOT_NULL(c);
+  CU_ASSERT(p != NULL && c != NULL && p > c);
+  const char *bad[] = {"arena", "planned,planned", "", "caching,"};
+  for (int i = 0; i < 4; i++) {
+    CU_ASSERT_EQUAL(
+        run_ganfw((const char *[]){"compare", path_in("small.yaml"), "--layouts", bad[i], NULL}),
+        2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "--layouts"));
+  }
+}
+
 static CU_TestInfo tests[] = {
     {"two configs, one out of memory: rows, table, CSV, JSON", test_compare_rows},
     {"compare on the command line", test_compare_cli},
+    {"compare --layouts caching,planned: rows side by side", test_compare_layouts},
     CU_TEST_INFO_NULL,
 };
 

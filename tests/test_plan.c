@@ -90,7 +90,7 @@ static int suite_init(void) {
   snprintf(ganfw, sizeof ganfw, "%s/ganfw", build);
   snprintf(root, sizeof root, "/tmp/ganfw_plan_XXXXXX");
   if (!mkdtemp(root) || mkdir(path_in("mnist"), 0755) != 0) return -1;
-  if (gt_write_mnist(path_in("mnist"), 200, 20, 5) != 0) return -1;
+  if (gt_write_mnist(path_in("mnist"), 600, 20, 5) != 0) return -1;
   if (write_cifar(path_in("mnist")) != 0) return -1;
   snprintf(data_set, sizeof data_set, "data.path=%s/mnist", root);
   ganfw_log_set_level(GANFW_LOG_WARN);
@@ -546,7 +546,7 @@ static void test_find_batch(void) {
   CU_ASSERT_EQUAL(res->budget, 24 << 20);
   CU_ASSERT_EQUAL(res->from_limit, 1);
   CU_ASSERT_EQUAL(res->granularity, 1);
-  CU_ASSERT(res->batch > 16);
+  CU_ASSERT(res->batch > 56); /* the caching layout found 56 (5.60 MiB allocated, 24 reserved) */
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "Largest batch that fits"));
   /* the found size runs for real without OOM */
   CU_ASSERT_EQUAL(res->confirmed, 1);
@@ -564,7 +564,11 @@ static void test_find_batch(void) {
   CU_ASSERT_EQUAL(r.oom, 1);
   ganfw_probe_result_free(&r);
   popt.meta = 0;
-  CU_ASSERT_EQUAL(ganfw_probe_run(path_in("fb.yaml"), NULL, 0, &popt, &r), GANFW_OK);
+  ganfw_status pst = ganfw_probe_run(path_in("fb.yaml"), NULL, 0, &popt, &r);
+  if (pst != GANFW_OK)
+    printf("\n  the real step at batch %lld: %s\n", (long long)popt.batch_size,
+           ganfw_error_message());
+  CU_ASSERT_EQUAL(pst, GANFW_OK);
   CU_ASSERT_EQUAL(r.oom, 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(r.oom_report, "out of memory"));
   ganfw_probe_result_free(&r);

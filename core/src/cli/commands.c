@@ -203,13 +203,38 @@ static int find_batch_option(cli_args *a, const char *opt, const char *value, in
   return CLI_OPT_TAKEN;
 }
 
+/* --layouts caching,planned: one or two of the two, each at most once. */
+static int layouts_option(cli_args *a, const char *v) {
+  static const char *const names[2] = {"caching", "planned"};
+  a->compare.n_layouts = 0;
+  for (const char *p = v;; p++) { /* each comma-separated item, empty ones included */
+    const size_t len = strcspn(p, ",");
+    int k = -1;
+    for (int j = 0; j < 2; j++)
+      if (strlen(names[j]) == len && strncmp(p, names[j], len) == 0) k = j;
+    int dup = 0;
+    for (int j = 0; j < a->compare.n_layouts && k >= 0; j++)
+      dup |= a->compare.layouts[j] == names[k];
+    if (k < 0 || dup)
+      return cli_usage_error(a->command,
+                             "bad value for --layouts: '%s' (caching, planned or both, "
+                             "comma-separated, each once)",
+                             v);
+    a->compare.layouts[a->compare.n_layouts++] = names[k];
+    p += len;
+    if (!*p) return CLI_OPT_TAKEN;
+  }
+}
+
 static int compare_option(cli_args *a, const char *opt, const char *value, int *took) {
   int is_steps = strcmp(opt, "--steps") == 0, is_warmup = strcmp(opt, "--warmup") == 0;
   int is_csv = strcmp(opt, "--csv") == 0, is_json = strcmp(opt, "--json") == 0;
-  int is_html = strcmp(opt, "--html") == 0;
-  if (!is_steps && !is_warmup && !is_csv && !is_json && !is_html) return CLI_OPT_UNKNOWN;
+  int is_html = strcmp(opt, "--html") == 0, is_layouts = strcmp(opt, "--layouts") == 0;
+  if (!is_steps && !is_warmup && !is_csv && !is_json && !is_html && !is_layouts)
+    return CLI_OPT_UNKNOWN;
   const char *v = need_value(a, opt, value, took);
   if (!v) return EXIT_USAGE;
+  if (is_layouts) return layouts_option(a, v);
   if (is_csv || is_json || is_html) {
     *(is_csv ? &a->csv : is_json ? &a->json : &a->html) = v;
     return CLI_OPT_TAKEN;
@@ -474,11 +499,12 @@ static int cmd_find_batch(cli_args *args) {
 /* Exit code 0 when the table is complete, OOM rows included; 1 when a config failed
  * otherwise (its row says why). */
 static int cmd_compare(cli_args *args) {
-  int n = args->noperands;
+  const int nconfigs = args->noperands;
+  const int n = nconfigs * (args->compare.n_layouts > 0 ? args->compare.n_layouts : 1);
   ganfw_compare_row *rows = calloc((size_t)n, sizeof *rows);
   if (!rows) return cli_fail(ganfw_error_set(GANFW_ERR_OOM, "out of host memory"));
-  ganfw_status st =
-      ganfw_compare_run(args->operands, n, args->sets, args->nsets, &args->compare, rows, stderr);
+  ganfw_status st = ganfw_compare_run(args->operands, nconfigs, args->sets, args->nsets,
+                                      &args->compare, rows, stderr);
   if (st == GANFW_OK) ganfw_compare_print(rows, n, stdout);
   if (st == GANFW_OK && args->csv) st = ganfw_compare_write_csv(rows, n, args->csv);
   if (st == GANFW_OK && args->json) st = ganfw_compare_write_json(rows, n, args->json);
@@ -589,10 +615,12 @@ const cli_command cli_commands[] = {
      "a config file", 0, find_batch_option, cmd_find_batch},
     {"compare",
      "compare [options] A.yaml B.yaml ... [--steps 10] [--warmup 2] [--csv F]\n"
-     "                    [--json F] [--html F]",
+     "                    [--json F] [--html F] [--layouts caching,planned]",
      "memory, speed and losses side by side",
      "  --steps N    timed steps per config (default 10)\n"
      "  --warmup N   untimed steps first (default 2)\n"
+     "  --layouts L  run each config with each device.memory_layout of L (caching,\n"
+     "               planned or both), the rows side by side (default: as configured)\n"
      "  --csv F      also write the table as CSV\n"
      "  --json F     also write it as JSON\n"
      "  --html F     also write a memory report: the table, each config's planned step\n"

@@ -151,7 +151,7 @@ ganfw_status ganfw_alloc_set_layout(ganfw_alloc *a, const ganfw_alloc_layout *l)
   if (!r->sg) {
     arena_free_state(r);
     return ganfw_error_set(GANFW_ERR_OOM,
-                           "planned layout: no room for its segment of %.2f MiB (%.2f MiB of "
+                           "no room for the layout's segment of %.2f MiB (%.2f MiB of it "
                            "arena)",
                            (double)bytes / 1048576.0, (double)l->arena_bytes / 1048576.0);
   }

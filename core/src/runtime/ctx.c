@@ -28,7 +28,7 @@ int32_t ganfw_device_from_name(const char *name) {
 }
 
 /* device.memory_layout when the config does not say */
-#define GANFW_LAYOUT_DEFAULT_NAME "caching"
+#define GANFW_LAYOUT_DEFAULT_NAME "planned"
 
 /* device.trace: true | false | {steps: N, capacity: M}. */
 static ganfw_status read_trace(const ganfw_cfg *dev, ganfw_ctx_options *opt) {
@@ -226,8 +226,9 @@ ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out) {
     return st;
   }
   if (opt->layout && (st = ganfw_alloc_set_layout(ctx->alloc, opt->layout)) != GANFW_OK) {
-    /* no room for its segment under the limit: the run goes on the cache, which may fit */
-    ganfw_log(GANFW_LOG_WARN,
+    /* no room for its segment under the limit: the run goes on the cache, which may fit (a
+     * plan says so in its figures: the reserved bytes are the cache's) */
+    ganfw_log(opt->meta ? GANFW_LOG_DEBUG : GANFW_LOG_WARN,
               "device.memory_layout: planned: %s; the caching allocator serves "
               "the run",
               ganfw_error_message());

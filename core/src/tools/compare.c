@@ -16,44 +16,79 @@
 
 #define MIB (1024.0 * 1024.0)
 
+/* --set assignments a row adds device.memory_layout to */
+#define COMPARE_SETS_MAX 64
+
+const char *ganfw_compare_row_layout(const ganfw_compare_row *row) {
+  return row->r.planned ? "planned" : "caching";
+}
+
+/* One row: the config with the --set assignments (and device.memory_layout=layout when not
+ * NULL), measured, then planned for the plan-vs-measured column and the report. */
+static void compare_one(const char *config, const char *layout, const char *const *sets, int nsets,
+                        const ganfw_probe_options *popt, const char *progress,
+                        ganfw_compare_row *row, FILE *log) {
+  const char *more[COMPARE_SETS_MAX + 1];
+  char layout_set[64];
+  int nmore = 0;
+  for (int i = 0; i < nsets && nmore < COMPARE_SETS_MAX; i++) more[nmore++] = sets[i];
+  if (layout) {
+    snprintf(layout_set, sizeof layout_set, "device.memory_layout=%s", layout);
+    more[nmore++] = layout_set;
+  }
+  row->config = config;
+  if (layout)
+    snprintf(row->label, sizeof row->label, "%s (%s)", config, layout);
+  else
+    snprintf(row->label, sizeof row->label, "%s", config);
+  if (log) {
+    fprintf(log, "compare: %s (%s): %d warm-up + %d measured steps\n", row->label, progress,
+            (int)popt->warmup, (int)popt->steps);
+    fflush(log);
+  }
+  row->status = ganfw_probe_run(config, more, nmore, popt, &row->r);
+  if (row->status != GANFW_OK) {
+    snprintf(row->error, sizeof row->error, "%s", ganfw_error_message());
+    ganfw_error_clear();
+  }
+  /* the planner's calibration: its peak against the measured; kept for the report */
+  if (row->status == GANFW_OK && ganfw_report_plan(config, more, nmore, &row->plan) == GANFW_OK &&
+      !row->plan.oom) {
+    row->planned = 1;
+    row->plan_allocated = row->plan.peak_allocated;
+    row->plan_reserved = row->plan.peak_reserved;
+  }
+  ganfw_error_clear();
+  if (log && row->status != GANFW_OK)
+    fprintf(log, "compare: %s failed: %s\n", row->label, row->error);
+  else if (log && row->r.oom)
+    fprintf(log, "compare: %s ran out of memory in the %s\n", row->label, row->r.oom_where);
+}
+
 ganfw_status ganfw_compare_run(const char *const *configs, int n, const char *const *sets,
                                int nsets, const ganfw_compare_options *opt, ganfw_compare_row *rows,
                                FILE *log) {
-  memset(rows, 0, (size_t)(n > 0 ? n : 0) * sizeof *rows);
+  const int per = opt->n_layouts > 0 ? opt->n_layouts : 1;
+  memset(rows, 0, (size_t)(n > 0 ? n : 0) * (size_t)per * sizeof *rows);
   if (opt->steps < 1 || opt->warmup < 0)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "compare: --steps must be at least 1 and --warmup at least 0");
+  if (opt->n_layouts < 0 || opt->n_layouts > 2 || nsets > COMPARE_SETS_MAX)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "compare: at most two layouts and %d --set assignments",
+                           COMPARE_SETS_MAX);
   ganfw_probe_options popt = {.meta = 0,
                               .warmup = opt->warmup,
                               .steps = opt->steps,
                               .real_data = 1,
                               .limit_mode = GANFW_PROBE_LIMIT_CONFIG};
-  for (int i = 0; i < n; i++) {
-    ganfw_compare_row *row = &rows[i];
-    row->config = configs[i];
-    if (log) {
-      fprintf(log, "compare: %s (%d/%d): %d warm-up + %d measured steps\n", configs[i], i + 1, n,
-              (int)opt->warmup, (int)opt->steps);
-      fflush(log);
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < per; k++) {
+      char progress[32];
+      snprintf(progress, sizeof progress, "%d/%d", i * per + k + 1, n * per);
+      compare_one(configs[i], opt->n_layouts > 0 ? opt->layouts[k] : NULL, sets, nsets, &popt,
+                  progress, &rows[i * per + k], log);
     }
-    row->status = ganfw_probe_run(configs[i], sets, nsets, &popt, &row->r);
-    if (row->status != GANFW_OK) {
-      snprintf(row->error, sizeof row->error, "%s", ganfw_error_message());
-      ganfw_error_clear();
-    }
-    /* the planner's calibration: its peak against the measured; kept for the report */
-    if (row->status == GANFW_OK &&
-        ganfw_report_plan(configs[i], sets, nsets, &row->plan) == GANFW_OK && !row->plan.oom) {
-      row->planned = 1;
-      row->plan_allocated = row->plan.peak_allocated;
-      row->plan_reserved = row->plan.peak_reserved;
-    }
-    ganfw_error_clear();
-    if (log && row->status != GANFW_OK)
-      fprintf(log, "compare: %s failed: %s\n", configs[i], row->error);
-    else if (log && row->r.oom)
-      fprintf(log, "compare: %s ran out of memory in the %s\n", configs[i], row->r.oom_where);
-  }
   return GANFW_OK;
 }
 
@@ -77,23 +112,24 @@ static const char *first_line(const ganfw_compare_row *row, char *buf, size_t n)
 }
 
 void ganfw_compare_print(const ganfw_compare_row *rows, int n, FILE *out) {
-  fprintf(out, "| config | batch | peak allocated MiB | peak reserved MiB |");
+  fprintf(out, "| config | layout | batch | peak allocated MiB | peak reserved MiB |");
   for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, " %s |", ganfw_mem_category_name(c));
   fprintf(out, " step s | images/s | final losses | skipped | OOM | plan - measured |\n"
-               "|---|--:|--:|--:|");
+               "|---|---|--:|--:|--:|");
   for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, "--:|");
   fprintf(out, "--:|--:|---|--:|---|--:|\n");
   for (int i = 0; i < n; i++) {
     const ganfw_compare_row *row = &rows[i];
     const ganfw_probe_result *r = &row->r;
     if (row->status != GANFW_OK) {
-      fprintf(out, "| %s | | | |", row->config);
+      fprintf(out, "| %s | | | | |", row->config);
       for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, " |");
       fprintf(out, " | | | | error | |\n");
       continue;
     }
-    fprintf(out, "| %s | %lld | %.2f | %.2f |", row->config, (long long)r->batch_size,
-            (double)r->peak_allocated / MIB, (double)r->peak_reserved / MIB);
+    fprintf(out, "| %s | %s | %lld | %.2f | %.2f |", row->config, ganfw_compare_row_layout(row),
+            (long long)r->batch_size, (double)r->peak_allocated / MIB,
+            (double)r->peak_reserved / MIB);
     for (int c = 0; c < GANFW_MEM_COUNT; c++)
       fprintf(out, " %.2f |", (double)r->peak_category[c] / MIB);
     if (r->steps_done > 0 && r->family == GANFW_MODEL_GAN)
@@ -119,9 +155,9 @@ void ganfw_compare_print(const ganfw_compare_row *rows, int n, FILE *out) {
     const ganfw_compare_row *row = &rows[i];
     char line[1024];
     if (row->status != GANFW_OK)
-      fprintf(out, "\n%s: failed: %s", row->config, first_line(row, line, sizeof line));
+      fprintf(out, "\n%s: failed: %s", row->label, first_line(row, line, sizeof line));
     else if (row->r.oom)
-      fprintf(out, "\n%s: OOM in the %s: %s", row->config, row->r.oom_where,
+      fprintf(out, "\n%s: OOM in the %s: %s", row->label, row->r.oom_where,
               first_line(row, line, sizeof line));
   }
   fprintf(out, "\n");
@@ -130,7 +166,7 @@ void ganfw_compare_print(const ganfw_compare_row *rows, int n, FILE *out) {
 /* --- machine-readable ----------------------------------------------------------------------- */
 
 /* A row's fields in order: name, text and whether the text is a string (quoted). */
-#define MAX_FIELDS 32
+#define MAX_FIELDS 40
 
 typedef struct field {
   const char *key;
@@ -160,6 +196,7 @@ static int row_fields(const ganfw_compare_row *row, field *f) {
   char line[1024];
   int n = 0;
   put(f, &n, "config", 1, "%s", row->config);
+  put(f, &n, "layout", 1, "%s", ganfw_compare_row_layout(row));
   put(f, &n, "status", 1, "%s", row_state(row));
   put(f, &n, "family", 1, "%s", r->family == GANFW_MODEL_GAN ? "gan" : "classifier");
   put(f, &n, "batch_size", 0, "%lld", (long long)r->batch_size);
@@ -265,7 +302,7 @@ ganfw_status ganfw_compare_write_html(const ganfw_compare_row *rows, int n, cons
     int64_t first = 0, count = 0;
     if (!rows[i].planned || ganfw_timeline_find_step(p->trace, p->n_trace, 2, &first, &count))
       continue;
-    parts[k++] = (ganfw_report_part){.name = rows[i].config,
+    parts[k++] = (ganfw_report_part){.name = rows[i].label,
                                      .caption = "step 2 (plan)",
                                      .ev = p->trace + first,
                                      .n = count,

@@ -12,10 +12,15 @@
 typedef struct ganfw_compare_options {
   int32_t warmup; /* steps before measuring (default 2) */
   int32_t steps;  /* measured steps (default 10) */
+  /* device.memory_layout per run: n_layouts 0 runs each config as it says; otherwise each
+   * config runs once per layouts[k] ("caching" or "planned"), the rows side by side */
+  const char *layouts[2];
+  int32_t n_layouts;
 } ganfw_compare_options;
 
 typedef struct ganfw_compare_row {
   const char *config;  /* borrowed from the caller */
+  char label[512];     /* config, and "(layout)" when compare set the layout */
   ganfw_status status; /* GANFW_OK, or the failure other than OOM (see error) */
   char error[512];
   ganfw_probe_result r;                  /* r.oom: it ran out of memory (r.oom_report) */
@@ -24,8 +29,13 @@ typedef struct ganfw_compare_row {
   ganfw_probe_result plan; /* ... and the plan itself, by layer and traced (the report) */
 } ganfw_compare_row;
 
+/* The device.memory_layout a row ran with: "planned", or "caching" (also when the planned
+ * layout's segment did not fit under the memory_limit and the cache served the run). */
+const char *ganfw_compare_row_layout(const ganfw_compare_row *row);
+
 /* Runs configs[0..n) one after the other (each with the --set assignments) into rows
- * (n of them, filled by this call). A config that runs out of memory, or fails in another
+ * (n * max(1, opt->n_layouts) of them, filled by this call: each config's rows together,
+ * in the order of opt->layouts). A config that runs out of memory, or fails in another
  * way, is a row saying so; the others still run. Prints a progress line per config to
  * `log` when not NULL. Returns GANFW_OK, or GANFW_ERR_INVALID_ARG for bad options. */
 ganfw_status ganfw_compare_run(const char *const *configs, int n, const char *const *sets,

@@ -69,7 +69,7 @@ static void layer_table(FILE *f, const ganfw_probe_result *p) {
 
 static void compare_table(FILE *f, const ganfw_compare_row *rows, int n) {
   fputs("<table class=\"compare\"><caption>Side by side (ganfw compare)</caption>\n<tr><th>config"
-        "</th><th>batch</th><th>peak allocated MiB</th><th>peak reserved MiB</th>",
+        "</th><th>layout</th><th>batch</th><th>peak allocated MiB</th><th>peak reserved MiB</th>",
         f);
   for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(f, "<th>%s</th>", ganfw_mem_category_name(c));
   fputs("<th>step s</th><th>images/s</th><th>OOM</th><th>plan - measured</th></tr>\n", f);
@@ -80,13 +80,14 @@ static void compare_table(FILE *f, const ganfw_compare_row *rows, int n) {
     ganfw_xml_fputs(f, row->config);
     fputs("</td>", f);
     if (row->status != GANFW_OK) {
-      fputs("<td colspan=\"13\">error: ", f);
+      fputs("<td colspan=\"15\">error: ", f);
       ganfw_xml_fputs(f, row->error);
       fputs("</td></tr>\n", f);
       continue;
     }
-    fprintf(f, "<td>%lld</td><td>%.2f</td><td>%.2f</td>", (long long)r->batch_size,
-            (double)r->peak_allocated / MIB, (double)r->peak_reserved / MIB);
+    fprintf(f, "<td>%s</td><td>%lld</td><td>%.2f</td><td>%.2f</td>", ganfw_compare_row_layout(row),
+            (long long)r->batch_size, (double)r->peak_allocated / MIB,
+            (double)r->peak_reserved / MIB);
     for (int c = 0; c < GANFW_MEM_COUNT; c++)
       fprintf(f, "<td>%.2f</td>", (double)r->peak_category[c] / MIB);
     if (r->steps_done > 0)
