@@ -10,10 +10,15 @@
  *
  *   build/bench/bench_dcgan_step [CONFIG] [--steps S] [--warmup W] [--threads T]
  *                                [--batch N] [--channels C] [--size HxW] [--layers] [--profile]
+ *                                [--layout caching|planned]
  *
  * CONFIG defaults to configs/dcgan.yaml (run from the repository root; the plugins come
  * from the build tree). --layers also prints the per-layer FLOP table; --profile times every
- * backend op of the timed steps by op and shape (a few microseconds of overhead per op). */
+ * backend op of the timed steps by op and shape (a few microseconds of overhead per op).
+ * --layout sets device.memory_layout (default: the config's, planned unless it says); with
+ * planned the step's layout is planned first as `ganfw CONFIG` does, and every step is marked
+ * for the allocator so that it is served at its planned offsets. The line then also says
+ * layout=... planned_steps=... */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +27,8 @@
 #include <time.h>
 
 #include "base/error.h"
+#include "runtime/alloc.h"
+#include "tools/probe.h"
 #include "train/run.h"
 #include "train/session.h"
 #include "runtime/tensor.h"
@@ -34,6 +41,7 @@ typedef struct bench_args {
   int steps, warmup, threads, layers, profile;
   long long batch;
   int channels, height, width;
+  const char *layout; /* NULL: the config's device.memory_layout */
 } bench_args;
 
 static double now_ms(void) {
@@ -51,7 +59,8 @@ static int usage(const char *why) {
   fprintf(stderr,
           "bench_dcgan_step: %s\n"
           "usage: bench_dcgan_step [CONFIG] [--steps S] [--warmup W] [--threads T] [--batch N]\n"
-          "                        [--channels C] [--size HxW] [--layers] [--profile]\n",
+          "                        [--channels C] [--size HxW] [--layers] [--profile]\n"
+          "                        [--layout caching|planned]\n",
           why);
   return 2;
 }
@@ -64,7 +73,7 @@ static long long number(const char *v, long long min) {
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
-  *a = (bench_args){"configs/dcgan.yaml", 20, 5, 0, 0, 0, 0, 1, 32, 32};
+  *a = (bench_args){"configs/dcgan.yaml", 20, 5, 0, 0, 0, 0, 1, 32, 32, NULL};
   for (int i = 1; i < argc; i++) {
     const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (o[0] != '-') {
@@ -73,6 +82,11 @@ static int parse_args(int argc, char **argv, bench_args *a) {
       a->layers = 1;
     } else if (strcmp(o, "--profile") == 0) {
       a->profile = 1;
+    } else if (strcmp(o, "--layout") == 0) {
+      if (!v || (strcmp(v, "caching") != 0 && strcmp(v, "planned") != 0))
+        return usage("--layout needs caching or planned");
+      a->layout = v;
+      i++;
     } else if (strcmp(o, "--size") == 0) {
       if (!v || sscanf(v, "%dx%d", &a->height, &a->width) != 2 || a->height < 1 || a->width < 1)
         return usage("--size needs HxW, e.g. 32x32");
@@ -440,8 +454,8 @@ int main(int argc, char **argv) {
   int rc = parse_args(argc, argv, &a);
   if (rc >= 0) return rc;
 
-  char set_threads[64], set_batch[64];
-  const char *sets[2];
+  char set_threads[64], set_batch[64], set_layout[64];
+  const char *sets[3];
   int nsets = 0;
   if (a.threads) {
     snprintf(set_threads, sizeof set_threads, "device.threads=%d", a.threads);
@@ -451,14 +465,29 @@ int main(int argc, char **argv) {
     snprintf(set_batch, sizeof set_batch, "train.batch_size=%lld", a.batch);
     sets[nsets++] = set_batch;
   }
+  if (a.layout) {
+    snprintf(set_layout, sizeof set_layout, "device.memory_layout=%s", a.layout);
+    sets[nsets++] = set_layout;
+  }
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
   ganfw_gan *gan = NULL;
+  ganfw_probe_result plan = {0};
   ganfw_tensor *x = NULL, *z = NULL;
   double *times = NULL;
   ganfw_data_info info = {
       .struct_size = sizeof info, .channels = a.channels, .height = a.height, .width = a.width};
   ganfw_status st = ganfw_run_open(a.config, sets, nsets, &run);
+  /* device.memory_layout: planned: the layout from the plan, as `ganfw CONFIG` makes it */
+  if (st == GANFW_OK && run->ctx_opt.memory_layout == GANFW_LAYOUT_PLANNED) {
+    const ganfw_probe_options popt = {.meta = 1,
+                                      .warmup = 1,
+                                      .steps = 1,
+                                      .limit_mode = GANFW_PROBE_LIMIT_CONFIG,
+                                      .info = &info}; /* the bench's shape, no data set */
+    st = ganfw_probe_run(a.config, sets, nsets, &popt, &plan);
+    if (st == GANFW_OK && plan.planned) run->ctx_opt.layout = &plan.layout.l;
+  }
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
   if (st == GANFW_OK && s->family != GANFW_MODEL_GAN)
     st = ganfw_error_set(GANFW_ERR_UNSUPPORTED, "%s: the model is not a GAN", a.config);
@@ -488,7 +517,10 @@ int main(int argc, char **argv) {
     double t0 = now_ms();
     ganfw_gan_stats gs;
     if ((st = host->rng_normal(s->ctx, z, 0.0f, 1.0f)) != GANFW_OK) goto done;
-    if ((st = ganfw_gan_step(gan, x, z, &gs)) != GANFW_OK) goto done;
+    ganfw_alloc_trace_step(s->ctx->alloc, i + 1); /* the planned layout's step */
+    st = ganfw_gan_step(gan, x, z, &gs);
+    ganfw_alloc_trace_step_end(s->ctx->alloc);
+    if (st != GANFW_OK) goto done;
     double t1 = now_ms();
     if (i >= a.warmup) times[i - a.warmup] = t1 - t0, total_ms += t1 - t0;
   }
@@ -501,10 +533,12 @@ int main(int argc, char **argv) {
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
   printf("ganfw median_ms=%.2f min_ms=%.2f rss_mib=%.1f gflops=%.1f step_gflop=%.3f "
-         "alloc_peak_mib=%.1f alloc_reserved_peak_mib=%.1f threads=%d batch=%lld steps=%d\n",
+         "alloc_peak_mib=%.1f alloc_reserved_peak_mib=%.1f threads=%d batch=%lld steps=%d "
+         "layout=%s planned_steps=%lld\n",
          median, times[0], (double)ru.ru_maxrss / 1024.0, flops / (median * 1e6), flops * 1e-9,
          (double)as.allocated.peak / (1024.0 * 1024.0),
-         (double)as.reserved.peak / (1024.0 * 1024.0), (int)s->ctx->threads, (long long)n, a.steps);
+         (double)as.reserved.peak / (1024.0 * 1024.0), (int)s->ctx->threads, (long long)n, a.steps,
+         as.arena_bytes ? "planned" : "caching", (long long)as.planned_steps);
 
 done:
   prof_remove(s && s->ctx ? s->ctx->be : NULL);
@@ -514,5 +548,6 @@ done:
   ganfw_gan_destroy(gan);
   ganfw_session_close(s);
   ganfw_run_close(run);
+  ganfw_probe_result_free(&plan);
   return st == GANFW_OK ? 0 : fail(st);
 }

@@ -5,7 +5,8 @@
 #
 #   bench/run_dcgan.sh [ROUNDS=3] [THREADS=2]
 #   env: BUILD_DIR (default build/), STEPS (20), WARMUP (5), BATCH (64),
-#        CONFIG (configs/dcgan.yaml), PYTHON (/usr/bin/python3, Debian's torch)
+#        CONFIG (configs/dcgan.yaml), PYTHON (/usr/bin/python3, Debian's torch),
+#        LAYOUT (caching or planned: ganfw's device.memory_layout; default the config's)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -38,7 +39,7 @@ trap 'rm -f "$err"' EXIT
 g_med=() t_med=() g_min=() t_min=() g_rss=() t_rss=() gflop=""
 for ((r = 1; r <= rounds; r++)); do
   args=(--steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch")
-  if ! g=$("$bench" "$config" "${args[@]}" 2>"$err" | grep '^ganfw '); then
+  if ! g=$("$bench" "$config" "${args[@]}" ${LAYOUT:+--layout "$LAYOUT"} 2>"$err" | grep '^ganfw '); then
     cat "$err" >&2
     exit 1
   fi
