@@ -337,33 +337,6 @@ static int64_t step_peak(sess *o, ganfw_gan_stats *gs) {
   return a.category[GANFW_MEM_ACTIVATION].peak;
 }
 
-/* 1 when every parameter, gradient, running statistic and counter of the two nets is
- * bitwise equal; prints the first difference. */
-static int net_bitwise(ganfw_net *a, ganfw_net *b) {
-  int64_t n = ganfw_net_param_count(a);
-  if (n != ganfw_net_param_count(b)) return 0;
-  for (int64_t i = 0; i < n; i++) {
-    ganfw_param_info p = {.struct_size = sizeof p}, q = {.struct_size = sizeof q};
-    if (ganfw_net_param_info(a, i, &p) || ganfw_net_param_info(b, i, &q)) return 0;
-    if (memcmp(p.value->data, q.value->data, (size_t)p.value->nbytes) != 0 ||
-        memcmp(p.grad->data, q.grad->data, (size_t)p.grad->nbytes) != 0) {
-      printf("\n  %s.%s differs\n", ganfw_net_name(a), p.name);
-      return 0;
-    }
-  }
-  ganfw_net_buffer x, y;
-  for (int64_t i = 0; ganfw_net_buffer_at(a, i, &x); i++) {
-    if (!ganfw_net_buffer_at(b, i, &y)) return 0;
-    int eq = x.counter ? *x.counter == *y.counter
-                       : memcmp(x.tensor->data, y.tensor->data, (size_t)x.tensor->nbytes) == 0;
-    if (!eq) {
-      printf("\n  %s.%s differs\n", ganfw_net_name(a), x.name);
-      return 0;
-    }
-  }
-  return 1;
-}
-
 /* Two Adam steps with recompute on and off from the same start: losses, weights,
  * gradients, running statistics and counters bitwise equal after each, in f32, f16, bf16
  * and with checkpointing; the step's activation peak is lower with it on. */
@@ -386,8 +359,8 @@ static void test_dcgan_steps_bitwise(void) {
       if (step == 0) peak_off = p_off, peak_on = p_on;
       CU_ASSERT(a.loss_d == b.loss_d && a.loss_g == b.loss_g && a.d_x == b.d_x &&
                 a.d_g_z1 == b.d_g_z1 && a.d_g_z2 == b.d_g_z2);
-      int ok = net_bitwise(off.s->generator, on.s->generator) &&
-               net_bitwise(off.s->discriminator, on.s->discriminator);
+      int ok = gt_net_bitwise(off.s->generator, on.s->generator) &&
+               gt_net_bitwise(off.s->discriminator, on.s->discriminator);
       if (!ok) printf("\n  '%s': step %d differs with recompute on\n", memories[m], step);
       CU_ASSERT(ok);
     }

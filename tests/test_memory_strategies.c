@@ -124,33 +124,6 @@ static int64_t step_peak(sess *o, ganfw_gan_stats *gs) {
   return a.category[GANFW_MEM_ACTIVATION].peak;
 }
 
-/* 1 when every parameter, gradient, running statistic and counter of the two nets is
- * bitwise equal; prints the first difference. */
-static int net_bitwise(ganfw_net *a, ganfw_net *b) {
-  int64_t n = ganfw_net_param_count(a);
-  if (n != ganfw_net_param_count(b)) return 0;
-  for (int64_t i = 0; i < n; i++) {
-    ganfw_param_info p = {.struct_size = sizeof p}, q = {.struct_size = sizeof q};
-    if (ganfw_net_param_info(a, i, &p) || ganfw_net_param_info(b, i, &q)) return 0;
-    if (memcmp(p.value->data, q.value->data, (size_t)p.value->nbytes) != 0 ||
-        memcmp(p.grad->data, q.grad->data, (size_t)p.grad->nbytes) != 0) {
-      printf("\n  %s.%s differs\n", ganfw_net_name(a), p.name);
-      return 0;
-    }
-  }
-  ganfw_net_buffer x, y;
-  for (int64_t i = 0; ganfw_net_buffer_at(a, i, &x); i++) {
-    if (!ganfw_net_buffer_at(b, i, &y)) return 0;
-    int eq = x.counter ? *x.counter == *y.counter
-                       : memcmp(x.tensor->data, y.tensor->data, (size_t)x.tensor->nbytes) == 0;
-    if (!eq) {
-      printf("\n  %s.%s differs\n", ganfw_net_name(a), x.name);
-      return 0;
-    }
-  }
-  return 1;
-}
-
 /* A run with `base` (the plain run: "") and one with `memory` from the same start, `steps`
  * steps each: checkpointing changes no bit of the losses, gradients, weights, running
  * statistics or counters. `micro`: the base's micro-batches. `base_keeps_all` 1: the base
@@ -176,8 +149,8 @@ static double check_bitwise_vs(const char *base, int micro, const char *memory, 
     if (step == 0) ratio = (double)peak_c / (double)peak_p;
     CU_ASSERT(gp.loss_d == gc.loss_d && gp.loss_g == gc.loss_g && gp.d_x == gc.d_x &&
               gp.d_g_z1 == gc.d_g_z1 && gp.d_g_z2 == gc.d_g_z2);
-    int ok = net_bitwise(p.s->generator, c.s->generator) &&
-             net_bitwise(p.s->discriminator, c.s->discriminator);
+    int ok = gt_net_bitwise(p.s->generator, c.s->generator) &&
+             gt_net_bitwise(p.s->discriminator, c.s->discriminator);
     if (!ok) printf("\n  %s: step %d differs from the plain run\n", memory, step);
     CU_ASSERT(ok);
   }

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "io/safetensors.h"
+#include "nn/net.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
 
@@ -524,4 +525,29 @@ void gt_assert_same_checkpoint(const char *a, const char *b, const char *const *
   }
   ganfw_st_close(fa);
   ganfw_st_close(fb);
+}
+
+int gt_net_bitwise(ganfw_net *a, ganfw_net *b) {
+  int64_t n = ganfw_net_param_count(a);
+  if (n != ganfw_net_param_count(b)) return 0;
+  for (int64_t i = 0; i < n; i++) {
+    ganfw_param_info p = {.struct_size = sizeof p}, q = {.struct_size = sizeof q};
+    if (ganfw_net_param_info(a, i, &p) || ganfw_net_param_info(b, i, &q)) return 0;
+    if (memcmp(p.value->data, q.value->data, (size_t)p.value->nbytes) != 0 ||
+        memcmp(p.grad->data, q.grad->data, (size_t)p.grad->nbytes) != 0) {
+      printf("\n  %s.%s differs\n", ganfw_net_name(a), p.name);
+      return 0;
+    }
+  }
+  ganfw_net_buffer x, y;
+  for (int64_t i = 0; ganfw_net_buffer_at(a, i, &x); i++) {
+    if (!ganfw_net_buffer_at(b, i, &y)) return 0;
+    int eq = x.counter ? *x.counter == *y.counter
+                       : memcmp(x.tensor->data, y.tensor->data, (size_t)x.tensor->nbytes) == 0;
+    if (!eq) {
+      printf("\n  %s.%s differs\n", ganfw_net_name(a), x.name);
+      return 0;
+    }
+  }
+  return 1;
 }

@@ -78,4 +78,9 @@ int gt_write_mnist(const char *dir, int n_train, int n_test, uint64_t seed);
 void *gt_alloc(size_t bytes);
 void gt_free(void *p);
 
+/* 1 when every parameter, gradient, running statistic and counter of the two nets (built
+ * alike) is bitwise equal; prints the first difference. */
+typedef struct ganfw_net ganfw_net;
+int gt_net_bitwise(ganfw_net *a, ganfw_net *b);
+
 #endif
