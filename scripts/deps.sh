@@ -7,9 +7,10 @@ set -euo pipefail
 # chromium renders memory.html headless in tests/test_trace.c (the test skips without it).
 # dataset-fashion-mnist is the data of `data.dataset: fashion_mnist` (configs/cnn_fashion.yaml):
 # the standard 60,000 + 10,000 images, gzipped IDX, in /usr/share/datasets/fashion-mnist.
+# openmpi-bin and libopenmpi-dev run data-parallel training (`mpirun -np N ganfw CONFIG`).
 packages=(build-essential cmake pkg-config git libyaml-dev libpng-dev zlib1g-dev
           libcunit1-dev libopenblas-dev python3-torch python3-numpy nodejs npm
-          clang libclang-rt-dev dataset-fashion-mnist chromium)
+          clang libclang-rt-dev dataset-fashion-mnist chromium openmpi-bin libopenmpi-dev)
 
 have_node=0
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && have_node=1

@@ -748,7 +748,7 @@ static void test_bad_calls(void) {
 
 static void test_category_names(void) {
   const char *names[] = {"param",     "grad", "optim_state", "activation",
-                         "workspace", "data", "other"};
+                         "workspace", "data", "other",       "comm"};
   for (int32_t c = 0; c < GANFW_MEM_COUNT; c++) {
     CU_ASSERT_STRING_EQUAL(ganfw_mem_category_name(c), names[c]);
     CU_ASSERT_EQUAL(ganfw_mem_category_from_name(names[c]), c);

@@ -2,7 +2,7 @@
  * in core/src/ names its folder ("nn/net.h") and points at the same folder or one below it
  * in this order, never up:
  *
- *   cli > tools > train > data > io > plugin > nn > runtime > config > backend > base
+ *   cli > tools > train > data > io > plugin > nn > dist > runtime > config > backend > base
  *
  * (backend/cpu/ and backend/cuda/ are backend/). The checker walks the source tree; a second
  * test runs it on a small tree with one upward include, so that it can be seen to fail. */
@@ -15,8 +15,8 @@
 
 #include "testutil.h"
 
-static const char *const rooms[] = {"base", "backend", "config", "runtime", "nn", "plugin",
-                                    "io",   "data",    "train",  "tools",   "cli"};
+static const char *const rooms[] = {"base",   "backend", "config", "runtime", "dist",  "nn",
+                                    "plugin", "io",      "data",   "train",   "tools", "cli"};
 enum { ROOM_COUNT = sizeof rooms / sizeof rooms[0] };
 
 /* The rank of the folder a path starts with ("nn/net.h" -> 4), -1 when unknown. */

@@ -46,6 +46,7 @@
   X(sizeof(ganfw_exec_options))                                                                    \
   X(offsetof(ganfw_exec_options, micro_batches))                                                   \
   X(offsetof(ganfw_exec_options, batch_size))                                                      \
+  X(offsetof(ganfw_exec_options, shard_optimizer))                                                 \
   X(offsetof(ganfw_host, error_message))                                                           \
   X(offsetof(ganfw_host, get_extension))                                                           \
   X(offsetof(ganfw_model_vt, kind))                                                                \

@@ -25,6 +25,11 @@ typedef struct ganfw_exec_options {
   /* --- added in minor 1 (ABI 1.1): read only when struct_size covers it --- */
   int64_t batch_size; /* train.batch_size: rows per optimizer step, before any split into
                          micro-batches (read-only for strategies) */
+  /* --- added in minor 5 (ABI 1.5, 2026-12): read only when struct_size covers it --- */
+  int32_t shard_optimizer; /* data-parallel runs: 1 shards each optimizer's state across the
+                              ranks (ZeRO stage 1, memory strategy zero); 0 (default): every
+                              rank keeps all of it */
+  int32_t ranks;           /* the number of ranks training together (read-only; 1 alone) */
 } ganfw_exec_options;
 
 /* Add new members at the end only, in a block dated with the minor version. Callbacks are

@@ -32,21 +32,22 @@ enum {
   GANFW_MEM_WORKSPACE = 4,
   GANFW_MEM_DATA = 5,
   GANFW_MEM_OTHER = 6,
+  GANFW_MEM_COMM = 7, /* ABI 1.5: communication buffers of data-parallel training */
   GANFW_MEM_COUNT
 };
 
 typedef struct ganfw_tensor {
-  void *data;                     /* device memory (host memory on the CPU backend); owned
-                                     by the tensor, valid until tensor_destroy */
-  int64_t shape[GANFW_MAX_DIMS];  /* unused trailing dimensions are 1 */
-  int64_t numel;                  /* product of the used dimensions */
-  int64_t nbytes;                 /* numel * element size */
-  int32_t ndim;                   /* 0..GANFW_MAX_DIMS */
-  int32_t dtype;                  /* GANFW_DTYPE_* */
-  int32_t category;               /* GANFW_MEM_* */
-  int32_t device;                 /* backend index: 0 CPU, 1 CUDA */
-  const char *name;               /* owned by the tensor, may be "" */
-  void *impl;                     /* the core's private bookkeeping; plugins ignore it */
+  void *data;                    /* device memory (host memory on the CPU backend); owned
+                                    by the tensor, valid until tensor_destroy */
+  int64_t shape[GANFW_MAX_DIMS]; /* unused trailing dimensions are 1 */
+  int64_t numel;                 /* product of the used dimensions */
+  int64_t nbytes;                /* numel * element size */
+  int32_t ndim;                  /* 0..GANFW_MAX_DIMS */
+  int32_t dtype;                 /* GANFW_DTYPE_* */
+  int32_t category;              /* GANFW_MEM_* */
+  int32_t device;                /* backend index: 0 CPU, 1 CUDA */
+  const char *name;              /* owned by the tensor, may be "" */
+  void *impl;                    /* the core's private bookkeeping; plugins ignore it */
 } ganfw_tensor;
 
 #ifdef __cplusplus

@@ -43,7 +43,12 @@ typedef struct cli_args {
   const char *csv, *json, *html; /* compare */
   ganfw_eval_args eval;
   ganfw_score_args score;
+  int32_t launch_ranks; /* launch -n N */
 } cli_args;
+
+/* The process's arguments as main got them (launch hands them on to mpirun). */
+extern int cli_argc;
+extern char **cli_argv;
 
 /* What an option handler says about one argument. */
 enum {

@@ -5,9 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "dist/dist.h"
 #include "config/config.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -142,6 +145,15 @@ static int eval_option(cli_args *a, const char *opt, const char *value, int *too
 static int plan_option(cli_args *a, const char *opt, const char *value, int *took) {
   if (strcmp(opt, "--plot") == 0) {
     if (!(a->plan_plot = need_value(a, opt, value, took))) return EXIT_USAGE;
+    return CLI_OPT_TAKEN;
+  }
+  if (strcmp(opt, "--ranks") == 0) {
+    long long n = 0;
+    const char *v = need_value(a, opt, value, took);
+    if (!v) return EXIT_USAGE;
+    if (!parse_whole(v, 1, 4096, &n))
+      return cli_usage_error(a->command, "bad value for --ranks: '%s' (1..4096)", v);
+    ganfw_dist_simulate((int32_t)n); /* the sessions planned from here count one rank's bytes */
     return CLI_OPT_TAKEN;
   }
   if (strcmp(opt, "--measure") != 0) return CLI_OPT_UNKNOWN;
@@ -550,11 +562,97 @@ static int cmd_sample(cli_args *args) {
 
 /* --- the table ----------------------------------------------------------------------------- */
 
+/* launch -n N */
+static int launch_option(cli_args *a, const char *opt, const char *value, int *took) {
+  if (strcmp(opt, "-n") != 0 && strcmp(opt, "--np") != 0) return CLI_OPT_UNKNOWN;
+  long long n = 0;
+  const char *v = need_value(a, opt, value, took);
+  if (!v) return EXIT_USAGE;
+  if (!parse_whole(v, 1, 4096, &n))
+    return cli_usage_error(a->command, "bad value for -n: '%s' (ranks, 1..4096)", v);
+  a->launch_ranks = (int32_t)n;
+  return CLI_OPT_TAKEN;
+}
+
+/* The folder of PATH holding an executable `name`, into dir; 0 when none does. */
+static int on_path(const char *name, char *dir, size_t n) {
+  const char *path = getenv("PATH");
+  for (const char *p = path; p && *p;) {
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    if (len > 0 && len + strlen(name) + 2 < n) {
+      snprintf(dir, n, "%.*s/%s", (int)len, p, name);
+      if (access(dir, X_OK) == 0) return 1;
+    }
+    p += len + (colon ? 1 : 0);
+  }
+  return 0;
+}
+
+/* mpirun -np N [--oversubscribe] [--allow-run-as-root] <this ganfw> <the arguments less
+ * `launch` and -n N>: as torchrun starts DistributedDataParallel's processes. */
+static int cmd_launch(cli_args *args) {
+  char mpirun[4096], self[4096];
+  if (!on_path("mpirun", mpirun, sizeof mpirun))
+    return cli_fail(ganfw_error_set(
+        GANFW_ERR_UNSUPPORTED,
+        "launch: mpirun is not on PATH: install Open MPI (Debian: apt-get install openmpi-bin "
+        "libopenmpi-dev; scripts/deps.sh does) and build ganfw again so that it finds MPI"));
+#ifndef GANFW_HAVE_MPI
+  return cli_fail(ganfw_error_set(GANFW_ERR_UNSUPPORTED,
+                                  "launch: this ganfw was built without MPI: install "
+                                  "libopenmpi-dev, then configure and build again"));
+#endif
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0)
+    snprintf(self, sizeof self, "%s", cli_argv[0]);
+  else
+    self[len] = '\0';
+  const int32_t n = args->launch_ranks > 0 ? args->launch_ranks : 1;
+  char np[16];
+  snprintf(np, sizeof np, "%d", (int)n);
+  char **argv = calloc((size_t)cli_argc + 8, sizeof *argv);
+  if (!argv) return cli_fail(ganfw_error_set(GANFW_ERR_OOM, "out of host memory"));
+  int k = 0;
+  argv[k++] = "mpirun"; /* not its path: Open MPI reads an absolute argv[0] as --prefix */
+  argv[k++] = "-np";
+  argv[k++] = np;
+  if (n > (int32_t)sysconf(_SC_NPROCESSORS_ONLN)) argv[k++] = "--oversubscribe";
+  if (geteuid() == 0) argv[k++] = "--allow-run-as-root";
+  argv[k++] = self;
+  int skipped_launch = 0;
+  for (int i = 1; i < cli_argc; i++) {
+    const char *a = cli_argv[i];
+    if (!skipped_launch && strcmp(a, "launch") == 0) {
+      skipped_launch = 1;
+      continue;
+    }
+    if (strcmp(a, "-n") == 0 || strcmp(a, "--np") == 0) {
+      i++;
+      continue;
+    }
+    argv[k++] = cli_argv[i];
+  }
+  argv[k] = NULL;
+  fflush(stdout);
+  fflush(stderr);
+  execv(mpirun, argv);
+  ganfw_status st =
+      ganfw_error_set(GANFW_ERR_IO, "launch: cannot run %s: %s", mpirun, strerror(errno));
+  free(argv);
+  return cli_fail(st);
+}
+
 const cli_command cli_commands[] = {
     {"train", "[train] [options] CONFIG [--trace]", "train the model a config describes",
      "  --trace   record the allocator's events of the first steps (device.trace): memory.json,\n"
      "            trace.json for ui.perfetto.dev, `ganfw plot RUN_DIR`\n",
      "a config file", 0, train_option, cmd_train},
+    {"launch", "launch -n N [options] CONFIG",
+     "train on N ranks data-parallel: runs `mpirun -np N ganfw CONFIG` (with --oversubscribe\n"
+     "past the cores, --allow-run-as-root as root); options after it go to every rank",
+     "  -n N   the number of ranks (processes), default 1\n", "a config file", 0, launch_option,
+     cmd_launch},
     {"validate", "validate [options] CONFIG",
      "check a config (keys, values, plugins, model shapes) without training, print it\n"
      "resolved; exit 0 when valid, also when only the data set is missing (one line says so)",
@@ -596,6 +694,8 @@ const cli_command cli_commands[] = {
     {"plan", "plan [options] CONFIG [--measure]",
      "peak memory from shapes alone, per category, phase and layer",
      "  --measure    also run one real step and compare\n"
+     "  --ranks N    one rank's bytes in a data-parallel run of N ranks (mpirun -np N):\n"
+     "               its rows of the batch, gradient buckets (comm), zero's shard\n"
      "  --plot FILE  also draw the planned step's memory over time (.png, .svg; .json: a\n"
      "               Chrome trace), as `ganfw plot CONFIG -o FILE`\n",
      "a config file", 0, plan_option, cmd_plan},

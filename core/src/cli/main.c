@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "dist/dist.h"
 #include "ganfw/ganfw.h"
 #include "train/run_state.h"
 
@@ -86,8 +87,17 @@ static int exit_code_for(ganfw_status st) {
   }
 }
 
+/* A failure of a rank other than 0 under mpirun: said at the end of the process only if
+ * rank 0 did not end the same way (ganfw_dist_world_finish). */
+static char deferred[8192];
+
 int cli_fail(ganfw_status st) {
   const char *msg = ganfw_error_message();
+  if (ganfw_dist_world_rank() != 0) {
+    snprintf(deferred, sizeof deferred, "%s: %s", ganfw_status_name(st),
+             *msg ? msg : "(no message)");
+    return exit_code_for(st);
+  }
   if (st == GANFW_ERR_INTERRUPTED) /* the message says which signal, and how to go on */
     fprintf(stderr, "ganfw: %s\n", msg);
   else
@@ -203,9 +213,22 @@ static int parse_args(int argc, char **argv, cli_args *args) {
   return -1;
 }
 
+/* Under mpirun every rank runs the same command; ranks other than 0 print only errors, and
+ * the job ends together (ganfw_dist_world_finish). */
+int cli_argc;
+char **cli_argv;
+
 int main(int argc, char **argv) {
+  cli_argc = argc;
+  cli_argv = argv;
+  ganfw_status st = ganfw_dist_world_init(&argc, &argv);
+  if (st != GANFW_OK) return cli_fail(st);
   cli_args args;
   int rc = parse_args(argc, argv, &args);
-  if (rc >= 0) return rc;
-  return args.command->run(&args);
+  if (ganfw_dist_world_rank() != 0) { /* rank 0 speaks for the job */
+    ganfw_log_set_level(GANFW_LOG_ERROR);
+    if (!freopen("/dev/null", "w", stdout)) rc = rc < 0 ? EXIT_RUNTIME : rc;
+  }
+  if (rc < 0) rc = args.command->run(&args);
+  return ganfw_dist_world_finish(rc, deferred);
 }

@@ -150,6 +150,12 @@ typedef struct ganfw_loader_config {
                       * GANFW_LOADER_MAX_WORKERS), each making one whole batch at a time, up
                       * to `workers` batches ahead; batches come out in order and are bit for
                       * bit those of one worker or none. Without prefetch it must be 0 or 1. */
+  /* Data-parallel (0 and 0 or 1: off): each batch of batch_size samples is the global
+   * batch, of which only rows [shard_rank * b, (shard_rank + 1) * b) are decoded, b =
+   * batch_size / shard_count, into the caller's rows 0..b; positions, epochs and
+   * permutations stay the global ones, so a checkpoint's position means the same on any
+   * number of ranks. */
+  int32_t shard_rank, shard_count;
 } ganfw_loader_config;
 
 enum { GANFW_LOADER_MAX_WORKERS = 16 };
@@ -165,6 +171,8 @@ ganfw_status ganfw_loader_config_from_config(const ganfw_cfg *data, int32_t batc
 typedef struct ganfw_batch_info {
   int32_t n;             /* samples written; < batch_size only for an epoch's short last batch */
   int32_t last_in_epoch; /* 1: the next batch starts a new epoch */
+  int32_t rows;          /* rows written into the caller's buffers: n, or this shard's part */
+  int32_t first;         /* the batch row the caller's row 0 is (0 unless sharded) */
   int64_t epoch;         /* the epoch this batch belongs to (from 0) */
   int64_t offset;        /* position of its first sample within the epoch */
 } ganfw_batch_info;

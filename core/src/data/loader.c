@@ -105,18 +105,36 @@ static void batch_index(ganfw_loader *l, const ganfw_batch_info *info, int64_t *
 
 /* Decodes and transforms the samples index[0..info->n) into images/labels; stops between two
  * samples when the loader is destroyed or `cancel` is raised. */
-static ganfw_status fill(ganfw_loader *l, const ganfw_batch_info *info, const int64_t *index,
+/* The rows [*lo, *hi) of a batch of n that this loader's shard decodes. */
+static void shard_rows(const ganfw_loader *l, int32_t n, int32_t *lo, int32_t *hi) {
+  if (l->cfg.shard_count <= 1) {
+    *lo = 0;
+    *hi = n;
+    return;
+  }
+  const int32_t per = l->cfg.batch_size / l->cfg.shard_count;
+  *lo = per * l->cfg.shard_rank;
+  *hi = *lo + per;
+  if (*hi > n) *hi = n;
+  if (*lo > *hi) *lo = *hi;
+}
+
+static ganfw_status fill(ganfw_loader *l, ganfw_batch_info *info, const int64_t *index,
                          float *images, int32_t *labels, atomic_int *cancel) {
-  for (int32_t i = 0; i < info->n; i++) {
+  int32_t lo, hi;
+  shard_rows(l, info->n, &lo, &hi);
+  info->rows = hi - lo;
+  info->first = lo;
+  for (int32_t i = lo; i < hi; i++) { /* row i of the batch lands in the caller's i - lo */
     if (atomic_load_explicit(&l->abandon, memory_order_relaxed) ||
         (cancel && atomic_load_explicit(cancel, memory_order_relaxed)))
       return ganfw_error_set(GANFW_ERR_INTERRUPTED, "loader stopped");
     int32_t label = 0;
     ganfw_status st = ganfw_dataset_get(l->ds, index[i],
                                         ganfw_data_sample_key(l->cfg.seed, info->epoch, index[i]),
-                                        images + (size_t)i * l->sample_elems, &label);
+                                        images + (size_t)(i - lo) * l->sample_elems, &label);
     if (st != GANFW_OK) return st;
-    if (labels) labels[i] = label;
+    if (labels) labels[i - lo] = label;
   }
   return GANFW_OK;
 }
@@ -245,6 +263,11 @@ ganfw_status ganfw_loader_create(const ganfw_dataset *ds, const ganfw_loader_con
   if (!ds || !cfg || cfg->batch_size <= 0)
     return ganfw_error_set(GANFW_ERR_CONFIG, "loader: batch_size must be positive (got %d)",
                            cfg ? cfg->batch_size : 0);
+  if (cfg->shard_count > 1 && (cfg->shard_rank < 0 || cfg->shard_rank >= cfg->shard_count ||
+                               cfg->batch_size % cfg->shard_count != 0))
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "loader: shard %d of %d does not split batches of %d evenly",
+                           cfg->shard_rank, cfg->shard_count, cfg->batch_size);
   if (cfg->workers < 0 || cfg->workers > GANFW_LOADER_MAX_WORKERS ||
       (!cfg->prefetch && cfg->workers > 1))
     return ganfw_error_set(GANFW_ERR_CONFIG,
@@ -349,8 +372,8 @@ ganfw_status ganfw_loader_next(ganfw_loader *l, float *images, int32_t *labels,
     pthread_mutex_unlock(&l->mu);
     /* A ready slot is the caller's alone until it is freed: no worker writes it. */
     got = s->info;
-    memcpy(images, s->images, sizeof(float) * l->sample_elems * got.n);
-    if (labels) memcpy(labels, s->labels, sizeof(int32_t) * got.n);
+    memcpy(images, s->images, sizeof(float) * l->sample_elems * got.rows);
+    if (labels) memcpy(labels, s->labels, sizeof(int32_t) * got.rows);
     pthread_mutex_lock(&l->mu);
     s->state = SLOT_FREE;
     l->head++;

@@ -46,6 +46,8 @@ struct ganfw_net {
    * benchmarks). */
   int32_t *bn_act;
   int32_t recompute_bn_act;
+  ganfw_grad_hook grad_hook; /* ganfw_net_set_grad_hook, or NULL */
+  void *grad_hook_user;
 };
 
 /* The name the net's input goes by in net_input, net_add and net_concat. */
@@ -1046,6 +1048,11 @@ static ganfw_status run_nodes(ganfw_net *net, const ganfw_exec *ex, int32_t from
   return GANFW_OK;
 }
 
+void ganfw_net_set_grad_hook(ganfw_net *net, ganfw_grad_hook hook, void *user) {
+  net->grad_hook = hook;
+  net->grad_hook_user = user;
+}
+
 /* The zero gradient of node i's output for a batch (a node whose only readers pass it no
  * gradient, such as an embedding's ids), in the compute dtype. NULL on failure. */
 static ganfw_tensor *zero_grad_of(ganfw_net *net, const ganfw_exec *ex, int32_t i, int64_t batch) {
@@ -1112,6 +1119,8 @@ static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_t
                                              param_grads && l->trainable, accumulate);
     if (st == GANFW_OK) st = backend_error(ex, l);
     ganfw_alloc_trace_op(net->ctx->alloc, 0, l->qualified);
+    if (st == GANFW_OK && net->grad_hook && param_grads && l->trainable && l->nparams > 0)
+      net->grad_hook(net->grad_hook_user, l->grad, l->nparams);
     ganfw_saved_clear(&saved[i]);
     ganfw_tensor_destroy(dy);
     for (int32_t k = 0; k < l->n_in; k++) {

@@ -131,6 +131,13 @@ ganfw_status ganfw_net_checkpoint(ganfw_net *net, const int32_t *starts, int32_t
  * starts[0..min(n, cap)) when starts is not NULL. */
 int32_t ganfw_net_checkpoint_layout(const ganfw_net *net, int32_t *starts, int32_t cap);
 
+/* A function told, during a backward with parameter gradients, that the gradients
+ * grads[0..n) of one trainable layer are final for that backward (data-parallel training
+ * starts their all-reduce while the layers below still run: dist/reducer.c). The next
+ * backward calls it too until it is set to NULL. */
+typedef void (*ganfw_grad_hook)(void *user, ganfw_tensor *const *grads, int32_t n);
+void ganfw_net_set_grad_hook(ganfw_net *net, ganfw_grad_hook hook, void *user);
+
 /* Forgets the gradients: the next backward writes them instead of adding to them (as
  * zero_grad, without touching memory). */
 void ganfw_net_zero_grad(ganfw_net *net);

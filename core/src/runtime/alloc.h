@@ -115,7 +115,7 @@ size_t ganfw_alloc_segment_size(size_t rounded); /* the segment a new request ge
  * then per category, then the retry and OOM counters. */
 void ganfw_alloc_memory_summary(const ganfw_alloc *a, FILE *out);
 
-/* "param", "grad", "optim_state", "activation", "workspace", "data", "other"; "?" outside
+/* "param", "grad", "optim_state", "activation", "workspace", "data", "other", "comm"; "?" outside
  * the range. Static strings. */
 const char *ganfw_mem_category_name(int32_t category);
 int32_t ganfw_mem_category_from_name(const char *name); /* -1 if unknown */

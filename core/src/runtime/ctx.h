@@ -59,6 +59,9 @@ struct ganfw_ctx {
   int32_t empty_cache; /* device.empty_cache */
   uint64_t seed;
   uint64_t rng_offset; /* next free Philox block */
+  /* a data-parallel run's communicator (dist/dist.h; the session's, borrowed), else NULL:
+   * BatchNorm's statistics over the global batch (dist.batchnorm: sync) */
+  struct ganfw_dist *dist;
 };
 
 /* Reads the `device` section and `seed` of a config into options; config errors name the

@@ -9,7 +9,7 @@
 #include "runtime/alloc.h"
 
 static const char *const category_names[] = {
-    "param", "grad", "optim_state", "activation", "workspace", "data", "other",
+    "param", "grad", "optim_state", "activation", "workspace", "data", "other", "comm",
 };
 _Static_assert(sizeof(category_names) / sizeof(category_names[0]) == GANFW_MEM_COUNT,
                "category_names must name every GANFW_MEM_* value");

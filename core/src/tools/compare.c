@@ -112,19 +112,23 @@ static const char *first_line(const ganfw_compare_row *row, char *buf, size_t n)
 }
 
 void ganfw_compare_print(const ganfw_compare_row *rows, int n, FILE *out) {
+  int dp = 0; /* data-parallel rows (mpirun): a rank's figures, and time in collectives */
+  for (int i = 0; i < n; i++) dp |= rows[i].status == GANFW_OK && rows[i].r.ranks > 1;
   fprintf(out, "| config | layout | batch | peak allocated MiB | peak reserved MiB |");
   for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, " %s |", ganfw_mem_category_name(c));
-  fprintf(out, " step s | images/s | final losses | skipped | OOM | plan - measured |\n"
-               "|---|---|--:|--:|--:|");
+  fprintf(out,
+          " step s |%s images/s | final losses | skipped | OOM | plan - measured |\n"
+          "|---|---|--:|--:|--:|",
+          dp ? " ranks | comm s |" : "");
   for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, "--:|");
-  fprintf(out, "--:|--:|---|--:|---|--:|\n");
+  fprintf(out, "--:|%s--:|---|--:|---|--:|\n", dp ? "--:|--:|" : "");
   for (int i = 0; i < n; i++) {
     const ganfw_compare_row *row = &rows[i];
     const ganfw_probe_result *r = &row->r;
     if (row->status != GANFW_OK) {
       fprintf(out, "| %s | | | | |", row->config);
       for (int c = 0; c < GANFW_MEM_COUNT; c++) fprintf(out, " |");
-      fprintf(out, " | | | | error | |\n");
+      fprintf(out, "%s | | | | error | |\n", dp ? " | |" : "");
       continue;
     }
     fprintf(out, "| %s | %s | %lld | %.2f | %.2f |", row->config, ganfw_compare_row_layout(row),
@@ -132,14 +136,19 @@ void ganfw_compare_print(const ganfw_compare_row *rows, int n, FILE *out) {
             (double)r->peak_reserved / MIB);
     for (int c = 0; c < GANFW_MEM_COUNT; c++)
       fprintf(out, " %.2f |", (double)r->peak_category[c] / MIB);
+    char step[64] = " - |";
+    if (r->steps_done > 0) snprintf(step, sizeof step, " %.3f |", r->step_seconds);
+    if (dp && r->steps_done > 0)
+      snprintf(step + strlen(step), sizeof step - strlen(step), " %d | %.3f |", (int)r->ranks,
+               r->comm_seconds);
+    else if (dp)
+      snprintf(step + strlen(step), sizeof step - strlen(step), " %d | - |", (int)r->ranks);
     if (r->steps_done > 0 && r->family == GANFW_MODEL_GAN)
-      fprintf(out, " %.3f | %.1f | D %.4f, G %.4f |", r->step_seconds, r->images_per_s, r->loss_d,
-              r->loss_g);
+      fprintf(out, "%s %.1f | D %.4f, G %.4f |", step, r->images_per_s, r->loss_d, r->loss_g);
     else if (r->steps_done > 0)
-      fprintf(out, " %.3f | %.1f | loss %.4f, acc %.3f |", r->step_seconds, r->images_per_s,
-              r->loss, r->accuracy);
+      fprintf(out, "%s %.1f | loss %.4f, acc %.3f |", step, r->images_per_s, r->loss, r->accuracy);
     else
-      fprintf(out, " - | - | - |");
+      fprintf(out, "%s - | - |", step);
     if (r->family == GANFW_MODEL_GAN)
       fprintf(out, " D %lld, G %lld |", (long long)r->skipped_d, (long long)r->skipped_g);
     else
@@ -190,8 +199,8 @@ static void put(field *f, int *n, const char *key, int32_t is_string, const char
 static int row_fields(const ganfw_compare_row *row, field *f) {
   static const char *const peak_keys[GANFW_MEM_COUNT] = {
       "peak_param",     "peak_grad", "peak_optim_state", "peak_activation",
-      "peak_workspace", "peak_data", "peak_other"};
-  _Static_assert(GANFW_MEM_COUNT == 7, "peak_keys names every memory category");
+      "peak_workspace", "peak_data", "peak_other",       "peak_comm"};
+  _Static_assert(GANFW_MEM_COUNT == 8, "peak_keys names every memory category");
   const ganfw_probe_result *r = &row->r;
   char line[1024];
   int n = 0;
@@ -209,6 +218,8 @@ static int row_fields(const ganfw_compare_row *row, field *f) {
     put(f, &n, peak_keys[c], 0, "%lld", (long long)r->peak_category[c]);
   put(f, &n, "steps", 0, "%d", (int)r->steps_done);
   put(f, &n, "step_seconds", 0, "%.6f", r->step_seconds);
+  put(f, &n, "ranks", 0, "%d", (int)(r->ranks > 0 ? r->ranks : 1));
+  put(f, &n, "comm_seconds", 0, "%.6f", r->comm_seconds);
   put(f, &n, "images_per_s", 0, "%.3f", r->images_per_s);
   put(f, &n, "loss_d", 0, "%.6f", r->loss_d);
   put(f, &n, "loss_g", 0, "%.6f", r->loss_g);

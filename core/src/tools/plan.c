@@ -99,6 +99,12 @@ void ganfw_plan_print(const char *config, const ganfw_probe_result *p, FILE *out
           (int)p->data.width);
   print_budget(p, out);
   fprintf(out, "\n");
+  if (p->ranks > 1)
+    fprintf(out,
+            "data-parallel: the figures are one rank's of %d, with %lld rows of the global batch "
+            "each; comm holds its gradient buckets%s\n",
+            (int)p->ranks, (long long)(p->batch_size / p->ranks),
+            p->zero_elems > 0 ? " and optim_state its shard of the optimizer state (zero)" : "");
   if (p->ema_bytes > 0)
     fprintf(out,
             "train.ema (decay %g): the generator's averages take %.2f MiB (f32 weights), counted "

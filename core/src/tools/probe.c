@@ -2,6 +2,9 @@
  * measures its memory (see probe.h): set-up bytes, per-phase and per-category peaks, and,
  * with a peak hook on the allocator, which layer holds which bytes at the allocated peak. */
 #include "tools/probe.h"
+#include "dist/dist.h"
+#include "train/dp.h"
+#include "train/zero.h"
 #include "train/ema.h"
 
 #include <stdio.h>
@@ -251,6 +254,7 @@ typedef struct probe {
   float *host_batch;
   int32_t *host_labels;
   ganfw_tensor *x, *z, *fixed, *labels;
+  ganfw_tensor *z_local; /* data-parallel: this rank's rows of z (z itself alone) */
   snapshot snap;
 } probe;
 
@@ -333,17 +337,27 @@ static ganfw_status set_up(probe *p) {
   }
   out->family = s->family;
   out->n_phases = s->family == GANFW_MODEL_GAN ? 2 : 1;
-  if (opt->real_data && (st = ganfw_loader_create(s->data, &s->loader_cfg, &p->loader)) != GANFW_OK)
-    return st;
+  /* data-parallel (mpirun, or plan --ranks): this rank's rows, as ganfw_train_gan holds them */
+  ganfw_loader_config lc = s->loader_cfg;
+  int64_t z0 = 0, zn = s->train.batch_size;
+  ganfw_dist_shard(s->dist, s->train.batch_size, &z0, &zn);
+  out->ranks = s->dist ? s->dist->size : 1;
+  for (int32_t i = 0; i < s->n_optim; i++) out->zero_elems += ganfw_zero_shard_elems(&s->optim[i]);
+  if (ganfw_dist_parallel(s->dist)) {
+    lc.shard_rank = s->dist->rank;
+    lc.shard_count = s->dist->size;
+  }
+  if (opt->real_data && (st = ganfw_loader_create(s->data, &lc, &p->loader)) != GANFW_OK) return st;
   const int64_t B = s->train.batch_size;
-  int64_t xs[4] = {B, s->data_info.channels, s->data_info.height, s->data_info.width};
+  int64_t xs[4] = {zn, s->data_info.channels, s->data_info.height, s->data_info.width};
   if (s->family == GANFW_MODEL_GAN) {
     if ((st = ganfw_gan_create(s, &p->gan)) != GANFW_OK) return st;
     int64_t zs[4] = {B, s->nz, 1, 1};
     p->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
     p->z =
         p->x ? ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, zs, GANFW_MEM_DATA, "noise") : NULL;
-    p->fixed = p->z ? ganfw_gan_fixed_noise(s, s->train.samples, s->ctx->seed) : NULL;
+    p->z_local = p->z ? ganfw_tensor_rows(p->z, z0, zn, "noise") : NULL;
+    p->fixed = p->z_local ? ganfw_gan_fixed_noise(s, s->train.samples, s->ctx->seed) : NULL;
     if (!p->fixed) return ganfw_error_code();
   } else {
     if ((st = ganfw_classifier_create(s, &p->cls)) != GANFW_OK) return st;
@@ -397,7 +411,7 @@ static ganfw_status whole_step(probe *p) {
     return st;
   }
   ganfw_gan_stats gs;
-  st = ganfw_gan_step(p->gan, p->x, p->z, &gs);
+  st = ganfw_gan_step(p->gan, p->x, p->z_local, &gs);
   if (st == GANFW_OK) {
     out->skipped_d += gs.skipped_d;
     out->skipped_g += gs.skipped_g;
@@ -450,7 +464,7 @@ static ganfw_status measured_step(probe *p) {
   ganfw_gan_stats stats, *gs = &stats;
   memset(gs, 0, sizeof *gs);
   p->snap.phase = GANFW_PHASE_D;
-  ganfw_status st = ganfw_gan_d_step(p->gan, p->x, p->z, gs);
+  ganfw_status st = ganfw_gan_d_step(p->gan, p->x, p->z_local, gs);
   take_phase(p, GANFW_PHASE_D);
   if (st != GANFW_OK) {
     if (is_oom(st)) record_oom(p, "D step");
@@ -458,7 +472,7 @@ static ganfw_status measured_step(probe *p) {
   }
   ganfw_alloc_reset_peak(a);
   p->snap.phase = GANFW_PHASE_G;
-  st = ganfw_gan_g_step(p->gan, p->z, gs);
+  st = ganfw_gan_g_step(p->gan, p->z_local, gs);
   for (int32_t i = 0; i < s->n_memory && st == GANFW_OK; i++) /* as ganfw_gan_step */
     if (s->memory[i].vt->step_end) st = s->memory[i].vt->step_end(s->memory[i].self);
   take_phase(p, GANFW_PHASE_G);
@@ -478,7 +492,8 @@ static ganfw_status run_steps(probe *p) {
   ganfw_status st = GANFW_OK;
   for (int32_t k = 0; k < opt->warmup && st == GANFW_OK; k++) {
     ganfw_alloc_trace_step(a, k + 1); /* options.trace */
-    if ((st = next_batch(p)) == GANFW_OK) st = whole_step(p);
+    if ((st = ganfw_dp_step_begin(p->s, k + 1)) == GANFW_OK && (st = next_batch(p)) == GANFW_OK)
+      st = whole_step(p);
     ganfw_alloc_trace_step_end(a);
     if (is_oom(st)) { /* the peaks up to the failed request */
       record_oom(p, "warm-up");
@@ -495,15 +510,23 @@ static ganfw_status run_steps(probe *p) {
     ganfw_alloc_set_peak_hook(a, snap_on_peak, &p->snap);
   }
   double *times = calloc((size_t)opt->steps, sizeof *times);
-  if (!times) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  double *comm = calloc((size_t)opt->steps, sizeof *comm);
+  if (!times || !comm) {
+    free(times);
+    free(comm);
+    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  }
   for (int32_t k = 0; k < opt->steps && st == GANFW_OK; k++) {
     ganfw_alloc_trace_step(a, opt->warmup + k + 1);
+    if ((st = ganfw_dp_step_begin(p->s, opt->warmup + k + 1)) != GANFW_OK) break;
     if ((st = next_batch(p)) != GANFW_OK) break;
     ganfw_backend *be = p->s->ctx->be;
+    ganfw_dp_take_comm_seconds(p->s);
     double t0 = ganfw_now_s();
     st = measured_step(p);
     if (st == GANFW_OK && be->vt->synchronize) st = be->vt->synchronize(be); /* queued kernels */
     times[k] = ganfw_now_s() - t0;
+    comm[k] = ganfw_dp_take_comm_seconds(p->s);
     ganfw_alloc_trace_step_end(a);
     if (st == GANFW_OK) out->steps_done++;
   }
@@ -514,8 +537,13 @@ static ganfw_status run_steps(probe *p) {
     if (out->steps_done % 2 == 0)
       out->step_seconds = 0.5 * (out->step_seconds + times[out->steps_done / 2 - 1]);
     out->images_per_s = out->step_seconds > 0 ? (double)out->batch_size / out->step_seconds : 0.0;
+    qsort(comm, (size_t)out->steps_done, sizeof *comm, dbl_cmp);
+    out->comm_seconds = comm[out->steps_done / 2];
+    if (out->steps_done % 2 == 0)
+      out->comm_seconds = 0.5 * (out->comm_seconds + comm[out->steps_done / 2 - 1]);
   }
   free(times);
+  free(comm);
   return st;
 }
 
@@ -608,6 +636,7 @@ ganfw_status ganfw_probe_run(const char *config_path, const char *const *sets, i
   free(p.host_batch);
   free(p.host_labels);
   ganfw_tensor_destroy(p.x);
+  ganfw_tensor_destroy(p.z_local);
   ganfw_tensor_destroy(p.z);
   ganfw_tensor_destroy(p.fixed);
   ganfw_tensor_destroy(p.labels);

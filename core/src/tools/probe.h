@@ -88,7 +88,11 @@ typedef struct ganfw_probe_result {
   /* the steps (on the meta backend the losses read 0 and the times mean nothing) */
   int32_t steps_done;           /* measured steps completed */
   double step_seconds;          /* median of the measured steps */
-  double images_per_s;          /* batch_size / step_seconds */
+  double images_per_s;          /* batch_size / step_seconds (the global batch's) */
+  int32_t ranks;                /* data-parallel: the ranks sharing each batch (1 alone) */
+  int64_t zero_elems;           /* memory strategy zero: optimizer-state elements per state
+                                   tensor kind this rank keeps (0: not sharded) */
+  double comm_seconds;          /* data-parallel: median time per step in collectives */
   double loss_d, loss_g;        /* GAN: of the last step */
   double loss, accuracy;        /* classifier: of the last step */
   int64_t skipped_d, skipped_g; /* optimizer steps a strategy skipped, warm-up included

@@ -12,6 +12,7 @@
 #include "runtime/alloc.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
+#include "train/dp.h"
 #include "train/ema.h"
 #include "train/nonfinite.h"
 #include "train/trainer.h"
@@ -165,6 +166,11 @@ static ganfw_status plugin_term(ganfw_gan *g, ganfw_tensor *lf, int32_t dtype, i
   return st;
 }
 
+/* 1 when a loss of `value` stops or skips the step here: non-finite, no loss scaler. */
+static int loss_bad(const ganfw_session *s, double value) {
+  return !isfinite(value) && !s->loss_scaling;
+}
+
 /* The loss term `term` (GANFW_OBJ_*) of `logits`: the built-in BCE-with-logits against
  * its target, or the objective plugin's. The loss (host), what the log shows of the logits
  * (mean sigmoid for the BCE) and, when dlogits is not NULL, a new gradient tensor of the
@@ -195,24 +201,27 @@ static ganfw_status loss_term(ganfw_gan *g, ganfw_tensor *logits, int32_t term, 
     be->vt->bce_logits_forward(be, n, lf->data, target->data, g->loss->data);
     st = ganfw_tensor_to_host(g->loss, &l, sizeof l);
     if (st == GANFW_OK) st = be->vt->copy_d2h(be, g->host_logits, lf->data, (size_t)n * 4);
-    /* Without a loss scaler a non-finite loss has no gradient worth computing: the caller
-     * stops or skips (train.on_nonfinite). With one, backward runs and the scaler skips. */
-    const int32_t stop_here = !isfinite(l) && !s->loss_scaling;
-    if (st == GANFW_OK && dlogits && !stop_here)
-      st = bce_grad(g, lf, logits->dtype, target, dloss, dlogits, what);
   }
-  ganfw_tensor_destroy(lf);
-  if (st != GANFW_OK) return st;
-  *loss = l;
-  if (s->objective_vt && s->objective_vt->summary) {
-    *mean_prob = s->objective_vt->summary(s->objective, n, g->host_logits);
-  } else {
+  double v[2] = {l, 0}; /* the loss and what the log shows of the logits */
+  if (st == GANFW_OK && s->objective_vt && s->objective_vt->summary) {
+    v[1] = s->objective_vt->summary(s->objective, n, g->host_logits);
+  } else if (st == GANFW_OK) {
     double p = 0;
     for (int64_t i = 0; i < n; i++)
       p += s->objective_vt ? (double)g->host_logits[i]
                            : 1.0 / (1.0 + exp(-(double)g->host_logits[i]));
-    *mean_prob = p / (double)n;
+    v[1] = p / (double)n;
   }
+  /* data-parallel: the global batch's means, so that every rank decides alike below */
+  if (st == GANFW_OK) st = ganfw_dp_mean(s, v, 2, "the step's losses");
+  /* Without a loss scaler a non-finite loss has no gradient worth computing: the caller
+   * stops or skips (train.on_nonfinite). With one, backward runs and the scaler skips. */
+  if (st == GANFW_OK && !s->objective_vt && dlogits && !loss_bad(s, v[0]))
+    st = bce_grad(g, lf, logits->dtype, target, dloss, dlogits, what);
+  ganfw_tensor_destroy(lf);
+  if (st != GANFW_OK) return st;
+  *loss = v[0];
+  *mean_prob = v[1];
   return GANFW_OK;
 }
 
@@ -224,7 +233,7 @@ static ganfw_status d_learn(ganfw_gan *g, ganfw_tape *tape, ganfw_tensor *x, int
   ganfw_tensor *logits = NULL, *dlogits = NULL;
   ganfw_status st = ganfw_net_forward(D, x, tape, &logits);
   if (st == GANFW_OK) st = loss_term(g, logits, term, dloss, loss, prob, &dlogits, what);
-  if (st == GANFW_OK && dlogits)
+  if (st == GANFW_OK && dlogits && !loss_bad(g->s, *loss))
     st = ganfw_net_backward(D, tape, dlogits, GANFW_BWD_PARAM_GRAD, NULL);
   ganfw_tape_clear(tape);
   ganfw_tensor_destroy(logits);
@@ -252,7 +261,9 @@ static ganfw_status loss_nonfinite(ganfw_gan *g, const char *role, const char *n
                                    int32_t k, int32_t M, const ganfw_nonfinite_hop *hops,
                                    int32_t n_hops, ganfw_tensor *x, ganfw_gan_stats *out) {
   char where[768], what[1024], micro[48] = "", note[1024];
+  ganfw_dp_local_begin(g->s); /* the checked forwards stop where they like: no collectives */
   ganfw_nonfinite_locate(hops, n_hops, x, where, sizeof where);
+  ganfw_dp_local_end(g->s);
   if (M > 1) snprintf(micro, sizeof micro, " (micro-batch %d of %d)", (int)k + 1, (int)M);
   snprintf(what, sizeof what, "the %s's loss %s is %g%s: %s", role, name,
            isnan(value) ? NAN : value, micro, where); /* "nan", never "-nan" */
@@ -325,11 +336,6 @@ static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped, int3
 static ganfw_tensor *micro(ganfw_tensor *t, int64_t k, int64_t m, int32_t count) {
   if (count == 1) return ganfw_tensor_retain(t);
   return ganfw_tensor_rows(t, k * m, m, t->name);
-}
-
-/* 1 when a loss of `value` stops or skips the step here: non-finite, no loss scaler. */
-static int loss_bad(const ganfw_session *s, double value) {
-  return !isfinite(value) && !s->loss_scaling;
 }
 
 /* --- conditional GANs (model.conditional) ---------------------------------------------
@@ -518,6 +524,7 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
     }
     const uint64_t rng_fake = g->ctx->rng_offset;
     if (st == GANFW_OK && !bad && !(fin = d_input(s, fake, mk))) st = ganfw_error_code();
+    if (k == M - 1) ganfw_dp_arm(s, 1); /* D's last backward of the step: buckets start */
     if (st == GANFW_OK && !bad)
       st = d_learn(g, g->tape_fake, fin, GANFW_OBJ_D_FAKE, dloss, &loss_fake, &p_fake,
                    "loss_d (fake)");
@@ -541,6 +548,11 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
   ganfw_tensor_destroy(zin);
   ganfw_tensor_destroy(maps);
   if (st == GANFW_OK && bad) out->nonfinite_d = 1; /* train.on_nonfinite: skip */
+  /* data-parallel: the mean of the ranks' gradients (every rank decides `bad` alike) */
+  if (st == GANFW_OK && !bad)
+    st = ganfw_dp_reduce(s, 1);
+  else
+    ganfw_dp_disarm(s, 1);
   if (st == GANFW_OK && !bad) st = optim_step(g, 1, &out->skipped_d, &out->nonfinite_d, out);
   out->grad_norm_d = g->grad_norm[1];
   return st;
@@ -600,6 +612,7 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
       if (!di) st = ganfw_error_code();
     }
     ganfw_tensor_destroy(mk);
+    if (k == M - 1) ganfw_dp_arm(s, 0); /* G's last backward of the step */
     if (st == GANFW_OK && !bad)
       st = ganfw_net_backward(G, g->tape_g, dfake, GANFW_BWD_PARAM_GRAD, NULL);
     ganfw_tensor_destroy(dfake);
@@ -612,6 +625,10 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
   ganfw_tensor_destroy(zin);
   ganfw_tensor_destroy(maps);
   if (st == GANFW_OK && bad) out->nonfinite_g = 1; /* train.on_nonfinite: skip */
+  if (st == GANFW_OK && !bad)
+    st = ganfw_dp_reduce(s, 0);
+  else
+    ganfw_dp_disarm(s, 0);
   if (st == GANFW_OK && !bad) st = optim_step(g, 0, &out->skipped_g, &out->nonfinite_g, out);
   if (st == GANFW_OK && s->ema && !bad && !out->skipped_g && !out->nonfinite_g)
     ganfw_ema_update(s->ema, g->ctx->be, g->steps + 1); /* train.ema */
@@ -669,7 +686,9 @@ ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, const int32_t
   ganfw_tensor *zin = g_input(s, z, labels);
   if (!zin) return ganfw_error_code();
   ganfw_net_set_train(s->generator, 1, 0);
+  ganfw_dp_local_begin(s); /* rank 0 alone makes samples: BatchNorm on its own batch */
   ganfw_status st = ganfw_net_forward(s->generator, zin, NULL, &out);
+  ganfw_dp_local_end(s);
   ganfw_tensor_destroy(zin);
   ganfw_net_set_train(s->generator, 1, 1);
   if (st != GANFW_OK) return st;

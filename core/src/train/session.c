@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/alloc.h"
 #include "io/checkpoint.h"
@@ -13,8 +14,11 @@
 #include "base/log.h"
 #include "base/suggest.h"
 #include "nn/net.h"
+#include "dist/dist.h"
+#include "train/dp.h"
 #include "train/ema.h"
 #include "train/param_groups.h"
+#include "train/zero.h"
 
 static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t with_data,
                               const ganfw_data_info *info) {
@@ -478,12 +482,19 @@ static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const 
     o->params[o->n_params++] = (ganfw_param){info.name, info.value, info.grad};
   }
   const ganfw_cfg *section = ganfw_cfg_section(root, "optim");
+  const int32_t shard = s->exec.shard_optimizer && ganfw_dist_parallel(s->dist);
+  if (shard && s->n_param_groups > 0)
+    return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
+                           "%s: memory strategy zero does not shard optim.param_groups yet; drop "
+                           "one of them",
+                           s->run->config_path);
   if (s->n_param_groups > 0) /* optim.param_groups */
     return ganfw_param_groups_create(s->ctx, o, section, s->run->optim, s->param_groups,
                                      s->n_param_groups);
   ganfw_status st = ganfw_plugin_apply_config_keys(s->run->optim, section);
   if (st != GANFW_OK) return st;
-  st = o->vt->create(ganfw_host_table(), s->ctx, section, o->params, o->n_params, &o->self);
+  st = shard ? ganfw_zero_create(s->ctx, s->dist, o, o->vt, section) /* memory: [zero] */
+             : o->vt->create(ganfw_host_table(), s->ctx, section, o->params, o->n_params, &o->self);
   if (st != GANFW_OK) {
     char what[160];
     snprintf(what, sizeof what, "optimizer '%s' for the %s", ganfw_plugin_name(s->run->optim),
@@ -502,7 +513,8 @@ static ganfw_status create_memory(ganfw_session *s) {
   s->exec = (ganfw_exec_options){.struct_size = sizeof s->exec,
                                  .compute_dtype = GANFW_DTYPE_F32,
                                  .micro_batches = 1,
-                                 .batch_size = s->train.batch_size};
+                                 .batch_size = s->train.batch_size,
+                                 .ranks = ganfw_dist_world_size()};
   for (int32_t i = 0; i < s->run->n_memory; i++) {
     ganfw_session_memory *m = &s->memory[i];
     m->name = ganfw_plugin_name(s->run->memory[i]);
@@ -521,6 +533,8 @@ static ganfw_status create_memory(ganfw_session *s) {
     if (m->vt->loss_scale) s->loss_scaling = 1;
   }
   const ganfw_exec_options *e = &s->exec;
+  if (e->shard_optimizer && ganfw_dist_world_size() <= 1)
+    ganfw_log(GANFW_LOG_DEBUG, "memory strategy zero: one rank, nothing to shard");
   if (e->compute_dtype != GANFW_DTYPE_F32 && e->compute_dtype != GANFW_DTYPE_F16 &&
       e->compute_dtype != GANFW_DTYPE_BF16)
     return ganfw_error_set(GANFW_ERR_PLUGIN, "memory: compute dtype %d is not f32, f16 or bf16",
@@ -555,11 +569,21 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   const ganfw_cfg *root = ganfw_config_root(s->run->config);
   ganfw_status st;
   if ((st = read_train(s, root)) != GANFW_OK) return st;
-  if ((st = ganfw_ctx_create(&s->run->ctx_opt, &s->ctx)) != GANFW_OK) return st;
+  ganfw_ctx_options copt = s->run->ctx_opt;
+  const int32_t local = ganfw_dist_world_local_size();
+  if (local > 1) { /* the ranks on this machine share its cores (a plan too: workspaces) */
+    const int32_t all = copt.threads > 0 ? copt.threads : (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    copt.threads = all / local > 0 ? all / local : 1;
+    if (ganfw_dist_world_rank() == 0 && !copt.meta)
+      ganfw_log(GANFW_LOG_INFO, "%d ranks on this machine: %d threads each (device.threads %d)",
+                (int)local, (int)copt.threads, (int)all);
+  }
+  if ((st = ganfw_ctx_create(&copt, &s->ctx)) != GANFW_OK) return st;
   s->ctx->config = s->run->config; /* model.batchnorm_* (nn/layers/batchnorm2d.c) */
   if ((st = create_memory(s)) != GANFW_OK) return st;
   if ((st = open_data(s, root, with_data, info)) != GANFW_OK) return st;
   if ((st = create_model(s, root)) != GANFW_OK) return st;
+  if ((st = ganfw_dp_open(s)) != GANFW_OK) return st; /* mpirun: the job's ranks */
   if ((st = read_conditional(s, root)) != GANFW_OK) return st;
   if ((st = create_objective(s, root)) != GANFW_OK) return st;
   if ((st = read_loop_keys(s, root)) != GANFW_OK) return st;
@@ -601,6 +625,7 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   } else if ((st = create_optim(s, root, "classifier", s->classifier, lr)) != GANFW_OK) {
     return st;
   }
+  if ((st = ganfw_dp_open_reducers(s)) != GANFW_OK) return st;
   return ganfw_param_groups_check(s->param_groups, s->n_param_groups, s->optim, s->n_optim);
 }
 
@@ -626,6 +651,7 @@ void ganfw_session_close(ganfw_session *s) {
     free(s->optim[i].params);
   }
   free(s->param_groups);
+  ganfw_dp_close(s);
   ganfw_ema_destroy(s->ema);
   if (s->objective) s->objective_vt->destroy(s->objective);
   if (s->model) s->model_vt->destroy(s->model);

@@ -40,7 +40,9 @@ enum {
 /* "stop", "skip"; "unknown" outside the range. */
 const char *ganfw_nonfinite_policy_name(int32_t policy);
 
-typedef struct ganfw_ema ganfw_ema; /* train/ema.h */
+typedef struct ganfw_ema ganfw_ema;         /* train/ema.h */
+typedef struct ganfw_dist ganfw_dist;       /* dist/dist.h */
+typedef struct ganfw_reducer ganfw_reducer; /* train/reducer.h */
 
 typedef struct ganfw_train_settings {
   int64_t batch_size;
@@ -92,6 +94,10 @@ typedef struct ganfw_session {
   ganfw_schedule schedule;               /* optim.schedule, for every optimizer */
   struct ganfw_group_spec *param_groups; /* optim.param_groups (train/param_groups.h) */
   int32_t n_param_groups;
+  /* `mpirun -np N` (train/dp.h): this rank's communicator and, per optimizer, its gradient
+   * buckets; NULL alone */
+  ganfw_dist *dist;
+  ganfw_reducer *reducer[2];
 } ganfw_session;
 
 /* Builds everything from run's config. With `with_data` 0 the data set is not opened and

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "train/outputs.h"
 #include "io/png_io.h"
+#include "train/dp.h"
 #include "train/ema.h"
 #include "train/nonfinite.h"
 #include "train/param_groups.h"
@@ -29,6 +30,8 @@ typedef struct gan_run {
   int32_t *fixed_labels; /* the sample grid's: one class per row */
   int32_t host_pinned;   /* host_batch is page-locked */
   ganfw_tensor *x, *z, *fixed;
+  ganfw_tensor *z_local; /* data-parallel: this rank's rows of z (z itself alone) */
+  double comm_seconds;   /* the last step's time in collectives */
   ganfw_metrics *metrics;
   char samples_dir[4096], ckpt_dir[4096];
   int64_t step, total;
@@ -48,6 +51,8 @@ static void fill_ckpt_nets(ganfw_session *s, ganfw_ckpt_net nets[2]) {
   ganfw_ema_ckpt(s->ema, &nets[0]); /* train.ema: generator_ema.* */
 }
 
+/* Every rank: a sharded optimizer's state goes to rank 0 (memory: [zero]), which alone
+ * writes; the others take its outcome. */
 static ganfw_status save_checkpoint(gan_run *r) {
   char path[4200];
   ganfw_status st = ganfw_nonfinite_check_weights(r->s, r->step);
@@ -55,14 +60,21 @@ static ganfw_status save_checkpoint(gan_run *r) {
   if (st != GANFW_OK) return st;
   ganfw_ckpt_net nets[2];
   fill_ckpt_nets(r->s, nets);
-  return ganfw_run_save_checkpoint(r->s, path, nets, 2, r->loader, r->step, NULL);
+  st = ganfw_dp_before_save(r->s);
+  if (st == GANFW_OK && ganfw_dp_writes(r->s))
+    st = ganfw_run_save_checkpoint(r->s, path, nets, 2, r->loader, r->step, NULL);
+  ganfw_dp_after_save(r->s);
+  return ganfw_dp_agree(r->s, st, "writing the checkpoint");
 }
 
 static ganfw_status resume(gan_run *r) {
   ganfw_ckpt_net nets[2];
   fill_ckpt_nets(r->s, nets);
   ganfw_ckpt_meta *meta = NULL;
-  ganfw_status st = ganfw_run_resume(r->s, r->ckpt_dir, nets, 2, r->loader, &meta);
+  ganfw_status st = ganfw_dp_before_resume(r->s);
+  if (st == GANFW_OK) st = ganfw_run_resume(r->s, r->ckpt_dir, nets, 2, r->loader, &meta);
+  ganfw_status sc = ganfw_dp_after_resume(r->s, st == GANFW_OK);
+  if (st == GANFW_OK) st = sc;
   if (meta) r->step = meta->step;
   ganfw_ckpt_meta_free(meta);
   return st;
@@ -101,21 +113,32 @@ static ganfw_status open_run(gan_run *r) {
       (st = ganfw_path_join(r->ckpt_dir, sizeof r->ckpt_dir, out, "checkpoints")) ||
       (st = ganfw_mkdirs(r->samples_dir)) || (st = ganfw_mkdirs(r->ckpt_dir)))
     return st;
-  ganfw_run_folder_clean(out);
-  if ((st = ganfw_write_resolved_config(s->run->config, out)) != GANFW_OK) return st;
-  if ((st = ganfw_loader_create(s->data, &s->loader_cfg, &r->loader)) != GANFW_OK) return st;
+  const int32_t writes = ganfw_dp_writes(s); /* rank 0 alone writes the run's outputs */
+  if (writes) ganfw_run_folder_clean(out);
+  if (writes && (st = ganfw_write_resolved_config(s->run->config, out)) != GANFW_OK) return st;
+  ganfw_loader_config lc = s->loader_cfg; /* data-parallel: this rank's rows of each batch */
+  if (ganfw_dist_parallel(s->dist)) {
+    lc.shard_rank = s->dist->rank;
+    lc.shard_count = s->dist->size;
+  }
+  if ((st = ganfw_loader_create(s->data, &lc, &r->loader)) != GANFW_OK) return st;
   int64_t per_epoch = ganfw_loader_batches_per_epoch(r->loader);
   r->total = s->train.epochs * per_epoch;
   if (s->train.max_steps > 0 && (r->total == 0 || s->train.max_steps < r->total))
     r->total = s->train.max_steps;
   if ((st = ganfw_gan_create(s, &r->gan)) != GANFW_OK) return st;
-  const int64_t B = s->train.batch_size;
-  int64_t xs[4] = {B, s->data_info.channels, s->data_info.height, s->data_info.width};
+  /* x: this rank's rows; z: the global batch's noise (as one process draws it), of which
+   * this rank takes its rows */
+  const int64_t B = s->train.batch_size, b = ganfw_dp_local_batch(s);
+  int64_t xs[4] = {b, s->data_info.channels, s->data_info.height, s->data_info.width};
   int64_t zs[4] = {B, s->nz, 1, 1};
+  int64_t z0 = 0, zn = B;
+  ganfw_dist_shard(s->dist, B, &z0, &zn);
   r->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
   r->z = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, zs, GANFW_MEM_DATA, "noise");
+  r->z_local = r->z ? ganfw_tensor_rows(r->z, z0, zn, "noise") : NULL;
   r->fixed = ganfw_gan_fixed_noise(s, s->train.samples, s->ctx->seed);
-  if (!r->x || !r->z || !r->fixed) return ganfw_error_code();
+  if (!r->x || !r->z || !r->z_local || !r->fixed) return ganfw_error_code();
   r->host_batch = ganfw_host_staging_alloc(s->ctx, (size_t)r->x->nbytes, &r->host_pinned);
   r->host_labels = calloc((size_t)B, sizeof *r->host_labels);
   r->fixed_labels = calloc((size_t)s->train.samples, sizeof *r->fixed_labels);
@@ -127,12 +150,14 @@ static ganfw_status open_run(gan_run *r) {
   ganfw_gan_set_step(r->gan, r->step);
   char columns[4096] = "step,epoch,loss_d,loss_g,d_x,d_g_z1,d_g_z2,lr_g,lr_d,allocated,reserved,"
                        "step_seconds,skipped_d,skipped_g,nonfinite_skips";
+  if (ganfw_dist_parallel(s->dist)) strcat(columns, ",comm_seconds");
   if (clipping(s)) strcat(columns, ",grad_norm_g,grad_norm_d");
   ganfw_extras e = {.n = 0};
   ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++)
     snprintf(columns + strlen(columns), sizeof columns - strlen(columns), ",%s",
              e.keys[i] + strlen("memory."));
+  if (!writes) return GANFW_OK;
   return ganfw_metrics_open(out, columns, *s->train.resume != '\0', r->step + 1, &r->metrics);
 }
 
@@ -142,6 +167,7 @@ static void close_run(gan_run *r) {
   free(r->host_labels);
   free(r->fixed_labels);
   ganfw_tensor_destroy(r->x);
+  ganfw_tensor_destroy(r->z_local);
   ganfw_tensor_destroy(r->z);
   ganfw_tensor_destroy(r->fixed);
   ganfw_gan_destroy(r->gan);
@@ -153,7 +179,7 @@ static ganfw_status log_step(gan_run *r, const ganfw_gan_stats *gs, const ganfw_
   ganfw_session *s = r->s;
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
-  double row[17 + GANFW_MAX_EXTRA] = {(double)r->step,
+  double row[18 + GANFW_MAX_EXTRA] = {(double)r->step,
                                       (double)bi->epoch,
                                       gs->loss_d,
                                       gs->loss_g,
@@ -169,6 +195,7 @@ static ganfw_status log_step(gan_run *r, const ganfw_gan_stats *gs, const ganfw_
                                       (double)r->skipped_g,
                                       (double)r->nonfinite.total};
   int32_t n = 15;
+  if (ganfw_dist_parallel(s->dist)) row[n++] = r->comm_seconds;
   if (clipping(s)) {
     row[n++] = gs->grad_norm_g;
     row[n++] = gs->grad_norm_d;
@@ -179,6 +206,7 @@ static ganfw_status log_step(gan_run *r, const ganfw_gan_stats *gs, const ganfw_
   char losses[160];
   snprintf(losses, sizeof losses, "loss_d %.4f loss_g %.4f D(x) %.3f D(G(z)) %.3f/%.3f", gs->loss_d,
            gs->loss_g, gs->d_x, gs->d_g_z1, gs->d_g_z2);
+  if (!r->metrics) return GANFW_OK; /* a rank other than 0 */
   ganfw_progress(r->step, r->total, rate, eta, losses, s->ctx->alloc, r->step == r->total);
   return ganfw_metrics_row(r->metrics, row, n);
 }
@@ -193,6 +221,7 @@ static ganfw_status train_loop(gan_run *r) {
     ganfw_batch_info bi;
     int32_t *labels = s->n_classes ? r->host_labels : NULL; /* model.conditional */
     ganfw_alloc_trace_step(s->ctx->alloc, r->step + 1);     /* device.trace */
+    if ((st = ganfw_dp_step_begin(s, r->step + 1)) != GANFW_OK) break;
     if ((st = ganfw_loader_next(r->loader, r->host_batch, labels, &bi)) != GANFW_OK) break;
     if (bi.n < s->train.batch_size) continue; /* a short last batch (drop_last: false) */
     if (labels && (st = ganfw_gan_set_labels(r->gan, labels, bi.n)) != GANFW_OK) break;
@@ -205,11 +234,13 @@ static ganfw_status train_loop(gan_run *r) {
     for (int32_t i = 0; i < s->n_optim; i++) /* optim.schedule */
       ganfw_optim_set_lr(&s->optim[i], &s->schedule, r->step, r->total);
     ganfw_gan_stats gs;
-    if ((st = ganfw_gan_step(r->gan, r->x, r->z, &gs)) != GANFW_OK) {
+    ganfw_dp_take_comm_seconds(s);
+    if ((st = ganfw_gan_step(r->gan, r->x, r->z_local, &gs)) != GANFW_OK) {
       st = ganfw_error_wrap(st, "step %lld", (long long)(r->step + 1));
       break;
     }
     r->step++;
+    r->comm_seconds = ganfw_dp_take_comm_seconds(s);
     ganfw_alloc_trace_step_end(s->ctx->alloc);
     r->skipped_d += gs.skipped_d;
     r->skipped_g += gs.skipped_g;
@@ -232,7 +263,7 @@ static ganfw_status train_loop(gan_run *r) {
     const int ckpt =
         (s->train.checkpoint_every && r->step % s->train.checkpoint_every == 0) || last;
     if (sample || ckpt) ganfw_calibration_take(&s->predicted, s->ctx->alloc); /* the steps' peaks */
-    if (st == GANFW_OK && sample) {
+    if (st == GANFW_OK && sample && ganfw_dp_writes(s)) {
       st = write_samples(r);
       ganfw_ctx_empty_cache_at(s->ctx, GANFW_EMPTY_CACHE_AFTER_EVAL); /* device.empty_cache */
     }
@@ -243,7 +274,7 @@ static ganfw_status train_loop(gan_run *r) {
       st = save_checkpoint(r);
       saved = 1;
     }
-    if (st == GANFW_OK && ganfw_interrupt_requested()) {
+    if (st == GANFW_OK && ganfw_dp_any(s, ganfw_interrupt_requested(), &st) && st == GANFW_OK) {
       if (!saved) st = save_checkpoint(r);
       if (st == GANFW_OK) st = ganfw_interrupt_error(r->step, r->ckpt_dir);
     }
@@ -276,7 +307,7 @@ ganfw_status ganfw_train_gan(ganfw_session *s) {
                 "(train.on_nonfinite: skip; metrics.csv column nonfinite_skips)",
                 (long long)r.nonfinite.total);
   }
-  if (s->ctx) {
+  if (s->ctx && ganfw_dp_writes(s)) {
     ganfw_error_saved first;
     ganfw_error_save(&first, st);
     st = ganfw_error_first(&first,

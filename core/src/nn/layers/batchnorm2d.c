@@ -2,13 +2,20 @@
  * [C] and running statistics (PyTorch's BatchNorm2d). Train mode keeps x and the batch
  * mean and 1/std [C] for backward, whose input gradient goes over the output gradient where
  * the backend allows it. Args: C; fargs: eps, momentum, as the model asked for
- * them unless the run's config sets model.batchnorm_eps / model.batchnorm_momentum. */
+ * them unless the run's config sets model.batchnorm_eps / model.batchnorm_momentum. In a
+ * data-parallel run with dist.batchnorm: sync, train mode takes the statistics over the
+ * global batch (SyncBatchNorm): each rank's per-channel sums are all-reduced before the
+ * normalisation, and backward all-reduces the sums its input gradient needs. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "config/config.h"
+#include "dist/dist.h"
 #include "nn/layer.h"
+#include "runtime/ctx.h"
 
 static ganfw_status bn_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim, int64_t *out,
                              int32_t *out_ndim) {
@@ -171,6 +178,195 @@ static ganfw_status bn_backward_lp(ganfw_layer *l, const ganfw_exec *ex, const b
   return dyh ? GANFW_OK : ganfw_error_code();
 }
 
+/* --- SyncBatchNorm: statistics over every rank's rows ------------------------------------ */
+
+/* The data-parallel communicator when this forward or backward syncs, else NULL. */
+static ganfw_dist *bn_sync(const ganfw_layer *l, const ganfw_exec *ex) {
+  ganfw_dist *d = l->ctx->dist;
+  return ex->train && ganfw_dist_parallel(d) && d->set.batchnorm == GANFW_DIST_BN_SYNC &&
+                 d->bn_local == 0
+             ? d
+             : NULL;
+}
+
+/* One pass of the synced layer over a chunk of channels. */
+typedef struct sync_call {
+  int64_t N, HW, C;
+  double *sum; /* [2C]: per channel sum of x and of x^2 (forward), or of dy and of
+                  dy * xhat (backward) */
+  const float *mean, *invstd;
+  const double *dinvstd; /* [C]: 1/std before its rounding to f32 (forward) */
+  double count;          /* the global batch's values per channel */
+  int32_t param_grads, accumulate;
+  int32_t compute; /* 0 on the meta backend: nothing to read */
+} sync_call;
+
+/* f: x (forward sums) */
+static ganfw_status sync_sums(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t c0,
+                              int64_t channels, float *const *f) {
+  (void)l, (void)ex;
+  const sync_call *c = arg;
+  if (!c->compute) return GANFW_OK;
+  for (int64_t k = 0; k < channels; k++) {
+    double s = 0, q = 0;
+    for (int64_t n = 0; n < c->N; n++) {
+      const float *x = f[0] + (n * channels + k) * c->HW;
+      for (int64_t i = 0; i < c->HW; i++) {
+        s += x[i];
+        q += (double)x[i] * x[i];
+      }
+    }
+    c->sum[c0 + k] = s;
+    c->sum[c->C + c0 + k] = q;
+  }
+  return GANFW_OK;
+}
+
+/* f: x, y */
+static ganfw_status sync_normalize(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t c0,
+                                   int64_t channels, float *const *f) {
+  (void)ex;
+  const sync_call *c = arg;
+  if (!c->compute) return GANFW_OK;
+  const float *w = l->param[0]->data, *b = l->param[1]->data;
+  for (int64_t k = 0; k < channels; k++) { /* the CPU kernel's arithmetic, operation by operation */
+    const float m = c->mean[c0 + k], s = (float)((double)w[c0 + k] * c->dinvstd[c0 + k]),
+                o = b[c0 + k];
+    for (int64_t n = 0; n < c->N; n++) {
+      const float *x = f[0] + (n * channels + k) * c->HW;
+      float *y = f[1] + (n * channels + k) * c->HW;
+      for (int64_t i = 0; i < c->HW; i++) y[i] = (x[i] - m) * s + o;
+    }
+  }
+  return GANFW_OK;
+}
+
+/* f: x, dy: the sums of dy and dy * xhat, and the parameter gradients from this rank's rows
+ * (the gradient averaging across ranks makes them the global batch's) */
+static ganfw_status sync_grad_sums(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t c0,
+                                   int64_t channels, float *const *f) {
+  (void)ex;
+  const sync_call *c = arg;
+  if (!c->compute) return GANFW_OK;
+  for (int64_t k = 0; k < channels; k++) {
+    const float m = c->mean[c0 + k];
+    double sdy = 0, sdyx = 0; /* sum(dy), sum(dy * (x - mean)), as the CPU kernel sums them */
+    for (int64_t n = 0; n < c->N; n++) {
+      const float *x = f[0] + (n * channels + k) * c->HW, *dy = f[1] + (n * channels + k) * c->HW;
+      for (int64_t i = 0; i < c->HW; i++) {
+        sdy += dy[i];
+        sdyx += (double)(dy[i] * (x[i] - m));
+      }
+    }
+    c->sum[c0 + k] = sdy;
+    c->sum[c->C + c0 + k] = sdyx;
+    if (c->param_grads) {
+      const double sdyxhat = sdyx * (double)c->invstd[c0 + k];
+      float *dw = (float *)l->grad[0]->data + c0 + k, *db = (float *)l->grad[1]->data + c0 + k;
+      *dw = (float)(c->accumulate ? *dw + sdyxhat : sdyxhat);
+      *db = (float)(c->accumulate ? *db + sdy : sdy);
+    }
+  }
+  return GANFW_OK;
+}
+
+/* f: x, dy, dx: dx = w * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)), the means over
+ * the global batch */
+static ganfw_status sync_dx(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t c0,
+                            int64_t channels, float *const *f) {
+  (void)ex;
+  const sync_call *c = arg;
+  if (!c->compute) return GANFW_OK;
+  const float *w = l->param[0]->data;
+  for (int64_t k = 0; k < channels; k++) {
+    /* dx = dy * a + (x - mean) * b + c, a b c in double and then f32, as the CPU kernel */
+    const float m = c->mean[c0 + k];
+    const double is = c->invstd[c0 + k], ad = (double)w[c0 + k] * is;
+    const float a = (float)ad, b = (float)(-ad * is * is * c->sum[c->C + c0 + k] / c->count),
+                cc = (float)(-ad * c->sum[c0 + k] / c->count);
+    for (int64_t n = 0; n < c->N; n++) {
+      const float *x = f[0] + (n * channels + k) * c->HW, *dy = f[1] + (n * channels + k) * c->HW;
+      float *dx = f[2] + (n * channels + k) * c->HW;
+      for (int64_t i = 0; i < c->HW; i++) dx[i] = dy[i] * a + (x[i] - m) * b + cc;
+    }
+  }
+  return GANFW_OK;
+}
+
+/* The batch statistics over every rank into mean/invstd [C] (and the running statistics),
+ * then y from them. */
+static ganfw_status bn_forward_sync(ganfw_layer *l, const ganfw_exec *ex, ganfw_dist *d,
+                                    ganfw_tensor *x, ganfw_tensor *y, float *mean, float *invstd) {
+  const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+  /* a plan (meta backend): the same passes and scratch tensors, nothing read */
+  const int32_t compute = strcmp(ex->be->vt->name, "meta") != 0;
+  double *sum = calloc((size_t)(2 * C), sizeof *sum);
+  if (!sum) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  sync_call c = {.N = N, .HW = HW, .C = C, .sum = sum, .compute = compute};
+  ganfw_tensor *in[1] = {x};
+  ganfw_status st = ganfw_layer_channels_run(l, ex, in, 1, 1, sync_sums, &c);
+  char what[256];
+  snprintf(what, sizeof what, "the batch statistics of %s (SyncBatchNorm)", l->qualified);
+  if (st == GANFW_OK) st = ganfw_dist_allreduce_sum_f64(d, sum, 2 * C, what);
+  if (st != GANFW_OK) {
+    free(sum);
+    return st;
+  }
+  const double count = (double)(N * HW) * d->size;
+  const float eps = l->farg[0], momentum = l->farg[1];
+  float *rm = l->running_mean->data, *rv = l->running_var->data;
+  double *dinv = sum; /* the sums are read before their slot is reused */
+  for (int64_t k = 0; compute && k < C; k++) {
+    const double m = sum[k] / count;
+    double var = sum[C + k] / count - m * m;
+    if (var < 0) var = 0;
+    const double is = 1.0 / sqrt(var + (double)eps);
+    mean[k] = (float)m;
+    invstd[k] = (float)is;
+    dinv[k] = is;
+    if (ex->update_stats) {
+      rm[k] = (float)((1.0 - momentum) * rm[k] + momentum * m);
+      rv[k] = (float)((1.0 - momentum) * rv[k] + momentum * (var * count / (count - 1.0)));
+    }
+  }
+  c.mean = mean;
+  c.invstd = invstd;
+  c.dinvstd = dinv;
+  ganfw_tensor *io[2] = {x, y};
+  st = ganfw_layer_channels_run(l, ex, io, 1, 2, sync_normalize, &c);
+  free(sum);
+  return st;
+}
+
+static ganfw_status bn_backward_sync(ganfw_layer *l, const ganfw_exec *ex, ganfw_dist *d,
+                                     ganfw_tensor *x, ganfw_tensor *dy, ganfw_tensor *dx,
+                                     const float *mean, const float *invstd, int32_t param_grads,
+                                     int32_t accumulate) {
+  const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+  double *sum = calloc((size_t)(2 * C), sizeof *sum);
+  if (!sum) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  sync_call c = {.N = N,
+                 .HW = HW,
+                 .C = C,
+                 .sum = sum,
+                 .mean = mean,
+                 .invstd = invstd,
+                 .count = (double)(N * HW) * d->size,
+                 .param_grads = param_grads,
+                 .accumulate = accumulate,
+                 .compute = strcmp(ex->be->vt->name, "meta") != 0};
+  ganfw_tensor *in[2] = {x, dy};
+  ganfw_status st = ganfw_layer_channels_run(l, ex, in, 2, 2, sync_grad_sums, &c);
+  char what[256];
+  snprintf(what, sizeof what, "the gradient sums of %s (SyncBatchNorm)", l->qualified);
+  if (st == GANFW_OK && dx) st = ganfw_dist_allreduce_sum_f64(d, sum, 2 * C, what);
+  c.param_grads = 0;
+  ganfw_tensor *io[3] = {x, dy, dx};
+  if (st == GANFW_OK && dx) st = ganfw_layer_channels_run(l, ex, io, 2, 3, sync_dx, &c);
+  free(sum);
+  return st;
+}
+
 static ganfw_status bn_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
                                ganfw_tensor **y, ganfw_saved *saved) {
   const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
@@ -191,7 +387,9 @@ static ganfw_status bn_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tenso
     c.mean = mean ? mean->data : NULL;
     c.invstd = invstd ? invstd->data : NULL;
     ganfw_tensor *io[2] = {x, t};
-    st = ganfw_layer_lp(ex, GANFW_LP_BATCHNORM)
+    ganfw_dist *d = bn_sync(l, ex);
+    st = d ? bn_forward_sync(l, ex, d, x, t, c.mean, c.invstd)
+         : ganfw_layer_lp(ex, GANFW_LP_BATCHNORM)
              ? bn_forward_lp(l, ex, &c, x, t)
              : ganfw_layer_channels_run(l, ex, io, 1, 2, bn_forward_channels, &c);
   }
@@ -244,9 +442,12 @@ static ganfw_status bn_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_save
                .param_grads = param_grads,
                .accumulate = accumulate};
   ganfw_tensor *io[3] = {x, dy, g};
-  ganfw_status st = ganfw_layer_lp(ex, GANFW_LP_BATCHNORM)
-                        ? bn_backward_lp(l, ex, &c, x, dy, g)
-                        : ganfw_layer_channels_run(l, ex, io, 2, 3, bn_backward_channels, &c);
+  ganfw_dist *d = bn_sync(l, ex);
+  ganfw_status st =
+      d ? bn_backward_sync(l, ex, d, x, dy, g, c.mean, c.invstd, param_grads, accumulate)
+      : ganfw_layer_lp(ex, GANFW_LP_BATCHNORM)
+          ? bn_backward_lp(l, ex, &c, x, dy, g)
+          : ganfw_layer_channels_run(l, ex, io, 2, 3, bn_backward_channels, &c);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(g);
     return st;

@@ -1,0 +1,495 @@
+/* Data-parallel training as a user starts it: `mpirun -np 2 ganfw CONFIG` against one
+ * process at the same global batch (weights and losses), memory strategy zero (the same
+ * run, half the optimizer state per rank), a checkpoint resumed on another number of
+ * ranks, the per-rank plan, and the faults: a rank that hangs or dies ends the job within
+ * a bounded time naming it, ranks with different configs are refused, a batch that does
+ * not split is refused, and `ganfw launch` without mpirun says what to install.
+ *
+ * The runs are a small DC-GAN (nz 16, ngf 8, ndf 8) at 32x32 on a generated MNIST-format
+ * data set, 20 steps at the global batch 64 (32 rows per rank), Adam as PyTorch's DC-GAN
+ * example sets it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/safetensors.h"
+#include "testutil.h"
+
+static char root[64];
+static char ganfw[4096];
+static char mpirun[4096];
+static char supp[4200];
+static char out[1 << 16]; /* stdout and stderr of the last command */
+
+static const char *path_in(const char *rel) {
+  static char buf[8][512];
+  static int k;
+  k = (k + 1) % 8;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", root, rel);
+  return buf[k];
+}
+
+/* Runs `cmd` through the shell, capturing stdout and stderr; the exit code (128 + signal
+ * when killed); *seconds the wall time. */
+static int run(const char *cmd, double *seconds) {
+  char full[33000];
+  snprintf(full, sizeof full, "%s 2>&1", cmd);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  FILE *p = popen(full, "r");
+  if (!p) return -1;
+  size_t len = fread(out, 1, sizeof out - 1, p);
+  out[len] = '\0';
+  int status = pclose(p);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (seconds)
+    *seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* ganfw ARGS as one process. */
+static int one(const char *args) {
+  char cmd[32768];
+  snprintf(cmd, sizeof cmd, "'%s' %s", ganfw, args);
+  return run(cmd, NULL);
+}
+
+/* mpirun -np N ganfw ARGS (env: extra `-x NAME=VALUE` options, or ""). */
+static int ranks(int n, const char *env, const char *args, double *seconds) {
+  char cmd[32768];
+  snprintf(
+      cmd, sizeof cmd,
+      "timeout 300 '%s' --oversubscribe %s -x OPENBLAS_CORETYPE -x LSAN_OPTIONS=suppressions=%s %s "
+      "-np %d '%s' %s",
+      mpirun, geteuid() == 0 ? "--allow-run-as-root" : "", supp, env, n, ganfw, args);
+  return run(cmd, seconds);
+}
+
+static int have_mpi(void) {
+#ifdef GANFW_HAVE_MPI
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+/* The suite needs mpirun where the build has MPI; a build without MPI skips (and says). */
+static int skip(void) {
+  if (have_mpi()) return 0;
+  fprintf(stderr, "test_dist: this build has no MPI: the data-parallel runs are skipped\n");
+  return 1;
+}
+
+static int suite_init(void) {
+  const char *build = getenv("GANFW_TEST_BUILD_DIR"), *src = getenv("GANFW_SOURCE_DIR");
+  if (!build || !src) return -1;
+  snprintf(ganfw, sizeof ganfw, "%s/ganfw", build);
+  snprintf(supp, sizeof supp, "%s/tests/lsan_mpi.supp", src);
+  snprintf(root, sizeof root, "/tmp/ganfw_dist_XXXXXX");
+  if (!mkdtemp(root) || mkdir(path_in("mnist"), 0755) != 0) return -1;
+  if (gt_write_mnist(path_in("mnist"), 640, 20, 11) != 0) return -1;
+  /* One OpenBLAS kernel on every machine of this kind (AVX2 and AVX-512 ones alike), so
+   * that the runs below sum in the same order wherever the suite runs; ganfw's own kernels
+   * give the same bits at every SIMD level. */
+  setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+  if (run("command -v mpirun", NULL) == 0) {
+    size_t n = strcspn(out, "\n");
+    snprintf(mpirun, sizeof mpirun, "%.*s", (int)n, out);
+  }
+  if (have_mpi() && !*mpirun) {
+    fprintf(stderr, "test_dist: this build has MPI but mpirun is not on PATH: install "
+                    "openmpi-bin (scripts/deps.sh)\n");
+    return -1;
+  }
+  char text[2048];
+  snprintf(text, sizeof text,
+           "seed: 3\n"
+           "device: {type: cpu, threads: 1}\n"
+           "data: {dataset: mnist, path: %s/mnist, resize: 32, prefetch: false}\n"
+           "model: {plugin: dcgan, image_size: 32, nz: 16, ngf: 8, ndf: 8}\n"
+           "optim: {plugin: adam, lr: 2.0e-4, betas: [0.5, 0.999]}\n"
+           "train:\n"
+           "  batch_size: 64\n"
+           "  max_steps: 20\n"
+           "  log_every: 1\n"
+           "  sample_every: 0\n"
+           "  checkpoint_every: 10\n",
+           root);
+  FILE *f = fopen(path_in("gan.yaml"), "w");
+  if (!f) return -1;
+  fputs(text, f);
+  fclose(f);
+  return 0;
+}
+
+static int suite_clean(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The largest ||a - b|| / ||a|| over the tensors of two checkpoints whose names start with
+ * `prefix` ("" every one; names that start with "optim." are left out unless `optim`);
+ * *count the tensors compared. -1 when a file is unreadable or they differ in names. */
+static double worst_rel(const char *a, const char *b, int optim, int *count, char *worst,
+                        size_t n) {
+  ganfw_st_file *fa = NULL, *fb = NULL;
+  double w = -1;
+  *count = 0;
+  if (ganfw_st_open(a, &fa) != GANFW_OK || ganfw_st_open(b, &fb) != GANFW_OK) goto done;
+  if (ganfw_st_count(fa) != ganfw_st_count(fb)) goto done;
+  w = 0;
+  for (int64_t i = 0; i < ganfw_st_count(fa); i++) {
+    const ganfw_st_tensor *x = ganfw_st_at(fa, i), *y = ganfw_st_find(fb, x->name);
+    if (!y || y->nbytes != x->nbytes) {
+      w = -1;
+      break;
+    }
+    if ((!optim && strncmp(x->name, "optim.", 6) == 0) || x->dtype != GANFW_DTYPE_F32) continue;
+    const float *p = x->data, *q = y->data;
+    double d = 0, s = 0;
+    for (int64_t k = 0; k < x->numel; k++) {
+      d += ((double)p[k] - q[k]) * ((double)p[k] - q[k]);
+      s += (double)p[k] * p[k];
+    }
+    const double r = s > 0 ? sqrt(d / s) : sqrt(d);
+    if (r > w) {
+      w = r;
+      snprintf(worst, n, "%s", x->name);
+    }
+    (*count)++;
+  }
+done:
+  ganfw_st_close(fa);
+  ganfw_st_close(fb);
+  return w;
+}
+
+/* Column `col` (0: step) of every row of <dir>/metrics.csv into v[0..cap); the row count. */
+static int metric_column(const char *dir, int col, double *v, int cap) {
+  char p[600];
+  snprintf(p, sizeof p, "%s/metrics.csv", dir);
+  FILE *f = fopen(p, "r");
+  if (!f) return 0;
+  char line[4096];
+  int n = 0;
+  if (!fgets(line, sizeof line, f)) n = 0; /* the header */
+  while (n < cap && fgets(line, sizeof line, f)) {
+    char *s = line;
+    for (int c = 0; c < col && s; c++) {
+      s = strchr(s, ',');
+      if (s) s++;
+    }
+    if (s) v[n++] = strtod(s, NULL);
+  }
+  fclose(f);
+  return n;
+}
+
+/* The largest relative difference of loss_d and loss_g (columns 2, 3) over the steps. */
+static double worst_loss(const char *a, const char *b, int *steps) {
+  double w = 0;
+  *steps = 0;
+  for (int col = 2; col <= 3; col++) {
+    double x[64], y[64];
+    int n = metric_column(a, col, x, 64), m = metric_column(b, col, y, 64);
+    if (n != m || n == 0) return -1;
+    for (int i = 0; i < n; i++) {
+      double r = fabs(x[i] - y[i]) / fmax(fabs(x[i]), 1e-12);
+      if (r > w) w = r;
+    }
+    *steps = n;
+  }
+  return w;
+}
+
+/* Relative per-tensor tolerance of a 2-rank run against one process after 20 steps.
+ * SyncBatchNorm, the gradient average and the loss mean sum the same numbers in another
+ * order, so the two runs are not bitwise equal (measured: about 2e-7). */
+#define TOL 1e-5
+
+static void test_two_ranks_match_one(void) {
+  if (skip()) return;
+  char args[4096];
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("gan.yaml"),
+           path_in("one"));
+  CU_ASSERT_EQUAL_FATAL(one(args), 0);
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("gan.yaml"),
+           path_in("two"));
+  int rc = ranks(2, "", args, NULL);
+  if (rc != 0) fprintf(stderr, "%s\n", out);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  /* rank 0 alone wrote the run's outputs: one metrics row per step */
+  double steps[64];
+  CU_ASSERT_EQUAL(metric_column(path_in("two"), 0, steps, 64), 20);
+  int count = 0, n = 0;
+  char worst[256] = "";
+  double w = worst_rel(path_in("one/checkpoints/step_00000020.safetensors"),
+                       path_in("two/checkpoints/step_00000020.safetensors"), 0, &count, worst,
+                       sizeof worst);
+  printf("\n  2 ranks vs 1 process, 20 steps: worst weight %.3g (%s) over %d tensors", w, worst,
+         count);
+  CU_ASSERT(count > 20);
+  CU_ASSERT(w >= 0 && w <= TOL);
+  double l = worst_loss(path_in("one"), path_in("two"), &n);
+  printf("; worst loss %.3g over %d steps", l, n);
+  /* Adam's moments too */
+  double o = worst_rel(path_in("one/checkpoints/step_00000020.safetensors"),
+                       path_in("two/checkpoints/step_00000020.safetensors"), 1, &count, worst,
+                       sizeof worst);
+  printf("; with the optimizer state %.3g (%s)\n", o, worst);
+  CU_ASSERT(o >= 0 && o <= TOL);
+  CU_ASSERT_EQUAL(n, 20);
+  CU_ASSERT(l >= 0 && l <= TOL);
+  /* metrics.csv has the time in collectives */
+  double comm[64];
+  CU_ASSERT_EQUAL(metric_column(path_in("two"), 15, comm, 64), 20);
+  CU_ASSERT(comm[19] > 0);
+}
+
+/* memory strategy zero: the same updates (bitwise: the optimizer is elementwise), the
+ * whole state in the checkpoint, half of it per rank. */
+static void test_zero(void) {
+  if (skip()) return;
+  char args[4096];
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' --set 'memory=[{plugin: zero}]'",
+           path_in("gan.yaml"), path_in("zero"));
+  CU_ASSERT_EQUAL_FATAL(ranks(2, "", args, NULL), 0);
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("gan.yaml"),
+           path_in("dp_adam"));
+  CU_ASSERT_EQUAL_FATAL(ranks(2, "", args, NULL), 0);
+  int count = 0;
+  char worst[256] = "";
+  double w = worst_rel(path_in("zero/checkpoints/step_00000020.safetensors"),
+                       path_in("dp_adam/checkpoints/step_00000020.safetensors"), 1, &count, worst,
+                       sizeof worst);
+  CU_ASSERT(count > 40); /* weights and both moments of every parameter */
+  CU_ASSERT_EQUAL(w, 0.0);
+  if (w != 0.0) fprintf(stderr, "zero vs plain data-parallel: %g at %s\n", w, worst);
+  /* per rank: the compare row's optimizer state is half of one process's */
+  char json1[600], json2[600];
+  snprintf(json1, sizeof json1, "%s", path_in("c1.json"));
+  snprintf(json2, sizeof json2, "%s", path_in("c2.json"));
+  snprintf(args, sizeof args,
+           "-q compare '%s' --steps 1 --warmup 0 --json '%s' --set 'memory=[{plugin: zero}]'",
+           path_in("gan.yaml"), json2);
+  CU_ASSERT_EQUAL_FATAL(ranks(2, "", args, NULL), 0);
+  snprintf(args, sizeof args, "-q compare '%s' --steps 1 --warmup 0 --json '%s'",
+           path_in("gan.yaml"), json1);
+  CU_ASSERT_EQUAL_FATAL(one(args), 0);
+  long long s1 = -1, s2 = -1, c2 = -1, r2 = -1;
+  char buf[1 << 14];
+  FILE *f = fopen(json1, "r");
+  size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  buf[len] = '\0';
+  if (f) fclose(f);
+  const char *k = strstr(buf, "\"peak_optim_state\":");
+  if (k) s1 = strtoll(k + strlen("\"peak_optim_state\":"), NULL, 10);
+  f = fopen(json2, "r");
+  len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  buf[len] = '\0';
+  if (f) fclose(f);
+  if ((k = strstr(buf, "\"peak_optim_state\":"))) s2 = strtoll(k + 19, NULL, 10);
+  if ((k = strstr(buf, "\"peak_comm\":"))) c2 = strtoll(k + 12, NULL, 10);
+  if ((k = strstr(buf, "\"ranks\":"))) r2 = strtoll(k + 8, NULL, 10);
+  printf("\n  optimizer state: one process %lld bytes, a rank of 2 with zero %lld; comm %lld\n", s1,
+         s2, c2);
+  CU_ASSERT(s1 > 0);
+  CU_ASSERT_EQUAL(2 * s2, s1);
+  CU_ASSERT(c2 > 0);
+  CU_ASSERT_EQUAL(r2, 2);
+}
+
+/* Losses (loss_d, loss_g) of step `step` (from 1) of <dir>/metrics.csv. */
+static int losses_at(const char *dir, int step, double *d, double *g) {
+  double s[64], a[64], b[64];
+  int n = metric_column(dir, 0, s, 64);
+  if (metric_column(dir, 2, a, 64) != n || metric_column(dir, 3, b, 64) != n) return 0;
+  for (int i = 0; i < n; i++)
+    if ((int)s[i] == step) {
+      *d = a[i];
+      *g = b[i];
+      return 1;
+    }
+  return 0;
+}
+
+/* A checkpoint of 2 ranks with zero (the whole optimizer state gathered into it) goes on
+ * as one process, and one of one process goes on on 2 ranks. Each continuation starts
+ * from the same state as the uninterrupted run of the first part's rank count: its first
+ * step gives that run's losses (the arithmetic after it differs by summation order only). */
+static void test_resume_other_ranks(void) {
+  if (skip()) return;
+  char args[4096];
+  const char *zero = "--set 'memory=[{plugin: zero}]'";
+  /* uninterrupted: 2 ranks with zero, and one process */
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' %s", path_in("gan.yaml"),
+           path_in("u2"), zero);
+  CU_ASSERT_EQUAL_FATAL(ranks(2, "", args, NULL), 0);
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("gan.yaml"), path_in("u1"));
+  CU_ASSERT_EQUAL_FATAL(one(args), 0);
+  /* 2 ranks with zero to step 10, then one process */
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' --set train.max_steps=10 %s",
+           path_in("gan.yaml"), path_in("r21"), zero);
+  CU_ASSERT_EQUAL_FATAL(ranks(2, "", args, NULL), 0);
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' --set train.resume=latest",
+           path_in("gan.yaml"), path_in("r21"));
+  CU_ASSERT_EQUAL_FATAL(one(args), 0);
+  /* one process to step 10, then 2 ranks with zero */
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' --set train.max_steps=10",
+           path_in("gan.yaml"), path_in("r12"));
+  CU_ASSERT_EQUAL_FATAL(one(args), 0);
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' --set train.resume=latest %s",
+           path_in("gan.yaml"), path_in("r12"), zero);
+  CU_ASSERT_EQUAL_FATAL(ranks(2, "", args, NULL), 0);
+  /* the checkpoints at step 10 hold the whole state of their run, bit for bit */
+  int count = 0;
+  char worst[256] = "";
+  CU_ASSERT_EQUAL(worst_rel(path_in("u2/checkpoints/step_00000010.safetensors"),
+                            path_in("r21/checkpoints/step_00000010.safetensors"), 1, &count, worst,
+                            sizeof worst),
+                  0.0);
+  CU_ASSERT(count > 40);
+  CU_ASSERT_EQUAL(worst_rel(path_in("u1/checkpoints/step_00000010.safetensors"),
+                            path_in("r12/checkpoints/step_00000010.safetensors"), 1, &count, worst,
+                            sizeof worst),
+                  0.0);
+  /* the first step after the resume continues each run */
+  double d0, g0, d1, g1;
+  CU_ASSERT_FATAL(losses_at(path_in("u2"), 11, &d0, &g0) &&
+                  losses_at(path_in("r21"), 11, &d1, &g1));
+  printf("\n  step 11 after 2 ranks then 1: loss_d %.9g vs %.9g, loss_g %.9g vs %.9g", d1, d0, g1,
+         g0);
+  CU_ASSERT(fabs(d1 - d0) <= TOL * fabs(d0) && fabs(g1 - g0) <= TOL * fabs(g0));
+  CU_ASSERT_FATAL(losses_at(path_in("u1"), 11, &d0, &g0) &&
+                  losses_at(path_in("r12"), 11, &d1, &g1));
+  printf("; after 1 then 2 ranks: loss_d %.9g vs %.9g\n", d1, d0);
+  CU_ASSERT(fabs(d1 - d0) <= TOL * fabs(d0) && fabs(g1 - g0) <= TOL * fabs(g0));
+  /* and both reach step 20, rank 0 alone appending to metrics.csv */
+  double steps[64];
+  CU_ASSERT_EQUAL(metric_column(path_in("r21"), 0, steps, 64), 20);
+  CU_ASSERT_EQUAL(metric_column(path_in("r12"), 0, steps, 64), 20);
+}
+
+/* dist.batchnorm: local (DistributedDataParallel's default): each rank normalises its own
+ * 32 rows, so the first step's losses are not the global batch's; the running statistics
+ * are rank 0's on every rank (broadcast each step), so the checkpoint is rank 0's. */
+static void test_local_batchnorm(void) {
+  if (skip()) return;
+  char args[4096];
+  snprintf(args, sizeof args,
+           "-q '%s' --set run.out_dir='%s' --set dist.batchnorm=local --set train.max_steps=4",
+           path_in("gan.yaml"), path_in("local"));
+  CU_ASSERT_EQUAL_FATAL(ranks(2, "", args, NULL), 0);
+  double d0, g0, d1, g1;
+  CU_ASSERT_FATAL(losses_at(path_in("local"), 1, &d1, &g1));
+  /* the sync run of test_two_ranks_match_one, or a new one-process run */
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' --set train.max_steps=1",
+           path_in("gan.yaml"), path_in("one1"));
+  CU_ASSERT_EQUAL_FATAL(one(args), 0);
+  CU_ASSERT_FATAL(losses_at(path_in("one1"), 1, &d0, &g0));
+  printf("\n  step 1 loss_d: local BatchNorm %.6f, global batch %.6f\n", d1, d0);
+  CU_ASSERT(fabs(d1 - d0) > 1e-4 * fabs(d0));
+  double steps[64];
+  CU_ASSERT_EQUAL(metric_column(path_in("local"), 0, steps, 64), 4);
+  /* a mode that does not exist: the key and the two modes */
+  snprintf(args, sizeof args, "validate '%s' --set dist.batchnorm=global", path_in("gan.yaml"));
+  CU_ASSERT_EQUAL(one(args), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "dist.batchnorm: 'global' is not a mode"));
+}
+
+/* `ganfw plan --ranks 2`: one rank's rows, gradient buckets as comm, zero's half state. */
+static void test_plan_ranks(void) {
+  char args[4096];
+  snprintf(args, sizeof args, "plan '%s' --set 'memory=[{plugin: zero}]' --ranks 2",
+           path_in("gan.yaml"));
+  CU_ASSERT_EQUAL_FATAL(one(args), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "one rank's of 2, with 32 rows of the global batch"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "zero"));
+  const char *c = strstr(out, "\ncomm ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  CU_ASSERT(strtod(c + 5, NULL) > 0);
+  const char *o = strstr(out, "\noptim_state ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+  const double half = strtod(o + 13, NULL);
+  snprintf(args, sizeof args, "plan '%s'", path_in("gan.yaml"));
+  CU_ASSERT_EQUAL_FATAL(one(args), 0);
+  o = strstr(out, "\noptim_state ");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+  const double whole = strtod(o + 13, NULL);
+  CU_ASSERT(whole > 0 && fabs(2 * half - whole) <= 0.011); /* MiB to two decimals */
+  CU_ASSERT_PTR_NULL(strstr(out, "one rank's"));
+}
+
+static void test_faults(void) {
+  if (skip()) return;
+  char args[4096];
+  double sec = 0;
+  const char *quick = "--set train.max_steps=6 --set train.checkpoint_every=0 --set dist.timeout=3";
+  /* a rank that hangs: every rank ends within the timeouts, the message names it */
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' %s", path_in("gan.yaml"),
+           path_in("hang"), quick);
+  int rc = ranks(2, "-x GANFW_DIST_FAULT=hang:1:3", args, &sec);
+  CU_ASSERT(rc != 0 && rc != 124);
+  CU_ASSERT(sec < 60);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "rank 1 (last at step 2) did not reach step 3"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "dist.timeout"));
+  /* a rank that dies: mpirun ends the others and names it */
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' %s", path_in("gan.yaml"),
+           path_in("die"), quick);
+  rc = ranks(2, "-x GANFW_DIST_FAULT=die:1:3", args, &sec);
+  CU_ASSERT(rc != 0 && rc != 124);
+  CU_ASSERT(sec < 60);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "rank 1"));
+  /* different configs on the ranks: refused at the start, naming the rank */
+  char cmd[32768];
+  snprintf(cmd, sizeof cmd,
+           "timeout 120 '%s' --oversubscribe %s -x OPENBLAS_CORETYPE -x "
+           "LSAN_OPTIONS=suppressions=%s -np 1 "
+           "'%s' -q '%s' "
+           "--set run.out_dir='%s' : -np 1 '%s' -q '%s' --set run.out_dir='%s' --set "
+           "train.label_smoothing=0.1",
+           mpirun, geteuid() == 0 ? "--allow-run-as-root" : "", supp, ganfw, path_in("gan.yaml"),
+           path_in("mm"), ganfw, path_in("gan.yaml"), path_in("mm"));
+  rc = run(cmd, NULL);
+  CU_ASSERT_EQUAL(rc, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "rank 1 resolved another config than rank 0"));
+  /* a global batch the ranks cannot share */
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' --set train.batch_size=63",
+           path_in("gan.yaml"), path_in("odd"));
+  rc = ranks(2, "", args, NULL);
+  CU_ASSERT_EQUAL(rc, 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "does not split over 2 ranks"));
+  /* nothing of the failed runs' outputs is half-written: no checkpoint of the hung step */
+  struct stat sb;
+  CU_ASSERT_NOT_EQUAL(stat(path_in("hang/checkpoints/step_00000003.safetensors"), &sb), 0);
+}
+
+/* `ganfw launch` without mpirun on PATH: what to install. */
+static void test_launch_without_mpirun(void) {
+  char cmd[32768];
+  snprintf(cmd, sizeof cmd, "PATH=/nonexistent '%s' launch -n 2 '%s'", ganfw, path_in("gan.yaml"));
+  CU_ASSERT_EQUAL(run(cmd, NULL), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "mpirun is not on PATH: install Open MPI"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "openmpi-bin"));
+}
+
+static CU_TestInfo tests[] = {
+    {"2 ranks match one process at the global batch", test_two_ranks_match_one},
+    {"zero: same run, half the optimizer state per rank", test_zero},
+    {"a checkpoint resumes on another number of ranks", test_resume_other_ranks},
+    {"dist.batchnorm: local", test_local_batchnorm},
+    {"plan --ranks 2 shows one rank's bytes", test_plan_ranks},
+    {"a hung or dead rank, mismatched configs, an odd batch", test_faults},
+    {"launch without mpirun says what to install", test_launch_without_mpirun},
+    CU_TEST_INFO_NULL,
+};
+
+int main(void) {
+  return gt_run_fixture("dist", tests, suite_init, suite_clean);
+}
