@@ -5,6 +5,7 @@
 # the time a rank spends in collectives (comm) and its share of the step, and the ratio of
 # images/s to one process. Both use the machine's cores: one process DEVICE_THREADS threads,
 # each rank DEVICE_THREADS / 2 (ganfw divides device.threads among the ranks of a node).
+# SETS="--set KEY=VALUE ..." goes to both (e.g. --set dist.bucket_cap=1MiB).
 #
 #   bench/run_dp.sh 5 [CONFIG]        (from the repository root, after scripts/build.sh)
 set -euo pipefail
@@ -27,11 +28,11 @@ for ((r = 1; r <= rounds; r++)); do
   for n in 1 2; do
     out="$tmp/r$r-$n.json"
     common=(compare "$config" --steps "$steps" --warmup "$warmup" --json "$out"
-            --set device.threads="$threads" -q)
+            --set device.threads="$threads" ${SETS:-} -q)
     if [ "$n" = 1 ]; then
-      "$bin" "${common[@]}" > /dev/null
+      "$bin" "${common[@]}" > /dev/null 2>&1
     else
-      mpirun --oversubscribe $root_flag -np "$n" "$bin" "${common[@]}" > /dev/null
+      mpirun --oversubscribe $root_flag -np "$n" "$bin" "${common[@]}" > /dev/null 2>&1
     fi
     ips[$n]+="$(field "$out" images_per_s) " step[$n]+="$(field "$out" step_seconds) "
     comm[$n]+="$(field "$out" comm_seconds) "
@@ -46,5 +47,5 @@ for n in 1 2; do
   s=$(tr ' ' '\n' <<<"${step[$n]}" | grep . | median)
   c=$(tr ' ' '\n' <<<"${comm[$n]}" | grep . | median)
   awk -v n="$n" -v i="$i" -v s="$s" -v c="$c" -v b="$base" \
-    'BEGIN {printf "%-8s %10.1f %10.4f %10.4f %7.1f%% %8.3f\n", n, i, s, c, s > 0 ? 100 * c / s : 0, i / b}'
+    'BEGIN {printf "%-8s %10.1f %10.4f %10.4f %7.1f%% %8.3f\n", n, i, s, c, (s > 0 ? 100 * c / s : 0), i / b}'
 done

@@ -518,9 +518,10 @@ static int cmd_compare(cli_args *args) {
   ganfw_status st = ganfw_compare_run(args->operands, nconfigs, args->sets, args->nsets,
                                       &args->compare, rows, stderr);
   if (st == GANFW_OK) ganfw_compare_print(rows, n, stdout);
-  if (st == GANFW_OK && args->csv) st = ganfw_compare_write_csv(rows, n, args->csv);
-  if (st == GANFW_OK && args->json) st = ganfw_compare_write_json(rows, n, args->json);
-  if (st == GANFW_OK && args->html) st = ganfw_compare_write_html(rows, n, args->html);
+  const int writes = ganfw_dist_world_rank() == 0; /* under mpirun rank 0 writes the files */
+  if (st == GANFW_OK && writes && args->csv) st = ganfw_compare_write_csv(rows, n, args->csv);
+  if (st == GANFW_OK && writes && args->json) st = ganfw_compare_write_json(rows, n, args->json);
+  if (st == GANFW_OK && writes && args->html) st = ganfw_compare_write_html(rows, n, args->html);
   int failed = 0;
   for (int i = 0; i < n; i++) failed |= rows[i].status != GANFW_OK;
   ganfw_compare_rows_free(rows, n);

@@ -151,11 +151,13 @@ typedef struct ganfw_loader_config {
                       * to `workers` batches ahead; batches come out in order and are bit for
                       * bit those of one worker or none. Without prefetch it must be 0 or 1. */
   /* Data-parallel (0 and 0 or 1: off): each batch of batch_size samples is the global
-   * batch, of which only rows [shard_rank * b, (shard_rank + 1) * b) are decoded, b =
-   * batch_size / shard_count, into the caller's rows 0..b; positions, epochs and
-   * permutations stay the global ones, so a checkpoint's position means the same on any
-   * number of ranks. */
-  int32_t shard_rank, shard_count;
+   * batch, cut into shard_groups micro-batches (0 counts as 1) of m = batch_size /
+   * shard_groups rows; of micro-batch g only rows [g*m + shard_rank*p, g*m + (shard_rank +
+   * 1)*p), p = m / shard_count, are decoded, into the caller's rows g*p .. (g+1)*p. So the
+   * caller's micro-batch g is this rank's part of the global micro-batch g. Positions,
+   * epochs and permutations stay the global ones: a checkpoint's position means the same
+   * on any number of ranks. */
+  int32_t shard_rank, shard_count, shard_groups;
 } ganfw_loader_config;
 
 enum { GANFW_LOADER_MAX_WORKERS = 16 };

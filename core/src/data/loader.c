@@ -105,36 +105,47 @@ static void batch_index(ganfw_loader *l, const ganfw_batch_info *info, int64_t *
 
 /* Decodes and transforms the samples index[0..info->n) into images/labels; stops between two
  * samples when the loader is destroyed or `cancel` is raised. */
-/* The rows [*lo, *hi) of a batch of n that this loader's shard decodes. */
-static void shard_rows(const ganfw_loader *l, int32_t n, int32_t *lo, int32_t *hi) {
+/* Group g of a batch of n: the batch rows [*lo, *hi) this loader's shard decodes, into its
+ * caller's rows from *to (see ganfw_loader_config). */
+static void shard_rows(const ganfw_loader *l, int32_t n, int32_t g, int32_t *lo, int32_t *hi,
+                       int32_t *to) {
   if (l->cfg.shard_count <= 1) {
     *lo = 0;
     *hi = n;
+    *to = 0;
     return;
   }
-  const int32_t per = l->cfg.batch_size / l->cfg.shard_count;
-  *lo = per * l->cfg.shard_rank;
+  const int32_t groups = l->cfg.shard_groups > 1 ? l->cfg.shard_groups : 1;
+  const int32_t m = l->cfg.batch_size / groups, per = m / l->cfg.shard_count;
+  *lo = g * m + per * l->cfg.shard_rank;
   *hi = *lo + per;
+  *to = g * per;
   if (*hi > n) *hi = n;
   if (*lo > *hi) *lo = *hi;
 }
 
 static ganfw_status fill(ganfw_loader *l, ganfw_batch_info *info, const int64_t *index,
                          float *images, int32_t *labels, atomic_int *cancel) {
-  int32_t lo, hi;
-  shard_rows(l, info->n, &lo, &hi);
-  info->rows = hi - lo;
-  info->first = lo;
-  for (int32_t i = lo; i < hi; i++) { /* row i of the batch lands in the caller's i - lo */
-    if (atomic_load_explicit(&l->abandon, memory_order_relaxed) ||
-        (cancel && atomic_load_explicit(cancel, memory_order_relaxed)))
-      return ganfw_error_set(GANFW_ERR_INTERRUPTED, "loader stopped");
-    int32_t label = 0;
-    ganfw_status st = ganfw_dataset_get(l->ds, index[i],
-                                        ganfw_data_sample_key(l->cfg.seed, info->epoch, index[i]),
-                                        images + (size_t)(i - lo) * l->sample_elems, &label);
-    if (st != GANFW_OK) return st;
-    if (labels) labels[i - lo] = label;
+  const int32_t groups =
+      l->cfg.shard_count > 1 && l->cfg.shard_groups > 1 ? l->cfg.shard_groups : 1;
+  info->rows = 0;
+  for (int32_t g = 0; g < groups; g++) {
+    int32_t lo, hi, to;
+    shard_rows(l, info->n, g, &lo, &hi, &to);
+    if (g == 0) info->first = lo;
+    for (int32_t i = lo; i < hi; i++) { /* row i of the batch lands in the caller's to + i - lo */
+      if (atomic_load_explicit(&l->abandon, memory_order_relaxed) ||
+          (cancel && atomic_load_explicit(cancel, memory_order_relaxed)))
+        return ganfw_error_set(GANFW_ERR_INTERRUPTED, "loader stopped");
+      int32_t label = 0;
+      const int32_t row = to + i - lo;
+      ganfw_status st = ganfw_dataset_get(l->ds, index[i],
+                                          ganfw_data_sample_key(l->cfg.seed, info->epoch, index[i]),
+                                          images + (size_t)row * l->sample_elems, &label);
+      if (st != GANFW_OK) return st;
+      if (labels) labels[row] = label;
+      if (row + 1 > info->rows) info->rows = row + 1;
+    }
   }
   return GANFW_OK;
 }
@@ -263,11 +274,13 @@ ganfw_status ganfw_loader_create(const ganfw_dataset *ds, const ganfw_loader_con
   if (!ds || !cfg || cfg->batch_size <= 0)
     return ganfw_error_set(GANFW_ERR_CONFIG, "loader: batch_size must be positive (got %d)",
                            cfg ? cfg->batch_size : 0);
+  const int32_t groups = cfg->shard_groups > 1 ? cfg->shard_groups : 1;
   if (cfg->shard_count > 1 && (cfg->shard_rank < 0 || cfg->shard_rank >= cfg->shard_count ||
-                               cfg->batch_size % cfg->shard_count != 0))
+                               cfg->batch_size % (cfg->shard_count * groups) != 0))
     return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "loader: shard %d of %d does not split batches of %d evenly",
-                           cfg->shard_rank, cfg->shard_count, cfg->batch_size);
+                           "loader: shard %d of %d does not split batches of %d (%d micro-batches) "
+                           "evenly",
+                           cfg->shard_rank, cfg->shard_count, cfg->batch_size, groups);
   if (cfg->workers < 0 || cfg->workers > GANFW_LOADER_MAX_WORKERS ||
       (!cfg->prefetch && cfg->workers > 1))
     return ganfw_error_set(GANFW_ERR_CONFIG,

@@ -105,6 +105,11 @@ void ganfw_plan_print(const char *config, const ganfw_probe_result *p, FILE *out
             "each; comm holds its gradient buckets%s\n",
             (int)p->ranks, (long long)(p->batch_size / p->ranks),
             p->zero_elems > 0 ? " and optim_state its shard of the optimizer state (zero)" : "");
+  if (p->zero_total > 0)
+    fprintf(out,
+            "zero: this rank keeps the optimizer state of %lld of the %lld parameter elements "
+            "(the allocator rounds each piece to 512 bytes)\n",
+            (long long)p->zero_elems, (long long)p->zero_total);
   if (p->ema_bytes > 0)
     fprintf(out,
             "train.ema (decay %g): the generator's averages take %.2f MiB (f32 weights), counted "

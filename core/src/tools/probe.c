@@ -338,14 +338,14 @@ static ganfw_status set_up(probe *p) {
   out->family = s->family;
   out->n_phases = s->family == GANFW_MODEL_GAN ? 2 : 1;
   /* data-parallel (mpirun, or plan --ranks): this rank's rows, as ganfw_train_gan holds them */
-  ganfw_loader_config lc = s->loader_cfg;
-  int64_t z0 = 0, zn = s->train.batch_size;
-  ganfw_dist_shard(s->dist, s->train.batch_size, &z0, &zn);
-  out->ranks = s->dist ? s->dist->size : 1;
-  for (int32_t i = 0; i < s->n_optim; i++) out->zero_elems += ganfw_zero_shard_elems(&s->optim[i]);
-  if (ganfw_dist_parallel(s->dist)) {
-    lc.shard_rank = s->dist->rank;
-    lc.shard_count = s->dist->size;
+  ganfw_loader_config lc;
+  ganfw_dp_loader_config(s, &lc);
+  const int64_t zn = ganfw_dp_local_batch(s);
+  out->ranks = ganfw_dp_ranks(s);
+  for (int32_t i = 0; i < s->n_optim; i++) {
+    out->zero_elems += ganfw_zero_shard_elems(&s->optim[i]);
+    for (int64_t k = 0; ganfw_zero_sharded(&s->optim[i]) && k < s->optim[i].n_params; k++)
+      out->zero_total += s->optim[i].params[k].value->numel;
   }
   if (opt->real_data && (st = ganfw_loader_create(s->data, &lc, &p->loader)) != GANFW_OK) return st;
   const int64_t B = s->train.batch_size;
@@ -356,7 +356,7 @@ static ganfw_status set_up(probe *p) {
     p->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
     p->z =
         p->x ? ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, zs, GANFW_MEM_DATA, "noise") : NULL;
-    p->z_local = p->z ? ganfw_tensor_rows(p->z, z0, zn, "noise") : NULL;
+    p->z_local = p->z ? ganfw_dp_rows_tensor(s, p->z, "noise.rank") : NULL;
     p->fixed = p->z_local ? ganfw_gan_fixed_noise(s, s->train.samples, s->ctx->seed) : NULL;
     if (!p->fixed) return ganfw_error_code();
   } else {
@@ -397,7 +397,8 @@ static ganfw_status next_batch(probe *p) {
     return st;
   }
   if (p->labels) return ganfw_tensor_from_host(p->labels, p->host_labels, p->labels->nbytes);
-  return host->rng_normal(s->ctx, p->z, 0.0f, 1.0f);
+  if ((st = host->rng_normal(s->ctx, p->z, 0.0f, 1.0f)) != GANFW_OK) return st;
+  return ganfw_dp_take_rows(s, p->z, p->z_local);
 }
 
 /* One whole step (warm-up): as the training loop runs it. */

@@ -90,8 +90,9 @@ typedef struct ganfw_probe_result {
   double step_seconds;          /* median of the measured steps */
   double images_per_s;          /* batch_size / step_seconds (the global batch's) */
   int32_t ranks;                /* data-parallel: the ranks sharing each batch (1 alone) */
-  int64_t zero_elems;           /* memory strategy zero: optimizer-state elements per state
-                                   tensor kind this rank keeps (0: not sharded) */
+  int64_t zero_elems;           /* memory strategy zero: the parameter elements whose
+                                   optimizer state this rank keeps (0: not sharded) */
+  int64_t zero_total;           /* ... of that many in all */
   double comm_seconds;          /* data-parallel: median time per step in collectives */
   double loss_d, loss_g;        /* GAN: of the last step */
   double loss, accuracy;        /* classifier: of the last step */

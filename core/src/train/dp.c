@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "runtime/ctx.h"
+#include "runtime/tensor.h"
 #include "train/reducer.h"
 #include "train/zero.h"
 
@@ -132,10 +133,44 @@ int32_t ganfw_dp_writes(const ganfw_session *s) {
   return !s->dist || s->dist->rank == 0;
 }
 
+int32_t ganfw_dp_ranks(const ganfw_session *s) {
+  return ganfw_dist_parallel(s->dist) ? s->dist->size : 1;
+}
+
 int64_t ganfw_dp_local_batch(const ganfw_session *s) {
   int64_t start, rows;
   ganfw_dist_shard(s->dist, s->train.batch_size, &start, &rows);
   return rows;
+}
+
+void ganfw_dp_loader_config(const ganfw_session *s, ganfw_loader_config *lc) {
+  *lc = s->loader_cfg;
+  if (!ganfw_dist_parallel(s->dist)) return;
+  lc->shard_rank = s->dist->rank;
+  lc->shard_count = s->dist->size;
+  lc->shard_groups = s->exec.micro_batches;
+}
+
+ganfw_tensor *ganfw_dp_rows_tensor(ganfw_session *s, ganfw_tensor *global, const char *name) {
+  if (!ganfw_dist_parallel(s->dist)) return ganfw_tensor_retain(global);
+  int64_t shape[GANFW_MAX_DIMS];
+  memcpy(shape, global->shape, sizeof(int64_t) * (size_t)global->ndim);
+  shape[0] = ganfw_dp_local_batch(s);
+  return ganfw_tensor_create(s->ctx, global->dtype, global->ndim, shape, global->category, name);
+}
+
+ganfw_status ganfw_dp_take_rows(ganfw_session *s, const ganfw_tensor *global, ganfw_tensor *local) {
+  if (!ganfw_dist_parallel(s->dist)) return GANFW_OK;
+  const int64_t groups = s->exec.micro_batches, m = global->shape[0] / groups;
+  const int64_t per = m / s->dist->size, row = global->nbytes / global->shape[0];
+  ganfw_backend *be = s->ctx->be;
+  for (int64_t g = 0; g < groups; g++) {
+    ganfw_status st = be->vt->copy_d2d(
+        be, (char *)local->data + g * per * row,
+        (const char *)global->data + (g * m + s->dist->rank * per) * row, (size_t)(per * row));
+    if (st != GANFW_OK) return st;
+  }
+  return GANFW_OK;
 }
 
 ganfw_status ganfw_dp_step_begin(ganfw_session *s, int64_t step) {

@@ -17,15 +17,31 @@ void ganfw_dp_close(ganfw_session *s);
 
 /* 1 when this process writes the run's outputs (rank 0, or alone). */
 int32_t ganfw_dp_writes(const ganfw_session *s);
+/* The ranks sharing each batch (1 alone). A rank's loss is its rows' mean times 1/ranks, so
+ * that its gradients are its rows' part of the global batch's and their sum over the
+ * ranks (ganfw_dp_reduce) is the global gradient, with the magnitudes one process has (a
+ * loss scaler's overflow point included). */
+int32_t ganfw_dp_ranks(const ganfw_session *s);
 /* This rank's rows of the global batch (train.batch_size alone). */
 int64_t ganfw_dp_local_batch(const ganfw_session *s);
+
+/* The loader settings of this rank: its share of every global batch (by micro-batch, so
+ * that its micro-batch k is its part of the global micro-batch k). */
+void ganfw_dp_loader_config(const ganfw_session *s, ganfw_loader_config *lc);
+/* A [local batch, ...] tensor for this rank's rows of the [train.batch_size, ...] tensor
+ * `global` (the noise every rank draws whole): `global` itself (a new reference) alone, else
+ * a new tensor of the same category that ganfw_dp_take_rows fills. NULL on failure. */
+ganfw_tensor *ganfw_dp_rows_tensor(ganfw_session *s, ganfw_tensor *global, const char *name);
+/* Copies this rank's rows of `global` into `local` (the rows its loader decodes); nothing
+ * alone. */
+ganfw_status ganfw_dp_take_rows(ganfw_session *s, const ganfw_tensor *global, ganfw_tensor *local);
 
 /* The start of training step `step` (from 1): heartbeat, fault point (tests), and with
  * dist.batchnorm: local the running statistics from rank 0 (DDP's broadcast_buffers). */
 ganfw_status ganfw_dp_step_begin(ganfw_session *s, int64_t step);
 /* The next backward of optimizer opt's net is the step's last for it. */
 void ganfw_dp_arm(ganfw_session *s, int32_t opt);
-/* Before optimizer opt steps: its gradients become the mean over the ranks. */
+/* Before optimizer opt steps: its gradients become the sum over the ranks. */
 ganfw_status ganfw_dp_reduce(ganfw_session *s, int32_t opt);
 /* The step ends without an update of opt (a failure, a skipped non-finite step): its
  * net's backward no longer starts buckets. */

@@ -488,7 +488,7 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
   const int64_t m = x->shape[0] / M;
   ganfw_status st = make_targets(g, m);
   if (st != GANFW_OK) return st;
-  const float dloss = (float)(loss_scale(s, 1) / M);
+  const float dloss = (float)(loss_scale(s, 1) / M / ganfw_dp_ranks(s));
   drop_kept(g);
   out->loss_d = out->d_x = out->d_g_z1 = 0;
   ganfw_net_zero_grad(D);
@@ -548,7 +548,7 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
   ganfw_tensor_destroy(zin);
   ganfw_tensor_destroy(maps);
   if (st == GANFW_OK && bad) out->nonfinite_d = 1; /* train.on_nonfinite: skip */
-  /* data-parallel: the mean of the ranks' gradients (every rank decides `bad` alike) */
+  /* data-parallel: the sum of the ranks' gradients (every rank decides `bad` alike) */
   if (st == GANFW_OK && !bad)
     st = ganfw_dp_reduce(s, 1);
   else
@@ -566,7 +566,7 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
   ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_G);
   ganfw_status st = make_targets(g, m);
   if (st != GANFW_OK) return st;
-  const float dloss = (float)(loss_scale(s, 0) / M);
+  const float dloss = (float)(loss_scale(s, 0) / M / ganfw_dp_ranks(s));
   out->loss_g = out->d_g_z2 = 0;
   ganfw_net_zero_grad(G);
   ganfw_tensor *maps = NULL, *zin = NULL; /* model.conditional: with classes */

@@ -144,15 +144,13 @@ ganfw_status ganfw_reducer_finish(ganfw_reducer *r, ganfw_net *net) {
   ganfw_status st = r->st;
   if (st != GANFW_OK) ganfw_error_set(st, "%s", r->msg);
   ganfw_backend *be = r->ctx->be;
-  const float inv = 1.0f / (float)r->d->size;
   for (int32_t k = 0; k < r->nb; k++) {
     bucket *bk = &r->b[k];
     if (st == GANFW_OK && !bk->started) st = start(r, bk);
     ganfw_status w = ganfw_dist_wait(r->d, &bk->req, "the all-reduce of the gradients");
     if (st == GANFW_OK) st = w;
     if (st != GANFW_OK) continue;
-    /* the mean: the sum over the ranks / N, written back into every gradient */
-    be->vt->scale(be, bk->elems, bk->buf->data, inv);
+    /* the sum over the ranks (each rank's loss carries 1/N), back into every gradient */
     const char *src = bk->buf->data;
     for (int64_t i = bk->first; i < bk->end && st == GANFW_OK; i++)
       st = be->vt->copy_d2d(be, r->grad[i]->data, src + r->offset[i] * (int64_t)sizeof(float),

@@ -24,7 +24,8 @@ void ganfw_reducer_destroy(ganfw_reducer *r); /* accepts NULL */
  * as they fill. */
 void ganfw_reducer_arm(ganfw_reducer *r, ganfw_net *net);
 /* After that backward (or without one): starts the buckets not started yet, waits for
- * all, and leaves every gradient the mean over the ranks; disarms the net. The first
+ * all, and leaves every gradient the sum over the ranks (each rank's loss is its rows'
+ * mean / N, so the sum is the global batch's gradient); disarms the net. The first
  * failure of a bucket started during backward is reported here. */
 ganfw_status ganfw_reducer_finish(ganfw_reducer *r, ganfw_net *net);
 

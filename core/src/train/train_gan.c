@@ -116,11 +116,8 @@ static ganfw_status open_run(gan_run *r) {
   const int32_t writes = ganfw_dp_writes(s); /* rank 0 alone writes the run's outputs */
   if (writes) ganfw_run_folder_clean(out);
   if (writes && (st = ganfw_write_resolved_config(s->run->config, out)) != GANFW_OK) return st;
-  ganfw_loader_config lc = s->loader_cfg; /* data-parallel: this rank's rows of each batch */
-  if (ganfw_dist_parallel(s->dist)) {
-    lc.shard_rank = s->dist->rank;
-    lc.shard_count = s->dist->size;
-  }
+  ganfw_loader_config lc; /* data-parallel: this rank's rows of each batch */
+  ganfw_dp_loader_config(s, &lc);
   if ((st = ganfw_loader_create(s->data, &lc, &r->loader)) != GANFW_OK) return st;
   int64_t per_epoch = ganfw_loader_batches_per_epoch(r->loader);
   r->total = s->train.epochs * per_epoch;
@@ -132,11 +129,9 @@ static ganfw_status open_run(gan_run *r) {
   const int64_t B = s->train.batch_size, b = ganfw_dp_local_batch(s);
   int64_t xs[4] = {b, s->data_info.channels, s->data_info.height, s->data_info.width};
   int64_t zs[4] = {B, s->nz, 1, 1};
-  int64_t z0 = 0, zn = B;
-  ganfw_dist_shard(s->dist, B, &z0, &zn);
   r->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
   r->z = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, zs, GANFW_MEM_DATA, "noise");
-  r->z_local = r->z ? ganfw_tensor_rows(r->z, z0, zn, "noise") : NULL;
+  r->z_local = r->z ? ganfw_dp_rows_tensor(s, r->z, "noise.rank") : NULL;
   r->fixed = ganfw_gan_fixed_noise(s, s->train.samples, s->ctx->seed);
   if (!r->x || !r->z || !r->z_local || !r->fixed) return ganfw_error_code();
   r->host_batch = ganfw_host_staging_alloc(s->ctx, (size_t)r->x->nbytes, &r->host_pinned);
@@ -229,7 +224,8 @@ static ganfw_status train_loop(gan_run *r) {
     /* asynchronous from page-locked memory: the step's losses, read back at its end, wait
      * for it before the loader refills host_batch */
     if ((st = ganfw_tensor_from_staging(r->x, r->host_batch, r->x->nbytes, r->host_pinned)) ||
-        (st = host->rng_normal(s->ctx, r->z, 0.0f, 1.0f)))
+        (st = host->rng_normal(s->ctx, r->z, 0.0f, 1.0f)) ||
+        (st = ganfw_dp_take_rows(s, r->z, r->z_local)))
       break;
     for (int32_t i = 0; i < s->n_optim; i++) /* optim.schedule */
       ganfw_optim_set_lr(&s->optim[i], &s->schedule, r->step, r->total);
