@@ -454,6 +454,65 @@ static void test_local_batchnorm(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "dist.batchnorm: 'global' is not a mode"));
 }
 
+/* A classifier on 2 ranks with synced BatchNorm: rank 0 writes metrics, eval.csv and the
+ * best checkpoint; the first step is one process's (dropout included: a rank takes its rows'
+ * part of the global batch's mask), and the test accuracy after 10 steps
+ * (every rank evaluates the whole test split with the same weights) is close to it. */
+static void test_classifier(void) {
+  if (skip()) return;
+  char text[2048];
+  snprintf(text, sizeof text,
+           "seed: 5\n"
+           "device: {type: cpu, threads: 1}\n"
+           "data: {dataset: mnist, path: %s/mnist, prefetch: false}\n"
+           "model: {plugin: cnn, blocks: [{channels: 8, kernel: 3, pool: max, dropout: 0.25}], "
+           "linear: [16]}\n"
+           "optim: {plugin: adam, lr: 1.0e-3}\n"
+           "train: {batch_size: 64, max_steps: 10, log_every: 1, checkpoint_every: 10}\n"
+           "dist: {batchnorm: sync}\n",
+           root);
+  FILE *f = fopen(path_in("cnn.yaml"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(text, f);
+  fclose(f);
+  char args[4096];
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("cnn.yaml"),
+           path_in("cnn1"));
+  CU_ASSERT_EQUAL_FATAL(one(args), 0);
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("cnn.yaml"),
+           path_in("cnn2"));
+  int rc = ranks(2, "", args, NULL);
+  if (rc != 0) fprintf(stderr, "%s\n", out);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  double l1[16], l2[16];
+  CU_ASSERT_EQUAL(metric_column(path_in("cnn1"), 2, l1, 16), 10);
+  CU_ASSERT_EQUAL(metric_column(path_in("cnn2"), 2, l2, 16), 10);
+  char e1[600], e2[600];
+  snprintf(e1, sizeof e1, "%s", path_in("cnn1/eval.csv"));
+  snprintf(e2, sizeof e2, "%s", path_in("cnn2/eval.csv"));
+  /* eval.csv: step, epoch, test_loss, test_acc */
+  FILE *f1 = fopen(e1, "r"), *f2 = fopen(e2, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f2);
+  char h[512], r1[512] = "", r2[512] = "";
+  CU_ASSERT_PTR_NOT_NULL(fgets(h, sizeof h, f1));
+  CU_ASSERT_PTR_NOT_NULL(fgets(r1, sizeof r1, f1));
+  CU_ASSERT_PTR_NOT_NULL(fgets(h, sizeof h, f2));
+  CU_ASSERT_PTR_NOT_NULL(fgets(r2, sizeof r2, f2));
+  fclose(f1);
+  fclose(f2);
+  double s1 = 0, ep1 = 0, ta1 = 0, tl1 = 0, s2 = 0, ep2 = 0, ta2 = 0, tl2 = 0;
+  CU_ASSERT_EQUAL(sscanf(r1, "%lf,%lf,%lf,%lf", &s1, &ep1, &tl1, &ta1), 4);
+  CU_ASSERT_EQUAL(sscanf(r2, "%lf,%lf,%lf,%lf", &s2, &ep2, &tl2, &ta2), 4);
+  printf("\n  classifier, 2 ranks vs 1: step 1 loss %.7f vs %.7f; test accuracy %.4f vs %.4f\n",
+         l2[0], l1[0], ta2, ta1);
+  CU_ASSERT(fabs(l2[0] - l1[0]) <= TOL * fabs(l1[0]));
+  CU_ASSERT_EQUAL(s2, 10);
+  CU_ASSERT(fabs(ta2 - ta1) <= 0.05);
+  struct stat sb;
+  CU_ASSERT_EQUAL(stat(path_in("cnn2/checkpoints/best.safetensors"), &sb), 0);
+}
+
 /* `ganfw plan --ranks 2`: one rank's rows, gradient buckets as comm, zero's half state. */
 static void test_plan_ranks(void) {
   char args[4096];
@@ -544,6 +603,7 @@ static CU_TestInfo tests[] = {
     {"a checkpoint resumes on another number of ranks", test_resume_other_ranks},
     {"accumulate and amp on 2 ranks", test_strategies},
     {"dist.batchnorm: local", test_local_batchnorm},
+    {"a classifier on 2 ranks", test_classifier},
     {"plan --ranks 2 shows one rank's bytes", test_plan_ranks},
     {"a hung or dead rank, mismatched configs, an odd batch", test_faults},
     {"launch without mpirun says what to install", test_launch_without_mpirun},

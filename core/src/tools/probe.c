@@ -362,8 +362,9 @@ static ganfw_status set_up(probe *p) {
   } else {
     if ((st = ganfw_classifier_create(s, &p->cls)) != GANFW_OK) return st;
     p->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
-    p->labels =
-        p->x ? ganfw_tensor_create(s->ctx, GANFW_DTYPE_I32, 1, &B, GANFW_MEM_DATA, "labels") : NULL;
+    p->labels = p->x
+                    ? ganfw_tensor_create(s->ctx, GANFW_DTYPE_I32, 1, &zn, GANFW_MEM_DATA, "labels")
+                    : NULL;
     if (!p->labels) return ganfw_error_code();
   }
   if (opt->real_data) p->host_batch = malloc((size_t)p->x->nbytes); /* a plan needs none */

@@ -12,6 +12,7 @@
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
 #include "train/nonfinite.h"
+#include "train/dp.h"
 #include "train/trainer.h"
 
 struct ganfw_classifier {
@@ -200,10 +201,18 @@ static ganfw_status learn(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *la
     st = score(c->ctx, logits, labels, classes, s->train.label_smoothing, c->loss, c->host_logits,
                c->host_labels, &loss, &right, NULL);
   if (st == GANFW_OK) st = check_labels(c->host_labels, n, classes);
+  /* data-parallel: the global batch's mean loss and right predictions (every rank decides
+   * on a non-finite loss alike) */
+  double v[2] = {loss, (double)right};
+  if (st == GANFW_OK) st = ganfw_dp_mean(s, v, 2, "the step's loss");
+  loss = v[0];
+  right = (int64_t)llround(v[1] * ganfw_dp_ranks(s));
   if (st == GANFW_OK && !isfinite(loss) && !s->loss_scaling) {
     char where[768], what[1024], micro[48] = "";
     const ganfw_nonfinite_hop hop = {net, rng, "the batch"};
+    ganfw_dp_local_begin(s); /* the checked forward stops where it likes: no collectives */
     ganfw_nonfinite_locate(&hop, 1, x, where, sizeof where);
+    ganfw_dp_local_end(s);
     if (M > 1) snprintf(micro, sizeof micro, " (micro-batch %d of %d)", (int)k + 1, (int)M);
     snprintf(what, sizeof what, "the classifier's cross-entropy loss is %g%s: %s",
              isnan(loss) ? NAN : loss, micro, where);
@@ -225,6 +234,7 @@ static ganfw_status learn(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *la
     logits = y = NULL;
     dlogits = d ? ganfw_tensor_as_dtype(d, dtype, GANFW_MEM_ACTIVATION) : NULL;
     ganfw_tensor_destroy(d);
+    if (k == M - 1) ganfw_dp_arm(s, 0); /* the step's last backward: buckets start */
     st = dlogits ? ganfw_net_backward(net, c->tape, dlogits, GANFW_BWD_PARAM_GRAD, NULL)
                  : ganfw_error_code();
   }
@@ -254,7 +264,7 @@ ganfw_status ganfw_classifier_step(ganfw_classifier *c, ganfw_tensor *x, ganfw_t
         GANFW_ERR_INVALID_ARG, "classifier step: batch %lld, %lld labels (%s), %d micro-batches",
         (long long)N, (long long)labels->numel, ganfw_dtype_name(labels->dtype), (int)M);
   const int64_t m = N / M;
-  const float dloss = (float)(loss_scale(s) / M);
+  const float dloss = (float)(loss_scale(s) / M / ganfw_dp_ranks(s));
   double loss_sum = 0;
   int64_t correct = 0;
   ganfw_status st = GANFW_OK;
@@ -270,7 +280,11 @@ ganfw_status ganfw_classifier_step(ganfw_classifier *c, ganfw_tensor *x, ganfw_t
     ganfw_tensor_destroy(yk);
   }
   out->loss = loss_sum / (double)N;
-  out->accuracy = (double)correct / (double)N;
+  out->accuracy = (double)correct / (double)(N * ganfw_dp_ranks(s));
+  if (st == GANFW_OK && !out->nonfinite)
+    st = ganfw_dp_reduce(s, 0); /* data-parallel: the sum of the ranks' gradients */
+  else
+    ganfw_dp_disarm(s, 0);
   if (st == GANFW_OK && !out->nonfinite) {
     const int32_t pass = ganfw_alloc_set_pass(s->ctx->alloc, GANFW_PASS_OPTIMIZER);
     st = optim_step(c, out);

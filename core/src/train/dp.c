@@ -67,11 +67,6 @@ ganfw_status ganfw_dp_open(ganfw_session *s) {
   ganfw_status st = ganfw_dist_settings_from_config(root, s->family == GANFW_MODEL_GAN, &set);
   if (st != GANFW_OK || ganfw_dist_world_size() <= 1) return st;
   const int32_t plan = s->run->ctx_opt.meta;
-  if (s->family != GANFW_MODEL_GAN)
-    return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
-                           "%s: data-parallel training of a classifier is not in this build yet "
-                           "(GANs are); run it as one process",
-                           s->run->config_path);
   if (s->ctx->device_type != GANFW_DEVICE_CPU)
     return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
                            "%s: data-parallel training on CUDA needs NCCL, which this build does "
@@ -179,6 +174,11 @@ ganfw_status ganfw_dp_step_begin(ganfw_session *s, int64_t step) {
   ganfw_dist_step_begin(s->dist, step);
   if (s->dist->set.batchnorm == GANFW_DIST_BN_LOCAL) return broadcast_state(s, 0);
   return GANFW_OK;
+}
+
+ganfw_status ganfw_dp_sync_buffers(ganfw_session *s) {
+  if (!ganfw_dist_sends(s->dist) || s->dist->set.batchnorm != GANFW_DIST_BN_LOCAL) return GANFW_OK;
+  return broadcast_state(s, 0);
 }
 
 void ganfw_dp_arm(ganfw_session *s, int32_t opt) {

@@ -39,6 +39,9 @@ ganfw_status ganfw_dp_take_rows(ganfw_session *s, const ganfw_tensor *global, ga
 /* The start of training step `step` (from 1): heartbeat, fault point (tests), and with
  * dist.batchnorm: local the running statistics from rank 0 (DDP's broadcast_buffers). */
 ganfw_status ganfw_dp_step_begin(ganfw_session *s, int64_t step);
+/* With dist.batchnorm: local, rank 0's running statistics on every rank (before an
+ * evaluation, which every rank runs alike). */
+ganfw_status ganfw_dp_sync_buffers(ganfw_session *s);
 /* The next backward of optimizer opt's net is the step's last for it. */
 void ganfw_dp_arm(ganfw_session *s, int32_t opt);
 /* Before optimizer opt steps: its gradients become the sum over the ranks. */

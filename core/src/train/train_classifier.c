@@ -17,6 +17,7 @@
 #include "train/outputs.h"
 #include "train/nonfinite.h"
 #include "train/param_groups.h"
+#include "train/dp.h"
 #include "train/run_state.h"
 #include "runtime/tensor.h"
 #include "train/trainer.h"
@@ -64,7 +65,12 @@ static ganfw_status save_to(cls_run *r, const char *path, double test_acc) {
   ganfw_ckpt_net net = ckpt_net(r->s);
   ganfw_status st = ganfw_nonfinite_check_weights(r->s, r->step);
   if (st != GANFW_OK) return st;
-  return ganfw_run_save_checkpoint(r->s, path, &net, 1, r->loader, r->step, &e);
+  /* every rank: zero's state goes to rank 0, which alone writes */
+  st = ganfw_dp_before_save(r->s);
+  if (st == GANFW_OK && ganfw_dp_writes(r->s))
+    st = ganfw_run_save_checkpoint(r->s, path, &net, 1, r->loader, r->step, &e);
+  ganfw_dp_after_save(r->s);
+  return ganfw_dp_agree(r->s, st, "writing the checkpoint");
 }
 
 static ganfw_status save_checkpoint(cls_run *r) {
@@ -76,7 +82,10 @@ static ganfw_status save_checkpoint(cls_run *r) {
 static ganfw_status resume(cls_run *r) {
   ganfw_ckpt_net net = ckpt_net(r->s);
   ganfw_ckpt_meta *meta = NULL;
-  ganfw_status st = ganfw_run_resume(r->s, r->ckpt_dir, &net, 1, r->loader, &meta);
+  ganfw_status st = ganfw_dp_before_resume(r->s);
+  if (st == GANFW_OK) st = ganfw_run_resume(r->s, r->ckpt_dir, &net, 1, r->loader, &meta);
+  ganfw_status sc = ganfw_dp_after_resume(r->s, st == GANFW_OK);
+  if (st == GANFW_OK) st = sc;
   if (meta) {
     r->step = r->last_eval_step = meta->step;
     const char *best = ganfw_ckpt_meta_extra(meta, "classifier.best_test_acc");
@@ -104,9 +113,12 @@ static ganfw_status open_run(cls_run *r) {
       (st = ganfw_path_join(r->eval_path, sizeof r->eval_path, out, "eval.csv")) ||
       (st = ganfw_mkdirs(r->ckpt_dir)))
     return st;
-  ganfw_run_folder_clean(out);
-  if ((st = ganfw_write_resolved_config(s->run->config, out)) != GANFW_OK) return st;
-  if ((st = ganfw_loader_create(s->data, &s->loader_cfg, &r->loader)) != GANFW_OK) return st;
+  const int32_t writes = ganfw_dp_writes(s); /* rank 0 alone writes the run's outputs */
+  if (writes) ganfw_run_folder_clean(out);
+  if (writes && (st = ganfw_write_resolved_config(s->run->config, out)) != GANFW_OK) return st;
+  ganfw_loader_config lc; /* data-parallel: this rank's rows of each batch */
+  ganfw_dp_loader_config(s, &lc);
+  if ((st = ganfw_loader_create(s->data, &lc, &r->loader)) != GANFW_OK) return st;
   if ((st = ganfw_classifier_open_test_split(s, &r->test)) != GANFW_OK) return st;
   const int64_t B = s->train.batch_size;
   int64_t full_batches = ganfw_dataset_size(s->data) / B; /* a short last batch is skipped */
@@ -119,12 +131,13 @@ static ganfw_status open_run(cls_run *r) {
         (long long)B, ganfw_dataset_name(s->data), (long long)ganfw_dataset_size(s->data));
   r->eval_batch = B / s->exec.micro_batches; /* as many rows at a time as training runs */
   if ((st = ganfw_classifier_create(s, &r->cls)) != GANFW_OK) return st;
-  int64_t xs[4] = {B, s->data_info.channels, s->data_info.height, s->data_info.width};
+  const int64_t b = ganfw_dp_local_batch(s); /* this rank's rows */
+  int64_t xs[4] = {b, s->data_info.channels, s->data_info.height, s->data_info.width};
   r->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
-  r->y = ganfw_tensor_create(s->ctx, GANFW_DTYPE_I32, 1, &B, GANFW_MEM_DATA, "labels");
+  r->y = ganfw_tensor_create(s->ctx, GANFW_DTYPE_I32, 1, &b, GANFW_MEM_DATA, "labels");
   if (!r->x || !r->y) return ganfw_error_code();
   r->host_x = ganfw_host_staging_alloc(s->ctx, (size_t)r->x->nbytes, &r->x_pinned);
-  r->host_y = ganfw_host_staging_alloc(s->ctx, (size_t)B * sizeof *r->host_y, &r->y_pinned);
+  r->host_y = ganfw_host_staging_alloc(s->ctx, (size_t)b * sizeof *r->host_y, &r->y_pinned);
   if (!r->host_x || !r->host_y) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   if (*s->train.resume && (st = resume(r)) != GANFW_OK) return st;
   char columns[4096] = "step,epoch,loss,acc,lr,allocated,reserved,step_seconds,skipped,"
@@ -136,6 +149,7 @@ static ganfw_status open_run(cls_run *r) {
     snprintf(columns + strlen(columns), sizeof columns - strlen(columns), ",%s",
              e.keys[i] + strlen("memory."));
   const int32_t append = *s->train.resume != '\0';
+  if (!writes) return GANFW_OK;
   if ((st = ganfw_metrics_open(out, columns, append, r->step + 1, &r->metrics)) != GANFW_OK)
     return st;
   return open_eval_csv(r, append, r->step + 1);
@@ -176,6 +190,7 @@ static ganfw_status log_step(cls_run *r, const ganfw_classifier_stats *cs,
   char losses[96];
   snprintf(losses, sizeof losses, "loss %.4f acc %.3f lr %.3g", cs->loss, cs->accuracy,
            s->optim[0].lr);
+  if (!r->metrics) return GANFW_OK; /* a rank other than 0 */
   ganfw_progress(r->step, r->total, rate, eta, losses, s->ctx->alloc, r->step == r->total);
   return ganfw_metrics_row(r->metrics, row, n);
 }
@@ -190,17 +205,21 @@ static ganfw_status evaluate(cls_run *r, double epochs) {
   const int64_t train_peak = as.category[GANFW_MEM_ACTIVATION].peak;
   ganfw_status st = GANFW_OK;
   /* The evaluation resets the allocator's peaks: memory.json keeps training's. */
-  if (r->step == r->total) {
+  if (r->step == r->total && ganfw_dp_writes(s)) {
     if ((st = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir, &s->predicted)) != GANFW_OK)
       return st;
     r->memory_written = 1;
   }
   ganfw_eval_result ev;
+  /* every rank evaluates alike (the same weights and running statistics), so that they
+   * agree on the best checkpoint */
+  if ((st = ganfw_dp_sync_buffers(s)) != GANFW_OK) return st;
   if ((st = ganfw_classifier_evaluate(s, r->test, r->eval_batch, &ev)) != GANFW_OK) return st;
   r->last_eval_step = r->step;
-  st = ganfw_file_appendf(r->eval_csv, "%lld,%.6g,%.9g,%.9g,%lld,%lld,%.6g\n", (long long)r->step,
-                          epochs, ev.loss, ev.accuracy, (long long)ev.peak_activation,
-                          (long long)train_peak, ev.seconds);
+  if (r->eval_csv)
+    st = ganfw_file_appendf(r->eval_csv, "%lld,%.6g,%.9g,%.9g,%lld,%lld,%.6g\n", (long long)r->step,
+                            epochs, ev.loss, ev.accuracy, (long long)ev.peak_activation,
+                            (long long)train_peak, ev.seconds);
   const double mib = 1024.0 * 1024.0;
   ganfw_log(GANFW_LOG_INFO,
             "step %lld (epoch %.2f): test accuracy %.2f%% (%lld/%lld), loss %.4f; peak activations "
@@ -226,6 +245,7 @@ static ganfw_status train_loop(cls_run *r) {
   int64_t first_step = r->step;
   while (r->step < r->total && st == GANFW_OK) {
     ganfw_batch_info bi;
+    if ((st = ganfw_dp_step_begin(s, r->step + 1)) != GANFW_OK) break;
     if ((st = ganfw_loader_next(r->loader, r->host_x, r->host_y, &bi)) != GANFW_OK) break;
     if (bi.n == B) {
       ganfw_alloc_trace_step(s->ctx->alloc, r->step + 1); /* device.trace */
@@ -273,7 +293,7 @@ static ganfw_status train_loop(cls_run *r) {
       st = save_checkpoint(r);
       saved = 1;
     }
-    if (st == GANFW_OK && ganfw_interrupt_requested()) {
+    if (st == GANFW_OK && ganfw_dp_any(s, ganfw_interrupt_requested(), &st) && st == GANFW_OK) {
       if (!saved) st = save_checkpoint(r);
       if (st == GANFW_OK) st = ganfw_interrupt_error(r->step, r->ckpt_dir);
     }
@@ -313,7 +333,7 @@ ganfw_status ganfw_train_classifier(ganfw_session *s) {
                 "(train.on_nonfinite: skip; metrics.csv column nonfinite_skips)",
                 (long long)r.nonfinite.total);
   }
-  if (s->ctx && !r.memory_written) {
+  if (s->ctx && !r.memory_written && ganfw_dp_writes(s)) {
     ganfw_error_saved first;
     ganfw_error_save(&first, st);
     st = ganfw_error_first(&first,

@@ -1,7 +1,9 @@
 /* dropout layer on any shape: in train mode zeroes each value with probability p (Philox
  * from the run's seed and offset) and scales the rest by 1/(1-p); keeps the u8 mask for
  * backward. Identity in eval mode. fargs: p. */
+#include "dist/dist.h"
 #include "nn/layer.h"
+#include "runtime/ctx.h"
 
 static ganfw_status dropout_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim,
                                   int64_t *out, int32_t *out_ndim) {
@@ -37,7 +39,13 @@ static ganfw_status dropout_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_
     ganfw_tensor_destroy(t);
     return st;
   }
-  uint64_t offset = ganfw_ctx_rng_take(ex->ctx, x->numel);
+  /* data-parallel: the whole global batch's draw is taken, and this rank uses its rows'
+   * part of it (one process's mask for them when a row's values fill whole Philox blocks) */
+  const ganfw_dist *d = ex->ctx->dist;
+  const int32_t ranks = ganfw_dist_parallel(d) ? d->size : 1, rank = ranks > 1 ? d->rank : 0;
+  const uint64_t blocks = (uint64_t)((x->numel + 3) / 4);
+  uint64_t offset =
+      ganfw_ctx_rng_take(ex->ctx, (int64_t)(4 * blocks) * ranks) + (uint64_t)rank * blocks;
   ex->be->vt->dropout_forward(ex->be, x->numel, p, ex->ctx->seed, offset, xf, yf, mask->data);
   ganfw_layer_store_out(ex, &sc);
   if (saved) {
