@@ -106,12 +106,17 @@ int cli_fail(ganfw_status st) {
 }
 
 static void print_version(void) {
-  printf("ganfw %s (plugin ABI %d.%d, backends: cpu%s)\n", GANFW_VERSION, GANFW_ABI_MAJOR,
-         GANFW_ABI_MINOR,
+  printf("ganfw %s (plugin ABI %d.%d, backends: cpu%s; data-parallel: %s)\n", GANFW_VERSION,
+         GANFW_ABI_MAJOR, GANFW_ABI_MINOR,
 #ifdef GANFW_HAVE_CUDA
-         ", cuda (toolkit found at build time)"
+         ", cuda (toolkit found at build time)",
 #else
-         ""
+         "",
+#endif
+#ifdef GANFW_HAVE_MPI
+         "MPI (mpirun -np N ganfw CONFIG)"
+#else
+         "none (built without MPI)"
 #endif
   );
 }

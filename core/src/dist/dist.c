@@ -184,6 +184,7 @@ struct ganfw_dist_impl {
   /* heartbeats: per peer, the last step it said it started, and the posted receive */
   int64_t *seen, *inbox, *outbox;
   MPI_Request *recv, *send;
+  int *ci, *di; /* [size]: counts and displacements of a v-collective */
 };
 
 static ganfw_status mpi_error(int rc, const char *call, const char *what) {
@@ -278,9 +279,11 @@ ganfw_status ganfw_dist_create(const ganfw_dist_settings *set, int32_t simulated
     m->outbox = calloc(n, sizeof *m->outbox);
     m->recv = calloc(n, sizeof *m->recv);
     m->send = calloc(n, sizeof *m->send);
+    m->ci = calloc(n, sizeof *m->ci);
+    m->di = calloc(n, sizeof *m->di);
   }
   d->impl = m;
-  if (!m || !m->seen || !m->inbox || !m->outbox || !m->recv || !m->send) {
+  if (!m || !m->seen || !m->inbox || !m->outbox || !m->recv || !m->send || !m->ci || !m->di) {
     ganfw_dist_destroy(d);
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   }
@@ -325,6 +328,8 @@ void ganfw_dist_destroy(ganfw_dist *d) {
     free(m->outbox);
     free(m->recv);
     free(m->send);
+    free(m->ci);
+    free(m->di);
     free(m);
   }
   free(d);
@@ -387,49 +392,33 @@ ganfw_status ganfw_dist_bcast(ganfw_dist *d, void *buf, int64_t bytes, int32_t r
   return collective(d, rc, &r, "MPI_Ibcast", what);
 }
 
+/* counts and displs as the int arrays MPI's v-collectives take (kept in impl). */
+static void int_layout(ganfw_dist *d, const int64_t *counts, const int64_t *displs) {
+  for (int32_t p = 0; p < d->size; p++) {
+    d->impl->ci[p] = (int)counts[p];
+    d->impl->di[p] = (int)displs[p];
+  }
+}
+
 ganfw_status ganfw_dist_allgatherv_f32(ganfw_dist *d, float *buf, const int64_t *counts,
                                        const int64_t *displs, const char *what) {
   if (!ganfw_dist_sends(d)) return GANFW_OK;
-  int *c = malloc(sizeof(int) * (size_t)d->size), *o = malloc(sizeof(int) * (size_t)d->size);
-  if (!c || !o) {
-    free(c);
-    free(o);
-    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-  }
-  for (int32_t p = 0; p < d->size; p++) {
-    c[p] = (int)counts[p];
-    o[p] = (int)displs[p];
-  }
+  int_layout(d, counts, displs);
   MPI_Request r;
-  int rc =
-      MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, c, o, MPI_FLOAT, d->impl->comm, &r);
-  ganfw_status st = collective(d, rc, &r, "MPI_Iallgatherv", what);
-  free(c);
-  free(o);
-  return st;
+  int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, d->impl->ci, d->impl->di,
+                           MPI_FLOAT, d->impl->comm, &r);
+  return collective(d, rc, &r, "MPI_Iallgatherv", what);
 }
 
 ganfw_status ganfw_dist_gatherv_f32(ganfw_dist *d, const float *send, float *recv,
                                     const int64_t *counts, const int64_t *displs, int32_t root,
                                     const char *what) {
   if (!ganfw_dist_sends(d)) return GANFW_OK;
-  int *c = malloc(sizeof(int) * (size_t)d->size), *o = malloc(sizeof(int) * (size_t)d->size);
-  if (!c || !o) {
-    free(c);
-    free(o);
-    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-  }
-  for (int32_t p = 0; p < d->size; p++) {
-    c[p] = (int)counts[p];
-    o[p] = (int)displs[p];
-  }
+  int_layout(d, counts, displs);
   MPI_Request r;
-  int rc =
-      MPI_Igatherv(send, c[d->rank], MPI_FLOAT, recv, c, o, MPI_FLOAT, root, d->impl->comm, &r);
-  ganfw_status st = collective(d, rc, &r, "MPI_Igatherv", what);
-  free(c);
-  free(o);
-  return st;
+  int rc = MPI_Igatherv(send, d->impl->ci[d->rank], MPI_FLOAT, recv, d->impl->ci, d->impl->di,
+                        MPI_FLOAT, root, d->impl->comm, &r);
+  return collective(d, rc, &r, "MPI_Igatherv", what);
 }
 
 ganfw_status ganfw_dist_iallreduce_sum_f32(ganfw_dist *d, float *buf, int64_t n,
