@@ -254,6 +254,15 @@ static void test_two_ranks_match_one(void) {
   CU_ASSERT(o >= 0 && o <= TOL);
   CU_ASSERT_EQUAL(n, 20);
   CU_ASSERT(l >= 0 && l <= TOL);
+  /* memory.json (rank 0's) lists every rank's peaks */
+  char mj[600], text[1 << 15];
+  snprintf(mj, sizeof mj, "%s", path_in("two/memory.json"));
+  FILE *f = fopen(mj, "r");
+  size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  text[len] = '\0';
+  if (f) fclose(f);
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"ranks\": ["));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "{\"rank\": 1, \"peak_allocated\": "));
   /* metrics.csv has the time in collectives */
   double comm[64];
   CU_ASSERT_EQUAL(metric_column(path_in("two"), 15, comm, 64), 20);

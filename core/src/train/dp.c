@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "runtime/alloc.h"
 #include "runtime/ctx.h"
 #include "runtime/tensor.h"
 #include "train/reducer.h"
@@ -258,4 +259,29 @@ int32_t ganfw_dp_any(ganfw_session *s, int32_t flag, ganfw_status *st) {
   ganfw_status r = ganfw_dist_allreduce_max_i64(s->dist, &v, 1, "the stop signal");
   if (r != GANFW_OK && *st == GANFW_OK) *st = r;
   return v != 0;
+}
+
+ganfw_status ganfw_dp_gather_peaks(ganfw_session *s, ganfw_calibration *cal) {
+  if (!ganfw_dist_sends(s->dist)) return GANFW_OK;
+  const int32_t n =
+      s->dist->size < GANFW_CALIBRATION_MAX_RANKS ? s->dist->size : GANFW_CALIBRATION_MAX_RANKS;
+  int64_t *all = calloc((size_t)(3 * s->dist->size), sizeof *all);
+  if (!all) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  ganfw_alloc_stats as;
+  ganfw_alloc_get_stats(s->ctx->alloc, &as);
+  int64_t *mine = all + 3 * s->dist->rank; /* the others' slots stay 0: a max gathers them */
+  mine[0] = as.allocated.peak;
+  mine[1] = as.reserved.peak;
+  mine[2] = as.category[GANFW_MEM_COMM].peak;
+  ganfw_status st =
+      ganfw_dist_allreduce_max_i64(s->dist, all, 3 * s->dist->size, "every rank's memory peaks");
+  for (int32_t r = 0; st == GANFW_OK && r < n; r++) {
+    memcpy(cal->rank_peak[r], all + 3 * r, sizeof cal->rank_peak[r]);
+    ganfw_log(GANFW_LOG_INFO, "rank %d: peak allocated %.2f MiB, reserved %.2f MiB (comm %.2f MiB)",
+              (int)r, all[3 * r] / 1048576.0, all[3 * r + 1] / 1048576.0,
+              all[3 * r + 2] / 1048576.0);
+  }
+  if (st == GANFW_OK) cal->n_ranks = n;
+  free(all);
+  return st;
 }

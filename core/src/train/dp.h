@@ -70,6 +70,10 @@ ganfw_status ganfw_dp_agree(ganfw_session *s, ganfw_status st, const char *what)
  * alike. Alone: the flag. */
 int32_t ganfw_dp_any(ganfw_session *s, int32_t flag, ganfw_status *st);
 
+/* Every rank: the peaks of each rank (allocated, reserved, comm) into cal->rank_peak for
+ * memory.json, and rank 0 logs them. Nothing alone. */
+ganfw_status ganfw_dp_gather_peaks(ganfw_session *s, ganfw_calibration *cal);
+
 /* Seconds the ranks spent in collectives since the last call (then reset). */
 double ganfw_dp_take_comm_seconds(ganfw_session *s);
 

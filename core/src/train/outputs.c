@@ -124,11 +124,25 @@ static void calibration_json(const ganfw_alloc *a, const ganfw_calibration *cal,
 #undef APP
 }
 
+/* ",\n  \"ranks\": [...]": every rank's peaks of a data-parallel run, appended to buf. */
+static void ranks_json(const ganfw_calibration *cal, char *buf, size_t n) {
+  size_t len = strlen(buf);
+  len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "%s  \"ranks\": [", len ? ",\n" : "");
+  for (int32_t r = 0; r < cal->n_ranks && len < n; r++)
+    len += (size_t)snprintf(buf + len, len < n ? n - len : 0,
+                            "%s\n    {\"rank\": %d, \"peak_allocated\": %lld, \"peak_reserved\": "
+                            "%lld, \"peak_comm\": %lld}",
+                            r ? "," : "", (int)r, (long long)cal->rank_peak[r][0],
+                            (long long)cal->rank_peak[r][1], (long long)cal->rank_peak[r][2]);
+  if (len < n) snprintf(buf + len, n - len, "\n  ]");
+}
+
 ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *dir,
                                      const ganfw_calibration *cal) {
-  char more[2048];
+  char more[2048 + 160 * GANFW_CALIBRATION_MAX_RANKS] = "";
   if (cal && cal->have) calibration_json(a, cal, more, sizeof more);
-  memory_job mj = {a, cal && cal->have ? more : NULL};
+  if (cal && cal->n_ranks > 1) ranks_json(cal, more, sizeof more);
+  memory_job mj = {a, *more ? more : NULL};
   ganfw_status st = write_in(dir, "memory.json", write_memory, &mj);
   if (st == GANFW_OK && ganfw_alloc_trace_length(a) == 0) {
     char path[4096]; /* an earlier traced run's trace.json would not describe this run */

@@ -20,6 +20,8 @@ void ganfw_run_folder_clean(const char *dir);
 ganfw_status ganfw_write_resolved_config(const ganfw_config *c, const char *dir);
 /* What the planner predicted for a run before it started (the `ganfw CONFIG` command plans
  * the config on the meta backend first): peaks in bytes. */
+#define GANFW_CALIBRATION_MAX_RANKS 64 /* ranks listed in memory.json */
+
 typedef struct ganfw_calibration {
   int32_t have; /* 0: no prediction (the plan failed, or a caller without one) */
   int64_t allocated, reserved, category[GANFW_MEM_COUNT];
@@ -27,6 +29,10 @@ typedef struct ganfw_calibration {
    * evaluation (which the plan does not model); the end of the run when taken is 0 */
   int32_t taken;
   int64_t m_allocated, m_reserved, m_category[GANFW_MEM_COUNT];
+  /* data-parallel runs: every rank's peaks (allocated, reserved, comm), for memory.json's
+   * "ranks" (rank 0 writes it); n_ranks 0 alone */
+  int32_t n_ranks;
+  int64_t rank_peak[GANFW_CALIBRATION_MAX_RANKS][3];
 } ganfw_calibration;
 
 /* Takes the allocator's peaks as the run's measured step peaks, the first time only:

@@ -205,8 +205,10 @@ static ganfw_status evaluate(cls_run *r, double epochs) {
   const int64_t train_peak = as.category[GANFW_MEM_ACTIVATION].peak;
   ganfw_status st = GANFW_OK;
   /* The evaluation resets the allocator's peaks: memory.json keeps training's. */
-  if (r->step == r->total && ganfw_dp_writes(s)) {
-    if ((st = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir, &s->predicted)) != GANFW_OK)
+  if (r->step == r->total) {
+    if ((st = ganfw_dp_gather_peaks(s, &s->predicted)) != GANFW_OK) return st; /* every rank */
+    if (ganfw_dp_writes(s) &&
+        (st = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir, &s->predicted)) != GANFW_OK)
       return st;
     r->memory_written = 1;
   }
@@ -333,6 +335,8 @@ ganfw_status ganfw_train_classifier(ganfw_session *s) {
                 "(train.on_nonfinite: skip; metrics.csv column nonfinite_skips)",
                 (long long)r.nonfinite.total);
   }
+  if (st == GANFW_OK && s->ctx && !r.memory_written)
+    st = ganfw_dp_gather_peaks(s, &s->predicted); /* every rank */
   if (s->ctx && !r.memory_written && ganfw_dp_writes(s)) {
     ganfw_error_saved first;
     ganfw_error_save(&first, st);

@@ -303,6 +303,7 @@ ganfw_status ganfw_train_gan(ganfw_session *s) {
                 "(train.on_nonfinite: skip; metrics.csv column nonfinite_skips)",
                 (long long)r.nonfinite.total);
   }
+  if (st == GANFW_OK && s->ctx) st = ganfw_dp_gather_peaks(s, &s->predicted); /* every rank */
   if (s->ctx && ganfw_dp_writes(s)) {
     ganfw_error_saved first;
     ganfw_error_save(&first, st);
