@@ -1,6 +1,7 @@
 /* The run context: picks the backend from `device`, creates the caching allocator over
  * it, and hands out Philox offsets (see ctx.h). */
 #include "runtime/ctx.h"
+#include "runtime/cpus.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,28 @@ static ganfw_status read_trace(const ganfw_cfg *dev, ganfw_ctx_options *opt) {
   return GANFW_OK;
 }
 
+/* device.threads: `auto` (the default: the cores this process may use, runtime/cpus.h) or a
+ * number of threads 1..1024 (0 is auto too), as *out (0 for auto). */
+static ganfw_status read_threads(const ganfw_cfg *dev, int64_t *out) {
+  const char *text = NULL;
+  ganfw_status st = ganfw_cfg_string(dev, "threads", "auto", &text);
+  if (st != GANFW_OK) return st;
+  char *end = NULL;
+  long long n = text ? strtoll(text, &end, 10) : -1;
+  if (text && strcmp(text, "auto") == 0) {
+    *out = 0;
+    return GANFW_OK;
+  }
+  if (!text || !*text || *end || n < 0 || n > 1024)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: device.threads: '%s' is not a thread count: use auto (the cores "
+                           "this process may use: its affinity mask and cgroup CPU quota) or "
+                           "1..1024",
+                           ganfw_cfg_where(ganfw_cfg_child(dev, "threads")), text ? text : "null");
+  *out = n;
+  return GANFW_OK;
+}
+
 ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_options *opt) {
   memset(opt, 0, sizeof *opt);
   const ganfw_cfg *dev = ganfw_cfg_section(root, "device");
@@ -57,7 +80,7 @@ ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_opti
   int64_t threads = 0, seed = 0;
   ganfw_status st;
   if ((st = ganfw_cfg_string(dev, "type", "auto", &type)) != GANFW_OK) return st;
-  if ((st = ganfw_cfg_int(dev, "threads", 0, &threads)) != GANFW_OK) return st;
+  if ((st = read_threads(dev, &threads)) != GANFW_OK) return st;
   if ((st = ganfw_cfg_bytes(dev, "memory_limit", 0, &opt->memory_limit)) != GANFW_OK) return st;
   if ((st = ganfw_cfg_bytes(dev, "max_split_size", 0, &opt->max_split_size)) != GANFW_OK) return st;
   if ((st = ganfw_cfg_bool(dev, "cudnn_benchmark", 0, &opt->cudnn_benchmark)) != GANFW_OK)
@@ -94,10 +117,6 @@ ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_opti
                            "%s: device.type: unknown device '%s' (use cpu, cuda or auto)",
                            node ? ganfw_cfg_where(node) : "config", type);
   }
-  if (threads < 0 || threads > 1024)
-    return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "%s: device.threads: %lld is out of range (0 = all cores, or 1..1024)",
-                           ganfw_cfg_where(ganfw_cfg_child(dev, "threads")), (long long)threads);
   if (opt->memory_limit < 0 || opt->max_split_size < 0)
     return ganfw_error_set(GANFW_ERR_CONFIG, "device.memory_limit and device.max_split_size "
                                              "must not be negative");
@@ -202,9 +221,10 @@ ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out) {
     free(ctx);
     return st;
   }
-  ctx->threads = opt->threads;
+  /* device.threads: auto (0) is the cores this process may use, not all of the machine's */
+  ctx->threads = opt->threads > 0 ? opt->threads : ganfw_cpus_available()->usable;
   ctx->empty_cache = opt->empty_cache;
-  if (ctx->be->vt->set_threads) ctx->be->vt->set_threads(ctx->be, opt->threads);
+  if (ctx->be->vt->set_threads) ctx->be->vt->set_threads(ctx->be, ctx->threads);
   size_t limit = 0;
   if ((st = allocator_limit(ctx, opt->memory_limit, &limit)) != GANFW_OK) {
     free(ctx);

@@ -5,9 +5,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "runtime/alloc.h"
+#include "runtime/cpus.h"
 #include "io/checkpoint.h"
 #include "config/config.h"
 #include "base/error.h"
@@ -572,13 +572,22 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   ganfw_ctx_options copt = s->run->ctx_opt;
   const int32_t local = ganfw_dist_world_local_size();
   if (local > 1) { /* the ranks on this machine share its cores (a plan too: workspaces) */
-    const int32_t all = copt.threads > 0 ? copt.threads : (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
+    const int32_t all = copt.threads > 0 ? copt.threads : ganfw_cpus_available()->usable;
     copt.threads = all / local > 0 ? all / local : 1;
     if (ganfw_dist_world_rank() == 0 && !copt.meta)
       ganfw_log(GANFW_LOG_INFO, "%d ranks on this machine: %d threads each (device.threads %d)",
                 (int)local, (int)copt.threads, (int)all);
   }
   if ((st = ganfw_ctx_create(&copt, &s->ctx)) != GANFW_OK) return st;
+  static int said; /* device.threads: auto, once a process */
+  if (copt.threads <= 0 && !copt.meta && !said && s->ctx->device_type == GANFW_DEVICE_CPU) {
+    const ganfw_cpus *c = ganfw_cpus_available();
+    char quota[64] = "no CPU quota";
+    if (c->quota > 0) snprintf(quota, sizeof quota, "a CPU quota of %.2f cores", c->quota);
+    ganfw_log(GANFW_LOG_INFO, "device.threads auto: %d threads (%d CPUs in the affinity mask, %s)",
+              (int)s->ctx->threads, (int)c->affinity, quota);
+    said = 1;
+  }
   s->ctx->config = s->run->config; /* model.batchnorm_* (nn/layers/batchnorm2d.c) */
   if ((st = create_memory(s)) != GANFW_OK) return st;
   if ((st = open_data(s, root, with_data, info)) != GANFW_OK) return st;
