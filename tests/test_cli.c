@@ -196,6 +196,20 @@ static void test_train_and_missing_data(void) {
   CU_ASSERT_EQUAL(lines, 1);
 }
 
+/* 1 when the environment of process `pid` holds the entry `want` ("NAME=VALUE"). */
+static int environ_has(pid_t pid, const char *want) {
+  char path[64], buf[1 << 16];
+  snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+    if (strcmp(buf + i, want) == 0) return 1;
+  return 0;
+}
+
 /* Ctrl-C (SIGINT) or SIGTERM during training: the step finishes, a checkpoint is written,
  * exit code 130 or 143, and the run continues from it with train.resume: latest. */
 static void signal_writes_checkpoint(int sig, const char *dir, int want_exit) {
@@ -224,6 +238,9 @@ static void signal_writes_checkpoint(int sig, const char *dir, int want_exit) {
     if (!started) usleep(50000);
   }
   CU_ASSERT(started);
+  /* OpenMP's workers poll briefly, then sleep (cli/main.c), unless the user chose */
+  if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT"))
+    CU_ASSERT(environ_has(pid, "GOMP_SPINCOUNT=1000"));
   kill(pid, sig);
   int status = 0;
   waitpid(pid, &status, 0);

@@ -5,7 +5,9 @@
  * terminated (SIGTERM). */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "base/error.h"
@@ -223,7 +225,22 @@ static int parse_args(int argc, char **argv, cli_args *args) {
 int cli_argc;
 char **cli_argv;
 
+/* OpenMP's idle workers poll before they sleep (libgomp: 300,000 times by default), which
+ * on a machine that other work shares takes the cores that work needs, and the step's
+ * barriers then wait on preempted threads. libgomp reads its settings only when it loads,
+ * so unless the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set), ganfw starts itself
+ * again at once with GOMP_SPINCOUNT=GANFW_SPINCOUNT: a short poll, then a futex sleep
+ * (bench/run_load.sh measures it). Nothing is done before: no file, no MPI. */
+#define GANFW_SPINCOUNT "1000"
+static void set_wait_policy(char **argv) {
+  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+  if (setenv("GOMP_SPINCOUNT", GANFW_SPINCOUNT, 1) != 0) return;
+  execv("/proc/self/exe", argv); /* returns only on failure: run on with libgomp's default */
+  unsetenv("GOMP_SPINCOUNT");
+}
+
 int main(int argc, char **argv) {
+  set_wait_policy(argv);
   cli_argc = argc;
   cli_argv = argv;
   ganfw_status st = ganfw_dist_world_init(&argc, &argv);
