@@ -138,17 +138,6 @@ ganfw_status ganfw_dist_settings_from_config(const ganfw_cfg *root, int32_t gan,
   return GANFW_OK;
 }
 
-void ganfw_dist_shard(const ganfw_dist *d, int64_t batch, int64_t *start, int64_t *rows) {
-  if (!ganfw_dist_parallel(d)) {
-    *start = 0;
-    *rows = batch;
-    return;
-  }
-  const int64_t per = batch / d->size;
-  *start = per * d->rank;
-  *rows = per;
-}
-
 void ganfw_dist_fault_point(const ganfw_dist *d, int64_t step) {
   const char *f = getenv("GANFW_DIST_FAULT");
   if (!f || !ganfw_dist_sends(d)) return;

@@ -87,9 +87,6 @@ static inline int32_t ganfw_dist_sends(const ganfw_dist *d) {
   return d && d->size > 1 && !d->simulated;
 }
 
-/* Rows [*start, *start + *rows) of a global batch of `batch` rows are this rank's. */
-void ganfw_dist_shard(const ganfw_dist *d, int64_t batch, int64_t *start, int64_t *rows);
-
 /* Marks the start of training step `step` (from 1): tells the other ranks this one got
  * there (they name the ranks that did not when a wait times out). */
 void ganfw_dist_step_begin(ganfw_dist *d, int64_t step);

@@ -134,9 +134,7 @@ int32_t ganfw_dp_ranks(const ganfw_session *s) {
 }
 
 int64_t ganfw_dp_local_batch(const ganfw_session *s) {
-  int64_t start, rows;
-  ganfw_dist_shard(s->dist, s->train.batch_size, &start, &rows);
-  return rows;
+  return s->train.batch_size / ganfw_dp_ranks(s);
 }
 
 void ganfw_dp_loader_config(const ganfw_session *s, ganfw_loader_config *lc) {

@@ -159,13 +159,3 @@ ganfw_status ganfw_reducer_finish(ganfw_reducer *r, ganfw_net *net) {
   reset(r);
   return st;
 }
-
-int64_t ganfw_reducer_bytes(const ganfw_reducer *r) {
-  int64_t b = 0;
-  for (int32_t k = 0; r && k < r->nb; k++) b += r->b[k].buf->nbytes;
-  return b;
-}
-
-int32_t ganfw_reducer_buckets(const ganfw_reducer *r) {
-  return r ? r->nb : 0;
-}

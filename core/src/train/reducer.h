@@ -29,8 +29,4 @@ void ganfw_reducer_arm(ganfw_reducer *r, ganfw_net *net);
  * failure of a bucket started during backward is reported here. */
 ganfw_status ganfw_reducer_finish(ganfw_reducer *r, ganfw_net *net);
 
-/* Bytes of its communication buffers. */
-int64_t ganfw_reducer_bytes(const ganfw_reducer *r);
-int32_t ganfw_reducer_buckets(const ganfw_reducer *r);
-
 #endif
