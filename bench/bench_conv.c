@@ -80,9 +80,11 @@ static const wino_shape wino_shapes[] = {
 static void run_pass(const ganfw_conv2d_shape *s, int pass, int wino, const float *x,
                      const float *w, const float *dy, float *y, float *dx, float *dw, void *ws) {
   if (wino) {
-    if (pass == 0) ganfw_cpu_conv2d_winograd_forward(s, x, w, NULL, y, ws);
-    if (pass == 1) ganfw_cpu_conv2d_winograd_backward(s, x, w, dy, dx, NULL, 0, ws);
-    if (pass == 2) ganfw_cpu_conv2d_winograd_backward(s, x, w, dy, NULL, dw, 0, ws);
+    if (pass == 0) ganfw_cpu_conv2d_winograd_forward(s, GANFW_DTYPE_F32, x, w, NULL, y, NULL, ws);
+    if (pass == 1)
+      ganfw_cpu_conv2d_winograd_backward(s, GANFW_DTYPE_F32, x, w, dy, dx, NULL, 0, NULL, NULL, ws);
+    if (pass == 2)
+      ganfw_cpu_conv2d_winograd_backward(s, GANFW_DTYPE_F32, x, w, dy, NULL, dw, 0, NULL, NULL, ws);
   } else {
     if (pass == 0) ganfw_cpu_conv2d_forward(NULL, s, x, w, NULL, y, ws);
     if (pass == 1) ganfw_cpu_conv2d_backward(NULL, s, x, w, dy, dx, NULL, NULL, 0, ws);

@@ -315,6 +315,91 @@ static void p_act_backward(ganfw_backend *be, int32_t kind, float alpha, int64_t
   prof_end(be, t0, 0, "%-7s bwd       n=%lld", act_name(kind), (long long)n);
 }
 
+/* The native 16-bit entries: the same keys with the dtype after the pass. */
+static const char *lp_name(int32_t dtype) {
+  return dtype == GANFW_DTYPE_BF16 ? "bf16" : "f16";
+}
+
+static void p_conv2d_forward_lp(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *c,
+                                const void *x, const void *w, const float *b, void *y, void *ws) {
+  double t0 = prof_begin(be);
+  prof_orig->conv2d_forward_lp(be, dt, c, x, w, b, y, ws);
+  const double f = 2.0 * c->N * c->K * c->C * c->R * c->S * c->P * c->Q;
+  prof_end(be, t0, f, "conv2d  fwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld", lp_name(dt),
+           (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
+           (long long)c->Q);
+}
+
+static void p_conv2d_backward_lp(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *c,
+                                 const void *x, const void *w, const void *dy, void *dx, float *dw,
+                                 float *db, int accumulate, void *ws) {
+  double t0 = prof_begin(be);
+  prof_orig->conv2d_backward_lp(be, dt, c, x, w, dy, dx, dw, db, accumulate, ws);
+  const double f =
+      ((dx != NULL) + (dw != NULL)) * 2.0 * c->N * c->K * c->C * c->R * c->S * c->P * c->Q;
+  prof_end(be, t0, f, "conv2d  bwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld %s", grads(dx, dw),
+           (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
+           (long long)c->Q, lp_name(dt));
+}
+
+static void p_convt2d_forward_lp(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *c,
+                                 const void *x, const void *w, const float *b, void *y, void *ws) {
+  double t0 = prof_begin(be);
+  prof_orig->convt2d_forward_lp(be, dt, c, x, w, b, y, ws);
+  const double f = 2.0 * c->N * c->K * c->C * c->R * c->S * c->H * c->W;
+  prof_end(be, t0, f, "convT   fwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld", lp_name(dt),
+           (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
+           (long long)c->Q);
+}
+
+static void p_convt2d_backward_lp(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *c,
+                                  const void *x, const void *w, const void *dy, void *dx, float *dw,
+                                  float *db, int accumulate, void *ws) {
+  double t0 = prof_begin(be);
+  prof_orig->convt2d_backward_lp(be, dt, c, x, w, dy, dx, dw, db, accumulate, ws);
+  const double f =
+      ((dx != NULL) + (dw != NULL)) * 2.0 * c->N * c->K * c->C * c->R * c->S * c->H * c->W;
+  prof_end(be, t0, f, "convT   bwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld %s", grads(dx, dw),
+           (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
+           (long long)c->Q, lp_name(dt));
+}
+
+static void p_bn_forward_train_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
+                                  const void *x, const float *gamma, const float *beta, void *y,
+                                  float *rm, float *rv, float momentum, float eps, float *mean,
+                                  float *invstd) {
+  double t0 = prof_begin(be);
+  prof_orig->batchnorm2d_forward_train_lp(be, dt, N, C, HW, x, gamma, beta, y, rm, rv, momentum,
+                                          eps, mean, invstd);
+  prof_end(be, t0, 0, "bn2d    fwd %-5s C=%-4lld HW=%lld", lp_name(dt), (long long)C,
+           (long long)HW);
+}
+
+static void p_bn_backward_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
+                             const void *x, const void *dy, const float *gamma, const float *mean,
+                             const float *invstd, void *dx, float *dgamma, float *dbeta,
+                             int accumulate) {
+  double t0 = prof_begin(be);
+  prof_orig->batchnorm2d_backward_lp(be, dt, N, C, HW, x, dy, gamma, mean, invstd, dx, dgamma,
+                                     dbeta, accumulate);
+  prof_end(be, t0, 0, "bn2d    bwd %-5s C=%-4lld HW=%lld %s", dgamma ? "dx+dp" : "dx", (long long)C,
+           (long long)HW, lp_name(dt));
+}
+
+static void p_act_forward_lp(ganfw_backend *be, int32_t dt, int32_t kind, float alpha, int64_t n,
+                             const void *x, void *y) {
+  double t0 = prof_begin(be);
+  prof_orig->act_forward_lp(be, dt, kind, alpha, n, x, y);
+  prof_end(be, t0, 0, "%-7s fwd %-5s n=%lld", act_name(kind), lp_name(dt), (long long)n);
+}
+
+static void p_act_backward_lp(ganfw_backend *be, int32_t dt, int32_t kind, float alpha, int64_t n,
+                              const void *y, const void *dy, void *dx) {
+  double t0 = prof_begin(be);
+  prof_orig->act_backward_lp(be, dt, kind, alpha, n, y, dy, dx);
+  prof_end(be, t0, 0, "%-7s bwd %-5s n=%lld", act_name(kind), lp_name(dt), (long long)n);
+}
+
 static void p_gemm(ganfw_backend *be, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                    int64_t ldc) {
@@ -366,6 +451,10 @@ PROF_VOID(bce_logits_backward,
 PROF_VOID(rng_normal,
           (ganfw_backend * be, int64_t n, uint64_t seed, uint64_t off, float m, float sd, float *o),
           (be, n, seed, off, m, sd, o))
+PROF_VOID(f32_to_f16, (ganfw_backend * be, int64_t n, const float *x, uint16_t *y), (be, n, x, y))
+PROF_VOID(f16_to_f32, (ganfw_backend * be, int64_t n, const uint16_t *x, float *y), (be, n, x, y))
+PROF_VOID(f32_to_bf16, (ganfw_backend * be, int64_t n, const float *x, uint16_t *y), (be, n, x, y))
+PROF_VOID(bf16_to_f32, (ganfw_backend * be, int64_t n, const uint16_t *x, float *y), (be, n, x, y))
 PROF_RET(double, sum, (ganfw_backend * be, int64_t n, const float *x), (be, n, x))
 PROF_RET(double, sumsq, (ganfw_backend * be, int64_t n, const float *x), (be, n, x))
 PROF_RET(int32_t, nonfinite, (ganfw_backend * be, int64_t n, const float *x), (be, n, x))
@@ -389,6 +478,18 @@ static void prof_install(ganfw_backend *be) {
   WRAP(batchnorm2d_backward, p_bn_backward);
   WRAP(act_forward, p_act_forward);
   WRAP(act_backward, p_act_backward);
+  WRAP(conv2d_forward_lp, p_conv2d_forward_lp);
+  WRAP(conv2d_backward_lp, p_conv2d_backward_lp);
+  WRAP(convt2d_forward_lp, p_convt2d_forward_lp);
+  WRAP(convt2d_backward_lp, p_convt2d_backward_lp);
+  WRAP(batchnorm2d_forward_train_lp, p_bn_forward_train_lp);
+  WRAP(batchnorm2d_backward_lp, p_bn_backward_lp);
+  WRAP(act_forward_lp, p_act_forward_lp);
+  WRAP(act_backward_lp, p_act_backward_lp);
+  WRAP(f32_to_f16, p_f32_to_f16);
+  WRAP(f16_to_f32, p_f16_to_f32);
+  WRAP(f32_to_bf16, p_f32_to_bf16);
+  WRAP(bf16_to_f32, p_bf16_to_f32);
   WRAP(gemm, p_gemm);
   WRAP(fill, p_fill);
   WRAP(scale, p_scale);

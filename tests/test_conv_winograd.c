@@ -171,9 +171,9 @@ static void run_draw(const ganfw_conv2d_shape *s, uint64_t seed, void *wsw, void
   memcpy(dwaw, dw0, (size_t)nw * sizeof *dw0);
   memcpy(dwai, dw0, (size_t)nw * sizeof *dw0);
 
-  ganfw_cpu_conv2d_winograd_forward(s, x, w, b, yw, wsw);
-  ganfw_cpu_conv2d_winograd_backward(s, x, w, dy, dxw, dww, 0, wsw);
-  ganfw_cpu_conv2d_winograd_backward(s, x, w, dy, NULL, dwaw, 1, wsw);
+  ganfw_cpu_conv2d_winograd_forward(s, GANFW_DTYPE_F32, x, w, b, yw, NULL, wsw);
+  ganfw_cpu_conv2d_winograd_backward(s, GANFW_DTYPE_F32, x, w, dy, dxw, dww, 0, NULL, NULL, wsw);
+  ganfw_cpu_conv2d_winograd_backward(s, GANFW_DTYPE_F32, x, w, dy, NULL, dwaw, 1, NULL, NULL, wsw);
   ganfw_cpu_conv2d_forward(NULL, s, x, w, b, yi, wsi);
   ganfw_cpu_conv2d_backward(NULL, s, x, w, dy, dxi, dwi, NULL, 0, wsi);
   ganfw_cpu_conv2d_backward(NULL, s, x, w, dy, NULL, dwai, NULL, 1, wsi);
@@ -183,8 +183,8 @@ static void run_draw(const ganfw_conv2d_shape *s, uint64_t seed, void *wsw, void
   add_err(&e[3], dwaw, dwai, dwa, nw);
 
   float *dx1 = falloc(nx), *dw1 = falloc(nw);
-  ganfw_cpu_conv2d_winograd_backward(s, x, w, dy, dx1, NULL, 0, wsw);
-  ganfw_cpu_conv2d_winograd_backward(s, x, w, dy, NULL, dw1, 0, wsw);
+  ganfw_cpu_conv2d_winograd_backward(s, GANFW_DTYPE_F32, x, w, dy, dx1, NULL, 0, NULL, NULL, wsw);
+  ganfw_cpu_conv2d_winograd_backward(s, GANFW_DTYPE_F32, x, w, dy, NULL, dw1, 0, NULL, NULL, wsw);
   CU_ASSERT(same(dx1, dxw, nx));
   CU_ASSERT(same(dw1, dww, nw));
 
@@ -242,8 +242,9 @@ static void test_threads(void) {
   for (int t = 0; t < 2; t++) {
     ganfw_cpu_set_threads(NULL, t + 1);
     y[t] = falloc(ny), dx[t] = falloc(nx), dw[t] = falloc(nw);
-    ganfw_cpu_conv2d_winograd_forward(&s, x, w, NULL, y[t], ws);
-    ganfw_cpu_conv2d_winograd_backward(&s, x, w, dy, dx[t], dw[t], 0, ws);
+    ganfw_cpu_conv2d_winograd_forward(&s, GANFW_DTYPE_F32, x, w, NULL, y[t], NULL, ws);
+    ganfw_cpu_conv2d_winograd_backward(&s, GANFW_DTYPE_F32, x, w, dy, dx[t], dw[t], 0, NULL, NULL,
+                                       ws);
   }
   CU_ASSERT(same(y[1], y[0], ny));
   CU_ASSERT(same(dx[1], dx[0], nx));
@@ -334,8 +335,8 @@ static int dispatch_checks(void) {
   void *ws = malloc(wsc); /* CUnit's assertions are not for the child */
   if (!ws) return 1;
   /* conv2d */
-  ganfw_cpu_conv2d_winograd_forward(&s, x, w, b, y0, ws);
-  ganfw_cpu_conv2d_winograd_backward(&s, x, w, dy, dx0, dw0, 0, ws);
+  ganfw_cpu_conv2d_winograd_forward(&s, GANFW_DTYPE_F32, x, w, b, y0, NULL, ws);
+  ganfw_cpu_conv2d_winograd_backward(&s, GANFW_DTYPE_F32, x, w, dy, dx0, dw0, 0, NULL, NULL, ws);
   ganfw_cpu_conv2d_forward(NULL, &s, x, w, b, y1, ws);
   ganfw_cpu_conv2d_backward(NULL, &s, x, w, dy, dx1, dw1, db, 0, ws);
   fails += memcmp(y0, y1, (size_t)ny * sizeof *y0) != 0;
@@ -364,7 +365,7 @@ static int dispatch_checks(void) {
   fails += ganfw_cpu_convt2d_workspace(NULL, &t) < wsw;
   ganfw_cpu_convt2d_forward(NULL, &t, dy, w, NULL, dx1, ws);            /* = conv backward-data */
   ganfw_cpu_convt2d_backward(NULL, &t, dy, w, x, y1, dw1, NULL, 0, ws); /* dx = conv forward */
-  ganfw_cpu_conv2d_winograd_forward(&s, x, w, NULL, y0, ws);
+  ganfw_cpu_conv2d_winograd_forward(&s, GANFW_DTYPE_F32, x, w, NULL, y0, NULL, ws);
   fails += memcmp(dx0, dx1, (size_t)nx * sizeof *dx0) != 0;
   fails += memcmp(y0, y1, (size_t)ny * sizeof *y0) != 0;
   /* convT's dw is the conv's dw with the convT's dy (= the conv's x) as input */

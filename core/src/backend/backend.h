@@ -369,6 +369,9 @@ struct ganfw_backend {
 
 /* The CPU backend (core/src/backend/cpu/cpu_backend.c). Static: no create/destroy needed. */
 ganfw_backend *ganfw_cpu_backend(void);
+/* One line on how the CPU backend computes in `dtype` (f16 or bf16) on this machine: which
+ * layers run natively, and the conversions and products it uses. */
+const char *ganfw_cpu_lp_describe(int32_t dtype);
 /* The meta backend (core/src/backend/meta_backend.c), for planning: fake addresses, no kernels;
  * the workspace sizes and capacity of `shadow`, the backend a real run would use (NULL:
  * the CPU). Static, one per shadow (NULL past four shadows); one planning thread at a

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "runtime/alloc.h"
 #include "runtime/cpus.h"
 #include "io/checkpoint.h"
@@ -590,6 +591,9 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   }
   s->ctx->config = s->run->config; /* model.batchnorm_* (nn/layers/batchnorm2d.c) */
   if ((st = create_memory(s)) != GANFW_OK) return st;
+  if (s->exec.compute_dtype != GANFW_DTYPE_F32 && !copt.meta &&
+      s->ctx->device_type == GANFW_DEVICE_CPU && ganfw_dist_world_rank() == 0)
+    ganfw_log(GANFW_LOG_INFO, "%s", ganfw_cpu_lp_describe(s->exec.compute_dtype));
   if ((st = open_data(s, root, with_data, info)) != GANFW_OK) return st;
   if ((st = create_model(s, root)) != GANFW_OK) return st;
   if ((st = ganfw_dp_open(s)) != GANFW_OK) return st; /* mpirun: the job's ranks */

@@ -119,6 +119,44 @@ static int use_f16c(void) {
   return ganfw_cpu_isa_level() >= GANFW_CPU_ISA_AVX2 && ganfw_cpu_have_f16c();
 }
 
+void ganfw_cpu_row_to_f32(int32_t dt, int64_t n, const void *x, float *y) {
+  if (dt == GANFW_DTYPE_F32) {
+    memcpy(y, x, (size_t)n * sizeof *y);
+    return;
+  }
+  const uint16_t *h = x;
+  if (dt == GANFW_DTYPE_BF16) {
+    for (int64_t i = 0; i < n; i++) y[i] = ganfw_bf16_to_f32_scalar(h[i]);
+    return;
+  }
+#ifdef GANFW_CAST_X86
+  if (use_f16c()) {
+    f16_to_f32_f16c_range(0, n, h, y);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; i++) y[i] = ganfw_f16_to_f32_scalar(h[i]);
+}
+
+void ganfw_cpu_row_from_f32(int32_t dt, int64_t n, const float *x, void *y) {
+  if (dt == GANFW_DTYPE_F32) {
+    memcpy(y, x, (size_t)n * sizeof *x);
+    return;
+  }
+  uint16_t *h = y;
+  if (dt == GANFW_DTYPE_BF16) {
+    for (int64_t i = 0; i < n; i++) h[i] = ganfw_f32_to_bf16_scalar(x[i]);
+    return;
+  }
+#ifdef GANFW_CAST_X86
+  if (use_f16c()) {
+    f32_to_f16_f16c_range(0, n, x, h);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; i++) h[i] = ganfw_f32_to_f16_scalar(x[i]);
+}
+
 void ganfw_cpu_f32_to_f16(ganfw_backend *be, int64_t n, const float *x, uint16_t *y) {
   if (use_f16c())
     ganfw_cpu_f32_to_f16_f16c(n, x, y);

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ganfw/tensor.h"
+
 static inline uint32_t ganfw_f32_bits(float x) {
   uint32_t u;
   memcpy(&u, &x, sizeof u);
@@ -89,5 +91,16 @@ void ganfw_cpu_f16_to_f32_portable(int64_t n, const uint16_t *x, float *y);
 int ganfw_cpu_have_f16c(void);
 void ganfw_cpu_f32_to_f16_f16c(int64_t n, const float *x, uint16_t *y);
 void ganfw_cpu_f16_to_f32_f16c(int64_t n, const uint16_t *x, float *y);
+
+/* Row conversions for the kernels that read and write 16-bit tensors themselves (the CPU's
+ * native 16-bit entries, backend.h _lp): n values of dtype dt (GANFW_DTYPE_F32, _F16 or
+ * _BF16) at x to f32 at y, and f32 back to dt (round to nearest even), on the calling thread
+ * (no OpenMP team: they run inside the kernels' parallel loops), with F16C from the AVX2
+ * level up. The same bits as ganfw_cpu_f16_to_f32 etc.; f32 is a copy. */
+static inline int64_t ganfw_cpu_dtype_bytes(int32_t dt) {
+  return dt == GANFW_DTYPE_F32 ? 4 : 2;
+}
+void ganfw_cpu_row_to_f32(int32_t dt, int64_t n, const void *x, float *y);
+void ganfw_cpu_row_from_f32(int32_t dt, int64_t n, const float *x, void *y);
 
 #endif

@@ -18,7 +18,12 @@
  * transformed weights, 2.25x the weights, and chunks of transformed tiles) fits within
  * im2col's, so that the workspace a conv reports, and every memory figure and plan built on
  * it, is the same for both paths. GANFW_CONV_IM2COL=1 in the environment (read once) keeps
- * every conv on im2col + GEMM, for benchmarks and tests. */
+ * every conv on im2col + GEMM, for benchmarks and tests.
+ * The same kernels take f16 and bf16 activations (the native 16-bit entries at the end of
+ * this file, for amp): the conversions happen where the kernels copy (into pad_plane and
+ * gather_dy, out of scatter_out and col2im, around the Winograd transforms), the GEMMs
+ * stay f32, and the result has the bits of converting whole tensors around the f32 entries
+ * (tests/test_cpu_lp_conv.c). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +33,8 @@
 #define CONV_AVX512 1
 #endif
 
+#include "backend/cpu/cast.h"
+#include "backend/cpu/conv_internal.h"
 #include "backend/cpu/conv_winograd.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/isa.h"
@@ -83,14 +90,24 @@ static int64_t conv_plane(const ganfw_conv2d_shape *s) {
   return (floats + 15) / 16 * 16;
 }
 
-/* Plane x (H x W) with pad_h rows and pad_w columns of zeros around it, in pad. */
-static void pad_plane(const ganfw_conv2d_shape *s, const float *x, float *pad) {
+/* Element i of an activation of dtype dt (f32, f16 or bf16). */
+static const void *elem(int32_t dt, const void *p, int64_t i) {
+  return (const char *)p + i * ganfw_cpu_dtype_bytes(dt);
+}
+
+static void *elem_mut(int32_t dt, void *p, int64_t i) {
+  return (char *)p + i * ganfw_cpu_dtype_bytes(dt);
+}
+
+/* Plane x (H x W, dtype dt) with pad_h rows and pad_w columns of zeros around it, in f32 in
+ * pad: a 16-bit input is converted here, row by row, on its way into im2col. */
+static void pad_plane(const ganfw_conv2d_shape *s, int32_t dt, const void *x, float *pad) {
   const int64_t H = s->H, W = s->W, ph = s->pad_h, pw = s->pad_w, Wp = W + 2 * pw;
   memset(pad, 0, (size_t)(ph * Wp) * sizeof *pad);
   float *row = pad + ph * Wp;
   for (int64_t h = 0; h < H; h++, row += Wp) {
     for (int64_t j = 0; j < pw; j++) row[j] = 0.0f;
-    memcpy(row + pw, x + h * W, (size_t)W * sizeof *row);
+    ganfw_cpu_row_to_f32(dt, W, elem(dt, x, h * W), row + pw);
     for (int64_t j = pw + W; j < Wp; j++) row[j] = 0.0f;
   }
   memset(row, 0, (size_t)(ph * Wp + CONV_PLANE_SLACK) * sizeof *pad);
@@ -269,15 +286,15 @@ static block_fn pick_scatter(int64_t sw) {
 }
 
 /* im2col of one image: col[(c*R + r)*S + s][p*Q + q] = xpad[c][p*sh + r][q*sw + s], xpad
- * being the image x [C,H,W] padded with zeros, plane by plane in `scratch`. col rows are
- * ld floats apart. */
-static void im2col(const ganfw_conv2d_shape *s, const float *x, float *col, int64_t ld,
+ * being the image x [C,H,W] (dtype dt) padded with zeros, plane by plane in `scratch`. col
+ * rows are ld floats apart. */
+static void im2col(const ganfw_conv2d_shape *s, int32_t dt, const void *x, float *col, int64_t ld,
                    float *scratch) {
   const int64_t C = s->C, H = s->H, W = s->W, R = s->R, S = s->S;
   const int64_t Wp = W + 2 * s->pad_w, step = s->stride_h * Wp;
   const block_fn gather = pick_gather(s->stride_w);
   for (int64_t c = 0; c < C; c++) {
-    pad_plane(s, x + c * H * W, scratch);
+    pad_plane(s, dt, elem(dt, x, c * H * W), scratch);
     for (int64_t r = 0; r < R; r++) {
       for (int64_t k = 0; k < S; k++) {
         gather(col + ((c * R + r) * S + k) * ld, scratch + r * Wp + k, s->P, s->Q, step,
@@ -287,10 +304,11 @@ static void im2col(const ganfw_conv2d_shape *s, const float *x, float *col, int6
   }
 }
 
-/* The adjoint of im2col for one image: dx [C,H,W] = the sum of the col entries that im2col
- * took from there, accumulated in the padded plane `scratch` and then cropped. */
+/* The adjoint of im2col for one image: dx [C,H,W] (dtype dt) = the sum of the col entries
+ * that im2col took from there (+ bias[c] when bias is not NULL), accumulated in the padded
+ * plane `scratch` and then cropped, and rounded there once for a 16-bit dx. */
 static void col2im(const ganfw_conv2d_shape *s, const float *col, int64_t ld, float *scratch,
-                   float *dx) {
+                   const float *bias, int32_t dt, void *dx) {
   const int64_t C = s->C, H = s->H, W = s->W, R = s->R, S = s->S;
   const int64_t ph = s->pad_h, pw = s->pad_w, Wp = W + 2 * pw;
   const int64_t step = s->stride_h * Wp;
@@ -303,9 +321,13 @@ static void col2im(const ganfw_conv2d_shape *s, const float *col, int64_t ld, fl
                 s->stride_w);
       }
     }
-    float *plane = dx + c * H * W;
-    for (int64_t h = 0; h < H; h++)
-      memcpy(plane + h * W, scratch + (h + ph) * Wp + pw, (size_t)W * sizeof *plane);
+    void *plane = elem_mut(dt, dx, c * H * W);
+    for (int64_t h = 0; h < H; h++) {
+      float *src = scratch + (h + ph) * Wp + pw;
+      if (bias)
+        for (int64_t j = 0; j < W; j++) src[j] += bias[c];
+      ganfw_cpu_row_from_f32(dt, W, src, elem_mut(dt, plane, h * W));
+    }
   }
 }
 
@@ -345,19 +367,18 @@ size_t ganfw_cpu_conv2d_workspace(ganfw_backend *be, const ganfw_conv2d_shape *s
   return ganfw_cpu_conv2d_im2col_workspace(s);
 }
 
-/* y[i][k][:] = out[k][i*PQ ...] (+ b[k]) for the n images of a group; out rows hold ld. */
-static void scatter_out(int64_t n, int64_t K, int64_t PQ, int64_t ld, const float *out,
-                        const float *b, float *y) {
+/* y[i][k][:] = out[k][i*PQ ...] (+ b[k]) for the n images of a group, y in dtype dt (the
+ * bias is added to out in place, then each row rounded once); out rows hold ld. */
+static void scatter_out(int64_t n, int64_t K, int64_t PQ, int64_t ld, float *out, const float *b,
+                        int32_t dt, void *y) {
   for (int64_t i = 0; i < n; i++) {
     for (int64_t k = 0; k < K; k++) {
-      const float *src = out + k * ld + i * PQ;
-      float *dst = y + (i * K + k) * PQ;
+      float *src = out + k * ld + i * PQ;
       if (b) {
         const float bk = b[k];
-        for (int64_t j = 0; j < PQ; j++) dst[j] = src[j] + bk;
-      } else {
-        memcpy(dst, src, (size_t)PQ * sizeof *dst);
+        for (int64_t j = 0; j < PQ; j++) src[j] += bk;
       }
+      ganfw_cpu_row_from_f32(dt, PQ, src, elem_mut(dt, y, (i * K + k) * PQ));
     }
   }
 }
@@ -368,26 +389,40 @@ static void add_bias(int64_t K, int64_t PQ, const float *b, float *y) {
     for (int64_t j = 0; j < PQ; j++) y[k * PQ + j] += b[k];
 }
 
-/* dyc[k][i*PQ ...] = dy[i][k][:] for n images; dyc rows hold ld floats. */
-static void gather_dy(int64_t n, int64_t K, int64_t PQ, int64_t ld, const float *dy, float *dyc) {
+/* dyc[k][i*PQ ...] = dy[i][k][:] for n images of dy (dtype dt), in f32; dyc rows hold ld
+ * floats. */
+static void gather_dy(int64_t n, int64_t K, int64_t PQ, int64_t ld, int32_t dt, const void *dy,
+                      float *dyc) {
   for (int64_t k = 0; k < K; k++) {
-    for (int64_t i = 0; i < n; i++) {
-      memcpy(dyc + k * ld + i * PQ, dy + (i * K + k) * PQ, (size_t)PQ * sizeof *dyc);
-    }
+    for (int64_t i = 0; i < n; i++)
+      ganfw_cpu_row_to_f32(dt, PQ, elem(dt, dy, (i * K + k) * PQ), dyc + k * ld + i * PQ);
   }
 }
 
-/* db[k] (+)= sum of dy[n][k][:] over n. */
-static void bias_grad(int64_t N, int64_t K, int64_t PQ, const float *dy, float *db,
-                      int accumulate) {
+/* Values a 16-bit row is converted in at a time, on the stack. */
+#define CONV_ROW_PIECE 256
+
+/* db[k] (+)= sum of dy[n][k][:] over n, dy [N,K,PQ] in dtype dt: each row summed in order in
+ * f32, the rows in double (conv_transpose2d.c uses it too). */
+void ganfw_cpu_conv_bias_grad(int64_t N, int64_t K, int64_t PQ, int32_t dt, const void *dy,
+                              float *db, int accumulate) {
 #pragma omp parallel for schedule(static)                                                          \
     num_threads(ganfw_cpu_threads()) if (N * K * PQ >= CONV_PARALLEL_MIN)
   for (int64_t k = 0; k < K; k++) {
     double acc = 0.0;
+    float piece[CONV_ROW_PIECE];
     for (int64_t n = 0; n < N; n++) {
-      const float *row = dy + (n * K + k) * PQ;
       float part = 0.0f;
-      for (int64_t j = 0; j < PQ; j++) part += row[j];
+      if (dt == GANFW_DTYPE_F32) {
+        const float *row = (const float *)dy + (n * K + k) * PQ;
+        for (int64_t j = 0; j < PQ; j++) part += row[j];
+      } else {
+        for (int64_t j0 = 0; j0 < PQ; j0 += CONV_ROW_PIECE) {
+          const int64_t len = PQ - j0 < CONV_ROW_PIECE ? PQ - j0 : CONV_ROW_PIECE;
+          ganfw_cpu_row_to_f32(dt, len, elem(dt, dy, (n * K + k) * PQ + j0), piece);
+          for (int64_t j = 0; j < len; j++) part += piece[j];
+        }
+      }
       acc += part;
     }
     db[k] = accumulate ? db[k] + (float)acc : (float)acc;
@@ -427,20 +462,27 @@ static void conv_gemm(ganfw_backend *be, int64_t groups, int ta, int tb, int64_t
     ganfw_cpu_gemm(be, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
-void ganfw_cpu_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
-                              const float *w, const float *b, float *y, void *ws) {
+/* The forward pass with x and y in dtype dt and w in f32. */
+static void conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
+                              const void *x, const float *w, const float *b, void *y,
+                              const conv_lp_ws *lw, void *ws) {
   const int64_t N = s->N, K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q;
   const int64_t CHW = s->C * s->H * s->W;
   if (conv_winograd(s, GANFW_CONV_PASS_FORWARD)) {
-    ganfw_cpu_conv2d_winograd_forward(s, x, w, b, y, ws);
+    ganfw_cpu_conv2d_winograd_forward(s, dt, x, w, b, y, lw ? lw->stage : NULL, ws);
     return;
   }
   if (conv_is_dense(s)) {
-    /* y[N, K] = x[N, CRS] * w[K, CRS]^T (+ b): start from the bias, then add. */
+    /* y[N, K] = x[N, CRS] * w[K, CRS]^T (+ b): start from the bias, then add. A 16-bit x and
+     * y go through f32 copies (dense convs are small: DC-GAN's 4x4 -> 1x1). */
+    const float *xf = dt == GANFW_DTYPE_F32 ? x : lw->dense_in;
+    float *yf = dt == GANFW_DTYPE_F32 ? y : lw->dense_out;
+    if (dt != GANFW_DTYPE_F32) ganfw_cpu_row_to_f32(dt, N * CRS, x, lw->dense_in);
     if (b) {
-      for (int64_t n = 0; n < N; n++) memcpy(y + n * K, b, (size_t)K * sizeof *y);
+      for (int64_t n = 0; n < N; n++) memcpy(yf + n * K, b, (size_t)K * sizeof *yf);
     }
-    ganfw_cpu_gemm(be, 0, 1, N, K, CRS, 1.0f, x, CRS, w, CRS, b ? 1.0f : 0.0f, y, K);
+    ganfw_cpu_gemm(be, 0, 1, N, K, CRS, 1.0f, xf, CRS, w, CRS, b ? 1.0f : 0.0f, yf, K);
+    if (dt != GANFW_DTYPE_F32) ganfw_cpu_row_from_f32(dt, N * K, yf, y);
     return;
   }
   const int64_t chunk = conv_chunk(s);
@@ -455,41 +497,61 @@ void ganfw_cpu_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *s, co
     for (int64_t gi = 0; gi < groups; gi++) {
       const int64_t i0 = gi * g, n = i0 + g < nb ? g : nb - i0, cols = n * PQ;
       float *col = cw.col + i0 * CRS * PQ, *out = cw.out + i0 * K * PQ;
-      float *yg = y + (n0 + i0) * K * PQ;
+      void *yg = elem_mut(dt, y, (n0 + i0) * K * PQ);
       for (int64_t i = 0; i < n; i++)
-        im2col(s, x + (n0 + i0 + i) * CHW, col + i * PQ, cols, conv_scratch(&cw, i0 + i));
-      if (n == 1) {
+        im2col(s, dt, elem(dt, x, (n0 + i0 + i) * CHW), col + i * PQ, cols,
+               conv_scratch(&cw, i0 + i));
+      if (n == 1 && dt == GANFW_DTYPE_F32) {
         /* One image: its output rows are y's rows, no scatter needed. */
         conv_gemm(be, groups, 0, 0, K, PQ, CRS, w, CRS, col, PQ, yg, PQ);
         if (b) add_bias(K, PQ, b, yg);
       } else {
         conv_gemm(be, groups, 0, 0, K, cols, CRS, w, CRS, col, cols, out, cols);
-        scatter_out(n, K, PQ, cols, out, b, yg);
+        scatter_out(n, K, PQ, cols, out, b, dt, yg);
       }
     }
   }
 }
 
-void ganfw_cpu_conv2d_backward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
-                               const float *w, const float *dy, float *dx, float *dw, float *db,
-                               int accumulate, void *ws) {
+/* The backward passes with x, dy and dx in dtype dt and w in f32; bdx (when not NULL) is
+ * added to dx per channel before dx is rounded (conv_transpose2d's forward bias). */
+static void conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
+                               const void *x, const float *w, const void *dy, void *dx, float *dw,
+                               float *db, int accumulate, const float *bdx, const conv_lp_ws *lw,
+                               void *ws) {
   const int64_t N = s->N, K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q;
   const int64_t CHW = s->C * s->H * s->W;
-  if (db) bias_grad(N, K, PQ, dy, db, accumulate);
+  if (db) ganfw_cpu_conv_bias_grad(N, K, PQ, dt, dy, db, accumulate);
   const int wino_dx = dx && conv_winograd(s, GANFW_CONV_PASS_DATA);
   const int wino_dw = dw && conv_winograd(s, GANFW_CONV_PASS_FILTER);
   if (wino_dx || wino_dw) {
     /* The passes Winograd does not take stay on im2col + GEMM below. */
-    ganfw_cpu_conv2d_winograd_backward(s, x, w, dy, wino_dx ? dx : NULL, wino_dw ? dw : NULL,
-                                       accumulate, ws);
+    ganfw_cpu_conv2d_winograd_backward(s, dt, x, w, dy, wino_dx ? dx : NULL, wino_dw ? dw : NULL,
+                                       accumulate, bdx, lw ? lw->stage : NULL, ws);
     if (wino_dx) dx = NULL;
     if (wino_dw) dw = NULL;
   }
   if (conv_is_dense(s)) {
-    /* dy is [N, K]: dx[N, CRS] = dy * w[K, CRS]; dw[K, CRS] (+)= dy^T * x[N, CRS]. */
-    if (dw)
-      ganfw_cpu_gemm(be, 1, 0, K, CRS, N, 1.0f, dy, K, x, CRS, accumulate ? 1.0f : 0.0f, dw, CRS);
-    if (dx) ganfw_cpu_gemm(be, 0, 0, N, CRS, K, 1.0f, dy, K, w, CRS, 0.0f, dx, CRS);
+    /* dy is [N, K]: dx[N, CRS] = dy * w[K, CRS]; dw[K, CRS] (+)= dy^T * x[N, CRS]. A 16-bit
+     * dy, x and dx go through f32 copies, x and dx sharing one. */
+    const int lp = dt != GANFW_DTYPE_F32;
+    const float *dyf = lp ? lw->dense_out : dy;
+    if (lp && (dw || dx)) ganfw_cpu_row_to_f32(dt, N * K, dy, lw->dense_out);
+    if (dw) {
+      const float *xf = lp ? lw->dense_in : x;
+      if (lp) ganfw_cpu_row_to_f32(dt, N * CRS, x, lw->dense_in);
+      ganfw_cpu_gemm(be, 1, 0, K, CRS, N, 1.0f, dyf, K, xf, CRS, accumulate ? 1.0f : 0.0f, dw, CRS);
+    }
+    if (dx) {
+      float *dxf = lp ? lw->dense_in : dx;
+      ganfw_cpu_gemm(be, 0, 0, N, CRS, K, 1.0f, dyf, K, w, CRS, 0.0f, dxf, CRS);
+      if (bdx) {
+        const int64_t HW = s->H * s->W;
+        for (int64_t i = 0; i < N * s->C; i++)
+          for (int64_t j = 0; j < HW; j++) dxf[i * HW + j] += bdx[i % s->C];
+      }
+      if (lp) ganfw_cpu_row_from_f32(dt, N * CRS, dxf, dx);
+    }
     return;
   }
   if (!dx && !dw) return;
@@ -499,16 +561,16 @@ void ganfw_cpu_conv2d_backward(ganfw_backend *be, const ganfw_conv2d_shape *s, c
     const int64_t nb = N - n0 < chunk ? N - n0 : chunk, ld = conv_ld(nb, PQ);
     const int64_t g = conv_group(s, nb), groups = (nb + g - 1) / g;
     const int parallel = groups > 1 && K * CRS * nb * PQ >= CONV_PARALLEL_MIN_MACS;
-    const float *dyn = dy + n0 * K * PQ;
+    const void *dyn = elem(dt, dy, n0 * K * PQ);
     if (dw) {
       /* dw[K, CRS] (+)= dyc * col^T over all the chunk's columns (chunk-wide layout): one
        * GEMM with a long inner dimension, split over the threads. */
 #pragma omp parallel for schedule(static) num_threads(ganfw_cpu_threads()) if (parallel)
       for (int64_t gi = 0; gi < groups; gi++) {
         const int64_t i0 = gi * g, n = i0 + g < nb ? g : nb - i0;
-        gather_dy(n, K, PQ, ld, dyn + i0 * K * PQ, cw.out + i0 * PQ);
+        gather_dy(n, K, PQ, ld, dt, elem(dt, dyn, i0 * K * PQ), cw.out + i0 * PQ);
         for (int64_t i = i0; i < i0 + n; i++)
-          im2col(s, x + (n0 + i) * CHW, cw.col + i * PQ, ld, conv_scratch(&cw, i));
+          im2col(s, dt, elem(dt, x, (n0 + i) * CHW), cw.col + i * PQ, ld, conv_scratch(&cw, i));
       }
       const float beta = (n0 == 0 && !accumulate) ? 0.0f : 1.0f;
       ganfw_cpu_gemm(be, 0, 1, K, CRS, nb * PQ, 1.0f, cw.out, ld, cw.col, ld, beta, dw, CRS);
@@ -519,16 +581,115 @@ void ganfw_cpu_conv2d_backward(ganfw_backend *be, const ganfw_conv2d_shape *s, c
       for (int64_t gi = 0; gi < groups; gi++) {
         const int64_t i0 = gi * g, n = i0 + g < nb ? g : nb - i0, cols = n * PQ;
         float *col = cw.col + i0 * CRS * PQ;
-        const float *dyc = dyn + i0 * K * PQ; /* one image: dy's rows are the rows needed */
-        if (n > 1) {
-          float *buf = cw.out + i0 * K * PQ;
-          gather_dy(n, K, PQ, cols, dyc, buf);
-          dyc = buf;
-        }
+        const float *dyc = cw.out + i0 * K * PQ;
+        if (n == 1 && dt == GANFW_DTYPE_F32) /* one f32 image: dy's rows are the rows needed */
+          dyc = (const float *)dyn + i0 * K * PQ;
+        else
+          gather_dy(n, K, PQ, cols, dt, elem(dt, dyn, i0 * K * PQ), cw.out + i0 * K * PQ);
         conv_gemm(be, groups, 1, 0, CRS, cols, K, w, CRS, dyc, cols, col, cols);
         for (int64_t i = 0; i < n; i++)
-          col2im(s, col + i * PQ, cols, conv_scratch(&cw, i0 + i), dx + (n0 + i0 + i) * CHW);
+          col2im(s, col + i * PQ, cols, conv_scratch(&cw, i0 + i), bdx, dt,
+                 elem_mut(dt, dx, (n0 + i0 + i) * CHW));
       }
     }
   }
+}
+
+void ganfw_cpu_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
+                              const float *w, const float *b, float *y, void *ws) {
+  conv2d_forward_dt(be, s, GANFW_DTYPE_F32, x, w, b, y, NULL, ws);
+}
+
+void ganfw_cpu_conv2d_backward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
+                               const float *w, const float *dy, float *dx, float *dw, float *db,
+                               int accumulate, void *ws) {
+  conv2d_backward_dt(be, s, GANFW_DTYPE_F32, x, w, dy, dx, dw, db, accumulate, NULL, NULL, ws);
+}
+
+/* --- native 16-bit entries --------------------------------------------------------------
+ * The f32 kernels above with the conversions where they touch the activations: into
+ * pad_plane (im2col), gather_dy and the dense copies, out of scatter_out and col2im, and
+ * around the Winograd transforms (a staging plane per thread slot). GEMMs stay f32. The
+ * workspace is the f32 one, then the weights in f32, the dense f32 copies and the
+ * Winograd staging planes. */
+
+/* Floats, rounded up to whole 64-byte lines. */
+static size_t lines_of(int64_t floats) {
+  return (size_t)((floats + 15) / 16 * 16) * sizeof(float);
+}
+
+typedef struct conv_lp_sizes {
+  size_t f32_ws, w, dense_in, dense_out, stage;
+  size_t w_at; /* where the f32 weights lie */
+} conv_lp_sizes;
+
+static conv_lp_sizes conv_lp_layout(const ganfw_conv2d_shape *s) {
+  const int64_t CRS = s->C * s->R * s->S;
+  conv_lp_sizes z = {.f32_ws = ganfw_cpu_conv2d_im2col_workspace(s), .w = lines_of(s->K * CRS)};
+  z.w_at = z.f32_ws;
+  /* When both passes that read the weights run on Winograd, their f32 copy lies in V, which
+   * is free until the weights are transformed. */
+  size_t spare = 0;
+  if (conv_winograd(s, GANFW_CONV_PASS_FORWARD) && conv_winograd(s, GANFW_CONV_PASS_DATA)) {
+    const size_t at = ganfw_cpu_conv2d_winograd_spare(s, &spare);
+    if (spare >= z.w) z.w_at = at, z.w = 0;
+  }
+  if (conv_is_dense(s)) {
+    z.dense_in = lines_of(s->N * CRS);
+    z.dense_out = lines_of(s->N * s->K);
+  }
+  if (ganfw_cpu_conv2d_winograd_fits(s)) z.stage = ganfw_cpu_conv2d_winograd_stage_bytes(s);
+  return z;
+}
+
+size_t ganfw_cpu_conv2d_lp_workspace(const ganfw_conv2d_shape *s) {
+  const conv_lp_sizes z = conv_lp_layout(s);
+  return z.f32_ws + z.w + z.dense_in + z.dense_out + z.stage;
+}
+
+/* The parts of the workspace ws, and w (dtype dt, may be NULL) converted to f32 into it. */
+conv_lp_ws ganfw_cpu_conv2d_lp_split(const ganfw_conv2d_shape *s, int32_t dt, const void *w,
+                                     void *ws) {
+  const conv_lp_sizes z = conv_lp_layout(s);
+  conv_lp_ws lw = {.w = (float *)(void *)((char *)ws + z.w_at)};
+  char *p = (char *)ws + z.f32_ws + z.w;
+  lw.dense_in = z.dense_in ? (float *)(void *)p : NULL;
+  p += z.dense_in;
+  lw.dense_out = z.dense_out ? (float *)(void *)p : NULL;
+  p += z.dense_out;
+  lw.stage = z.stage ? (float *)(void *)p : NULL;
+  if (w) ganfw_cpu_row_to_f32(dt, s->K * s->C * s->R * s->S, w, lw.w);
+  return lw;
+}
+
+size_t ganfw_cpu_conv2d_workspace_lp(ganfw_backend *be, int32_t dtype,
+                                     const ganfw_conv2d_shape *s) {
+  (void)be, (void)dtype;
+  return ganfw_cpu_conv2d_lp_workspace(s);
+}
+
+void ganfw_cpu_conv2d_forward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
+                                 const void *x, const void *w, const float *b, void *y, void *ws) {
+  const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(s, dtype, w, ws);
+  conv2d_forward_dt(be, s, dtype, x, lw.w, b, y, &lw, ws);
+}
+
+void ganfw_cpu_conv2d_backward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
+                                  const void *x, const void *w, const void *dy, void *dx, float *dw,
+                                  float *db, int accumulate, void *ws) {
+  const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(s, dtype, dx ? w : NULL, ws);
+  conv2d_backward_dt(be, s, dtype, x, dx ? lw.w : NULL, dy, dx, dw, db, accumulate, NULL, &lw, ws);
+}
+
+void ganfw_cpu_conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
+                                 const void *x, const float *w, void *y, const conv_lp_ws *lw,
+                                 void *ws) {
+  conv2d_forward_dt(be, s, dt, x, w, NULL, y, lw, ws);
+}
+
+void ganfw_cpu_conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
+                                  const void *x, const float *w, const void *dy, void *dx,
+                                  float *dw, int accumulate, const float *bdx, const conv_lp_ws *lw,
+                                  void *ws) {
+  conv2d_backward_dt(be, s, dt, x, w, dy, dx, dw, NULL, accumulate, bdx, lw, ws);
 }

@@ -25,6 +25,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "backend/cpu/cast.h"
 #include "backend/cpu/conv_winograd.h"
 
 #ifndef WG_M
@@ -90,6 +91,7 @@ typedef struct wg_geo {
   int64_t tiles;      /* TH*TW*lanes: GEMM columns of a chunk */
   int64_t plane;      /* floats of one slot's plane */
   int64_t u, v, m;    /* floats of U, V, M */
+  int64_t stage;      /* floats of one slot's staging plane (16-bit calls) */
 } wg_geo;
 
 static int64_t round16(int64_t n) {
@@ -105,6 +107,8 @@ static void wg_chunk_sizes(wg_geo *g, int64_t chunk) {
   g->u = round16(WG_AA * g->K * g->C4);
   g->v = round16(WG_AA * g->C4 * g->tiles);
   g->m = round16(WG_AA * g->K * g->tiles);
+  const int64_t pixels = g->H * g->W > g->P * g->Q ? g->H * g->W : g->P * g->Q;
+  g->stage = round16(g->chunk * pixels);
 }
 
 static size_t wg_bytes(const wg_geo *g) {
@@ -133,15 +137,26 @@ static wg_geo wg_geometry(const ganfw_conv2d_shape *s) {
   return g;
 }
 
-/* The workspace: U (or dU), V (or Z), M (or E), then the slots' planes. */
+/* The workspace: U (or dU), V (or Z), M (or E), then the slots' planes; the activations'
+ * dtype and, for 16-bit ones, the slots' staging planes (elsewhere). */
 typedef struct wg_ws {
-  float *u, *v, *m, *planes;
+  float *u, *v, *m, *planes, *stage;
+  int32_t dt;
 } wg_ws;
 
-static wg_ws wg_split(const wg_geo *g, void *ws) {
-  wg_ws w = {.u = ws};
+static wg_ws wg_split(const wg_geo *g, int32_t dt, float *stage, void *ws) {
+  wg_ws w = {.u = ws, .stage = stage, .dt = dt};
   w.v = w.u + g->u, w.m = w.v + g->v, w.planes = w.m + g->m;
   return w;
+}
+
+/* Element i of an activation of dtype dt. */
+static const void *wg_elem(int32_t dt, const void *p, int64_t i) {
+  return (const char *)p + i * ganfw_cpu_dtype_bytes(dt);
+}
+
+static void *wg_elem_mut(int32_t dt, void *p, int64_t i) {
+  return (char *)p + i * ganfw_cpu_dtype_bytes(dt);
 }
 
 int ganfw_cpu_conv2d_winograd_fits(const ganfw_conv2d_shape *s) {
@@ -154,6 +169,17 @@ size_t ganfw_cpu_conv2d_winograd_workspace(const ganfw_conv2d_shape *s) {
   return wg_bytes(&g);
 }
 
+size_t ganfw_cpu_conv2d_winograd_spare(const ganfw_conv2d_shape *s, size_t *bytes) {
+  const wg_geo g = wg_geometry(s);
+  *bytes = (size_t)g.v * sizeof(float);
+  return (size_t)g.u * sizeof(float);
+}
+
+size_t ganfw_cpu_conv2d_winograd_stage_bytes(const ganfw_conv2d_shape *s) {
+  const wg_geo g = wg_geometry(s);
+  return (size_t)(WG_SLOTS * g.stage) * sizeof(float);
+}
+
 /* Threads for the transforms (each needs a slot) and the GEMMs. */
 static int wg_threads(void) {
   const int t = ganfw_cpu_threads();
@@ -162,6 +188,10 @@ static int wg_threads(void) {
 
 static float *wg_slot(const wg_geo *g, const wg_ws *w) {
   return w->planes + (int64_t)omp_get_thread_num() * g->plane;
+}
+
+static float *wg_slot_stage(const wg_geo *g, const wg_ws *w) {
+  return w->stage + (int64_t)omp_get_thread_num() * g->stage;
 }
 
 /* --- 16x16 transposes ---------------------------------------------------------------------- */
@@ -214,11 +244,12 @@ typedef struct wg_map {
 typedef struct wg_kernels {
   void (*weights)(const wg_geo *g, const float *w, float *U);
   void (*filter)(const wg_geo *g, const float *dU, int accumulate, float *dw);
-  void (*stage_input)(const wg_geo *g, const wg_ws *w, const float *x, int64_t n0, int64_t nb);
-  void (*stage_dy)(const wg_geo *g, const wg_ws *w, const float *dy, int64_t n0, int64_t nb);
-  void (*stage_output)(const wg_geo *g, const wg_ws *w, const float *b, float *y, int64_t n0,
+  void (*stage_input)(const wg_geo *g, const wg_ws *w, const void *x, int64_t n0, int64_t nb);
+  void (*stage_dy)(const wg_geo *g, const wg_ws *w, const void *dy, int64_t n0, int64_t nb);
+  void (*stage_output)(const wg_geo *g, const wg_ws *w, const float *b, void *y, int64_t n0,
                        int64_t nb);
-  void (*stage_dx)(const wg_geo *g, const wg_ws *w, float *dx, int64_t n0, int64_t nb);
+  void (*stage_dx)(const wg_geo *g, const wg_ws *w, const float *b, void *dx, int64_t n0,
+                   int64_t nb);
 } wg_kernels;
 
 #define WG_KERNELS(isa)                                                                            \
@@ -280,10 +311,11 @@ static void wg_gemm_batch(const wg_gemm *p) {
 
 /* --- the passes ---------------------------------------------------------------------------- */
 
-void ganfw_cpu_conv2d_winograd_forward(const ganfw_conv2d_shape *s, const float *x, const float *w,
-                                       const float *b, float *y, void *ws) {
+void ganfw_cpu_conv2d_winograd_forward(const ganfw_conv2d_shape *s, int32_t dt, const void *x,
+                                       const float *w, const float *b, void *y, float *stage,
+                                       void *ws) {
   const wg_geo g = wg_geometry(s);
-  const wg_ws cw = wg_split(&g, ws);
+  const wg_ws cw = wg_split(&g, dt, stage, ws);
   const wg_kernels *wk = &wg_by_isa[ganfw_cpu_isa_level()];
   wk->weights(&g, w, cw.u);
   for (int64_t n0 = 0; n0 < g.N; n0 += g.chunk) {
@@ -307,11 +339,11 @@ void ganfw_cpu_conv2d_winograd_forward(const ganfw_conv2d_shape *s, const float 
   }
 }
 
-void ganfw_cpu_conv2d_winograd_backward(const ganfw_conv2d_shape *s, const float *x, const float *w,
-                                        const float *dy, float *dx, float *dw, int accumulate,
-                                        void *ws) {
+void ganfw_cpu_conv2d_winograd_backward(const ganfw_conv2d_shape *s, int32_t dt, const void *x,
+                                        const float *w, const void *dy, void *dx, float *dw,
+                                        int accumulate, const float *bdx, float *stage, void *ws) {
   const wg_geo g = wg_geometry(s);
-  const wg_ws cw = wg_split(&g, ws);
+  const wg_ws cw = wg_split(&g, dt, stage, ws);
   const wg_kernels *wk = &wg_by_isa[ganfw_cpu_isa_level()];
   int e_ready = 0; /* M holds E of the only chunk */
   if (dx) {
@@ -334,7 +366,7 @@ void ganfw_cpu_conv2d_winograd_backward(const ganfw_conv2d_shape *s, const float
                           .ldc = g.tiles,
                           .sc = g.C4 * g.tiles};
       wg_gemm_batch(&mm);
-      wk->stage_dx(&g, &cw, dx, n0, nb);
+      wk->stage_dx(&g, &cw, bdx, dx, n0, nb);
     }
     e_ready = g.chunk >= g.N;
   }

@@ -24,13 +24,23 @@ int ganfw_cpu_conv2d_winograd_use(const ganfw_conv2d_shape *s, ganfw_conv_pass p
 size_t ganfw_cpu_conv2d_im2col_workspace(const ganfw_conv2d_shape *s);
 /* Workspace bytes of all three passes of a shape that fits. */
 size_t ganfw_cpu_conv2d_winograd_workspace(const ganfw_conv2d_shape *s);
-/* y = conv2d(x, w) (+ b), as ganfw_cpu_conv2d_forward. */
-void ganfw_cpu_conv2d_winograd_forward(const ganfw_conv2d_shape *s, const float *x, const float *w,
-                                       const float *b, float *y, void *ws);
-/* dx = conv2d's input gradient (when dx is not NULL) and dw (+)= its weight gradient (when dw
- * is not NULL; accumulate adds), as ganfw_cpu_conv2d_backward without the bias. */
-void ganfw_cpu_conv2d_winograd_backward(const ganfw_conv2d_shape *s, const float *x, const float *w,
-                                        const float *dy, float *dx, float *dw, int accumulate,
-                                        void *ws);
+/* Where in the workspace V lies (its byte offset; *bytes: its size): the forward and
+ * backward-data passes read the weights only before V is written, so an f32 copy of the
+ * weights may lie there. */
+size_t ganfw_cpu_conv2d_winograd_spare(const ganfw_conv2d_shape *s, size_t *bytes);
+/* Bytes of the staging planes a call with 16-bit activations needs besides the workspace
+ * (one per thread slot: a chunk's images of one channel in f32). */
+size_t ganfw_cpu_conv2d_winograd_stage_bytes(const ganfw_conv2d_shape *s);
+/* y = conv2d(x, w) (+ b), as ganfw_cpu_conv2d_forward, with x and y in dtype dt (f32, f16 or
+ * bf16; stage: the staging planes, NULL for f32) and w in f32. */
+void ganfw_cpu_conv2d_winograd_forward(const ganfw_conv2d_shape *s, int32_t dt, const void *x,
+                                       const float *w, const float *b, void *y, float *stage,
+                                       void *ws);
+/* dx = conv2d's input gradient (when dx is not NULL; + bdx[c] per channel when bdx is not
+ * NULL) and dw (+)= its weight gradient (when dw is not NULL; accumulate adds), as
+ * ganfw_cpu_conv2d_backward without the bias, with x, dy and dx in dt. */
+void ganfw_cpu_conv2d_winograd_backward(const ganfw_conv2d_shape *s, int32_t dt, const void *x,
+                                        const float *w, const void *dy, void *dx, float *dw,
+                                        int accumulate, const float *bdx, float *stage, void *ws);
 
 #endif

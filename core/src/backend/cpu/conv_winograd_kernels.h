@@ -19,6 +19,9 @@
 #define wg_input_tiles_adjoint  GANFW_ISA(wg_input_tiles_adjoint)
 #define wg_output_tiles         GANFW_ISA(wg_output_tiles)
 #define wg_output_tiles_adjoint GANFW_ISA(wg_output_tiles_adjoint)
+#define wg_rows_in              GANFW_ISA(wg_rows_in)
+#define wg_rows_dst             GANFW_ISA(wg_rows_dst)
+#define wg_rows_out             GANFW_ISA(wg_rows_out)
 #define wg_stage_input          GANFW_ISA(wg_stage_input)
 #define wg_stage_dy             GANFW_ISA(wg_stage_dy)
 #define wg_stage_output         GANFW_ISA(wg_stage_output)
@@ -229,9 +232,9 @@ static void wg_plane_in(const wg_geo *g, const float *x, int64_t stride, int64_t
   wg_to_lanes(x, stride, nb, g->H * g->W, &m, pl);
 }
 
-/* dx[n][h][w] = plane[h + pad_h][w + pad_w][n] (0 outside the plane). */
+/* dx[n][h][w] = plane[h + pad_h][w + pad_w][n] (0 outside the plane) + bias. */
 static void wg_plane_out_input(const wg_geo *g, const float *pl, int64_t stride, int64_t nb,
-                               float *dx) {
+                               float bias, float *dx) {
   const int64_t L = g->lanes;
   if (!wg_image_in_plane(g)) {
     for (int64_t n = 0; n < nb; n++)
@@ -239,12 +242,12 @@ static void wg_plane_out_input(const wg_geo *g, const float *pl, int64_t stride,
         for (int64_t w = 0; w < g->W; w++) {
           const int64_t hp = h + g->ph, wp = w + g->pw;
           dx[n * stride + h * g->W + w] =
-              hp < g->Hs && wp < g->Ws ? pl[(hp * g->Ws + wp) * L + n] : 0.0f;
+              (hp < g->Hs && wp < g->Ws ? pl[(hp * g->Ws + wp) * L + n] : 0.0f) + bias;
         }
     return;
   }
   const wg_map m = {g->W, (g->ph * g->Ws + g->pw) * L, g->Ws * L, L};
-  wg_from_lanes(pl, &m, nb, g->H * g->W, 0.0f, dx, stride);
+  wg_from_lanes(pl, &m, nb, g->H * g->W, bias, dx, stride);
 }
 
 /* plane[p][q][n] = dy[n][p][q] over the output plane (Pm x Qm), zeros beyond P x Q. */
@@ -375,57 +378,102 @@ static void wg_output_tiles_adjoint(const wg_geo *g, const float *pl, float *Ek)
 
 /* --- the three stages of a chunk ----------------------------------------------------------- */
 
+/* The f32 rows a stage reads: channel `c` of the chunk's images [n0, n0+nb) of t ([N, ch,
+ * pixels], dtype w->dt), `*stride` floats apart: t itself in f32, else the slot's staging
+ * plane with the rows converted into it. */
+static const float *wg_rows_in(const wg_geo *g, const wg_ws *w, const void *t, int64_t ch,
+                               int64_t pixels, int64_t c, int64_t n0, int64_t nb, int64_t *stride) {
+  const int64_t first = n0 * ch * pixels + c * pixels;
+  if (w->dt == GANFW_DTYPE_F32) {
+    *stride = ch * pixels;
+    return (const float *)t + first;
+  }
+  float *st = wg_slot_stage(g, w);
+  for (int64_t n = 0; n < nb; n++)
+    ganfw_cpu_row_to_f32(w->dt, pixels, wg_elem(w->dt, t, first + n * ch * pixels),
+                         st + n * pixels);
+  *stride = pixels;
+  return st;
+}
+
+/* Where a stage writes the f32 rows of channel c of the chunk's images of t: t itself in
+ * f32, else the slot's staging plane, which wg_rows_out then rounds into t. */
+static float *wg_rows_dst(const wg_geo *g, const wg_ws *w, void *t, int64_t ch, int64_t pixels,
+                          int64_t c, int64_t n0, int64_t *stride) {
+  if (w->dt == GANFW_DTYPE_F32) {
+    *stride = ch * pixels;
+    return (float *)t + n0 * ch * pixels + c * pixels;
+  }
+  *stride = pixels;
+  return wg_slot_stage(g, w);
+}
+
+static void wg_rows_out(const wg_geo *g, const wg_ws *w, void *t, int64_t ch, int64_t pixels,
+                        int64_t c, int64_t n0, int64_t nb) {
+  if (w->dt == GANFW_DTYPE_F32) return;
+  const float *st = wg_slot_stage(g, w);
+  for (int64_t n = 0; n < nb; n++)
+    ganfw_cpu_row_from_f32(w->dt, pixels, st + n * pixels,
+                           wg_elem_mut(w->dt, t, (n0 + n) * ch * pixels + c * pixels));
+}
+
 /* V of the chunk's images [n0, n0+nb) of x. */
-static void wg_stage_input(const wg_geo *g, const wg_ws *w, const float *x, int64_t n0,
-                           int64_t nb) {
+static void wg_stage_input(const wg_geo *g, const wg_ws *w, const void *x, int64_t n0, int64_t nb) {
   const int nt = wg_threads();
-  const int64_t CHW = g->C * g->H * g->W;
 #pragma omp parallel num_threads(nt) if (nt > 1 && g->C > 1)
   {
     float *pl = wg_slot(g, w);
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < g->C; c++) {
-      wg_plane_in(g, x + n0 * CHW + c * g->H * g->W, CHW, nb, pl);
+      int64_t stride;
+      const float *src = wg_rows_in(g, w, x, g->C, g->H * g->W, c, n0, nb, &stride);
+      wg_plane_in(g, src, stride, nb, pl);
       wg_input_tiles(g, pl, w->v + c * g->tiles);
     }
   }
 }
 
 /* E (in M) of the chunk's images of dy. */
-static void wg_stage_dy(const wg_geo *g, const wg_ws *w, const float *dy, int64_t n0, int64_t nb) {
+static void wg_stage_dy(const wg_geo *g, const wg_ws *w, const void *dy, int64_t n0, int64_t nb) {
   const int nt = wg_threads();
-  const int64_t KPQ = g->K * g->P * g->Q;
 #pragma omp parallel num_threads(nt) if (nt > 1 && g->K > 1)
   {
     float *pl = wg_slot(g, w);
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < g->K; k++) {
-      wg_plane_in_output(g, dy + n0 * KPQ + k * g->P * g->Q, KPQ, nb, pl);
+      int64_t stride;
+      const float *src = wg_rows_in(g, w, dy, g->K, g->P * g->Q, k, n0, nb, &stride);
+      wg_plane_in_output(g, src, stride, nb, pl);
       wg_output_tiles_adjoint(g, pl, w->m + k * g->tiles);
     }
   }
 }
 
 /* y of the chunk's images from M: AT M AT^T per tile, + bias. */
-static void wg_stage_output(const wg_geo *g, const wg_ws *w, const float *b, float *y, int64_t n0,
+static void wg_stage_output(const wg_geo *g, const wg_ws *w, const float *b, void *y, int64_t n0,
                             int64_t nb) {
   const int nt = wg_threads();
-  const int64_t PQ = g->P * g->Q, KPQ = g->K * PQ;
+  const int64_t PQ = g->P * g->Q;
 #pragma omp parallel num_threads(nt) if (nt > 1 && g->K > 1)
   {
     float *pl = wg_slot(g, w);
 #pragma omp for schedule(static)
     for (int64_t k = 0; k < g->K; k++) {
       wg_output_tiles(g, w->m + k * g->tiles, pl);
-      wg_plane_out(g, pl, KPQ, nb, b ? b[k] : 0.0f, y + n0 * KPQ + k * PQ);
+      int64_t stride;
+      float *dst = wg_rows_dst(g, w, y, g->K, PQ, k, n0, &stride);
+      wg_plane_out(g, pl, stride, nb, b ? b[k] : 0.0f, dst);
+      wg_rows_out(g, w, y, g->K, PQ, k, n0, nb);
     }
   }
 }
 
-/* dx of the chunk's images from Z (in V): BT^T Z BT per tile, phases back into planes. */
-static void wg_stage_dx(const wg_geo *g, const wg_ws *w, float *dx, int64_t n0, int64_t nb) {
+/* dx of the chunk's images from Z (in V): BT^T Z BT per tile, phases back into planes,
+ * + b[c] when b is not NULL. */
+static void wg_stage_dx(const wg_geo *g, const wg_ws *w, const float *b, void *dx, int64_t n0,
+                        int64_t nb) {
   const int nt = wg_threads();
-  const int64_t CHW = g->C * g->H * g->W;
+  const int64_t HW = g->H * g->W;
 #pragma omp parallel num_threads(nt) if (nt > 1 && g->C > 1)
   {
     float *pl = wg_slot(g, w);
@@ -433,7 +481,10 @@ static void wg_stage_dx(const wg_geo *g, const wg_ws *w, float *dx, int64_t n0, 
     for (int64_t c = 0; c < g->C; c++) {
       memset(pl, 0, (size_t)(g->Hs * g->Ws * g->lanes) * sizeof *pl);
       wg_input_tiles_adjoint(g, w->v + c * g->tiles, pl);
-      wg_plane_out_input(g, pl, CHW, nb, dx + n0 * CHW + c * g->H * g->W);
+      int64_t stride;
+      float *dst = wg_rows_dst(g, w, dx, g->C, HW, c, n0, &stride);
+      wg_plane_out_input(g, pl, stride, nb, b ? b[c] : 0.0f, dst);
+      wg_rows_out(g, w, dx, g->C, HW, c, n0, nb);
     }
   }
 }
@@ -455,6 +506,9 @@ static void wg_stage_dx(const wg_geo *g, const wg_ws *w, float *dx, int64_t n0, 
 #undef wg_input_tiles_adjoint
 #undef wg_output_tiles
 #undef wg_output_tiles_adjoint
+#undef wg_rows_in
+#undef wg_rows_dst
+#undef wg_rows_out
 #undef wg_stage_input
 #undef wg_stage_dy
 #undef wg_stage_output

@@ -1,7 +1,59 @@
 /* The CPU backend: the reference implementation of every op, OpenBLAS for GEMM, OpenMP
- * threads from device.threads. This file only fills the table; each kernel lives in its
- * own file beside it. */
+ * threads from device.threads. This file fills the table and says which 16-bit groups run
+ * natively; each kernel lives in its own file beside it. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cast.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/isa.h"
+
+/* The groups with native 16-bit kernels, for f16 and bf16 alike: they read and write 16-bit
+ * activations and convert rows on the way (cast.h), so that amp keeps its memory and runs
+ * at full batch (the layers' converting path, core/src/nn/layer_dtype.c, goes in chunks).
+ * GANFW_CPU_LP=0 in the environment (read once) keeps every layer on the converting path,
+ * for benchmarks and tests. */
+#define CPU_LP_GROUPS GANFW_LP_CONV
+
+static pthread_once_t lp_once = PTHREAD_ONCE_INIT;
+static int lp_off;
+
+static void read_lp_env(void) {
+  const char *v = getenv("GANFW_CPU_LP");
+  lp_off = v && strcmp(v, "0") == 0;
+}
+
+uint32_t ganfw_cpu_lp_ops(ganfw_backend *be, int32_t dtype) {
+  (void)be;
+  pthread_once(&lp_once, read_lp_env);
+  if (lp_off || (dtype != GANFW_DTYPE_F16 && dtype != GANFW_DTYPE_BF16)) return 0;
+  return CPU_LP_GROUPS;
+}
+
+const char *ganfw_cpu_lp_describe(int32_t dtype) {
+  static _Thread_local char line[256];
+  const char *name = dtype == GANFW_DTYPE_BF16 ? "bf16" : "f16";
+  if (!ganfw_cpu_lp_ops(NULL, dtype)) {
+    snprintf(line, sizeof line,
+             "%s on the CPU: every layer converts its 16-bit tensors to f32 in chunks "
+             "(GANFW_CPU_LP=0)",
+             name);
+    return line;
+  }
+  const int f16c = ganfw_cpu_isa_level() >= GANFW_CPU_ISA_AVX2 && ganfw_cpu_have_f16c();
+  snprintf(line, sizeof line,
+           "%s on the CPU: conv and conv-transpose read and write %s "
+           "(%s conversions inside the kernels, %s SIMD), f32 products and sums; other layers "
+           "convert",
+           name, name,
+           dtype == GANFW_DTYPE_BF16 ? "shift"
+           : f16c                    ? "F16C"
+                                     : "portable scalar",
+           ganfw_cpu_isa_name(ganfw_cpu_isa_level()));
+  return line;
+}
 
 static const ganfw_backend_vt cpu_vt = {
     .name = "cpu",
@@ -69,6 +121,13 @@ static const ganfw_backend_vt cpu_vt = {
     .binary = ganfw_cpu_binary,
     .reduce_sum = ganfw_cpu_reduce_sum,
     .channel_affine = ganfw_cpu_channel_affine,
+    .lp_ops = ganfw_cpu_lp_ops,
+    .conv2d_workspace_lp = ganfw_cpu_conv2d_workspace_lp,
+    .conv2d_forward_lp = ganfw_cpu_conv2d_forward_lp,
+    .conv2d_backward_lp = ganfw_cpu_conv2d_backward_lp,
+    .convt2d_workspace_lp = ganfw_cpu_convt2d_workspace_lp,
+    .convt2d_forward_lp = ganfw_cpu_convt2d_forward_lp,
+    .convt2d_backward_lp = ganfw_cpu_convt2d_backward_lp,
 };
 
 static ganfw_backend cpu_backend = {.vt = &cpu_vt, .impl = 0};

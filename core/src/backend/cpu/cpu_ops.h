@@ -130,6 +130,42 @@ void ganfw_cpu_embedding_backward(ganfw_backend *be, int64_t N, int64_t num, int
 void ganfw_cpu_transpose01(ganfw_backend *be, int64_t A, int64_t B, int64_t C, const float *x,
                            float *y);
 
+/* Native 16-bit entries (backend.h _lp): the activations in f16 or bf16, converted row by
+ * row inside the kernels (F16C from the AVX2 level up), products and sums in f32, the same
+ * bits as converting whole tensors around the f32 entries. */
+uint32_t ganfw_cpu_lp_ops(ganfw_backend *be, int32_t dtype);
+size_t ganfw_cpu_conv2d_workspace_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s);
+void ganfw_cpu_conv2d_forward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
+                                 const void *x, const void *w, const float *b, void *y, void *ws);
+void ganfw_cpu_conv2d_backward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
+                                  const void *x, const void *w, const void *dy, void *dx, float *dw,
+                                  float *db, int accumulate, void *ws);
+size_t ganfw_cpu_convt2d_workspace_lp(ganfw_backend *be, int32_t dtype,
+                                      const ganfw_convt2d_shape *s);
+void ganfw_cpu_convt2d_forward_lp(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s,
+                                  const void *x, const void *w, const float *b, void *y, void *ws);
+void ganfw_cpu_convt2d_backward_lp(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s,
+                                   const void *x, const void *w, const void *dy, void *dx,
+                                   float *dw, float *db, int accumulate, void *ws);
+void ganfw_cpu_batchnorm2d_forward_train_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
+                                            int64_t HW, const void *x, const float *gamma,
+                                            const float *beta, void *y, float *running_mean,
+                                            float *running_var, float momentum, float eps,
+                                            float *save_mean, float *save_invstd);
+void ganfw_cpu_batchnorm2d_forward_eval_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
+                                           int64_t HW, const void *x, const float *gamma,
+                                           const float *beta, void *y, const float *running_mean,
+                                           const float *running_var, float eps);
+void ganfw_cpu_batchnorm2d_backward_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
+                                       int64_t HW, const void *x, const void *dy,
+                                       const float *gamma, const float *save_mean,
+                                       const float *save_invstd, void *dx, float *dgamma,
+                                       float *dbeta, int accumulate);
+void ganfw_cpu_act_forward_lp(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha,
+                              int64_t n, const void *x, void *y);
+void ganfw_cpu_act_backward_lp(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha,
+                               int64_t n, const void *y, const void *dy, void *dx);
+
 /* The number of threads the CPU kernels use (device.threads). */
 int ganfw_cpu_threads(void);
 
