@@ -28,7 +28,8 @@ function(ganfw_isa_tests suite)
   endforeach()
 endfunction()
 
-foreach(suite test_ops_dense test_ops_nn test_ops_elementwise test_amp_native test_cpu_isa)
+foreach(suite test_ops_dense test_ops_nn test_ops_elementwise test_amp_native test_cpu_isa
+              test_cpu_lp_norm_act test_cpu_lp_conv)
   ganfw_isa_tests(${suite} portable avx2 avx512)
 endforeach()
 ganfw_isa_tests(test_amp portable avx2)

@@ -3,7 +3,9 @@
  * f32 kernels, counting every call. With it the layers must take the _lp entries for the
  * groups lp_ops names and the converting path (layer_dtype.c) for the rest, give what the
  * CPU backend's converting path gives, never take them in f32, and `ganfw plan` (the meta
- * backend with this backend as its shadow) must still predict the measured step exactly.
+ * backend with this backend as its shadow) must still predict the measured step exactly,
+ * as it must on the CPU's own native kernels (the CPU reference runs with them off:
+ * ganfw_cpu_lp_set).
  * Also the loss scaler's non-finite check through a backend's nonfinite_many, and the
  * trainers' page-locked staging buffers. */
 #include <math.h>
@@ -331,6 +333,7 @@ static pass_result compare_paths(int32_t dtype) {
   ganfw_net *net[2];
   ganfw_tensor *y[2], *dx[2], *ye[2];
   for (int k = 0; k < 2; k++) {
+    const int was = ganfw_cpu_lp_set(k == 1); /* the CPU reference converts */
     net[k] = make_net(ctx[k]);
     if (dtype != GANFW_DTYPE_F32)
       CU_ASSERT_EQUAL_FATAL(ganfw_net_set_compute_dtype(net[k], dtype), GANFW_OK);
@@ -352,6 +355,7 @@ static pass_result compare_paths(int32_t dtype) {
     ganfw_tape_destroy(t);
     ganfw_tensor_destroy(x);
     ganfw_tensor_destroy(dy);
+    ganfw_cpu_lp_set(was);
   }
   r.y = fmax(gt_tensor_norm_rel(y[1], y[0]), gt_tensor_norm_rel(ye[1], ye[0]));
   r.dx = gt_tensor_norm_rel(dx[1], dx[0]);
@@ -448,14 +452,17 @@ static void test_plan_follows_native_path(void) {
              "memory: [{plugin: amp, dtype: f16}]\n");
   fclose(f);
   ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 32, .width = 32};
-  ganfw_probe_result res[3];
+  ganfw_probe_result res[5];
   memset(res, 0, sizeof res);
-  /* 0: plan on the test backend, 1: measured on it, 2: plan on the plain CPU */
-  for (int k = 0; k < 3; k++) {
-    ganfw_probe_options o = {.meta = k != 1, .warmup = 1, .steps = 1, .info = &info};
+  /* 0: plan on the test backend, 1: measured on it, 2: plan on the CPU's converting path,
+   * 3: plan on the CPU's own native kernels, 4: measured on them */
+  for (int k = 0; k < 5; k++) {
+    ganfw_probe_options o = {.meta = k != 1 && k != 4, .warmup = 1, .steps = 1, .info = &info};
     memset(calls, 0, sizeof calls);
     ganfw_ctx_override_backend(k < 2 ? &lp_be : NULL);
+    const int was = ganfw_cpu_lp_set(k != 2);
     ganfw_status st = ganfw_probe_run(path, NULL, 0, &o, &res[k]);
+    ganfw_cpu_lp_set(was);
     ganfw_ctx_override_backend(NULL);
     if (st != GANFW_OK) printf("\n  probe %d: %s", k, ganfw_error_message());
     CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
@@ -464,10 +471,17 @@ static void test_plan_follows_native_path(void) {
     if (k == 1) CU_ASSERT(calls[C_CONV_FWD] > 0 && calls[C_BN_BWD] > 0);
     if (k != 1) CU_ASSERT_EQUAL(calls[C_CONV_FWD], 0); /* a plan runs no kernel */
   }
+  /* The CPU's native kernels: the plan is the measured step there too. */
+  CU_ASSERT_EQUAL(res[3].peak_allocated, res[4].peak_allocated);
+  CU_ASSERT_EQUAL(res[3].peak_reserved, res[4].peak_reserved);
+  for (int c = 0; c < GANFW_MEM_COUNT; c++)
+    CU_ASSERT_EQUAL(res[3].peak_category[c], res[4].peak_category[c]);
+  CU_ASSERT(res[3].peak_category[GANFW_MEM_WORKSPACE] != res[2].peak_category[GANFW_MEM_WORKSPACE]);
   const double mib = 1024.0 * 1024.0;
   printf("\n  DC-GAN f16 step, peak allocated: plan %.3f MiB, measured %.3f MiB (native); "
-         "converting path %.3f MiB",
-         res[0].peak_allocated / mib, res[1].peak_allocated / mib, res[2].peak_allocated / mib);
+         "CPU converting path %.3f MiB (plan); CPU native plan %.3f, measured %.3f MiB",
+         res[0].peak_allocated / mib, res[1].peak_allocated / mib, res[2].peak_allocated / mib,
+         res[3].peak_allocated / mib, res[4].peak_allocated / mib);
   CU_ASSERT_EQUAL(res[0].peak_allocated, res[1].peak_allocated);
   CU_ASSERT_EQUAL(res[0].peak_reserved, res[1].peak_reserved);
   for (int c = 0; c < GANFW_MEM_COUNT; c++)
@@ -477,7 +491,7 @@ static void test_plan_follows_native_path(void) {
   CU_ASSERT(res[0].peak_category[GANFW_MEM_WORKSPACE] != res[2].peak_category[GANFW_MEM_WORKSPACE]);
   CU_ASSERT_EQUAL(res[0].peak_category[GANFW_MEM_ACTIVATION],
                   res[2].peak_category[GANFW_MEM_ACTIVATION]); /* the same 16-bit activations */
-  for (int k = 0; k < 3; k++) ganfw_probe_result_free(&res[k]);
+  for (int k = 0; k < 5; k++) ganfw_probe_result_free(&res[k]);
   char cmd[160];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   CU_ASSERT_EQUAL(system(cmd), 0);

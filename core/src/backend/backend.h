@@ -372,6 +372,9 @@ ganfw_backend *ganfw_cpu_backend(void);
 /* One line on how the CPU backend computes in `dtype` (f16 or bf16) on this machine: which
  * layers run natively, and the conversions and products it uses. */
 const char *ganfw_cpu_lp_describe(int32_t dtype);
+/* Turns the CPU's native 16-bit kernels on or off (off: every layer converts, as
+ * GANFW_CPU_LP=0 does) for the whole process, for tests; returns the previous setting. */
+int ganfw_cpu_lp_set(int on);
 /* The meta backend (core/src/backend/meta_backend.c), for planning: fake addresses, no kernels;
  * the workspace sizes and capacity of `shadow`, the backend a real run would use (NULL:
  * the CPU). Static, one per shadow (NULL past four shadows); one planning thread at a

@@ -1,34 +1,65 @@
 /* Element-wise activations on the CPU (identity, ReLU, LeakyReLU, tanh, sigmoid) over n
- * floats: forward y = f(x) and backward from the output y (dx = dy * f'(x), f' written in
- * terms of y).
- * y may alias x and dx may alias dy. tanh and sigmoid use a branch-free exp so the loops
- * vectorise. The kernels live in activation_kernels.h, compiled once per SIMD level. */
+ * values: forward y = f(x) and backward from the output y (dx = dy * f'(x), f' written in
+ * terms of y), in f32 and, for the native 16-bit entries (_lp), in f16 or bf16 converted
+ * to f32 a chunk at a time on the stack (the bits of converting whole tensors around the
+ * f32 entries). y may alias x and dx may alias dy. tanh and sigmoid use a branch-free exp
+ * so the loops vectorise. The kernels live in activation_kernels.h, compiled once per SIMD
+ * level. */
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h> /* F16C and AVX-512 conversions in the kernels of the levels that have them */
+#endif
 
+#include "backend/cpu/cast.h"
 #include "backend/cpu/cpu_ops.h"
+
+/* The row helpers must be inlined into each clone to get its instruction set. */
+#if defined(__GNUC__)
+#define ACT_INLINE static inline __attribute__((always_inline))
+#else
+#define ACT_INLINE static inline
+#endif
 
 /* Below this many elements the kernels stay on one thread. */
 #define ACT_PARALLEL_MIN 65536
+/* The drivers walk the tensors in chunks of this many values (16-bit ones converted to
+ * f32 on the stack, a chunk at a time). */
+#define ACT_CHUNK 1024
 
 /* The kernels, once per SIMD level (isa.h); each call runs the level in use. */
 #define GANFW_ISA_BODY "backend/cpu/activation_kernels.h"
 #include "backend/cpu/isa_each.h"
 
-typedef void (*act_forward_fn)(int32_t kind, float alpha, int64_t n, const float *x, float *y);
-typedef void (*act_backward_fn)(int32_t kind, float alpha, int64_t n, const float *y,
-                                const float *dy, float *dx);
+typedef void (*act_forward_fn)(int32_t dt, int32_t kind, float alpha, int64_t n, const void *x,
+                               void *y);
+typedef void (*act_backward_fn)(int32_t dt, int32_t kind, float alpha, int64_t n, const void *y,
+                                const void *dy, void *dx);
 static const act_forward_fn act_forward[GANFW_CPU_ISA_COUNT] = GANFW_ISA_TABLE(act_forward);
 static const act_backward_fn act_backward[GANFW_CPU_ISA_COUNT] = GANFW_ISA_TABLE(act_backward);
 
 void ganfw_cpu_act_forward(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *x,
                            float *y) {
   (void)be;
-  act_forward[ganfw_cpu_isa_level()](kind, alpha, n, x, y);
+  act_forward[ganfw_cpu_isa_level()](GANFW_DTYPE_F32, kind, alpha, n, x, y);
 }
 
 void ganfw_cpu_act_backward(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *y,
                             const float *dy, float *dx) {
   (void)be;
-  act_backward[ganfw_cpu_isa_level()](kind, alpha, n, y, dy, dx);
+  act_backward[ganfw_cpu_isa_level()](GANFW_DTYPE_F32, kind, alpha, n, y, dy, dx);
+}
+
+/* The same with x and y in dtype (f16 or bf16). */
+void ganfw_cpu_act_forward_lp(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha,
+                              int64_t n, const void *x, void *y) {
+  (void)be;
+  act_forward[ganfw_cpu_isa_level()](dtype, kind, alpha, n, x, y);
+}
+
+/* The same with y, dy and dx in dtype (f16 or bf16). */
+void ganfw_cpu_act_backward_lp(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha,
+                               int64_t n, const void *y, const void *dy, void *dx) {
+  (void)be;
+  act_backward[ganfw_cpu_isa_level()](dtype, kind, alpha, n, y, dy, dx);
 }

@@ -1,14 +1,20 @@
 /* The activation kernels of activation.c, compiled once per SIMD level by isa_each.h.
  * No include guard: included once per level. Each name below becomes that level's
- * (GANFW_ISA: pick -> pick_avx2, ...). */
+ * (GANFW_ISA: pick -> pick_avx2, ...). The drivers take the tensors' dtype dt and walk
+ * them in chunks of ACT_CHUNK: f32 chunks in place, f16/bf16 ones converted to f32 on the
+ * stack and rounded back, through the same row functions (so with the same bits). */
 #define bits_to_float GANFW_ISA(bits_to_float)
 #define float_to_bits GANFW_ISA(float_to_bits)
 #define pick          GANFW_ISA(pick)
 #define exp_vec       GANFW_ISA(exp_vec)
 #define tanh_vec      GANFW_ISA(tanh_vec)
 #define sigmoid_vec   GANFW_ISA(sigmoid_vec)
+#define forward_row   GANFW_ISA(forward_row)
+#define backward_row  GANFW_ISA(backward_row)
 #define act_forward   GANFW_ISA(act_forward)
 #define act_backward  GANFW_ISA(act_backward)
+
+#include "backend/cpu/cast_kernels.h"
 
 static inline float bits_to_float(uint32_t i) {
   float f;
@@ -78,52 +84,92 @@ static inline float sigmoid_vec(float x) {
   return pick(x < 0.0f, e, 1.0f) / (1.0f + e);
 }
 
-static void act_forward(int32_t kind, float alpha, int64_t n, const float *x, float *y) {
+/* y = f(x) over len floats on this thread. */
+ACT_INLINE void forward_row(int32_t kind, float alpha, int64_t len, const float *x, float *y) {
   switch (kind) {
   case GANFW_ACT_RELU:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN passes */
+#pragma omp simd
+    for (int64_t i = 0; i < len; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i]; /* NaN passes */
     break;
   case GANFW_ACT_LEAKY_RELU:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * pick(x[i] < 0.0f, alpha, 1.0f);
+#pragma omp simd
+    for (int64_t i = 0; i < len; i++) y[i] = x[i] * pick(x[i] < 0.0f, alpha, 1.0f);
     break;
   case GANFW_ACT_TANH:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN / 8)
-    for (int64_t i = 0; i < n; i++) y[i] = tanh_vec(x[i]);
+#pragma omp simd
+    for (int64_t i = 0; i < len; i++) y[i] = tanh_vec(x[i]);
     break;
   case GANFW_ACT_SIGMOID:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN / 8)
-    for (int64_t i = 0; i < n; i++) y[i] = sigmoid_vec(x[i]);
+#pragma omp simd
+    for (int64_t i = 0; i < len; i++) y[i] = sigmoid_vec(x[i]);
     break;
   default: /* identity */
-    if (y != x) memmove(y, x, (size_t)n * sizeof *y);
+    if (y != x) memmove(y, x, (size_t)len * sizeof *y);
     break;
   }
 }
 
-static void act_backward(int32_t kind, float alpha, int64_t n, const float *y, const float *dy,
-                         float *dx) {
+/* dx = dy * f'(x), f' from the output y, over len floats on this thread. */
+ACT_INLINE void backward_row(int32_t kind, float alpha, int64_t len, const float *y,
+                             const float *dy, float *dx) {
   switch (kind) {
   case GANFW_ACT_RELU:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = pick(y[i] <= 0.0f, 0.0f, dy[i]); /* as PyTorch */
+#pragma omp simd
+    for (int64_t i = 0; i < len; i++) dx[i] = pick(y[i] <= 0.0f, 0.0f, dy[i]); /* as PyTorch */
     break;
   case GANFW_ACT_LEAKY_RELU: /* alpha >= 0, so y > 0 exactly when x > 0 */
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * pick(y[i] > 0.0f, 1.0f, alpha);
+#pragma omp simd
+    for (int64_t i = 0; i < len; i++) dx[i] = dy[i] * pick(y[i] > 0.0f, 1.0f, alpha);
     break;
   case GANFW_ACT_TANH:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+#pragma omp simd
+    for (int64_t i = 0; i < len; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
     break;
   case GANFW_ACT_SIGMOID:
-#pragma omp parallel for simd schedule(static) if (n >= ACT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+#pragma omp simd
+    for (int64_t i = 0; i < len; i++) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
     break;
   default: /* identity */
-    if (dx != dy) memmove(dx, dy, (size_t)n * sizeof *dx);
+    if (dx != dy) memmove(dx, dy, (size_t)len * sizeof *dx);
     break;
+  }
+}
+
+/* y = f(x) over n values of dtype dt; y may be x. One call of the row function serves both
+ * kinds of chunk, so that each element meets the same instructions (even which of two NaNs
+ * comes out) for every dt. */
+static void act_forward(int32_t dt, int32_t kind, float alpha, int64_t n, const void *x, void *y) {
+  const int64_t chunks = (n + ACT_CHUNK - 1) / ACT_CHUNK;
+  const int64_t min =
+      kind == GANFW_ACT_TANH || kind == GANFW_ACT_SIGMOID ? ACT_PARALLEL_MIN / 8 : ACT_PARALLEL_MIN;
+  const int lp = dt != GANFW_DTYPE_F32;
+#pragma omp parallel for schedule(static) if (n >= min)
+  for (int64_t c = 0; c < chunks; c++) {
+    const int64_t off = c * ACT_CHUNK, len = n - off < ACT_CHUNK ? n - off : ACT_CHUNK;
+    _Alignas(64) float buf[ACT_CHUNK];
+    if (lp) lp_to_f32(dt, len, (const uint16_t *)x + off, buf);
+    forward_row(kind, alpha, len, lp ? buf : (const float *)x + off, lp ? buf : (float *)y + off);
+    if (lp) lp_from_f32(dt, len, buf, (uint16_t *)y + off);
+  }
+}
+
+/* dx = dy * f'(x) over n values of dtype dt; dx may be dy. As in act_forward, one call of
+ * the row function for every dt. */
+static void act_backward(int32_t dt, int32_t kind, float alpha, int64_t n, const void *y,
+                         const void *dy, void *dx) {
+  const int64_t chunks = (n + ACT_CHUNK - 1) / ACT_CHUNK;
+  const int lp = dt != GANFW_DTYPE_F32;
+#pragma omp parallel for schedule(static) if (n >= ACT_PARALLEL_MIN)
+  for (int64_t c = 0; c < chunks; c++) {
+    const int64_t off = c * ACT_CHUNK, len = n - off < ACT_CHUNK ? n - off : ACT_CHUNK;
+    _Alignas(64) float ybuf[ACT_CHUNK], dbuf[ACT_CHUNK];
+    if (lp) {
+      lp_to_f32(dt, len, (const uint16_t *)y + off, ybuf);
+      lp_to_f32(dt, len, (const uint16_t *)dy + off, dbuf);
+    }
+    backward_row(kind, alpha, len, lp ? ybuf : (const float *)y + off,
+                 lp ? dbuf : (const float *)dy + off, lp ? dbuf : (float *)dx + off);
+    if (lp) lp_from_f32(dt, len, dbuf, (uint16_t *)dx + off);
   }
 }
 
@@ -133,5 +179,7 @@ static void act_backward(int32_t kind, float alpha, int64_t n, const float *y, c
 #undef exp_vec
 #undef tanh_vec
 #undef sigmoid_vec
+#undef forward_row
+#undef backward_row
 #undef act_forward
 #undef act_backward

@@ -1,13 +1,20 @@
 /* BatchNorm2d on the CPU: training forward (batch statistics, running-stat update), eval
  * forward and backward, over x [N,C,HW] with per-channel gamma/beta/stats [C]. Channels go
  * in tiles of up to 2 MiB, each in two passes that walk memory in order (tile*HW contiguous
- * floats per n): statistics (float lanes, double per channel), then one fused affine map
- * that finds the tile still in cache. Tiles are split across threads. */
+ * values per n): statistics (float lanes, double per channel), then one fused affine map
+ * that finds the tile still in cache. Tiles are split across threads. The native 16-bit
+ * entries (_lp: x, y, dy, dx in f16 or bf16, everything else f32) run the same kernels,
+ * which convert what they read into f32 a piece at a time on the stack and round what they
+ * write, so they give the bits of converting whole tensors around the f32 entries. */
 #include <math.h>
+#if defined(__x86_64__)
+#include <immintrin.h> /* F16C and AVX-512 conversions in the kernels of the levels that have them */
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#include "backend/cpu/cast.h"
 #include "backend/cpu/cpu_ops.h"
 
 /* The helpers must be inlined into each clone to get its instruction set. */
@@ -24,6 +31,9 @@
  * shapes) and at most BN_TILE_MAX channels (the per-tile arrays live on the stack). */
 #define BN_TILE_BYTES (2048 * 1024)
 #define BN_TILE_MAX   64
+/* 16-bit arrays are converted at most this many values at a time (a multiple of the
+ * statistics' flush length, BN_LANES * BN_FLUSH in batchnorm2d_kernels.h). */
+#define BN_LP_CHUNK 1024
 
 /* Channels per tile for `arrays` input arrays of [N,C,HW], leaving a tile per thread. */
 static int64_t tile_channels(int arrays, int64_t N, int64_t C, int64_t HW) {
@@ -41,8 +51,8 @@ static int64_t tile_channels(int arrays, int64_t N, int64_t C, int64_t HW) {
 #define GANFW_ISA_BODY "backend/cpu/batchnorm2d_kernels.h"
 #include "backend/cpu/isa_each.h"
 
-typedef void (*bn_forward_train_fn)(ganfw_backend *be, int64_t N, int64_t C, int64_t HW,
-                                    const float *x, const float *gamma, const float *beta, float *y,
+typedef void (*bn_forward_train_fn)(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
+                                    const void *x, const float *gamma, const float *beta, void *y,
                                     float *running_mean, float *running_var, float momentum,
                                     float eps, float *save_mean, float *save_invstd);
 static const bn_forward_train_fn bn_forward_train_by_isa[GANFW_CPU_ISA_COUNT] =
@@ -53,13 +63,24 @@ void ganfw_cpu_batchnorm2d_forward_train(ganfw_backend *be, int64_t N, int64_t C
                                          float *y, float *running_mean, float *running_var,
                                          float momentum, float eps, float *save_mean,
                                          float *save_invstd) {
-  bn_forward_train_by_isa[ganfw_cpu_isa_level()](be, N, C, HW, x, gamma, beta, y, running_mean,
-                                                 running_var, momentum, eps, save_mean,
-                                                 save_invstd);
+  bn_forward_train_by_isa[ganfw_cpu_isa_level()](be, GANFW_DTYPE_F32, N, C, HW, x, gamma, beta, y,
+                                                 running_mean, running_var, momentum, eps,
+                                                 save_mean, save_invstd);
 }
 
-typedef void (*bn_forward_eval_fn)(ganfw_backend *be, int64_t N, int64_t C, int64_t HW,
-                                   const float *x, const float *gamma, const float *beta, float *y,
+/* The same with x and y in dtype (f16 or bf16). */
+void ganfw_cpu_batchnorm2d_forward_train_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
+                                            int64_t HW, const void *x, const float *gamma,
+                                            const float *beta, void *y, float *running_mean,
+                                            float *running_var, float momentum, float eps,
+                                            float *save_mean, float *save_invstd) {
+  bn_forward_train_by_isa[ganfw_cpu_isa_level()](be, dtype, N, C, HW, x, gamma, beta, y,
+                                                 running_mean, running_var, momentum, eps,
+                                                 save_mean, save_invstd);
+}
+
+typedef void (*bn_forward_eval_fn)(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
+                                   const void *x, const float *gamma, const float *beta, void *y,
                                    const float *running_mean, const float *running_var, float eps);
 static const bn_forward_eval_fn bn_forward_eval_by_isa[GANFW_CPU_ISA_COUNT] =
     GANFW_ISA_TABLE(bn_forward_eval);
@@ -68,26 +89,46 @@ void ganfw_cpu_batchnorm2d_forward_eval(ganfw_backend *be, int64_t N, int64_t C,
                                         const float *x, const float *gamma, const float *beta,
                                         float *y, const float *running_mean,
                                         const float *running_var, float eps) {
-  bn_forward_eval_by_isa[ganfw_cpu_isa_level()](be, N, C, HW, x, gamma, beta, y, running_mean,
-                                                running_var, eps);
+  bn_forward_eval_by_isa[ganfw_cpu_isa_level()](be, GANFW_DTYPE_F32, N, C, HW, x, gamma, beta, y,
+                                                running_mean, running_var, eps);
 }
 
-typedef void (*bn_backward_fn)(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, const float *x,
-                               const float *dy, const float *gamma, const float *save_mean,
-                               const float *save_invstd, float *dx, float *dgamma, float *dbeta,
-                               int accumulate);
+/* The same with x and y in dtype (f16 or bf16). */
+void ganfw_cpu_batchnorm2d_forward_eval_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
+                                           int64_t HW, const void *x, const float *gamma,
+                                           const float *beta, void *y, const float *running_mean,
+                                           const float *running_var, float eps) {
+  bn_forward_eval_by_isa[ganfw_cpu_isa_level()](be, dtype, N, C, HW, x, gamma, beta, y,
+                                                running_mean, running_var, eps);
+}
+
+typedef void (*bn_backward_fn)(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
+                               const void *x, const void *dy, const float *gamma,
+                               const float *save_mean, const float *save_invstd, void *dx,
+                               float *dgamma, float *dbeta, int accumulate);
 static const bn_backward_fn bn_backward_by_isa[GANFW_CPU_ISA_COUNT] = GANFW_ISA_TABLE(bn_backward);
 
 void ganfw_cpu_batchnorm2d_backward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW,
                                     const float *x, const float *dy, const float *gamma,
                                     const float *save_mean, const float *save_invstd, float *dx,
                                     float *dgamma, float *dbeta, int accumulate) {
-  bn_backward_by_isa[ganfw_cpu_isa_level()](be, N, C, HW, x, dy, gamma, save_mean, save_invstd, dx,
-                                            dgamma, dbeta, accumulate);
+  bn_backward_by_isa[ganfw_cpu_isa_level()](be, GANFW_DTYPE_F32, N, C, HW, x, dy, gamma, save_mean,
+                                            save_invstd, dx, dgamma, dbeta, accumulate);
+}
+
+/* The same with x, dy and dx in dtype (f16 or bf16); dx may be dy here too. */
+void ganfw_cpu_batchnorm2d_backward_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
+                                       int64_t HW, const void *x, const void *dy,
+                                       const float *gamma, const float *save_mean,
+                                       const float *save_invstd, void *dx, float *dgamma,
+                                       float *dbeta, int accumulate) {
+  bn_backward_by_isa[ganfw_cpu_isa_level()](be, dtype, N, C, HW, x, dy, gamma, save_mean,
+                                            save_invstd, dx, dgamma, dbeta, accumulate);
 }
 
 /* dx may be dy: each channel tile sums its dy before the second pass writes its dx, element
- * by element from the same element of dy, and tiles own disjoint channels. */
+ * by element from the same element of dy (for 16-bit dtypes, a piece after converting the
+ * same piece of dy), and tiles own disjoint channels. */
 int32_t ganfw_cpu_batchnorm2d_backward_in_place(ganfw_backend *be) {
   (void)be;
   return 1;

@@ -2,6 +2,7 @@
  * threads from device.threads. This file fills the table and says which 16-bit groups run
  * natively; each kernel lives in its own file beside it. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,20 +16,27 @@
  * at full batch (the layers' converting path, core/src/nn/layer_dtype.c, goes in chunks).
  * GANFW_CPU_LP=0 in the environment (read once) keeps every layer on the converting path,
  * for benchmarks and tests. */
-#define CPU_LP_GROUPS GANFW_LP_CONV
+#define CPU_LP_GROUPS (GANFW_LP_CONV | GANFW_LP_BATCHNORM | GANFW_LP_ACT)
 
 static pthread_once_t lp_once = PTHREAD_ONCE_INIT;
-static int lp_off;
+static atomic_int lp_off;
 
 static void read_lp_env(void) {
   const char *v = getenv("GANFW_CPU_LP");
-  lp_off = v && strcmp(v, "0") == 0;
+  atomic_store(&lp_off, v && strcmp(v, "0") == 0);
+}
+
+int ganfw_cpu_lp_set(int on) {
+  pthread_once(&lp_once, read_lp_env);
+  return !atomic_exchange(&lp_off, !on);
 }
 
 uint32_t ganfw_cpu_lp_ops(ganfw_backend *be, int32_t dtype) {
   (void)be;
   pthread_once(&lp_once, read_lp_env);
-  if (lp_off || (dtype != GANFW_DTYPE_F16 && dtype != GANFW_DTYPE_BF16)) return 0;
+  if (atomic_load_explicit(&lp_off, memory_order_relaxed) ||
+      (dtype != GANFW_DTYPE_F16 && dtype != GANFW_DTYPE_BF16))
+    return 0;
   return CPU_LP_GROUPS;
 }
 
@@ -44,7 +52,7 @@ const char *ganfw_cpu_lp_describe(int32_t dtype) {
   }
   const int f16c = ganfw_cpu_isa_level() >= GANFW_CPU_ISA_AVX2 && ganfw_cpu_have_f16c();
   snprintf(line, sizeof line,
-           "%s on the CPU: conv and conv-transpose read and write %s "
+           "%s on the CPU: conv, conv-transpose, BatchNorm and activations read and write %s "
            "(%s conversions inside the kernels, %s SIMD), f32 products and sums; other layers "
            "convert",
            name, name,
@@ -128,6 +136,11 @@ static const ganfw_backend_vt cpu_vt = {
     .convt2d_workspace_lp = ganfw_cpu_convt2d_workspace_lp,
     .convt2d_forward_lp = ganfw_cpu_convt2d_forward_lp,
     .convt2d_backward_lp = ganfw_cpu_convt2d_backward_lp,
+    .batchnorm2d_forward_train_lp = ganfw_cpu_batchnorm2d_forward_train_lp,
+    .batchnorm2d_forward_eval_lp = ganfw_cpu_batchnorm2d_forward_eval_lp,
+    .batchnorm2d_backward_lp = ganfw_cpu_batchnorm2d_backward_lp,
+    .act_forward_lp = ganfw_cpu_act_forward_lp,
+    .act_backward_lp = ganfw_cpu_act_backward_lp,
 };
 
 static ganfw_backend cpu_backend = {.vt = &cpu_vt, .impl = 0};
