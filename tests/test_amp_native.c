@@ -293,12 +293,14 @@ static ganfw_ctx *make_ctx(int lp) {
 }
 
 /* Every layer kind, the _lp ones mixed with some that have no _lp entry (dropout, pooling),
- * and a convolution with a bias: conv -> bn -> sigmoid -> dropout -> conv-transpose (bias)
- * -> leaky relu -> avg pool -> flatten -> linear -> tanh, on [8,3,16,16]. Smooth
+ * and a convolution with a bias: leaky relu (which rounds the f32 input: a conv on an f32
+ * input takes the converting path) -> conv -> bn -> sigmoid -> dropout -> conv-transpose
+ * (bias) -> leaky relu -> avg pool -> flatten -> linear -> tanh, on [8,3,16,16]. Smooth
  * activations where the paths' rounding could flip a kink (see test_amp.c); no bias before
  * a BatchNorm (its gradient is zero up to rounding). */
 static ganfw_net *make_net(ganfw_ctx *c) {
   ganfw_net *net = ganfw_net_create(c, "mix");
+  CU_ASSERT_EQUAL(ganfw_net_activation(net, "in", GANFW_ACT_LEAKY_RELU, 0.5f), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_net_conv2d(net, "c", 3, 16, 4, 2, 1, 0), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_net_batchnorm2d(net, "bn", 16, 1e-5f, 0.1f), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_net_activation(net, "sig", GANFW_ACT_SIGMOID, 0), GANFW_OK);
@@ -420,6 +422,30 @@ static void test_bf16_without_batchnorm(void) {
   CU_ASSERT(r.y < 3e-2); /* bf16 keeps 8 bits: one flipped rounding moves more */
   CU_ASSERT(r.dx < 3e-2);
   CU_ASSERT(r.dw < 3e-2);
+}
+
+/* A conv whose input is f32 (as a net's first layer: the data batch) reads it unrounded on
+ * the converting path; the BatchNorm behind it, fed 16 bits, is native again. */
+static void test_f32_input_converts(void) {
+  memset(calls, 0, sizeof calls);
+  ganfw_ctx *c = make_ctx(1);
+  ganfw_net *net = ganfw_net_create(c, "first");
+  CU_ASSERT_EQUAL(ganfw_net_conv2d(net, "c", 3, 8, 4, 2, 1, 0), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_batchnorm2d(net, "bn", 8, 1e-5f, 0.1f), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_build(net, 3, 8, 8), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_set_compute_dtype(net, GANFW_DTYPE_F16), GANFW_OK);
+  const int64_t xs[4] = {4, 3, 8, 8};
+  ganfw_tensor *x = input(c, 4, xs, 3), *y = NULL;
+  ganfw_tape *t = ganfw_tape_create(net);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net, x, t, &y), GANFW_OK);
+  CU_ASSERT_EQUAL(y->dtype, GANFW_DTYPE_F16);
+  CU_ASSERT_EQUAL(calls[C_CONV_FWD], 0);
+  CU_ASSERT(calls[C_BN_TRAIN] > 0);
+  ganfw_tape_destroy(t);
+  ganfw_tensor_destroy(y);
+  ganfw_tensor_destroy(x);
+  ganfw_net_destroy(net);
+  ganfw_ctx_destroy(c);
 }
 
 /* In f32 the _lp entries are never taken, and the two backends agree bit for bit. */
@@ -572,6 +598,7 @@ static void test_staging(void) {
 static CU_TestInfo tests[] = {{"f16_all_groups", test_f16_all_groups},
                               {"bf16_without_batchnorm", test_bf16_without_batchnorm},
                               {"f32_never_native", test_f32_never_native},
+                              {"f32_input_converts", test_f32_input_converts},
                               {"plan_follows_native_path", test_plan_follows_native_path},
                               {"nonfinite_many", test_nonfinite_many},
                               {"staging", test_staging},

@@ -288,6 +288,11 @@ void ganfw_layer_scratch_release(ganfw_layer_scratch *sc);
  * (ganfw_layer_scratch_release frees the copies these make). */
 /* 1 when ex's compute dtype is f16/bf16 and the backend runs `group` natively in it. */
 int32_t ganfw_layer_lp(const ganfw_exec *ex, uint32_t group);
+/* ganfw_layer_lp for a matmul layer (conv, conv-transpose, linear) with input x: 0 also when
+ * x is f32 (the data batch, the noise), which the converting path reads unrounded. Rounding
+ * it (as PyTorch's autocast does) costs digits that later layers can amplify: 10x in dx
+ * through a pixel norm's backward (tests/test_plugin_layer.c). */
+int32_t ganfw_layer_lp_matmul(const ganfw_exec *ex, uint32_t group, const ganfw_tensor *x);
 /* t's data in the compute dtype: t's own memory when it has that dtype (activations), else
  * a workspace copy converted to it (an f32 input such as the data batch). NULL on failure. */
 void *ganfw_layer_lp_in(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,

@@ -35,6 +35,10 @@ int32_t ganfw_layer_lp(const ganfw_exec *ex, uint32_t group) {
   return ex->dtype != GANFW_DTYPE_F32 && vt->lp_ops && (vt->lp_ops(ex->be, ex->dtype) & group);
 }
 
+int32_t ganfw_layer_lp_matmul(const ganfw_exec *ex, uint32_t group, const ganfw_tensor *x) {
+  return x->dtype == ex->dtype && ganfw_layer_lp(ex, group);
+}
+
 void *ganfw_layer_lp_in(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
                         ganfw_tensor *t) {
   if (t->dtype == ex->dtype) return t->data;

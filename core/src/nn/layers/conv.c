@@ -202,7 +202,7 @@ static ganfw_status conv_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_ten
   ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 4, out, GANFW_MEM_ACTIVATION);
   if (!t) return ganfw_error_code();
   ganfw_status st = ganfw_spectral_forward_begin(l, ex, saved);
-  if (st == GANFW_OK && ganfw_layer_lp(ex, GANFW_LP_CONV)) {
+  if (st == GANFW_OK && ganfw_layer_lp_matmul(ex, GANFW_LP_CONV, x)) {
     st = conv_forward_lp(l, ex, &c, x, t);
   } else if (st == GANFW_OK) {
     ganfw_layer_scratch ps = {0};
@@ -234,7 +234,7 @@ static ganfw_status conv_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_sa
   }
   if (!g && !param_grads) return GANFW_OK;
   ganfw_status st = ganfw_spectral_backward_begin(l, ex, saved, param_grads, accumulate, &c.dw);
-  if (st == GANFW_OK && ganfw_layer_lp(ex, GANFW_LP_CONV)) {
+  if (st == GANFW_OK && ganfw_layer_lp_matmul(ex, GANFW_LP_CONV, x)) {
     st = conv_backward_lp(l, ex, &c, x, dy, g);
   } else if (st == GANFW_OK) {
     ganfw_layer_scratch ps = {0};

@@ -88,7 +88,7 @@ static ganfw_status linear_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_t
   ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 2, out, GANFW_MEM_ACTIVATION);
   if (!t) return ganfw_error_code();
   ganfw_status st = ganfw_spectral_forward_begin(l, ex, saved);
-  if (st == GANFW_OK && ganfw_layer_lp(ex, GANFW_LP_LINEAR)) {
+  if (st == GANFW_OK && ganfw_layer_lp_matmul(ex, GANFW_LP_LINEAR, x)) {
     st = linear_forward_lp(l, ex, x, t);
   } else if (st == GANFW_OK) {
     linear_call c = {.param_grads = 0};
@@ -120,7 +120,7 @@ static ganfw_status linear_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_
   if (!g && !param_grads) return GANFW_OK;
   linear_call c = {.param_grads = param_grads, .accumulate = accumulate};
   ganfw_status st = ganfw_spectral_backward_begin(l, ex, saved, param_grads, accumulate, &c.dw);
-  if (st == GANFW_OK && ganfw_layer_lp(ex, GANFW_LP_LINEAR)) {
+  if (st == GANFW_OK && ganfw_layer_lp_matmul(ex, GANFW_LP_LINEAR, x)) {
     st = linear_backward_lp(l, ex, &c, x, dy, g);
   } else if (st == GANFW_OK) {
     ganfw_layer_scratch ps = {0};
