@@ -453,13 +453,13 @@ static float *conv_scratch(const conv_ws *w, int64_t i) {
 /* C = op(A) op(B) for one group: a group is one OpenBLAS call when the chunk has several
  * (the groups are the split), else the one GEMM is split in blocks (gemm.c). Either way the
  * split depends on the shape alone. */
-static void conv_gemm(ganfw_backend *be, int64_t groups, int ta, int tb, int64_t M, int64_t N,
-                      int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
-                      int64_t ldc) {
+static void conv_gemm(ganfw_backend *be, int32_t dt, int64_t groups, int ta, int tb, int64_t M,
+                      int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                      int64_t ldb, float *C, int64_t ldc) {
   if (groups > 1)
-    ganfw_cpu_gemm_single(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+    ganfw_cpu_gemm_single_dt(dt, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
   else
-    ganfw_cpu_gemm(be, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+    ganfw_cpu_gemm_dt(be, dt, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
 /* The forward pass with x and y in dtype dt and w in f32. */
@@ -481,7 +481,7 @@ static void conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, in
     if (b) {
       for (int64_t n = 0; n < N; n++) memcpy(yf + n * K, b, (size_t)K * sizeof *yf);
     }
-    ganfw_cpu_gemm(be, 0, 1, N, K, CRS, 1.0f, xf, CRS, w, CRS, b ? 1.0f : 0.0f, yf, K);
+    ganfw_cpu_gemm_dt(be, dt, 0, 1, N, K, CRS, 1.0f, xf, CRS, w, CRS, b ? 1.0f : 0.0f, yf, K);
     if (dt != GANFW_DTYPE_F32) ganfw_cpu_row_from_f32(dt, N * K, yf, y);
     return;
   }
@@ -503,10 +503,10 @@ static void conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, in
                conv_scratch(&cw, i0 + i));
       if (n == 1 && dt == GANFW_DTYPE_F32) {
         /* One image: its output rows are y's rows, no scatter needed. */
-        conv_gemm(be, groups, 0, 0, K, PQ, CRS, w, CRS, col, PQ, yg, PQ);
+        conv_gemm(be, dt, groups, 0, 0, K, PQ, CRS, w, CRS, col, PQ, yg, PQ);
         if (b) add_bias(K, PQ, b, yg);
       } else {
-        conv_gemm(be, groups, 0, 0, K, cols, CRS, w, CRS, col, cols, out, cols);
+        conv_gemm(be, dt, groups, 0, 0, K, cols, CRS, w, CRS, col, cols, out, cols);
         scatter_out(n, K, PQ, cols, out, b, dt, yg);
       }
     }
@@ -540,11 +540,12 @@ static void conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, i
     if (dw) {
       const float *xf = lp ? lw->dense_in : x;
       if (lp) ganfw_cpu_row_to_f32(dt, N * CRS, x, lw->dense_in);
-      ganfw_cpu_gemm(be, 1, 0, K, CRS, N, 1.0f, dyf, K, xf, CRS, accumulate ? 1.0f : 0.0f, dw, CRS);
+      ganfw_cpu_gemm_dt(be, dt, 1, 0, K, CRS, N, 1.0f, dyf, K, xf, CRS, accumulate ? 1.0f : 0.0f,
+                        dw, CRS);
     }
     if (dx) {
       float *dxf = lp ? lw->dense_in : dx;
-      ganfw_cpu_gemm(be, 0, 0, N, CRS, K, 1.0f, dyf, K, w, CRS, 0.0f, dxf, CRS);
+      ganfw_cpu_gemm_dt(be, dt, 0, 0, N, CRS, K, 1.0f, dyf, K, w, CRS, 0.0f, dxf, CRS);
       if (bdx) {
         const int64_t HW = s->H * s->W;
         for (int64_t i = 0; i < N * s->C; i++)
@@ -573,7 +574,7 @@ static void conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, i
           im2col(s, dt, elem(dt, x, (n0 + i) * CHW), cw.col + i * PQ, ld, conv_scratch(&cw, i));
       }
       const float beta = (n0 == 0 && !accumulate) ? 0.0f : 1.0f;
-      ganfw_cpu_gemm(be, 0, 1, K, CRS, nb * PQ, 1.0f, cw.out, ld, cw.col, ld, beta, dw, CRS);
+      ganfw_cpu_gemm_dt(be, dt, 0, 1, K, CRS, nb * PQ, 1.0f, cw.out, ld, cw.col, ld, beta, dw, CRS);
     }
     if (dx) {
       /* Each group, in the compact layout: col = w^T * dyc and col2im on one thread. */
@@ -586,7 +587,7 @@ static void conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, i
           dyc = (const float *)dyn + i0 * K * PQ;
         else
           gather_dy(n, K, PQ, cols, dt, elem(dt, dyn, i0 * K * PQ), cw.out + i0 * K * PQ);
-        conv_gemm(be, groups, 1, 0, CRS, cols, K, w, CRS, dyc, cols, col, cols);
+        conv_gemm(be, dt, groups, 1, 0, CRS, cols, K, w, CRS, dyc, cols, col, cols);
         for (int64_t i = 0; i < n; i++)
           col2im(s, col + i * PQ, cols, conv_scratch(&cw, i0 + i), bdx, dt,
                  elem_mut(dt, dx, (n0 + i0 + i) * CHW));

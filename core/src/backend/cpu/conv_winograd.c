@@ -269,6 +269,7 @@ static const wg_kernels wg_by_isa[GANFW_CPU_ISA_COUNT] = {
  * each split in WG_GEMM_PARTS blocks of rows or columns (multiples of 16); a block's GEMM
  * is one OpenBLAS call on its thread. */
 typedef struct wg_gemm {
+  int32_t dt; /* the activations' dtype: bf16 runs on bf16 dot products where they exist */
   int ta, tb;
   int64_t M, N, K;
   const float *A;
@@ -299,12 +300,12 @@ static void wg_gemm_batch(const wg_gemm *p) {
     const float *A = p->A + t * p->sa, *B = p->B + t * p->sb;
     float *C = p->C + t * p->sc;
     if (split_n) {
-      ganfw_cpu_gemm_single(p->ta, p->tb, p->M, i1 - i0, p->K, 1.0f, A, p->lda,
-                            p->tb ? B + i0 * p->ldb : B + i0, p->ldb, p->beta, C + i0, p->ldc);
+      ganfw_cpu_gemm_single_dt(p->dt, p->ta, p->tb, p->M, i1 - i0, p->K, 1.0f, A, p->lda,
+                               p->tb ? B + i0 * p->ldb : B + i0, p->ldb, p->beta, C + i0, p->ldc);
     } else {
-      ganfw_cpu_gemm_single(p->ta, p->tb, i1 - i0, p->N, p->K, 1.0f,
-                            p->ta ? A + i0 : A + i0 * p->lda, p->lda, B, p->ldb, p->beta,
-                            C + i0 * p->ldc, p->ldc);
+      ganfw_cpu_gemm_single_dt(p->dt, p->ta, p->tb, i1 - i0, p->N, p->K, 1.0f,
+                               p->ta ? A + i0 : A + i0 * p->lda, p->lda, B, p->ldb, p->beta,
+                               C + i0 * p->ldc, p->ldc);
     }
   }
 }
@@ -322,7 +323,8 @@ void ganfw_cpu_conv2d_winograd_forward(const ganfw_conv2d_shape *s, int32_t dt, 
     const int64_t nb = g.N - n0 < g.chunk ? g.N - n0 : g.chunk;
     wk->stage_input(&g, &cw, x, n0, nb);
     /* M[t] [K, T] = U[t] [K, 4C] * V[t] [4C, T] */
-    const wg_gemm mm = {.M = g.K,
+    const wg_gemm mm = {.dt = dt,
+                        .M = g.K,
                         .N = g.tiles,
                         .K = g.C4,
                         .A = cw.u,
@@ -352,7 +354,8 @@ void ganfw_cpu_conv2d_winograd_backward(const ganfw_conv2d_shape *s, int32_t dt,
       const int64_t nb = g.N - n0 < g.chunk ? g.N - n0 : g.chunk;
       wk->stage_dy(&g, &cw, dy, n0, nb);
       /* Z[t] [4C, T] = U[t]^T [4C, K] * E[t] [K, T], in V */
-      const wg_gemm mm = {.ta = 1,
+      const wg_gemm mm = {.dt = dt,
+                          .ta = 1,
                           .M = g.C4,
                           .N = g.tiles,
                           .K = g.K,
@@ -376,7 +379,8 @@ void ganfw_cpu_conv2d_winograd_backward(const ganfw_conv2d_shape *s, int32_t dt,
       if (!e_ready) wk->stage_dy(&g, &cw, dy, n0, nb);
       wk->stage_input(&g, &cw, x, n0, nb);
       /* dU[t] [K, 4C] (+)= E[t] [K, T] * V[t]^T, in U */
-      const wg_gemm mm = {.tb = 1,
+      const wg_gemm mm = {.dt = dt,
+                          .tb = 1,
                           .M = g.K,
                           .N = g.C4,
                           .K = g.tiles,

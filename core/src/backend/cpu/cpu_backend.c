@@ -9,10 +9,12 @@
 
 #include "backend/cpu/cast.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/isa.h"
 
 /* The groups with native 16-bit kernels, for f16 and bf16 alike: they read and write 16-bit
- * activations and convert rows on the way (cast.h), so that amp keeps its memory and runs
+ * activations and convert rows on the way (cast.h), and bf16 convolutions multiply on bf16
+ * dot products where the CPU has them (gemm_bf16.c), so that amp keeps its memory and runs
  * at full batch (the layers' converting path, core/src/nn/layer_dtype.c, goes in chunks).
  * GANFW_CPU_LP=0 in the environment (read once) keeps every layer on the converting path,
  * for benchmarks and tests. */
@@ -51,15 +53,17 @@ const char *ganfw_cpu_lp_describe(int32_t dtype) {
     return line;
   }
   const int f16c = ganfw_cpu_isa_level() >= GANFW_CPU_ISA_AVX2 && ganfw_cpu_have_f16c();
+  const int dot = dtype == GANFW_DTYPE_BF16 && ganfw_cpu_have_bf16_dot();
   snprintf(line, sizeof line,
            "%s on the CPU: conv, conv-transpose, BatchNorm and activations read and write %s "
-           "(%s conversions inside the kernels, %s SIMD), f32 products and sums; other layers "
-           "convert",
+           "(%s conversions inside the kernels, %s SIMD); convolutions multiply on %s, sums in "
+           "f32; other layers convert",
            name, name,
            dtype == GANFW_DTYPE_BF16 ? "shift"
            : f16c                    ? "F16C"
                                      : "portable scalar",
-           ganfw_cpu_isa_name(ganfw_cpu_isa_level()));
+           ganfw_cpu_isa_name(ganfw_cpu_isa_level()),
+           dot ? "bf16 dot products (AVX-512 BF16)" : "f32 GEMMs");
   return line;
 }
 

@@ -6,7 +6,9 @@
  * where it sits in the block it was called for (its last tile of columns takes another
  * path), so a thread-count-dependent split would change the bits of every GEMM-based op
  * (conv, convT, linear) with the thread count. With fixed blocks the result is the same
- * for 1, 2, 3, ... threads, bit for bit (tests/test_ops_dense.c thread_count). */
+ * for 1, 2, 3, ... threads, bit for bit (tests/test_ops_dense.c thread_count).
+ * The _dt variants take the activations' dtype of the conv that calls them: bf16 runs on
+ * bf16 dot products (gemm_bf16.c) where the CPU has them, everything else on sgemm. */
 #include <cblas.h>
 #include <omp.h>
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/gemm_bf16.h"
 
 /* OpenBLAS's own thread control (declared in its cblas.h, repeated for other providers). */
 void openblas_set_num_threads(int num_threads);
@@ -57,9 +60,18 @@ void ganfw_cpu_set_threads(ganfw_backend *be, int threads) {
   omp_set_num_threads(threads);
 }
 
-static void gemm_serial(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                        float *C, int64_t ldc) {
+/* bf16 products (gemm_bf16.c) for the calls of a bf16 conv where the CPU has them. */
+static int use_bf16_dot(int32_t dt, float alpha) {
+  return dt == GANFW_DTYPE_BF16 && alpha == 1.0f && ganfw_cpu_have_bf16_dot();
+}
+
+static void gemm_serial_dt(int32_t dt, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float beta, float *C, int64_t ldc) {
+  if (use_bf16_dot(dt, alpha)) {
+    ganfw_cpu_gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, alpha, A, (int)lda, B,
               (int)ldb, beta, C, (int)ldc);
@@ -77,20 +89,34 @@ static void gemm_scale_only(int64_t M, int64_t N, float beta, float *C, int64_t 
   }
 }
 
-void ganfw_cpu_gemm_single(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                           float *C, int64_t ldc) {
+void ganfw_cpu_gemm_single_dt(int32_t dt, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                              float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                              float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     gemm_scale_only(M, N, beta, C, ldc);
     return;
   }
-  gemm_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  gemm_serial_dt(dt, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void ganfw_cpu_gemm_single(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                           float *C, int64_t ldc) {
+  ganfw_cpu_gemm_single_dt(GANFW_DTYPE_F32, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta,
+                           C, ldc);
 }
 
 void ganfw_cpu_gemm(ganfw_backend *be, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                     float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                     float beta, float *C, int64_t ldc) {
+  ganfw_cpu_gemm_dt(be, GANFW_DTYPE_F32, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                    ldc);
+}
+
+void ganfw_cpu_gemm_dt(ganfw_backend *be, int32_t dt, int trans_a, int trans_b, int64_t M,
+                       int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   (void)be;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
@@ -105,7 +131,7 @@ void ganfw_cpu_gemm(ganfw_backend *be, int trans_a, int trans_b, int64_t M, int6
   if (blocks > GEMM_MAX_BLOCKS) blocks = GEMM_MAX_BLOCKS;
   if (blocks > dim / GEMM_BLOCK_MIN_DIM) blocks = dim / GEMM_BLOCK_MIN_DIM;
   if (blocks <= 1) {
-    gemm_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm_serial_dt(dt, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   const int threads = ganfw_cpu_threads();
@@ -119,11 +145,13 @@ void ganfw_cpu_gemm(ganfw_backend *be, int trans_a, int trans_b, int64_t M, int6
     if (split_n) {
       /* Columns [i0, i1) of C come from columns [i0, i1) of op(B). */
       const float *Bb = trans_b ? B + i0 * ldb : B + i0;
-      gemm_serial(trans_a, trans_b, M, i1 - i0, K, alpha, A, lda, Bb, ldb, beta, C + i0, ldc);
+      gemm_serial_dt(dt, trans_a, trans_b, M, i1 - i0, K, alpha, A, lda, Bb, ldb, beta, C + i0,
+                     ldc);
     } else {
       /* Rows [i0, i1) of C come from rows [i0, i1) of op(A). */
       const float *Ab = trans_a ? A + i0 : A + i0 * lda;
-      gemm_serial(trans_a, trans_b, i1 - i0, N, K, alpha, Ab, lda, B, ldb, beta, C + i0 * ldc, ldc);
+      gemm_serial_dt(dt, trans_a, trans_b, i1 - i0, N, K, alpha, Ab, lda, B, ldb, beta,
+                     C + i0 * ldc, ldc);
     }
   }
 }
