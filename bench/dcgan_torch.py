@@ -6,7 +6,11 @@ Prints one machine-readable line:  torch median_ms=... min_ms=... rss_mib=...
 
 Run with Debian's interpreter:
   /usr/bin/python3 bench/dcgan_torch.py [--steps 20] [--warmup 5] [--threads 2] [--batch 64]
+                                        [--autocast bf16]
+--autocast bf16 runs the forwards and losses under torch.autocast("cpu", torch.bfloat16),
+PyTorch's CPU mixed precision (1.13's CPU autocast has bf16 only), f32 weights and Adam.
 """
+import contextlib
 import argparse
 import resource
 import statistics
@@ -76,7 +80,13 @@ def main():
     ap.add_argument("--ngf", type=int, default=64)
     ap.add_argument("--ndf", type=int, default=64)
     ap.add_argument("--nc", type=int, default=1)
+    ap.add_argument("--autocast", choices=["bf16"], default=None)
     a = ap.parse_args()
+
+    def ac():
+        if a.autocast:
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
@@ -95,14 +105,16 @@ def main():
         z = torch.randn(n, a.nz, 1, 1)
         # D step: real, then fake made under no-grad (as gan_step.c; the example detaches).
         D.zero_grad(set_to_none=True)
-        out = D(x)
-        loss_real = F.binary_cross_entropy_with_logits(out, real_t)
+        with ac():
+            out = D(x)
+            loss_real = F.binary_cross_entropy_with_logits(out.float(), real_t)
         loss_real.backward()
         d_x = torch.sigmoid(out.detach()).mean().item()
-        with torch.no_grad():
+        with torch.no_grad(), ac():
             fake = G(z)
-        out = D(fake)
-        loss_fake = F.binary_cross_entropy_with_logits(out, fake_t)
+        with ac():
+            out = D(fake)
+            loss_fake = F.binary_cross_entropy_with_logits(out.float(), fake_t)
         loss_fake.backward()
         d_g_z1 = torch.sigmoid(out.detach()).mean().item()
         loss_d = loss_real.item() + loss_fake.item()
@@ -111,9 +123,10 @@ def main():
         G.zero_grad(set_to_none=True)
         for p in D.parameters():
             p.requires_grad_(False)
-        fake = G(z)
-        out = D(fake)
-        loss_g = F.binary_cross_entropy_with_logits(out, real_t)
+        with ac():
+            fake = G(z)
+            out = D(fake)
+            loss_g = F.binary_cross_entropy_with_logits(out.float(), real_t)
         loss_g.backward()
         for p in D.parameters():
             p.requires_grad_(True)
@@ -131,7 +144,7 @@ def main():
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(f"torch median_ms={statistics.median(times):.2f} min_ms={min(times):.2f} "
           f"rss_mib={rss_mib:.1f} threads={torch.get_num_threads()} batch={n} "
-          f"steps={a.steps} version={torch.__version__}", flush=True)
+          f"steps={a.steps} autocast={a.autocast or 'off'} version={torch.__version__}", flush=True)
 
 
 if __name__ == "__main__":
