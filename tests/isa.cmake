@@ -33,4 +33,5 @@ foreach(suite test_ops_dense test_ops_nn test_ops_elementwise test_amp_native te
   ganfw_isa_tests(${suite} portable avx2 avx512)
 endforeach()
 ganfw_isa_tests(test_amp portable avx2)
+ganfw_isa_tests(test_ref_conv_bf16 avx2)
 ganfw_isa_tests(test_conv_winograd portable)
