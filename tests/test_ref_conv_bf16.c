@@ -32,26 +32,6 @@ static double norm_rel(const float *got, const float *want, int64_t n) {
   return m > 0 ? sqrt(d / m) : sqrt(d);
 }
 
-static const float *tensor(gt_ref *r, const char *name, const char *key, int64_t numel) {
-  char full[96];
-  snprintf(full, sizeof full, "%s.%s", name, key);
-  int64_t n = 0;
-  const float *p = gt_ref_f32(r, full, &n, NULL, NULL);
-  CU_ASSERT(p != NULL && n == numel);
-  return p && n == numel ? p : NULL;
-}
-
-static int shape(gt_ref *r, const char *name, int64_t *v, int64_t count) {
-  char full[96];
-  snprintf(full, sizeof full, "%s.shape", name);
-  int64_t n = 0;
-  const int32_t *p = gt_ref_i32(r, full, &n);
-  CU_ASSERT(p != NULL && n == count);
-  if (!p || n != count) return 0;
-  for (int64_t i = 0; i < count; i++) v[i] = p[i];
-  return 1;
-}
-
 /* n f32 values (bf16 values all) as bf16. */
 static uint16_t *to_bf16(const float *f, int64_t n) {
   uint16_t *h = malloc((size_t)n * 2);
@@ -73,7 +53,7 @@ static float *to_f32(const uint16_t *h, int64_t n) {
  * PyTorch's within tol. */
 static void run_case(gt_ref *r, const char *name, double tol) {
   int64_t v[12];
-  if (!shape(r, name, v, 12)) return;
+  if (!gt_ref_shape(r, name, v, 12)) return;
   ganfw_backend *be = ganfw_cpu_backend();
   ganfw_conv2d_shape c = {.N = v[0],
                           .C = v[1],
@@ -89,9 +69,9 @@ static void run_case(gt_ref *r, const char *name, double tol) {
   CU_ASSERT_EQUAL_FATAL(ganfw_conv2d_shape_init(&c), GANFW_OK);
   const int64_t nx = c.N * c.C * c.H * c.W, ny = c.N * c.K * c.P * c.Q;
   const int64_t nw = c.K * c.C * c.R * c.S;
-  const float *x = tensor(r, name, "x", nx), *w = tensor(r, name, "w", nw);
-  const float *dy = tensor(r, name, "dy", ny), *y_ref = tensor(r, name, "y", ny);
-  const float *dx_ref = tensor(r, name, "dx", nx), *dw_ref = tensor(r, name, "dw", nw);
+  const float *x = gt_ref_part(r, name, "x", nx), *w = gt_ref_part(r, name, "w", nw);
+  const float *dy = gt_ref_part(r, name, "dy", ny), *y_ref = gt_ref_part(r, name, "y", ny);
+  const float *dx_ref = gt_ref_part(r, name, "dx", nx), *dw_ref = gt_ref_part(r, name, "dw", nw);
   if (!x || !w || !dy || !y_ref || !dx_ref || !dw_ref) return;
   uint16_t *xh = to_bf16(x, nx), *wh = to_bf16(w, nw), *dyh = to_bf16(dy, ny);
   uint16_t *yh = malloc((size_t)ny * 2), *dxh = malloc((size_t)nx * 2);

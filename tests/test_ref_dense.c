@@ -43,28 +43,6 @@ static void check(const char *name, const char *what, const float *got, const fl
   if (tight > worst_err[1]) worst_err[1] = tight;
 }
 
-/* The tensor <name>.<key>; NULL (and a CUnit failure) when absent or of another size. */
-static const float *tensor(gt_ref *r, const char *name, const char *key, int64_t numel) {
-  char full[96];
-  snprintf(full, sizeof full, "%s.%s", name, key);
-  int64_t n = 0;
-  const float *p = gt_ref_f32(r, full, &n, NULL, NULL);
-  CU_ASSERT(p != NULL && n == numel);
-  return p && n == numel ? p : NULL;
-}
-
-/* Reads <name>.shape into v[0..count). */
-static int shape(gt_ref *r, const char *name, int64_t *v, int64_t count) {
-  char full[96];
-  snprintf(full, sizeof full, "%s.shape", name);
-  int64_t n = 0;
-  const int32_t *p = gt_ref_i32(r, full, &n);
-  CU_ASSERT(p != NULL && n == count);
-  if (!p || n != count) return 0;
-  for (int64_t i = 0; i < count; i++) v[i] = p[i];
-  return 1;
-}
-
 static float *out_buffer(int64_t n) {
   float *p = gt_alloc((size_t)n * sizeof *p);
   for (int64_t i = 0; i < n; i++) p[i] = NAN; /* every output element must be written */
@@ -73,7 +51,7 @@ static float *out_buffer(int64_t n) {
 
 static void run_conv(gt_ref *r, const char *name, worst *w) {
   int64_t v[12];
-  if (!shape(r, name, v, 12)) return;
+  if (!gt_ref_shape(r, name, v, 12)) return;
   ganfw_conv2d_shape s = {.N = v[0],
                           .C = v[1],
                           .H = v[2],
@@ -88,11 +66,11 @@ static void run_conv(gt_ref *r, const char *name, worst *w) {
   const int bias = (int)v[11];
   CU_ASSERT_EQUAL_FATAL(ganfw_conv2d_shape_init(&s), GANFW_OK);
   const int64_t nx = s.N * s.C * s.H * s.W, nw = s.K * s.C * s.R * s.S, ny = s.N * s.K * s.P * s.Q;
-  const float *x = tensor(r, name, "x", nx), *wt = tensor(r, name, "w", nw);
-  const float *dy = tensor(r, name, "dy", ny), *y_ref = tensor(r, name, "y", ny);
-  const float *dx_ref = tensor(r, name, "dx", nx), *dw_ref = tensor(r, name, "dw", nw);
-  const float *b = bias ? tensor(r, name, "b", s.K) : NULL;
-  const float *db_ref = bias ? tensor(r, name, "db", s.K) : NULL;
+  const float *x = gt_ref_part(r, name, "x", nx), *wt = gt_ref_part(r, name, "w", nw);
+  const float *dy = gt_ref_part(r, name, "dy", ny), *y_ref = gt_ref_part(r, name, "y", ny);
+  const float *dx_ref = gt_ref_part(r, name, "dx", nx), *dw_ref = gt_ref_part(r, name, "dw", nw);
+  const float *b = bias ? gt_ref_part(r, name, "b", s.K) : NULL;
+  const float *db_ref = bias ? gt_ref_part(r, name, "db", s.K) : NULL;
   if (!x || !wt || !dy || !y_ref || !dx_ref || !dw_ref || (bias && (!b || !db_ref))) return;
   size_t ws_bytes = ganfw_cpu_conv2d_workspace(NULL, &s);
   void *ws = malloc(ws_bytes); /* exactly the reported size */
@@ -110,7 +88,7 @@ static void run_conv(gt_ref *r, const char *name, worst *w) {
 
 static void run_convt(gt_ref *r, const char *name, worst *w) {
   int64_t v[14];
-  if (!shape(r, name, v, 14)) return;
+  if (!gt_ref_shape(r, name, v, 14)) return;
   ganfw_convt2d_shape s = {.N = v[0],
                            .C = v[1],
                            .H = v[2],
@@ -127,11 +105,11 @@ static void run_convt(gt_ref *r, const char *name, worst *w) {
   const int bias = (int)v[13];
   CU_ASSERT_EQUAL_FATAL(ganfw_convt2d_shape_init(&s), GANFW_OK);
   const int64_t nx = s.N * s.C * s.H * s.W, nw = s.C * s.K * s.R * s.S, ny = s.N * s.K * s.P * s.Q;
-  const float *x = tensor(r, name, "x", nx), *wt = tensor(r, name, "w", nw);
-  const float *dy = tensor(r, name, "dy", ny), *y_ref = tensor(r, name, "y", ny);
-  const float *dx_ref = tensor(r, name, "dx", nx), *dw_ref = tensor(r, name, "dw", nw);
-  const float *b = bias ? tensor(r, name, "b", s.K) : NULL;
-  const float *db_ref = bias ? tensor(r, name, "db", s.K) : NULL;
+  const float *x = gt_ref_part(r, name, "x", nx), *wt = gt_ref_part(r, name, "w", nw);
+  const float *dy = gt_ref_part(r, name, "dy", ny), *y_ref = gt_ref_part(r, name, "y", ny);
+  const float *dx_ref = gt_ref_part(r, name, "dx", nx), *dw_ref = gt_ref_part(r, name, "dw", nw);
+  const float *b = bias ? gt_ref_part(r, name, "b", s.K) : NULL;
+  const float *db_ref = bias ? gt_ref_part(r, name, "db", s.K) : NULL;
   if (!x || !wt || !dy || !y_ref || !dx_ref || !dw_ref || (bias && (!b || !db_ref))) return;
   size_t ws_bytes = ganfw_cpu_convt2d_workspace(NULL, &s);
   void *ws = malloc(ws_bytes);
@@ -149,14 +127,16 @@ static void run_convt(gt_ref *r, const char *name, worst *w) {
 
 static void run_linear(gt_ref *r, const char *name, worst *w) {
   int64_t v[4];
-  if (!shape(r, name, v, 4)) return;
+  if (!gt_ref_shape(r, name, v, 4)) return;
   const int64_t N = v[0], IN = v[1], OUT = v[2];
   const int bias = (int)v[3];
-  const float *x = tensor(r, name, "x", N * IN), *wt = tensor(r, name, "w", OUT * IN);
-  const float *dy = tensor(r, name, "dy", N * OUT), *y_ref = tensor(r, name, "y", N * OUT);
-  const float *dx_ref = tensor(r, name, "dx", N * IN), *dw_ref = tensor(r, name, "dw", OUT * IN);
-  const float *b = bias ? tensor(r, name, "b", OUT) : NULL;
-  const float *db_ref = bias ? tensor(r, name, "db", OUT) : NULL;
+  const float *x = gt_ref_part(r, name, "x", N * IN), *wt = gt_ref_part(r, name, "w", OUT * IN);
+  const float *dy = gt_ref_part(r, name, "dy", N * OUT),
+              *y_ref = gt_ref_part(r, name, "y", N * OUT);
+  const float *dx_ref = gt_ref_part(r, name, "dx", N * IN),
+              *dw_ref = gt_ref_part(r, name, "dw", OUT * IN);
+  const float *b = bias ? gt_ref_part(r, name, "b", OUT) : NULL;
+  const float *db_ref = bias ? gt_ref_part(r, name, "db", OUT) : NULL;
   if (!x || !wt || !dy || !y_ref || !dx_ref || !dw_ref || (bias && (!b || !db_ref))) return;
   float *y = out_buffer(N * OUT), *dx = out_buffer(N * IN), *dw = out_buffer(OUT * IN);
   float *db = out_buffer(OUT);

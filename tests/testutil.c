@@ -551,3 +551,23 @@ int gt_net_bitwise(ganfw_net *a, ganfw_net *b) {
   }
   return 1;
 }
+
+const float *gt_ref_part(gt_ref *r, const char *name, const char *key, int64_t numel) {
+  char full[96];
+  snprintf(full, sizeof full, "%s.%s", name, key);
+  int64_t n = 0;
+  const float *p = gt_ref_f32(r, full, &n, NULL, NULL);
+  CU_ASSERT(p != NULL && n == numel);
+  return p && n == numel ? p : NULL;
+}
+
+int gt_ref_shape(gt_ref *r, const char *name, int64_t *v, int64_t count) {
+  char full[96];
+  snprintf(full, sizeof full, "%s.shape", name);
+  int64_t n = 0;
+  const int32_t *p = gt_ref_i32(r, full, &n);
+  CU_ASSERT(p != NULL && n == count);
+  if (!p || n != count) return 0;
+  for (int64_t i = 0; i < count; i++) v[i] = p[i];
+  return 1;
+}

@@ -34,6 +34,12 @@ void gt_ref_close(gt_ref *r); /* accepts NULL */
 const float *gt_ref_f32(gt_ref *r, const char *key, int64_t *numel, int64_t *shape, int *ndim);
 /* The same, for integer tensors (labels, indices), converted to int32. */
 const int32_t *gt_ref_i32(gt_ref *r, const char *key, int64_t *numel);
+/* The f32 tensor "<name>.<key>" of numel values; NULL (and a CUnit failure) when it is absent
+ * or of another size. */
+const float *gt_ref_part(gt_ref *r, const char *name, const char *key, int64_t numel);
+/* "<name>.shape" (integers) into v[0..count); 0 (and a CUnit failure) when it is absent or
+ * of another length. */
+int gt_ref_shape(gt_ref *r, const char *name, int64_t *v, int64_t count);
 /* A scalar stored as a one-element tensor. */
 double gt_ref_scalar(gt_ref *r, const char *key);
 

@@ -8,6 +8,7 @@
 #define out_f32          GANFW_ISA(out_f32)
 #define store_f32        GANFW_ISA(store_f32)
 #define lp_span          GANFW_ISA(lp_span)
+#define affine_rows      GANFW_ISA(affine_rows)
 #define lanes_add        GANFW_ISA(lanes_add)
 #define lanes_flush      GANFW_ISA(lanes_flush)
 #define tile_sums        GANFW_ISA(tile_sums)
@@ -53,6 +54,36 @@ BN_INLINE void lp_span(int32_t dt, int64_t HW, int64_t nc, int64_t *span, int64_
  * dgamma/dbeta come out 2-3x closer than PyTorch's own f32 kernel. */
 #define BN_LANES 16
 #define BN_FLUSH 8
+
+/* y = (x - m[k]) * a[k] + b[k] for channels [c0, c0 + nc) of images [n0, n1) of x and y
+ * ([N,C,HW], images `stride` apart, dtype dt), in pieces that lp_span sizes for buf. */
+BN_INLINE void affine_rows(int32_t dt, const void *x, void *y, int64_t n0, int64_t n1,
+                           int64_t stride, int64_t HW, int64_t c0, int64_t nc, const float *fm,
+                           const float *fa, const float *fb, float *buf) {
+  int64_t span, piece;
+  lp_span(dt, HW, nc, &span, &piece);
+  for (int64_t n = n0; n < n1; n++) {
+    for (int64_t k0 = 0; k0 < nc; k0 += span) {
+      const int64_t k1 = nc - k0 < span ? nc : k0 + span;
+      for (int64_t p = 0; p < HW; p += piece) {
+        const int64_t plen = HW - p < piece ? HW - p : piece;
+        const int64_t off = n * stride + (c0 + k0) * HW + p, len = (k1 - k0) * plen;
+        const float *xn = load_f32(dt, x, off, len, buf);
+        float *yn = out_f32(dt, y, off, buf);
+        for (int64_t k = k0; k < k1; k++) {
+          const float m = fm[k], a = fa[k], b = fb[k];
+          const float *r = xn + (k - k0) * plen;
+          float *o = yn + (k - k0) * plen;
+          /* simd: y may be x (and is, for 16-bit dtypes: buf), element by element; no alias
+           * check per row */
+#pragma omp simd
+          for (int64_t j = 0; j < plen; j++) o[j] = (r[j] - m) * a + b;
+        }
+        store_f32(dt, yn, off, len, y);
+      }
+    }
+  }
+}
 
 /* s[l] += (a - p), sq[l] += (a - p) * (b - q) over len floats, element j in lane j % 16. */
 BN_INLINE void lanes_add(const float *a, const float *b, int64_t len, float p, float q, float *s,
@@ -185,29 +216,7 @@ static void bn_forward_train(ganfw_backend *be, int32_t dt, int64_t N, int64_t C
       fshift[k] = beta ? beta[c] : 0.0f;
     }
     /* y = (x - mean) * scale + beta: centring first keeps it accurate when |mean| >> std. */
-    int64_t span, piece;
-    lp_span(dt, HW, nc, &span, &piece);
-    for (int64_t n = 0; n < N; n++) {
-      for (int64_t k0 = 0; k0 < nc; k0 += span) {
-        const int64_t k1 = nc - k0 < span ? nc : k0 + span;
-        for (int64_t p = 0; p < HW; p += piece) {
-          const int64_t plen = HW - p < piece ? HW - p : piece;
-          const int64_t off = n * stride + (c0 + k0) * HW + p, len = (k1 - k0) * plen;
-          const float *xn = load_f32(dt, x, off, len, buf);
-          float *yn = out_f32(dt, y, off, buf);
-          for (int64_t k = k0; k < k1; k++) {
-            const float m = fm[k], a = fscale[k], b = fshift[k];
-            const float *r = xn + (k - k0) * plen;
-            float *o = yn + (k - k0) * plen;
-            /* simd: y may be x (and is, for 16-bit dtypes: buf), element by element; no
-             * alias check per row */
-#pragma omp simd
-            for (int64_t j = 0; j < plen; j++) o[j] = (r[j] - m) * a + b;
-          }
-          store_f32(dt, yn, off, len, y);
-        }
-      }
-    }
+    affine_rows(dt, x, y, 0, N, stride, HW, c0, nc, fm, fscale, fshift, buf);
   }
 }
 
@@ -232,27 +241,7 @@ static void bn_forward_eval(ganfw_backend *be, int32_t dt, int64_t N, int64_t C,
         fa[k] = (float)((gamma ? gamma[c] : 1.0) / sqrt((double)running_var[c] + eps));
         fb[k] = beta ? beta[c] : 0.0f;
       }
-      int64_t span, piece;
-      lp_span(dt, HW, nc, &span, &piece);
-      for (int64_t n = n0; n < n1; n++) {
-        for (int64_t k0 = 0; k0 < nc; k0 += span) {
-          const int64_t k1 = nc - k0 < span ? nc : k0 + span;
-          for (int64_t p = 0; p < HW; p += piece) {
-            const int64_t plen = HW - p < piece ? HW - p : piece;
-            const int64_t off = n * stride + (c0 + k0) * HW + p, len = (k1 - k0) * plen;
-            const float *xn = load_f32(dt, x, off, len, buf);
-            float *yn = out_f32(dt, y, off, buf);
-            for (int64_t k = k0; k < k1; k++) {
-              const float m = fm[k], a = fa[k], b = fb[k];
-              const float *r = xn + (k - k0) * plen;
-              float *o = yn + (k - k0) * plen;
-#pragma omp simd
-              for (int64_t j = 0; j < plen; j++) o[j] = (r[j] - m) * a + b;
-            }
-            store_f32(dt, yn, off, len, y);
-          }
-        }
-      }
+      affine_rows(dt, x, y, n0, n1, stride, HW, c0, nc, fm, fa, fb, buf);
     }
   }
 }
@@ -319,6 +308,7 @@ static void bn_backward(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int
 #undef out_f32
 #undef store_f32
 #undef lp_span
+#undef affine_rows
 #undef lanes_add
 #undef lanes_flush
 #undef tile_sums

@@ -77,8 +77,9 @@ static void gemm_serial_dt(int32_t dt, int trans_a, int trans_b, int64_t M, int6
               (int)ldb, beta, C, (int)ldc);
 }
 
-/* C = beta * C for an empty inner dimension (some BLAS builds skip it). */
-static void gemm_scale_only(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
+/* C = beta * C for an empty inner dimension (some BLAS builds skip it); beta 0 writes zeros
+ * without reading C. */
+void ganfw_cpu_gemm_scale_only(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
   for (int64_t i = 0; i < M; i++) {
     float *c = C + i * ldc;
     if (beta == 0.0f) {
@@ -94,7 +95,7 @@ void ganfw_cpu_gemm_single_dt(int32_t dt, int trans_a, int trans_b, int64_t M, i
                               float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    gemm_scale_only(M, N, beta, C, ldc);
+    ganfw_cpu_gemm_scale_only(M, N, beta, C, ldc);
     return;
   }
   gemm_serial_dt(dt, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -120,7 +121,7 @@ void ganfw_cpu_gemm_dt(ganfw_backend *be, int32_t dt, int trans_a, int trans_b, 
   (void)be;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    gemm_scale_only(M, N, beta, C, ldc);
+    ganfw_cpu_gemm_scale_only(M, N, beta, C, ldc);
     return;
   }
   /* Split the larger of M and N into blocks that depend on the shape alone. */

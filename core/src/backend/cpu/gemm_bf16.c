@@ -324,15 +324,8 @@ void ganfw_cpu_gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                          int64_t ldc) {
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) { /* C = beta C; with beta 0 C is not read */
-    for (int64_t i = 0; i < M; i++) {
-      float *c = C + i * ldc;
-      if (beta == 0.0f) {
-        memset(c, 0, (size_t)N * sizeof *c);
-      } else {
-        for (int64_t j = 0; j < N; j++) c[j] *= beta;
-      }
-    }
+  if (K <= 0) {
+    ganfw_cpu_gemm_scale_only(M, N, beta, C, ldc);
     return;
   }
 #if GANFW_CPU_ISA_MULTI

@@ -27,4 +27,8 @@ void ganfw_cpu_gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                          int64_t ldc);
 
+/* C[M,N] = beta * C (beta 0: zeros, C not read), the product with an empty inner dimension
+ * (gemm.c). */
+void ganfw_cpu_gemm_scale_only(int64_t M, int64_t N, float beta, float *C, int64_t ldc);
+
 #endif
