@@ -115,7 +115,7 @@ void ganfw_cpu_f16_to_f32_f16c(int64_t n, const uint16_t *x, float *y) {
 
 /* F16C runs from the AVX2 level up (x86-64-v3 includes it), so GANFW_CPU_ISA=portable
  * forces the scalar path. */
-static int use_f16c(void) {
+int ganfw_cpu_use_f16c(void) {
   return ganfw_cpu_isa_level() >= GANFW_CPU_ISA_AVX2 && ganfw_cpu_have_f16c();
 }
 
@@ -130,7 +130,7 @@ void ganfw_cpu_row_to_f32(int32_t dt, int64_t n, const void *x, float *y) {
     return;
   }
 #ifdef GANFW_CAST_X86
-  if (use_f16c()) {
+  if (ganfw_cpu_use_f16c()) {
     f16_to_f32_f16c_range(0, n, h, y);
     return;
   }
@@ -149,7 +149,7 @@ void ganfw_cpu_row_from_f32(int32_t dt, int64_t n, const float *x, void *y) {
     return;
   }
 #ifdef GANFW_CAST_X86
-  if (use_f16c()) {
+  if (ganfw_cpu_use_f16c()) {
     f32_to_f16_f16c_range(0, n, x, h);
     return;
   }
@@ -158,14 +158,14 @@ void ganfw_cpu_row_from_f32(int32_t dt, int64_t n, const float *x, void *y) {
 }
 
 void ganfw_cpu_f32_to_f16(ganfw_backend *be, int64_t n, const float *x, uint16_t *y) {
-  if (use_f16c())
+  if (ganfw_cpu_use_f16c())
     ganfw_cpu_f32_to_f16_f16c(n, x, y);
   else
     ganfw_cpu_f32_to_f16_portable(n, x, y);
 }
 
 void ganfw_cpu_f16_to_f32(ganfw_backend *be, int64_t n, const uint16_t *x, float *y) {
-  if (use_f16c())
+  if (ganfw_cpu_use_f16c())
     ganfw_cpu_f16_to_f32_f16c(n, x, y);
   else
     ganfw_cpu_f16_to_f32_portable(n, x, y);

@@ -100,6 +100,16 @@ void ganfw_cpu_f16_to_f32_f16c(int64_t n, const uint16_t *x, float *y);
 static inline int64_t ganfw_cpu_dtype_bytes(int32_t dt) {
   return dt == GANFW_DTYPE_F32 ? 4 : 2;
 }
+/* Element i of an array of dtype dt. */
+static inline const void *ganfw_cpu_elem(int32_t dt, const void *p, int64_t i) {
+  return (const char *)p + i * ganfw_cpu_dtype_bytes(dt);
+}
+static inline void *ganfw_cpu_elem_mut(int32_t dt, void *p, int64_t i) {
+  return (char *)p + i * ganfw_cpu_dtype_bytes(dt);
+}
+/* 1 when the f16 conversions run on F16C: the CPU has it and the SIMD level in use is
+ * avx2 or higher (GANFW_CPU_ISA=portable forces the scalar path). */
+int ganfw_cpu_use_f16c(void);
 void ganfw_cpu_row_to_f32(int32_t dt, int64_t n, const void *x, float *y);
 void ganfw_cpu_row_from_f32(int32_t dt, int64_t n, const float *x, void *y);
 

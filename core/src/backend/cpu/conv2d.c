@@ -21,9 +21,10 @@
  * every conv on im2col + GEMM, for benchmarks and tests.
  * The same kernels take f16 and bf16 activations (the native 16-bit entries at the end of
  * this file, for amp): the conversions happen where the kernels copy (into pad_plane and
- * gather_dy, out of scatter_out and col2im, around the Winograd transforms), the GEMMs
- * stay f32, and the result has the bits of converting whole tensors around the f32 entries
- * (tests/test_cpu_lp_conv.c). */
+ * gather_dy, out of scatter_out and col2im, around the Winograd transforms). The GEMMs
+ * are f32, where the result has the bits of converting whole tensors around the f32 entries
+ * (tests/test_cpu_lp_conv.c), except a bf16 conv's on a CPU with bf16 dot products
+ * (gemm.c's _dt variants). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,15 +91,6 @@ static int64_t conv_plane(const ganfw_conv2d_shape *s) {
   return (floats + 15) / 16 * 16;
 }
 
-/* Element i of an activation of dtype dt (f32, f16 or bf16). */
-static const void *elem(int32_t dt, const void *p, int64_t i) {
-  return (const char *)p + i * ganfw_cpu_dtype_bytes(dt);
-}
-
-static void *elem_mut(int32_t dt, void *p, int64_t i) {
-  return (char *)p + i * ganfw_cpu_dtype_bytes(dt);
-}
-
 /* Plane x (H x W, dtype dt) with pad_h rows and pad_w columns of zeros around it, in f32 in
  * pad: a 16-bit input is converted here, row by row, on its way into im2col. */
 static void pad_plane(const ganfw_conv2d_shape *s, int32_t dt, const void *x, float *pad) {
@@ -107,7 +99,7 @@ static void pad_plane(const ganfw_conv2d_shape *s, int32_t dt, const void *x, fl
   float *row = pad + ph * Wp;
   for (int64_t h = 0; h < H; h++, row += Wp) {
     for (int64_t j = 0; j < pw; j++) row[j] = 0.0f;
-    ganfw_cpu_row_to_f32(dt, W, elem(dt, x, h * W), row + pw);
+    ganfw_cpu_row_to_f32(dt, W, ganfw_cpu_elem(dt, x, h * W), row + pw);
     for (int64_t j = pw + W; j < Wp; j++) row[j] = 0.0f;
   }
   memset(row, 0, (size_t)(ph * Wp + CONV_PLANE_SLACK) * sizeof *pad);
@@ -294,7 +286,7 @@ static void im2col(const ganfw_conv2d_shape *s, int32_t dt, const void *x, float
   const int64_t Wp = W + 2 * s->pad_w, step = s->stride_h * Wp;
   const block_fn gather = pick_gather(s->stride_w);
   for (int64_t c = 0; c < C; c++) {
-    pad_plane(s, dt, elem(dt, x, c * H * W), scratch);
+    pad_plane(s, dt, ganfw_cpu_elem(dt, x, c * H * W), scratch);
     for (int64_t r = 0; r < R; r++) {
       for (int64_t k = 0; k < S; k++) {
         gather(col + ((c * R + r) * S + k) * ld, scratch + r * Wp + k, s->P, s->Q, step,
@@ -321,12 +313,12 @@ static void col2im(const ganfw_conv2d_shape *s, const float *col, int64_t ld, fl
                 s->stride_w);
       }
     }
-    void *plane = elem_mut(dt, dx, c * H * W);
+    void *plane = ganfw_cpu_elem_mut(dt, dx, c * H * W);
     for (int64_t h = 0; h < H; h++) {
       float *src = scratch + (h + ph) * Wp + pw;
       if (bias)
         for (int64_t j = 0; j < W; j++) src[j] += bias[c];
-      ganfw_cpu_row_from_f32(dt, W, src, elem_mut(dt, plane, h * W));
+      ganfw_cpu_row_from_f32(dt, W, src, ganfw_cpu_elem_mut(dt, plane, h * W));
     }
   }
 }
@@ -378,7 +370,7 @@ static void scatter_out(int64_t n, int64_t K, int64_t PQ, int64_t ld, float *out
         const float bk = b[k];
         for (int64_t j = 0; j < PQ; j++) src[j] += bk;
       }
-      ganfw_cpu_row_from_f32(dt, PQ, src, elem_mut(dt, y, (i * K + k) * PQ));
+      ganfw_cpu_row_from_f32(dt, PQ, src, ganfw_cpu_elem_mut(dt, y, (i * K + k) * PQ));
     }
   }
 }
@@ -395,7 +387,7 @@ static void gather_dy(int64_t n, int64_t K, int64_t PQ, int64_t ld, int32_t dt, 
                       float *dyc) {
   for (int64_t k = 0; k < K; k++) {
     for (int64_t i = 0; i < n; i++)
-      ganfw_cpu_row_to_f32(dt, PQ, elem(dt, dy, (i * K + k) * PQ), dyc + k * ld + i * PQ);
+      ganfw_cpu_row_to_f32(dt, PQ, ganfw_cpu_elem(dt, dy, (i * K + k) * PQ), dyc + k * ld + i * PQ);
   }
 }
 
@@ -419,7 +411,7 @@ void ganfw_cpu_conv_bias_grad(int64_t N, int64_t K, int64_t PQ, int32_t dt, cons
       } else {
         for (int64_t j0 = 0; j0 < PQ; j0 += CONV_ROW_PIECE) {
           const int64_t len = PQ - j0 < CONV_ROW_PIECE ? PQ - j0 : CONV_ROW_PIECE;
-          ganfw_cpu_row_to_f32(dt, len, elem(dt, dy, (n * K + k) * PQ + j0), piece);
+          ganfw_cpu_row_to_f32(dt, len, ganfw_cpu_elem(dt, dy, (n * K + k) * PQ + j0), piece);
           for (int64_t j = 0; j < len; j++) part += piece[j];
         }
       }
@@ -462,10 +454,9 @@ static void conv_gemm(ganfw_backend *be, int32_t dt, int64_t groups, int ta, int
     ganfw_cpu_gemm_dt(be, dt, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
-/* The forward pass with x and y in dtype dt and w in f32. */
-static void conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
-                              const void *x, const float *w, const float *b, void *y,
-                              const conv_lp_ws *lw, void *ws) {
+void ganfw_cpu_conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
+                                 const void *x, const float *w, const float *b, void *y,
+                                 const conv_lp_ws *lw, void *ws) {
   const int64_t N = s->N, K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q;
   const int64_t CHW = s->C * s->H * s->W;
   if (conv_winograd(s, GANFW_CONV_PASS_FORWARD)) {
@@ -497,9 +488,9 @@ static void conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, in
     for (int64_t gi = 0; gi < groups; gi++) {
       const int64_t i0 = gi * g, n = i0 + g < nb ? g : nb - i0, cols = n * PQ;
       float *col = cw.col + i0 * CRS * PQ, *out = cw.out + i0 * K * PQ;
-      void *yg = elem_mut(dt, y, (n0 + i0) * K * PQ);
+      void *yg = ganfw_cpu_elem_mut(dt, y, (n0 + i0) * K * PQ);
       for (int64_t i = 0; i < n; i++)
-        im2col(s, dt, elem(dt, x, (n0 + i0 + i) * CHW), col + i * PQ, cols,
+        im2col(s, dt, ganfw_cpu_elem(dt, x, (n0 + i0 + i) * CHW), col + i * PQ, cols,
                conv_scratch(&cw, i0 + i));
       if (n == 1 && dt == GANFW_DTYPE_F32) {
         /* One image: its output rows are y's rows, no scatter needed. */
@@ -513,12 +504,10 @@ static void conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, in
   }
 }
 
-/* The backward passes with x, dy and dx in dtype dt and w in f32; bdx (when not NULL) is
- * added to dx per channel before dx is rounded (conv_transpose2d's forward bias). */
-static void conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
-                               const void *x, const float *w, const void *dy, void *dx, float *dw,
-                               float *db, int accumulate, const float *bdx, const conv_lp_ws *lw,
-                               void *ws) {
+void ganfw_cpu_conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
+                                  const void *x, const float *w, const void *dy, void *dx,
+                                  float *dw, float *db, int accumulate, const float *bdx,
+                                  const conv_lp_ws *lw, void *ws) {
   const int64_t N = s->N, K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q;
   const int64_t CHW = s->C * s->H * s->W;
   if (db) ganfw_cpu_conv_bias_grad(N, K, PQ, dt, dy, db, accumulate);
@@ -546,11 +535,8 @@ static void conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, i
     if (dx) {
       float *dxf = lp ? lw->dense_in : dx;
       ganfw_cpu_gemm_dt(be, dt, 0, 0, N, CRS, K, 1.0f, dyf, K, w, CRS, 0.0f, dxf, CRS);
-      if (bdx) {
-        const int64_t HW = s->H * s->W;
-        for (int64_t i = 0; i < N * s->C; i++)
-          for (int64_t j = 0; j < HW; j++) dxf[i * HW + j] += bdx[i % s->C];
-      }
+      if (bdx)
+        for (int64_t n = 0; n < N; n++) add_bias(s->C, s->H * s->W, bdx, dxf + n * CRS);
       if (lp) ganfw_cpu_row_from_f32(dt, N * CRS, dxf, dx);
     }
     return;
@@ -562,16 +548,17 @@ static void conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, i
     const int64_t nb = N - n0 < chunk ? N - n0 : chunk, ld = conv_ld(nb, PQ);
     const int64_t g = conv_group(s, nb), groups = (nb + g - 1) / g;
     const int parallel = groups > 1 && K * CRS * nb * PQ >= CONV_PARALLEL_MIN_MACS;
-    const void *dyn = elem(dt, dy, n0 * K * PQ);
+    const void *dyn = ganfw_cpu_elem(dt, dy, n0 * K * PQ);
     if (dw) {
       /* dw[K, CRS] (+)= dyc * col^T over all the chunk's columns (chunk-wide layout): one
        * GEMM with a long inner dimension, split over the threads. */
 #pragma omp parallel for schedule(static) num_threads(ganfw_cpu_threads()) if (parallel)
       for (int64_t gi = 0; gi < groups; gi++) {
         const int64_t i0 = gi * g, n = i0 + g < nb ? g : nb - i0;
-        gather_dy(n, K, PQ, ld, dt, elem(dt, dyn, i0 * K * PQ), cw.out + i0 * PQ);
+        gather_dy(n, K, PQ, ld, dt, ganfw_cpu_elem(dt, dyn, i0 * K * PQ), cw.out + i0 * PQ);
         for (int64_t i = i0; i < i0 + n; i++)
-          im2col(s, dt, elem(dt, x, (n0 + i) * CHW), cw.col + i * PQ, ld, conv_scratch(&cw, i));
+          im2col(s, dt, ganfw_cpu_elem(dt, x, (n0 + i) * CHW), cw.col + i * PQ, ld,
+                 conv_scratch(&cw, i));
       }
       const float beta = (n0 == 0 && !accumulate) ? 0.0f : 1.0f;
       ganfw_cpu_gemm_dt(be, dt, 0, 1, K, CRS, nb * PQ, 1.0f, cw.out, ld, cw.col, ld, beta, dw, CRS);
@@ -586,11 +573,11 @@ static void conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, i
         if (n == 1 && dt == GANFW_DTYPE_F32) /* one f32 image: dy's rows are the rows needed */
           dyc = (const float *)dyn + i0 * K * PQ;
         else
-          gather_dy(n, K, PQ, cols, dt, elem(dt, dyn, i0 * K * PQ), cw.out + i0 * K * PQ);
+          gather_dy(n, K, PQ, cols, dt, ganfw_cpu_elem(dt, dyn, i0 * K * PQ), cw.out + i0 * K * PQ);
         conv_gemm(be, dt, groups, 1, 0, CRS, cols, K, w, CRS, dyc, cols, col, cols);
         for (int64_t i = 0; i < n; i++)
           col2im(s, col + i * PQ, cols, conv_scratch(&cw, i0 + i), bdx, dt,
-                 elem_mut(dt, dx, (n0 + i0 + i) * CHW));
+                 ganfw_cpu_elem_mut(dt, dx, (n0 + i0 + i) * CHW));
       }
     }
   }
@@ -598,21 +585,22 @@ static void conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, i
 
 void ganfw_cpu_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
                               const float *w, const float *b, float *y, void *ws) {
-  conv2d_forward_dt(be, s, GANFW_DTYPE_F32, x, w, b, y, NULL, ws);
+  ganfw_cpu_conv2d_forward_dt(be, s, GANFW_DTYPE_F32, x, w, b, y, NULL, ws);
 }
 
 void ganfw_cpu_conv2d_backward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
                                const float *w, const float *dy, float *dx, float *dw, float *db,
                                int accumulate, void *ws) {
-  conv2d_backward_dt(be, s, GANFW_DTYPE_F32, x, w, dy, dx, dw, db, accumulate, NULL, NULL, ws);
+  ganfw_cpu_conv2d_backward_dt(be, s, GANFW_DTYPE_F32, x, w, dy, dx, dw, db, accumulate, NULL, NULL,
+                               ws);
 }
 
 /* --- native 16-bit entries --------------------------------------------------------------
  * The f32 kernels above with the conversions where they touch the activations: into
  * pad_plane (im2col), gather_dy and the dense copies, out of scatter_out and col2im, and
- * around the Winograd transforms (a staging plane per thread slot). GEMMs stay f32. The
- * workspace is the f32 one, then the weights in f32, the dense f32 copies and the
- * Winograd staging planes. */
+ * around the Winograd transforms (a staging plane per thread slot). The GEMMs are those of
+ * ganfw_cpu_gemm_dt for the dtype. The workspace is the f32 one, then the weights in f32, the dense
+ * f32 copies and the Winograd staging planes. */
 
 /* Floats, rounded up to whole 64-byte lines. */
 static size_t lines_of(int64_t floats) {
@@ -672,25 +660,13 @@ size_t ganfw_cpu_conv2d_workspace_lp(ganfw_backend *be, int32_t dtype,
 void ganfw_cpu_conv2d_forward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
                                  const void *x, const void *w, const float *b, void *y, void *ws) {
   const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(s, dtype, w, ws);
-  conv2d_forward_dt(be, s, dtype, x, lw.w, b, y, &lw, ws);
+  ganfw_cpu_conv2d_forward_dt(be, s, dtype, x, lw.w, b, y, &lw, ws);
 }
 
 void ganfw_cpu_conv2d_backward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
                                   const void *x, const void *w, const void *dy, void *dx, float *dw,
                                   float *db, int accumulate, void *ws) {
   const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(s, dtype, dx ? w : NULL, ws);
-  conv2d_backward_dt(be, s, dtype, x, dx ? lw.w : NULL, dy, dx, dw, db, accumulate, NULL, &lw, ws);
-}
-
-void ganfw_cpu_conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
-                                 const void *x, const float *w, void *y, const conv_lp_ws *lw,
-                                 void *ws) {
-  conv2d_forward_dt(be, s, dt, x, w, NULL, y, lw, ws);
-}
-
-void ganfw_cpu_conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
-                                  const void *x, const float *w, const void *dy, void *dx,
-                                  float *dw, int accumulate, const float *bdx, const conv_lp_ws *lw,
-                                  void *ws) {
-  conv2d_backward_dt(be, s, dt, x, w, dy, dx, dw, NULL, accumulate, bdx, lw, ws);
+  ganfw_cpu_conv2d_backward_dt(be, s, dtype, x, dx ? lw.w : NULL, dy, dx, dw, db, accumulate, NULL,
+                               &lw, ws);
 }

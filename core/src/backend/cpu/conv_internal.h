@@ -18,16 +18,17 @@ size_t ganfw_cpu_conv2d_lp_workspace(const ganfw_conv2d_shape *s);
 /* The parts of ws, with w (dtype dt; NULL: none) converted into lw.w. */
 conv_lp_ws ganfw_cpu_conv2d_lp_split(const ganfw_conv2d_shape *s, int32_t dt, const void *w,
                                      void *ws);
-/* y = conv2d(x, w), x and y in dt, w in f32; lw NULL for f32. */
+/* y = conv2d(x, w) (+ b), x and y in dt, w in f32; lw NULL for f32. */
 void ganfw_cpu_conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
-                                 const void *x, const float *w, void *y, const conv_lp_ws *lw,
-                                 void *ws);
-/* dx (dt; + bdx[c] per channel when bdx is not NULL, before dx is rounded) and dw (f32,
- * accumulate adds) of conv2d(x, w); x and dy in dt, w in f32; lw NULL for f32. */
+                                 const void *x, const float *w, const float *b, void *y,
+                                 const conv_lp_ws *lw, void *ws);
+/* dx (dt; + bdx[c] per channel when bdx is not NULL, before dx is rounded: conv_transpose2d's
+ * forward bias), dw (f32, accumulate adds) and db of conv2d(x, w); x and dy in dt, w in f32;
+ * lw NULL for f32. */
 void ganfw_cpu_conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
                                   const void *x, const float *w, const void *dy, void *dx,
-                                  float *dw, int accumulate, const float *bdx, const conv_lp_ws *lw,
-                                  void *ws);
+                                  float *dw, float *db, int accumulate, const float *bdx,
+                                  const conv_lp_ws *lw, void *ws);
 /* db[k] (+)= the sum of dy[n][k][:] over n for dy [N,K,PQ] in dt. */
 void ganfw_cpu_conv_bias_grad(int64_t N, int64_t K, int64_t PQ, int32_t dt, const void *dy,
                               float *db, int accumulate);

@@ -36,7 +36,7 @@ static void convt_forward(ganfw_backend *be, const ganfw_convt2d_shape *s, int32
                           const void *x, const float *w, const float *b, void *y,
                           const conv_lp_ws *lw, void *ws) {
   ganfw_conv2d_shape c = convt_as_conv(s);
-  ganfw_cpu_conv2d_backward_dt(be, &c, dt, NULL, w, x, y, NULL, 0, b, lw, ws);
+  ganfw_cpu_conv2d_backward_dt(be, &c, dt, NULL, w, x, y, NULL, NULL, 0, b, lw, ws);
 }
 
 static void convt_backward(ganfw_backend *be, const ganfw_convt2d_shape *s, int32_t dt,
@@ -44,8 +44,9 @@ static void convt_backward(ganfw_backend *be, const ganfw_convt2d_shape *s, int3
                            float *db, int accumulate, const conv_lp_ws *lw, void *ws) {
   ganfw_conv2d_shape c = convt_as_conv(s);
   if (db) ganfw_cpu_conv_bias_grad(s->N, s->K, s->P * s->Q, dt, dy, db, accumulate);
-  if (dx) ganfw_cpu_conv2d_forward_dt(be, &c, dt, dy, w, dx, lw, ws);
-  if (dw) ganfw_cpu_conv2d_backward_dt(be, &c, dt, dy, NULL, x, NULL, dw, accumulate, NULL, lw, ws);
+  if (dx) ganfw_cpu_conv2d_forward_dt(be, &c, dt, dy, w, NULL, dx, lw, ws);
+  if (dw)
+    ganfw_cpu_conv2d_backward_dt(be, &c, dt, dy, NULL, x, NULL, dw, NULL, accumulate, NULL, lw, ws);
 }
 
 void ganfw_cpu_convt2d_forward(ganfw_backend *be, const ganfw_convt2d_shape *s, const float *x,

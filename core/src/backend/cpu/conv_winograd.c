@@ -150,15 +150,6 @@ static wg_ws wg_split(const wg_geo *g, int32_t dt, float *stage, void *ws) {
   return w;
 }
 
-/* Element i of an activation of dtype dt. */
-static const void *wg_elem(int32_t dt, const void *p, int64_t i) {
-  return (const char *)p + i * ganfw_cpu_dtype_bytes(dt);
-}
-
-static void *wg_elem_mut(int32_t dt, void *p, int64_t i) {
-  return (char *)p + i * ganfw_cpu_dtype_bytes(dt);
-}
-
 int ganfw_cpu_conv2d_winograd_fits(const ganfw_conv2d_shape *s) {
   return s->R == 4 && s->S == 4 && s->stride_h == 2 && s->stride_w == 2 && s->pad_h >= 0 &&
          s->pad_h <= 3 && s->pad_w >= 0 && s->pad_w <= 3 && s->P >= 1 && s->Q >= 1;

@@ -390,7 +390,7 @@ static const float *wg_rows_in(const wg_geo *g, const wg_ws *w, const void *t, i
   }
   float *st = wg_slot_stage(g, w);
   for (int64_t n = 0; n < nb; n++)
-    ganfw_cpu_row_to_f32(w->dt, pixels, wg_elem(w->dt, t, first + n * ch * pixels),
+    ganfw_cpu_row_to_f32(w->dt, pixels, ganfw_cpu_elem(w->dt, t, first + n * ch * pixels),
                          st + n * pixels);
   *stride = pixels;
   return st;
@@ -414,7 +414,7 @@ static void wg_rows_out(const wg_geo *g, const wg_ws *w, void *t, int64_t ch, in
   const float *st = wg_slot_stage(g, w);
   for (int64_t n = 0; n < nb; n++)
     ganfw_cpu_row_from_f32(w->dt, pixels, st + n * pixels,
-                           wg_elem_mut(w->dt, t, (n0 + n) * ch * pixels + c * pixels));
+                           ganfw_cpu_elem_mut(w->dt, t, (n0 + n) * ch * pixels + c * pixels));
 }
 
 /* V of the chunk's images [n0, n0+nb) of x. */

@@ -52,7 +52,6 @@ const char *ganfw_cpu_lp_describe(int32_t dtype) {
              name);
     return line;
   }
-  const int f16c = ganfw_cpu_isa_level() >= GANFW_CPU_ISA_AVX2 && ganfw_cpu_have_f16c();
   const int dot = dtype == GANFW_DTYPE_BF16 && ganfw_cpu_have_bf16_dot();
   snprintf(line, sizeof line,
            "%s on the CPU: conv, conv-transpose, BatchNorm and activations read and write %s "
@@ -60,7 +59,7 @@ const char *ganfw_cpu_lp_describe(int32_t dtype) {
            "f32; other layers convert",
            name, name,
            dtype == GANFW_DTYPE_BF16 ? "shift"
-           : f16c                    ? "F16C"
+           : ganfw_cpu_use_f16c()    ? "F16C"
                                      : "portable scalar",
            ganfw_cpu_isa_name(ganfw_cpu_isa_level()),
            dot ? "bf16 dot products (AVX-512 BF16)" : "f32 GEMMs");
