@@ -102,3 +102,36 @@ def seeded(seed):
     g = torch.Generator()
     g.manual_seed(seed)
     return g
+
+
+_NAMES = {name: (dtype, size) for dtype, (name, size) in _DTYPES.items()}
+
+
+def load(path):
+    """The tensors of a safetensors file as a dict name -> torch.Tensor (CPU, copies) and its
+    metadata dict; refuses a malformed file naming it."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise ValueError(f"{path}: too short for a safetensors file")
+    (hlen,) = struct.unpack("<Q", raw[:8])
+    if 8 + hlen > len(raw):
+        raise ValueError(f"{path}: header length {hlen} past the end of the file")
+    header = json.loads(raw[8:8 + hlen].decode("utf-8"))
+    meta = header.pop("__metadata__", {}) or {}
+    base = 8 + hlen
+    tensors = {}
+    for name, e in header.items():
+        if e["dtype"] not in _NAMES:
+            raise ValueError(f"{path}: tensor {name!r} has dtype {e['dtype']}, unknown here")
+        dtype, size = _NAMES[e["dtype"]]
+        lo, hi = e["data_offsets"]
+        numel = 1
+        for d in e["shape"]:
+            numel *= d
+        if hi - lo != numel * size or base + hi > len(raw):
+            raise ValueError(f"{path}: tensor {name!r} has a bad extent")
+        buf = bytearray(raw[base + lo:base + hi])
+        t = torch.frombuffer(buf, dtype=dtype) if numel else torch.empty(0, dtype=dtype)
+        tensors[name] = t.reshape(e["shape"]).clone()
+    return tensors, meta
