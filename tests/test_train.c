@@ -189,6 +189,71 @@ static void test_sample_command(void) {
   CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_IO);
 }
 
+/* The generator's tensors of a ganfw checkpoint copied into `out` without any metadata,
+ * the way a PyTorch state_dict saved as safetensors under ganfw's names looks. */
+static void strip_metadata(const char *ckpt, const char *out) {
+  ganfw_st_file *f = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(ckpt, &f), GANFW_OK);
+  ganfw_st_writer *w = ganfw_st_writer_create();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+  int copied = 0;
+  for (int64_t i = 0; i < ganfw_st_count(f); i++) {
+    const ganfw_st_tensor *t = ganfw_st_at(f, i);
+    if (strncmp(t->name, "generator.", 10) != 0) continue;
+    CU_ASSERT_EQUAL(ganfw_st_writer_add_raw(w, t->name, t->dtype_name, t->ndim, t->shape, t->data),
+                    GANFW_OK);
+    copied++;
+  }
+  CU_ASSERT(copied > 0);
+  CU_ASSERT_EQUAL(ganfw_st_writer_write(w, out), GANFW_OK);
+  ganfw_st_writer_destroy(w);
+  ganfw_st_close(f);
+}
+
+static int same_file(const char *a, const char *b) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+  return system(cmd) == 0;
+}
+
+/* --config: a checkpoint without ganfw's metadata samples the same images as the ganfw
+ * checkpoint it came from; without --config, or with a config of other shapes, it is
+ * refused saying what to do. */
+static void test_sample_foreign_checkpoint(void) {
+  char ckpt[512]; /* path_in's buffers are reused */
+  snprintf(ckpt, sizeof ckpt, "%s", path_in("a/checkpoints/step_00000006.safetensors"));
+  strip_metadata(ckpt, path_in("foreign.safetensors"));
+  ganfw_sample_args a = {.source = ckpt, .output = path_in("own.png"), .n = 8, .nrow = 4};
+  CU_ASSERT_EQUAL_FATAL(ganfw_sample(&a), GANFW_OK);
+  a.source = path_in("foreign.safetensors");
+  a.output = path_in("foreign.png");
+  CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_IO);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "pass --config"));
+  a.config = path_in("gan.yaml");
+  ganfw_status st = ganfw_sample(&a);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT(same_file(path_in("own.png"), path_in("foreign.png")));
+  /* a config whose generator has other shapes: the tensor is named */
+  FILE *f = fopen(path_in("wide.yaml"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "extends: %s\nmodel: {ngf: 16}\n", path_in("gan.yaml"));
+  fclose(f);
+  a.config = path_in("wide.yaml");
+  CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_CONFIG);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "generator.main.0.weight"));
+  /* a ganfw checkpoint whose recorded data shape is not the config's */
+  f = fopen(path_in("big.yaml"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "extends: %s\ndata: {resize: 64}\nmodel: {image_size: 64}\n", path_in("gan.yaml"));
+  fclose(f);
+  a.source = ckpt;
+  a.config = path_in("big.yaml");
+  CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_CONFIG);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "1x32x32"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "1x64x64"));
+}
+
 static CU_TestInfo tests[] = {
     {"a run writes metrics, samples, checkpoints, config, memory.json", test_outputs},
     {"resume is bitwise the uninterrupted run", test_resume_is_bitwise},
@@ -197,6 +262,8 @@ static CU_TestInfo tests[] = {
     {"a missing data set names the path and the fetch command",
      test_missing_data_names_the_fetch_command},
     {"ganfw sample from a run folder and a checkpoint", test_sample_command},
+    {"ganfw sample --config reads a checkpoint without ganfw metadata",
+     test_sample_foreign_checkpoint},
     CU_TEST_INFO_NULL,
 };
 

@@ -55,10 +55,14 @@ static int sample_option(cli_args *a, const char *opt, const char *value, int *t
   }
   int is_n = strcmp(opt, "-n") == 0, is_nrow = strcmp(opt, "--nrow") == 0;
   int is_seed = strcmp(opt, "--seed") == 0, is_out = strcmp(opt, "-o") == 0;
-  int is_class = strcmp(opt, "--class") == 0;
-  if (!is_n && !is_nrow && !is_seed && !is_out && !is_class) return CLI_OPT_UNKNOWN;
+  int is_class = strcmp(opt, "--class") == 0, is_config = strcmp(opt, "--config") == 0;
+  if (!is_n && !is_nrow && !is_seed && !is_out && !is_class && !is_config) return CLI_OPT_UNKNOWN;
   const char *v = need_value(a, opt, value, took);
   if (!v) return EXIT_USAGE;
+  if (is_config) {
+    a->sample.config = v;
+    return CLI_OPT_TAKEN;
+  }
   if (is_out) {
     struct stat sb;
     if (stat(v, &sb) == 0 && S_ISDIR(sb.st_mode))
@@ -91,7 +95,7 @@ static int sample_option(cli_args *a, const char *opt, const char *value, int *t
 static int score_option(cli_args *a, const char *opt, const char *value, int *took) {
   int is_cls = strcmp(opt, "--classifier") == 0, is_n = strcmp(opt, "-n") == 0;
   int is_seed = strcmp(opt, "--seed") == 0, is_batch = strcmp(opt, "--batch") == 0;
-  int is_real = strcmp(opt, "--fid-real") == 0;
+  int is_real = strcmp(opt, "--fid-real") == 0, is_config = strcmp(opt, "--config") == 0;
   if (strcmp(opt, "--no-fid") == 0) {
     a->score.no_fid = 1;
     return CLI_OPT_TAKEN;
@@ -104,11 +108,11 @@ static int score_option(cli_args *a, const char *opt, const char *value, int *to
     a->score.per_class = 1;
     return CLI_OPT_TAKEN;
   }
-  if (!is_cls && !is_n && !is_seed && !is_batch && !is_real) return CLI_OPT_UNKNOWN;
+  if (!is_cls && !is_n && !is_seed && !is_batch && !is_real && !is_config) return CLI_OPT_UNKNOWN;
   const char *v = need_value(a, opt, value, took);
   if (!v) return EXIT_USAGE;
-  if (is_cls) {
-    a->score.classifier = v;
+  if (is_cls || is_config) {
+    *(is_cls ? &a->score.classifier : &a->score.config) = v;
     return CLI_OPT_TAKEN;
   }
   long long num;
@@ -662,18 +666,21 @@ const cli_command cli_commands[] = {
      "  --plugin-path DIR  search DIR first (repeatable)\n", NULL, 0, plugins_option, cmd_plugins},
     {"sample",
      "sample RUN_DIR|CHECKPOINT [-n 64] [-o grid.png] [--seed S] [--nrow 8] [--class K]\n"
-     "                  [--no-ema]",
+     "                  [--no-ema] [--config CONFIG]",
      "images from a trained generator",
      "  -n N        images (1 to 1024, default 64)\n"
      "  -o FILE     the PNG grid (default samples.png)\n"
      "  --seed S    noise seed (default: the run's)\n"
      "  --nrow N    images per row (default 8)\n"
      "  --no-ema    the raw generator, not its average (train.ema)\n"
-     "  --class K   a conditional model: every image of class K (default: one class a row)\n",
+     "  --class K   a conditional model: every image of class K (default: one class a row)\n"
+     "  --config C  build the generator from config C, not the run's; a checkpoint without\n"
+     "              ganfw's metadata (PyTorch's state_dict under ganfw's names) needs it\n",
      "a run folder or checkpoint", 0, sample_option, cmd_sample},
     {"score",
      "score RUN_DIR|CHECKPOINT --classifier RUN_DIR|CHECKPOINT [-n 10000] [--seed S]\n"
-     "                  [--batch 500] [--fid-real N] [--no-fid] [--no-ema] [--per-class]",
+     "                  [--batch 500] [--fid-real N] [--no-fid] [--no-ema] [--per-class]\n"
+     "                  [--config CONFIG]",
      "a generator judged by a classifier: mean confidence, class entropy, inception score\n"
      "and the Frechet distance on the classifier's penultimate features against its real\n"
      "test split (not comparable to Inception-v3 FID figures)",
@@ -684,7 +691,10 @@ const cli_command cli_commands[] = {
      "  --fid-real N                     real test images for the distance (default: all)\n"
      "  --no-fid                         skip the distance and the pass over the test split\n"
      "  --no-ema                         the raw generator, not its average (train.ema)\n"
-     "  --per-class                      a conditional generator: the accuracy of each class\n",
+     "  --per-class                      a conditional generator: the accuracy of each class\n"
+     "  --config CONFIG                  the generator's config, not its run's; a checkpoint\n"
+     "                                   without ganfw's metadata (a PyTorch state_dict\n"
+     "                                   under ganfw's names) needs it\n",
      "a run folder or checkpoint", 0, score_option, cmd_score},
     {"eval", "eval CONFIG|RUN_DIR [--checkpoint PATH] [--batch N]",
      "a classifier's test accuracy, loss and confusion matrix (best checkpoint, else the\n"

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "config/config.h"
+#include "data/data.h"
 #include "io/checkpoint.h"
 #include "base/error.h"
 #include "base/log.h"
@@ -17,28 +19,99 @@
 #include "runtime/tensor.h"
 #include "train/trainer.h"
 
-/* The data shape (and class count) a checkpoint was trained on, from its metadata. */
-ganfw_status ganfw_sample_data_info(const char *path, ganfw_data_info *info) {
+/* The data shape (and class count) a checkpoint was trained on, from its metadata; *found
+ * = 0 (and GANFW_OK) when it has none, as a PyTorch state_dict saved as safetensors. */
+static ganfw_status metadata_info(const char *path, ganfw_data_info *info, int *found) {
   ganfw_st_file *f = NULL;
+  *found = 0;
   ganfw_status st = ganfw_st_open(path, &f);
   if (st != GANFW_OK) return st;
   const char *c = ganfw_st_metadata(f, "data.channels");
   const char *h = ganfw_st_metadata(f, "data.height");
   const char *w = ganfw_st_metadata(f, "data.width");
   const char *k = ganfw_st_metadata(f, "data.num_classes"); /* a conditional GAN needs it */
-  if (!c || !h || !w)
-    st = ganfw_error_set(GANFW_ERR_IO,
-                         "%s: not a ganfw training checkpoint (no data.channels/height/width "
-                         "metadata)",
-                         path);
-  else
+  if (c && h && w) {
     *info = (ganfw_data_info){.struct_size = sizeof *info,
                               .channels = atoi(c),
                               .height = atoi(h),
                               .width = atoi(w),
                               .num_classes = k ? atoi(k) : 0};
+    *found = 1;
+  }
   ganfw_st_close(f);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_sample_data_info(const char *path, ganfw_data_info *info) {
+  int found = 0;
+  ganfw_status st = metadata_info(path, info, &found);
+  if (st == GANFW_OK && !found)
+    st = ganfw_error_set(GANFW_ERR_IO,
+                         "%s: no ganfw metadata (data.channels/height/width); pass --config "
+                         "CONFIG naming the config it was trained with",
+                         path);
   return st;
+}
+
+/* The shape the data set of `config` has after its transforms, from its format alone
+ * (MNIST, Fashion-MNIST, CIFAR-10); a folder of images has none to tell. */
+static ganfw_status config_info(const char *config, ganfw_data_info *info) {
+  ganfw_config *c = NULL;
+  ganfw_status st = ganfw_config_load(config, &c);
+  if (st != GANFW_OK) return st;
+  const ganfw_cfg *data = ganfw_cfg_section(ganfw_config_root(c), "data");
+  const char *kind = NULL, *path = NULL;
+  ganfw_transform tf;
+  int32_t ch = 0, h = 0, w = 0, classes = 0;
+  if ((st = ganfw_data_source_from_config(data, &kind, &path)) == GANFW_OK &&
+      (st = ganfw_transform_from_config(data, &tf)) == GANFW_OK &&
+      !ganfw_dataset_nominal_shape(kind, &tf, &ch, &h, &w, &classes))
+    st = ganfw_error_set(GANFW_ERR_CONFIG,
+                         "%s: data.dataset '%s' has no fixed image shape to build the model "
+                         "from; use a checkpoint written by ganfw (it records the shape)",
+                         config, kind);
+  if (st == GANFW_OK)
+    *info = (ganfw_data_info){.struct_size = sizeof *info,
+                              .channels = ch,
+                              .height = h,
+                              .width = w,
+                              .num_classes = classes};
+  ganfw_config_destroy(c);
+  return st;
+}
+
+ganfw_status ganfw_sample_source(const char *what, const char *config_opt, char *config, size_t nc,
+                                 char *ckpt, size_t nk, ganfw_data_info *info) {
+  ganfw_status st = ganfw_sample_locate(what, config, nc, ckpt, nk);
+  /* --config: the named config instead of the run folder's, which a lone file lacks */
+  if (config_opt && st != GANFW_OK && ganfw_error_code() == GANFW_ERR_IO) {
+    struct stat sb;
+    if (stat(what, &sb) == 0 && S_ISREG(sb.st_mode)) {
+      ganfw_error_clear();
+      snprintf(ckpt, nk, "%s", what);
+      st = GANFW_OK;
+    }
+  }
+  if (st != GANFW_OK) return st;
+  if (config_opt) snprintf(config, nc, "%s", config_opt);
+  int found = 0;
+  if ((st = metadata_info(ckpt, info, &found)) != GANFW_OK) return st;
+  if (!config_opt) return found ? GANFW_OK : ganfw_sample_data_info(ckpt, info);
+  ganfw_data_info from_config;
+  if ((st = config_info(config_opt, &from_config)) != GANFW_OK) return st;
+  if (!found) {
+    *info = from_config;
+    return GANFW_OK;
+  }
+  if (info->channels != from_config.channels || info->height != from_config.height ||
+      info->width != from_config.width)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s was trained on %dx%dx%d images but the data of %s are %dx%dx%d; "
+                           "pass the config it was trained with",
+                           ckpt, (int)info->channels, (int)info->height, (int)info->width,
+                           config_opt, (int)from_config.channels, (int)from_config.height,
+                           (int)from_config.width);
+  return GANFW_OK;
 }
 
 /* RUN_DIR -> its config and latest checkpoint; CHECKPOINT -> the run folder above it. */
@@ -73,10 +146,10 @@ ganfw_status ganfw_sample_locate(const char *what, char *config, size_t nc, char
 
 ganfw_status ganfw_sample(const ganfw_sample_args *a) {
   char config[4200], ckpt[4200];
-  ganfw_status st = ganfw_sample_locate(a->source, config, sizeof config, ckpt, sizeof ckpt);
-  if (st != GANFW_OK) return st;
   ganfw_data_info info;
-  if ((st = ganfw_sample_data_info(ckpt, &info)) != GANFW_OK) return st;
+  ganfw_status st =
+      ganfw_sample_source(a->source, a->config, config, sizeof config, ckpt, sizeof ckpt, &info);
+  if (st != GANFW_OK) return st;
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
   ganfw_tensor *z = NULL, *y = NULL;

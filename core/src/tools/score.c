@@ -49,10 +49,10 @@ static ganfw_status num_classes(const char *path, int32_t *k) {
 }
 
 /* Opens the run of `what` (RUN_DIR or checkpoint) as `family`, weights loaded for `role`. */
-static ganfw_status side_open(side *d, const char *what, int32_t family, const char *role,
-                              int32_t use_ema) {
-  ganfw_status st = ganfw_sample_locate(what, d->config, sizeof d->config, d->ckpt, sizeof d->ckpt);
-  if (st == GANFW_OK) st = ganfw_sample_data_info(d->ckpt, &d->info);
+static ganfw_status side_open(side *d, const char *what, const char *config, int32_t family,
+                              const char *role, int32_t use_ema) {
+  ganfw_status st = ganfw_sample_source(what, config, d->config, sizeof d->config, d->ckpt,
+                                        sizeof d->ckpt, &d->info);
   if (st == GANFW_OK && family == GANFW_MODEL_CLASSIFIER)
     st = num_classes(d->ckpt, &d->info.num_classes);
   if (st == GANFW_OK) st = ganfw_run_open(d->config, NULL, 0, &d->run);
@@ -364,8 +364,10 @@ ganfw_status ganfw_score(const ganfw_score_args *a, ganfw_score_result *out, FIL
   if (st == GANFW_OK && !a->classifier)
     st = ganfw_error_set(GANFW_ERR_INVALID_ARG,
                          "score needs --classifier RUN_DIR|CHECKPOINT of a trained classifier");
-  if (st == GANFW_OK) st = side_open(g, a->source, GANFW_MODEL_GAN, "generator", !a->no_ema);
-  if (st == GANFW_OK) st = side_open(c, a->classifier, GANFW_MODEL_CLASSIFIER, "classifier", 0);
+  if (st == GANFW_OK)
+    st = side_open(g, a->source, a->config, GANFW_MODEL_GAN, "generator", !a->no_ema);
+  if (st == GANFW_OK)
+    st = side_open(c, a->classifier, NULL, GANFW_MODEL_CLASSIFIER, "classifier", 0);
   if (st == GANFW_OK && a->per_class && !g->s->n_classes)
     st = ganfw_error_set(GANFW_ERR_CONFIG,
                          "--per-class: the generator of %s is not conditional (no "

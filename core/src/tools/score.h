@@ -20,11 +20,12 @@ typedef struct ganfw_score_args {
   int64_t n;              /* images (default 10000) */
   int64_t batch;          /* images per batch (default 500) */
   int32_t has_seed;
-  uint64_t seed;     /* noise seed when has_seed; else the GAN run's seed */
-  int32_t no_fid;    /* 1: skip the Frechet distance (and the pass over the test split) */
-  int32_t no_ema;    /* 1: the raw generator even when the checkpoint has its EMA */
-  int32_t per_class; /* print the class-conditional accuracy of each class (conditional GAN) */
-  int64_t fid_real;  /* real test images for it, the first ones in file order (0: all) */
+  uint64_t seed;      /* noise seed when has_seed; else the GAN run's seed */
+  int32_t no_fid;     /* 1: skip the Frechet distance (and the pass over the test split) */
+  int32_t no_ema;     /* 1: the raw generator even when the checkpoint has its EMA */
+  int32_t per_class;  /* print the class-conditional accuracy of each class (conditional GAN) */
+  int64_t fid_real;   /* real test images for it, the first ones in file order (0: all) */
+  const char *config; /* --config: the GAN's config (NULL: its run's config.resolved.yaml) */
 } ganfw_score_args;
 
 typedef struct ganfw_score_result {
