@@ -35,7 +35,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref"))
-from reflib import load  # noqa: E402
+from reflib import load, save  # noqa: E402
 
 COLUMNS = ["loss_d", "loss_g", "d_x", "d_g_z1", "d_g_z2", "w_norm_g", "w_norm_d", "g_norm_g",
            "g_norm_d"]
@@ -102,13 +102,27 @@ def norms(net):
     return math.sqrt(w), math.sqrt(g)
 
 
-def replay(init, inputs, steps, dumps, dtype):
+def load_adam(opt, net, role, ckpt, dtype):
+    """A ganfw checkpoint's Adam state of `role` ("optim.<role>.<param>.exp_avg", ...) into opt."""
+    step = float(ckpt[1][f"optim.{role}.step"])
+    for name, p in net.named_parameters():
+        opt.state[p] = {"step": torch.tensor(step),
+                        "exp_avg": ckpt[0][f"optim.{role}.{name}.exp_avg"].to(dtype).clone(),
+                        "exp_avg_sq": ckpt[0][f"optim.{role}.{name}.exp_avg_sq"].to(dtype).clone()}
+
+
+def replay(init, inputs, steps, dumps, dtype, first=1, ckpt=None):
+    """Steps first..steps of the run from `init` (the state before step `first`); with `ckpt`
+    (a ganfw checkpoint's (tensors, metadata)) its Adam state too."""
     G, D = build(init)
     G, D = G.to(dtype), D.to(dtype)
     opt_d = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
     opt_g = torch.optim.Adam(G.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    if ckpt:
+        load_adam(opt_d, D, "discriminator", ckpt, dtype)
+        load_adam(opt_g, G, "generator", ckpt, dtype)
     rows, weights = [], {}
-    for step in range(1, steps + 1):
+    for step in range(first, steps + 1):
         real = inputs[f"x.{step:06d}"].to(dtype)
         z = inputs[f"z.{step:06d}"].to(dtype)
         D.zero_grad()
@@ -241,6 +255,74 @@ def flat_params(state, prefix, net):
     return torch.cat([state[f"{prefix}{n}"].double().reshape(-1) for n, _ in net.named_parameters()])
 
 
+def train_only(a):
+    mode = a.modes.split(",")[0]
+    dtype, mkldnn = MODES[mode]
+    init, _ = load(os.path.join(a.dir, "init.safetensors"))
+    inputs, _ = load(os.path.join(a.dir, "inputs.safetensors"))
+    steps = sum(1 for k in inputs if k.startswith("x."))
+    t0 = time.time()
+    with torch.backends.mkldnn.flags(enabled=mkldnn):
+        rows, _, (G, _) = replay(init, inputs, steps, set(), dtype)
+    write_csv(os.path.join(a.dir, f"torch_{mode}.csv"), rows)
+    save(a.train_only, {f"generator.{k}": v.detach().float().clone() if v.is_floating_point() else v
+                        for k, v in G.state_dict().items()},
+         {"ganfw.source": "bench/dcgan_parity_torch.py --train-only", "steps": str(steps)})
+    print(f"replayed {steps} steps in {mode} in {time.time() - t0:.0f} s; wrote {a.train_only}")
+
+
+def judge(ganfw, runs, f32s, first, factor, report):
+    """Per step, ganfw's and each f32 run's distance from f64 and the envelope; report lines.
+    Returns (last step within factor x the envelope, the first step past it or None, the
+    largest ratio)."""
+    r64 = runs["f64"]
+    report.append("losses (loss_d, loss_g), and their largest relative distance from PyTorch f64:")
+    report.append("  step   ganfw loss_d loss_g    f64 loss_d loss_g    ganfw-f64  " +
+                  "  ".join(f"{m}-f64" for m in f32s) + "   envelope")
+    envelope, last_ok, parted, worst_ratio = 0.0, first - 1, None, 0.0
+    for i in range(len(r64)):
+        step = first + i
+        e_g = spread(ganfw[i], r64[i])
+        e_t = [spread(runs[m][i], r64[i]) for m in f32s]
+        envelope = max([envelope] + e_t)
+        ratio = e_g / max(envelope, 1e-7)
+        worst_ratio = max(worst_ratio, ratio)
+        if parted is None and ratio > factor:
+            parted = step
+        if parted is None:
+            last_ok = step
+        k = i + 1
+        if k in (1, 2, 5, 10, 20, 50) or k % 50 == 0 or step == parted:
+            report.append(f"  {step:5d}   {ganfw[i][0]:.5f} {ganfw[i][1]:.5f}    {r64[i][0]:.5f} {r64[i][1]:.5f}    "
+                          f"{e_g:9.2e}  " + "  ".join(f"{e:9.2e}" for e in e_t) + f"   {envelope:8.2e}")
+    return last_ok, parted, worst_ratio
+
+
+def resume(a):
+    ckpt = load(a.resume)
+    start = int(ckpt[1]["step"])
+    inputs, _ = load(os.path.join(a.dir, "inputs.safetensors"))
+    ganfw = read_csv(os.path.join(a.dir, a.ganfw))
+    last = min(start + a.window, len(ganfw))
+    if last <= start:
+        raise SystemExit(f"{a.resume}: step {start}, but {a.dir} has {len(ganfw)} steps")
+    modes = a.modes.split(",")
+    runs = {}
+    for mode in modes:
+        dtype, mkldnn = MODES[mode]
+        with torch.backends.mkldnn.flags(enabled=mkldnn):
+            runs[mode] = replay(ckpt[0], inputs, last, set(), dtype, first=start + 1, ckpt=ckpt)[0]
+    report = [f"{a.dir}: steps {start + 1}..{last} replayed from {a.resume} (weights and Adam state)"]
+    last_ok, parted, worst = judge(ganfw[start:last], runs, [m for m in modes if m != "f64"], start + 1,
+                                   a.factor, report)
+    report.append(f"ganfw stays within {a.factor:g}x PyTorch's f32 envelope up to step {last_ok}"
+                  + (f"; step {parted} leaves it" if parted else "") + f" (largest ratio {worst:.2f})")
+    text = "\n".join(report)
+    with open(os.path.join(a.dir, f"report_resume_{start}.txt"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
@@ -250,8 +332,22 @@ def main():
     ap.add_argument("--data", default="data/mnist")
     ap.add_argument("--factor", type=float, default=10.0)
     ap.add_argument("--ganfw", default="ganfw.csv", help="the ganfw trajectory in DIR to judge")
+    ap.add_argument("--train-only", metavar="GENERATOR",
+                    help="replay in the first of --modes only and write the generator there as "
+                         "safetensors (ganfw's names; `ganfw score GENERATOR --config CONFIG`): "
+                         "PyTorch trained on ganfw's initial weights, batches and noise")
+    ap.add_argument("--resume", metavar="CHECKPOINT",
+                    help="start from this checkpoint of the same run (weights and Adam state, "
+                         "e.g. DIR's run's checkpoints/step_00001000.safetensors) instead of step 1: "
+                         "the check on late-training numerics, where the trajectories from step 1 "
+                         "have long parted")
+    ap.add_argument("--window", type=int, default=50, help="steps replayed after --resume")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    if a.train_only:
+        return train_only(a)
+    if a.resume:
+        return resume(a)
     modes = a.modes.split(",")
     if "f64" not in modes or len(modes) < 2:
         raise SystemExit("--modes: f64 and at least one f32 mode")
@@ -273,25 +369,8 @@ def main():
         write_csv(os.path.join(a.dir, f"torch_{mode}.csv"), rows)
         runs[mode] = (rows, weights)
         print(f"replayed {steps} steps in {mode} in {time.time() - t0:.0f} s", flush=True)
-    r64 = runs["f64"][0]
     f32s = [m for m in modes if m != "f64"]
-    report.append("losses (loss_d, loss_g), and their largest relative distance from PyTorch f64:")
-    report.append("  step   ganfw loss_d loss_g    f64 loss_d loss_g    ganfw-f64  " +
-                  "  ".join(f"{m}-f64" for m in f32s) + "   envelope")
-    envelope, last_ok, parted, worst_ratio = 0.0, 0, None, 0.0
-    for i in range(steps):
-        e_g = spread(ganfw[i], r64[i])
-        e_t = [spread(runs[m][0][i], r64[i]) for m in f32s]
-        envelope = max([envelope] + e_t)
-        ratio = e_g / max(envelope, 1e-7)
-        worst_ratio = max(worst_ratio, ratio)
-        if parted is None and ratio > a.factor:
-            parted = i + 1
-        if parted is None:
-            last_ok = i + 1
-        if (i + 1) in (1, 2, 5, 10, 20, 50) or (i + 1) % 50 == 0 or i + 1 == parted:
-            report.append(f"  {i + 1:5d}   {ganfw[i][0]:.5f} {ganfw[i][1]:.5f}    {r64[i][0]:.5f} {r64[i][1]:.5f}    "
-                          f"{e_g:9.2e}  " + "  ".join(f"{e:9.2e}" for e in e_t) + f"   {envelope:8.2e}")
+    last_ok, parted, worst_ratio = judge(ganfw, {m: runs[m][0] for m in modes}, f32s, 1, a.factor, report)
     report.append(f"PyTorch's own spread is the envelope: the running maximum of its f32 runs' distance from "
                   f"f64. ganfw stays within {a.factor:g}x the envelope for the first {last_ok} of {steps} steps"
                   + (f"; step {parted} leaves it" if parted else "")
