@@ -35,19 +35,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref"))
+from dcgan_ref import Net  # noqa: E402
 from reflib import load, save  # noqa: E402
 
 COLUMNS = ["loss_d", "loss_g", "d_x", "d_g_z1", "d_g_z2", "w_norm_g", "w_norm_d", "g_norm_g",
            "g_norm_d"]
-
-
-class Net(nn.Module):
-    def __init__(self, main):
-        super().__init__()
-        self.main = main
-
-    def forward(self, x):
-        return self.main(x)
 
 
 def conv_keys(state, role):

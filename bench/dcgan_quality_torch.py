@@ -23,49 +23,13 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref"))
+from dcgan_ref import discriminator, generator, weights_init  # noqa: E402
 from reflib import save  # noqa: E402
 
 NZ, NGF, NDF = 100, 64, 64
-
-
-def generator(nc):
-    return nn.Sequential(
-        nn.ConvTranspose2d(NZ, NGF * 4, 4, 1, 0, bias=False), nn.BatchNorm2d(NGF * 4), nn.ReLU(True),
-        nn.ConvTranspose2d(NGF * 4, NGF * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(NGF * 2), nn.ReLU(True),
-        nn.ConvTranspose2d(NGF * 2, NGF, 4, 2, 1, bias=False), nn.BatchNorm2d(NGF), nn.ReLU(True),
-        nn.ConvTranspose2d(NGF, nc, 4, 2, 1, bias=False), nn.Tanh())
-
-
-def discriminator(nc):
-    return nn.Sequential(
-        nn.Conv2d(nc, NDF, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),
-        nn.Conv2d(NDF, NDF * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 2), nn.LeakyReLU(0.2, inplace=True),
-        nn.Conv2d(NDF * 2, NDF * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 4), nn.LeakyReLU(0.2, inplace=True),
-        nn.Conv2d(NDF * 4, 1, 4, 1, 0, bias=False))
-
-
-class Net(nn.Module):
-    """The Sequential as `main`, so the state_dict keys are main.0.weight, ... as ganfw's."""
-
-    def __init__(self, main):
-        super().__init__()
-        self.main = main
-
-    def forward(self, x):
-        return self.main(x)
-
-
-def weights_init(m):
-    name = m.__class__.__name__
-    if name.find("Conv") != -1:
-        nn.init.normal_(m.weight.data, 0.0, 0.02)
-    elif name.find("BatchNorm") != -1:
-        nn.init.normal_(m.weight.data, 1.0, 0.02)
-        nn.init.constant_(m.bias.data, 0)
 
 
 def read_idx_images(path):
@@ -101,7 +65,7 @@ def main():
     torch.manual_seed(a.seed)
     data = load_data(a.data, a.size)
     nc = data.shape[1]
-    G, D = Net(generator(nc)), Net(discriminator(nc))
+    G, D = generator(NZ, NGF, nc), discriminator(nc, NDF)
     G.apply(weights_init)
     D.apply(weights_init)
     opt_d = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))

@@ -15,10 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/error.h"
-#include "io/checkpoint.h"
 #include "runtime/tensor.h"
 #include "testutil.h"
 #include "train/session.h"
@@ -36,17 +34,6 @@ static const char config_text[] = "seed: 1\n"
                                   "train: {batch_size: 16, max_steps: 100}\n"
                                   "optim: {plugin: adam, betas: [0.5, 0.999], lr: ";
 
-static ganfw_tensor *ref_tensor(ganfw_ctx *ctx, gt_ref *ref, const char *key) {
-  int64_t shape[8], n = 0;
-  int ndim = 0;
-  const float *v = gt_ref_f32(ref, key, &n, shape, &ndim);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(v);
-  ganfw_tensor *t = ganfw_tensor_create(ctx, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_DATA, key);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-  CU_ASSERT_EQUAL(ganfw_tensor_from_host(t, v, n * 4), GANFW_OK);
-  return t;
-}
-
 /* max over (loss_d, loss_g) of |a - b| / max(|b|, 1e-3) */
 static double distance(const double *a, const double *b) {
   double d = 0;
@@ -56,38 +43,20 @@ static double distance(const double *a, const double *b) {
 
 /* The RUN_STEPS (loss_d, loss_g) of ganfw from the reference's start, with optim.lr `lr`. */
 static void run_steps(gt_ref *ref, const char *lr, double *traj) {
-  char dir[] = "/tmp/ganfw_ganrun_XXXXXX", path[256];
-  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/gan.yaml", dir);
-  FILE *f = fopen(path, "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f, "%s%s}\n", config_text, lr);
-  fclose(f);
+  char text[512];
+  snprintf(text, sizeof text, "%s%s}\n", config_text, lr);
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
   ganfw_gan *gan = NULL;
-  ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 32, .width = 32};
-  CU_ASSERT_EQUAL_FATAL(ganfw_run_open(path, NULL, 0, &run), GANFW_OK);
-  ganfw_status st = ganfw_session_open(run, 0, &info, &s);
-  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
-  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-  ganfw_ckpt_net nets[2] = {{.net = s->generator, .prefix = "generator"},
-                            {.net = s->discriminator, .prefix = "discriminator"}};
-  ganfw_ckpt_report report = {0};
-  char ref_path[4096];
-  snprintf(ref_path, sizeof ref_path, "%s/gan_run.safetensors", getenv("GANFW_REF_DIR"));
-  st = ganfw_checkpoint_load_weights(ref_path, nets, 2, 0, &report);
-  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
-  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-  CU_ASSERT_EQUAL(report.missing, 0);
+  gt_ref_gan_session(text, "gan_run", &run, &s);
   CU_ASSERT_EQUAL_FATAL(ganfw_gan_create(s, &gan), GANFW_OK);
   for (int t = 0; t < RUN_STEPS; t++) {
     char kx[16], kz[16];
     snprintf(kx, sizeof kx, "x.%03d", t + 1);
     snprintf(kz, sizeof kz, "z.%03d", t + 1);
-    ganfw_tensor *x = ref_tensor(s->ctx, ref, kx), *z = ref_tensor(s->ctx, ref, kz);
+    ganfw_tensor *x = gt_ref_tensor_new(s->ctx, ref, kx), *z = gt_ref_tensor_new(s->ctx, ref, kz);
     ganfw_gan_stats gs;
-    st = ganfw_gan_step(gan, x, z, &gs);
+    const ganfw_status st = ganfw_gan_step(gan, x, z, &gs);
     if (st != GANFW_OK) printf("\n  step %d: %s\n", t + 1, ganfw_error_message());
     CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
     traj[2 * t] = gs.loss_d;
@@ -98,8 +67,6 @@ static void run_steps(gt_ref *ref, const char *lr, double *traj) {
   ganfw_gan_destroy(gan);
   ganfw_session_close(s);
   ganfw_run_close(run);
-  unlink(path);
-  rmdir(dir);
 }
 
 /* The reference trajectory `key` ([RUN_STEPS, 2], stored in f64, read through f32: 6e-8 of

@@ -106,55 +106,24 @@ static void compare_net(gt_ref *ref, ganfw_net *net, const char *prefix, double 
   }
 }
 
-static ganfw_tensor *ref_tensor(ganfw_ctx *ctx, gt_ref *ref, const char *key) {
-  int64_t shape[8], n = 0;
-  int ndim = 0;
-  const float *v = gt_ref_f32(ref, key, &n, shape, &ndim);
-  if (!v) return NULL;
-  ganfw_tensor *t = ganfw_tensor_create(ctx, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_DATA, key);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-  CU_ASSERT_EQUAL(ganfw_tensor_from_host(t, v, n * 4), GANFW_OK);
-  return t;
-}
-
 /* One step from the reference `name` with the optimizer section `optim`. */
 static void check_step(const char *name, const char *optim, double weight_decay) {
   worst_weight = worst_update = worst_grad = worst_buffer = 0;
   noisy = counted = 0;
   gt_ref *ref = gt_ref_open(name);
   if (!ref) return;
-  char dir[] = "/tmp/ganfw_ganstep_XXXXXX", path[256];
-  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/gan.yaml", dir);
-  FILE *f = fopen(path, "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fputs(config_text, f);
-  fputs(optim, f);
-  fclose(f);
-
+  char text[1024];
+  snprintf(text, sizeof text, "%s%s", config_text, optim);
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
   ganfw_gan *gan = NULL;
-  ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 32, .width = 32};
-  CU_ASSERT_EQUAL_FATAL(ganfw_run_open(path, NULL, 0, &run), GANFW_OK);
-  ganfw_status st = ganfw_session_open(run, 0, &info, &s);
-  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
-  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-  ganfw_ckpt_net nets[2] = {
-      {.net = s->generator, .prefix = "generator", .optim_vt = NULL, .optim_self = NULL},
-      {.net = s->discriminator, .prefix = "discriminator", .optim_vt = NULL, .optim_self = NULL}};
-  ganfw_ckpt_report report = {0};
-  char ref_path[4096];
-  snprintf(ref_path, sizeof ref_path, "%s/%s.safetensors", getenv("GANFW_REF_DIR"), name);
-  st = ganfw_checkpoint_load_weights(ref_path, nets, 2, 0, &report);
-  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
-  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-  CU_ASSERT_EQUAL(report.missing, 0);
+  gt_ref_gan_session(text, name, &run, &s);
 
-  ganfw_tensor *x = ref_tensor(s->ctx, ref, "real"), *z = ref_tensor(s->ctx, ref, "z");
+  ganfw_tensor *x = gt_ref_tensor_new(s->ctx, ref, "real"),
+               *z = gt_ref_tensor_new(s->ctx, ref, "z");
   CU_ASSERT_EQUAL_FATAL(ganfw_gan_create(s, &gan), GANFW_OK);
   ganfw_gan_stats gs;
-  st = ganfw_gan_step(gan, x, z, &gs);
+  ganfw_status st = ganfw_gan_step(gan, x, z, &gs);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
 
@@ -189,8 +158,6 @@ static void check_step(const char *name, const char *optim, double weight_decay)
   ganfw_session_close(s);
   ganfw_run_close(run);
   gt_ref_close(ref);
-  unlink(path);
-  rmdir(dir);
 }
 
 static void test_one_step_matches_pytorch(void) {

@@ -9,11 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "base/error.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "nn/net.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
+#include "train/run.h"
+#include "train/session.h"
 
 /* Records a CUnit failure with `msg` (CUnit copies it) and prints it at once. */
 static void gt_fail(const char *msg) {
@@ -570,4 +575,41 @@ int gt_ref_shape(gt_ref *r, const char *name, int64_t *v, int64_t count) {
   if (!p || n != count) return 0;
   for (int64_t i = 0; i < count; i++) v[i] = p[i];
   return 1;
+}
+
+ganfw_tensor *gt_ref_tensor_new(ganfw_ctx *ctx, gt_ref *r, const char *key) {
+  int64_t shape[8], n = 0;
+  int ndim = 0;
+  const float *v = gt_ref_f32(r, key, &n, shape, &ndim);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+  ganfw_tensor *t = ganfw_tensor_create(ctx, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_DATA, key);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(ganfw_tensor_from_host(t, v, n * 4), GANFW_OK);
+  return t;
+}
+
+void gt_ref_gan_session(const char *config_text, const char *ref, ganfw_run **run,
+                        ganfw_session **s) {
+  char dir[] = "/tmp/ganfw_refgan_XXXXXX", path[256], ref_path[4096];
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/gan.yaml", dir);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(config_text, f);
+  fclose(f);
+  ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 32, .width = 32};
+  ganfw_status st = ganfw_run_open(path, NULL, 0, run);
+  if (st == GANFW_OK) st = ganfw_session_open(*run, 0, &info, s);
+  unlink(path);
+  rmdir(dir);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  ganfw_ckpt_net nets[2] = {{.net = (*s)->generator, .prefix = "generator"},
+                            {.net = (*s)->discriminator, .prefix = "discriminator"}};
+  ganfw_ckpt_report report = {0};
+  snprintf(ref_path, sizeof ref_path, "%s/%s.safetensors", getenv("GANFW_REF_DIR"), ref);
+  st = ganfw_checkpoint_load_weights(ref_path, nets, 2, 0, &report);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT_EQUAL(report.missing, 0);
 }

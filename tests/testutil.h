@@ -42,6 +42,20 @@ const float *gt_ref_part(gt_ref *r, const char *name, const char *key, int64_t n
 int gt_ref_shape(gt_ref *r, const char *name, int64_t *v, int64_t count);
 /* A scalar stored as a one-element tensor. */
 double gt_ref_scalar(gt_ref *r, const char *key);
+/* The reference tensor `key` as a new f32 tensor of ctx (GANFW_MEM_DATA), owned by the
+ * caller; a missing key is a fatal CUnit failure. */
+typedef struct ganfw_ctx ganfw_ctx;
+ganfw_tensor *gt_ref_tensor_new(ganfw_ctx *ctx, gt_ref *r, const char *key);
+
+/* --- GAN sessions from reference weights ------------------------------------------------ */
+/* A GAN session of 1x32x32 images built from `config_text` (written to a temporary file
+ * that is removed again), its generator and discriminator loaded from the tensors
+ * "generator.*" and "discriminator.*" of $GANFW_REF_DIR/<ref>.safetensors. The caller
+ * closes *s and *run (ganfw_session_close, ganfw_run_close). Failures are fatal. */
+typedef struct ganfw_run ganfw_run;
+typedef struct ganfw_session ganfw_session;
+void gt_ref_gan_session(const char *config_text, const char *ref, ganfw_run **run,
+                        ganfw_session **s);
 
 /* --- comparisons -------------------------------------------------------------------- */
 /* Two checkpoint (safetensors) files hold the same tensors, bit for bit (the first three

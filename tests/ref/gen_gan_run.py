@@ -14,46 +14,12 @@ roundings: how far they drift is the yardstick ganfw is held to."""
 import os
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
+from dcgan_ref import discriminator, generator, weights_init
 from reflib import save, seeded
 
 NZ, NGF, NDF, NC, BATCH, STEPS = 16, 32, 32, 1, 16, 100
-
-
-def generator(dtype):
-    return nn.Sequential(
-        nn.ConvTranspose2d(NZ, NGF * 4, 4, 1, 0, bias=False), nn.BatchNorm2d(NGF * 4), nn.ReLU(True),
-        nn.ConvTranspose2d(NGF * 4, NGF * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(NGF * 2), nn.ReLU(True),
-        nn.ConvTranspose2d(NGF * 2, NGF, 4, 2, 1, bias=False), nn.BatchNorm2d(NGF), nn.ReLU(True),
-        nn.ConvTranspose2d(NGF, NC, 4, 2, 1, bias=False), nn.Tanh()).to(dtype)
-
-
-def discriminator(dtype):
-    return nn.Sequential(
-        nn.Conv2d(NC, NDF, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),
-        nn.Conv2d(NDF, NDF * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 2), nn.LeakyReLU(0.2, inplace=True),
-        nn.Conv2d(NDF * 2, NDF * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 4), nn.LeakyReLU(0.2, inplace=True),
-        nn.Conv2d(NDF * 4, 1, 4, 1, 0, bias=False)).to(dtype)
-
-
-class Net(nn.Module):
-    def __init__(self, main):
-        super().__init__()
-        self.main = main
-
-    def forward(self, x):
-        return self.main(x)
-
-
-def weights_init(m, g):
-    name = m.__class__.__name__
-    if name.find("Conv") != -1:
-        m.weight.data.copy_(torch.randn(m.weight.shape, generator=g) * 0.02)
-    elif name.find("BatchNorm") != -1:
-        m.weight.data.copy_(1.0 + torch.randn(m.weight.shape, generator=g) * 0.02)
-        m.bias.data.zero_()
 
 
 def blobs(g):
@@ -72,7 +38,7 @@ def blobs(g):
 
 def run(init, inputs, dtype, mkldnn):
     """STEPS of ganfw's step from `init`: the (loss_d, loss_g) trajectory."""
-    G, D = Net(generator(dtype)), Net(discriminator(dtype))
+    G, D = generator(NZ, NGF, NC).to(dtype), discriminator(NC, NDF).to(dtype)
     for role, net in (("generator", G), ("discriminator", D)):
         net.load_state_dict({k[len(role) + 1:]: v.to(dtype) if v.is_floating_point() else v
                              for k, v in init.items() if k.startswith(role + ".")})
@@ -103,7 +69,7 @@ def run(init, inputs, dtype, mkldnn):
 
 def generate(out_dir):
     g = seeded(33)
-    G, D = Net(generator(torch.float32)), Net(discriminator(torch.float32))
+    G, D = generator(NZ, NGF, NC), discriminator(NC, NDF)
     G.apply(lambda m: weights_init(m, g))
     D.apply(lambda m: weights_init(m, g))
     tensors = {f"generator.{k}": v.clone() for k, v in G.state_dict().items()}

@@ -12,49 +12,13 @@ groups (no weight decay on biases and BatchNorm weights, another lr for G's firs
 import os
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
+from dcgan_ref import discriminator, generator, weights_init
 from reflib import save, seeded
 
 NZ, NGF, NDF, NC, BATCH = 100, 64, 64, 1, 16
 SMOOTH = 0.1  # one-sided label smoothing: D's real target is 0.9
-
-
-def generator():
-    return nn.Sequential(
-        nn.ConvTranspose2d(NZ, NGF * 4, 4, 1, 0, bias=False), nn.BatchNorm2d(NGF * 4), nn.ReLU(True),
-        nn.ConvTranspose2d(NGF * 4, NGF * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(NGF * 2), nn.ReLU(True),
-        nn.ConvTranspose2d(NGF * 2, NGF, 4, 2, 1, bias=False), nn.BatchNorm2d(NGF), nn.ReLU(True),
-        nn.ConvTranspose2d(NGF, NC, 4, 2, 1, bias=False), nn.Tanh())
-
-
-def discriminator():
-    return nn.Sequential(
-        nn.Conv2d(NC, NDF, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),
-        nn.Conv2d(NDF, NDF * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 2), nn.LeakyReLU(0.2, inplace=True),
-        nn.Conv2d(NDF * 2, NDF * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 4), nn.LeakyReLU(0.2, inplace=True),
-        nn.Conv2d(NDF * 4, 1, 4, 1, 0, bias=False))
-
-
-class Net(nn.Module):
-    """Wraps the Sequential as `main`, so the state_dict keys are main.0.weight, ..."""
-
-    def __init__(self, main):
-        super().__init__()
-        self.main = main
-
-    def forward(self, x):
-        return self.main(x)
-
-
-def weights_init(m, g):
-    name = m.__class__.__name__
-    if name.find("Conv") != -1:
-        m.weight.data.copy_(torch.randn(m.weight.shape, generator=g) * 0.02)
-    elif name.find("BatchNorm") != -1:
-        m.weight.data.copy_(1.0 + torch.randn(m.weight.shape, generator=g) * 0.02)
-        m.bias.data.zero_()
 
 
 def state(prefix, net):
@@ -89,7 +53,7 @@ def generate(out_dir):
 
 def write_step(path, groups):
     g = seeded(11)
-    G, D = Net(generator()), Net(discriminator())
+    G, D = generator(NZ, NGF, NC), discriminator(NC, NDF)
     G.apply(lambda m: weights_init(m, g))
     D.apply(lambda m: weights_init(m, g))
     real = torch.rand(BATCH, NC, 32, 32, generator=g) * 2 - 1
