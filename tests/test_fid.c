@@ -583,6 +583,75 @@ static void test_score_fid(void) {
   CU_ASSERT_EQUAL(run_cli(args, out, sizeof out), 0);
 }
 
+/* The generator's tensors of a ganfw checkpoint without any metadata: a PyTorch
+ * state_dict saved as safetensors under ganfw's names looks so. */
+static void write_bare_generator(const char *src, const char *dst) {
+  ganfw_st_file *f = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(src, &f), GANFW_OK);
+  ganfw_st_writer *w = ganfw_st_writer_create();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+  for (int64_t i = 0; i < ganfw_st_count(f); i++) {
+    const ganfw_st_tensor *t = ganfw_st_at(f, i);
+    if (strncmp(t->name, "generator.", 10) != 0) continue;
+    CU_ASSERT_EQUAL(ganfw_st_writer_add_raw(w, t->name, t->dtype_name, t->ndim, t->shape, t->data),
+                    GANFW_OK);
+  }
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_writer_write(w, dst), GANFW_OK);
+  ganfw_st_writer_destroy(w);
+  ganfw_st_close(f);
+}
+
+/* --config: a generator checkpoint without ganfw metadata is judged as the ganfw
+ * checkpoint it came from, figure for figure; without --config it is refused saying to
+ * pass it. Uses the runs of test_score_fid. */
+static void test_score_foreign_checkpoint(void) {
+  char ckpt[1024], foreign[1024];
+  snprintf(ckpt, sizeof ckpt, "%s", path_in("gan3/checkpoints/step_00000004.safetensors"));
+  snprintf(foreign, sizeof foreign, "%s", path_in("foreign.safetensors"));
+  write_bare_generator(ckpt, foreign);
+  ganfw_score_args a = {.source = ckpt,
+                        .classifier = path_in("judge"),
+                        .n = 64,
+                        .batch = 32,
+                        .has_seed = 1,
+                        .seed = 7,
+                        .fid_real = 20};
+  ganfw_score_result r1, r2;
+  ganfw_status st;
+  free(score_text(&a, &r1, &st));
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  a.source = foreign;
+  free(score_text(&a, &r2, &st));
+  CU_ASSERT_EQUAL(st, GANFW_ERR_IO);
+  CU_ASSERT(msg_has(foreign) && msg_has("pass --config CONFIG"));
+  a.config = path_in("gan3.yaml");
+  free(score_text(&a, &r2, &st));
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT(isfinite(r1.fid) && r1.fid > 0);
+  CU_ASSERT_EQUAL(r2.fid, r1.fid);
+  CU_ASSERT_EQUAL(r2.confidence, r1.confidence);
+  CU_ASSERT_EQUAL(r2.entropy, r1.entropy);
+  CU_ASSERT_EQUAL(r2.inception, r1.inception);
+  /* another generator's config (gan4: the same shapes, another seed) scores the same weights
+   * the same: only the shapes come from the config */
+  a.config = path_in("gan4.yaml");
+  free(score_text(&a, &r2, &st));
+  CU_ASSERT_EQUAL(st, GANFW_OK);
+  CU_ASSERT_EQUAL(r2.fid, r1.fid);
+
+  /* the command line */
+  char args[4096], out[8192];
+  snprintf(args, sizeof args, "'%s' --config '%s' --classifier '%s' -n 64 --batch 32 --fid-real 20",
+           foreign, path_in("gan3.yaml"), path_in("judge"));
+  CU_ASSERT_EQUAL(run_cli(args, out, sizeof out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "64 generated vs 20 real images"));
+  snprintf(args, sizeof args, "'%s' --classifier '%s' -n 64 --no-fid", foreign, path_in("judge"));
+  CU_ASSERT_EQUAL(run_cli(args, out, sizeof out), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "pass --config CONFIG"));
+}
+
 /* A classifier on [0,1] images (normalize mean 0, std 1) and its twin on the default [-1,1]
  * images: the same weights but for the first conv, W / 2, and its BatchNorm's running mean
  * moved by sum(W) / 2 (no padding, so that every window holds image pixels only); on any
@@ -689,6 +758,7 @@ static CU_TestInfo tests[] = {
     {"statistics errors", test_stats_errors},
     {"forward to a node, penultimate check", test_forward_node},
     {"score with FID end to end", test_score_fid},
+    {"score --config judges a checkpoint without ganfw metadata", test_score_foreign_checkpoint},
     {"score maps images into the classifier's range", test_score_normalisation},
     CU_TEST_INFO_NULL};
 

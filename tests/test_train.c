@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/error.h"
+#include "io/png_io.h"
 #include "io/safetensors.h"
 #include "tools/sample.h"
 #include "train/session.h"
@@ -190,8 +192,9 @@ static void test_sample_command(void) {
 }
 
 /* The generator's tensors of a ganfw checkpoint copied into `out` without any metadata,
- * the way a PyTorch state_dict saved as safetensors under ganfw's names looks. */
-static void strip_metadata(const char *ckpt, const char *out) {
+ * the way a PyTorch state_dict saved as safetensors under ganfw's names looks; `skip`
+ * (or NULL) is left out. */
+static void strip_metadata(const char *ckpt, const char *out, const char *skip) {
   ganfw_st_file *f = NULL;
   CU_ASSERT_EQUAL_FATAL(ganfw_st_open(ckpt, &f), GANFW_OK);
   ganfw_st_writer *w = ganfw_st_writer_create();
@@ -199,7 +202,7 @@ static void strip_metadata(const char *ckpt, const char *out) {
   int copied = 0;
   for (int64_t i = 0; i < ganfw_st_count(f); i++) {
     const ganfw_st_tensor *t = ganfw_st_at(f, i);
-    if (strncmp(t->name, "generator.", 10) != 0) continue;
+    if (strncmp(t->name, "generator.", 10) != 0 || (skip && strcmp(t->name, skip) == 0)) continue;
     CU_ASSERT_EQUAL(ganfw_st_writer_add_raw(w, t->name, t->dtype_name, t->ndim, t->shape, t->data),
                     GANFW_OK);
     copied++;
@@ -216,42 +219,112 @@ static int same_file(const char *a, const char *b) {
   return system(cmd) == 0;
 }
 
+static int msg_has(const char *s) {
+  return strstr(ganfw_error_message(), s) != NULL;
+}
+
+static void write_text(const char *rel, const char *text) {
+  FILE *f = fopen(path_in(rel), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(text, f);
+  fclose(f);
+}
+
 /* --config: a checkpoint without ganfw's metadata samples the same images as the ganfw
- * checkpoint it came from; without --config, or with a config of other shapes, it is
- * refused saying what to do. */
+ * checkpoint it came from, with a built-in data set's shape (by its format) or a folder's
+ * (by its first image); without --config, with a tensor missing, or with a config of other
+ * shapes, it is refused saying what to do. */
 static void test_sample_foreign_checkpoint(void) {
-  char ckpt[512]; /* path_in's buffers are reused */
+  char ckpt[512], foreign[512], text[1024]; /* path_in's buffers are reused */
   snprintf(ckpt, sizeof ckpt, "%s", path_in("a/checkpoints/step_00000006.safetensors"));
-  strip_metadata(ckpt, path_in("foreign.safetensors"));
+  snprintf(foreign, sizeof foreign, "%s", path_in("foreign.safetensors"));
+  strip_metadata(ckpt, foreign, NULL);
   ganfw_sample_args a = {.source = ckpt, .output = path_in("own.png"), .n = 8, .nrow = 4};
   CU_ASSERT_EQUAL_FATAL(ganfw_sample(&a), GANFW_OK);
-  a.source = path_in("foreign.safetensors");
+  a.source = foreign;
   a.output = path_in("foreign.png");
   CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_IO);
-  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "pass --config"));
+  CU_ASSERT(msg_has(foreign) && msg_has("no ganfw metadata (data.channels/height/width)") &&
+            msg_has("pass --config CONFIG"));
   a.config = path_in("gan.yaml");
   ganfw_status st = ganfw_sample(&a);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   CU_ASSERT(same_file(path_in("own.png"), path_in("foreign.png")));
-  /* a config whose generator has other shapes: the tensor is named */
-  FILE *f = fopen(path_in("wide.yaml"), "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f, "extends: %s\nmodel: {ngf: 16}\n", path_in("gan.yaml"));
-  fclose(f);
+  /* a run folder with --config: its latest checkpoint, built from the config named */
+  a.source = path_in("a");
+  a.output = path_in("dir.png");
+  CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_OK);
+  CU_ASSERT(same_file(path_in("own.png"), path_in("dir.png")));
+  /* a folder data set: the shape of its first image after the transforms (20x20 RGB ->
+   * gray 32x32), read from the file */
+  CU_ASSERT_EQUAL_FATAL(mkdir(path_in("pngs"), 0755), 0);
+  uint8_t rgb[20 * 20 * 3];
+  for (size_t i = 0; i < sizeof rgb; i++) rgb[i] = (uint8_t)(i * 7);
+  CU_ASSERT_EQUAL_FATAL(ganfw_png_write_u8(path_in("pngs/x.png"), rgb, 20, 20, 3), GANFW_OK);
+  snprintf(text, sizeof text,
+           "extends: %s\ndata: {dataset: folder, path: %s, resize: 32, channels: 1}\n",
+           path_in("gan.yaml"), path_in("pngs"));
+  write_text("folder.yaml", text);
+  a.source = foreign;
+  a.config = path_in("folder.yaml");
+  a.output = path_in("folder.png");
+  st = ganfw_sample(&a);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL(st, GANFW_OK);
+  CU_ASSERT(same_file(path_in("own.png"), path_in("folder.png")));
+  /* ... as RGB: the generator's last layer has one output channel, not 3 */
+  snprintf(text, sizeof text, "extends: %s\ndata: {channels: 3}\n", path_in("folder.yaml"));
+  write_text("folder3.yaml", text);
+  a.config = path_in("folder3.yaml");
+  CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has(foreign) && msg_has("generator.main."));
+  /* ... and a folder that is not there: no shape to build the model for */
+  snprintf(text, sizeof text, "extends: %s\ndata: {path: %s}\n", path_in("folder.yaml"),
+           path_in("no-pngs"));
+  write_text("nofolder.yaml", text);
+  a.config = path_in("nofolder.yaml");
+  CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_IO);
+  CU_ASSERT(msg_has(path_in("nofolder.yaml")) && msg_has(path_in("no-pngs")));
+  /* a ganfw checkpoint keeps its recorded shape when the config's data set cannot tell one */
+  a.source = ckpt;
+  a.output = path_in("own2.png");
+  CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_OK);
+  CU_ASSERT(same_file(path_in("own.png"), path_in("own2.png")));
+  /* a tensor missing from the file: named, with the file */
+  strip_metadata(ckpt, path_in("holey.safetensors"), "generator.main.1.running_var");
+  a.source = path_in("holey.safetensors");
+  a.config = path_in("gan.yaml");
+  CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_CONFIG);
+  CU_ASSERT(msg_has(path_in("holey.safetensors")) &&
+            msg_has("generator.main.1.running_var is missing from the file"));
+  /* a config whose generator has other shapes: the tensor is named, with the file */
+  snprintf(text, sizeof text, "extends: %s\nmodel: {ngf: 16}\n", path_in("gan.yaml"));
+  write_text("wide.yaml", text);
+  a.source = foreign;
   a.config = path_in("wide.yaml");
   CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_CONFIG);
-  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "generator.main.0.weight"));
-  /* a ganfw checkpoint whose recorded data shape is not the config's */
-  f = fopen(path_in("big.yaml"), "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fprintf(f, "extends: %s\ndata: {resize: 64}\nmodel: {image_size: 64}\n", path_in("gan.yaml"));
-  fclose(f);
+  CU_ASSERT(msg_has(foreign) && msg_has("generator.main.0.weight is F32 "));
+  /* a ganfw checkpoint whose recorded data shape is not the config's: both files named */
+  snprintf(text, sizeof text, "extends: %s\ndata: {resize: 64}\nmodel: {image_size: 64}\n",
+           path_in("gan.yaml"));
+  write_text("big.yaml", text);
   a.source = ckpt;
   a.config = path_in("big.yaml");
   CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_CONFIG);
-  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "1x32x32"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "1x64x64"));
+  CU_ASSERT(msg_has(ckpt) && msg_has(path_in("big.yaml")) && msg_has("1x32x32") &&
+            msg_has("1x64x64"));
+  /* the command line: --config is taken, and the refusal without it exits 1 */
+  const char *build = getenv("GANFW_TEST_BUILD_DIR");
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "'%s/ganfw' sample '%s' --config '%s' -n 8 --nrow 4 -o '%s' -q",
+           build ? build : ".", foreign, path_in("gan.yaml"), path_in("cli.png"));
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  CU_ASSERT(same_file(path_in("own.png"), path_in("cli.png")));
+  snprintf(cmd, sizeof cmd, "'%s/ganfw' sample '%s' -o '%s' -q 2>/dev/null", build ? build : ".",
+           foreign, path_in("cli2.png"));
+  int rc = system(cmd);
+  CU_ASSERT(WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
 }
 
 static CU_TestInfo tests[] = {

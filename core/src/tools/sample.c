@@ -1,6 +1,7 @@
 /* `ganfw sample RUN_DIR|CHECKPOINT`: rebuilds the generator from the run's resolved config
- * and a checkpoint's weights, and writes a grid of images from the fixed-noise stream of a
- * seed (the run's own by default, so -n 64 reproduces the run's sample grids). */
+ * (or --config's) and a checkpoint's weights, and writes a grid of images from the
+ * fixed-noise stream of a seed (the run's own by default, so -n 64 reproduces the run's
+ * sample grids). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,76 +43,87 @@ static ganfw_status metadata_info(const char *path, ganfw_data_info *info, int *
   return GANFW_OK;
 }
 
-ganfw_status ganfw_sample_data_info(const char *path, ganfw_data_info *info) {
-  int found = 0;
-  ganfw_status st = metadata_info(path, info, &found);
-  if (st == GANFW_OK && !found)
-    st = ganfw_error_set(GANFW_ERR_IO,
+/* The refusal of a checkpoint without data.* metadata, saying what to do. */
+static ganfw_status no_metadata(const char *path) {
+  return ganfw_error_set(GANFW_ERR_IO,
                          "%s: no ganfw metadata (data.channels/height/width); pass --config "
                          "CONFIG naming the config it was trained with",
                          path);
-  return st;
 }
 
-/* The shape the data set of `config` has after its transforms, from its format alone
- * (MNIST, Fashion-MNIST, CIFAR-10); a folder of images has none to tell. */
-static ganfw_status config_info(const char *config, ganfw_data_info *info) {
-  ganfw_config *c = NULL;
-  ganfw_status st = ganfw_config_load(config, &c);
-  if (st != GANFW_OK) return st;
-  const ganfw_cfg *data = ganfw_cfg_section(ganfw_config_root(c), "data");
+ganfw_status ganfw_sample_data_info(const char *path, ganfw_data_info *info) {
+  int found = 0;
+  ganfw_status st = metadata_info(path, info, &found);
+  return st == GANFW_OK && !found ? no_metadata(path) : st;
+}
+
+/* The shape the data set of the run's config has after its transforms: from its format
+ * alone (MNIST, Fashion-MNIST, CIFAR-10, no file read), else from its files (a folder: its
+ * first image). */
+static ganfw_status config_info(const ganfw_run *run, ganfw_data_info *info) {
+  const ganfw_cfg *data = ganfw_cfg_section(ganfw_config_root(run->config), "data");
   const char *kind = NULL, *path = NULL;
   ganfw_transform tf;
   int32_t ch = 0, h = 0, w = 0, classes = 0;
-  if ((st = ganfw_data_source_from_config(data, &kind, &path)) == GANFW_OK &&
-      (st = ganfw_transform_from_config(data, &tf)) == GANFW_OK &&
-      !ganfw_dataset_nominal_shape(kind, &tf, &ch, &h, &w, &classes))
-    st = ganfw_error_set(GANFW_ERR_CONFIG,
-                         "%s: data.dataset '%s' has no fixed image shape to build the model "
-                         "from; use a checkpoint written by ganfw (it records the shape)",
-                         config, kind);
-  if (st == GANFW_OK)
-    *info = (ganfw_data_info){.struct_size = sizeof *info,
-                              .channels = ch,
-                              .height = h,
-                              .width = w,
-                              .num_classes = classes};
-  ganfw_config_destroy(c);
-  return st;
+  ganfw_status st;
+  if ((st = ganfw_data_source_from_config(data, &kind, &path)) != GANFW_OK ||
+      (st = ganfw_transform_from_config(data, &tf)) != GANFW_OK)
+    return st;
+  if (!ganfw_dataset_nominal_shape(kind, &tf, &ch, &h, &w, &classes)) {
+    ganfw_dataset *ds = NULL;
+    if ((st = ganfw_dataset_open(kind, path, 1, &tf, &ds)) != GANFW_OK)
+      return ganfw_error_wrap(
+          st, "%s: the image shape of a checkpoint without ganfw metadata comes from its data set",
+          run->config_path);
+    ganfw_dataset_shape(ds, &ch, &h, &w);
+    classes = ganfw_dataset_num_classes(ds);
+    ganfw_dataset_destroy(ds);
+  }
+  *info = (ganfw_data_info){
+      .struct_size = sizeof *info, .channels = ch, .height = h, .width = w, .num_classes = classes};
+  return GANFW_OK;
 }
 
-ganfw_status ganfw_sample_source(const char *what, const char *config_opt, char *config, size_t nc,
-                                 char *ckpt, size_t nk, ganfw_data_info *info) {
-  ganfw_status st = ganfw_sample_locate(what, config, nc, ckpt, nk);
-  /* --config: the named config instead of the run folder's, which a lone file lacks */
-  if (config_opt && st != GANFW_OK && ganfw_error_code() == GANFW_ERR_IO) {
-    struct stat sb;
-    if (stat(what, &sb) == 0 && S_ISREG(sb.st_mode)) {
-      ganfw_error_clear();
-      snprintf(ckpt, nk, "%s", what);
-      st = GANFW_OK;
-    }
-  }
-  if (st != GANFW_OK) return st;
-  if (config_opt) snprintf(config, nc, "%s", config_opt);
-  int found = 0;
-  if ((st = metadata_info(ckpt, info, &found)) != GANFW_OK) return st;
-  if (!config_opt) return found ? GANFW_OK : ganfw_sample_data_info(ckpt, info);
-  ganfw_data_info from_config;
-  if ((st = config_info(config_opt, &from_config)) != GANFW_OK) return st;
-  if (!found) {
-    *info = from_config;
+/* With --config: the data shape of a checkpoint without metadata is the config's; one with
+ * metadata must agree with it, when the config's data set tells its shape. */
+static ganfw_status config_shape(const ganfw_run *run, const char *ckpt, int found,
+                                 ganfw_data_info *info) {
+  ganfw_data_info want;
+  ganfw_status st = config_info(run, &want);
+  if (found && st != GANFW_OK) { /* no data set here to check against: the metadata hold */
+    ganfw_error_clear();
     return GANFW_OK;
   }
-  if (info->channels != from_config.channels || info->height != from_config.height ||
-      info->width != from_config.width)
+  if (st != GANFW_OK) return st;
+  if (!found) {
+    *info = want;
+    return GANFW_OK;
+  }
+  if (info->channels != want.channels || info->height != want.height || info->width != want.width)
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "%s was trained on %dx%dx%d images but the data of %s are %dx%dx%d; "
                            "pass the config it was trained with",
                            ckpt, (int)info->channels, (int)info->height, (int)info->width,
-                           config_opt, (int)from_config.channels, (int)from_config.height,
-                           (int)from_config.width);
+                           run->config_path, (int)want.channels, (int)want.height, (int)want.width);
   return GANFW_OK;
+}
+
+ganfw_status ganfw_sample_source(const char *what, const char *config_opt, char *config, size_t nc,
+                                 char *ckpt, size_t nk, ganfw_data_info *info, ganfw_run **run) {
+  *run = NULL;
+  ganfw_status st = ganfw_sample_locate(what, config, nc, ckpt, nk);
+  if (st != GANFW_OK) return st;
+  if (config_opt && (size_t)snprintf(config, nc, "%s", config_opt) >= nc)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "--config %s: path too long", config_opt);
+  int found = 0;
+  if ((st = metadata_info(ckpt, info, &found)) != GANFW_OK) return st;
+  if (!found && !config_opt) return no_metadata(ckpt);
+  if ((st = ganfw_run_open(config, NULL, 0, run)) != GANFW_OK) return st;
+  if (config_opt && (st = config_shape(*run, ckpt, found, info)) != GANFW_OK) {
+    ganfw_run_close(*run);
+    *run = NULL;
+  }
+  return st;
 }
 
 /* RUN_DIR -> its config and latest checkpoint; CHECKPOINT -> the run folder above it. */
@@ -147,14 +159,12 @@ ganfw_status ganfw_sample_locate(const char *what, char *config, size_t nc, char
 ganfw_status ganfw_sample(const ganfw_sample_args *a) {
   char config[4200], ckpt[4200];
   ganfw_data_info info;
-  ganfw_status st =
-      ganfw_sample_source(a->source, a->config, config, sizeof config, ckpt, sizeof ckpt, &info);
-  if (st != GANFW_OK) return st;
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
   ganfw_tensor *z = NULL, *y = NULL;
   float *host = NULL;
-  st = ganfw_run_open(config, NULL, 0, &run);
+  ganfw_status st = ganfw_sample_source(a->source, a->config, config, sizeof config, ckpt,
+                                        sizeof ckpt, &info, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
   if (st == GANFW_OK && s->family != GANFW_MODEL_GAN)
     st = ganfw_error_set(GANFW_ERR_CONFIG, "%s: the model is not a GAN; nothing to sample", config);

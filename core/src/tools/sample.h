@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "ganfw/model.h"
+#include "train/run.h"
 
 typedef struct ganfw_sample_args {
   const char *source; /* RUN_DIR or a checkpoint file */
@@ -29,12 +30,17 @@ ganfw_status ganfw_sample_locate(const char *what, char *config, size_t nc, char
 /* The data shape a training checkpoint was trained on (its data.* metadata); a file without
  * it is GANFW_ERR_IO saying to pass --config. */
 ganfw_status ganfw_sample_data_info(const char *path, ganfw_data_info *info);
-/* ganfw_sample_locate and ganfw_sample_data_info for `what`, with `config_opt` (--config, or
- * NULL) in place of the run folder's config.resolved.yaml: then `what` may be any checkpoint
- * file, and one without ganfw metadata (a PyTorch state_dict under ganfw's names) takes the
- * shape of the config's data set after its transforms. A checkpoint whose metadata disagree
- * with the config's data is GANFW_ERR_CONFIG naming both files and shapes. */
+/* The run to rebuild the generator of `what` from and the data shape to build it for:
+ * ganfw_sample_locate and ganfw_sample_data_info, with `config_opt` (--config, or NULL) in
+ * place of the run folder's config.resolved.yaml. With it `what` may be any checkpoint file:
+ * one without ganfw metadata (a PyTorch state_dict under ganfw's names) takes the shape of
+ * the config's data set after its transforms (a built-in data set's by its format, a
+ * folder's from its first image); one with metadata keeps them, and is GANFW_ERR_CONFIG
+ * naming both files and shapes when the config's data set is of another shape (unchecked
+ * when that data set cannot be read, a folder that is not there). Without it a file without
+ * metadata is GANFW_ERR_IO saying to pass --config. *run is the caller's (ganfw_run_close),
+ * NULL on error. */
 ganfw_status ganfw_sample_source(const char *what, const char *config_opt, char *config, size_t nc,
-                                 char *ckpt, size_t nk, ganfw_data_info *info);
+                                 char *ckpt, size_t nk, ganfw_data_info *info, ganfw_run **run);
 
 #endif

@@ -52,10 +52,9 @@ static ganfw_status num_classes(const char *path, int32_t *k) {
 static ganfw_status side_open(side *d, const char *what, const char *config, int32_t family,
                               const char *role, int32_t use_ema) {
   ganfw_status st = ganfw_sample_source(what, config, d->config, sizeof d->config, d->ckpt,
-                                        sizeof d->ckpt, &d->info);
+                                        sizeof d->ckpt, &d->info, &d->run);
   if (st == GANFW_OK && family == GANFW_MODEL_CLASSIFIER)
     st = num_classes(d->ckpt, &d->info.num_classes);
-  if (st == GANFW_OK) st = ganfw_run_open(d->config, NULL, 0, &d->run);
   if (st == GANFW_OK) st = ganfw_session_open(d->run, 0, &d->info, &d->s);
   if (st == GANFW_OK && d->s->family != family)
     return ganfw_error_set(GANFW_ERR_CONFIG, "%s: the model is not a %s (from %s)", d->config,
