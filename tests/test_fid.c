@@ -583,24 +583,6 @@ static void test_score_fid(void) {
   CU_ASSERT_EQUAL(run_cli(args, out, sizeof out), 0);
 }
 
-/* The generator's tensors of a ganfw checkpoint without any metadata: a PyTorch
- * state_dict saved as safetensors under ganfw's names looks so. */
-static void write_bare_generator(const char *src, const char *dst) {
-  ganfw_st_file *f = NULL;
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(src, &f), GANFW_OK);
-  ganfw_st_writer *w = ganfw_st_writer_create();
-  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
-  for (int64_t i = 0; i < ganfw_st_count(f); i++) {
-    const ganfw_st_tensor *t = ganfw_st_at(f, i);
-    if (strncmp(t->name, "generator.", 10) != 0) continue;
-    CU_ASSERT_EQUAL(ganfw_st_writer_add_raw(w, t->name, t->dtype_name, t->ndim, t->shape, t->data),
-                    GANFW_OK);
-  }
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_writer_write(w, dst), GANFW_OK);
-  ganfw_st_writer_destroy(w);
-  ganfw_st_close(f);
-}
-
 /* --config: a generator checkpoint without ganfw metadata is judged as the ganfw
  * checkpoint it came from, figure for figure; without --config it is refused saying to
  * pass it. Uses the runs of test_score_fid. */
@@ -608,7 +590,7 @@ static void test_score_foreign_checkpoint(void) {
   char ckpt[1024], foreign[1024];
   snprintf(ckpt, sizeof ckpt, "%s", path_in("gan3/checkpoints/step_00000004.safetensors"));
   snprintf(foreign, sizeof foreign, "%s", path_in("foreign.safetensors"));
-  write_bare_generator(ckpt, foreign);
+  gt_write_bare_generator(ckpt, foreign, NULL);
   ganfw_score_args a = {.source = ckpt,
                         .classifier = path_in("judge"),
                         .n = 64,

@@ -191,28 +191,6 @@ static void test_sample_command(void) {
   CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_IO);
 }
 
-/* The generator's tensors of a ganfw checkpoint copied into `out` without any metadata,
- * the way a PyTorch state_dict saved as safetensors under ganfw's names looks; `skip`
- * (or NULL) is left out. */
-static void strip_metadata(const char *ckpt, const char *out, const char *skip) {
-  ganfw_st_file *f = NULL;
-  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(ckpt, &f), GANFW_OK);
-  ganfw_st_writer *w = ganfw_st_writer_create();
-  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
-  int copied = 0;
-  for (int64_t i = 0; i < ganfw_st_count(f); i++) {
-    const ganfw_st_tensor *t = ganfw_st_at(f, i);
-    if (strncmp(t->name, "generator.", 10) != 0 || (skip && strcmp(t->name, skip) == 0)) continue;
-    CU_ASSERT_EQUAL(ganfw_st_writer_add_raw(w, t->name, t->dtype_name, t->ndim, t->shape, t->data),
-                    GANFW_OK);
-    copied++;
-  }
-  CU_ASSERT(copied > 0);
-  CU_ASSERT_EQUAL(ganfw_st_writer_write(w, out), GANFW_OK);
-  ganfw_st_writer_destroy(w);
-  ganfw_st_close(f);
-}
-
 static int same_file(const char *a, const char *b) {
   char cmd[1200];
   snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
@@ -238,7 +216,7 @@ static void test_sample_foreign_checkpoint(void) {
   char ckpt[512], foreign[512], text[1024]; /* path_in's buffers are reused */
   snprintf(ckpt, sizeof ckpt, "%s", path_in("a/checkpoints/step_00000006.safetensors"));
   snprintf(foreign, sizeof foreign, "%s", path_in("foreign.safetensors"));
-  strip_metadata(ckpt, foreign, NULL);
+  gt_write_bare_generator(ckpt, foreign, NULL);
   ganfw_sample_args a = {.source = ckpt, .output = path_in("own.png"), .n = 8, .nrow = 4};
   CU_ASSERT_EQUAL_FATAL(ganfw_sample(&a), GANFW_OK);
   a.source = foreign;
@@ -292,7 +270,7 @@ static void test_sample_foreign_checkpoint(void) {
   CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_OK);
   CU_ASSERT(same_file(path_in("own.png"), path_in("own2.png")));
   /* a tensor missing from the file: named, with the file */
-  strip_metadata(ckpt, path_in("holey.safetensors"), "generator.main.1.running_var");
+  gt_write_bare_generator(ckpt, path_in("holey.safetensors"), "generator.main.1.running_var");
   a.source = path_in("holey.safetensors");
   a.config = path_in("gan.yaml");
   CU_ASSERT_EQUAL(ganfw_sample(&a), GANFW_ERR_CONFIG);

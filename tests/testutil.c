@@ -613,3 +613,22 @@ void gt_ref_gan_session(const char *config_text, const char *ref, ganfw_run **ru
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   CU_ASSERT_EQUAL(report.missing, 0);
 }
+
+void gt_write_bare_generator(const char *src, const char *dst, const char *skip) {
+  ganfw_st_file *f = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(src, &f), GANFW_OK);
+  ganfw_st_writer *w = ganfw_st_writer_create();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+  int copied = 0;
+  for (int64_t i = 0; i < ganfw_st_count(f); i++) {
+    const ganfw_st_tensor *t = ganfw_st_at(f, i);
+    if (strncmp(t->name, "generator.", 10) != 0 || (skip && strcmp(t->name, skip) == 0)) continue;
+    CU_ASSERT_EQUAL(ganfw_st_writer_add_raw(w, t->name, t->dtype_name, t->ndim, t->shape, t->data),
+                    GANFW_OK);
+    copied++;
+  }
+  CU_ASSERT(copied > 0);
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_writer_write(w, dst), GANFW_OK);
+  ganfw_st_writer_destroy(w);
+  ganfw_st_close(f);
+}

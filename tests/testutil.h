@@ -52,6 +52,10 @@ ganfw_tensor *gt_ref_tensor_new(ganfw_ctx *ctx, gt_ref *r, const char *key);
  * that is removed again), its generator and discriminator loaded from the tensors
  * "generator.*" and "discriminator.*" of $GANFW_REF_DIR/<ref>.safetensors. The caller
  * closes *s and *run (ganfw_session_close, ganfw_run_close). Failures are fatal. */
+/* The generator's tensors of ganfw checkpoint `src` ("generator.*", but `skip` when not
+ * NULL) written to `dst` without any metadata: how a PyTorch state_dict saved as
+ * safetensors under ganfw's names looks. Failures are CUnit failures. */
+void gt_write_bare_generator(const char *src, const char *dst, const char *skip);
 typedef struct ganfw_run ganfw_run;
 typedef struct ganfw_session ganfw_session;
 void gt_ref_gan_session(const char *config_text, const char *ref, ganfw_run **run,
