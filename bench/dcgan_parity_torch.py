@@ -26,7 +26,6 @@ import argparse
 import csv
 import math
 import os
-import struct
 import sys
 import time
 
@@ -35,6 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "ref"))
+from dcgan_quality_torch import load_data  # noqa: E402
 from dcgan_ref import Net  # noqa: E402
 from reflib import load, save  # noqa: E402
 
@@ -160,15 +160,9 @@ def write_csv(path, rows):
 def check_inputs(inputs, steps, data_dir, out):
     """The data pipeline, the noise and (separately) the initialisation, as report lines."""
     if data_dir and os.path.exists(os.path.join(data_dir, "train-images-idx3-ubyte")):
-        with open(os.path.join(data_dir, "train-images-idx3-ubyte"), "rb") as f:
-            raw = f.read()
-        _, n, h, w = struct.unpack(">IIII", raw[:16])
-        imgs = torch.frombuffer(bytearray(raw[16:]), dtype=torch.uint8).view(n, 1, h, w).float() / 255.0
         x1 = inputs["x.000001"]
-        size = x1.shape[-1]
-        if size != w:
-            imgs = F.interpolate(imgs, size=(size, size), mode="bilinear", align_corners=False)
-        imgs = (imgs - 0.5) / 0.5
+        imgs = load_data(data_dir, x1.shape[-1])  # the quality reference's own pipeline
+        n = imgs.shape[0]
         # rows are looked up by their sum (the transforms' roundings may differ in the last
         # bit), then compared value by value
         sums = imgs.reshape(n, -1).double().sum(1)
