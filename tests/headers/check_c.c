@@ -28,7 +28,7 @@ _Static_assert(sizeof(ganfw_param) == 3 * sizeof(void *), "ganfw_param is frozen
 _Static_assert(offsetof(ganfw_exec_options, struct_size) == 0, "options start with struct_size");
 _Static_assert(offsetof(ganfw_data_info, struct_size) == 0, "data info starts with struct_size");
 _Static_assert(sizeof(ganfw_status) == 4, "ganfw_status is int32_t");
-_Static_assert(GANFW_PLUGIN_KIND_COUNT == 4 && GANFW_DTYPE_COUNT == 5 && GANFW_MEM_COUNT == 8,
+_Static_assert(GANFW_PLUGIN_KIND_COUNT == 5 && GANFW_DTYPE_COUNT == 5 && GANFW_MEM_COUNT == 8,
                "enum counts");
 
 #define LAYOUT_VALUE(e) (e),

@@ -10,6 +10,7 @@
 #include "optim.h"
 #include "memory.h"
 #include "objective.h"
+#include "trainer.h"
 
 #define GANFW_VERSION_STRING "0.1.0"
 

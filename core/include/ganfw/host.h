@@ -58,6 +58,7 @@ typedef struct ganfw_param_info {
 #define GANFW_VT_TAG_OPTIM     0x67667401u /* "gft" + GANFW_PLUGIN_OPTIM */
 #define GANFW_VT_TAG_MEMORY    0x67667402u /* "gft" + GANFW_PLUGIN_MEMORY */
 #define GANFW_VT_TAG_OBJECTIVE 0x67667403u /* "gft" + GANFW_PLUGIN_OBJECTIVE (ABI 1.4) */
+#define GANFW_VT_TAG_TRAINER   0x67667404u /* "gft" + GANFW_PLUGIN_TRAINER (ABI 1.6) */
 
 /* The allocator's statistics (host->memory_stats), in bytes. The caller sets struct_size;
  * the core fills only the members that fit in it and leaves the rest untouched. */

@@ -9,8 +9,15 @@
 extern "C" {
 #endif
 
-/* Model families, stored as int32_t: which trainer loop drives the model. */
-enum { GANFW_MODEL_GAN = 0, GANFW_MODEL_CLASSIFIER = 1, GANFW_MODEL_FAMILY_COUNT };
+/* Model families, stored as int32_t: which trainer drives the model. A GAN's default trainer
+ * is the built-in `gan`, a classifier's `classifier`; a model of family GANFW_MODEL_NETS
+ * (ABI 1.6) builds nets by role for the trainer plugin the config names (`trainer.plugin`). */
+enum {
+  GANFW_MODEL_GAN = 0,
+  GANFW_MODEL_CLASSIFIER = 1,
+  GANFW_MODEL_NETS = 2,
+  GANFW_MODEL_FAMILY_COUNT
+};
 
 /* What the data set looks like; filled by the core before create. A plugin reads a member
  * only when data->struct_size covers it (members are only appended). */

@@ -19,6 +19,7 @@
 #include "train/run.h"
 #include "train/session.h"
 #include "train/trainer.h"
+#include "train/train_program.h"
 #include "io/timeline.h"
 #include "io/trace_file.h"
 #include "tools/arena.h"
@@ -444,6 +445,7 @@ static int cmd_train(cli_args *args) {
   if (st == GANFW_OK) session->predicted = cal;
   if (st == GANFW_OK)
     st = session->family == GANFW_MODEL_CLASSIFIER ? ganfw_train_classifier(session)
+         : session->family == GANFW_MODEL_NETS     ? ganfw_train_program(session)
                                                    : ganfw_train_gan(session);
   static char oom_msg[8192], out_dir[4096];
   if (st == GANFW_ERR_OOM) snprintf(oom_msg, sizeof oom_msg, "%s", ganfw_error_message());

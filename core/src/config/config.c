@@ -1024,6 +1024,11 @@ ganfw_status ganfw_cfg_float_list(const ganfw_cfg *node, const char *key, int64_
 
 /* --- extras for the core ------------------------------------------------------------------ */
 
+const char *ganfw_cfg_key_at(const ganfw_cfg *map, int64_t i) {
+  if (!map || map->kind != GANFW_CFG_KIND_MAP || i < 0 || i >= map->n) return NULL;
+  return map->items[i]->key;
+}
+
 ganfw_cfg_kind ganfw_cfg_kind_of(const ganfw_cfg *node) {
   return node ? node->kind : GANFW_CFG_KIND_COUNT;
 }

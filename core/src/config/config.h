@@ -127,6 +127,9 @@ typedef enum {
 
 /* The kind of a node (NULL: GANFW_CFG_KIND_COUNT). Marks nothing. */
 ganfw_cfg_kind ganfw_cfg_kind_of(const ganfw_cfg *node);
+/* The key of entry i of a map in document order (recorded defaults included), or NULL past
+ * the end or for a node that is not a map. Marks nothing. */
+const char *ganfw_cfg_key_at(const ganfw_cfg *map, int64_t i);
 /* 1 when `key` is present in the document or set with --set (not a recorded default),
  * else 0. Marks nothing. */
 int32_t ganfw_cfg_has(const ganfw_cfg *node, const char *key);

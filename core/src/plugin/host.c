@@ -17,6 +17,7 @@
 #include "plugin/plugin_host.h"
 #include "runtime/alloc.h"
 #include "runtime/tensor.h"
+#include "train/program.h"
 #include "nn/layer.h" /* defines: ganfw_plugin_layer_note_create, _note_destroy, _add_tensor */
 
 static ganfw_status host_error(ganfw_ctx *ctx, ganfw_status code, const char *fmt, ...) {
@@ -541,11 +542,11 @@ static ganfw_status host_memory_stats(ganfw_ctx *ctx, ganfw_memory_stats *out) {
   return GANFW_OK;
 }
 
-/* The host's extensions by id: this core offers none yet (ABI 1.2), so every id is NULL;
- * plugins must handle NULL for any id anyway. */
+/* The host's extensions by id: the step calls of trainer plugins (ABI 1.6); NULL for any
+ * other id, which plugins must handle. */
 static const void *host_get_extension(const ganfw_host *host, const char *id) {
   (void)host;
-  (void)id;
+  if (id && strcmp(id, GANFW_EXT_STEP) == 0) return ganfw_step_api_table();
   return NULL;
 }
 

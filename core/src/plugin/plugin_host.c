@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "ganfw/memory.h"
 #include "ganfw/objective.h"
+#include "ganfw/trainer.h"
 #include "ganfw/model.h"
 #include "ganfw/optim.h"
 
@@ -44,7 +45,7 @@ struct ganfw_plugin {
 
 /* --- kinds and their vtables --------------------------------------------------------- */
 
-static const char *const kind_names[] = {"model", "optimizer", "memory", "objective"};
+static const char *const kind_names[] = {"model", "optimizer", "memory", "objective", "trainer"};
 _Static_assert(sizeof(kind_names) / sizeof(kind_names[0]) == GANFW_PLUGIN_KIND_COUNT,
                "kind_names must name every GANFW_PLUGIN_* kind");
 
@@ -79,6 +80,9 @@ static const struct {
     {END_OF(ganfw_objective_vt, loss), sizeof(ganfw_objective_vt),
      offsetof(ganfw_objective_vt, kind), offsetof(ganfw_objective_vt, get_extension),
      GANFW_VT_TAG_OBJECTIVE, "loss", "ganfw_objective_vt", "GANFW_VT_TAG_OBJECTIVE"},
+    {END_OF(ganfw_trainer_vt, step), sizeof(ganfw_trainer_vt), offsetof(ganfw_trainer_vt, kind),
+     offsetof(ganfw_trainer_vt, get_extension), GANFW_VT_TAG_TRAINER, "step", "ganfw_trainer_vt",
+     "GANFW_VT_TAG_TRAINER"},
 };
 _Static_assert(sizeof(vt_rules) / sizeof(vt_rules[0]) == GANFW_PLUGIN_KIND_COUNT,
                "vt_rules must cover every GANFW_PLUGIN_* kind");
@@ -105,6 +109,15 @@ static const char *missing_member(int32_t kind, const void *vtable) {
     const ganfw_optim_vt *vt = vtable;
     if (!vt->create) return "create";
     if (!vt->destroy) return "destroy";
+    if (!vt->step) return "step";
+    return NULL;
+  }
+  case GANFW_PLUGIN_TRAINER: {
+    const ganfw_trainer_vt *vt = vtable;
+    if (!vt->create) return "create";
+    if (!vt->destroy) return "destroy";
+    if (!vt->role) return "role";
+    if (!vt->scalar) return "scalar";
     if (!vt->step) return "step";
     return NULL;
   }
@@ -297,15 +310,30 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
                 "ABI %d.0 ganfw_plugin_desc; set it to sizeof(ganfw_plugin_desc) and %s",
                 path, (unsigned)d->struct_size, min_desc, GANFW_ABI_MAJOR, rebuild);
   if (d->kind < 0 || d->kind >= GANFW_PLUGIN_KIND_COUNT)
-    return fail(what,
-                "plugin %s declares kind %d, which this ganfw does not know (0 model, "
-                "1 optimizer, 2 memory, 3 objective); set kind to a GANFW_PLUGIN_* value and %s",
-                path, (int)d->kind, rebuild);
+    return fail(
+        what,
+        "plugin %s declares kind %d, which this ganfw does not know (0 model, "
+        "1 optimizer, 2 memory, 3 objective, 4 trainer); set kind to a GANFW_PLUGIN_* value and %s",
+        path, (int)d->kind, rebuild);
   if (d->kind == GANFW_PLUGIN_OBJECTIVE && d->abi_minor < 4)
     return fail(what,
                 "plugin %s declares kind 3 (objective) but was built for ABI %u.%u; objective "
                 "plugins exist from ABI 1.4: %s",
                 path, (unsigned)d->abi_major, (unsigned)d->abi_minor, rebuild);
+  /* A trainer drives the step through the step calls of its own minor: a newer one may
+   * call what this core does not have, so it is refused rather than run half-way. */
+  if (d->kind == GANFW_PLUGIN_TRAINER && d->abi_minor < 6)
+    return fail(what,
+                "plugin %s declares kind 4 (trainer) but was built for ABI %u.%u; trainer "
+                "plugins exist from ABI 1.6: %s",
+                path, (unsigned)d->abi_major, (unsigned)d->abi_minor, rebuild);
+  if (d->kind == GANFW_PLUGIN_TRAINER && d->abi_minor > GANFW_ABI_MINOR)
+    return fail(what,
+                "trainer plugin %s was built for ABI %u.%u, newer than this ganfw's %d.%d: a "
+                "trainer runs the step through calls this ganfw may not have; install a ganfw "
+                "of ABI %u.%u or later, or rebuild the plugin against this ganfw's headers",
+                path, (unsigned)d->abi_major, (unsigned)d->abi_minor, GANFW_ABI_MAJOR,
+                GANFW_ABI_MINOR, (unsigned)d->abi_major, (unsigned)d->abi_minor);
   const char *kind = kind_names[d->kind];
   const char *shown = d->name && d->name[0] ? d->name : (want_name ? want_name : "?");
   if (expected_kind >= 0 && d->kind != expected_kind) {
@@ -398,7 +426,7 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
       free(copy);
       return fail(what,
                   "model plugin '%s' at %s declares family %d, which this ganfw does not know; "
-                  "set it to GANFW_MODEL_GAN or GANFW_MODEL_CLASSIFIER and %s",
+                  "set it to GANFW_MODEL_GAN, GANFW_MODEL_CLASSIFIER or GANFW_MODEL_NETS and %s",
                   d->name, path, (int)family, rebuild);
     }
   }

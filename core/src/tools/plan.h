@@ -50,7 +50,7 @@ typedef struct ganfw_find_batch_try {
   int64_t batch;
   int32_t fits;
   int64_t peak_allocated, peak_reserved; /* of the plan (up to the OOM when it does not fit) */
-  char oom_where[32];
+  char oom_where[64];
 } ganfw_find_batch_try;
 
 typedef struct ganfw_find_batch_result {

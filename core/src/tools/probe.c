@@ -19,9 +19,12 @@
 #include "train/session.h"
 #include "runtime/tensor.h"
 #include "train/trainer.h"
+#include "train/program.h"
 
 const char *ganfw_probe_phase_name(const ganfw_probe_result *r, int32_t phase) {
   if (phase < 0) return "set-up";
+  if (r->family == GANFW_MODEL_NETS && phase < r->n_phases && r->phase_names[phase][0])
+    return r->phase_names[phase];
   if (r->family != GANFW_MODEL_GAN) return "step";
   return phase == GANFW_PHASE_D ? "D step" : "G step";
 }
@@ -250,6 +253,8 @@ typedef struct probe {
   ganfw_session *s;
   ganfw_gan *gan;
   ganfw_classifier *cls;
+  ganfw_program *prog; /* a trainer plugin's */
+  float *host_lf;      /* its labels as f32 */
   ganfw_loader *loader;
   float *host_batch;
   int32_t *host_labels;
@@ -350,7 +355,19 @@ static ganfw_status set_up(probe *p) {
   if (opt->real_data && (st = ganfw_loader_create(s->data, &lc, &p->loader)) != GANFW_OK) return st;
   const int64_t B = s->train.batch_size;
   int64_t xs[4] = {zn, s->data_info.channels, s->data_info.height, s->data_info.width};
-  if (s->family == GANFW_MODEL_GAN) {
+  if (s->family == GANFW_MODEL_NETS) {
+    out->n_phases = 1;
+    if ((st = ganfw_program_create(s, &p->prog)) != GANFW_OK) return st;
+    int64_t ls[2] = {B, 1};
+    p->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
+    if (!p->x) return ganfw_error_code();
+    if (s->data_info.num_classes > 0 &&
+        !(p->labels =
+              ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 2, ls, GANFW_MEM_DATA, "labels")))
+      return ganfw_error_code();
+    if (!(p->host_lf = calloc((size_t)B, sizeof *p->host_lf)))
+      return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  } else if (s->family == GANFW_MODEL_GAN) {
     if ((st = ganfw_gan_create(s, &p->gan)) != GANFW_OK) return st;
     int64_t zs[4] = {B, s->nz, 1, 1};
     p->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
@@ -397,6 +414,11 @@ static ganfw_status next_batch(probe *p) {
   } else if ((st = host->rng_uniform(s->ctx, p->x, -1.0f, 1.0f)) != GANFW_OK) {
     return st;
   }
+  if (p->prog) {
+    for (int64_t i = 0; p->labels && i < s->train.batch_size; i++)
+      p->host_lf[i] = (float)p->host_labels[i];
+    return p->labels ? ganfw_tensor_from_host(p->labels, p->host_lf, p->labels->nbytes) : GANFW_OK;
+  }
   if (p->labels) return ganfw_tensor_from_host(p->labels, p->host_labels, p->labels->nbytes);
   if ((st = host->rng_normal(s->ctx, p->z, 0.0f, 1.0f)) != GANFW_OK) return st;
   return ganfw_dp_take_rows(s, p->z, p->z_local);
@@ -406,6 +428,12 @@ static ganfw_status next_batch(probe *p) {
 static ganfw_status whole_step(probe *p) {
   ganfw_probe_result *out = p->out;
   ganfw_status st;
+  if (p->prog) {
+    ganfw_program_stats ps;
+    st = ganfw_program_step(p->prog, p->x, p->labels, 0, &ps);
+    if (st == GANFW_OK) out->skipped_g += ps.skipped;
+    return st;
+  }
   if (p->cls) {
     ganfw_classifier_stats cs;
     st = ganfw_classifier_step(p->cls, p->x, p->labels, &cs);
@@ -439,6 +467,21 @@ static void take_phase(probe *p, int32_t phase) {
   out->peak_reserved = max64(out->peak_reserved, st.reserved.peak);
 }
 
+/* A trainer plugin starts phase `phase`: the running phase's peaks are taken, and the
+ * allocator's reset for the new one. */
+static void phase_began(void *user, int32_t phase, const char *name) {
+  probe *p = user;
+  ganfw_probe_result *out = p->out;
+  if (phase >= GANFW_PHASE_COUNT) return;
+  if (phase != p->snap.phase) {
+    take_phase(p, p->snap.phase);
+    ganfw_alloc_reset_peak(p->s->ctx->alloc);
+  }
+  p->snap.phase = phase;
+  snprintf(out->phase_names[phase], sizeof out->phase_names[phase], "%s", name);
+  if (phase + 1 > out->n_phases) out->n_phases = phase + 1;
+}
+
 static int dbl_cmp(const void *x, const void *y) {
   double a = *(const double *)x, b = *(const double *)y;
   return a < b ? -1 : a > b;
@@ -451,6 +494,18 @@ static ganfw_status measured_step(probe *p) {
   ganfw_probe_result *out = p->out;
   ganfw_alloc *a = s->ctx->alloc;
   ganfw_alloc_reset_peak(a);
+  if (p->prog) { /* the trainer's phases, each measured from its start (phase_began) */
+    ganfw_program_stats ps;
+    p->snap.phase = 0;
+    ganfw_program_set_phase_hook(p->prog, phase_began, p);
+    ganfw_status st = ganfw_program_step(p->prog, p->x, p->labels, 0, &ps);
+    ganfw_program_set_phase_hook(p->prog, NULL, NULL);
+    take_phase(p, p->snap.phase);
+    if (is_oom(st)) record_oom(p, ganfw_program_phase_name(p->prog, p->snap.phase));
+    if (st != GANFW_OK) return st;
+    out->skipped_g += ps.skipped;
+    return GANFW_OK;
+  }
   if (p->cls) {
     ganfw_classifier_stats cs;
     p->snap.phase = GANFW_PHASE_STEP;
@@ -644,6 +699,8 @@ ganfw_status ganfw_probe_run(const char *config_path, const char *const *sets, i
   ganfw_tensor_destroy(p.labels);
   ganfw_gan_destroy(p.gan);
   ganfw_classifier_destroy(p.cls);
+  ganfw_program_destroy(p.prog);
+  free(p.host_lf);
   ganfw_loader_destroy(p.loader);
   ganfw_session_close(p.s);
   ganfw_run_close(p.run);

@@ -16,7 +16,9 @@
 
 /* The phases of a step, measured apart: a GAN step's two halves (ganfw_gan_d_step,
  * ganfw_gan_g_step); a classifier step is one phase (GANFW_PHASE_STEP). */
-enum { GANFW_PHASE_D = 0, GANFW_PHASE_G = 1, GANFW_PHASE_COUNT };
+enum { GANFW_PHASE_D = 0, GANFW_PHASE_G = 1 };
+/* room for a trainer plugin's phases, named by it (ganfw_step_api.phase) */
+#define GANFW_PHASE_COUNT 8
 #define GANFW_PHASE_STEP 0
 
 /* Which memory_limit the allocator runs under. */
@@ -66,7 +68,9 @@ typedef struct ganfw_probe_result {
   int32_t micro_batches, compute_dtype; /* after the memory strategies */
   int32_t meta;
   int32_t family;               /* GANFW_MODEL_GAN or GANFW_MODEL_CLASSIFIER */
-  int32_t n_phases;             /* 2 for a GAN (D, G), 1 for a classifier */
+  int32_t n_phases;             /* 2 for a GAN (D, G), 1 for a classifier, a trainer
+                                   plugin's as many as it named */
+  char phase_names[GANFW_PHASE_COUNT][64]; /* a trainer plugin's phase names */
   int64_t memory_limit;         /* the limit the allocator ran under; 0: none */
   int64_t config_memory_limit;  /* the config's device.memory_limit; 0: none */
   int64_t capacity, free_bytes; /* the device's, when the probe started */
@@ -102,7 +106,7 @@ typedef struct ganfw_probe_result {
 
   /* an out-of-memory stop: the run is unwound and the result kept (not an error) */
   int32_t oom;
-  char oom_where[32];    /* "set-up", "warm-up", "D step", "G step" */
+  char oom_where[64];    /* "set-up", "warm-up", "D step", "G step", a trainer's phase */
   char oom_report[4096]; /* the message with the allocator's report; "" without OOM */
 
   /* with options.trace: the events of the set-up, the warm-up steps (1..warmup) and the

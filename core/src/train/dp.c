@@ -67,6 +67,12 @@ ganfw_status ganfw_dp_open(ganfw_session *s) {
   ganfw_dist_settings set;
   ganfw_status st = ganfw_dist_settings_from_config(root, s->family == GANFW_MODEL_GAN, &set);
   if (st != GANFW_OK || ganfw_dist_world_size() <= 1) return st;
+  if (s->family == GANFW_MODEL_NETS)
+    return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
+                           "%s: trainer '%s' runs in one process: data-parallel training "
+                           "(mpirun) drives the built-in gan and classifier trainers only so "
+                           "far; run it without mpirun",
+                           s->run->config_path, s->trainer_name);
   const int32_t plan = s->run->ctx_opt.meta;
   if (s->ctx->device_type != GANFW_DEVICE_CPU)
     return ganfw_error_set(GANFW_ERR_UNSUPPORTED,

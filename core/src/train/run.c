@@ -137,6 +137,20 @@ static ganfw_status open_run(ganfw_run *run, const char *const *sets, int nsets)
   if ((st = load_named(run, ganfw_cfg_child(root, "objective"), "objective.plugin",
                        GANFW_PLUGIN_OBJECTIVE, &run->objective)) != GANFW_OK)
     return st;
+  /* trainer.plugin: the built-in trainers by name, anything else a trainer plugin */
+  const ganfw_cfg *trainer = ganfw_cfg_child(root, "trainer");
+  const char *tname = NULL;
+  if ((st = ganfw_cfg_string(trainer, "plugin", NULL, &tname)) != GANFW_OK) return st;
+  if (trainer && !tname)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: trainer: name the trainer, e.g. `trainer: {plugin: autoencoder}` "
+                           "(built in: gan, classifier; `ganfw plugins` lists the installed ones)",
+                           ganfw_cfg_where(trainer));
+  if (tname && (strcmp(tname, "gan") == 0 || strcmp(tname, "classifier") == 0))
+    run->trainer_builtin = tname;
+  else if (tname && (st = load_named(run, trainer, "trainer.plugin", GANFW_PLUGIN_TRAINER,
+                                     &run->trainer)) != GANFW_OK)
+    return st;
   int64_t n = ganfw_cfg_list_len(root, "memory");
   if (n < 0) return ganfw_error_code();
   if (n > GANFW_MAX_MEMORY_PLUGINS)
@@ -180,6 +194,7 @@ ganfw_status ganfw_run_open(const char *config_path, const char *const *sets, in
 void ganfw_run_close(ganfw_run *run) {
   if (!run) return;
   for (int32_t i = 0; i < run->n_memory; i++) ganfw_plugin_unload(run->memory[i]);
+  ganfw_plugin_unload(run->trainer);
   ganfw_plugin_unload(run->objective);
   ganfw_plugin_unload(run->optim);
   ganfw_plugin_unload(run->model);

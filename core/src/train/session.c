@@ -169,6 +169,59 @@ static ganfw_status plugin_error(ganfw_status st, const ganfw_cfg *node, const c
   return where ? ganfw_error_wrap(st, "%s: %s", where, what) : ganfw_error_wrap(st, "%s", what);
 }
 
+/* trainer: {plugin: NAME, ...}: a trainer plugin's create, with the section's declared
+ * keys. */
+static ganfw_status create_trainer(ganfw_session *s, const ganfw_cfg *root) {
+  const ganfw_cfg *section = ganfw_cfg_section(root, "trainer");
+  ganfw_status st = ganfw_plugin_apply_config_keys(s->run->trainer, section);
+  if (st != GANFW_OK) return st;
+  s->trainer_vt = ganfw_plugin_vtable(s->run->trainer);
+  s->trainer_name = ganfw_plugin_name(s->run->trainer);
+  const ganfw_host *host = ganfw_host_table();
+  const ganfw_step_api *api = host->get_extension(host, GANFW_EXT_STEP);
+  if ((st = s->trainer_vt->create(host, s->ctx, section, api, &s->trainer)) != GANFW_OK) {
+    s->trainer = NULL;
+    char what[160];
+    snprintf(what, sizeof what, "trainer '%s'", s->trainer_name);
+    return plugin_error(st, section, "trainer", what);
+  }
+  return GANFW_OK;
+}
+
+/* The nets a trainer plugin names, from the model, each once. */
+static ganfw_status take_trainer_nets(ganfw_session *s) {
+  const char *model = ganfw_plugin_name(s->run->model);
+  const char *name = NULL;
+  uint32_t flags = 0;
+  for (int32_t i = 0; s->trainer_vt->role(s->trainer, i, &name, &flags); i++) {
+    if (i >= GANFW_MAX_NETS)
+      return ganfw_error_set(GANFW_ERR_PLUGIN, "trainer '%s' names more than %d nets",
+                             s->trainer_name, GANFW_MAX_NETS);
+    if (!name || !*name)
+      return ganfw_error_set(GANFW_ERR_PLUGIN, "trainer '%s': role %d has no name", s->trainer_name,
+                             (int)i);
+    for (int32_t k = 0; k < s->n_nets; k++)
+      if (strcmp(s->nets[k].role, name) == 0)
+        return ganfw_error_set(GANFW_ERR_PLUGIN, "trainer '%s' names the role '%s' twice",
+                               s->trainer_name, name);
+    ganfw_net *net = s->model_vt->net(s->model, name);
+    if (!net)
+      return ganfw_error_set(
+          GANFW_ERR_CONFIG,
+          "%s: trainer '%s' drives a net '%s' that model '%s' does not build; "
+          "use a model that builds it (set model.plugin), or a trainer for "
+          "this model's nets",
+          ganfw_cfg_where(ganfw_cfg_child(
+              ganfw_cfg_section(ganfw_config_root(s->run->config), "trainer"), "plugin")),
+          s->trainer_name, name, model);
+    s->nets[s->n_nets++] = (ganfw_session_net){
+        .role = name, .net = net, .frozen = (flags & GANFW_ROLE_FROZEN) != 0, .optim = -1};
+  }
+  if (s->n_nets == 0)
+    return ganfw_error_set(GANFW_ERR_PLUGIN, "trainer '%s' names no nets", s->trainer_name);
+  return GANFW_OK;
+}
+
 static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
   if (!s->run->model)
     return ganfw_error_set(GANFW_ERR_CONFIG,
@@ -177,31 +230,61 @@ static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
                            s->run->config_path);
   s->model_vt = ganfw_plugin_vtable(s->run->model);
   s->family = s->model_vt->family;
-  ganfw_status st = ganfw_plugin_apply_config_keys(s->run->model, ganfw_cfg_section(root, "model"));
-  if (st != GANFW_OK) return st;
+  const char *model = ganfw_plugin_name(s->run->model);
+  const char *builtin = s->run->trainer_builtin;
+  const char *where =
+      ganfw_cfg_where(ganfw_cfg_child(ganfw_cfg_section(root, "trainer"), "plugin"));
+  if (builtin &&
+      s->family != (strcmp(builtin, "gan") == 0 ? GANFW_MODEL_GAN : GANFW_MODEL_CLASSIFIER))
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: trainer.plugin '%s' drives a %s, and model '%s' is %s; remove "
+                           "the key or name a trainer for this model",
+                           where, builtin, strcmp(builtin, "gan") == 0 ? "GAN" : "classifier",
+                           model,
+                           s->family == GANFW_MODEL_GAN          ? "a GAN"
+                           : s->family == GANFW_MODEL_CLASSIFIER ? "a classifier"
+                                                                 : "nets for a trainer plugin");
+  if (s->family == GANFW_MODEL_NETS && !s->run->trainer)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: model '%s' builds nets for a trainer plugin: name it with "
+                           "`trainer: {plugin: NAME}` (autoencoder; `ganfw plugins` lists the "
+                           "installed ones)",
+                           s->run->config_path, model);
+  ganfw_status st;
+  if (s->run->trainer) {
+    s->family = GANFW_MODEL_NETS; /* whatever the model's own family: the plugin drives it */
+    if ((st = create_trainer(s, root)) != GANFW_OK) return st;
+  }
+  if ((st = ganfw_plugin_apply_config_keys(s->run->model, ganfw_cfg_section(root, "model"))))
+    return st;
   const ganfw_cfg *section = ganfw_cfg_section(root, "model");
   st = s->model_vt->create(ganfw_host_table(), s->ctx, section, &s->data_info, &s->model);
   if (st != GANFW_OK) {
+    s->model = NULL;
     char what[160];
-    snprintf(what, sizeof what, "model '%s'", ganfw_plugin_name(s->run->model));
+    snprintf(what, sizeof what, "model '%s'", model);
     return plugin_error(st, section, "model", what);
   }
+  if (s->family == GANFW_MODEL_NETS) return take_trainer_nets(s);
   if (s->family == GANFW_MODEL_GAN) {
     s->generator = s->model_vt->net(s->model, "generator");
     s->discriminator = s->model_vt->net(s->model, "discriminator");
     if (!s->generator || !s->discriminator)
-      return ganfw_error_set(GANFW_ERR_PLUGIN,
-                             "model '%s' is a GAN but has no generator or discriminator net",
-                             ganfw_plugin_name(s->run->model));
+      return ganfw_error_set(
+          GANFW_ERR_PLUGIN, "model '%s' is a GAN but has no generator or discriminator net", model);
     s->nz = s->model_vt->latent_dim ? s->model_vt->latent_dim(s->model) : 0;
     if (s->nz <= 0)
       return ganfw_error_set(GANFW_ERR_PLUGIN, "model '%s' is a GAN but reports no latent_dim",
-                             ganfw_plugin_name(s->run->model));
+                             model);
+    s->nets[0] = (ganfw_session_net){.role = "generator", .net = s->generator, .optim = 0};
+    s->nets[1] = (ganfw_session_net){.role = "discriminator", .net = s->discriminator, .optim = 1};
+    s->n_nets = 2;
   } else {
     s->classifier = s->model_vt->net(s->model, "classifier");
     if (!s->classifier)
-      return ganfw_error_set(GANFW_ERR_PLUGIN, "model '%s' has no classifier net",
-                             ganfw_plugin_name(s->run->model));
+      return ganfw_error_set(GANFW_ERR_PLUGIN, "model '%s' has no classifier net", model);
+    s->nets[0] = (ganfw_session_net){.role = "classifier", .net = s->classifier, .optim = 0};
+    s->n_nets = 1;
   }
   return GANFW_OK;
 }
@@ -211,13 +294,12 @@ static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
 static ganfw_net *freeze_net(ganfw_session *s, const char *item, const char **rest) {
   const char *colon = strchr(item, ':');
   *rest = item;
-  if (!colon) return s->family == GANFW_MODEL_GAN ? NULL : s->classifier;
+  if (!colon) return s->n_nets == 1 ? s->nets[0].net : NULL;
   *rest = colon + 1;
   const size_t n = (size_t)(colon - item);
-  const char *roles[] = {"generator", "discriminator", "classifier"};
-  ganfw_net *nets[] = {s->generator, s->discriminator, s->classifier};
-  for (int r = 0; r < 3; r++)
-    if (nets[r] && strlen(roles[r]) == n && strncmp(item, roles[r], n) == 0) return nets[r];
+  for (int32_t r = 0; r < s->n_nets; r++)
+    if (strlen(s->nets[r].role) == n && strncmp(item, s->nets[r].role, n) == 0)
+      return s->nets[r].net;
   return NULL;
 }
 
@@ -259,13 +341,16 @@ static ganfw_status apply_freeze(ganfw_session *s, const ganfw_cfg *model) {
       return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s is empty", ganfw_cfg_where(item),
                              ganfw_cfg_path(item));
     ganfw_net *net = freeze_net(s, text, &rest);
-    if (!net)
+    if (!net) {
+      char roles[256] = "";
+      for (int32_t r = 0; r < s->n_nets; r++)
+        snprintf(roles + strlen(roles), sizeof roles - strlen(roles),
+                 "%s%s:", r ? (r == s->n_nets - 1 ? " or " : ", ") : "", s->nets[r].role);
       return ganfw_error_set(GANFW_ERR_CONFIG,
-                             "%s: %s '%s': name the net first (%s), e.g. "
-                             "\"generator:main.0\"",
-                             ganfw_cfg_where(item), ganfw_cfg_path(item), text,
-                             s->family == GANFW_MODEL_GAN ? "generator: or discriminator:"
-                                                          : "classifier:");
+                             "%s: %s '%s': name the net first (%s), e.g. \"%s:%s\"",
+                             ganfw_cfg_where(item), ganfw_cfg_path(item), text, roles,
+                             s->nets[0].role, ganfw_net_layer_name(s->nets[0].net, 0));
+    }
     const int32_t layers = ganfw_net_layer_count(net);
     int32_t a, b;
     if (parse_range(rest, &a, &b)) {
@@ -293,12 +378,11 @@ static ganfw_status apply_freeze(ganfw_session *s, const ganfw_cfg *model) {
                              ganfw_net_layer_name(net, 0), ganfw_net_layer_name(net, layers - 1));
   }
   int64_t frozen = 0, total = 0;
-  ganfw_net *nets[] = {s->generator, s->discriminator, s->classifier};
-  for (int r = 0; r < 3; r++) {
-    if (!nets[r]) continue;
-    for (int64_t i = 0; i < ganfw_net_param_count(nets[r]); i++) {
+  for (int32_t r = 0; r < s->n_nets; r++) {
+    ganfw_net *net = s->nets[r].net;
+    for (int64_t i = 0; i < ganfw_net_param_count(net); i++) {
       ganfw_param_info info = {.struct_size = sizeof info};
-      if (ganfw_net_param_info(nets[r], i, &info) != GANFW_OK) continue;
+      if (ganfw_net_param_info(net, i, &info) != GANFW_OK) continue;
       total += info.value->numel;
       if (!info.trainable) frozen += info.value->numel;
     }
@@ -324,13 +408,11 @@ static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model, in
   if (st != GANFW_OK) return st;
   if (!load || !path || !*path) return GANFW_OK;
   if (s->run->ctx_opt.meta) return GANFW_OK; /* planning: no values to load */
-  ganfw_ckpt_net nets[3];
+  ganfw_ckpt_net nets[GANFW_MAX_NETS];
   int32_t n = 0;
-  ganfw_net *all[] = {s->generator, s->discriminator, s->classifier};
-  for (int r = 0; r < 3; r++)
-    if (all[r])
-      nets[n++] =
-          (ganfw_ckpt_net){.net = all[r], .prefix = NULL, .optim_vt = NULL, .optim_self = NULL};
+  for (int32_t r = 0; r < s->n_nets; r++)
+    nets[n++] = (ganfw_ckpt_net){
+        .net = s->nets[r].net, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL};
   ganfw_ckpt_report rep = {0};
   const int32_t flags =
       GANFW_CKPT_BARE_NAMES | (strict ? 0 : GANFW_CKPT_ALLOW_MISSING | GANFW_CKPT_ALLOW_UNEXPECTED);
@@ -450,18 +532,19 @@ static ganfw_status read_loop_keys(ganfw_session *s, const ganfw_cfg *root) {
   if (ganfw_cfg_kind_of(clip) != GANFW_CFG_KIND_MAP) {
     if ((st = ganfw_cfg_float_in(train, "clip_grad_norm", 0, 0, inf, 0, &t->clip_grad_norm[0])))
       return st;
-    t->clip_grad_norm[1] = t->clip_grad_norm[0];
+    for (int32_t i = 1; i < GANFW_MAX_NETS; i++) t->clip_grad_norm[i] = t->clip_grad_norm[0];
     return GANFW_OK;
   }
-  if (s->family == GANFW_MODEL_GAN)
-    return (st = ganfw_cfg_float_in(clip, "generator", 0, 0, inf, 0, &t->clip_grad_norm[0]))
-               ? st
-               : ganfw_cfg_float_in(clip, "discriminator", 0, 0, inf, 0, &t->clip_grad_norm[1]);
-  return ganfw_cfg_float_in(clip, "classifier", 0, 0, inf, 0, &t->clip_grad_norm[0]);
+  /* per net: the GAN's and the classifier's slot is their optimizer's, a trainer plugin's
+   * the net's index */
+  for (int32_t r = 0; r < s->n_nets; r++)
+    if ((st = ganfw_cfg_float_in(clip, s->nets[r].role, 0, 0, inf, 0, &t->clip_grad_norm[r])))
+      return st;
+  return GANFW_OK;
 }
 
-static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const char *role,
-                                 ganfw_net *net, double lr) {
+static ganfw_status create_optim_in(ganfw_session *s, const ganfw_cfg *section, const char *role,
+                                    ganfw_net *net, double lr) {
   if (!s->run->optim)
     return ganfw_error_set(GANFW_ERR_CONFIG, "%s: no optimizer: set optim.plugin (adam or sgd)",
                            s->run->config_path);
@@ -482,7 +565,6 @@ static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const 
     if (!info.trainable) continue;
     o->params[o->n_params++] = (ganfw_param){info.name, info.value, info.grad};
   }
-  const ganfw_cfg *section = ganfw_cfg_section(root, "optim");
   const int32_t shard = s->exec.shard_optimizer && ganfw_dist_parallel(s->dist);
   if (shard && s->n_param_groups > 0)
     return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
@@ -505,8 +587,95 @@ static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const 
   return GANFW_OK;
 }
 
+static ganfw_status create_optim(ganfw_session *s, const ganfw_cfg *root, const char *role,
+                                 ganfw_net *net, double lr) {
+  return create_optim_in(s, ganfw_cfg_section(root, "optim"), role, net, lr);
+}
+
 static ganfw_status read_lr(const ganfw_cfg *optim, const char *key, double def, double *out) {
   return ganfw_cfg_float_in(optim, key, def, 0, 10, GANFW_CFG_OPEN_LO | GANFW_CFG_OPEN_HI, out);
+}
+
+/* The trained net of `role`, its index in s->nets, or -1. */
+static int32_t net_of_role(const ganfw_session *s, const char *role) {
+  for (int32_t r = 0; r < s->n_nets; r++)
+    if (strcmp(s->nets[r].role, role) == 0) return r;
+  return -1;
+}
+
+/* A trainer plugin's optimizers: one per trained net. `optim:` is either one section for
+ * every net (optim.plugin with its keys; optim.lr) or has a section per net
+ * (optim.<role>: {lr: ..., betas: ...}, optim.plugin above them), in which case every
+ * trained net needs one, and `optim.<role>: {frozen: true}` leaves that net untrained. */
+static ganfw_status create_trainer_optims(ganfw_session *s, const ganfw_cfg *root, double lr) {
+  const ganfw_cfg *optim = ganfw_cfg_section(root, "optim");
+  int32_t per_net = 0;
+  char roles[256] = "";
+  for (int32_t r = 0; r < s->n_nets; r++)
+    snprintf(roles + strlen(roles), sizeof roles - strlen(roles), "%s%s", r ? ", " : "",
+             s->nets[r].role);
+  const char *key;
+  for (int64_t i = 0; (key = ganfw_cfg_key_at(optim, i)) != NULL; i++) {
+    const ganfw_cfg *child = ganfw_cfg_child(optim, key);
+    if (ganfw_cfg_kind_of(child) != GANFW_CFG_KIND_MAP || strcmp(key, "schedule") == 0) continue;
+    int32_t r = net_of_role(s, key);
+    if (r < 0)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: optim.%s: trainer '%s' has no net '%s' (its nets: %s)",
+                             ganfw_cfg_where(child), key, s->trainer_name, key, roles);
+    int32_t frozen = 0;
+    ganfw_status st = ganfw_cfg_bool(child, "frozen", 0, &frozen);
+    if (st != GANFW_OK) return st;
+    if (s->nets[r].frozen && !frozen)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: optim.%s: trainer '%s' keeps the %s frozen (no gradients); "
+                             "remove the section",
+                             ganfw_cfg_where(child), key, s->trainer_name, key);
+    if (frozen) s->nets[r].frozen = 1;
+    per_net = 1;
+  }
+  /* optim's own keys are the nets' defaults: read (declared keys marked) once here */
+  if (per_net) {
+    ganfw_status st = ganfw_plugin_apply_config_keys(s->run->optim, optim);
+    if (st != GANFW_OK) return st;
+  }
+  for (int32_t r = 0; r < s->n_nets; r++) {
+    ganfw_session_net *n = &s->nets[r];
+    if (n->frozen) {
+      ganfw_status st = ganfw_net_freeze(n->net, 0, ganfw_net_layer_count(n->net));
+      if (st != GANFW_OK) return st;
+      ganfw_net_set_train(n->net, 0, 0); /* eval mode: running statistics, no dropout */
+      continue;
+    }
+    n->optim = s->n_optim;
+    if (!per_net) {
+      ganfw_status st = create_optim_in(s, optim, n->role, n->net, lr);
+      if (st != GANFW_OK) return st;
+      continue;
+    }
+    const ganfw_cfg *over = ganfw_cfg_child(optim, n->role);
+    if (!over)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: optim has a section per net, and none for the %s: add "
+                             "optim.%s: {lr: ...}, or optim.%s: {frozen: true} to leave it "
+                             "untrained",
+                             ganfw_cfg_where(optim), n->role, n->role, n->role);
+    /* the net's settings: optim's keys with its own on top (as optim.param_groups) */
+    const char *skip[GANFW_MAX_NETS + 4] = {"plugin", "schedule", "param_groups", "frozen"};
+    int64_t n_skip = 4;
+    for (int32_t k = 0; k < s->n_nets; k++) skip[n_skip++] = s->nets[k].role;
+    ganfw_cfg *settings = NULL;
+    double net_lr = lr;
+    ganfw_status st = ganfw_cfg_overlay(optim, skip, n_skip, over, &settings);
+    if (st == GANFW_OK) st = read_lr(settings, "lr", lr, &net_lr);
+    if (st == GANFW_OK) st = create_optim_in(s, settings, n->role, n->net, net_lr);
+    if (settings) ganfw_cfg_overlay_settle(settings, over);
+    ganfw_cfg_overlay_free(settings);
+    if (st != GANFW_OK) return st;
+  }
+  /* the frozen nets' gradients were never used: peaks count from here (plan, compare) */
+  ganfw_alloc_reset_peak(s->ctx->alloc);
+  return GANFW_OK;
 }
 
 /* Creates the memory strategies in config order and lets each adjust the options. */
@@ -551,16 +720,15 @@ static ganfw_status create_memory(ganfw_session *s) {
 
 /* Hands every net to every strategy and sets the compute dtype. */
 static ganfw_status configure_nets(ganfw_session *s) {
-  const char *roles[] = {"generator", "discriminator", "classifier"};
-  ganfw_net *nets[] = {s->generator, s->discriminator, s->classifier};
-  for (int r = 0; r < 3; r++) {
-    if (!nets[r]) continue;
-    ganfw_status st = ganfw_net_set_compute_dtype(nets[r], s->exec.compute_dtype);
+  for (int32_t r = 0; r < s->n_nets; r++) {
+    ganfw_net *net = s->nets[r].net;
+    const char *role = s->nets[r].role;
+    ganfw_status st = ganfw_net_set_compute_dtype(net, s->exec.compute_dtype);
     if (st != GANFW_OK) return st;
     for (int32_t i = 0; i < s->n_memory; i++) {
       const ganfw_session_memory *m = &s->memory[i];
-      if (m->vt->configure_net && (st = m->vt->configure_net(m->self, roles[r], nets[r])))
-        return ganfw_error_wrap(st, "memory strategy '%s' on the %s", m->name, roles[r]);
+      if (m->vt->configure_net && (st = m->vt->configure_net(m->self, role, net)))
+        return ganfw_error_wrap(st, "memory strategy '%s' on the %s", m->name, role);
     }
   }
   return GANFW_OK;
@@ -622,10 +790,24 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   static const char *const gan_roles[] = {"generator", "discriminator"};
   static const char *const classifier_role[] = {"classifier"};
   const int32_t gan = s->family == GANFW_MODEL_GAN;
-  if ((st = ganfw_param_groups_read(optim, gan ? gan_roles : classifier_role, gan ? 2 : 1,
+  const char *net_roles[GANFW_MAX_NETS];
+  for (int32_t r = 0; r < s->n_nets; r++) net_roles[r] = s->nets[r].role;
+  if (s->family == GANFW_MODEL_NETS &&
+      (st = ganfw_param_groups_read(optim, net_roles, s->n_nets, &s->param_groups,
+                                    &s->n_param_groups)) != GANFW_OK)
+    return st;
+  if (s->family != GANFW_MODEL_NETS &&
+      (st = ganfw_param_groups_read(optim, gan ? gan_roles : classifier_role, gan ? 2 : 1,
                                     &s->param_groups, &s->n_param_groups)) != GANFW_OK)
     return st;
-  if (gan) {
+  if (s->family == GANFW_MODEL_NETS) {
+    if (s->train.ema_decay > 0)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: train.ema averages a GAN's generator; trainer '%s' does not "
+                             "have it yet: remove train.ema",
+                             s->run->config_path, s->trainer_name);
+    if ((st = create_trainer_optims(s, root, lr)) != GANFW_OK) return st;
+  } else if (gan) {
     if ((st = read_lr(optim, "lr_generator", lr, &lr_g)) ||
         (st = read_lr(optim, "lr_discriminator", lr, &lr_d)))
       return st;
@@ -668,6 +850,7 @@ void ganfw_session_close(ganfw_session *s) {
   ganfw_ema_destroy(s->ema);
   if (s->objective) s->objective_vt->destroy(s->objective);
   if (s->model) s->model_vt->destroy(s->model);
+  if (s->trainer) s->trainer_vt->destroy(s->trainer);
   for (int32_t i = 0; i < s->n_memory; i++)
     if (s->memory[i].self) s->memory[i].vt->destroy(s->memory[i].self);
   ganfw_dataset_destroy(s->data);

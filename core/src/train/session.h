@@ -11,6 +11,18 @@
 #include "train/run.h"
 #include "train/schedule.h"
 
+/* The most nets a model builds for one run (the roles a trainer names). */
+#define GANFW_MAX_NETS 8
+
+/* One net of the model by role, in the order the trainer names them (generator,
+ * discriminator for a GAN; classifier). */
+typedef struct ganfw_session_net {
+  const char *role; /* owned by the trainer plugin or static */
+  ganfw_net *net;   /* owned by the model */
+  int32_t frozen;   /* trained by no optimizer: eval mode, no gradients */
+  int32_t optim;    /* index into ganfw_session.optim, -1 when frozen */
+} ganfw_session_net;
+
 /* One optimizer and the net it moves. */
 typedef struct ganfw_session_optim {
   const char *role; /* "generator", "discriminator", "classifier" */
@@ -59,8 +71,10 @@ typedef struct ganfw_train_settings {
   int32_t reuse_fake;          /* train.reuse_fake: the G step reuses the D step's G(z) */
   double ema_decay;            /* train.ema.decay; 0: no generator EMA */
   int64_t ema_start;           /* train.ema.start */
-  double clip_grad_norm[2];    /* global-norm clipping per optimizer ([0] G or classifier, [1]
-                                  D) as torch.nn.utils.clip_grad_norm_; 0: off */
+  double clip_grad_norm[GANFW_MAX_NETS]; /* global-norm clipping per optimizer ([0] G or
+                                            classifier, [1] D; a trainer plugin's in the
+                                            order of its optimizers) as
+                                            torch.nn.utils.clip_grad_norm_; 0: off */
 } ganfw_train_settings;
 
 typedef struct ganfw_session {
@@ -70,11 +84,19 @@ typedef struct ganfw_session {
   const ganfw_model_vt *model_vt;
   void *model;
   int32_t family;                                    /* GANFW_MODEL_* */
+  ganfw_session_net nets[GANFW_MAX_NETS]; /* every net by role (the GAN's and the
+                                             classifier's too) */
+  int32_t n_nets;
+  const ganfw_trainer_vt *trainer_vt; /* family GANFW_MODEL_NETS: the trainer plugin */
+  void *trainer;
+  const char *trainer_name;
   ganfw_net *generator, *discriminator, *classifier; /* owned by the model */
   int64_t nz;
   int64_t n_classes;            /* model.conditional: the data set's classes K (G and D get one-hot
                                    classes beside the noise and the image); 0: unconditional */
-  ganfw_session_optim optim[2]; /* [0] generator or classifier, [1] discriminator */
+  ganfw_session_optim optim[GANFW_MAX_NETS]; /* [0] generator or classifier, [1]
+                                                discriminator; a trainer plugin's in its
+                                                roles' order */
   int32_t n_optim;
   ganfw_session_memory memory[GANFW_MAX_MEMORY_PLUGINS]; /* in config order */
   int32_t n_memory;

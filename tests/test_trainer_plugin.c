@@ -1,0 +1,221 @@
+/* Trainer plugins end to end on a small synthetic MNIST: the autoencoder trainer (plugins/
+ * trainers/autoencoder) with the convae model learns as an AE and as a VAE, writes its
+ * scalars, test evaluation, sample grid and a checkpoint of every net and optimizer;
+ * resume is bitwise the uninterrupted run; the plan on the meta backend equals the
+ * measured step (also with micro-batches); bad configs name the key. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/error.h"
+#include "config/config.h"
+#include "testutil.h"
+#include "tools/probe.h"
+#include "train/session.h"
+#include "train/train_program.h"
+
+static char root[64];
+
+static const char *path_in(const char *rel) {
+  static char buf[8][1024];
+  static int k;
+  k = (k + 1) % 8;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", root, rel);
+  return buf[k];
+}
+
+static int exists(const char *rel) {
+  struct stat sb;
+  return stat(path_in(rel), &sb) == 0;
+}
+
+/* A config: the convae model and the autoencoder trainer, `extra` lines appended. */
+static void write_config(const char *name, int vae, const char *extra) {
+  FILE *f = fopen(path_in(name), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f,
+          "seed: 3\n"
+          "device: {type: cpu, threads: 2}\n"
+          "data: {dataset: mnist, path: %s/mnist%s}\n"
+          "model: {plugin: convae, latent: 4, channels: 4, vae: %s, output: %s}\n"
+          "trainer: {plugin: autoencoder, vae: %s}\n"
+          "train: {batch_size: 20, epochs: 2, log_every: 1, checkpoint_every: 6, "
+          "sample_every: 6}\n"
+          "%s",
+          root, vae ? ", normalize: {mean: [0.0], std: [1.0]}" : "", vae ? "true" : "false",
+          vae ? "none" : "tanh", vae ? "true" : "false", extra);
+  fclose(f);
+}
+
+static ganfw_status train(const char *config, const char *const *sets, int nsets) {
+  ganfw_run *run = NULL;
+  ganfw_session *s = NULL;
+  ganfw_status st = ganfw_run_open(config, sets, nsets, &run);
+  if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
+  if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
+  if (st == GANFW_OK) st = ganfw_train_program(s);
+  ganfw_session_close(s);
+  ganfw_run_close(run);
+  return st;
+}
+
+/* Column `col` of every data row of a CSV file into v[0..*n). */
+static void read_column(const char *path, int col, double *v, int cap, int *n) {
+  *n = 0;
+  FILE *f = fopen(path, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  char line[4096];
+  CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, f));
+  while (*n < cap && fgets(line, sizeof line, f)) {
+    char *p = line;
+    for (int c = 0; c < col && p; c++) {
+      p = strchr(p, ',');
+      if (p) p++;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    v[(*n)++] = strtod(p, NULL);
+  }
+  fclose(f);
+}
+
+static int suite_init(void) {
+  snprintf(root, sizeof root, "/tmp/ganfw_trainer_XXXXXX");
+  if (!mkdtemp(root)) return -1;
+  if (mkdir(path_in("mnist"), 0755) != 0) return -1;
+  return gt_write_mnist(path_in("mnist"), 240, 100, 5);
+}
+
+static int suite_clean(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static void check_learns(int vae, const char *dir) {
+  char cfg[64], extra[512];
+  snprintf(cfg, sizeof cfg, "%s.yaml", dir);
+  snprintf(extra, sizeof extra, "optim: {plugin: adam, lr: 0.003}\nrun: {out_dir: %s}\n",
+           path_in(dir));
+  write_config(cfg, vae, extra);
+  ganfw_status st = train(path_in(cfg), NULL, 0);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  char metrics[1100], eval[1100];
+  snprintf(metrics, sizeof metrics, "%s/metrics.csv", path_in(dir));
+  snprintf(eval, sizeof eval, "%s/eval.csv", path_in(dir));
+  double loss[64], test[8];
+  int n = 0, ne = 0;
+  read_column(metrics, 2, loss, 64, &n);
+  CU_ASSERT_EQUAL(n, 24); /* 12 full batches an epoch, every step logged */
+  CU_ASSERT(n > 2 && loss[n - 1] < 0.8 * loss[0]);
+  read_column(eval, 3, test, 8, &ne); /* the first scalar after step,epoch,images: loss */
+  CU_ASSERT_EQUAL(ne, 2);             /* once per epoch */
+  CU_ASSERT(ne == 2 && test[1] < test[0] * 1.05 && test[1] > 0);
+  char rel[256];
+  snprintf(rel, sizeof rel, "%s/samples/step_000024.png", dir);
+  CU_ASSERT(exists(rel));
+  snprintf(rel, sizeof rel, "%s/checkpoints/step_00000024.safetensors", dir);
+  CU_ASSERT(exists(rel));
+}
+
+static void test_ae_learns(void) {
+  check_learns(0, "ae");
+}
+
+static void test_vae_learns(void) {
+  check_learns(1, "vae");
+}
+
+/* 12 steps straight against 6 + 6 from the checkpoint of step 6: the same weights and
+ * optimizer states, bit for bit (the VAE draws eps from the run's RNG every step). */
+static void test_resume_is_bitwise(void) {
+  CU_ASSERT_EQUAL_FATAL(mkdir(path_in("vae_b"), 0755), 0);
+  CU_ASSERT_EQUAL_FATAL(mkdir(path_in("vae_b/checkpoints"), 0755), 0);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path_in("vae/checkpoints/step_00000006.safetensors"),
+           path_in("vae_b/checkpoints/"));
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  char out[512];
+  snprintf(out, sizeof out, "run.out_dir=%s", path_in("vae_b"));
+  const char *sets[] = {out, "train.resume=latest", "train.max_steps=12"};
+  ganfw_status st = train(path_in("vae.yaml"), sets, 3);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  static const char *const keys[] = {"step", "rng_offset"};
+  gt_assert_same_checkpoint(path_in("vae/checkpoints/step_00000012.safetensors"),
+                            path_in("vae_b/checkpoints/step_00000012.safetensors"), keys, 2);
+}
+
+/* The plan (meta backend) and the measured step agree exactly, per phase, with and
+ * without micro-batches. */
+static void test_plan_is_exact(void) {
+  const char *variants[] = {"", "memory: [{plugin: accumulate, micro_batches: 2}]\n"};
+  for (int v = 0; v < 2; v++) {
+    char extra[512];
+    snprintf(extra, sizeof extra, "optim: {plugin: adam}\n%srun: {out_dir: %s}\n", variants[v],
+             path_in("plan"));
+    write_config("plan.yaml", 1, extra);
+    ganfw_probe_options opt = {.meta = 1, .warmup = 1, .steps = 1, .real_data = 0};
+    ganfw_probe_result plan, real;
+    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path_in("plan.yaml"), NULL, 0, &opt, &plan), GANFW_OK);
+    opt.meta = 0;
+    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path_in("plan.yaml"), NULL, 0, &opt, &real), GANFW_OK);
+    CU_ASSERT_EQUAL(plan.peak_allocated, real.peak_allocated);
+    CU_ASSERT_EQUAL(plan.n_phases, 2);
+    CU_ASSERT_EQUAL(real.n_phases, 2);
+    CU_ASSERT_STRING_EQUAL(ganfw_probe_phase_name(&plan, 0), "reconstruction pass");
+    for (int k = 0; k < plan.n_phases; k++)
+      CU_ASSERT_EQUAL(plan.phase[k].allocated, real.phase[k].allocated);
+    CU_ASSERT(plan.peak_allocated > 0);
+    ganfw_probe_result_free(&plan);
+    ganfw_probe_result_free(&real);
+  }
+}
+
+/* A config that must fail with `want` in the message. */
+static void expect_error(const char *text, const char *want) {
+  FILE *f = fopen(path_in("bad.yaml"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f,
+          "seed: 1\ndevice: {type: cpu, threads: 1}\ndata: {dataset: mnist, path: %s/mnist}\n"
+          "train: {batch_size: 20, epochs: 1}\n%s",
+          root, text);
+  fclose(f);
+  ganfw_status st = train(path_in("bad.yaml"), NULL, 0);
+  CU_ASSERT_NOT_EQUAL(st, GANFW_OK);
+  if (!strstr(ganfw_error_message(), want))
+    printf("\n  expected '%s' in: %s\n", want, ganfw_error_message());
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), want));
+  ganfw_error_clear();
+}
+
+static void test_bad_configs(void) {
+  /* a role the model does not build */
+  expect_error("model: {plugin: cnn, blocks: [{channels: 4}]}\ntrainer: {plugin: autoencoder}\n"
+               "optim: {plugin: adam}\n",
+               "drives a net 'encoder' that model 'cnn' does not build");
+  /* a model for a trainer plugin without one */
+  expect_error("model: {plugin: convae}\noptim: {plugin: adam}\n", "trainer: {plugin: NAME}");
+  /* a built-in trainer for the wrong family */
+  expect_error("model: {plugin: convae}\ntrainer: {plugin: gan}\noptim: {plugin: adam}\n",
+               "trainer.plugin 'gan' drives a GAN");
+  /* an optimizer section for a net that does not exist */
+  expect_error("model: {plugin: convae}\ntrainer: {plugin: autoencoder}\n"
+               "optim: {plugin: adam, encoder: {lr: 0.001}, decodr: {lr: 0.001}}\n",
+               "optim.decodr: trainer 'autoencoder' has no net 'decodr'");
+  /* per-net sections that leave a net without an optimizer */
+  expect_error("model: {plugin: convae}\ntrainer: {plugin: autoencoder}\n"
+               "optim: {plugin: adam, encoder: {lr: 0.001}}\n",
+               "none for the decoder");
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {{"an AE learns; scalars, eval, samples, checkpoint", test_ae_learns},
+                         {"a VAE learns", test_vae_learns},
+                         {"resume is bitwise", test_resume_is_bitwise},
+                         {"the plan equals the measured step", test_plan_is_exact},
+                         {"bad configs name the key", test_bad_configs},
+                         CU_TEST_INFO_NULL};
+  return gt_run_fixture("trainer_plugin", tests, suite_init, suite_clean);
+}
