@@ -19,7 +19,7 @@
 enum { GANFW_PHASE_D = 0, GANFW_PHASE_G = 1 };
 /* room for a trainer plugin's phases, named by it (ganfw_step_api.phase) */
 #define GANFW_PHASE_COUNT 8
-#define GANFW_PHASE_STEP 0
+#define GANFW_PHASE_STEP  0
 
 /* Which memory_limit the allocator runs under. */
 enum { GANFW_PROBE_LIMIT_CONFIG = 0, GANFW_PROBE_LIMIT_NONE = 1, GANFW_PROBE_LIMIT_SET = 2 };
@@ -67,15 +67,15 @@ typedef struct ganfw_probe_result {
   int64_t batch_size;
   int32_t micro_batches, compute_dtype; /* after the memory strategies */
   int32_t meta;
-  int32_t family;               /* GANFW_MODEL_GAN or GANFW_MODEL_CLASSIFIER */
-  int32_t n_phases;             /* 2 for a GAN (D, G), 1 for a classifier, a trainer
-                                   plugin's as many as it named */
+  int32_t family;                          /* GANFW_MODEL_GAN or GANFW_MODEL_CLASSIFIER */
+  int32_t n_phases;                        /* 2 for a GAN (D, G), 1 for a classifier, a trainer
+                                              plugin's as many as it named */
   char phase_names[GANFW_PHASE_COUNT][64]; /* a trainer plugin's phase names */
-  int64_t memory_limit;         /* the limit the allocator ran under; 0: none */
-  int64_t config_memory_limit;  /* the config's device.memory_limit; 0: none */
-  int64_t capacity, free_bytes; /* the device's, when the probe started */
-  ganfw_data_info data;         /* the data shape used (reusable as options.info) */
-  int64_t ema_bytes;            /* train.ema: the generator's averages (in param); 0: off */
+  int64_t memory_limit;                    /* the limit the allocator ran under; 0: none */
+  int64_t config_memory_limit;             /* the config's device.memory_limit; 0: none */
+  int64_t capacity, free_bytes;            /* the device's, when the probe started */
+  ganfw_data_info data;                    /* the data shape used (reusable as options.info) */
+  int64_t ema_bytes; /* train.ema: the generator's averages (in param); 0: off */
   double ema_decay;
 
   /* set-up: the session and the step's buffers, before the first step */

@@ -834,10 +834,3 @@ ganfw_status ganfw_program_evaluate(ganfw_program *p, const ganfw_dataset *ds, i
   free(hl);
   return st == GANFW_OK ? st : ganfw_error_wrap(st, "evaluating on %s", ganfw_dataset_name(ds));
 }
-
-ganfw_status ganfw_program_open_test_split(ganfw_session *s, ganfw_dataset **out) {
-  ganfw_transform tf = s->transform;
-  tf.hflip = 0; /* no random augmentation when measuring */
-  ganfw_status st = ganfw_dataset_open(s->data_kind, s->data_path, 0, &tf, out);
-  return st == GANFW_OK ? st : ganfw_error_wrap(st, "the test split of data.path");
-}

@@ -63,9 +63,6 @@ ganfw_status ganfw_program_evaluate(ganfw_program *p, const ganfw_dataset *ds, i
                                     ganfw_program_stats *out, int64_t *images,
                                     int64_t *peak_activation);
 
-/* The session's test split, as the classifier's (data.dataset with train = 0, no flip). */
-ganfw_status ganfw_program_open_test_split(ganfw_session *s, ganfw_dataset **out);
-
 /* The step calls (host->get_extension(GANFW_EXT_STEP)). */
 const ganfw_step_api *ganfw_step_api_table(void);
 

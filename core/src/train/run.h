@@ -17,11 +17,11 @@ typedef struct ganfw_run {
   int64_t n_plugin_dirs;
   ganfw_ctx_options ctx_opt;
   const char *out_dir;
-  ganfw_plugin *model;     /* NULL when the config names none */
-  ganfw_plugin *optim;     /* NULL when the config names none */
-  ganfw_plugin *objective; /* objective.plugin; NULL: the built-in BCE with logits */
-  ganfw_plugin *trainer;   /* trainer.plugin when it names a plugin; NULL: the model family's
-                              built-in trainer (gan or classifier) */
+  ganfw_plugin *model;         /* NULL when the config names none */
+  ganfw_plugin *optim;         /* NULL when the config names none */
+  ganfw_plugin *objective;     /* objective.plugin; NULL: the built-in BCE with logits */
+  ganfw_plugin *trainer;       /* trainer.plugin when it names a plugin; NULL: the model family's
+                                  built-in trainer (gan or classifier) */
   const char *trainer_builtin; /* trainer.plugin when it names a built-in ("gan",
                                   "classifier"); NULL otherwise */
   ganfw_plugin *memory[GANFW_MAX_MEMORY_PLUGINS];

@@ -83,7 +83,7 @@ typedef struct ganfw_session {
   ganfw_ctx *ctx;
   const ganfw_model_vt *model_vt;
   void *model;
-  int32_t family;                                    /* GANFW_MODEL_* */
+  int32_t family;                         /* GANFW_MODEL_* */
   ganfw_session_net nets[GANFW_MAX_NETS]; /* every net by role (the GAN's and the
                                              classifier's too) */
   int32_t n_nets;
@@ -92,8 +92,8 @@ typedef struct ganfw_session {
   const char *trainer_name;
   ganfw_net *generator, *discriminator, *classifier; /* owned by the model */
   int64_t nz;
-  int64_t n_classes;            /* model.conditional: the data set's classes K (G and D get one-hot
-                                   classes beside the noise and the image); 0: unconditional */
+  int64_t n_classes; /* model.conditional: the data set's classes K (G and D get one-hot
+                        classes beside the noise and the image); 0: unconditional */
   ganfw_session_optim optim[GANFW_MAX_NETS]; /* [0] generator or classifier, [1]
                                                 discriminator; a trainer plugin's in its
                                                 roles' order */

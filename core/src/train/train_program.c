@@ -21,6 +21,7 @@
 #include "train/program.h"
 #include "train/run_state.h"
 #include "train/train_program.h"
+#include "train/trainer.h" /* ganfw_classifier_open_test_split: any session's test split */
 
 typedef struct prog_run {
   ganfw_session *s;
@@ -145,7 +146,7 @@ static ganfw_status open_run(prog_run *r) {
   if ((st = ganfw_write_resolved_config(s->run->config, out)) != GANFW_OK) return st;
   if ((st = ganfw_loader_create(s->data, &s->loader_cfg, &r->loader)) != GANFW_OK) return st;
   if ((st = ganfw_program_create(s, &r->prog)) != GANFW_OK) return st;
-  if (ganfw_program_evaluates(r->prog) && (st = ganfw_program_open_test_split(s, &r->test)))
+  if (ganfw_program_evaluates(r->prog) && (st = ganfw_classifier_open_test_split(s, &r->test)))
     return st;
   const int64_t B = s->train.batch_size;
   int64_t full = ganfw_dataset_size(s->data) / B; /* a short last batch is skipped */
