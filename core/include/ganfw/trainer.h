@@ -37,15 +37,30 @@ typedef struct ganfw_step ganfw_step; /* opaque: the step, sample or evaluation 
 enum {
   GANFW_INPUT_IMAGES = 0, /* f32 [N,C,H,W] after the data's transforms */
   GANFW_INPUT_LABELS = 1, /* f32 [N,1]: class ids as whole numbers; NULL when unlabelled */
+  GANFW_INPUT_PAIR = 2,   /* f32 [N,C,H,W]: data.pair's input made from each image of
+                             GANFW_INPUT_IMAGES (grayscale, masked, downscaled), which is
+                             its target; NULL without data.pair */
+  GANFW_INPUT_OTHER = 3,  /* f32 [N,C,H,W]: images of data.other, a second data set drawn
+                             apart from the first (unpaired, its own shuffle), of the same
+                             shape; NULL without data.other */
   GANFW_INPUT_COUNT
 };
 
 /* The core's losses (ganfw_step_api.loss), stored as int32_t. pred and target are f32 of
  * one shape; the loss is reduced as `reduction` says. */
 enum {
-  GANFW_LOSS_MSE = 0,        /* (pred - target)^2, as nn.MSELoss */
-  GANFW_LOSS_L1 = 1,         /* |pred - target|, as nn.L1Loss (gradient sign(pred - target)) */
-  GANFW_LOSS_BCE_LOGITS = 2, /* nn.BCEWithLogitsLoss: pred logits, target in [0, 1] */
+  GANFW_LOSS_MSE = 0,           /* (pred - target)^2, as nn.MSELoss */
+  GANFW_LOSS_L1 = 1,            /* |pred - target|, as nn.L1Loss (gradient sign(pred - target)) */
+  GANFW_LOSS_BCE_LOGITS = 2,    /* nn.BCEWithLogitsLoss: pred logits, target in [0, 1] */
+  GANFW_LOSS_CROSS_ENTROPY = 3, /* nn.CrossEntropyLoss: pred logits [N,K], target class ids
+                                   f32 [N,1] (GANFW_INPUT_LABELS); the mean over the rows
+                                   (either reduction) */
+  GANFW_LOSS_KL_SOFT = 4,       /* KL(softmax(target) || softmax(pred)) per row, summed over
+                                   the K classes and averaged over the rows (F.kl_div(
+                                   log_softmax(pred), softmax(target), 'batchmean')); pred
+                                   and target logits [N,K], no gradient into target.
+                                   Distillation at temperature T passes pred/T and target/T
+                                   and weight T^2 / T (the 1/T of d(pred/T)/dpred) */
   GANFW_LOSS_KIND_COUNT
 };
 enum {

@@ -17,7 +17,6 @@
 #include "plugin/plugin_host.h"
 #include "runtime/alloc.h"
 #include "runtime/tensor.h"
-#include "train/program.h"
 #include "nn/layer.h" /* defines: ganfw_plugin_layer_note_create, _note_destroy, _add_tensor */
 
 static ganfw_status host_error(ganfw_ctx *ctx, ganfw_status code, const char *fmt, ...) {
@@ -542,11 +541,38 @@ static ganfw_status host_memory_stats(ganfw_ctx *ctx, ganfw_memory_stats *out) {
   return GANFW_OK;
 }
 
-/* The host's extensions by id: the step calls of trainer plugins (ABI 1.6); NULL for any
- * other id, which plugins must handle. */
+/* The host's extensions by id, handed in by the layers above that implement them (the step
+ * calls of trainer plugins come from train/). Set once per id with the same table each time,
+ * before any plugin that asks for it is created. */
+enum { HOST_EXTENSION_MAX = 8 };
+static struct {
+  const char *id;
+  const void *table;
+} host_extensions[HOST_EXTENSION_MAX];
+
+ganfw_status ganfw_host_provide_extension(const char *id, const void *table) {
+  if (!id || !table)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "host extension: NULL id or table");
+  for (int i = 0; i < HOST_EXTENSION_MAX; i++) {
+    if (host_extensions[i].id && strcmp(host_extensions[i].id, id) == 0) {
+      host_extensions[i].table = table;
+      return GANFW_OK;
+    }
+    if (!host_extensions[i].id) {
+      host_extensions[i].table = table;
+      host_extensions[i].id = id;
+      return GANFW_OK;
+    }
+  }
+  return ganfw_error_set(GANFW_ERR_INVALID_ARG, "host extension '%s': no room for more than %d", id,
+                         HOST_EXTENSION_MAX);
+}
+
+/* NULL for an id nobody provided, which plugins must handle. */
 static const void *host_get_extension(const ganfw_host *host, const char *id) {
   (void)host;
-  if (id && strcmp(id, GANFW_EXT_STEP) == 0) return ganfw_step_api_table();
+  for (int i = 0; id && i < HOST_EXTENSION_MAX && host_extensions[i].id; i++)
+    if (strcmp(host_extensions[i].id, id) == 0) return host_extensions[i].table;
   return NULL;
 }
 

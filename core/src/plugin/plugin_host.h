@@ -78,4 +78,9 @@ ganfw_status ganfw_plugin_list(const char *const *dirs, int64_t ndirs, FILE *out
 /* The host table handed to plugins (host.c); static, valid for the process lifetime. */
 const ganfw_host *ganfw_host_table(void);
 
+/* Makes `table` the host extension `id` (host->get_extension), for the layers above that
+ * implement one: train/ provides "ganfw.step/1" before it creates a trainer. Both must live
+ * as long as the process; providing an id again replaces its table. */
+ganfw_status ganfw_host_provide_extension(const char *id, const void *table);
+
 #endif

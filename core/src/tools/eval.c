@@ -133,7 +133,7 @@ ganfw_status ganfw_eval(const ganfw_eval_args *a, FILE *out) {
     st = ganfw_error_set(GANFW_ERR_CONFIG,
                          "%s: model '%s' is not a classifier; `ganfw eval` measures classifiers "
                          "(use `ganfw sample` for a GAN)",
-                         config, ganfw_plugin_name(run->model));
+                         config, ganfw_run_model_name(run));
   if (st == GANFW_OK) {
     ganfw_ckpt_net net = {
         .net = s->classifier, .prefix = "classifier", .optim_vt = NULL, .optim_self = NULL};

@@ -61,6 +61,10 @@ struct ganfw_program {
   ganfw_program_stats *stats;
   ganfw_net_stats *bn[GANFW_MAX_NETS]; /* running statistics before the step (skip) */
   ganfw_grad_list grads[GANFW_MAX_NETS];
+  /* data.other: its loader (one batch per step, at the place the step index says) */
+  ganfw_loader *other_loader;
+  float *other_host;
+  int64_t other_rows;
 };
 
 /* --- the step calls ------------------------------------------------------------------ */
@@ -268,7 +272,62 @@ static ganfw_status sum_all(ganfw_ctx *ctx, const ganfw_host *h, const ganfw_ten
   return st;
 }
 
-static const char *const loss_names[GANFW_LOSS_KIND_COUNT] = {"mse", "l1", "bce_logits"};
+static const char *const loss_names[GANFW_LOSS_KIND_COUNT] = {"mse", "l1", "bce_logits",
+                                                              "cross_entropy", "kl_soft"};
+
+/* log_softmax of row[0..k) into out (in double). */
+static void log_softmax(const float *row, int64_t k, double *out) {
+  double mx = row[0], sum = 0;
+  for (int64_t j = 1; j < k; j++) mx = row[j] > mx ? row[j] : mx;
+  for (int64_t j = 0; j < k; j++) sum += exp((double)row[j] - mx);
+  const double lse = mx + log(sum);
+  for (int64_t j = 0; j < k; j++) out[j] = (double)row[j] - lse;
+}
+
+/* The losses over classes (GANFW_LOSS_CROSS_ENTROPY, _KL_SOFT) of pred [N,K] logits, summed
+ * over the rows into *sum, on the host (the logits are small), and their gradient times `g`
+ * into grad (NULL: not wanted): softmax(pred) - target's distribution (a one-hot label, or
+ * softmax(target)). Nothing is computed on the meta backend. */
+static ganfw_status class_terms(int32_t kind, int32_t meta, ganfw_tensor *pred,
+                                ganfw_tensor *target, float g, double *sum, ganfw_tensor *grad) {
+  *sum = 0;
+  if (meta) return GANFW_OK;
+  const int64_t n = pred->shape[0], k = pred->numel / n;
+  float *hp = malloc((size_t)pred->nbytes), *ht = malloc((size_t)target->nbytes),
+        *hg = grad ? malloc((size_t)pred->nbytes) : NULL;
+  double *lq = malloc((size_t)(2 * k) * sizeof *lq), *lp = lq ? lq + k : NULL;
+  ganfw_status st = hp && ht && lq && (hg || !grad)
+                        ? GANFW_OK
+                        : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  if (st == GANFW_OK) st = ganfw_tensor_to_host(pred, hp, pred->nbytes);
+  if (st == GANFW_OK) st = ganfw_tensor_to_host(target, ht, target->nbytes);
+  for (int64_t i = 0; st == GANFW_OK && i < n; i++) {
+    log_softmax(hp + i * k, k, lq);
+    if (kind == GANFW_LOSS_CROSS_ENTROPY) {
+      const float label = ht[i];
+      const int64_t y = (int64_t)label;
+      if (!(label >= 0) || (float)y != label || y >= k) {
+        st = ganfw_error_set(GANFW_ERR_PLUGIN,
+                             "cross_entropy: row %lld's label %g is not a class id in [0, %lld)",
+                             (long long)i, (double)label, (long long)k);
+        break;
+      }
+      *sum -= lq[y];
+      for (int64_t j = 0; hg && j < k; j++)
+        hg[i * k + j] = (float)(g * (exp(lq[j]) - (j == y ? 1.0 : 0.0)));
+    } else {
+      log_softmax(ht + i * k, k, lp);
+      for (int64_t j = 0; j < k; j++) *sum += exp(lp[j]) * (lp[j] - lq[j]);
+      for (int64_t j = 0; hg && j < k; j++) hg[i * k + j] = (float)(g * (exp(lq[j]) - exp(lp[j])));
+    }
+  }
+  if (st == GANFW_OK && grad) st = ganfw_tensor_from_host(grad, hg, grad->nbytes);
+  free(hp);
+  free(ht);
+  free(hg);
+  free(lq);
+  return st;
+}
 
 /* The elementwise loss of `kind` summed into *sum, and its gradient d(loss_el)/d(pred)
  * times `g` into grad (NULL: not wanted). */
@@ -339,23 +398,32 @@ static ganfw_status api_loss(ganfw_step *st, int32_t kind, int32_t reduction, ga
   if (kind < 0 || kind >= GANFW_LOSS_KIND_COUNT || reduction < 0 || reduction >= GANFW_REDUCE_COUNT)
     return ganfw_error_set(GANFW_ERR_PLUGIN, "trainer '%s': loss kind %d, reduction %d unknown", tn,
                            (int)kind, (int)reduction);
+  const int32_t by_class = kind == GANFW_LOSS_CROSS_ENTROPY || kind == GANFW_LOSS_KL_SOFT;
+  const int64_t want = !pred || !pred->ndim               ? 0
+                       : kind == GANFW_LOSS_CROSS_ENTROPY ? pred->shape[0]
+                                                          : pred->numel;
   if (!pred || !target || pred->dtype != GANFW_DTYPE_F32 || target->dtype != GANFW_DTYPE_F32 ||
-      pred->numel != target->numel || pred->shape[0] != target->shape[0] || pred->numel < 1)
-    return ganfw_error_set(GANFW_ERR_PLUGIN,
-                           "trainer '%s': loss '%s' (%s) needs f32 pred and target of one shape, "
-                           "got %lld and %lld elements",
-                           tn, name ? name : "?", loss_names[kind],
-                           pred ? (long long)pred->numel : 0LL,
-                           target ? (long long)target->numel : 0LL);
+      pred->ndim < 1 || target->numel != want || pred->shape[0] != target->shape[0] ||
+      pred->numel < 1 || (by_class && pred->numel / pred->shape[0] < 2))
+    return ganfw_error_set(
+        GANFW_ERR_PLUGIN,
+        "trainer '%s': loss '%s' (%s) needs f32 pred and target %s, got %lld "
+        "and %lld elements",
+        tn, name ? name : "?", loss_names[kind],
+        kind == GANFW_LOSS_CROSS_ENTROPY ? "[N,K] logits (K >= 2) and [N,1] class ids"
+        : kind == GANFW_LOSS_KL_SOFT     ? "[N,K] logits of one shape (K >= 2)"
+                                         : "of one shape",
+        pred ? (long long)pred->numel : 0LL, target ? (long long)target->numel : 0LL);
   const double count =
-      reduction == GANFW_REDUCE_MEAN ? (double)pred->numel : (double)pred->shape[0];
+      reduction == GANFW_REDUCE_MEAN && !by_class ? (double)pred->numel : (double)pred->shape[0];
   ganfw_tensor *grad = NULL;
   if (dpred && !(grad = scratch(ctx, pred, name ? name : "dloss"))) return ganfw_error_code();
   if (grad) grad->category = GANFW_MEM_ACTIVATION;
   double sum = 0;
   const float g = (float)(weight * st->grad_scale / count);
-  ganfw_status s_ =
-      loss_terms(ctx, p->host, kind, p->s->run->ctx_opt.meta, pred, target, g, &sum, grad);
+  const int32_t meta = p->s->run->ctx_opt.meta;
+  ganfw_status s_ = by_class ? class_terms(kind, meta, pred, target, g, &sum, grad)
+                             : loss_terms(ctx, p->host, kind, meta, pred, target, g, &sum, grad);
   if (s_ == GANFW_OK && grad)
     s_ = keep(st, grad, NULL, NULL, GANFW_DTYPE_F32);
   else if (grad)
@@ -562,6 +630,8 @@ ganfw_status ganfw_program_create(ganfw_session *s, ganfw_program **out) {
 
 void ganfw_program_destroy(ganfw_program *p) {
   if (!p) return;
+  ganfw_loader_destroy(p->other_loader);
+  free(p->other_host);
   for (int32_t r = 0; r < GANFW_MAX_NETS; r++) {
     ganfw_grad_list_free(&p->grads[r]);
     ganfw_net_stats_destroy(p->bn[r]);
@@ -628,6 +698,97 @@ static void take_scalars(const ganfw_program *p, const ganfw_step *st, double we
     }
 }
 
+/* The seed of data.pair's holes and data.other's order, apart from the main data's. */
+static uint64_t side_seed(const ganfw_session *s, uint64_t salt) {
+  return s->ctx->seed ^ salt;
+}
+
+/* data.pair's inputs of the images x (their host copy when the caller has one, else NULL):
+ * *out a new f32 tensor of x's shape, NULL without data.pair. Holes are placed by (epoch,
+ * index0 + row), see ganfw_pair_make. Only the shape on the meta backend. */
+static ganfw_status make_pair(ganfw_program *p, ganfw_tensor *x, const float *host_x, int64_t epoch,
+                              int64_t index0, ganfw_tensor **out) {
+  ganfw_session *s = p->s;
+  *out = NULL;
+  if (s->pair.kind == GANFW_PAIR_NONE) return GANFW_OK;
+  ganfw_tensor *t =
+      ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, x->ndim, x->shape, GANFW_MEM_DATA, "pair");
+  if (!t) return ganfw_error_code();
+  if (s->run->ctx_opt.meta) {
+    *out = t;
+    return GANFW_OK;
+  }
+  float *in = host_x ? NULL : malloc((size_t)x->nbytes), *made = malloc((size_t)x->nbytes);
+  ganfw_status st =
+      (in || host_x) && made ? GANFW_OK : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  if (st == GANFW_OK && !host_x) st = ganfw_tensor_to_host(x, in, x->nbytes);
+  if (st == GANFW_OK) {
+    ganfw_pair_make(&s->pair, &s->transform, host_x ? host_x : in, x->shape[0],
+                    (int32_t)x->shape[1], (int32_t)x->shape[2], (int32_t)x->shape[3],
+                    side_seed(s, 0x7061697275ull), epoch, index0, made);
+    st = ganfw_tensor_from_host(t, made, t->nbytes);
+  }
+  free(in);
+  free(made);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(t);
+    return st;
+  }
+  *out = t;
+  return GANFW_OK;
+}
+
+/* data.other's batch of step `step_index`: n images of the second set, shuffled per its own
+ * epoch, at the place the step index says (so a resumed run draws what the first would
+ * have). *out is a new tensor, NULL without data.other; only the shape on the meta
+ * backend. */
+static ganfw_status other_batch(ganfw_program *p, int64_t n, int64_t step_index,
+                                ganfw_tensor **out) {
+  ganfw_session *s = p->s;
+  *out = NULL;
+  if (!s->other && !s->other_kind) return GANFW_OK;
+  const ganfw_data_info *di = &s->data_info;
+  const int64_t shape[4] = {n, di->channels, di->height, di->width};
+  ganfw_tensor *t = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, shape, GANFW_MEM_DATA, "other");
+  if (!t) return ganfw_error_code();
+  if (s->run->ctx_opt.meta || !s->other) {
+    *out = t;
+    return GANFW_OK;
+  }
+  ganfw_status st = GANFW_OK;
+  if (!p->other_loader || p->other_rows != n) {
+    ganfw_loader_destroy(p->other_loader);
+    free(p->other_host);
+    p->other_loader = NULL;
+    p->other_rows = n;
+    ganfw_loader_config lc = s->loader_cfg;
+    lc.batch_size = (int32_t)n;
+    lc.seed = side_seed(s, 0x6f74686572ull);
+    lc.shuffle = 1;
+    lc.drop_last = 1;
+    lc.shard_rank = lc.shard_count = lc.shard_groups = 0;
+    p->other_host = malloc((size_t)t->nbytes);
+    st = p->other_host ? ganfw_loader_create(s->other, &lc, &p->other_loader)
+                       : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  }
+  if (st == GANFW_OK) {
+    const int64_t per_epoch = ganfw_loader_batches_per_epoch(p->other_loader);
+    const int64_t epoch = step_index / per_epoch, offset = (step_index % per_epoch) * n;
+    int64_t at_epoch, at_offset;
+    ganfw_loader_position(p->other_loader, &at_epoch, &at_offset);
+    if (at_epoch != epoch || at_offset != offset)
+      st = ganfw_loader_seek(p->other_loader, epoch, offset);
+  }
+  if (st == GANFW_OK) st = ganfw_loader_next(p->other_loader, p->other_host, NULL, NULL);
+  if (st == GANFW_OK) st = ganfw_tensor_from_host(t, p->other_host, t->nbytes);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(t);
+    return ganfw_error_wrap(st, "data.other (%s)", ganfw_dataset_name(s->other));
+  }
+  *out = t;
+  return GANFW_OK;
+}
+
 ganfw_status ganfw_program_step(ganfw_program *p, ganfw_tensor *x, ganfw_tensor *labels,
                                 int64_t step_index, ganfw_program_stats *out) {
   memset(out, 0, sizeof *out);
@@ -656,18 +817,30 @@ ganfw_status ganfw_program_step(ganfw_program *p, ganfw_tensor *x, ganfw_tensor 
                      .step_index = step_index,
                      .micro_count = M,
                      .grad_scale = loss_scale(s) / M};
+  ganfw_tensor *pair = NULL, *other = NULL;
+  if (st == GANFW_OK) st = make_pair(p, x, NULL, step_index, 0, &pair);
+  if (st == GANFW_OK) st = other_batch(p, N, step_index, &other);
   for (int32_t k = 0; k < M && st == GANFW_OK; k++) {
-    ganfw_tensor *xk = micro_rows(x, k, m, M), *yk = micro_rows(labels, k, m, M);
+    ganfw_tensor *xk = micro_rows(x, k, m, M), *yk = micro_rows(labels, k, m, M),
+                 *pk = micro_rows(pair, k, m, M), *ok = micro_rows(other, k, m, M);
     step.micro = k;
     step.input[GANFW_INPUT_IMAGES] = xk;
     step.input[GANFW_INPUT_LABELS] = yk;
+    step.input[GANFW_INPUT_PAIR] = pk;
+    step.input[GANFW_INPUT_OTHER] = ok;
     memset(step.sum, 0, sizeof step.sum);
     memset(step.count, 0, sizeof step.count);
-    st = xk && (yk || !labels) ? call(p, &step, s->trainer_vt->step) : ganfw_error_code();
+    st = xk && (yk || !labels) && (pk || !pair) && (ok || !other)
+             ? call(p, &step, s->trainer_vt->step)
+             : ganfw_error_code();
     take_scalars(p, &step, 1.0, sum, wsum);
     ganfw_tensor_destroy(xk);
     ganfw_tensor_destroy(yk);
+    ganfw_tensor_destroy(pk);
+    ganfw_tensor_destroy(ok);
   }
+  ganfw_tensor_destroy(pair);
+  ganfw_tensor_destroy(other);
   free(step.own);
   for (int32_t i = 0; i < p->n_scalar; i++) {
     out->reported[i] = wsum[i] > 0;
@@ -735,9 +908,17 @@ ganfw_status ganfw_program_sample(ganfw_program *p, ganfw_tensor *x, ganfw_tenso
   ganfw_step step = {.p = p, .mode = GANFW_STEP_SAMPLE, .micro_count = 1, .grad_scale = 1.0};
   step.input[GANFW_INPUT_IMAGES] = x;
   step.input[GANFW_INPUT_LABELS] = labels;
+  /* the grid's pairs are those of the first images; data.other's, its first batch */
+  ganfw_tensor *pair = NULL, *other = NULL;
+  ganfw_status st = make_pair(p, x, NULL, -1, 0, &pair);
+  if (st == GANFW_OK) st = other_batch(p, x->shape[0], 0, &other);
+  step.input[GANFW_INPUT_PAIR] = pair;
+  step.input[GANFW_INPUT_OTHER] = other;
   eval_mode(s, 1);
-  ganfw_status st = call(p, &step, sample_call);
+  if (st == GANFW_OK) st = call(p, &step, sample_call);
   eval_mode(s, 0);
+  ganfw_tensor_destroy(pair);
+  ganfw_tensor_destroy(other);
   free(step.own);
   if (st != GANFW_OK) {
     free(step.sample_host);
@@ -806,8 +987,11 @@ ganfw_status ganfw_program_evaluate(ganfw_program *p, const ganfw_dataset *ds, i
     for (int64_t i = 0; labelled && i < bi.n; i++) hl[i] = (float)hy[i];
     st = xb && lb ? ganfw_tensor_from_host(xb, hx, xb->nbytes) : ganfw_error_code();
     if (st == GANFW_OK && labelled) st = ganfw_tensor_from_host(lb, hl, lb->nbytes);
+    ganfw_tensor *pb = NULL;
+    if (st == GANFW_OK) st = make_pair(p, xb, hx, -1, bi.offset, &pb);
     step.input[GANFW_INPUT_IMAGES] = xb;
     step.input[GANFW_INPUT_LABELS] = labelled ? lb : NULL;
+    step.input[GANFW_INPUT_PAIR] = pb;
     memset(step.sum, 0, sizeof step.sum);
     memset(step.count, 0, sizeof step.count);
     if (st == GANFW_OK) st = call(p, &step, s->trainer_vt->evaluate);
@@ -815,6 +999,7 @@ ganfw_status ganfw_program_evaluate(ganfw_program *p, const ganfw_dataset *ds, i
     *images += bi.n;
     ganfw_tensor_destroy(xb);
     ganfw_tensor_destroy(lb);
+    ganfw_tensor_destroy(pb);
   }
   free(step.own);
   ganfw_alloc_stats as;

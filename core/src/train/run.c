@@ -116,6 +116,46 @@ static ganfw_status load_named(ganfw_run *run, const ganfw_cfg *section, const c
                            run->n_plugin_dirs, out);
 }
 
+/* model.nets: {ROLE: {plugin: NAME, ...}}: each net a trainer plugin drives from a model
+ * plugin of its own (a distillation's teacher and student), in place of model.plugin. */
+static ganfw_status load_role_models(ganfw_run *run, const ganfw_cfg *model) {
+  if (!ganfw_cfg_has(model, "nets")) return GANFW_OK;
+  const ganfw_cfg *nets = ganfw_cfg_child(model, "nets");
+  const char *where = ganfw_cfg_where(nets);
+  if (run->model)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: model.nets gives each net its own model plugin; remove "
+                           "model.plugin, or model.nets",
+                           where);
+  if (ganfw_cfg_kind_of(nets) != GANFW_CFG_KIND_MAP || !ganfw_cfg_key_at(nets, 0))
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: model.nets must be a map of roles to model sections, e.g. "
+                           "{teacher: {plugin: cnn, ...}, student: {plugin: cnn, ...}}",
+                           where);
+  const char *role;
+  for (int64_t i = 0; (role = ganfw_cfg_key_at(nets, i)) != NULL; i++) {
+    if (i >= GANFW_MAX_ROLE_MODELS)
+      return ganfw_error_set(GANFW_ERR_CONFIG, "%s: model.nets: at most %d nets", where,
+                             GANFW_MAX_ROLE_MODELS);
+    const ganfw_cfg *section = ganfw_cfg_child(nets, role);
+    char key[160];
+    snprintf(key, sizeof key, "model.nets.%s.plugin", role);
+    if (ganfw_cfg_kind_of(section) != GANFW_CFG_KIND_MAP || !ganfw_cfg_has(section, "plugin"))
+      return ganfw_error_set(GANFW_ERR_CONFIG, "%s: model.nets.%s needs a `plugin:` (a model)",
+                             ganfw_cfg_where(section), role);
+    ganfw_status st = load_named(run, section, key, GANFW_PLUGIN_MODEL, &run->role_model[i]);
+    if (st != GANFW_OK) return st;
+    run->role_model_role[i] = role;
+    run->role_model_cfg[i] = section;
+    run->n_role_models = (int32_t)(i + 1);
+  }
+  return GANFW_OK;
+}
+
+const char *ganfw_run_model_name(const ganfw_run *run) {
+  return run->model ? ganfw_plugin_name(run->model) : run->n_role_models ? "model.nets" : "none";
+}
+
 static ganfw_status open_run(ganfw_run *run, const char *const *sets, int nsets) {
   ganfw_status st = ganfw_config_load(run->config_path, &run->config);
   /* An unreadable config file is the user's to fix, like a wrong key: exit code 2. */
@@ -131,6 +171,7 @@ static ganfw_status open_run(ganfw_run *run, const char *const *sets, int nsets)
   if ((st = load_named(run, ganfw_cfg_child(root, "model"), "model.plugin", GANFW_PLUGIN_MODEL,
                        &run->model)) != GANFW_OK)
     return st;
+  if ((st = load_role_models(run, ganfw_cfg_child(root, "model"))) != GANFW_OK) return st;
   if ((st = load_named(run, ganfw_cfg_child(root, "optim"), "optim.plugin", GANFW_PLUGIN_OPTIM,
                        &run->optim)) != GANFW_OK)
     return st;
@@ -198,6 +239,7 @@ void ganfw_run_close(ganfw_run *run) {
   ganfw_plugin_unload(run->objective);
   ganfw_plugin_unload(run->optim);
   ganfw_plugin_unload(run->model);
+  for (int32_t i = 0; i < run->n_role_models; i++) ganfw_plugin_unload(run->role_model[i]);
   for (int64_t i = 0; i < run->n_plugin_dirs; i++) free(run->plugin_dirs[i]);
   free(run->plugin_dirs);
   ganfw_config_destroy(run->config);

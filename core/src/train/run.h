@@ -9,6 +9,7 @@
 #include "plugin/plugin_host.h"
 
 #define GANFW_MAX_MEMORY_PLUGINS 8
+#define GANFW_MAX_ROLE_MODELS    8
 
 typedef struct ganfw_run {
   ganfw_config *config;
@@ -24,6 +25,12 @@ typedef struct ganfw_run {
                                   built-in trainer (gan or classifier) */
   const char *trainer_builtin; /* trainer.plugin when it names a built-in ("gan",
                                   "classifier"); NULL otherwise */
+  /* model.nets: {ROLE: {plugin: NAME, ...}, ...}: one model plugin per net a trainer
+   * plugin drives (model is then NULL) */
+  ganfw_plugin *role_model[GANFW_MAX_ROLE_MODELS];
+  const char *role_model_role[GANFW_MAX_ROLE_MODELS];
+  const ganfw_cfg *role_model_cfg[GANFW_MAX_ROLE_MODELS];
+  int32_t n_role_models;
   ganfw_plugin *memory[GANFW_MAX_MEMORY_PLUGINS];
   const ganfw_cfg *memory_cfg[GANFW_MAX_MEMORY_PLUGINS];
   int32_t n_memory;
@@ -34,5 +41,9 @@ typedef struct ganfw_run {
 ganfw_status ganfw_run_open(const char *config_path, const char *const *sets, int nsets,
                             ganfw_run **out);
 void ganfw_run_close(ganfw_run *run); /* accepts NULL */
+
+/* The model's name for messages: model.plugin's, or "model.nets" when each net has its own
+ * plugin, or "none". */
+const char *ganfw_run_model_name(const ganfw_run *run);
 
 #endif

@@ -11,6 +11,7 @@
 #include "runtime/cpus.h"
 #include "io/checkpoint.h"
 #include "config/config.h"
+#include "data/pair.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/suggest.h"
@@ -19,7 +20,31 @@
 #include "train/dp.h"
 #include "train/ema.h"
 #include "train/param_groups.h"
+#include "train/program.h"
 #include "train/zero.h"
+
+/* data.other: {dataset: KIND, path: DIR}, a second training set of the same image shape
+ * (through data's transforms), drawn apart from the first. */
+static ganfw_status open_other(ganfw_session *s, const ganfw_cfg *other) {
+  ganfw_status st = ganfw_dataset_open(s->other_kind, s->other_path, 1, &s->transform, &s->other);
+  if (st != GANFW_OK) return ganfw_error_wrap(st, "%s: data.other", ganfw_cfg_where(other));
+  int32_t c, h, w;
+  ganfw_dataset_shape(s->other, &c, &h, &w);
+  const ganfw_data_info *di = &s->data_info;
+  if (c != di->channels || h != di->height || w != di->width)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: data.other gives %dx%dx%d images (%s) but data gives %dx%dx%d: "
+                           "both sets must have one shape (set data.channels, resize or crop)",
+                           ganfw_cfg_where(other), (int)c, (int)h, (int)w,
+                           ganfw_dataset_name(s->other), (int)di->channels, (int)di->height,
+                           (int)di->width);
+  if (ganfw_dataset_size(s->other) < s->train.batch_size)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: data.other (%s) has %lld images, fewer than train.batch_size %lld",
+                           ganfw_cfg_where(other), ganfw_dataset_name(s->other),
+                           (long long)ganfw_dataset_size(s->other), (long long)s->train.batch_size);
+  return GANFW_OK;
+}
 
 static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t with_data,
                               const ganfw_data_info *info) {
@@ -36,19 +61,28 @@ static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t w
   s->data_path = path;
   s->transform = tf;
   s->data_info.struct_size = sizeof s->data_info;
+  if ((st = ganfw_pair_from_config(data, &s->pair)) != GANFW_OK) return st;
+  const ganfw_cfg *other = ganfw_cfg_has(data, "other") ? ganfw_cfg_child(data, "other") : NULL;
+  if (other && (st = ganfw_data_source_from_config(other, &s->other_kind, &s->other_path)))
+    return st;
   if (!with_data) {
     s->data_info = *info;
-    return GANFW_OK;
+  } else {
+    if ((st = ganfw_dataset_open(kind, path, 1, &tf, &s->data)) != GANFW_OK)
+      return ganfw_error_wrap(st, "%s: data", ganfw_cfg_where(data ? data : root));
+    int32_t c, h, w;
+    ganfw_dataset_shape(s->data, &c, &h, &w);
+    s->data_info.channels = c;
+    s->data_info.height = h;
+    s->data_info.width = w;
+    s->data_info.num_classes = ganfw_dataset_num_classes(s->data);
   }
-  if ((st = ganfw_dataset_open(kind, path, 1, &tf, &s->data)) != GANFW_OK)
-    return ganfw_error_wrap(st, "%s: data", ganfw_cfg_where(data ? data : root));
-  int32_t c, h, w;
-  ganfw_dataset_shape(s->data, &c, &h, &w);
-  s->data_info.channels = c;
-  s->data_info.height = h;
-  s->data_info.width = w;
-  s->data_info.num_classes = ganfw_dataset_num_classes(s->data);
-  return GANFW_OK;
+  const ganfw_data_info *di = &s->data_info;
+  if (s->pair.kind != GANFW_PAIR_NONE &&
+      (st = ganfw_pair_check(&s->pair, ganfw_cfg_where(ganfw_cfg_child(data, "pair")), di->channels,
+                             di->height, di->width)))
+    return st;
+  return other && with_data ? open_other(s, other) : GANFW_OK;
 }
 
 static const char *const nonfinite_names[GANFW_NONFINITE_COUNT] = {"stop", "skip"};
@@ -178,6 +212,8 @@ static ganfw_status create_trainer(ganfw_session *s, const ganfw_cfg *root) {
   s->trainer_vt = ganfw_plugin_vtable(s->run->trainer);
   s->trainer_name = ganfw_plugin_name(s->run->trainer);
   const ganfw_host *host = ganfw_host_table();
+  if ((st = ganfw_host_provide_extension(GANFW_EXT_STEP, ganfw_step_api_table())) != GANFW_OK)
+    return st;
   const ganfw_step_api *api = host->get_extension(host, GANFW_EXT_STEP);
   if ((st = s->trainer_vt->create(host, s->ctx, section, api, &s->trainer)) != GANFW_OK) {
     s->trainer = NULL;
@@ -188,11 +224,130 @@ static ganfw_status create_trainer(ganfw_session *s, const ganfw_cfg *root) {
   return GANFW_OK;
 }
 
+/* The net of `role`: the model's, or with model.nets the one its plugin for that role
+ * builds (asked by the role's name, then as its family's net: a classifier's
+ * "classifier", a GAN's "generator"). *net NULL when there is none; an error only for a
+ * model.nets plugin that builds nothing under either name. */
+static ganfw_status role_net(ganfw_session *s, const char *role, ganfw_net **net) {
+  *net = NULL;
+  if (!s->run->n_role_models) {
+    *net = s->model_vt->net(s->model, role);
+    return GANFW_OK;
+  }
+  for (int32_t i = 0; i < s->run->n_role_models; i++) {
+    if (strcmp(s->run->role_model_role[i], role) != 0) continue;
+    const ganfw_model_vt *vt = s->role_model[i].vt;
+    void *self = s->role_model[i].self;
+    static const char *const family_role[GANFW_MODEL_FAMILY_COUNT] = {"generator", "classifier",
+                                                                      NULL};
+    *net = vt->net(self, role);
+    if (!*net && vt->family >= 0 && vt->family < GANFW_MODEL_FAMILY_COUNT &&
+        family_role[vt->family])
+      *net = vt->net(self, family_role[vt->family]);
+    if (!*net)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: model.nets.%s: model '%s' builds no net '%s' (nor its "
+                             "family's)",
+                             ganfw_cfg_where(s->run->role_model_cfg[i]), role,
+                             ganfw_plugin_name(s->run->role_model[i]), role);
+    return GANFW_OK;
+  }
+  return GANFW_OK;
+}
+
+/* model.nets: every role's model plugin, created from its section, and every role there
+ * one the trainer drives. */
+static ganfw_status create_role_models(ganfw_session *s) {
+  ganfw_status st = GANFW_OK;
+  for (int32_t i = 0; i < s->run->n_role_models && st == GANFW_OK; i++) {
+    ganfw_plugin *pl = s->run->role_model[i];
+    const ganfw_cfg *section = s->run->role_model_cfg[i];
+    const char *path = NULL;
+    /* the core's keys in a role's section (below): read before the plugin sees it */
+    if ((st = ganfw_cfg_string(section, "init_from", NULL, &path)) != GANFW_OK) return st;
+    if ((st = ganfw_plugin_apply_config_keys(pl, section)) != GANFW_OK) return st;
+    s->role_model[i].vt = ganfw_plugin_vtable(pl);
+    st = s->role_model[i].vt->create(ganfw_host_table(), s->ctx, section, &s->data_info,
+                                     &s->role_model[i].self);
+    if (st != GANFW_OK) {
+      s->role_model[i].self = NULL;
+      char what[200];
+      snprintf(what, sizeof what, "model.nets.%s ('%s')", s->run->role_model_role[i],
+               ganfw_plugin_name(pl));
+      return plugin_error(st, section, "model", what);
+    }
+  }
+  return st;
+}
+
+/* Every entry of model.nets is a role the trainer drives. */
+static ganfw_status check_role_models_used(ganfw_session *s) {
+  for (int32_t i = 0; i < s->run->n_role_models; i++) {
+    int32_t used = 0;
+    for (int32_t r = 0; r < s->n_nets; r++)
+      used |= strcmp(s->nets[r].role, s->run->role_model_role[i]) == 0;
+    if (!used)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: model.nets.%s: trainer '%s' drives no net '%s'; remove it (the "
+                             "trainer's nets are listed in docs/TRAINERS.md)",
+                             ganfw_cfg_where(s->run->role_model_cfg[i]), s->run->role_model_role[i],
+                             s->trainer_name, s->run->role_model_role[i]);
+  }
+  return GANFW_OK;
+}
+
+/* model.nets.ROLE.init_from: that net's weights from a checkpoint or state_dict file whose
+ * tensors are named "<net name>.<state_dict name>" (the net's own name, as a run of that
+ * model alone saves it: a classifier's "classifier.") or "<ROLE>.<name>" (a checkpoint of
+ * this trainer). Strict as PyTorch's load_state_dict: a file of another architecture is an
+ * error naming the tensors. Only the key is read without data, and on the meta backend. */
+static ganfw_status role_init_from(ganfw_session *s, int32_t load) {
+  for (int32_t i = 0; i < s->run->n_role_models; i++) {
+    const ganfw_cfg *section = s->run->role_model_cfg[i];
+    const char *role = s->run->role_model_role[i], *path = NULL;
+    ganfw_status st = ganfw_cfg_string(section, "init_from", NULL, &path);
+    if (st != GANFW_OK) return st;
+    if (!path || !*path || !load || s->run->ctx_opt.meta) continue;
+    ganfw_net *net = NULL;
+    for (int32_t r = 0; r < s->n_nets; r++)
+      if (strcmp(s->nets[r].role, role) == 0) net = s->nets[r].net;
+    if (!net) continue;
+    ganfw_ckpt_report rep = {0};
+    ganfw_ckpt_net one = {.net = net, .prefix = NULL};
+    st = ganfw_checkpoint_load_weights(path, &one, 1, GANFW_CKPT_BARE_NAMES, &rep);
+    if (st != GANFW_OK && rep.loaded == 0 && !rep.mismatched) { /* a checkpoint of this trainer? */
+      ganfw_error_saved first;
+      ganfw_error_save(&first, st);
+      one.prefix = role;
+      ganfw_ckpt_report again = {0};
+      if (ganfw_checkpoint_load_weights(path, &one, 1, 0, &again) == GANFW_OK) {
+        st = GANFW_OK;
+        rep = again;
+      } else {
+        st = ganfw_error_set(first.code, "%s", first.msg);
+      }
+    }
+    if (st != GANFW_OK)
+      return ganfw_error_wrap(st,
+                              "%s: model.nets.%s.init_from (strict, as PyTorch's "
+                              "load_state_dict: the file must hold this net's architecture)",
+                              ganfw_cfg_where(ganfw_cfg_child(section, "init_from")), role);
+    ganfw_log(GANFW_LOG_INFO, "model.nets.%s.init_from %s: %lld tensors loaded", role, path,
+              (long long)rep.loaded);
+  }
+  return GANFW_OK;
+}
+
 /* The nets a trainer plugin names, from the model, each once. */
 static ganfw_status take_trainer_nets(ganfw_session *s) {
-  const char *model = ganfw_plugin_name(s->run->model);
+  const char *model = ganfw_run_model_name(s->run);
   const char *name = NULL;
   uint32_t flags = 0;
+  ganfw_status st;
+  char role_list[512] = "";
+  for (int32_t i = 0; i < s->run->n_role_models; i++)
+    snprintf(role_list + strlen(role_list), sizeof role_list - strlen(role_list), "%s'%s'",
+             i ? ", " : "", s->run->role_model_role[i]);
   for (int32_t i = 0; s->trainer_vt->role(s->trainer, i, &name, &flags); i++) {
     if (i >= GANFW_MAX_NETS)
       return ganfw_error_set(GANFW_ERR_PLUGIN, "trainer '%s' names more than %d nets",
@@ -204,7 +359,16 @@ static ganfw_status take_trainer_nets(ganfw_session *s) {
       if (strcmp(s->nets[k].role, name) == 0)
         return ganfw_error_set(GANFW_ERR_PLUGIN, "trainer '%s' names the role '%s' twice",
                                s->trainer_name, name);
-    ganfw_net *net = s->model_vt->net(s->model, name);
+    ganfw_net *net = NULL;
+    if ((st = role_net(s, name, &net)) != GANFW_OK) return st;
+    if (!net && s->run->n_role_models)
+      return ganfw_error_set(
+          GANFW_ERR_CONFIG,
+          "%s: trainer '%s' drives a net '%s' and model.nets has no entry "
+          "'%s' (it has %s); add `%s: {plugin: MODEL, ...}` under model.nets",
+          ganfw_cfg_where(ganfw_cfg_child(
+              ganfw_cfg_section(ganfw_config_root(s->run->config), "model"), "nets")),
+          s->trainer_name, name, name, role_list, name);
     if (!net)
       return ganfw_error_set(
           GANFW_ERR_CONFIG,
@@ -222,7 +386,31 @@ static ganfw_status take_trainer_nets(ganfw_session *s) {
   return GANFW_OK;
 }
 
+/* model.nets: a model plugin per role, for a trainer plugin. */
+static ganfw_status create_nets_model(ganfw_session *s, const ganfw_cfg *root) {
+  if (!s->run->trainer)
+    return ganfw_error_set(
+        GANFW_ERR_CONFIG,
+        "%s: model.nets builds nets for a trainer plugin: name it with "
+        "`trainer: {plugin: NAME}` (distill; `ganfw plugins` lists the "
+        "installed ones)",
+        ganfw_cfg_where(ganfw_cfg_child(ganfw_cfg_section(root, "model"), "nets")));
+  if (ganfw_cfg_has(ganfw_cfg_section(root, "model"), "init_from"))
+    return ganfw_error_set(
+        GANFW_ERR_CONFIG,
+        "%s: model.init_from with model.nets: give each net its own, as "
+        "model.nets.ROLE.init_from",
+        ganfw_cfg_where(ganfw_cfg_child(ganfw_cfg_section(root, "model"), "init_from")));
+  s->family = GANFW_MODEL_NETS;
+  ganfw_status st;
+  if ((st = create_trainer(s, root)) != GANFW_OK) return st;
+  if ((st = create_role_models(s)) != GANFW_OK) return st;
+  if ((st = take_trainer_nets(s)) != GANFW_OK) return st;
+  return check_role_models_used(s);
+}
+
 static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
+  if (s->run->n_role_models) return create_nets_model(s, root);
   if (!s->run->model)
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "%s: no model: set model.plugin (`ganfw plugins` lists the installed "
@@ -783,6 +971,7 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   const ganfw_cfg *model = ganfw_cfg_section(root, "model");
   if ((st = apply_freeze(s, model)) != GANFW_OK) return st;
   if ((st = apply_init_from(s, model, with_data)) != GANFW_OK) return st;
+  if ((st = role_init_from(s, with_data)) != GANFW_OK) return st;
   const ganfw_cfg *optim = ganfw_cfg_section(root, "optim");
   double lr, lr_g, lr_d;
   if ((st = read_lr(optim, "lr", 1e-3, &lr)) != GANFW_OK) return st;
@@ -850,10 +1039,13 @@ void ganfw_session_close(ganfw_session *s) {
   ganfw_ema_destroy(s->ema);
   if (s->objective) s->objective_vt->destroy(s->objective);
   if (s->model) s->model_vt->destroy(s->model);
+  for (int32_t i = 0; i < GANFW_MAX_ROLE_MODELS; i++)
+    if (s->role_model[i].self) s->role_model[i].vt->destroy(s->role_model[i].self);
   if (s->trainer) s->trainer_vt->destroy(s->trainer);
   for (int32_t i = 0; i < s->n_memory; i++)
     if (s->memory[i].self) s->memory[i].vt->destroy(s->memory[i].self);
   ganfw_dataset_destroy(s->data);
+  ganfw_dataset_destroy(s->other);
   ganfw_ctx_destroy(s->ctx);
   free(s);
 }

@@ -5,6 +5,7 @@
 #define GANFW_SESSION_H
 
 #include "data/data.h"
+#include "data/pair.h"
 #include "ganfw/ganfw.h"
 #include "nn/net.h"
 #include "train/outputs.h"
@@ -83,6 +84,10 @@ typedef struct ganfw_session {
   ganfw_ctx *ctx;
   const ganfw_model_vt *model_vt;
   void *model;
+  struct {
+    const ganfw_model_vt *vt;
+    void *self;
+  } role_model[GANFW_MAX_ROLE_MODELS];    /* model.nets: run->role_model[i]'s instance */
   int32_t family;                         /* GANFW_MODEL_* */
   ganfw_session_net nets[GANFW_MAX_NETS]; /* every net by role (the GAN's and the
                                              classifier's too) */
@@ -108,6 +113,9 @@ typedef struct ganfw_session {
   ganfw_loader_config loader_cfg;
   const char *data_kind, *data_path; /* data.dataset and data.path (borrowed from the config) */
   ganfw_transform transform;         /* data's transforms, e.g. to open the test split */
+  ganfw_pair_spec pair;              /* data.pair: the trainer's GANFW_INPUT_PAIR */
+  ganfw_dataset *other;              /* data.other: GANFW_INPUT_OTHER; NULL when absent */
+  const char *other_kind, *other_path;
   ganfw_train_settings train;
   const ganfw_objective_vt *objective_vt; /* objective.plugin; NULL: the built-in BCE */
   void *objective;

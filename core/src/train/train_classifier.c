@@ -320,7 +320,7 @@ ganfw_status ganfw_train_classifier(ganfw_session *s) {
     ganfw_log(GANFW_LOG_INFO,
               "training %s for %lld steps (batch %lld, %lld training and %lld test images, "
               "lr schedule %s) into %s",
-              ganfw_plugin_name(s->run->model), (long long)r.total, (long long)s->train.batch_size,
+              ganfw_run_model_name(s->run), (long long)r.total, (long long)s->train.batch_size,
               (long long)ganfw_dataset_size(s->data), (long long)ganfw_dataset_size(r.test),
               ganfw_schedule_name(s->schedule.kind), s->run->out_dir);
     ganfw_interrupt_begin();

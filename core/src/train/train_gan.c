@@ -292,7 +292,7 @@ ganfw_status ganfw_train_gan(ganfw_session *s) {
               as.category[GANFW_MEM_OPTIM_STATE].current / mib,
               as.category[GANFW_MEM_DATA].current / mib, as.reserved.current / mib);
     ganfw_log(GANFW_LOG_INFO, "training %s for %lld steps (batch %lld) into %s",
-              ganfw_plugin_name(s->run->model), (long long)r.total, (long long)s->train.batch_size,
+              ganfw_run_model_name(s->run), (long long)r.total, (long long)s->train.batch_size,
               s->run->out_dir);
     ganfw_interrupt_begin();
     st = train_loop(&r);

@@ -228,8 +228,8 @@ static ganfw_status log_step(prog_run *r, const ganfw_program_stats *ps, const g
   char text[256] = "";
   for (int32_t i = 0; i < ganfw_program_scalar_count(r->prog); i++) {
     row[n++] = ps->value[i];
-    if (strlen(text) < 160)
-      snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s %.4g", i ? " " : "",
+    if (ps->reported[i] && strlen(text) < 160)
+      snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s %.4g", text[0] ? " " : "",
                ganfw_program_scalar_name(r->prog, i), ps->value[i]);
   }
   for (int32_t i = 0; i < s->n_optim; i++) row[n++] = s->optim[i].lr;
@@ -359,7 +359,7 @@ ganfw_status ganfw_train_program(ganfw_session *s) {
               as.category[GANFW_MEM_OPTIM_STATE].current / mib,
               as.category[GANFW_MEM_DATA].current / mib, as.reserved.current / mib);
     ganfw_log(GANFW_LOG_INFO, "training %s with trainer %s for %lld steps (batch %lld) into %s",
-              ganfw_plugin_name(s->run->model), s->trainer_name, (long long)r.total,
+              ganfw_run_model_name(s->run), s->trainer_name, (long long)r.total,
               (long long)s->train.batch_size, s->run->out_dir);
     ganfw_interrupt_begin();
     st = train_loop(&r);
