@@ -150,8 +150,9 @@ static void test_resume_is_bitwise(void) {
 /* The plan (meta backend) and the measured step agree exactly, per phase, with and
  * without micro-batches. */
 static void test_plan_is_exact(void) {
-  const char *variants[] = {"", "memory: [{plugin: accumulate, micro_batches: 2}]\n"};
-  for (int v = 0; v < 2; v++) {
+  const char *variants[] = {"", "memory: [{plugin: accumulate, micro_batches: 2}]\n",
+                            "memory: [{plugin: checkpoint, nets: [encoder, decoder]}]\n"};
+  for (int v = 0; v < 3; v++) {
     char extra[512];
     snprintf(extra, sizeof extra, "optim: {plugin: adam}\n%srun: {out_dir: %s}\n", variants[v],
              path_in("plan"));
@@ -204,6 +205,10 @@ static void test_bad_configs(void) {
   expect_error("model: {plugin: convae}\ntrainer: {plugin: autoencoder}\n"
                "optim: {plugin: adam, encoder: {lr: 0.001}, decodr: {lr: 0.001}}\n",
                "optim.decodr: trainer 'autoencoder' has no net 'decodr'");
+  /* gradient checkpointing of a net no trainer role names */
+  expect_error("model: {plugin: convae}\ntrainer: {plugin: autoencoder}\noptim: {plugin: adam}\n"
+               "memory: [{plugin: checkpoint, nets: [encoder, decodr]}]\n",
+               "nets[1] is 'decodr', and no net of this run has that role");
   /* per-net sections that leave a net without an optimizer */
   expect_error("model: {plugin: convae}\ntrainer: {plugin: autoencoder}\n"
                "optim: {plugin: adam, encoder: {lr: 0.001}}\n",

@@ -67,6 +67,11 @@ typedef struct ganfw_memory_vt {
    * absent. May be called before create; the result is owned by the plugin, valid until
    * it is unloaded. */
   const void *(*get_extension)(const char *id);
+
+  /* --- added in minor 6 (ABI 1.6, 2026-12) --- */
+  /* (optional) After configure_net of the run's last net: e.g. refuse a key that names a
+   * role no net has (the roles are the trainer's, any names with a trainer plugin). */
+  ganfw_status (*configure_done)(void *self);
 } ganfw_memory_vt;
 
 #ifdef __cplusplus

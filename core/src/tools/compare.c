@@ -145,6 +145,8 @@ void ganfw_compare_print(const ganfw_compare_row *rows, int n, FILE *out) {
       snprintf(step + strlen(step), sizeof step - strlen(step), " %d | - |", (int)r->ranks);
     if (r->steps_done > 0 && r->family == GANFW_MODEL_GAN)
       fprintf(out, "%s %.1f | D %.4f, G %.4f |", step, r->images_per_s, r->loss_d, r->loss_g);
+    else if (r->steps_done > 0 && r->family == GANFW_MODEL_NETS)
+      fprintf(out, "%s %.1f | %s |", step, r->images_per_s, r->scalars);
     else if (r->steps_done > 0)
       fprintf(out, "%s %.1f | loss %.4f, acc %.3f |", step, r->images_per_s, r->loss, r->accuracy);
     else

@@ -504,6 +504,13 @@ static ganfw_status measured_step(probe *p) {
     if (is_oom(st)) record_oom(p, ganfw_program_phase_name(p->prog, p->snap.phase));
     if (st != GANFW_OK) return st;
     out->skipped_g += ps.skipped;
+    out->scalars[0] = '\0';
+    for (int32_t i = 0, shown = 0; i < ganfw_program_scalar_count(p->prog) && shown < 3; i++) {
+      if (!ps.reported[i]) continue;
+      const size_t used = strlen(out->scalars);
+      snprintf(out->scalars + used, sizeof out->scalars - used, "%s%s %.4f", shown++ ? ", " : "",
+               ganfw_program_scalar_name(p->prog, i), ps.value[i]);
+    }
     return GANFW_OK;
   }
   if (p->cls) {

@@ -100,6 +100,8 @@ typedef struct ganfw_probe_result {
   double comm_seconds;          /* data-parallel: median time per step in collectives */
   double loss_d, loss_g;        /* GAN: of the last step */
   double loss, accuracy;        /* classifier: of the last step */
+  char scalars[160];            /* a trainer plugin: "name value, ..." of the last step's
+                                   first scalars */
   int64_t skipped_d, skipped_g; /* optimizer steps a strategy skipped, warm-up included
                                    (a classifier's count as skipped_g) */
   int64_t num_alloc_retries;

@@ -919,6 +919,12 @@ static ganfw_status configure_nets(ganfw_session *s) {
         return ganfw_error_wrap(st, "memory strategy '%s' on the %s", m->name, role);
     }
   }
+  for (int32_t i = 0; i < s->n_memory; i++) {
+    const ganfw_session_memory *m = &s->memory[i];
+    ganfw_status st;
+    if (m->vt->configure_done && (st = m->vt->configure_done(m->self)))
+      return ganfw_error_wrap(st, "memory strategy '%s'", m->name);
+  }
   return GANFW_OK;
 }
 

@@ -12,99 +12,104 @@
 #include <ganfw/ganfw.h>
 
 #define CKPT_MAX_STARTS 4096 /* more explicit boundaries than any net has layers */
-
-/* The roles a net can have, in the order the core hands them to configure_net. */
-enum { ROLE_GENERATOR, ROLE_DISCRIMINATOR, ROLE_CLASSIFIER, ROLE_COUNT };
-static const char *const role_names[ROLE_COUNT] = {"generator", "discriminator", "classifier"};
+#define CKPT_MAX_NETS   64
 
 typedef struct ckpt {
   const ganfw_host *host;
   ganfw_ctx *ctx;
+  const ganfw_cfg *boundaries; /* the `boundaries` map, or NULL */
   int64_t segments;
-  int32_t selected[ROLE_COUNT];    /* 1: checkpoint the net of this role */
-  const char **bounds[ROLE_COUNT]; /* explicit starts as written (an index or a node name,
-                                     borrowed from the config), or NULL */
-  int32_t n_bounds[ROLE_COUNT];
+  /* `nets`: the roles to checkpoint as written (borrowed from the config), each marked once
+   * the core hands a net of that role over; none: every net */
+  const char *nets[CKPT_MAX_NETS];
+  int32_t seen[CKPT_MAX_NETS];
+  int32_t n_nets;
+  int32_t checked;     /* step_end checked that every named role exists */
+  const char **bounds; /* the current net's explicit starts as written (an index or a node
+                          name, borrowed from the config), or NULL */
+  int32_t n_bounds;
 } ckpt;
-
-static int role_index(const char *name) {
-  for (int r = 0; r < ROLE_COUNT; r++)
-    if (strcmp(name, role_names[r]) == 0) return r;
-  return -1;
-}
 
 static void ckpt_destroy(void *self) {
   ckpt *c = self;
   if (!c) return;
-  for (int r = 0; r < ROLE_COUNT; r++) free((void *)c->bounds[r]);
+  free((void *)c->bounds);
   free(c);
 }
 
-/* `nets`: a list of role names; absent: every net. */
+/* `nets`: a list of role names (the trainer's: generator, discriminator, classifier for the
+ * built-in ones; encoder, decoder, student, ... for a trainer plugin); absent: every net. */
 static ganfw_status read_nets(ckpt *c, const ganfw_cfg *cfg) {
   const ganfw_host *h = c->host;
   int64_t n = h->cfg_list_len(cfg, "nets");
   if (n < 0) return GANFW_ERR_CONFIG;
   if (n == 0 && h->cfg_child(cfg, "nets"))
     return h->error(c->ctx, GANFW_ERR_CONFIG,
-                    "checkpoint: nets is empty; name the nets to checkpoint (generator, "
-                    "discriminator, classifier) or leave the key out for every net");
-  for (int r = 0; r < ROLE_COUNT; r++) c->selected[r] = n == 0;
+                    "checkpoint: nets is empty; name the nets to checkpoint by role (generator, "
+                    "discriminator, classifier, or a trainer plugin's: encoder, ...) or leave the "
+                    "key out for every net");
+  if (n > CKPT_MAX_NETS)
+    return h->error(c->ctx, GANFW_ERR_CONFIG, "checkpoint: nets names %lld nets; at most %d",
+                    (long long)n, CKPT_MAX_NETS);
   for (int64_t i = 0; i < n; i++) {
     const char *name = NULL;
     ganfw_status st = h->cfg_string(h->cfg_list_at(cfg, "nets", i), NULL, NULL, &name);
     if (st != GANFW_OK) return st;
-    int r = name ? role_index(name) : -1;
-    if (r < 0)
+    if (!name || !*name)
       return h->error(c->ctx, GANFW_ERR_CONFIG,
-                      "checkpoint: nets[%lld] is '%s'; a net is one of generator, discriminator, "
-                      "classifier",
-                      (long long)i, name ? name : "null");
-    c->selected[r] = 1;
+                      "checkpoint: nets[%lld] is empty; give a net's role (generator, "
+                      "discriminator, classifier, or a trainer plugin's)",
+                      (long long)i);
+    c->nets[c->n_nets++] = name;
   }
   return GANFW_OK;
 }
 
-/* `boundaries.<role>`: node indices >= 1 or node names, checked against the net in
- * configure_net. */
-static ganfw_status read_boundaries(ckpt *c, const ganfw_cfg *cfg) {
+/* Whether the net of `role` is checkpointed (marking it seen). */
+static int selected(ckpt *c, const char *role) {
+  if (c->n_nets == 0) return 1;
+  int hit = 0;
+  for (int32_t i = 0; i < c->n_nets; i++)
+    if (strcmp(c->nets[i], role) == 0) hit = c->seen[i] = 1;
+  return hit;
+}
+
+/* `boundaries.<role>` of the net handed over now: node indices >= 1 or node names, checked
+ * against the net by bound_index. Loaded into c->bounds (NULL: none given). */
+static ganfw_status read_boundaries(ckpt *c, const char *role, int sel) {
   const ganfw_host *h = c->host;
-  const ganfw_cfg *b = h->cfg_child(cfg, "boundaries");
-  if (!b) return GANFW_OK;
-  for (int r = 0; r < ROLE_COUNT; r++) {
-    const char *role = role_names[r];
-    int64_t n = h->cfg_list_len(b, role);
-    if (n < 0) return GANFW_ERR_CONFIG;
-    if (n == 0) {
-      if (h->cfg_child(b, role))
-        return h->error(c->ctx, GANFW_ERR_CONFIG,
-                        "checkpoint: boundaries.%s is empty; give the first layer of each "
-                        "segment after the first (e.g. [3, 6] or [layer2.0.conv1]), or leave "
-                        "the %s out",
-                        role, role);
-      continue;
-    }
-    if (n > CKPT_MAX_STARTS)
+  free((void *)c->bounds);
+  c->bounds = NULL;
+  c->n_bounds = 0;
+  if (!c->boundaries || !h->cfg_child(c->boundaries, role)) return GANFW_OK;
+  const ganfw_cfg *b = c->boundaries;
+  int64_t n = h->cfg_list_len(b, role);
+  if (n < 0) return GANFW_ERR_CONFIG;
+  if (n == 0)
+    return h->error(c->ctx, GANFW_ERR_CONFIG,
+                    "checkpoint: boundaries.%s is empty; give the first layer of each segment "
+                    "after the first (e.g. [3, 6] or [layer2.0.conv1]), or leave the %s out",
+                    role, role);
+  if (n > CKPT_MAX_STARTS)
+    return h->error(c->ctx, GANFW_ERR_CONFIG,
+                    "checkpoint: boundaries.%s has %lld entries; at most %d", role, (long long)n,
+                    CKPT_MAX_STARTS);
+  if (!sel)
+    return h->error(c->ctx, GANFW_ERR_CONFIG,
+                    "checkpoint: boundaries.%s is set but nets does not name the %s; add it to "
+                    "nets or remove boundaries.%s",
+                    role, role, role);
+  c->bounds = calloc((size_t)n, sizeof *c->bounds);
+  if (!c->bounds) return h->error(c->ctx, GANFW_ERR_OOM, "checkpoint: out of host memory");
+  c->n_bounds = (int32_t)n;
+  for (int64_t i = 0; i < n; i++) {
+    ganfw_status st = h->cfg_string(h->cfg_list_at(b, role, i), NULL, NULL, &c->bounds[i]);
+    if (st != GANFW_OK) return st;
+    if (!c->bounds[i] || !*c->bounds[i])
       return h->error(c->ctx, GANFW_ERR_CONFIG,
-                      "checkpoint: boundaries.%s has %lld entries; at most %d", role, (long long)n,
-                      CKPT_MAX_STARTS);
-    if (!c->selected[r])
-      return h->error(c->ctx, GANFW_ERR_CONFIG,
-                      "checkpoint: boundaries.%s is set but nets does not name the %s; add it "
-                      "to nets or remove boundaries.%s",
-                      role, role, role);
-    c->bounds[r] = calloc((size_t)n, sizeof *c->bounds[r]);
-    if (!c->bounds[r]) return h->error(c->ctx, GANFW_ERR_OOM, "checkpoint: out of host memory");
-    c->n_bounds[r] = (int32_t)n;
-    for (int64_t i = 0; i < n; i++) {
-      ganfw_status st = h->cfg_string(h->cfg_list_at(b, role, i), NULL, NULL, &c->bounds[r][i]);
-      if (st != GANFW_OK) return st;
-      if (!c->bounds[r][i] || !*c->bounds[r][i])
-        return h->error(c->ctx, GANFW_ERR_CONFIG,
-                        "checkpoint: boundaries.%s[%lld] is empty; give a layer index or a "
-                        "layer name",
-                        role, (long long)i);
-    }
+                      "checkpoint: boundaries.%s[%lld] is empty; give a layer index or a "
+                      "layer name",
+                      role, (long long)i);
   }
   return GANFW_OK;
 }
@@ -128,7 +133,7 @@ static ganfw_status ckpt_create(const ganfw_host *host, ganfw_ctx *ctx, const ga
                      "the number of layers of the net",
                      (long long)c->segments);
   if (st == GANFW_OK) st = read_nets(c, cfg);
-  if (st == GANFW_OK) st = read_boundaries(c, cfg);
+  if (st == GANFW_OK) c->boundaries = host->cfg_child(cfg, "boundaries");
   if (st != GANFW_OK) {
     ckpt_destroy(c);
     return st;
@@ -169,11 +174,11 @@ static int32_t equal_starts(const ganfw_host *h, ganfw_net *net, int32_t layers,
   return n;
 }
 
-/* Boundary i of role r as a node index: a number, or a name the net has. */
-static ganfw_status bound_index(ckpt *c, int r, int32_t i, ganfw_net *net, int32_t layers,
-                                int32_t *out) {
+/* Boundary i of the net of `role` as a node index: a number, or a name the net has. */
+static ganfw_status bound_index(ckpt *c, const char *role, int32_t i, ganfw_net *net,
+                                int32_t layers, int32_t *out) {
   const ganfw_host *h = c->host;
-  const char *v = c->bounds[r][i];
+  const char *v = c->bounds[i];
   char *end = NULL;
   long long idx = strtoll(v, &end, 10);
   if (end && *end == 0) {
@@ -181,8 +186,7 @@ static ganfw_status bound_index(ckpt *c, int r, int32_t i, ganfw_net *net, int32
       return h->error(c->ctx, GANFW_ERR_CONFIG,
                       "checkpoint: boundaries.%s[%d] is %lld but the %s has %d layers (0..%d); "
                       "a segment must start at 1..%d",
-                      role_names[r], (int)i, idx, role_names[r], (int)layers, (int)(layers - 1),
-                      (int)(layers - 1));
+                      role, (int)i, idx, role, (int)layers, (int)(layers - 1), (int)(layers - 1));
     *out = (int32_t)idx;
     return GANFW_OK;
   }
@@ -192,7 +196,7 @@ static ganfw_status bound_index(ckpt *c, int r, int32_t i, ganfw_net *net, int32
     return h->error(c->ctx, GANFW_ERR_CONFIG,
                     "checkpoint: boundaries.%s[%d] is '%s', %s; give a layer index (1..%d) or "
                     "the name of a layer after the first",
-                    role_names[r], (int)i, v,
+                    role, (int)i, v,
                     k == 0 ? "the first layer, which always begins the first segment"
                            : "which names no layer of the net",
                     (int)(layers - 1));
@@ -203,11 +207,13 @@ static ganfw_status bound_index(ckpt *c, int r, int32_t i, ganfw_net *net, int32
 static ganfw_status ckpt_configure_net(void *self, const char *role, ganfw_net *net) {
   ckpt *c = self;
   const ganfw_host *h = c->host;
-  int r = role ? role_index(role) : -1;
-  if (r < 0 || !c->selected[r]) return GANFW_OK;
+  if (!role) return GANFW_OK;
+  const int sel = selected(c, role);
+  ganfw_status st = read_boundaries(c, role, sel);
+  if (st != GANFW_OK || !sel) return st;
   const int32_t layers = h->net_layer_count(net);
-  int32_t n = c->bounds[r] ? c->n_bounds[r] : (int32_t)c->segments - 1;
-  if (!c->bounds[r] && c->segments > layers)
+  int32_t n = c->bounds ? c->n_bounds : (int32_t)c->segments - 1;
+  if (!c->bounds && c->segments > layers)
     return h->error(c->ctx, GANFW_ERR_CONFIG,
                     "checkpoint: segments is %lld but the %s has only %d layers; use at most "
                     "%d, or leave the %s out of nets",
@@ -218,16 +224,15 @@ static ganfw_status ckpt_configure_net(void *self, const char *role, ganfw_net *
   }
   int32_t *starts = malloc((size_t)n * sizeof *starts);
   if (!starts) return h->error(c->ctx, GANFW_ERR_OOM, "checkpoint: out of host memory");
-  ganfw_status st = GANFW_OK;
-  if (c->bounds[r]) {
+  if (c->bounds) {
     for (int32_t i = 0; i < n && st == GANFW_OK; i++) {
-      st = bound_index(c, r, i, net, layers, &starts[i]);
+      st = bound_index(c, role, i, net, layers, &starts[i]);
       if (st == GANFW_OK && i > 0 && starts[i] <= starts[i - 1])
         st = h->error(c->ctx, GANFW_ERR_CONFIG,
                       "checkpoint: boundaries.%s[%d] is %s (layer %d), not after "
                       "boundaries.%s[%d] (layer %d); the segment starts must increase strictly, "
                       "in the order the layers run",
-                      role, (int)i, c->bounds[r][i], (int)starts[i], role, (int)i - 1,
+                      role, (int)i, c->bounds[i], (int)starts[i], role, (int)i - 1,
                       (int)starts[i - 1]);
     }
   } else {
@@ -249,13 +254,27 @@ static ganfw_status ckpt_configure_net(void *self, const char *role, ganfw_net *
                                (int)starts[i]);
     h->log(c->ctx, GANFW_LOG_INFO, "checkpoint: %s: %d segments of %d layers, starting at 0%s%s",
            role, (int)(n + 1), (int)layers, n ? ", " : "", layout);
-  } else if (refused && c->bounds[r] && GANFW_HOST_HAS(h, error_message)) {
+  } else if (refused && c->bounds && GANFW_HOST_HAS(h, error_message)) {
     char why[768];
     snprintf(why, sizeof why, "%s", h->error_message());
     st = h->error(c->ctx, st, "checkpoint: boundaries.%s: %s", role, why);
   }
   free(starts);
   return st;
+}
+
+/* After the last net was handed over: a role in `nets` that none had is a typo or a net of
+ * another trainer. */
+static ganfw_status ckpt_configure_done(void *self) {
+  ckpt *c = self;
+  for (int32_t i = 0; i < c->n_nets; i++)
+    if (!c->seen[i])
+      return c->host->error(c->ctx, GANFW_ERR_CONFIG,
+                            "checkpoint: nets[%d] is '%s', and no net of this run has that role "
+                            "(the trainer's roles: generator, discriminator, classifier for the "
+                            "built-in ones; docs/TRAINERS.md lists a plugin's)",
+                            (int)i, c->nets[i]);
+  return GANFW_OK;
 }
 
 static const ganfw_memory_vt ckpt_vt = {
@@ -265,6 +284,7 @@ static const ganfw_memory_vt ckpt_vt = {
     .destroy = ckpt_destroy,
     .configure = ckpt_configure,
     .configure_net = ckpt_configure_net,
+    .configure_done = ckpt_configure_done,
 };
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {
