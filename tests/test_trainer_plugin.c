@@ -3,6 +3,7 @@
  * scalars, test evaluation, sample grid and a checkpoint of every net and optimizer;
  * resume is bitwise the uninterrupted run; the plan on the meta backend equals the
  * measured step (also with micro-batches); bad configs name the key. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,9 @@
 #include "base/error.h"
 #include "config/config.h"
 #include "testutil.h"
+#include "tools/eval.h"
 #include "tools/probe.h"
+#include "tools/sample.h"
 #include "train/session.h"
 #include "train/train_program.h"
 
@@ -127,6 +130,38 @@ static void test_vae_learns(void) {
   check_learns(1, "vae");
 }
 
+/* `ganfw eval` and `ganfw sample` on the VAE's run: the test scalars of its evaluate() (the
+ * ELBO as eval.csv has it after the last epoch) and the trainer's grid. */
+static void test_eval_and_sample_a_run(void) {
+  char text[4096] = "";
+  FILE *f = tmpfile();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  ganfw_eval_args ea = {.source = path_in("vae")};
+  ganfw_status st = ganfw_eval(&ea, f);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  rewind(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  const char *elbo = strstr(text, "elbo");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(elbo);
+  double got = strtod(elbo + 4, NULL), want[8];
+  char eval[1100];
+  snprintf(eval, sizeof eval, "%s/eval.csv", path_in("vae"));
+  int ne = 0;
+  read_column(eval, 6, want, 8, &ne); /* step,epoch,images,loss,loss_rec,kl,elbo */
+  CU_ASSERT_EQUAL_FATAL(ne, 2);
+  CU_ASSERT(got < 0 && fabs(got - want[1]) <= 1e-4 * fabs(want[1]));
+  char png[1100];
+  snprintf(png, sizeof png, "%s/grid.png", path_in("vae"));
+  ganfw_sample_args sa = {.source = path_in("vae"), .output = png, .n = 6, .nrow = 6};
+  st = ganfw_sample(&sa);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL(st, GANFW_OK);
+  CU_ASSERT(exists("vae/grid.png"));
+}
+
 /* 12 steps straight against 6 + 6 from the checkpoint of step 6: the same weights and
  * optimizer states, bit for bit (the VAE draws eps from the run's RNG every step). */
 static void test_resume_is_bitwise(void) {
@@ -218,6 +253,7 @@ static void test_bad_configs(void) {
 int main(void) {
   CU_TestInfo tests[] = {{"an AE learns; scalars, eval, samples, checkpoint", test_ae_learns},
                          {"a VAE learns", test_vae_learns},
+                         {"ganfw eval and sample of a trainer's run", test_eval_and_sample_a_run},
                          {"resume is bitwise", test_resume_is_bitwise},
                          {"the plan equals the measured step", test_plan_is_exact},
                          {"bad configs name the key", test_bad_configs},

@@ -13,6 +13,7 @@
 #include "train/outputs.h"
 #include "io/safetensors.h"
 #include "train/session.h"
+#include "train/train_program.h"
 #include "runtime/tensor.h"
 #include "train/trainer.h"
 
@@ -105,6 +106,39 @@ static void print_report(FILE *out, const char *ckpt, int64_t step, double saved
   }
 }
 
+/* A trainer plugin's run: its evaluate() over the test split, each scalar's mean over the
+ * images (an autoencoder's reconstruction error, a VAE's ELBO, a student's accuracy). */
+static ganfw_status eval_trainer(ganfw_session *s, const char *ckpt, int64_t step, int64_t batch,
+                                 FILE *out) {
+  ganfw_dataset *test = NULL;
+  ganfw_program *prog = NULL;
+  ganfw_program_stats ev;
+  int64_t images = 0, peak = 0;
+  ganfw_status st = ganfw_program_load_weights(s, ckpt);
+  if (st == GANFW_OK) st = ganfw_program_create(s, &prog);
+  if (st == GANFW_OK && !ganfw_program_evaluates(prog))
+    st = ganfw_error_set(GANFW_ERR_CONFIG, "trainer '%s' does not evaluate (it has no evaluate())",
+                         s->trainer_name);
+  if (st == GANFW_OK) st = ganfw_classifier_open_test_split(s, &test);
+  if (st == GANFW_OK) {
+    if (batch <= 0) batch = s->train.batch_size / s->exec.micro_batches;
+    st = ganfw_program_evaluate(prog, test, batch, &ev, &images, &peak);
+  }
+  if (st == GANFW_OK) {
+    fprintf(out, "checkpoint %s", ckpt);
+    if (step >= 0) fprintf(out, " (step %lld)", (long long)step);
+    fprintf(out, "\ntrainer %s on %s: %lld images, batch %lld\n", s->trainer_name,
+            ganfw_dataset_name(test), (long long)images, (long long)batch);
+    for (int32_t i = 0; i < ganfw_program_scalar_count(prog); i++)
+      if (ev.reported[i])
+        fprintf(out, "  %-14s %.6g\n", ganfw_program_scalar_name(prog, i), ev.value[i]);
+    fprintf(out, "peak activations evaluating: %.2f MiB\n", (double)peak / (1024.0 * 1024.0));
+  }
+  ganfw_program_destroy(prog);
+  ganfw_dataset_destroy(test);
+  return st;
+}
+
 ganfw_status ganfw_eval(const ganfw_eval_args *a, FILE *out) {
   char config[4200], ckpt[4200];
   const int from_dir = is_dir(a->source);
@@ -129,6 +163,12 @@ ganfw_status ganfw_eval(const ganfw_eval_args *a, FILE *out) {
   }
   if (st == GANFW_OK) st = checkpoint_info(ckpt, &info, &step, &saved_acc);
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
+  if (st == GANFW_OK && s->family == GANFW_MODEL_NETS) {
+    st = eval_trainer(s, ckpt, step, batch, out);
+    ganfw_session_close(s);
+    ganfw_run_close(run);
+    return st;
+  }
   if (st == GANFW_OK && s->family != GANFW_MODEL_CLASSIFIER)
     st = ganfw_error_set(GANFW_ERR_CONFIG,
                          "%s: model '%s' is not a classifier; `ganfw eval` measures classifiers "

@@ -183,10 +183,10 @@ static const char *optim_net_of(ganfw_session *s, const void *ptr) {
 static ganfw_status attribute_layers(ganfw_session *s, const snapshot *snap,
                                      ganfw_probe_result *out) {
   name_set set = {0};
-  ganfw_net *nets[] = {s->generator, s->discriminator, s->classifier};
+  ganfw_net *nets[GANFW_MAX_NETS];
+  for (int32_t k = 0; k < s->n_nets; k++) nets[k] = s->nets[k].net;
   int failed = 0;
-  for (int k = 0; k < 3 && !failed; k++) {
-    if (!nets[k]) continue;
+  for (int k = 0; k < s->n_nets && !failed; k++) {
     int64_t n = ganfw_net_param_count(nets[k]);
     for (int64_t i = 0; i < n && !failed; i++) {
       ganfw_param_info info = {.struct_size = sizeof info};
@@ -202,8 +202,8 @@ static ganfw_status attribute_layers(ganfw_session *s, const snapshot *snap,
         (r->category != GANFW_MEM_ACTIVATION && r->category != GANFW_MEM_WORKSPACE))
       continue;
     const char *owner = snap->names + r->name_off;
-    for (int k = 0; k < 3; k++) {
-      const char *net = nets[k] ? ganfw_net_name(nets[k]) : NULL;
+    for (int k = 0; k < s->n_nets; k++) {
+      const char *net = ganfw_net_name(nets[k]);
       size_t len = net ? strlen(net) : 0;
       if (net && strncmp(owner, net, len) == 0 && owner[len] == '.') {
         failed = set_add(&set, owner, NULL, 0) != 0;

@@ -19,6 +19,7 @@
 #include "tools/sample.h"
 #include "runtime/tensor.h"
 #include "train/trainer.h"
+#include "train/train_program.h"
 
 /* The data shape (and class count) a checkpoint was trained on, from its metadata; *found
  * = 0 (and GANFW_OK) when it has none, as a PyTorch state_dict saved as safetensors. */
@@ -156,6 +157,32 @@ ganfw_status ganfw_sample_locate(const char *what, char *config, size_t nc, char
   return ganfw_path_join(config, nc, dir, "../config.resolved.yaml");
 }
 
+/* A trainer plugin's run: its sample() grid (an autoencoder's inputs beside their
+ * reconstructions and a VAE's prior samples, ...) for the first a->n test images. */
+static ganfw_status sample_trainer(ganfw_session *s, const char *ckpt, const ganfw_sample_args *a) {
+  if (!s->trainer_vt->sample)
+    return ganfw_error_set(GANFW_ERR_CONFIG, "trainer '%s' draws no samples (it has no sample())",
+                           s->trainer_name);
+  ganfw_dataset *test = NULL;
+  ganfw_program *prog = NULL;
+  ganfw_tensor *x = NULL, *labels = NULL;
+  ganfw_status st = ganfw_program_load_weights(s, ckpt);
+  if (st == GANFW_OK) st = ganfw_classifier_open_test_split(s, &test);
+  if (st == GANFW_OK) st = ganfw_program_create(s, &prog);
+  if (st == GANFW_OK) st = ganfw_program_grid_inputs(s, test, a->n, &x, &labels);
+  if (st == GANFW_OK) st = ganfw_program_write_grid(prog, x, labels, a->output);
+  if (st == GANFW_OK)
+    ganfw_log(GANFW_LOG_INFO,
+              "trainer %s's samples of %s for the first %lld test images written "
+              "to %s",
+              s->trainer_name, ckpt, (long long)x->shape[0], a->output);
+  ganfw_tensor_destroy(x);
+  ganfw_tensor_destroy(labels);
+  ganfw_program_destroy(prog);
+  ganfw_dataset_destroy(test);
+  return st;
+}
+
 ganfw_status ganfw_sample(const ganfw_sample_args *a) {
   char config[4200], ckpt[4200];
   ganfw_data_info info;
@@ -166,7 +193,13 @@ ganfw_status ganfw_sample(const ganfw_sample_args *a) {
   ganfw_status st = ganfw_sample_source(a->source, a->config, config, sizeof config, ckpt,
                                         sizeof ckpt, &info, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
-  if (st == GANFW_OK && s->family != GANFW_MODEL_GAN)
+  if (st == GANFW_OK && s->family == GANFW_MODEL_NETS && !s->generator) {
+    st = sample_trainer(s, ckpt, a);
+    ganfw_session_close(s);
+    ganfw_run_close(run);
+    return st;
+  }
+  if (st == GANFW_OK && s->family != GANFW_MODEL_GAN && !s->generator)
     st = ganfw_error_set(GANFW_ERR_CONFIG, "%s: the model is not a GAN; nothing to sample", config);
   if (st == GANFW_OK && a->has_class && !s->n_classes)
     st = ganfw_error_set(GANFW_ERR_CONFIG,

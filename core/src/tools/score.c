@@ -56,9 +56,15 @@ static ganfw_status side_open(side *d, const char *what, const char *config, int
   if (st == GANFW_OK && family == GANFW_MODEL_CLASSIFIER)
     st = num_classes(d->ckpt, &d->info.num_classes);
   if (st == GANFW_OK) st = ganfw_session_open(d->run, 0, &d->info, &d->s);
-  if (st == GANFW_OK && d->s->family != family)
-    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: the model is not a %s (from %s)", d->config,
-                           family == GANFW_MODEL_GAN ? "GAN" : "classifier", what);
+  /* a trainer plugin's generating net stands for a GAN's generator */
+  const int32_t generates = family == GANFW_MODEL_GAN && d->s && d->s->generator;
+  if (st == GANFW_OK && d->s->family != family && !generates)
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: the model is not a %s%s (from %s)", d->config,
+                           family == GANFW_MODEL_GAN ? "GAN" : "classifier",
+                           family == GANFW_MODEL_GAN && d->s->family == GANFW_MODEL_NETS
+                               ? ", and its trainer names no generating net"
+                               : "",
+                           what);
   if (st != GANFW_OK) return st;
   if (family == GANFW_MODEL_GAN) return ganfw_ema_load_generator(d->s, d->ckpt, use_ema, &d->ema);
   ganfw_net *net = d->s->classifier;

@@ -124,7 +124,7 @@ ganfw_status ganfw_ema_load_generator(ganfw_session *s, const char *ckpt, int32_
                                       int32_t *used) {
   *used = 0;
   ganfw_ckpt_net net = {
-      .net = s->generator, .prefix = "generator", .optim_vt = NULL, .optim_self = NULL};
+      .net = s->generator, .prefix = s->generator_role, .optim_vt = NULL, .optim_self = NULL};
   ganfw_status st = ganfw_checkpoint_load_weights(ckpt, &net, 1, 0, NULL);
   if (st != GANFW_OK || !use_ema) return st;
   ganfw_st_file *f = NULL;

@@ -639,6 +639,10 @@ void ganfw_program_destroy(ganfw_program *p) {
   free(p);
 }
 
+ganfw_session *ganfw_program_session(const ganfw_program *p) {
+  return p->s;
+}
+
 int32_t ganfw_program_scalar_count(const ganfw_program *p) {
   return p->n_scalar;
 }

@@ -28,6 +28,7 @@ typedef struct ganfw_program_stats {
 /* The step's working set over a session of family GANFW_MODEL_NETS (borrowed). */
 ganfw_status ganfw_program_create(ganfw_session *s, ganfw_program **out);
 void ganfw_program_destroy(ganfw_program *p); /* accepts NULL */
+ganfw_session *ganfw_program_session(const ganfw_program *p);
 
 /* The trainer's scalars (metrics.csv columns). */
 int32_t ganfw_program_scalar_count(const ganfw_program *p);

@@ -338,6 +338,26 @@ static ganfw_status role_init_from(ganfw_session *s, int32_t load) {
   return GANFW_OK;
 }
 
+/* The trainer's generating net (ganfw_trainer_vt.generator), for `ganfw sample` and
+ * `score`: noise [N, nz, 1, 1] to images. */
+static ganfw_status take_generator(ganfw_session *s) {
+  if (!s->trainer_vt->generator) return GANFW_OK;
+  int64_t latent = 0;
+  const char *role = s->trainer_vt->generator(s->trainer, &latent);
+  if (!role) return GANFW_OK;
+  for (int32_t r = 0; r < s->n_nets; r++)
+    if (strcmp(s->nets[r].role, role) == 0 && latent > 0) {
+      s->generator = s->nets[r].net;
+      s->generator_role = s->nets[r].role;
+      s->nz = latent;
+      return GANFW_OK;
+    }
+  return ganfw_error_set(GANFW_ERR_PLUGIN,
+                         "trainer '%s': generator() names '%s' with latent size %lld; it must be "
+                         "one of its nets and the size > 0",
+                         s->trainer_name, role, (long long)latent);
+}
+
 /* The nets a trainer plugin names, from the model, each once. */
 static ganfw_status take_trainer_nets(ganfw_session *s) {
   const char *model = ganfw_run_model_name(s->run);
@@ -383,7 +403,7 @@ static ganfw_status take_trainer_nets(ganfw_session *s) {
   }
   if (s->n_nets == 0)
     return ganfw_error_set(GANFW_ERR_PLUGIN, "trainer '%s' names no nets", s->trainer_name);
-  return GANFW_OK;
+  return take_generator(s);
 }
 
 /* model.nets: a model plugin per role, for a trainer plugin. */
@@ -464,6 +484,7 @@ static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
     if (s->nz <= 0)
       return ganfw_error_set(GANFW_ERR_PLUGIN, "model '%s' is a GAN but reports no latent_dim",
                              model);
+    s->generator_role = "generator";
     s->nets[0] = (ganfw_session_net){.role = "generator", .net = s->generator, .optim = 0};
     s->nets[1] = (ganfw_session_net){.role = "discriminator", .net = s->discriminator, .optim = 1};
     s->n_nets = 2;

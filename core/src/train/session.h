@@ -96,6 +96,8 @@ typedef struct ganfw_session {
   void *trainer;
   const char *trainer_name;
   ganfw_net *generator, *discriminator, *classifier; /* owned by the model */
+  const char *generator_role; /* the generator's role: "generator" for a GAN, a trainer
+                                 plugin's generating net (its generator()), NULL: none */
   int64_t nz;
   int64_t n_classes; /* model.conditional: the data set's classes K (G and D get one-hot
                         classes beside the noise and the image); 0: unconditional */

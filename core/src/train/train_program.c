@@ -71,21 +71,21 @@ static ganfw_status resume(prog_run *r) {
   return st;
 }
 
-/* The sample grid's inputs: the first train.samples images of the test split (the training
- * set without one), the same every time. */
-static ganfw_status open_sample_inputs(prog_run *r) {
-  ganfw_session *s = r->s;
-  const ganfw_dataset *ds = r->test ? r->test : s->data;
-  int64_t n = s->train.samples < ganfw_dataset_size(ds) ? s->train.samples : ganfw_dataset_size(ds);
+ganfw_status ganfw_program_grid_inputs(ganfw_session *s, const ganfw_dataset *ds, int64_t n,
+                                       ganfw_tensor **x, ganfw_tensor **labels) {
+  *x = *labels = NULL;
+  if (n > ganfw_dataset_size(ds)) n = ganfw_dataset_size(ds);
   int64_t xs[4] = {n, s->data_info.channels, s->data_info.height, s->data_info.width},
           ls[2] = {n, 1};
-  r->sx = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "sample.batch");
-  r->slabels = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 2, ls, GANFW_MEM_DATA, "sample.labels");
-  if (!r->sx || !r->slabels) return ganfw_error_code();
-  float *hx = malloc((size_t)r->sx->nbytes), *hl = malloc((size_t)n * sizeof *hl);
+  ganfw_tensor *tx =
+      ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "sample.batch");
+  ganfw_tensor *tl =
+      ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 2, ls, GANFW_MEM_DATA, "sample.labels");
+  float *hx = tx ? malloc((size_t)tx->nbytes) : NULL, *hl = malloc((size_t)n * sizeof *hl);
   int32_t *hy = malloc((size_t)n * sizeof *hy);
-  ganfw_status st =
-      hx && hl && hy ? GANFW_OK : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  ganfw_status st = !tx || !tl       ? ganfw_error_code()
+                    : hx && hl && hy ? GANFW_OK
+                                     : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   ganfw_loader_config lc = {.batch_size = (int32_t)n,
                             .seed = s->ctx->seed,
                             .shuffle = 0,
@@ -98,38 +98,65 @@ static ganfw_status open_sample_inputs(prog_run *r) {
   if (st == GANFW_OK) st = ganfw_loader_create(ds, &lc, &ld);
   if (st == GANFW_OK) st = ganfw_loader_next(ld, hx, labelled ? hy : NULL, &bi);
   for (int64_t i = 0; st == GANFW_OK && i < n; i++) hl[i] = labelled ? (float)hy[i] : 0.0f;
-  if (st == GANFW_OK) st = ganfw_tensor_from_host(r->sx, hx, r->sx->nbytes);
-  if (st == GANFW_OK) st = ganfw_tensor_from_host(r->slabels, hl, r->slabels->nbytes);
+  if (st == GANFW_OK) st = ganfw_tensor_from_host(tx, hx, tx->nbytes);
+  if (st == GANFW_OK) st = ganfw_tensor_from_host(tl, hl, tl->nbytes);
   ganfw_loader_destroy(ld);
   free(hx);
   free(hl);
   free(hy);
-  return st;
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(tx);
+    ganfw_tensor_destroy(tl);
+    return st;
+  }
+  *x = tx;
+  *labels = tl;
+  return GANFW_OK;
 }
 
-static ganfw_status write_samples(prog_run *r) {
+ganfw_status ganfw_program_write_grid(ganfw_program *prog, ganfw_tensor *x, ganfw_tensor *labels,
+                                      const char *path) {
   float *host = NULL;
   int64_t shape[4], nrow;
-  ganfw_status st = ganfw_program_sample(r->prog, r->sx, r->slabels, &host, shape, &nrow);
-  if (st == GANFW_ERR_UNSUPPORTED) {
-    ganfw_error_clear();
-    return GANFW_OK;
-  }
+  ganfw_status st = ganfw_program_sample(prog, x, labels, &host, shape, &nrow);
+  if (st != GANFW_OK) return st;
   /* back to [0, 1] through the data's normalize (x * std + mean per channel) */
-  const ganfw_transform *tf = &r->s->transform;
+  const ganfw_transform *tf = &ganfw_program_session(prog)->transform;
   const int64_t plane = shape[2] * shape[3];
-  for (int64_t i = 0; st == GANFW_OK && !tf->unit_range && i < shape[0] * shape[1]; i++) {
+  for (int64_t i = 0; !tf->unit_range && i < shape[0] * shape[1]; i++) {
     const int32_t c = tf->norm_n > 1 ? (int32_t)(i % shape[1]) : 0;
     const float mean = tf->norm_n ? tf->mean[c] : 0.5f, std = tf->norm_n ? tf->std[c] : 0.5f;
     for (int64_t k = 0; k < plane; k++) host[i * plane + k] = host[i * plane + k] * std + mean;
   }
+  st = ganfw_png_write_grid(path, host, (int32_t)shape[0], (int32_t)shape[1], (int32_t)shape[2],
+                            (int32_t)shape[3], (int32_t)nrow, 2, 0.0f, 0);
+  free(host);
+  return st;
+}
+
+ganfw_status ganfw_program_load_weights(ganfw_session *s, const char *path) {
+  ganfw_ckpt_net nets[GANFW_MAX_NETS];
+  for (int32_t r = 0; r < s->n_nets; r++)
+    nets[r] = (ganfw_ckpt_net){.net = s->nets[r].net, .prefix = s->nets[r].role};
+  return ganfw_checkpoint_load_weights(path, nets, s->n_nets, 0, NULL);
+}
+
+/* The sample grid's inputs: the first train.samples images of the test split (the training
+ * set without one), the same every time. */
+static ganfw_status open_sample_inputs(prog_run *r) {
+  return ganfw_program_grid_inputs(r->s, r->test ? r->test : r->s->data, r->s->train.samples,
+                                   &r->sx, &r->slabels);
+}
+
+static ganfw_status write_samples(prog_run *r) {
   char name[64], path[4200];
   snprintf(name, sizeof name, "step_%06lld.png", (long long)r->step);
-  if (st == GANFW_OK) st = ganfw_path_join(path, sizeof path, r->samples_dir, name);
-  if (st == GANFW_OK)
-    st = ganfw_png_write_grid(path, host, (int32_t)shape[0], (int32_t)shape[1], (int32_t)shape[2],
-                              (int32_t)shape[3], (int32_t)nrow, 2, 0.0f, 0);
-  free(host);
+  ganfw_status st = ganfw_path_join(path, sizeof path, r->samples_dir, name);
+  if (st == GANFW_OK) st = ganfw_program_write_grid(r->prog, r->sx, r->slabels, path);
+  if (st == GANFW_ERR_UNSUPPORTED) {
+    ganfw_error_clear();
+    return GANFW_OK;
+  }
   return st;
 }
 
