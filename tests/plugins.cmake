@@ -39,6 +39,11 @@ ganfw_test_plugin(newminor bad_desc.c DEFS [[TP_NAME="newminor"]] TP_ABI_MINOR=9
 # A newer plugin whose vtable is larger than this core's: only the core's size is copied.
 ganfw_test_plugin(bigvt bad_desc.c DEFS [[TP_NAME="bigvt"]] TP_ABI_MINOR=99
                   "TP_VT_SIZE=(sizeof(ganfw_optim_vt) + 64)")
+# Trainers: a valid one, one built for a newer minor (it may call step calls this core lacks)
+# and one from before trainers existed (ABI 1.5).
+ganfw_test_plugin(tptrainer trainer.c DEFS [[TP_NAME="tptrainer"]])
+ganfw_test_plugin(newtrainer trainer.c DEFS [[TP_NAME="newtrainer"]] TP_ABI_MINOR=99)
+ganfw_test_plugin(oldtrainer trainer.c DEFS [[TP_NAME="oldtrainer"]] TP_ABI_MINOR=5)
 ganfw_test_plugin(smalldesc bad_desc.c DEFS [[TP_NAME="smalldesc"]] TP_DESC_SIZE=16)
 ganfw_test_plugin(badkind bad_desc.c DEFS [[TP_NAME="badkind"]] TP_KIND=7)
 ganfw_test_plugin(noname bad_desc.c DEFS [[TP_NAME=""]])

@@ -256,6 +256,30 @@ static void test_valid_memory(void) {
   ganfw_plugin_unload(p);
 }
 
+/* A trainer runs the step through the step calls of its own minor: one built for a newer
+ * minor, or for one before trainers existed, is refused naming both versions. */
+static void test_trainer_minor(void) {
+  const char *dirs[] = {tp_dir()};
+  ganfw_plugin *p = NULL;
+  CU_ASSERT_EQUAL_FATAL(
+      ganfw_plugin_load("tptrainer", GANFW_PLUGIN_TRAINER, "trainer.plugin", dirs, 1, &p),
+      GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_plugin_kind(p), GANFW_PLUGIN_TRAINER);
+  ganfw_plugin_unload(p);
+  p = NULL;
+  CU_ASSERT_EQUAL(
+      ganfw_plugin_load("newtrainer", GANFW_PLUGIN_TRAINER, "trainer.plugin", dirs, 1, &p),
+      GANFW_ERR_PLUGIN);
+  CU_ASSERT_PTR_NULL(p);
+  CU_ASSERT(contains(ganfw_error_message(), "1.99, newer than this ganfw's"));
+  CU_ASSERT(contains(ganfw_error_message(), "trainer.plugin"));
+  CU_ASSERT_EQUAL(
+      ganfw_plugin_load("oldtrainer", GANFW_PLUGIN_TRAINER, "trainer.plugin", dirs, 1, &p),
+      GANFW_ERR_PLUGIN);
+  CU_ASSERT(contains(ganfw_error_message(), "declares kind 4 (trainer) but was built for ABI 1.5"));
+  ganfw_error_clear();
+}
+
 /* A plugin built for a newer minor ABI is accepted (it checks host->struct_size itself). */
 static void test_newer_minor_accepted(void) {
   const char *dirs[] = {tp_dir()};
@@ -1089,6 +1113,7 @@ static CU_TestInfo tests[] = {
     {"valid optimizer (SGD through foreach_axpy)", test_valid_sgd},
     {"valid memory strategy", test_valid_memory},
     {"newer ABI minor accepted", test_newer_minor_accepted},
+    {"a trainer of a newer or pre-trainer minor is refused", test_trainer_minor},
     {"wrong ABI major", test_wrong_abi_major},
     {"missing entry symbol", test_missing_entry},
     {"entry returns NULL", test_entry_returns_null},
