@@ -230,10 +230,12 @@ static void test_ema_formula(void) {
   ganfw_session s = {.ctx = ctx};
   s.optim[0].params = &p;
   s.optim[0].n_params = 1;
+  s.nets[0] = (ganfw_session_net){.role = "generator", .optim = 0};
+  s.n_nets = 1;
   const float zeros[15] = {0};
   CU_ASSERT_EQUAL(ganfw_tensor_from_host(w, zeros, sizeof zeros), GANFW_OK);
   ganfw_ema *e = NULL;
-  CU_ASSERT_EQUAL_FATAL(ganfw_ema_create(&s, 0.9, 2, &e), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_ema_create(&s, 0, 0.9, 2, &e), GANFW_OK);
   for (int t = 1; t <= 5; t++) {
     char key[32];
     snprintf(key, sizeof key, "ema_param%d", t);

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "config/config.h"
 #include "testutil.h"
+#include "io/safetensors.h"
 #include "tools/eval.h"
 #include "tools/probe.h"
 #include "tools/sample.h"
@@ -182,6 +183,45 @@ static void test_resume_is_bitwise(void) {
                             path_in("vae_b/checkpoints/step_00000012.safetensors"), keys, 2);
 }
 
+/* train.ema of a trainer's net: the checkpoint holds "decoder_ema.*" beside "decoder.*",
+ * the averages lagging the weights; an unknown or frozen net is refused. */
+static void test_ema_of_a_net(void) {
+  char extra[512];
+  snprintf(extra, sizeof extra, "optim: {plugin: adam, lr: 0.01}\nrun: {out_dir: %s}\n",
+           path_in("ema"));
+  write_config("ema.yaml", 0, extra);
+  const char *sets[] = {"train.max_steps=6", "train.ema.net=decoder", "train.ema.decay=0.5"};
+  ganfw_status st = train(path_in("ema.yaml"), sets, 3);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  ganfw_st_file *f = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(path_in("ema/checkpoints/step_00000006.safetensors"), &f),
+                        GANFW_OK);
+  int averaged = 0, lagging = 0;
+  for (int64_t i = 0; i < ganfw_st_count(f); i++) {
+    const ganfw_st_tensor *t = ganfw_st_at(f, i);
+    if (strncmp(t->name, "decoder_ema.", 12) != 0) continue;
+    char name[512];
+    snprintf(name, sizeof name, "decoder.%s", t->name + 12);
+    const ganfw_st_tensor *w = ganfw_st_find(f, name);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    CU_ASSERT_EQUAL_FATAL(w->nbytes, t->nbytes);
+    averaged++;
+    lagging += memcmp(w->data, t->data, (size_t)t->nbytes) != 0;
+  }
+  CU_ASSERT(averaged >= 4); /* weights and biases of the decoder's layers */
+  CU_ASSERT_EQUAL(lagging, averaged);
+  CU_ASSERT_PTR_NULL(ganfw_st_find(f, "encoder_ema.net.0.weight"));
+  ganfw_st_close(f);
+  const char *bad[] = {"train.max_steps=1", "train.ema.net=decodr"};
+  CU_ASSERT_NOT_EQUAL(train(path_in("ema.yaml"), bad, 2), GANFW_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "train.ema.net 'decodr'"));
+  const char *none[] = {"train.max_steps=1", "train.ema.decay=0.5"};
+  CU_ASSERT_NOT_EQUAL(train(path_in("ema.yaml"), none, 2), GANFW_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "name the net to average"));
+  ganfw_error_clear();
+}
+
 /* The plan (meta backend) and the measured step agree exactly, per phase, with and
  * without micro-batches. */
 static void test_plan_is_exact(void) {
@@ -255,6 +295,7 @@ int main(void) {
                          {"a VAE learns", test_vae_learns},
                          {"ganfw eval and sample of a trainer's run", test_eval_and_sample_a_run},
                          {"resume is bitwise", test_resume_is_bitwise},
+                         {"train.ema of a trainer's net", test_ema_of_a_net},
                          {"the plan equals the measured step", test_plan_is_exact},
                          {"bad configs name the key", test_bad_configs},
                          CU_TEST_INFO_NULL};

@@ -10,15 +10,17 @@
 #include "io/safetensors.h"
 #include "runtime/tensor.h"
 
-ganfw_status ganfw_ema_read(const ganfw_cfg *train, int32_t is_gan, double *decay, int64_t *start) {
+ganfw_status ganfw_ema_read(const ganfw_cfg *train, int32_t family, double *decay, int64_t *start,
+                            const char **net) {
   *decay = 0;
   *start = 0;
+  *net = NULL;
   const ganfw_cfg *node = ganfw_cfg_child(train, "ema");
   if (!node) return GANFW_OK;
-  if (!is_gan)
+  if (family == GANFW_MODEL_CLASSIFIER)
     return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "%s: train.ema averages a GAN's generator; this model is a "
-                           "classifier: remove the key",
+                           "%s: train.ema averages a GAN's generator or a trainer plugin's net; "
+                           "this model is a classifier: remove the key",
                            ganfw_cfg_where(node));
   if (ganfw_cfg_kind_of(node) != GANFW_CFG_KIND_MAP)
     return ganfw_error_set(GANFW_ERR_CONFIG,
@@ -27,6 +29,7 @@ ganfw_status ganfw_ema_read(const ganfw_cfg *train, int32_t is_gan, double *deca
   ganfw_status st =
       ganfw_cfg_float_in(node, "decay", 0.999, 0, 1, GANFW_CFG_OPEN_LO | GANFW_CFG_OPEN_HI, decay);
   if (st == GANFW_OK) st = ganfw_cfg_int_in(node, "start", 0, 0, (int64_t)1 << 52, start);
+  if (st == GANFW_OK && family == GANFW_MODEL_NETS) st = ganfw_cfg_string(node, "net", NULL, net);
   return st;
 }
 
@@ -38,9 +41,10 @@ void ganfw_ema_destroy(ganfw_ema *e) {
   free(e);
 }
 
-ganfw_status ganfw_ema_create(ganfw_session *s, double decay, int64_t start, ganfw_ema **out) {
+ganfw_status ganfw_ema_create(ganfw_session *s, int32_t net, double decay, int64_t start,
+                              ganfw_ema **out) {
   *out = NULL;
-  const ganfw_session_optim *o = &s->optim[0];
+  const ganfw_session_optim *o = &s->optim[s->nets[net].optim];
   ganfw_ema *e = calloc(1, sizeof *e);
   if (e) {
     e->avg = calloc((size_t)(o->n_params ? o->n_params : 1), sizeof *e->avg);
@@ -53,14 +57,17 @@ ganfw_status ganfw_ema_create(ganfw_session *s, double decay, int64_t start, gan
   e->decay = decay;
   e->start = start;
   e->src = o->params;
+  e->net = net;
+  snprintf(e->prefix, sizeof e->prefix, "%s_ema", s->nets[net].role);
   ganfw_backend *be = s->ctx->be;
   for (int64_t i = 0; i < o->n_params; i++) {
     const ganfw_tensor *p = o->params[i].value;
-    e->avg[i] = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, p->ndim, p->shape, GANFW_MEM_PARAM,
-                                    "generator_ema");
+    e->avg[i] =
+        ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, p->ndim, p->shape, GANFW_MEM_PARAM, e->prefix);
     if (!e->avg[i]) {
       ganfw_ema_destroy(e);
-      return ganfw_error_wrap(ganfw_error_code(), "train.ema: the generator's averages");
+      return ganfw_error_wrap(ganfw_error_code(), "train.ema: the %s's averages",
+                              s->nets[net].role);
     }
     e->names[i] = o->params[i].name;
     e->n = i + 1;
@@ -84,24 +91,28 @@ void ganfw_ema_update(ganfw_ema *e, ganfw_backend *be, int64_t step) {
   }
 }
 
-void ganfw_ema_ckpt(const ganfw_ema *e, ganfw_ckpt_net *generator) {
+void ganfw_ema_ckpt(const ganfw_ema *e, ganfw_ckpt_net *net) {
   if (!e) return;
-  generator->extra_prefix = "generator_ema";
-  generator->extra = e->avg;
-  generator->extra_names = e->names;
-  generator->n_extra = e->n;
+  net->extra_prefix = e->prefix;
+  net->extra = e->avg;
+  net->extra_names = e->names;
+  net->n_extra = e->n;
 }
 
-/* Copies "generator_ema.<name>" of every trainable parameter from f into G; 0 (nothing
- * changed) when the file lacks any of them. */
+/* Copies "<generator role>_ema.<name>" of every trainable parameter from f into the
+ * generator; 0 (nothing changed) when the file lacks any of them. */
 static ganfw_status put_averages(ganfw_session *s, const ganfw_st_file *f, const char *path,
                                  int32_t *used) {
-  const ganfw_session_optim *o = &s->optim[0];
   *used = 0;
+  int32_t opt = -1;
+  for (int32_t r = 0; r < s->n_nets; r++)
+    if (s->nets[r].net == s->generator) opt = s->nets[r].optim;
+  if (opt < 0) return GANFW_OK; /* a frozen generator was never averaged */
+  const ganfw_session_optim *o = &s->optim[opt];
   for (int64_t pass = 0; pass < 2; pass++) /* check all, then copy */
     for (int64_t i = 0; i < o->n_params; i++) {
       char name[512];
-      snprintf(name, sizeof name, "generator_ema.%s", o->params[i].name);
+      snprintf(name, sizeof name, "%s_ema.%s", s->generator_role, o->params[i].name);
       const ganfw_st_tensor *t = ganfw_st_find(f, name);
       ganfw_tensor *p = o->params[i].value;
       if (!t) return GANFW_OK;

@@ -16,6 +16,7 @@
 #include "runtime/alloc.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
+#include "train/ema.h"
 #include "train/nonfinite.h"
 #include "train/trainer.h"
 
@@ -495,6 +496,8 @@ static ganfw_status update(ganfw_program *p, int32_t r) {
   ganfw_status st = o->vt->step(o->self, o->lr);
   if (st != GANFW_OK) return ganfw_error_wrap(st, "optimizer step of the %s", role);
   p->stepped[r] = 1;
+  if (s->ema && s->ema->net == r) /* train.ema */
+    ganfw_ema_update(s->ema, s->ctx->be, p->st->step_index + 1);
   ganfw_net_zero_grad(o->net);
   return GANFW_OK;
 }

@@ -716,8 +716,7 @@ static ganfw_status read_loop_keys(ganfw_session *s, const ganfw_cfg *root) {
   if (s->family == GANFW_MODEL_GAN &&
       (st = ganfw_cfg_int_in(train, "d_steps_per_g_step", 1, 1, 1000, &t->d_steps_per_g_step)))
     return st;
-  if ((st = ganfw_ema_read(train, s->family == GANFW_MODEL_GAN, &t->ema_decay, &t->ema_start)))
-    return st;
+  if ((st = ganfw_ema_read(train, s->family, &t->ema_decay, &t->ema_start, &t->ema_net))) return st;
   /* a GAN's smoothing lowers D's real target 1 - eps (one-sided): at 0.5 and past it a real
    * image's target is no longer above a fake's 0 by more than it is below 1 */
   if (s->family == GANFW_MODEL_GAN && t->label_smoothing >= 0.5)
@@ -887,6 +886,28 @@ static ganfw_status create_trainer_optims(ganfw_session *s, const ganfw_cfg *roo
   return GANFW_OK;
 }
 
+/* train.ema for a trainer plugin: the averages of train.ema.net (default: the trainer's
+ * generating net), a trained net. */
+static ganfw_status create_trainer_ema(ganfw_session *s, const ganfw_cfg *root) {
+  const char *role = s->train.ema_net ? s->train.ema_net : s->generator_role;
+  const ganfw_cfg *ema = ganfw_cfg_child(ganfw_cfg_section(root, "train"), "ema");
+  if (!role)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: train.ema: name the net to average, e.g. `ema: {net: %s, decay: "
+                           "0.999}` (trainer '%s' has no generating net to default to)",
+                           ganfw_cfg_where(ema), s->nets[0].role, s->trainer_name);
+  for (int32_t r = 0; r < s->n_nets; r++) {
+    if (strcmp(s->nets[r].role, role) != 0) continue;
+    if (s->nets[r].optim < 0)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: train.ema.net '%s' is frozen: there is nothing to average",
+                             ganfw_cfg_where(ema), role);
+    return ganfw_ema_create(s, r, s->train.ema_decay, s->train.ema_start, &s->ema);
+  }
+  return ganfw_error_set(GANFW_ERR_CONFIG, "%s: train.ema.net '%s': trainer '%s' has no such net",
+                         ganfw_cfg_where(ema), role, s->trainer_name);
+}
+
 /* Creates the memory strategies in config order and lets each adjust the options. */
 static ganfw_status create_memory(ganfw_session *s) {
   s->exec = (ganfw_exec_options){.struct_size = sizeof s->exec,
@@ -1017,12 +1038,8 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
                                     &s->param_groups, &s->n_param_groups)) != GANFW_OK)
     return st;
   if (s->family == GANFW_MODEL_NETS) {
-    if (s->train.ema_decay > 0)
-      return ganfw_error_set(GANFW_ERR_CONFIG,
-                             "%s: train.ema averages a GAN's generator; trainer '%s' does not "
-                             "have it yet: remove train.ema",
-                             s->run->config_path, s->trainer_name);
     if ((st = create_trainer_optims(s, root, lr)) != GANFW_OK) return st;
+    if (s->train.ema_decay > 0 && (st = create_trainer_ema(s, root)) != GANFW_OK) return st;
   } else if (gan) {
     if ((st = read_lr(optim, "lr_generator", lr, &lr_g)) ||
         (st = read_lr(optim, "lr_discriminator", lr, &lr_d)))
@@ -1031,7 +1048,7 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
         (st = create_optim(s, root, "discriminator", s->discriminator, lr_d)))
       return st;
     if (s->train.ema_decay > 0 &&
-        (st = ganfw_ema_create(s, s->train.ema_decay, s->train.ema_start, &s->ema)) != GANFW_OK)
+        (st = ganfw_ema_create(s, 0, s->train.ema_decay, s->train.ema_start, &s->ema)) != GANFW_OK)
       return st;
   } else if ((st = create_optim(s, root, "classifier", s->classifier, lr)) != GANFW_OK) {
     return st;

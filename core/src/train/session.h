@@ -72,6 +72,8 @@ typedef struct ganfw_train_settings {
   int32_t reuse_fake;          /* train.reuse_fake: the G step reuses the D step's G(z) */
   double ema_decay;            /* train.ema.decay; 0: no generator EMA */
   int64_t ema_start;           /* train.ema.start */
+  const char *ema_net;         /* train.ema.net: a trainer plugin's averaged net; NULL: its
+                                  generating net */
   double clip_grad_norm[GANFW_MAX_NETS]; /* global-norm clipping per optimizer ([0] G or
                                             classifier, [1] D; a trainer plugin's in the
                                             order of its optimizers) as

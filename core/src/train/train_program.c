@@ -15,6 +15,7 @@
 #include "io/png_io.h"
 #include "runtime/tensor.h"
 #include "train/dp.h"
+#include "train/ema.h"
 #include "train/nonfinite.h"
 #include "train/outputs.h"
 #include "train/param_groups.h"
@@ -48,6 +49,7 @@ static int32_t fill_ckpt_nets(ganfw_session *s, ganfw_ckpt_net *nets) {
                                .optim_vt = o >= 0 ? s->optim[o].vt : NULL,
                                .optim_self = o >= 0 ? s->optim[o].self : NULL};
   }
+  if (s->ema) ganfw_ema_ckpt(s->ema, &nets[s->ema->net]); /* train.ema: <role>_ema.* */
   return s->n_nets;
 }
 
