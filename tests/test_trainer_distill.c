@@ -42,38 +42,6 @@ static int suite_clean(void) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
-static ganfw_status train(const char *config, const char *const *sets, int nsets) {
-  ganfw_run *run = NULL;
-  ganfw_session *s = NULL;
-  ganfw_status st = ganfw_run_open(config, sets, nsets, &run);
-  if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
-  if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
-  if (st == GANFW_OK)
-    st = s->family == GANFW_MODEL_NETS ? ganfw_train_program(s) : ganfw_train_classifier(s);
-  ganfw_session_close(s);
-  ganfw_run_close(run);
-  return st;
-}
-
-/* Column `col` of every data row of a CSV file into v[0..*n). */
-static void read_column(const char *path, int col, double *v, int cap, int *n) {
-  *n = 0;
-  FILE *f = fopen(path, "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  char line[4096];
-  CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, f));
-  while (*n < cap && fgets(line, sizeof line, f)) {
-    char *p = line;
-    for (int c = 0; c < col && p; c++) {
-      p = strchr(p, ',');
-      if (p) p++;
-    }
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    v[(*n)++] = strtod(p, NULL);
-  }
-  fclose(f);
-}
-
 static void write_file(const char *rel, const char *text) {
   FILE *f = fopen(path_in(rel), "w");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
@@ -121,7 +89,7 @@ static void train_teacher(void) {
            "run: {out_dir: %s}\n",
            root, net, path_in("teacher"));
   write_file("teacher.yaml", text);
-  ganfw_status st = train(path_in("teacher.yaml"), NULL, 0);
+  ganfw_status st = gt_train(path_in("teacher.yaml"), NULL, 0);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
 }
@@ -131,7 +99,7 @@ static void test_distill_learns(void) {
   char extra[1200];
   snprintf(extra, sizeof extra, "run: {out_dir: %s}\n", path_in("kd"));
   write_distill("kd.yaml", teacher_ckpt(), extra);
-  ganfw_status st = train(path_in("kd.yaml"), NULL, 0);
+  ganfw_status st = gt_train(path_in("kd.yaml"), NULL, 0);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   char metrics[1100], eval[1100];
@@ -139,11 +107,11 @@ static void test_distill_learns(void) {
   snprintf(eval, sizeof eval, "%s/eval.csv", path_in("kd"));
   double loss[64], acc[8], tacc[8], teacher[8];
   int n = 0, ne = 0, nt = 0, nk = 0;
-  read_column(metrics, 2, loss, 64, &n); /* step,epoch,loss,ce,kd,acc,teacher_acc */
+  n = gt_csv_column(metrics, 2, loss, 64); /* step,epoch,loss,ce,kd,acc,teacher_acc */
   CU_ASSERT_EQUAL(n, 24);
   CU_ASSERT(n == 24 && loss[23] < 0.7 * loss[0]);
-  read_column(eval, 6, acc, 8, &ne); /* step,epoch,images,loss,ce,kd,acc,teacher_acc */
-  read_column(eval, 7, tacc, 8, &nt);
+  ne = gt_csv_column(eval, 6, acc, 8); /* step,epoch,images,loss,ce,kd,acc,teacher_acc */
+  nt = gt_csv_column(eval, 7, tacc, 8);
   CU_ASSERT_EQUAL_FATAL(ne, 2);
   CU_ASSERT_EQUAL_FATAL(nt, 2);
   /* the frozen teacher scores the same after two epochs of the student: no update, no
@@ -151,7 +119,7 @@ static void test_distill_learns(void) {
   CU_ASSERT_EQUAL(tacc[0], tacc[1]);
   char teval[1100];
   snprintf(teval, sizeof teval, "%s/eval.csv", path_in("teacher"));
-  read_column(teval, 4, teacher, 8, &nk); /* the classifier's test accuracy column */
+  nk = gt_csv_column(teval, 4, teacher, 8); /* the classifier's test accuracy column */
   CU_ASSERT(nk >= 1 && tacc[0] > 0.15);
   CU_ASSERT(acc[1] > 0.15); /* above chance (10 classes) */
 }
@@ -162,21 +130,20 @@ static void test_alpha_zero_is_labels_only(void) {
   snprintf(extra, sizeof extra, "run: {out_dir: %s}\n", path_in("ce"));
   write_distill("ce.yaml", teacher_ckpt(), extra);
   const char *sets[] = {"trainer.alpha=0", "train.max_steps=4"};
-  ganfw_status st = train(path_in("ce.yaml"), sets, 2);
+  ganfw_status st = gt_train(path_in("ce.yaml"), sets, 2);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   char metrics[1100];
   snprintf(metrics, sizeof metrics, "%s/metrics.csv", path_in("ce"));
   double loss[8], ce[8];
-  int n = 0, m = 0;
-  read_column(metrics, 2, loss, 8, &n);
-  read_column(metrics, 3, ce, 8, &m);
+  const int n = gt_csv_column(metrics, 2, loss, 8), m = gt_csv_column(metrics, 3, ce, 8);
   CU_ASSERT_EQUAL_FATAL(n, 4);
+  CU_ASSERT_EQUAL_FATAL(m, 4);
   for (int i = 0; i < n; i++) CU_ASSERT_DOUBLE_EQUAL(loss[i], ce[i], 1e-6 * fabs(ce[i]));
 }
 
 static void expect_error(const char *name, const char *want) {
-  ganfw_status st = train(path_in(name), NULL, 0);
+  ganfw_status st = gt_train(path_in(name), NULL, 0);
   CU_ASSERT_NOT_EQUAL(st, GANFW_OK);
   if (!strstr(ganfw_error_message(), want))
     printf("\n  expected '%s' in: %s\n", want, ganfw_error_message());
@@ -226,7 +193,7 @@ static void test_bad_configs(void) {
   /* alpha out of range */
   write_distill("bad6.yaml", NULL, base);
   const char *sets[] = {"trainer.alpha=1.5"};
-  ganfw_status st = train(path_in("bad6.yaml"), sets, 1);
+  ganfw_status st = gt_train(path_in("bad6.yaml"), sets, 1);
   CU_ASSERT_NOT_EQUAL(st, GANFW_OK);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "trainer.alpha"));
   ganfw_error_clear();

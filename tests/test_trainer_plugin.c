@@ -52,37 +52,6 @@ static void write_config(const char *name, int vae, const char *extra) {
   fclose(f);
 }
 
-static ganfw_status train(const char *config, const char *const *sets, int nsets) {
-  ganfw_run *run = NULL;
-  ganfw_session *s = NULL;
-  ganfw_status st = ganfw_run_open(config, sets, nsets, &run);
-  if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
-  if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
-  if (st == GANFW_OK) st = ganfw_train_program(s);
-  ganfw_session_close(s);
-  ganfw_run_close(run);
-  return st;
-}
-
-/* Column `col` of every data row of a CSV file into v[0..*n). */
-static void read_column(const char *path, int col, double *v, int cap, int *n) {
-  *n = 0;
-  FILE *f = fopen(path, "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  char line[4096];
-  CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof line, f));
-  while (*n < cap && fgets(line, sizeof line, f)) {
-    char *p = line;
-    for (int c = 0; c < col && p; c++) {
-      p = strchr(p, ',');
-      if (p) p++;
-    }
-    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    v[(*n)++] = strtod(p, NULL);
-  }
-  fclose(f);
-}
-
 static int suite_init(void) {
   snprintf(root, sizeof root, "/tmp/ganfw_trainer_XXXXXX");
   if (!mkdtemp(root)) return -1;
@@ -102,7 +71,7 @@ static void check_learns(int vae, const char *dir) {
   snprintf(extra, sizeof extra, "optim: {plugin: adam, lr: 0.003}\nrun: {out_dir: %s}\n",
            path_in(dir));
   write_config(cfg, vae, extra);
-  ganfw_status st = train(path_in(cfg), NULL, 0);
+  ganfw_status st = gt_train(path_in(cfg), NULL, 0);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   char metrics[1100], eval[1100];
@@ -110,11 +79,11 @@ static void check_learns(int vae, const char *dir) {
   snprintf(eval, sizeof eval, "%s/eval.csv", path_in(dir));
   double loss[64], test[8];
   int n = 0, ne = 0;
-  read_column(metrics, 2, loss, 64, &n);
+  n = gt_csv_column(metrics, 2, loss, 64);
   CU_ASSERT_EQUAL(n, 24); /* 12 full batches an epoch, every step logged */
   CU_ASSERT(n > 2 && loss[n - 1] < 0.8 * loss[0]);
-  read_column(eval, 3, test, 8, &ne); /* the first scalar after step,epoch,images: loss */
-  CU_ASSERT_EQUAL(ne, 2);             /* once per epoch */
+  ne = gt_csv_column(eval, 3, test, 8); /* the first scalar after step,epoch,images: loss */
+  CU_ASSERT_EQUAL(ne, 2);               /* once per epoch */
   CU_ASSERT(ne == 2 && test[1] < test[0] * 1.05 && test[1] > 0);
   char rel[256];
   snprintf(rel, sizeof rel, "%s/samples/step_000024.png", dir);
@@ -151,7 +120,7 @@ static void test_eval_and_sample_a_run(void) {
   char eval[1100];
   snprintf(eval, sizeof eval, "%s/eval.csv", path_in("vae"));
   int ne = 0;
-  read_column(eval, 6, want, 8, &ne); /* step,epoch,images,loss,loss_rec,kl,elbo */
+  ne = gt_csv_column(eval, 6, want, 8); /* step,epoch,images,loss,loss_rec,kl,elbo */
   CU_ASSERT_EQUAL_FATAL(ne, 2);
   CU_ASSERT(got < 0 && fabs(got - want[1]) <= 1e-4 * fabs(want[1]));
   char png[1100];
@@ -175,7 +144,7 @@ static void test_resume_is_bitwise(void) {
   char out[512];
   snprintf(out, sizeof out, "run.out_dir=%s", path_in("vae_b"));
   const char *sets[] = {out, "train.resume=latest", "train.max_steps=12"};
-  ganfw_status st = train(path_in("vae.yaml"), sets, 3);
+  ganfw_status st = gt_train(path_in("vae.yaml"), sets, 3);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   static const char *const keys[] = {"step", "rng_offset"};
@@ -191,7 +160,7 @@ static void test_ema_of_a_net(void) {
            path_in("ema"));
   write_config("ema.yaml", 0, extra);
   const char *sets[] = {"train.max_steps=6", "train.ema.net=decoder", "train.ema.decay=0.5"};
-  ganfw_status st = train(path_in("ema.yaml"), sets, 3);
+  ganfw_status st = gt_train(path_in("ema.yaml"), sets, 3);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   ganfw_st_file *f = NULL;
@@ -214,10 +183,10 @@ static void test_ema_of_a_net(void) {
   CU_ASSERT_PTR_NULL(ganfw_st_find(f, "encoder_ema.net.0.weight"));
   ganfw_st_close(f);
   const char *bad[] = {"train.max_steps=1", "train.ema.net=decodr"};
-  CU_ASSERT_NOT_EQUAL(train(path_in("ema.yaml"), bad, 2), GANFW_OK);
+  CU_ASSERT_NOT_EQUAL(gt_train(path_in("ema.yaml"), bad, 2), GANFW_OK);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "train.ema.net 'decodr'"));
   const char *none[] = {"train.max_steps=1", "train.ema.decay=0.5"};
-  CU_ASSERT_NOT_EQUAL(train(path_in("ema.yaml"), none, 2), GANFW_OK);
+  CU_ASSERT_NOT_EQUAL(gt_train(path_in("ema.yaml"), none, 2), GANFW_OK);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "name the net to average"));
   ganfw_error_clear();
 }
@@ -258,7 +227,7 @@ static void expect_error(const char *text, const char *want) {
           "train: {batch_size: 20, epochs: 1}\n%s",
           root, text);
   fclose(f);
-  ganfw_status st = train(path_in("bad.yaml"), NULL, 0);
+  ganfw_status st = gt_train(path_in("bad.yaml"), NULL, 0);
   CU_ASSERT_NOT_EQUAL(st, GANFW_OK);
   if (!strstr(ganfw_error_message(), want))
     printf("\n  expected '%s' in: %s\n", want, ganfw_error_message());

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "config/config.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "nn/net.h"
@@ -19,6 +20,8 @@
 #include "runtime/tensor_cast.h"
 #include "train/run.h"
 #include "train/session.h"
+#include "train/train_program.h"
+#include "train/trainer.h"
 
 /* Records a CUnit failure with `msg` (CUnit copies it) and prints it at once. */
 static void gt_fail(const char *msg) {
@@ -483,6 +486,40 @@ static int write_idx_pair(const char *dir, const char *prefix, int n, uint64_t s
   int bad = fclose(fi) != 0;
   bad |= fclose(fl) != 0;
   return bad ? -1 : 0;
+}
+
+ganfw_status gt_train(const char *config, const char *const *sets, int nsets) {
+  ganfw_run *run = NULL;
+  ganfw_session *s = NULL;
+  ganfw_status st = ganfw_run_open(config, sets, nsets, &run);
+  if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
+  if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
+  if (st == GANFW_OK)
+    st = s->family == GANFW_MODEL_CLASSIFIER ? ganfw_train_classifier(s)
+         : s->family == GANFW_MODEL_NETS     ? ganfw_train_program(s)
+                                             : ganfw_train_gan(s);
+  ganfw_session_close(s);
+  ganfw_run_close(run);
+  return st;
+}
+
+int gt_csv_column(const char *path, int col, double *v, int cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[8192];
+  int n = 0;
+  if (!fgets(line, sizeof line, f)) n = -1; /* the header */
+  while (n >= 0 && n < cap && fgets(line, sizeof line, f)) {
+    char *p = line;
+    for (int c = 0; c < col && p; c++) {
+      p = strchr(p, ',');
+      if (p) p++;
+    }
+    if (!p) break;
+    v[n++] = strtod(p, NULL);
+  }
+  fclose(f);
+  return n;
 }
 
 int gt_write_mnist(const char *dir, int n_train, int n_test, uint64_t seed) {

@@ -7,6 +7,7 @@
 #include <CUnit/CUnit.h>
 #include <stdint.h>
 
+#include "ganfw/status.h"
 #include "ganfw/tensor.h"
 
 /* A suite file defines `static CU_TestInfo tests[] = {{"name", fn}, ..., CU_TEST_INFO_NULL};`
@@ -91,6 +92,14 @@ double gt_gradcheck(gt_forward_fn forward, void *ctx, float *x, int64_t nx, cons
 /* --- random data ----------------------------------------------------------------------- */
 /* Deterministic uniform [lo, hi) floats from a small xorshift generator. */
 void gt_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed);
+
+/* --- runs ------------------------------------------------------------------------------ */
+/* `ganfw CONFIG --set ...` in-process: the run, its session with data, the unread-key check
+ * and the training loop of the model's family (GAN, classifier or trainer plugin). */
+ganfw_status gt_train(const char *config, const char *const *sets, int nsets);
+/* Column `col` (0-based) of every data row of a CSV file (after its header) into
+ * v[0..cap); returns the rows read, -1 when the file cannot be opened. */
+int gt_csv_column(const char *path, int col, double *v, int cap);
 
 /* --- data sets ------------------------------------------------------------------------ */
 /* Writes a small MNIST-format data set into `dir` (train-* and t10k-* IDX files, 28x28):

@@ -66,6 +66,7 @@ struct ganfw_program {
   ganfw_loader *other_loader;
   float *other_host;
   int64_t other_rows;
+  ganfw_tensor *other_first; /* sample(): its first images (at most the grid's), loaded once */
 };
 
 /* --- the step calls ------------------------------------------------------------------ */
@@ -635,6 +636,7 @@ void ganfw_program_destroy(ganfw_program *p) {
   if (!p) return;
   ganfw_loader_destroy(p->other_loader);
   free(p->other_host);
+  ganfw_tensor_destroy(p->other_first);
   for (int32_t r = 0; r < GANFW_MAX_NETS; r++) {
     ganfw_grad_list_free(&p->grads[r]);
     ganfw_net_stats_destroy(p->bn[r]);
@@ -796,6 +798,44 @@ static ganfw_status other_batch(ganfw_program *p, int64_t n, int64_t step_index,
   return GANFW_OK;
 }
 
+/* sample(): data.other's first n images (fewer when it has fewer), in order, the same for
+ * every grid; borrowed from the program. NULL without data.other. */
+static ganfw_status other_first(ganfw_program *p, int64_t n, ganfw_tensor **out) {
+  ganfw_session *s = p->s;
+  *out = NULL;
+  if (!s->other && !s->other_kind) return GANFW_OK;
+  if (s->other && n > ganfw_dataset_size(s->other)) n = ganfw_dataset_size(s->other);
+  if (p->other_first && p->other_first->shape[0] == n) {
+    *out = p->other_first;
+    return GANFW_OK;
+  }
+  ganfw_tensor_destroy(p->other_first);
+  p->other_first = NULL;
+  const ganfw_data_info *di = &s->data_info;
+  const int64_t shape[4] = {n, di->channels, di->height, di->width};
+  ganfw_tensor *t =
+      ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, shape, GANFW_MEM_DATA, "sample.other");
+  if (!t) return ganfw_error_code();
+  ganfw_status st = GANFW_OK;
+  if (s->other && !s->run->ctx_opt.meta) {
+    ganfw_loader_config lc = {.batch_size = (int32_t)n, .seed = s->ctx->seed, .workers = 1};
+    ganfw_loader *ld = NULL;
+    float *host = malloc((size_t)t->nbytes);
+    st = host ? ganfw_loader_create(s->other, &lc, &ld)
+              : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+    if (st == GANFW_OK) st = ganfw_loader_next(ld, host, NULL, NULL);
+    if (st == GANFW_OK) st = ganfw_tensor_from_host(t, host, t->nbytes);
+    ganfw_loader_destroy(ld);
+    free(host);
+  }
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(t);
+    return ganfw_error_wrap(st, "data.other (%s)", ganfw_dataset_name(s->other));
+  }
+  *out = p->other_first = t;
+  return GANFW_OK;
+}
+
 ganfw_status ganfw_program_step(ganfw_program *p, ganfw_tensor *x, ganfw_tensor *labels,
                                 int64_t step_index, ganfw_program_stats *out) {
   memset(out, 0, sizeof *out);
@@ -915,17 +955,16 @@ ganfw_status ganfw_program_sample(ganfw_program *p, ganfw_tensor *x, ganfw_tenso
   ganfw_step step = {.p = p, .mode = GANFW_STEP_SAMPLE, .micro_count = 1, .grad_scale = 1.0};
   step.input[GANFW_INPUT_IMAGES] = x;
   step.input[GANFW_INPUT_LABELS] = labels;
-  /* the grid's pairs are those of the first images; data.other's, its first batch */
+  /* the grid's pairs are those of the first images; data.other's, its first images */
   ganfw_tensor *pair = NULL, *other = NULL;
   ganfw_status st = make_pair(p, x, NULL, -1, 0, &pair);
-  if (st == GANFW_OK) st = other_batch(p, x->shape[0], 0, &other);
+  if (st == GANFW_OK) st = other_first(p, x->shape[0], &other);
   step.input[GANFW_INPUT_PAIR] = pair;
   step.input[GANFW_INPUT_OTHER] = other;
   eval_mode(s, 1);
   if (st == GANFW_OK) st = call(p, &step, sample_call);
   eval_mode(s, 0);
   ganfw_tensor_destroy(pair);
-  ganfw_tensor_destroy(other);
   free(step.own);
   if (st != GANFW_OK) {
     free(step.sample_host);
