@@ -1,0 +1,5 @@
+# test_ref_trainer_pix2pix steps the pix2pix trainer with the unet_patchgan model and SGD.
+if(TARGET test_ref_trainer_pix2pix)
+  add_dependencies(test_ref_trainer_pix2pix ganfw_plugin_unet_patchgan ganfw_plugin_pix2pix
+                   ganfw_plugin_sgd)
+endif()
