@@ -4,14 +4,15 @@
 #  - the whole model plugin is built from the public headers alone into
 #    <build>/tests/plugin_layer/ganfw_pixelnorm_gan.so, for `plan` against a real step;
 #  - the suite installs this build tree into a temporary prefix and builds the example out
-#    of tree against it (cmake, compiler and flags from the header tests/example_plugin.cmake
+#    of tree against it (cmake, compiler and flags from the header tests/example_common.cmake
 #    generates), then runs the installed ganfw on it;
 #  - tests/gpu/test_gpu_tensor_math.c (CUDA builds) runs the layer on the device.
 if(TARGET test_plugin_layer)
   set(GANFW_PIXELNORM_DIR ${PROJECT_SOURCE_DIR}/examples/pixelnorm)
   target_sources(test_plugin_layer PRIVATE ${GANFW_PIXELNORM_DIR}/pixelnorm.c)
+  include(${CMAKE_CURRENT_LIST_DIR}/example_common.cmake)
   target_include_directories(test_plugin_layer PRIVATE ${GANFW_PIXELNORM_DIR}
-                             ${CMAKE_CURRENT_BINARY_DIR}/example_plugin)
+                             ${CMAKE_CURRENT_BINARY_DIR}/example_common)
 
   add_library(ganfw_example_pixelnorm_gan MODULE ${GANFW_PIXELNORM_DIR}/pixelnorm_gan.c
               ${GANFW_PIXELNORM_DIR}/pixelnorm.c)

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
-#include "example_plugin_config.h"
+#include "example_config.h"
 #include "ganfw/ganfw.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
