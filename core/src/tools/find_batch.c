@@ -136,7 +136,7 @@ static void print_result(const char *config, const ganfw_find_batch_options *opt
   fprintf(out, "%10s  %-22s %16s %16s\n", "batch", "plan", "peak allocated", "peak reserved");
   for (int32_t i = 0; i < res->n_tries; i++) {
     const ganfw_find_batch_try *t = &sorted[i];
-    char what[40];
+    char what[80]; /* "OOM (" + oom_where + ")" */
     if (t->fits)
       snprintf(what, sizeof what, "fits");
     else
