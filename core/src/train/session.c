@@ -328,10 +328,12 @@ static ganfw_status role_init_from(ganfw_session *s, int32_t load) {
       }
     }
     if (st != GANFW_OK)
-      return ganfw_error_wrap(st,
-                              "%s: model.nets.%s.init_from (strict, as PyTorch's "
-                              "load_state_dict: the file must hold this net's architecture)",
-                              ganfw_cfg_where(ganfw_cfg_child(section, "init_from")), role);
+      return ganfw_error_wrap(st, "%s: model.nets.%s.init_from%s",
+                              ganfw_cfg_where(ganfw_cfg_child(section, "init_from")), role,
+                              st == GANFW_ERR_CONFIG
+                                  ? " (strict, as PyTorch's load_state_dict: the file must hold "
+                                    "this net's architecture)"
+                                  : "");
     ganfw_log(GANFW_LOG_INFO, "model.nets.%s.init_from %s: %lld tensors loaded", role, path,
               (long long)rep.loaded);
   }
