@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "runtime/ctx.h"
 #include "runtime/tensor.h"
+#include "ref_trainer.h"
 #include "testutil.h"
 #include "train/program.h"
 #include "train/session.h"
@@ -35,50 +36,9 @@ static const char vae_config[] = "seed: 1\n"
                                  "optim: {plugin: sgd, lr: 0.01, momentum: 0.9}\n"
                                  "train: {batch_size: 8, max_steps: 1}\n";
 
-/* Tolerances: the issue's 1e-4 relative, for the scalars, and for each tensor both as
- * ||got - want|| / ||want|| and element by element against a floor of 1e-2 of the tensor's
- * largest value (f32 sums of a few thousand products in another order than PyTorch's: a
- * gradient far below the largest one is known to fewer digits). */
-#define TOL_REL    1e-4
-#define ELEM_FLOOR 1e-2
-
-static double worst_loss, worst_grad, worst_grad_elem, worst_weight;
-
-static double norm_rel(const float *a, const float *b, int64_t n) {
-  double d = 0, r = 0;
-  for (int64_t k = 0; k < n; k++)
-    d += ((double)a[k] - b[k]) * ((double)a[k] - b[k]), r += (double)b[k] * b[k];
-  return sqrt(d / fmax(r, 1e-30));
-}
-
-static double abs_max(const float *v, int64_t n) {
-  double m = 0;
-  for (int64_t k = 0; k < n; k++) m = fmax(m, fabs(v[k]));
-  return m;
-}
-
-/* got (a tensor of n values on the CPU backend) against the reference `key`. */
-static void compare_tensor(gt_ref *ref, const char *key, const ganfw_tensor *got, int is_grad) {
-  int64_t n = 0;
-  const float *want = gt_ref_f32(ref, key, &n, NULL, NULL);
-  if (!want) return;
-  CU_ASSERT_EQUAL_FATAL(n, got->numel);
-  const float *g = got->data;
-  double e = norm_rel(g, want, n);
-  if (e > TOL_REL) printf("\n  %s: differs by %.3g (norm-relative)\n", key, e);
-  CU_ASSERT(e <= TOL_REL);
-  if (!is_grad) {
-    worst_weight = fmax(worst_weight, e);
-    return;
-  }
-  worst_grad = fmax(worst_grad, e);
-  double el = gt_check_close(key, g, want, n, TOL_REL, ELEM_FLOOR * abs_max(want, n));
-  worst_grad_elem = fmax(worst_grad_elem, el);
-}
-
 /* Every trainable parameter of every optimizer: its gradient (the momentum buffer
  * "<param>.momentum_buffer") and its value after the step. */
-static void compare_nets(gt_ref *ref, ganfw_session *s) {
+static void compare_nets(rt_step *t, ganfw_session *s) {
   char key[256];
   CU_ASSERT_EQUAL(s->n_optim, 2);
   for (int32_t o = 0; o < s->n_optim; o++) {
@@ -94,29 +54,14 @@ static void compare_nets(gt_ref *ref, ganfw_session *s) {
       snprintf(want_name, sizeof want_name, "%s.momentum_buffer", p->name);
       CU_ASSERT_STRING_EQUAL_FATAL(name, want_name);
       snprintf(key, sizeof key, "grad.%s.%s", opt->role, p->name);
-      compare_tensor(ref, key, buf, 1);
+      rt_compare_tensor(t, key, buf, 1);
       snprintf(key, sizeof key, "after.%s.%s", opt->role, p->name);
-      compare_tensor(ref, key, p->value, 0);
+      rt_compare_tensor(t, key, p->value, 0);
       compared++;
     }
     /* conv and linear weight and bias: 3 layers a net */
     CU_ASSERT_EQUAL(compared, 6);
   }
-}
-
-/* The reported scalar `name` against the reference's. */
-static void compare_scalar(gt_ref *ref, ganfw_program *p, const ganfw_program_stats *stats,
-                           const char *name) {
-  int32_t i = 0;
-  while (i < ganfw_program_scalar_count(p) && strcmp(ganfw_program_scalar_name(p, i), name) != 0)
-    i++;
-  CU_ASSERT_FATAL(i < ganfw_program_scalar_count(p));
-  CU_ASSERT_FATAL(stats->reported[i]);
-  const double want = gt_ref_scalar(ref, name), got = stats->value[i];
-  const double e = fabs(got - want) / fmax(fabs(want), 1e-6);
-  if (e > TOL_REL) printf("\n  %s: %.9g vs PyTorch %.9g\n", name, got, want);
-  CU_ASSERT(e <= TOL_REL);
-  worst_loss = fmax(worst_loss, e);
 }
 
 /* Puts the run's Philox stream at the reference's block and checks that the draw there is
@@ -137,51 +82,26 @@ static void place_eps(gt_ref *ref, ganfw_session *s) {
 }
 
 static void check_step(const char *name, const char *config_text, int vae) {
-  worst_loss = worst_grad = worst_grad_elem = worst_weight = 0;
-  gt_ref *ref = gt_ref_open(name);
-  if (!ref) return;
-  char dir[] = "/tmp/ganfw_refae_XXXXXX", path[256], ref_path[4096];
-  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/ae.yaml", dir);
-  FILE *f = fopen(path, "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fputs(config_text, f);
-  fclose(f);
   ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 28, .width = 28};
-  ganfw_run *run = NULL;
-  ganfw_session *s = NULL;
-  ganfw_program *p = NULL;
-  ganfw_status st = ganfw_run_open(path, NULL, 0, &run);
-  if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
-  unlink(path);
-  rmdir(dir);
-  snprintf(ref_path, sizeof ref_path, "%s/%s.safetensors", getenv("GANFW_REF_DIR"), name);
-  if (st == GANFW_OK) st = ganfw_program_load_weights(s, ref_path);
-  if (st == GANFW_OK) st = ganfw_program_create(s, &p);
-  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
-  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-  CU_ASSERT_STRING_EQUAL(s->trainer_name, "autoencoder");
+  rt_step t;
+  if (!rt_open(&t, name, config_text, &info)) return;
+  CU_ASSERT_STRING_EQUAL(t.s->trainer_name, "autoencoder");
 
-  if (vae) place_eps(ref, s);
-  ganfw_tensor *x = gt_ref_tensor_new(s->ctx, ref, "x");
+  if (vae) place_eps(t.ref, t.s);
+  ganfw_tensor *x = gt_ref_tensor_new(t.s->ctx, t.ref, "x");
   ganfw_program_stats stats;
-  st = ganfw_program_step(p, x, NULL, 0, &stats);
+  ganfw_status st = ganfw_program_step(t.p, x, NULL, 0, &stats);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
 
-  compare_scalar(ref, p, &stats, "loss");
-  compare_scalar(ref, p, &stats, "loss_rec");
-  if (vae) compare_scalar(ref, p, &stats, "kl");
-  compare_nets(ref, s);
-  printf("\n  %s relative: losses %.2g, gradients %.2g (norm) %.2g (element-wise, floor "
-         "1e-2 of the largest), weights after the step %.2g (norm)\n",
-         name, worst_loss, worst_grad, worst_grad_elem, worst_weight);
+  rt_compare_scalar(&t, &stats, "loss");
+  rt_compare_scalar(&t, &stats, "loss_rec");
+  if (vae) rt_compare_scalar(&t, &stats, "kl");
+  compare_nets(&t, t.s);
+  rt_report(&t, name, "weights");
 
   ganfw_tensor_destroy(x);
-  ganfw_program_destroy(p);
-  ganfw_session_close(s);
-  ganfw_run_close(run);
-  gt_ref_close(ref);
+  rt_close(&t);
 }
 
 static void test_ae_step_matches_pytorch(void) {

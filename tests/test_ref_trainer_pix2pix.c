@@ -18,6 +18,7 @@
 #include "data/pair.h" // defines: ganfw_pair_make
 #include "nn/net.h"
 #include "runtime/tensor.h"
+#include "ref_trainer.h"
 #include "testutil.h"
 #include "train/program.h"
 #include "train/session.h"
@@ -32,47 +33,6 @@ static const char p2p_config[] =
     "trainer: {plugin: pix2pix, lambda_l1: 5}\n"
     "optim: {plugin: sgd, lr: 0.01, momentum: 0.9}\n"
     "train: {batch_size: 4, max_steps: 1}\n";
-
-/* Tolerances: the issue's 1e-4 relative, for the scalars, and for each tensor both as
- * ||got - want|| / ||want|| and element by element against a floor of 1e-2 of the tensor's
- * largest value (f32 sums of up to a few thousand products in another order than PyTorch's: a
- * gradient far below the largest one is known to fewer digits). */
-#define TOL_REL    1e-4
-#define ELEM_FLOOR 1e-2
-
-static double worst_loss, worst_grad, worst_grad_elem, worst_weight;
-
-static double norm_rel(const float *a, const float *b, int64_t n) {
-  double d = 0, r = 0;
-  for (int64_t k = 0; k < n; k++)
-    d += ((double)a[k] - b[k]) * ((double)a[k] - b[k]), r += (double)b[k] * b[k];
-  return sqrt(d / fmax(r, 1e-30));
-}
-
-static double abs_max(const float *v, int64_t n) {
-  double m = 0;
-  for (int64_t k = 0; k < n; k++) m = fmax(m, fabs(v[k]));
-  return m;
-}
-
-/* got (a tensor of n values on the CPU backend) against the reference `key`. */
-static void compare_tensor(gt_ref *ref, const char *key, const ganfw_tensor *got, int is_grad) {
-  int64_t n = 0;
-  const float *want = gt_ref_f32(ref, key, &n, NULL, NULL);
-  if (!want) return;
-  CU_ASSERT_EQUAL_FATAL(n, got->numel);
-  const float *g = got->data;
-  double e = norm_rel(g, want, n);
-  if (e > TOL_REL) printf("\n  %s: differs by %.3g (norm-relative)\n", key, e);
-  CU_ASSERT(e <= TOL_REL);
-  if (!is_grad) {
-    worst_weight = fmax(worst_weight, e);
-    return;
-  }
-  worst_grad = fmax(worst_grad, e);
-  double el = gt_check_close(key, g, want, n, TOL_REL, ELEM_FLOOR * abs_max(want, n));
-  worst_grad_elem = fmax(worst_grad_elem, el);
-}
 
 /* The session's nets and optimizers by role: the generator and the discriminator, each
  * trained by its own optimizer. */
@@ -92,7 +52,7 @@ static void check_roles(ganfw_session *s) {
 /* Every trainable parameter of net r, each once: its gradient (the momentum buffer
  * "<param>.momentum_buffer") and its value after the step; the optimizer holds no other
  * state. */
-static void compare_params(gt_ref *ref, ganfw_session *s, int32_t r, int64_t expected) {
+static void compare_params(rt_step *t, ganfw_session *s, int32_t r, int64_t expected) {
   char key[256];
   const ganfw_session_optim *opt = &s->optim[s->nets[r].optim];
   CU_ASSERT_PTR_NOT_NULL_FATAL(opt->vt->state_tensor);
@@ -106,9 +66,9 @@ static void compare_params(gt_ref *ref, ganfw_session *s, int32_t r, int64_t exp
     snprintf(want_name, sizeof want_name, "%s.momentum_buffer", p->name);
     CU_ASSERT_STRING_EQUAL_FATAL(name, want_name);
     snprintf(key, sizeof key, "grad.%s.%s", opt->role, p->name);
-    compare_tensor(ref, key, buf, 1);
+    rt_compare_tensor(t, key, buf, 1);
     snprintf(key, sizeof key, "after.%s.%s", opt->role, p->name);
-    compare_tensor(ref, key, p->value, 0);
+    rt_compare_tensor(t, key, p->value, 0);
   }
   const char *name = NULL;
   CU_ASSERT_PTR_NULL(opt->vt->state_tensor(opt->self, opt->n_params, &name));
@@ -116,33 +76,19 @@ static void compare_params(gt_ref *ref, ganfw_session *s, int32_t r, int64_t exp
 
 /* Net r's BatchNorm statistics after the step (running_mean, running_var,
  * num_batches_tracked) against PyTorch's. */
-static void compare_buffers(gt_ref *ref, ganfw_session *s, int32_t r, int64_t expected) {
+static void compare_buffers(rt_step *t, ganfw_session *s, int32_t r, int64_t expected) {
+  gt_ref *ref = t->ref;
   char key[256];
   ganfw_net_buffer b;
   int64_t n = 0;
   for (int64_t i = 0; ganfw_net_buffer_at(s->nets[r].net, i, &b); i++, n++) {
     snprintf(key, sizeof key, "after.%s.%s", s->nets[r].role, b.name);
     if (b.tensor)
-      compare_tensor(ref, key, b.tensor, 0);
+      rt_compare_tensor(t, key, b.tensor, 0);
     else
       CU_ASSERT_EQUAL(*b.counter, (int64_t)gt_ref_scalar(ref, key));
   }
   CU_ASSERT_EQUAL(n, expected);
-}
-
-/* The reported scalar `name` against the reference's. */
-static void compare_scalar(gt_ref *ref, ganfw_program *p, const ganfw_program_stats *stats,
-                           const char *name) {
-  int32_t i = 0;
-  while (i < ganfw_program_scalar_count(p) && strcmp(ganfw_program_scalar_name(p, i), name) != 0)
-    i++;
-  CU_ASSERT_FATAL(i < ganfw_program_scalar_count(p));
-  CU_ASSERT_FATAL(stats->reported[i]);
-  const double want = gt_ref_scalar(ref, name), got = stats->value[i];
-  const double e = fabs(got - want) / fmax(fabs(want), 1e-6);
-  if (e > TOL_REL) printf("\n  %s: %.9g vs PyTorch %.9g\n", name, got, want);
-  CU_ASSERT(e <= TOL_REL);
-  worst_loss = fmax(worst_loss, e);
 }
 
 /* data.pair reached the session as the downscaled kind, and the input it makes of the batch y
@@ -166,57 +112,32 @@ static void check_pair(gt_ref *ref, ganfw_session *s, const ganfw_tensor *y) {
 
 static void test_pix2pix_step_matches_pytorch(void) {
   const char *name = "trainer_pix2pix_step";
-  worst_loss = worst_grad = worst_grad_elem = worst_weight = 0;
-  gt_ref *ref = gt_ref_open(name);
-  if (!ref) return;
-  char dir[] = "/tmp/ganfw_refp2p_XXXXXX", path[256], ref_path[4096];
-  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/pix2pix.yaml", dir);
-  FILE *f = fopen(path, "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fputs(p2p_config, f);
-  fclose(f);
   ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 16, .width = 16};
-  ganfw_run *run = NULL;
-  ganfw_session *s = NULL;
-  ganfw_program *p = NULL;
-  ganfw_status st = ganfw_run_open(path, NULL, 0, &run);
-  if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
-  unlink(path);
-  rmdir(dir);
-  snprintf(ref_path, sizeof ref_path, "%s/%s.safetensors", getenv("GANFW_REF_DIR"), name);
-  if (st == GANFW_OK) st = ganfw_program_load_weights(s, ref_path);
-  if (st == GANFW_OK) st = ganfw_program_create(s, &p);
-  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
-  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-  CU_ASSERT_STRING_EQUAL(s->trainer_name, "pix2pix");
-  check_roles(s);
+  rt_step t;
+  if (!rt_open(&t, name, p2p_config, &info)) return;
+  CU_ASSERT_STRING_EQUAL(t.s->trainer_name, "pix2pix");
+  check_roles(t.s);
 
-  ganfw_tensor *y = gt_ref_tensor_new(s->ctx, ref, "y");
-  check_pair(ref, s, y);
+  ganfw_tensor *y = gt_ref_tensor_new(t.s->ctx, t.ref, "y");
+  check_pair(t.ref, t.s, y);
   ganfw_program_stats stats;
-  st = ganfw_program_step(p, y, NULL, 0, &stats);
+  ganfw_status st = ganfw_program_step(t.p, y, NULL, 0, &stats);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
 
-  compare_scalar(ref, p, &stats, "loss_d");
-  compare_scalar(ref, p, &stats, "loss_g");
-  compare_scalar(ref, p, &stats, "loss_g_gan");
-  compare_scalar(ref, p, &stats, "loss_l1");
+  rt_compare_scalar(&t, &stats, "loss_d");
+  rt_compare_scalar(&t, &stats, "loss_g");
+  rt_compare_scalar(&t, &stats, "loss_g_gan");
+  rt_compare_scalar(&t, &stats, "loss_l1");
   /* G: 5 convs (the last with a bias), 3 BatchNorms; D: 4 convs (2 with a bias), 2 BatchNorms */
-  compare_params(ref, s, 0, 13);
-  compare_params(ref, s, 1, 10);
-  compare_buffers(ref, s, 0, 9);
-  compare_buffers(ref, s, 1, 6);
-  printf("\n  %s relative: losses %.2g, gradients %.2g (norm) %.2g (element-wise, floor "
-         "1e-2 of the largest), weights and BatchNorm statistics after the step %.2g (norm)\n",
-         name, worst_loss, worst_grad, worst_grad_elem, worst_weight);
+  compare_params(&t, t.s, 0, 13);
+  compare_params(&t, t.s, 1, 10);
+  compare_buffers(&t, t.s, 0, 9);
+  compare_buffers(&t, t.s, 1, 6);
+  rt_report(&t, name, "weights and BatchNorm statistics");
 
   ganfw_tensor_destroy(y);
-  ganfw_program_destroy(p);
-  ganfw_session_close(s);
-  ganfw_run_close(run);
-  gt_ref_close(ref);
+  rt_close(&t);
 }
 
 static CU_TestInfo tests[] = {
