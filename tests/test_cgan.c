@@ -21,6 +21,7 @@
 #include "tools/score.h"
 #include "train/ema.h"
 #include "train/session.h"
+#include "train/loop.h"
 #include "train/trainer.h"
 
 static char root[64];
@@ -85,7 +86,7 @@ static ganfw_status train(const char *config, const char *const *sets, int nsets
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
   if (st == GANFW_OK)
-    st = s->family == GANFW_MODEL_GAN ? ganfw_train_gan(s) : ganfw_train_classifier(s);
+    st = ganfw_train(s);
   if (st != GANFW_OK) printf("\n  %s: %s\n", config, ganfw_error_message());
   ganfw_session_close(s);
   ganfw_run_close(run);

@@ -22,6 +22,7 @@
 #include "io/safetensors.h"
 #include "testutil.h"
 #include "train/session.h"
+#include "train/loop.h"
 #include "train/trainer.h"
 
 static char root[64];
@@ -262,7 +263,7 @@ static ganfw_status train(const char *config, const char *const *sets, int nsets
   ganfw_status st = ganfw_run_open(config, sets, nsets, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
-  if (st == GANFW_OK) st = ganfw_train_classifier(s);
+  if (st == GANFW_OK) st = ganfw_train(s);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   ganfw_session_close(s);
   ganfw_run_close(run);

@@ -21,6 +21,7 @@
 #include "tools/fid.h"
 #include "tools/score.h"
 #include "train/session.h"
+#include "train/loop.h"
 #include "train/trainer.h"
 
 static int msg_has(const char *s) {
@@ -407,7 +408,7 @@ static ganfw_status train(const char *config) {
   ganfw_status st = ganfw_run_open(config, NULL, 0, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK)
-    st = s->family == GANFW_MODEL_GAN ? ganfw_train_gan(s) : ganfw_train_classifier(s);
+    st = ganfw_train(s);
   if (st != GANFW_OK) printf("\n  %s: %s\n", config, ganfw_error_message());
   ganfw_session_close(s);
   ganfw_run_close(run);

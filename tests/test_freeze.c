@@ -19,6 +19,7 @@
 #include "train/session.h"
 #include "runtime/tensor.h"
 #include "testutil.h"
+#include "train/loop.h"
 #include "train/trainer.h"
 
 static char root[64];
@@ -68,7 +69,7 @@ static ganfw_status train(const char *config) {
   ganfw_session *s = NULL;
   ganfw_status st = open_session(config, &run, &s);
   if (st == GANFW_OK)
-    st = s->family == GANFW_MODEL_GAN ? ganfw_train_gan(s) : ganfw_train_classifier(s);
+    st = ganfw_train(s);
   if (st != GANFW_OK) printf("\n  %s: %s\n", config, ganfw_error_message());
   ganfw_session_close(s);
   ganfw_run_close(run);

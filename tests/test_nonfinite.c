@@ -20,6 +20,7 @@
 #include "runtime/tensor.h"
 #include "testutil.h"
 #include "train/session.h"
+#include "train/loop.h"
 #include "train/trainer.h"
 
 static char root[64], ganfw[4200], plugins[4200];
@@ -88,7 +89,7 @@ static ganfw_status train(const char *config, const char *const *sets, int nsets
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
   if (st == GANFW_OK)
-    st = s->family == GANFW_MODEL_GAN ? ganfw_train_gan(s) : ganfw_train_classifier(s);
+    st = ganfw_train(s);
   ganfw_session_close(s);
   ganfw_run_close(run);
   return st;

@@ -26,6 +26,7 @@
 #include "runtime/tensor.h"
 #include "testutil.h"
 #include "train/session.h"
+#include "train/loop.h"
 #include "train/trainer.h"
 
 static char root[64];
@@ -329,7 +330,7 @@ static ganfw_status train(const char *config, int gan) {
   ganfw_status st = ganfw_run_open(config, NULL, 0, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
-  if (st == GANFW_OK) st = gan ? ganfw_train_gan(s) : ganfw_train_classifier(s);
+  if (st == GANFW_OK) st = ganfw_train(s);
   if (st) printf("\n  %s\n", ganfw_error_message());
   ganfw_session_close(s);
   ganfw_run_close(run);

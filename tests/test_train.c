@@ -14,6 +14,7 @@
 #include "tools/sample.h"
 #include "train/session.h"
 #include "testutil.h"
+#include "train/loop.h"
 #include "train/trainer.h"
 
 static char root[64];
@@ -54,7 +55,7 @@ static ganfw_status train(const char *const *sets, int nsets) {
   ganfw_status st = ganfw_run_open(path_in("gan.yaml"), sets, nsets, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
-  if (st == GANFW_OK) st = ganfw_train_gan(s);
+  if (st == GANFW_OK) st = ganfw_train(s);
   ganfw_session_close(s);
   ganfw_run_close(run);
   return st;

@@ -21,6 +21,7 @@
 #include "train/run.h"
 #include "train/session.h"
 #include "train/train_program.h"
+#include "train/loop.h"
 #include "train/trainer.h"
 
 /* Records a CUnit failure with `msg` (CUnit copies it) and prints it at once. */
@@ -495,9 +496,7 @@ ganfw_status gt_train(const char *config, const char *const *sets, int nsets) {
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
   if (st == GANFW_OK)
-    st = s->family == GANFW_MODEL_CLASSIFIER ? ganfw_train_classifier(s)
-         : s->family == GANFW_MODEL_NETS     ? ganfw_train_program(s)
-                                             : ganfw_train_gan(s);
+    st = ganfw_train(s);
   ganfw_session_close(s);
   ganfw_run_close(run);
   return st;

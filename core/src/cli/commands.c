@@ -18,6 +18,7 @@
 #include "ganfw/ganfw.h"
 #include "train/run.h"
 #include "train/session.h"
+#include "train/loop.h"
 #include "train/trainer.h"
 #include "train/train_program.h"
 #include "io/timeline.h"
@@ -443,10 +444,7 @@ static int cmd_train(cli_args *args) {
   predict(args, &plan, &cal);
   ganfw_status st = prepare(args, NULL, plan.planned ? &plan.layout.l : NULL, &run, &session);
   if (st == GANFW_OK) session->predicted = cal;
-  if (st == GANFW_OK)
-    st = session->family == GANFW_MODEL_CLASSIFIER ? ganfw_train_classifier(session)
-         : session->family == GANFW_MODEL_NETS     ? ganfw_train_program(session)
-                                                   : ganfw_train_gan(session);
+  if (st == GANFW_OK) st = ganfw_train(session);
   static char oom_msg[8192], out_dir[4096];
   if (st == GANFW_ERR_OOM) snprintf(oom_msg, sizeof oom_msg, "%s", ganfw_error_message());
   /* the run folder exists: memory.html, or on an OOM the flight recorder, go into it */

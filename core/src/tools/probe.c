@@ -1,6 +1,7 @@
-/* Runs a config's training steps (GAN or classifier) on the meta or the real backend and
- * measures its memory (see probe.h): set-up bytes, per-phase and per-category peaks, and,
- * with a peak hook on the allocator, which layer holds which bytes at the allocated peak. */
+/* Runs a config's training steps, through its trainer (train/loop.h), on the meta or the real
+ * backend and measures its memory (see probe.h): set-up bytes, per-phase and per-category
+ * peaks, and, with a peak hook on the allocator, which layer holds which bytes at the
+ * allocated peak. */
 #include "tools/probe.h"
 #include "dist/dist.h"
 #include "train/dp.h"
@@ -18,15 +19,12 @@
 #include "train/run.h"
 #include "train/session.h"
 #include "runtime/tensor.h"
-#include "train/trainer.h"
-#include "train/program.h"
+#include "train/loop.h"
 
 const char *ganfw_probe_phase_name(const ganfw_probe_result *r, int32_t phase) {
   if (phase < 0) return "set-up";
-  if (r->family == GANFW_MODEL_NETS && phase < r->n_phases && r->phase_names[phase][0])
-    return r->phase_names[phase];
-  if (r->family != GANFW_MODEL_GAN) return "step";
-  return phase == GANFW_PHASE_D ? "D step" : "G step";
+  if (phase < r->n_phases && r->phase_names[phase][0]) return r->phase_names[phase];
+  return "step";
 }
 
 void ganfw_probe_result_free(ganfw_probe_result *r) {
@@ -251,15 +249,7 @@ typedef struct probe {
   ganfw_run *run;
   ganfw_config *side; /* the extra memory strategy's entry */
   ganfw_session *s;
-  ganfw_gan *gan;
-  ganfw_classifier *cls;
-  ganfw_program *prog; /* a trainer plugin's */
-  float *host_lf;      /* its labels as f32 */
-  ganfw_loader *loader;
-  float *host_batch;
-  int32_t *host_labels;
-  ganfw_tensor *x, *z, *fixed, *labels;
-  ganfw_tensor *z_local; /* data-parallel: this rank's rows of z (z itself alone) */
+  ganfw_loop L; /* the trainer's working set, as the training loop holds it */
   snapshot snap;
 } probe;
 
@@ -317,9 +307,9 @@ static ganfw_status open_run(probe *p, const char *path, const char *const *sets
   return GANFW_OK;
 }
 
-/* The session and everything a training run holds before its first step (as
- * ganfw_train_gan: loader, the step's working set, batch, noise, fixed sample noise; as
- * ganfw_train_classifier: loader, working set, batch, labels). */
+/* The session and everything a training run holds before its first step: the trainer's
+ * working set and inputs from its open() (the loader with real data), without what only a
+ * run holds beside its steps (the test split, a sample grid's inputs). */
 static ganfw_status set_up(probe *p) {
   const ganfw_probe_options *opt = p->opt;
   ganfw_probe_result *out = p->out;
@@ -341,112 +331,57 @@ static ganfw_status set_up(probe *p) {
     out->free_bytes = (int64_t)free_bytes;
   }
   out->family = s->family;
-  out->n_phases = s->family == GANFW_MODEL_GAN ? 2 : 1;
-  /* data-parallel (mpirun, or plan --ranks): this rank's rows, as ganfw_train_gan holds them */
+  out->n_phases = 1;
+  /* data-parallel (mpirun, or plan --ranks): this rank's rows, as the training loop holds
+   * them */
   ganfw_loader_config lc;
   ganfw_dp_loader_config(s, &lc);
-  const int64_t zn = ganfw_dp_local_batch(s);
   out->ranks = ganfw_dp_ranks(s);
   for (int32_t i = 0; i < s->n_optim; i++) {
     out->zero_elems += ganfw_zero_shard_elems(&s->optim[i]);
     for (int64_t k = 0; ganfw_zero_sharded(&s->optim[i]) && k < s->optim[i].n_params; k++)
       out->zero_total += s->optim[i].params[k].value->numel;
   }
-  if (opt->real_data && (st = ganfw_loader_create(s->data, &lc, &p->loader)) != GANFW_OK) return st;
-  const int64_t B = s->train.batch_size;
-  int64_t xs[4] = {zn, s->data_info.channels, s->data_info.height, s->data_info.width};
-  if (s->family == GANFW_MODEL_NETS) {
-    out->n_phases = 1;
-    if ((st = ganfw_program_create(s, &p->prog)) != GANFW_OK) return st;
-    int64_t ls[2] = {B, 1};
-    p->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
-    if (!p->x) return ganfw_error_code();
-    if (s->data_info.num_classes > 0 &&
-        !(p->labels =
-              ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 2, ls, GANFW_MEM_DATA, "labels")))
-      return ganfw_error_code();
-    if (!(p->host_lf = calloc((size_t)B, sizeof *p->host_lf)))
-      return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-  } else if (s->family == GANFW_MODEL_GAN) {
-    if ((st = ganfw_gan_create(s, &p->gan)) != GANFW_OK) return st;
-    int64_t zs[4] = {B, s->nz, 1, 1};
-    p->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
-    p->z =
-        p->x ? ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, zs, GANFW_MEM_DATA, "noise") : NULL;
-    p->z_local = p->z ? ganfw_dp_rows_tensor(s, p->z, "noise.rank") : NULL;
-    p->fixed = p->z_local ? ganfw_gan_fixed_noise(s, s->train.samples, s->ctx->seed) : NULL;
-    if (!p->fixed) return ganfw_error_code();
-  } else {
-    if ((st = ganfw_classifier_create(s, &p->cls)) != GANFW_OK) return st;
-    p->x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
-    p->labels = p->x
-                    ? ganfw_tensor_create(s->ctx, GANFW_DTYPE_I32, 1, &zn, GANFW_MEM_DATA, "labels")
-                    : NULL;
-    if (!p->labels) return ganfw_error_code();
-  }
-  if (opt->real_data) p->host_batch = malloc((size_t)p->x->nbytes); /* a plan needs none */
-  p->host_labels = calloc((size_t)B, sizeof *p->host_labels);       /* class 0 without data */
-  if ((opt->real_data && !p->host_batch) || !p->host_labels)
-    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  ganfw_loop *L = &p->L;
+  *L = (ganfw_loop){.s = s, .t = ganfw_session_trainer(s), .planning = 1};
+  if (opt->real_data && (st = ganfw_loader_create(s->data, &lc, &L->loader)) != GANFW_OK) return st;
+  if ((st = L->t->open(L, &L->self)) != GANFW_OK) return st;
+  if (L->host_y) /* class 0 without data */
+    memset(L->host_y, 0, (size_t)L->x->shape[0] * sizeof *L->host_y);
   return GANFW_OK;
 }
 
-/* The next batch and noise (or labels), as the training loops make them; without the
- * data set, uniform noise images of class 0. */
-static ganfw_status next_batch(probe *p) {
+/* The next batch (and its classes), as the training loop reads them; without the data set,
+ * uniform noise images of class 0. */
+static ganfw_status next_batch(probe *p, ganfw_batch_info *bi) {
   ganfw_session *s = p->s;
-  const ganfw_host *host = ganfw_host_table();
+  ganfw_loop *L = &p->L;
+  *bi = (ganfw_batch_info){.n = L->x->shape[0]};
+  if (!L->loader) return ganfw_host_table()->rng_uniform(s->ctx, L->x, -1.0f, 1.0f);
+  /* a full batch, as the steps take; an epoch has at most one short one */
+  int64_t tries = ganfw_loader_batches_per_epoch(L->loader) + 2;
   ganfw_status st;
-  if (p->loader) {
-    ganfw_batch_info bi;
-    /* a full batch, as the steps take; an epoch has at most one short one */
-    int64_t tries = ganfw_loader_batches_per_epoch(p->loader) + 2;
-    do {
-      st = ganfw_loader_next(p->loader, p->host_batch, p->labels ? p->host_labels : NULL, &bi);
-      if (st != GANFW_OK) return st;
-    } while (bi.n < s->train.batch_size && --tries > 0);
-    if (bi.n < s->train.batch_size)
-      return ganfw_error_set(GANFW_ERR_CONFIG,
-                             "train.batch_size %lld: the data set never gives a full batch "
-                             "(%d images at most); lower train.batch_size",
-                             (long long)s->train.batch_size, (int)bi.n);
-    if ((st = ganfw_tensor_from_host(p->x, p->host_batch, p->x->nbytes)) != GANFW_OK) return st;
-  } else if ((st = host->rng_uniform(s->ctx, p->x, -1.0f, 1.0f)) != GANFW_OK) {
-    return st;
-  }
-  if (p->prog) {
-    for (int64_t i = 0; p->labels && i < s->train.batch_size; i++)
-      p->host_lf[i] = (float)p->host_labels[i];
-    return p->labels ? ganfw_tensor_from_host(p->labels, p->host_lf, p->labels->nbytes) : GANFW_OK;
-  }
-  if (p->labels) return ganfw_tensor_from_host(p->labels, p->host_labels, p->labels->nbytes);
-  if ((st = host->rng_normal(s->ctx, p->z, 0.0f, 1.0f)) != GANFW_OK) return st;
-  return ganfw_dp_take_rows(s, p->z, p->z_local);
+  do {
+    if ((st = ganfw_loader_next(L->loader, L->host_x, L->host_y, bi)) != GANFW_OK) return st;
+  } while (bi->n < s->train.batch_size && --tries > 0);
+  if (bi->n < s->train.batch_size)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "train.batch_size %lld: the data set never gives a full batch "
+                           "(%d images at most); lower train.batch_size",
+                           (long long)s->train.batch_size, (int)bi->n);
+  return ganfw_tensor_from_host(L->x, L->host_x, L->x->nbytes);
 }
 
-/* One whole step (warm-up): as the training loop runs it. */
-static ganfw_status whole_step(probe *p) {
-  ganfw_probe_result *out = p->out;
-  ganfw_status st;
-  if (p->prog) {
-    ganfw_program_stats ps;
-    st = ganfw_program_step(p->prog, p->x, p->labels, 0, &ps);
-    if (st == GANFW_OK) out->skipped_g += ps.skipped;
-    return st;
-  }
-  if (p->cls) {
-    ganfw_classifier_stats cs;
-    st = ganfw_classifier_step(p->cls, p->x, p->labels, &cs);
-    if (st == GANFW_OK) out->skipped_g += cs.skipped;
-    return st;
-  }
-  ganfw_gan_stats gs;
-  st = ganfw_gan_step(p->gan, p->x, p->z_local, &gs);
-  if (st == GANFW_OK) {
-    out->skipped_d += gs.skipped_d;
-    out->skipped_g += gs.skipped_g;
-  }
-  return st;
+/* One step of the trainer, as the training loop runs it: skipped optimizer steps counted. */
+static ganfw_status trainer_step(probe *p, const ganfw_batch_info *bi, ganfw_step_report *rep) {
+  ganfw_loop *L = &p->L;
+  ganfw_loop_step ls = {NULL, NULL};
+  ganfw_status st = L->t->step(L->self, L, bi, &ls);
+  if (st != GANFW_OK) return st;
+  L->t->report(L->self, rep);
+  p->out->skipped_d += rep->skipped_d;
+  p->out->skipped_g += rep->skipped_g;
+  return GANFW_OK;
 }
 
 static void take_phase(probe *p, int32_t phase) {
@@ -467,7 +402,7 @@ static void take_phase(probe *p, int32_t phase) {
   out->peak_reserved = max64(out->peak_reserved, st.reserved.peak);
 }
 
-/* A trainer plugin starts phase `phase`: the running phase's peaks are taken, and the
+/* The trainer starts phase `phase`: the running phase's peaks are taken, and the
  * allocator's reset for the new one. */
 static void phase_began(void *user, int32_t phase, const char *name) {
   probe *p = user;
@@ -487,65 +422,27 @@ static int dbl_cmp(const void *x, const void *y) {
   return a < b ? -1 : a > b;
 }
 
-/* One measured step: a GAN's D phase and G phase (with the strategies' step end), each
- * after a peak reset; a classifier's step as one phase. */
-static ganfw_status measured_step(probe *p) {
-  ganfw_session *s = p->s;
+/* One measured step: each of the trainer's phases (a GAN's D step and G step, a trainer
+ * plugin's named ones; one "step" without) measured from its start, the step made one that
+ * runs every phase. */
+static ganfw_status measured_step(probe *p, const ganfw_batch_info *bi) {
   ganfw_probe_result *out = p->out;
-  ganfw_alloc *a = s->ctx->alloc;
-  ganfw_alloc_reset_peak(a);
-  if (p->prog) { /* the trainer's phases, each measured from its start (phase_began) */
-    ganfw_program_stats ps;
-    p->snap.phase = 0;
-    ganfw_program_set_phase_hook(p->prog, phase_began, p);
-    ganfw_status st = ganfw_program_step(p->prog, p->x, p->labels, 0, &ps);
-    ganfw_program_set_phase_hook(p->prog, NULL, NULL);
-    take_phase(p, p->snap.phase);
-    if (is_oom(st)) record_oom(p, ganfw_program_phase_name(p->prog, p->snap.phase));
-    if (st != GANFW_OK) return st;
-    out->skipped_g += ps.skipped;
-    out->scalars[0] = '\0';
-    for (int32_t i = 0, shown = 0; i < ganfw_program_scalar_count(p->prog) && shown < 3; i++) {
-      if (!ps.reported[i]) continue;
-      const size_t used = strlen(out->scalars);
-      snprintf(out->scalars + used, sizeof out->scalars - used, "%s%s %.4f", shown++ ? ", " : "",
-               ganfw_program_scalar_name(p->prog, i), ps.value[i]);
-    }
-    return GANFW_OK;
-  }
-  if (p->cls) {
-    ganfw_classifier_stats cs;
-    p->snap.phase = GANFW_PHASE_STEP;
-    ganfw_status st = ganfw_classifier_step(p->cls, p->x, p->labels, &cs);
-    take_phase(p, GANFW_PHASE_STEP);
-    if (is_oom(st)) record_oom(p, "step");
-    if (st != GANFW_OK) return st;
-    out->loss = cs.loss;
-    out->accuracy = cs.accuracy;
-    out->skipped_g += cs.skipped;
-    return GANFW_OK;
-  }
-  ganfw_gan_stats stats, *gs = &stats;
-  memset(gs, 0, sizeof *gs);
-  p->snap.phase = GANFW_PHASE_D;
-  ganfw_status st = ganfw_gan_d_step(p->gan, p->x, p->z_local, gs);
-  take_phase(p, GANFW_PHASE_D);
-  if (st != GANFW_OK) {
-    if (is_oom(st)) record_oom(p, "D step");
-    return st;
-  }
-  ganfw_alloc_reset_peak(a);
-  p->snap.phase = GANFW_PHASE_G;
-  st = ganfw_gan_g_step(p->gan, p->z_local, gs);
-  for (int32_t i = 0; i < s->n_memory && st == GANFW_OK; i++) /* as ganfw_gan_step */
-    if (s->memory[i].vt->step_end) st = s->memory[i].vt->step_end(s->memory[i].self);
-  take_phase(p, GANFW_PHASE_G);
-  if (is_oom(st)) record_oom(p, "G step");
+  const ganfw_loop_trainer *t = p->L.t;
+  ganfw_alloc_reset_peak(p->s->ctx->alloc);
+  p->snap.phase = 0;
+  if (t->every_phase) t->every_phase(p->L.self);
+  if (t->set_phase_hook) t->set_phase_hook(p->L.self, phase_began, p);
+  ganfw_step_report rep;
+  ganfw_status st = trainer_step(p, bi, &rep);
+  if (t->set_phase_hook) t->set_phase_hook(p->L.self, NULL, NULL);
+  take_phase(p, p->snap.phase);
+  if (is_oom(st)) record_oom(p, ganfw_probe_phase_name(out, p->snap.phase));
   if (st != GANFW_OK) return st;
-  out->loss_d = gs->loss_d;
-  out->loss_g = gs->loss_g;
-  out->skipped_d += gs->skipped_d;
-  out->skipped_g += gs->skipped_g;
+  out->loss_d = rep.loss_d;
+  out->loss_g = rep.loss_g;
+  out->loss = rep.loss;
+  out->accuracy = rep.accuracy;
+  snprintf(out->scalars, sizeof out->scalars, "%s", rep.scalars);
   return GANFW_OK;
 }
 
@@ -556,8 +453,11 @@ static ganfw_status run_steps(probe *p) {
   ganfw_status st = GANFW_OK;
   for (int32_t k = 0; k < opt->warmup && st == GANFW_OK; k++) {
     ganfw_alloc_trace_step(a, k + 1); /* options.trace */
-    if ((st = ganfw_dp_step_begin(p->s, k + 1)) == GANFW_OK && (st = next_batch(p)) == GANFW_OK)
-      st = whole_step(p);
+    ganfw_batch_info bi;
+    ganfw_step_report rep;
+    if ((st = ganfw_dp_step_begin(p->s, k + 1)) == GANFW_OK &&
+        (st = next_batch(p, &bi)) == GANFW_OK)
+      st = trainer_step(p, &bi, &rep);
     ganfw_alloc_trace_step_end(a);
     if (is_oom(st)) { /* the peaks up to the failed request */
       record_oom(p, "warm-up");
@@ -583,11 +483,12 @@ static ganfw_status run_steps(probe *p) {
   for (int32_t k = 0; k < opt->steps && st == GANFW_OK; k++) {
     ganfw_alloc_trace_step(a, opt->warmup + k + 1);
     if ((st = ganfw_dp_step_begin(p->s, opt->warmup + k + 1)) != GANFW_OK) break;
-    if ((st = next_batch(p)) != GANFW_OK) break;
+    ganfw_batch_info bi;
+    if ((st = next_batch(p, &bi)) != GANFW_OK) break;
     ganfw_backend *be = p->s->ctx->be;
     ganfw_dp_take_comm_seconds(p->s);
     double t0 = ganfw_now_s();
-    st = measured_step(p);
+    st = measured_step(p, &bi);
     if (st == GANFW_OK && be->vt->synchronize) st = be->vt->synchronize(be); /* queued kernels */
     times[k] = ganfw_now_s() - t0;
     comm[k] = ganfw_dp_take_comm_seconds(p->s);
@@ -697,18 +598,7 @@ ganfw_status ganfw_probe_run(const char *config_path, const char *const *sets, i
   ganfw_status st = probe_body(&p, config_path, sets, nsets);
   ganfw_log_set_level(level);
   if (p.s && p.s->ctx) ganfw_alloc_set_peak_hook(p.s->ctx->alloc, NULL, NULL);
-  free(p.host_batch);
-  free(p.host_labels);
-  ganfw_tensor_destroy(p.x);
-  ganfw_tensor_destroy(p.z_local);
-  ganfw_tensor_destroy(p.z);
-  ganfw_tensor_destroy(p.fixed);
-  ganfw_tensor_destroy(p.labels);
-  ganfw_gan_destroy(p.gan);
-  ganfw_classifier_destroy(p.cls);
-  ganfw_program_destroy(p.prog);
-  free(p.host_lf);
-  ganfw_loader_destroy(p.loader);
+  ganfw_loop_close(&p.L);
   ganfw_session_close(p.s);
   ganfw_run_close(p.run);
   ganfw_config_destroy(p.side);

@@ -14,10 +14,10 @@
 #include "ganfw/status.h"
 #include "tools/layout.h"
 
-/* The phases of a step, measured apart: a GAN step's two halves (ganfw_gan_d_step,
- * ganfw_gan_g_step); a classifier step is one phase (GANFW_PHASE_STEP). */
+/* The phases of a step, measured apart, as its trainer names them (train/loop.h's
+ * set_phase_hook): the gan trainer's "D step" and "G step", a trainer plugin's own
+ * (ganfw_step_api.phase); a trainer that names none is one phase, "step". */
 enum { GANFW_PHASE_D = 0, GANFW_PHASE_G = 1 };
-/* room for a trainer plugin's phases, named by it (ganfw_step_api.phase) */
 #define GANFW_PHASE_COUNT 8
 #define GANFW_PHASE_STEP  0
 
@@ -70,7 +70,7 @@ typedef struct ganfw_probe_result {
   int32_t family;                          /* GANFW_MODEL_GAN or GANFW_MODEL_CLASSIFIER */
   int32_t n_phases;                        /* 2 for a GAN (D, G), 1 for a classifier, a trainer
                                               plugin's as many as it named */
-  char phase_names[GANFW_PHASE_COUNT][64]; /* a trainer plugin's phase names */
+  char phase_names[GANFW_PHASE_COUNT][64]; /* the trainer's phase names ("" for "step") */
   int64_t memory_limit;                    /* the limit the allocator ran under; 0: none */
   int64_t config_memory_limit;             /* the config's device.memory_limit; 0: none */
   int64_t capacity, free_bytes;            /* the device's, when the probe started */

@@ -36,6 +36,8 @@ struct ganfw_gan {
   int64_t n_labels;
   ganfw_grad_list grads[2];  /* [0] G's, [1] D's: one non-finite check a step */
   ganfw_net_stats *stats[2]; /* G's, D's BatchNorm statistics before the step (skip) */
+  ganfw_phase_hook hook;     /* the planner's: the D and G halves start */
+  void *hook_user;
 };
 
 static ganfw_status make_targets(ganfw_gan *g, int64_t n) {
@@ -656,7 +658,9 @@ ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganf
   /* train.d_steps_per_g_step (n_critic): G steps after every n-th D step; the steps
    * between show G's last loss */
   const int32_t with_g = g_turn(g);
+  if (st == GANFW_OK && g->hook) g->hook(g->hook_user, 0, "D step");
   if (st == GANFW_OK) st = ganfw_gan_d_step(g, x, z, out);
+  if (st == GANFW_OK && with_g && g->hook) g->hook(g->hook_user, 1, "G step");
   if (st == GANFW_OK && with_g) st = ganfw_gan_g_step(g, z, out);
   drop_kept(g);
   ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_SETUP);
@@ -675,6 +679,11 @@ ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganf
 
 void ganfw_gan_set_step(ganfw_gan *g, int64_t step) {
   g->steps = step;
+}
+
+void ganfw_gan_set_phase_hook(ganfw_gan *g, ganfw_phase_hook hook, void *user) {
+  g->hook = hook;
+  g->hook_user = user;
 }
 
 ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, const int32_t *labels,

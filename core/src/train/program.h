@@ -34,9 +34,8 @@ ganfw_session *ganfw_program_session(const ganfw_program *p);
 int32_t ganfw_program_scalar_count(const ganfw_program *p);
 const char *ganfw_program_scalar_name(const ganfw_program *p, int32_t i);
 
-/* Called when the trainer starts phase number `phase` (0, 1, ... in the order of the step's
- * phase() calls) named `name`: the probe resets peaks there. NULL: none. */
-typedef void (*ganfw_phase_hook)(void *user, int32_t phase, const char *name);
+/* The trainer's phase() calls reach `hook` (session.h), numbered 0, 1, ... in their
+ * order in the step. NULL: none. */
 void ganfw_program_set_phase_hook(ganfw_program *p, ganfw_phase_hook hook, void *user);
 /* The phases seen so far (names owned by the program). */
 int32_t ganfw_program_phase_count(const ganfw_program *p);

@@ -17,6 +17,10 @@
 
 /* One net of the model by role, in the order the trainer names them (generator,
  * discriminator for a GAN; classifier). */
+/* Called when a step starts its phase number `phase` (0, 1, ...) named `name` ("D step",
+ * a trainer plugin's "reconstruction pass"): the planner measures each phase apart. */
+typedef void (*ganfw_phase_hook)(void *user, int32_t phase, const char *name);
+
 typedef struct ganfw_session_net {
   const char *role; /* owned by the trainer plugin or static */
   ganfw_net *net;   /* owned by the model */

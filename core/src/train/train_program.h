@@ -1,12 +1,10 @@
-/* The whole training run of `ganfw CONFIG` for a session driven by a trainer plugin
- * (family GANFW_MODEL_NETS): core/src/train/train_program.c. */
+/* What `ganfw eval` and `sample` need of a trainer plugin's run (core/src/train/
+ * train_program.c, which also holds its trainer under the one loop, train/loop.h). */
 #ifndef GANFW_TRAIN_PROGRAM_H
 #define GANFW_TRAIN_PROGRAM_H
 
 #include "train/program.h"
 #include "train/session.h"
-
-ganfw_status ganfw_train_program(ganfw_session *s);
 
 /* The first n images of ds (fewer when it has fewer) and their labels (f32 [n,1], 0 when
  * unlabelled), in order: a sample grid's inputs. Both new tensors are the caller's. */

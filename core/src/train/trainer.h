@@ -1,6 +1,6 @@
-/* The trainers: the GAN loop (D step on real and fake, then G step through D) and the
- * classifier loop (cross-entropy steps, per-epoch evaluation) with their outputs (samples,
- * metrics, checkpoints), and the pieces tools and tests reuse. */
+/* The built-in trainers' steps: the GAN's (D step on real and fake, then G step through D)
+ * and the classifier's (cross-entropy steps, evaluation on a test split), which the one
+ * training loop (train/loop.h), the planner and the tools drive. */
 #ifndef GANFW_TRAINER_H
 #define GANFW_TRAINER_H
 
@@ -47,6 +47,10 @@ ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganf
  * whose count is a multiple of train.d_steps_per_g_step (n_critic). */
 void ganfw_gan_set_step(ganfw_gan *g, int64_t step);
 
+/* ganfw_gan_step reports the start of its halves to `hook` (NULL: none): phase 0 "D step",
+ * phase 1 "G step" (on the steps that have one). */
+void ganfw_gan_set_phase_hook(ganfw_gan *g, ganfw_phase_hook hook, void *user);
+
 /* Global-norm gradient clipping of optimizer `opt`'s gradients as PyTorch's
  * clip_grad_norm_(params, max_norm): *norm is the L2 norm of all of them together (before
  * clipping); when max_norm / (norm + 1e-6) < 1 every gradient is multiplied by it. */
@@ -76,9 +80,6 @@ void ganfw_gan_grid_labels(int32_t *labels, int64_t n, int64_t nrow, int32_t cla
 /* Noise of n latent vectors from the fixed-noise stream of `seed` (independent of the
  * training RNG), as a new tensor owned by the caller. */
 ganfw_tensor *ganfw_gan_fixed_noise(ganfw_session *s, int64_t n, uint64_t seed);
-
-/* The whole training run of `ganfw CONFIG` for a GAN session. */
-ganfw_status ganfw_train_gan(ganfw_session *s);
 
 /* --- the classifier (core/src/train/classifier_step.c, core/src/train/train_classifier.c)
  * --------- */
@@ -132,11 +133,5 @@ void ganfw_eval_result_free(ganfw_eval_result *r); /* accepts NULL and a zeroed 
 /* The session's test split: data.dataset and data.path opened with train = 0 and the
  * session's transforms without the random flip. *out is owned by the caller. */
 ganfw_status ganfw_classifier_open_test_split(ganfw_session *s, ganfw_dataset **out);
-
-/* The whole training run of `ganfw CONFIG` for a classifier session: metrics.csv (per
- * step), eval.csv (per epoch: test loss and accuracy, eval and training peak activation
- * bytes), checkpoints/step_NNNNNNNN.safetensors and checkpoints/best.safetensors (highest
- * test accuracy), resume as the GAN's. */
-ganfw_status ganfw_train_classifier(ganfw_session *s);
 
 #endif
