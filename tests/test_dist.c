@@ -530,6 +530,61 @@ static void test_classifier(void) {
   CU_ASSERT_EQUAL(stat(path_in("cnn2/checkpoints/best.safetensors"), &sb), 0);
 }
 
+/* A trainer plugin (the autoencoder trainer's VAE, two nets and two optimizers) on 2 ranks:
+ * the run of one process at the global batch, the reparameterisation noise drawn for the
+ * global batch as one process draws it; with zero, the same run bitwise. */
+static void test_trainer_plugin(void) {
+  if (skip()) return;
+  char text[2048];
+  snprintf(text, sizeof text,
+           "seed: 5\n"
+           "device: {type: cpu, threads: 1}\n"
+           "data: {dataset: mnist, path: %s/mnist, prefetch: false, normalize: {mean: [0.0], "
+           "std: [1.0]}}\n"
+           "model: {plugin: convae, latent: 8, channels: 8, vae: true, output: none}\n"
+           "trainer: {plugin: autoencoder, vae: true, beta: 1.0, loss: bce}\n"
+           "optim: {plugin: adam, lr: 1.0e-3}\n"
+           "train: {batch_size: 64, max_steps: 10, log_every: 1, checkpoint_every: 10}\n",
+           root);
+  FILE *f = fopen(path_in("vae.yaml"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(text, f);
+  fclose(f);
+  char args[4096];
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("vae.yaml"),
+           path_in("vae1"));
+  CU_ASSERT_EQUAL_FATAL(one(args), 0);
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("vae.yaml"),
+           path_in("vae2"));
+  int rc = ranks(2, "", args, NULL);
+  if (rc != 0) fprintf(stderr, "%s\n", out);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' --set 'memory=[{plugin: zero}]'",
+           path_in("vae.yaml"), path_in("vae2z"));
+  CU_ASSERT_EQUAL_FATAL(ranks(2, "", args, NULL), 0);
+  double l1[16], l2[16];
+  CU_ASSERT_EQUAL(metric_column(path_in("vae1"), 2, l1, 16), 10);
+  CU_ASSERT_EQUAL(metric_column(path_in("vae2"), 2, l2, 16), 10);
+  double wl = 0;
+  for (int i = 0; i < 10; i++) wl = fmax(wl, fabs(l2[i] - l1[i]) / fabs(l1[i]));
+  int count = 0;
+  char worst[256] = "";
+  double w = worst_rel(path_in("vae1/checkpoints/step_00000010.safetensors"),
+                       path_in("vae2/checkpoints/step_00000010.safetensors"), 1, &count, worst,
+                       sizeof worst);
+  printf("\n  VAE trainer, 2 ranks vs 1 process, 10 steps: worst loss %.3g, worst tensor %.3g "
+         "(%s) over %d\n",
+         wl, w, worst, count);
+  CU_ASSERT(wl <= TOL);
+  CU_ASSERT(count >= 30); /* encoder, decoder and both optimizers' moments */
+  CU_ASSERT(w >= 0 && w <= TOL);
+  double z = worst_rel(path_in("vae2/checkpoints/step_00000010.safetensors"),
+                       path_in("vae2z/checkpoints/step_00000010.safetensors"), 1, &count, worst,
+                       sizeof worst);
+  CU_ASSERT_EQUAL(z, 0.0);
+  if (z != 0.0) fprintf(stderr, "zero vs plain data-parallel VAE: %g at %s\n", z, worst);
+}
+
 /* `ganfw plan --ranks 2`: one rank's rows, gradient buckets as comm, zero's half state. */
 static void test_plan_ranks(void) {
   char args[4096];
@@ -619,6 +674,7 @@ static CU_TestInfo tests[] = {
     {"accumulate and amp on 2 ranks", test_strategies},
     {"dist.batchnorm: local", test_local_batchnorm},
     {"a classifier on 2 ranks", test_classifier},
+    {"a trainer plugin on 2 ranks, with and without zero", test_trainer_plugin},
     {"plan --ranks 2 shows one rank's bytes", test_plan_ranks},
     {"a hung or dead rank, mismatched configs, an odd batch", test_faults},
     {"launch without mpirun says what to install", test_launch_without_mpirun},

@@ -197,6 +197,13 @@ static void test_bad_configs(void) {
   CU_ASSERT_NOT_EQUAL(st, GANFW_OK);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "trainer.alpha"));
   ganfw_error_clear();
+  /* an update ratio for the frozen teacher */
+  const char *every[] = {"train.update_every.teacher=2"};
+  CU_ASSERT_NOT_EQUAL(gt_train(path_in("bad6.yaml"), every, 1), GANFW_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(),
+                                "train.update_every.teacher: the teacher is frozen and never "
+                                "updates"));
+  ganfw_error_clear();
   /* data.other of another shape: a folder of RGB images beside the gray MNIST */
   CU_ASSERT_EQUAL_FATAL(mkdir(path_in("rgb"), 0755), 0);
   float img[3 * 28 * 28];

@@ -191,6 +191,69 @@ static void test_ema_of_a_net(void) {
   ganfw_error_clear();
 }
 
+/* How many tensors named `prefix`* differ between two checkpoints of a run (-1: unreadable
+ * or not the same tensors). */
+static int differing(const char *a, const char *b, const char *prefix) {
+  ganfw_st_file *fa = NULL, *fb = NULL;
+  int n = -1;
+  if (ganfw_st_open(path_in(a), &fa) == GANFW_OK && ganfw_st_open(path_in(b), &fb) == GANFW_OK) {
+    n = 0;
+    for (int64_t i = 0; i < ganfw_st_count(fa) && n >= 0; i++) {
+      const ganfw_st_tensor *x = ganfw_st_at(fa, i), *y = ganfw_st_find(fb, x->name);
+      if (strncmp(x->name, prefix, strlen(prefix)) != 0) continue;
+      if (!y || y->nbytes != x->nbytes)
+        n = -1;
+      else
+        n += memcmp(x->data, y->data, (size_t)x->nbytes) != 0;
+    }
+  }
+  ganfw_st_close(fa);
+  ganfw_st_close(fb);
+  return n;
+}
+
+/* train.update_every: {decoder: 3}: the decoder's optimizer steps on steps 3, 6, ... only
+ * (its weights stay as they were through steps 1 and 2), the encoder's on every step; the
+ * plan measures a step that updates both; a role the trainer lacks and a scalar are
+ * refused naming the key. */
+static void test_update_every(void) {
+  char extra[512];
+  snprintf(extra, sizeof extra, "optim: {plugin: adam, lr: 0.01}\nrun: {out_dir: %s}\n",
+           path_in("every"));
+  write_config("every.yaml", 0, extra);
+  const char *sets[] = {"train.max_steps=3", "train.checkpoint_every=1",
+                        "train.update_every.decoder=3"};
+  ganfw_status st = gt_train(path_in("every.yaml"), sets, 3);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  const char *c1 = "every/checkpoints/step_00000001.safetensors",
+             *c2 = "every/checkpoints/step_00000002.safetensors",
+             *c3 = "every/checkpoints/step_00000003.safetensors";
+  CU_ASSERT_EQUAL(differing(c1, c2, "decoder."), 0);
+  CU_ASSERT(differing(c2, c3, "decoder.") >= 4);
+  CU_ASSERT(differing(c1, c2, "encoder.") >= 4);
+  CU_ASSERT(differing(c2, c3, "encoder.") >= 4);
+  /* the plan's step updates every net: the same bytes as without the key */
+  ganfw_probe_options opt = {.meta = 1, .warmup = 1, .steps = 1, .real_data = 0};
+  ganfw_probe_result with, without;
+  CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path_in("every.yaml"), sets + 2, 1, &opt, &with), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path_in("every.yaml"), NULL, 0, &opt, &without), GANFW_OK);
+  CU_ASSERT_EQUAL(with.peak_allocated, without.peak_allocated);
+  CU_ASSERT_EQUAL(with.peak_category[GANFW_MEM_OPTIM_STATE],
+                  without.peak_category[GANFW_MEM_OPTIM_STATE]);
+  ganfw_probe_result_free(&with);
+  ganfw_probe_result_free(&without);
+  const char *bad[] = {"train.max_steps=1", "train.update_every.decodr=2"};
+  CU_ASSERT_NOT_EQUAL(gt_train(path_in("every.yaml"), bad, 2), GANFW_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(),
+                                "train.update_every.decodr: trainer 'autoencoder' drives "
+                                "no net 'decodr' (its nets: encoder, decoder)"));
+  const char *scalar[] = {"train.max_steps=1", "train.update_every=3"};
+  CU_ASSERT_NOT_EQUAL(gt_train(path_in("every.yaml"), scalar, 2), GANFW_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "train.update_every is a map"));
+  ganfw_error_clear();
+}
+
 /* The plan (meta backend) and the measured step agree exactly, per phase, with and
  * without micro-batches. */
 static void test_plan_is_exact(void) {
@@ -265,6 +328,7 @@ int main(void) {
                          {"ganfw eval and sample of a trainer's run", test_eval_and_sample_a_run},
                          {"resume is bitwise", test_resume_is_bitwise},
                          {"train.ema of a trainer's net", test_ema_of_a_net},
+                         {"train.update_every: a net's n_critic ratio", test_update_every},
                          {"the plan equals the measured step", test_plan_is_exact},
                          {"bad configs name the key", test_bad_configs},
                          CU_TEST_INFO_NULL};

@@ -154,6 +154,13 @@ typedef struct ganfw_step_api {
    * host->tensor_* ops. `name` shows in memory reports. */
   ganfw_status (*tensor)(ganfw_step *st, int32_t ndim, const int64_t *shape, const char *name,
                          ganfw_tensor **out);
+  /* --- added in minor 7 (ABI 1.7, 2026-12): read when struct_size covers it --- */
+  /* 1 when the optimizer of `role` updates in this step: train.update_every.<role> (N: on
+   * every N-th step, the 1st being step_index() N - 1; 1 when unset). optimizer_step(role)
+   * on another step does nothing, so a trainer that skips the role's backward there saves
+   * its work (WGAN's n_critic: the generator's every 5th step). 0 outside a training step
+   * and for a frozen net. */
+  int32_t (*due)(ganfw_step *st, const char *role);
 } ganfw_step_api;
 
 /* Add new members at the end only, in a block dated with the minor version. Callbacks are

@@ -28,9 +28,13 @@ static ganfw_status config_text(const ganfw_session *s, char **text) {
   return st;
 }
 
-/* The nets of the session: G and D, or the classifier. */
+/* The nets of the session: G and D, the classifier, or a trainer plugin's by role. */
 static int32_t nets_of(const ganfw_session *s, ganfw_net **nets) {
   int32_t n = 0;
+  if (s->family == GANFW_MODEL_NETS) {
+    for (int32_t r = 0; r < s->n_nets; r++) nets[n++] = s->nets[r].net;
+    return n;
+  }
   if (s->generator) nets[n++] = s->generator;
   if (s->discriminator) nets[n++] = s->discriminator;
   if (s->classifier) nets[n++] = s->classifier;
@@ -40,7 +44,7 @@ static int32_t nets_of(const ganfw_session *s, ganfw_net **nets) {
 /* Rank 0's buffers (BatchNorm running statistics, counters) on every rank; its parameters
  * too when `params`. */
 static ganfw_status broadcast_state(ganfw_session *s, int32_t params) {
-  ganfw_net *nets[3];
+  ganfw_net *nets[GANFW_MAX_NETS];
   const int32_t n = nets_of(s, nets);
   ganfw_status st = GANFW_OK;
   for (int32_t k = 0; k < n && st == GANFW_OK; k++) {
@@ -67,12 +71,6 @@ ganfw_status ganfw_dp_open(ganfw_session *s) {
   ganfw_dist_settings set;
   ganfw_status st = ganfw_dist_settings_from_config(root, s->family == GANFW_MODEL_GAN, &set);
   if (st != GANFW_OK || ganfw_dist_world_size() <= 1) return st;
-  if (s->family == GANFW_MODEL_NETS)
-    return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
-                           "%s: trainer '%s' runs in one process: data-parallel training "
-                           "(mpirun) drives the built-in gan and classifier trainers only so "
-                           "far; run it without mpirun",
-                           s->run->config_path, s->trainer_name);
   const int32_t plan = s->run->ctx_opt.meta;
   if (s->ctx->device_type != GANFW_DEVICE_CPU)
     return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
@@ -122,7 +120,7 @@ ganfw_status ganfw_dp_open_reducers(ganfw_session *s) {
 }
 
 void ganfw_dp_close(ganfw_session *s) {
-  for (int32_t i = 0; i < 2; i++) {
+  for (int32_t i = 0; i < GANFW_MAX_NETS; i++) {
     ganfw_reducer_destroy(s->reducer[i]);
     s->reducer[i] = NULL;
   }

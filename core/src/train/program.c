@@ -16,6 +16,7 @@
 #include "runtime/alloc.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
+#include "train/dp.h"
 #include "train/ema.h"
 #include "train/nonfinite.h"
 #include "train/trainer.h"
@@ -59,6 +60,7 @@ struct ganfw_program {
   int32_t backward_params[GANFW_MAX_NETS]; /* a backward added its parameter gradients */
   int32_t stepped[GANFW_MAX_NETS];         /* its optimizer stepped */
   int32_t skip_updates;                    /* train.on_nonfinite: skip hit: no more updates */
+  int32_t all_due;                         /* the next step updates every net (the planner) */
   ganfw_program_stats *stats;
   ganfw_net_stats *bn[GANFW_MAX_NETS]; /* running statistics before the step (skip) */
   ganfw_grad_list grads[GANFW_MAX_NETS];
@@ -433,6 +435,11 @@ static ganfw_status api_loss(ganfw_step *st, int32_t kind, int32_t reduction, ga
   if (s_ != GANFW_OK) return s_;
   *value = sum / count;
   if (dpred) *dpred = grad;
+  /* data-parallel: the global batch's mean, so that every rank decides on a non-finite
+   * loss alike (each loss() is called in the same order on every rank) */
+  if (st->mode == GANFW_STEP_TRAIN && ganfw_dp_ranks(p->s) > 1 &&
+      (s_ = ganfw_dp_mean(p->s, value, 1, "the trainer's loss")) != GANFW_OK)
+    return s_;
   if (st->mode == GANFW_STEP_TRAIN && !isfinite(*value) && !p->s->loss_scaling &&
       !p->s->run->ctx_opt.meta) {
     char what[768], micro[48] = "";
@@ -503,6 +510,20 @@ static ganfw_status update(ganfw_program *p, int32_t r) {
   return GANFW_OK;
 }
 
+/* train.update_every: net r updates in step `step_index` (every one when the planner asks
+ * for a step that runs every phase). */
+static int32_t role_due(const ganfw_program *p, int32_t r, int64_t step_index) {
+  const int64_t n = p->s->train.update_every[r];
+  return p->all_due || n <= 1 || (step_index + 1) % n == 0;
+}
+
+static int32_t api_due(ganfw_step *st, const char *role) {
+  ganfw_program *p = st->p;
+  const int32_t r = role_index(p, role);
+  if (r < 0 || st->mode != GANFW_STEP_TRAIN || p->s->nets[r].frozen) return 0;
+  return role_due(p, r, st->step_index);
+}
+
 static ganfw_status api_optimizer_step(ganfw_step *st, const char *role) {
   ganfw_program *p = st->p;
   int32_t r = role_index(p, role);
@@ -516,6 +537,7 @@ static ganfw_status api_optimizer_step(ganfw_step *st, const char *role) {
                            "trainer '%s': optimizer_step('%s'): the %s is frozen and has no "
                            "optimizer",
                            p->s->trainer_name, role, role);
+  if (!role_due(p, r, st->step_index)) return GANFW_OK; /* train.update_every */
   if (st->micro < st->micro_count - 1) return GANFW_OK; /* accumulate: the last one steps */
   if (!p->backward_params[r])
     return ganfw_error_set(GANFW_ERR_PLUGIN,
@@ -524,8 +546,11 @@ static ganfw_status api_optimizer_step(ganfw_step *st, const char *role) {
                            "its output first",
                            p->s->trainer_name, role, role);
   if (p->skip_updates) return GANFW_OK;
+  /* data-parallel: the sum of the ranks' gradients (each rank's carry 1/ranks) */
+  ganfw_status s_ = ganfw_dp_reduce(p->s, p->s->nets[r].optim);
+  if (s_ != GANFW_OK) return s_;
   const int32_t pass = ganfw_alloc_set_pass(p->s->ctx->alloc, GANFW_PASS_OPTIMIZER);
-  ganfw_status s_ = update(p, r);
+  s_ = update(p, r);
   ganfw_alloc_set_pass(p->s->ctx->alloc, pass);
   return s_;
 }
@@ -558,11 +583,36 @@ static ganfw_status new_tensor(ganfw_step *st, int32_t ndim, const int64_t *shap
   return s_;
 }
 
+/* Data-parallel: noise with a row per image of the micro-batch is drawn for the global
+ * micro-batch, as one process draws it, and this rank takes its rows (those its loader
+ * gave it); other noise is drawn whole on every rank alike. */
+static ganfw_status rank_rows_normal(ganfw_step *st, ganfw_tensor *out) {
+  ganfw_session *s = st->p->s;
+  const int64_t ranks = ganfw_dp_ranks(s), rows = out->shape[0];
+  int64_t shape[GANFW_MAX_DIMS];
+  memcpy(shape, out->shape, sizeof(int64_t) * (size_t)out->ndim);
+  shape[0] = rows * ranks;
+  ganfw_tensor *all =
+      ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, out->ndim, shape, GANFW_MEM_ACTIVATION, "noise");
+  if (!all) return ganfw_error_code();
+  ganfw_status s_ = st->p->host->rng_normal(s->ctx, all, 0.0f, 1.0f);
+  if (s_ == GANFW_OK)
+    s_ = s->ctx->be->vt->copy_d2d(s->ctx->be, out->data,
+                                  (const char *)all->data + s->dist->rank * out->nbytes,
+                                  (size_t)out->nbytes);
+  ganfw_tensor_destroy(all);
+  return s_;
+}
+
 static ganfw_status api_normal(ganfw_step *st, int32_t ndim, const int64_t *shape,
                                ganfw_tensor **out) {
   ganfw_status s_ = new_tensor(st, ndim, shape, "noise", GANFW_MEM_ACTIVATION, out);
   if (s_ != GANFW_OK) return s_;
   ganfw_ctx *ctx = st->p->s->ctx;
+  const ganfw_tensor *images = st->input[GANFW_INPUT_IMAGES];
+  if (st->mode == GANFW_STEP_TRAIN && ganfw_dp_ranks(st->p->s) > 1 && images &&
+      shape[0] == images->shape[0])
+    return rank_rows_normal(st, *out);
   if (st->mode == GANFW_STEP_TRAIN) return st->p->host->rng_normal(ctx, *out, 0.0f, 1.0f);
   /* a stream of its own, as the GAN's fixed noise: the same grid every time */
   const uint64_t fixed_stream = 0x9e3779b97f4a7c15ull;
@@ -594,6 +644,7 @@ static const ganfw_step_api step_api = {
     .report = api_report,
     .normal = api_normal,
     .tensor = api_tensor,
+    .due = api_due,
 };
 
 const ganfw_step_api *ganfw_step_api_table(void) {
@@ -623,6 +674,16 @@ ganfw_status ganfw_program_create(ganfw_session *s, ganfw_program **out) {
     p->scalar[p->n_scalar++] = name;
   }
   for (int32_t r = 0; st == GANFW_OK && r < s->n_nets; r++)
+    if (s->nets[r].frozen && s->train.update_every[r] > 1)
+      st = ganfw_error_set(
+          GANFW_ERR_CONFIG,
+          "%s: train.update_every.%s: the %s is frozen and never updates; remove the entry",
+          ganfw_cfg_where(ganfw_cfg_child(
+              ganfw_cfg_child(ganfw_cfg_section(ganfw_config_root(s->run->config), "train"),
+                              "update_every"),
+              s->nets[r].role)),
+          s->nets[r].role, s->nets[r].role);
+  for (int32_t r = 0; st == GANFW_OK && r < s->n_nets; r++)
     if (s->nets[r].optim >= 0) st = ganfw_grad_list_init(&p->grads[r], &s->optim[s->nets[r].optim]);
   if (st != GANFW_OK) {
     ganfw_program_destroy(p);
@@ -642,6 +703,10 @@ void ganfw_program_destroy(ganfw_program *p) {
     ganfw_net_stats_destroy(p->bn[r]);
   }
   free(p);
+}
+
+void ganfw_program_every_phase(ganfw_program *p) {
+  p->all_due = 1;
 }
 
 ganfw_session *ganfw_program_session(const ganfw_program *p) {
@@ -770,19 +835,20 @@ static ganfw_status other_batch(ganfw_program *p, int64_t n, int64_t step_index,
     free(p->other_host);
     p->other_loader = NULL;
     p->other_rows = n;
-    ganfw_loader_config lc = s->loader_cfg;
-    lc.batch_size = (int32_t)n;
+    ganfw_loader_config lc; /* data-parallel: this rank's rows of the global batch */
+    ganfw_dp_loader_config(s, &lc);
+    lc.batch_size = (int32_t)(n * ganfw_dp_ranks(s));
     lc.seed = side_seed(s, 0x6f74686572ull);
     lc.shuffle = 1;
     lc.drop_last = 1;
-    lc.shard_rank = lc.shard_count = lc.shard_groups = 0;
     p->other_host = malloc((size_t)t->nbytes);
     st = p->other_host ? ganfw_loader_create(s->other, &lc, &p->other_loader)
                        : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   }
   if (st == GANFW_OK) {
     const int64_t per_epoch = ganfw_loader_batches_per_epoch(p->other_loader);
-    const int64_t epoch = step_index / per_epoch, offset = (step_index % per_epoch) * n;
+    const int64_t global = n * ganfw_dp_ranks(s);
+    const int64_t epoch = step_index / per_epoch, offset = (step_index % per_epoch) * global;
     int64_t at_epoch, at_offset;
     ganfw_loader_position(p->other_loader, &at_epoch, &at_offset);
     if (at_epoch != epoch || at_offset != offset)
@@ -863,9 +929,11 @@ ganfw_status ganfw_program_step(ganfw_program *p, ganfw_tensor *x, ganfw_tensor 
                      .mode = GANFW_STEP_TRAIN,
                      .step_index = step_index,
                      .micro_count = M,
-                     .grad_scale = loss_scale(s) / M};
+                     .grad_scale = loss_scale(s) / M / ganfw_dp_ranks(s)};
   ganfw_tensor *pair = NULL, *other = NULL;
-  if (st == GANFW_OK) st = make_pair(p, x, NULL, step_index, 0, &pair);
+  /* data-parallel: holes placed by this rank's rows' place in the global batch */
+  const int64_t rank = ganfw_dp_ranks(s) > 1 ? s->dist->rank : 0;
+  if (st == GANFW_OK) st = make_pair(p, x, NULL, step_index, rank * N, &pair);
   if (st == GANFW_OK) st = other_batch(p, N, step_index, &other);
   for (int32_t k = 0; k < M && st == GANFW_OK; k++) {
     ganfw_tensor *xk = micro_rows(x, k, m, M), *yk = micro_rows(labels, k, m, M),
@@ -893,9 +961,16 @@ ganfw_status ganfw_program_step(ganfw_program *p, ganfw_tensor *x, ganfw_tensor 
     out->reported[i] = wsum[i] > 0;
     out->value[i] = wsum[i] > 0 ? sum[i] / wsum[i] : 0;
   }
-  int32_t changed = 0;
-  for (int32_t r = 0; r < s->n_nets; r++) changed |= p->backward_params[r];
-  if (st == GANFW_OK && !changed)
+  /* data-parallel: the global batch's means (the losses are already) */
+  if (st == GANFW_OK && p->n_scalar > 0 && ganfw_dp_ranks(s) > 1)
+    st = ganfw_dp_mean(s, out->value, p->n_scalar, "the trainer's scalars");
+  int32_t changed = 0, due = 0;
+  for (int32_t r = 0; r < s->n_nets; r++) {
+    changed |= p->backward_params[r];
+    due |= !s->nets[r].frozen && role_due(p, r, step_index);
+  }
+  p->all_due = 0;
+  if (st == GANFW_OK && !changed && due)
     st = ganfw_error_set(GANFW_ERR_PLUGIN,
                          "trainer '%s' ran a step that changes no weights: no backward with "
                          "GANFW_GRAD_PARAMS reached a trained net (it computed its losses but "

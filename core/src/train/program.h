@@ -41,6 +41,10 @@ void ganfw_program_set_phase_hook(ganfw_program *p, ganfw_phase_hook hook, void 
 int32_t ganfw_program_phase_count(const ganfw_program *p);
 const char *ganfw_program_phase_name(const ganfw_program *p, int32_t phase);
 
+/* The next step updates every trained net whatever train.update_every says: the planner
+ * measures a step that runs every phase. */
+void ganfw_program_every_phase(ganfw_program *p);
+
 /* One training step on images x [N,C,H,W] and labels (f32 [N,1] class ids, or NULL), both
  * borrowed, `step_index` steps into the run: the trainer's step() once per micro-batch,
  * then the strategies' step_end. A step that runs no backward into any trained net and no

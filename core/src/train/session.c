@@ -708,6 +708,36 @@ static ganfw_status read_conditional(ganfw_session *s, const ganfw_cfg *root) {
   return GANFW_OK;
 }
 
+/* train.update_every: {ROLE: N} for a trainer plugin, its nets' n_critic-style ratios. */
+static ganfw_status read_update_every(ganfw_session *s, const ganfw_cfg *train) {
+  const ganfw_cfg *every = ganfw_cfg_child(train, "update_every");
+  if (!every) return GANFW_OK;
+  const char *where = ganfw_cfg_where(every);
+  if (ganfw_cfg_kind_of(every) != GANFW_CFG_KIND_MAP)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: train.update_every is a map from a net's role to N (its "
+                           "optimizer updates on every N-th step), e.g. {generator: 5}",
+                           where);
+  const char *key;
+  for (int64_t i = 0; (key = ganfw_cfg_key_at(every, i)) != NULL; i++) {
+    int32_t r = 0;
+    while (r < s->n_nets && strcmp(s->nets[r].role, key) != 0) r++;
+    if (r == s->n_nets) {
+      char roles[256] = "";
+      for (int32_t k = 0; k < s->n_nets; k++)
+        snprintf(roles + strlen(roles), sizeof roles - strlen(roles), "%s%s", k ? ", " : "",
+                 s->nets[k].role);
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: train.update_every.%s: trainer '%s' drives no net '%s' (its "
+                             "nets: %s)",
+                             where, key, s->trainer_name, key, roles);
+    }
+    ganfw_status st = ganfw_cfg_int_in(every, key, 1, 1, 1000, &s->train.update_every[r]);
+    if (st != GANFW_OK) return st;
+  }
+  return GANFW_OK;
+}
+
 /* The GAN loop's keys: train.d_steps_per_g_step (n_critic). train.clip_grad_norm is one
  * number for every net or a map by role ({generator: 10, discriminator: 1}); 0 is off. */
 static ganfw_status read_loop_keys(ganfw_session *s, const ganfw_cfg *root) {
@@ -737,6 +767,15 @@ static ganfw_status read_loop_keys(ganfw_session *s, const ganfw_cfg *root) {
                            "would be %d: set reuse_fake false or drop the accumulation",
                            ganfw_cfg_where(ganfw_cfg_child(train, "reuse_fake")),
                            (int)s->exec.micro_batches, (int)s->exec.micro_batches);
+  for (int32_t r = 0; r < GANFW_MAX_NETS; r++) t->update_every[r] = 1;
+  if (s->family != GANFW_MODEL_NETS && ganfw_cfg_has(train, "update_every"))
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: train.update_every is for trainer plugins; %s",
+                           ganfw_cfg_where(ganfw_cfg_child(train, "update_every")),
+                           s->family == GANFW_MODEL_GAN
+                               ? "a GAN's n_critic is train.d_steps_per_g_step (D steps per G "
+                                 "step)"
+                               : "a classifier has one optimizer, updated every step");
+  if (s->family == GANFW_MODEL_NETS && (st = read_update_every(s, train)) != GANFW_OK) return st;
   const ganfw_cfg *clip = ganfw_cfg_child(train, "clip_grad_norm");
   const double inf = 1e30;
   if (ganfw_cfg_kind_of(clip) != GANFW_CFG_KIND_MAP) {

@@ -82,6 +82,8 @@ typedef struct ganfw_train_settings {
                                             classifier, [1] D; a trainer plugin's in the
                                             order of its optimizers) as
                                             torch.nn.utils.clip_grad_norm_; 0: off */
+  int64_t update_every[GANFW_MAX_NETS];  /* train.update_every: a trainer plugin's net r
+                                            updates on every this-many-th step (1: each) */
 } ganfw_train_settings;
 
 typedef struct ganfw_session {
@@ -135,7 +137,7 @@ typedef struct ganfw_session {
   /* `mpirun -np N` (train/dp.h): this rank's communicator and, per optimizer, its gradient
    * buckets; NULL alone */
   ganfw_dist *dist;
-  ganfw_reducer *reducer[2];
+  ganfw_reducer *reducer[GANFW_MAX_NETS]; /* data-parallel: one per optimizer */
 } ganfw_session;
 
 /* Builds everything from run's config. With `with_data` 0 the data set is not opened and

@@ -13,6 +13,7 @@
 #include "io/checkpoint.h"
 #include "io/png_io.h"
 #include "runtime/tensor.h"
+#include "train/dp.h"
 #include "train/ema.h"
 #include "train/loop.h"
 #include "train/program.h"
@@ -113,11 +114,17 @@ ganfw_status ganfw_program_load_weights(ganfw_session *s, const char *path) {
 }
 
 /* The sample grid: the first train.samples images of the test split (the training set
- * without one), the same every time; nothing for a trainer without sample(). */
+ * without one), the same every time, loaded at the first grid (after the steps' peaks are
+ * taken, as the plan has no grid); nothing for a trainer without sample(). */
 static ganfw_status samples(void *self, ganfw_loop *L, const char *path) {
   prog_run *r = self;
-  (void)L;
-  ganfw_status st = ganfw_program_write_grid(r->prog, r->sx, r->slabels, path);
+  ganfw_session *s = r->s;
+  ganfw_status st = GANFW_OK;
+  if (!s->trainer_vt->sample) return GANFW_OK;
+  if (!r->sx)
+    st = ganfw_program_grid_inputs(s, L->test ? L->test : s->data, s->train.samples, &r->sx,
+                                   &r->slabels);
+  if (st == GANFW_OK) st = ganfw_program_write_grid(r->prog, r->sx, r->slabels, path);
   if (st == GANFW_ERR_UNSUPPORTED) {
     ganfw_error_clear();
     return GANFW_OK;
@@ -149,16 +156,14 @@ static ganfw_status prog_open(ganfw_loop *L, void **self) {
     return st;
   const int32_t labelled = s->data_info.num_classes > 0;
   if ((st = ganfw_loop_open_batch(L, labelled)) != GANFW_OK) return st;
-  const int64_t B = s->train.batch_size;
-  int64_t ls[2] = {B, 1};
+  const int64_t b = L->x->shape[0]; /* this rank's rows */
+  int64_t ls[2] = {b, 1};
   if (labelled &&
       !(r->labels = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 2, ls, GANFW_MEM_DATA, "labels")))
     return ganfw_error_code();
-  if (labelled && !(r->host_lf = malloc((size_t)B * sizeof *r->host_lf)))
+  if (labelled && !(r->host_lf = malloc((size_t)b * sizeof *r->host_lf)))
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-  if (L->planning) return GANFW_OK;
-  return ganfw_program_grid_inputs(s, L->test ? L->test : s->data, s->train.samples, &r->sx,
-                                   &r->slabels);
+  return GANFW_OK;
 }
 
 static ganfw_status prog_step(void *self, ganfw_loop *L, const ganfw_batch_info *bi,
@@ -242,7 +247,9 @@ static ganfw_status evaluate(void *self, ganfw_loop *L, double epochs) {
   ganfw_program_stats ev;
   int64_t images = 0, peak = 0;
   const int64_t batch = s->train.batch_size / s->exec.micro_batches;
-  ganfw_status st = ganfw_program_evaluate(r->prog, L->test, batch, &ev, &images, &peak);
+  /* every rank evaluates alike (rank 0's running statistics with dist.batchnorm: local) */
+  ganfw_status st = ganfw_dp_sync_buffers(s);
+  if (st == GANFW_OK) st = ganfw_program_evaluate(r->prog, L->test, batch, &ev, &images, &peak);
   if (st != GANFW_OK) return st;
   const double seconds = ganfw_now_s() - t0;
   char line[1024] = "", row[2048];
@@ -261,6 +268,10 @@ static ganfw_status evaluate(void *self, ganfw_loop *L, double epochs) {
 
 static void set_phase_hook(void *self, ganfw_phase_hook hook, void *user) {
   ganfw_program_set_phase_hook(((prog_run *)self)->prog, hook, user);
+}
+
+static void every_phase(void *self) {
+  ganfw_program_every_phase(((prog_run *)self)->prog);
 }
 
 /* The first three reported scalars. */
@@ -288,6 +299,7 @@ const ganfw_loop_trainer ganfw_program_trainer = {
     .evaluate = evaluate,
     .samples = samples,
     .set_phase_hook = set_phase_hook,
+    .every_phase = every_phase,
     .report = report,
     .skipped_words = "skipped their updates",
     .samples_dir = 1,

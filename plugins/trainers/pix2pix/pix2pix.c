@@ -16,6 +16,7 @@
  * Scalars: loss_d, loss_g (loss_g_gan + lambda_l1 * loss_l1), loss_g_gan, loss_l1; in
  * evaluation l1, the test mean absolute error of G(x) against y per pixel (in the data's
  * range). sample(): rows of inputs, outputs and targets of the first test images. */
+#include <stddef.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,14 @@ static ganfw_status p2p_step(void *self, ganfw_step *st) {
       (s = d_pass(t, st, fake_pair, 0.0f, 0.5, "loss_d_fake", &gen, NULL)) ||
       (s = api->optimizer_step(st, "discriminator")))
     return s;
+  /* train.update_every.generator: no G half on the steps that do not update G */
+  const int32_t g_due = api->struct_size < offsetof(ganfw_step_api, due) + sizeof api->due ||
+                        api->due(st, "generator");
+  if (!g_due) {
+    api->release(st, fake_pair);
+    api->release(st, fake);
+    return api->report(st, "loss_d", 0.5 * (real + gen));
+  }
   if ((s = api->phase(st, "G step")) ||
       (s = d_pass(t, st, fake_pair, 1.0f, 1.0, "loss_g_gan", &gan, &dpair)) ||
       (s = second_part(t, st, dpair, &dfake)))
