@@ -44,6 +44,8 @@ ganfw_test_plugin(bigvt bad_desc.c DEFS [[TP_NAME="bigvt"]] TP_ABI_MINOR=99
 ganfw_test_plugin(tptrainer trainer.c DEFS [[TP_NAME="tptrainer"]])
 ganfw_test_plugin(newtrainer trainer.c DEFS [[TP_NAME="newtrainer"]] TP_ABI_MINOR=99)
 ganfw_test_plugin(oldtrainer trainer.c DEFS [[TP_NAME="oldtrainer"]] TP_ABI_MINOR=5)
+# A GAN written as a trainer, with a generator(): `ganfw sample` and `score` of its runs.
+ganfw_test_plugin(tpgan gan_trainer.c)
 ganfw_test_plugin(smalldesc bad_desc.c DEFS [[TP_NAME="smalldesc"]] TP_DESC_SIZE=16)
 ganfw_test_plugin(badkind bad_desc.c DEFS [[TP_NAME="badkind"]] TP_KIND=7)
 ganfw_test_plugin(noname bad_desc.c DEFS [[TP_NAME=""]])
@@ -82,4 +84,7 @@ if(TARGET test_plugin_host)
   add_dependencies(test_plugin_host ganfw_test_plugins)
   # The suite checks each valid plugin's dynamic symbol table with this nm.
   target_compile_definitions(test_plugin_host PRIVATE GANFW_NM="${CMAKE_NM}")
+endif()
+if(TARGET test_fid)
+  add_dependencies(test_fid ganfw_testplugin_tpgan) # a trainer plugin's run, scored
 endif()

@@ -407,8 +407,7 @@ static ganfw_status train(const char *config) {
   ganfw_session *s = NULL;
   ganfw_status st = ganfw_run_open(config, NULL, 0, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
-  if (st == GANFW_OK)
-    st = ganfw_train(s);
+  if (st == GANFW_OK) st = ganfw_train(s);
   if (st != GANFW_OK) printf("\n  %s: %s\n", config, ganfw_error_message());
   ganfw_session_close(s);
   ganfw_run_close(run);
@@ -734,6 +733,53 @@ static void test_score_normalisation(void) {
   free(tpm);
 }
 
+/* A GAN written as a trainer plugin (tests/plugins/gan_trainer.c, with a generator()):
+ * `ganfw score` and `ganfw sample` take its run as a GAN's, through that net. Uses the judge
+ * of test_score_fid. */
+static void test_score_trainer_plugin(void) {
+  const char *build = getenv("GANFW_TEST_BUILD_DIR");
+  char text[2048];
+  snprintf(text, sizeof text,
+           "seed: 3\n"
+           "plugin_path: ['%s/tests/plugins']\n"
+           "device: {type: cpu, threads: 2}\n"
+           "data: {dataset: mnist, path: %s/mnist, resize: 32}\n"
+           "model: {plugin: dcgan, image_size: 32, nz: 16, ngf: 8, ndf: 8}\n"
+           "trainer: {plugin: tpgan, nz: 16}\n"
+           "optim: {plugin: adam, lr: 2.0e-4, betas: [0.5, 0.999]}\n"
+           "train: {batch_size: 8, max_steps: 4, log_every: 0, sample_every: 0,"
+           " checkpoint_every: 4}\n"
+           "run: {out_dir: %s/tpgan}\n",
+           build ? build : ".", root, root);
+  write_file("tpgan.yaml", text);
+  CU_ASSERT_EQUAL_FATAL(train(path_in("tpgan.yaml")), GANFW_OK);
+  ganfw_score_args a = {.source = path_in("tpgan"),
+                        .classifier = path_in("judge"),
+                        .n = 64,
+                        .batch = 32,
+                        .has_seed = 1,
+                        .seed = 7};
+  ganfw_score_result r;
+  ganfw_status st;
+  char *t = score_text(&a, &r, &st);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT_EQUAL(r.n, 64);
+  CU_ASSERT(isfinite(r.fid) && r.fid > 0);
+  CU_ASSERT(r.inception >= 1.0 && r.inception <= 10.0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(t, "64 generated vs 40 real images"));
+  free(t);
+  char *t2 = score_text(&a, &r, &st); /* deterministic, as a GAN's */
+  CU_ASSERT_EQUAL(st, GANFW_OK);
+  free(t2);
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "'%s/ganfw' sample '%s' -o '%s' -q", build ? build : ".",
+           path_in("tpgan"), path_in("tpgan.png"));
+  CU_ASSERT_EQUAL(system(cmd), 0);
+  struct stat sb;
+  CU_ASSERT(stat(path_in("tpgan.png"), &sb) == 0 && sb.st_size > 100);
+}
+
 static CU_TestInfo tests[] = {
     {"symmetric eigendecomposition vs torch", test_eigh},
     {"tr sqrtm(S1 S2) vs torch", test_sqrtm_trace},
@@ -743,6 +789,7 @@ static CU_TestInfo tests[] = {
     {"score with FID end to end", test_score_fid},
     {"score --config judges a checkpoint without ganfw metadata", test_score_foreign_checkpoint},
     {"score maps images into the classifier's range", test_score_normalisation},
+    {"score and sample a trainer plugin's generator()", test_score_trainer_plugin},
     CU_TEST_INFO_NULL};
 
 int main(void) {
