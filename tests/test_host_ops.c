@@ -350,6 +350,49 @@ static void test_channel_affine(void) {
   gt_ref_close(ref);
 }
 
+/* torch.cat and Tensor.narrow: copies, the same bits; shapes that do not fit are refused
+ * naming the tensors. */
+static void test_cat_narrow(void) {
+  gt_ref *ref = gt_ref_open("host_ops");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+  ganfw_ctx *ctx = make_ctx(2, 0);
+  if (!GANFW_HOST_HAS(H, tensor_narrow)) CU_FAIL_FATAL("the host table has no tensor_narrow");
+  ganfw_tensor *a = from_ref(ctx, ref, "c_a"), *b = from_ref(ctx, ref, "c_b");
+  ganfw_tensor *c = from_ref(ctx, ref, "c_c"), *d = from_ref(ctx, ref, "c_d");
+  const int64_t s_ab[4] = {2, 5, 4, 5}, s_ada[4] = {5, 3, 4, 5}, s_aca[4] = {2, 3, 4, 11};
+  const int64_t s_n1[4] = {2, 2, 4, 5}, s_nl[4] = {2, 3, 4, 3};
+  ganfw_tensor *ab = make(ctx, 4, s_ab, "ab"), *ada = make(ctx, 4, s_ada, "ada");
+  ganfw_tensor *aca = make(ctx, 4, s_aca, "aca"), *n1 = make(ctx, 4, s_n1, "n1");
+  ganfw_tensor *nl = make(ctx, 4, s_nl, "nl");
+  const ganfw_tensor *two[2] = {a, b}, *three[3] = {a, d, a}, *last[3] = {a, c, a};
+  CU_ASSERT_EQUAL(H->tensor_cat(ctx, ab, two, 2, 1), GANFW_OK);
+  expect("cat dim 1", ab, ref, "c_ab", 0);
+  CU_ASSERT_EQUAL(H->tensor_cat(ctx, ada, three, 3, 0), GANFW_OK);
+  expect("cat dim 0", ada, ref, "c_ada", 0);
+  CU_ASSERT_EQUAL(H->tensor_cat(ctx, aca, last, 3, -1), GANFW_OK);
+  expect("cat dim -1", aca, ref, "c_aca", 0);
+  CU_ASSERT_EQUAL(H->tensor_narrow(ctx, n1, ab, 1, 3), GANFW_OK);
+  expect("narrow dim 1", n1, ref, "c_narrow1", 0);
+  CU_ASSERT_EQUAL(H->tensor_narrow(ctx, nl, a, -1, 1), GANFW_OK);
+  expect("narrow dim -1", nl, ref, "c_narrow_last", 0);
+  /* refusals */
+  CU_ASSERT_EQUAL(H->tensor_cat(ctx, ab, two, 2, 0), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT(message_has("tensor_cat", "they must agree but in dim 0", NULL));
+  CU_ASSERT_EQUAL(H->tensor_cat(ctx, aca, two, 2, 3), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT(message_has("tensor_cat", "'c_b'", NULL));
+  CU_ASSERT_EQUAL(H->tensor_cat(ctx, ab, two, 2, 4), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT(message_has("dim 4 is outside", NULL));
+  CU_ASSERT_EQUAL(H->tensor_cat(ctx, ab, three, 1, 1), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT(message_has("have 3 in dim 1 together", "has 5", NULL));
+  CU_ASSERT_EQUAL(H->tensor_narrow(ctx, n1, ab, 1, 4), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT(message_has("tensor_narrow", "fit in x from there", NULL));
+  ganfw_error_clear();
+  ganfw_tensor *all[] = {nl, n1, aca, ada, ab, d, c, b, a};
+  for (int i = 0; i < 9; i++) H->tensor_destroy(all[i]);
+  ganfw_ctx_destroy(ctx);
+  gt_ref_close(ref);
+}
+
 /* --- bad input ------------------------------------------------------------------------- */
 
 static void test_bad_input(void) {
@@ -506,6 +549,7 @@ static CU_TestInfo tests[] = {{"table", test_table},
                               {"reduce", test_reduce},
                               {"threads", test_threads},
                               {"channel_affine", test_channel_affine},
+                              {"cat_narrow", test_cat_narrow},
                               {"bad_input", test_bad_input},
                               {"meta", test_meta},
                               {"lion", test_lion},

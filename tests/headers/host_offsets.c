@@ -100,9 +100,11 @@ PIN(tensor_channel_affine, 648);
 PIN(net_custom, 656);
 PIN(layer_add_param, 664);
 PIN(layer_add_buffer, 672);
+PIN(tensor_cat, 680); /* ABI 1.7 */
+PIN(tensor_narrow, 688);
 
 /* One past the last entry: a new entry appended moves this (and gets a PIN line above). */
-#define GANFW_HOST_SIZE 680
+#define GANFW_HOST_SIZE 696
 _Static_assert(sizeof(ganfw_host) == GANFW_HOST_SIZE, "ganfw_host grew: pin the new entries");
 
 /* Structs of ABI 1.1 whose layout plugins see. */

@@ -99,11 +99,27 @@ def _affine(g):
     }
 
 
+def _cat(g):
+    a = torch.randn(2, 3, 4, 5, generator=g)
+    b = torch.randn(2, 2, 4, 5, generator=g)
+    c = torch.randn(2, 3, 4, 1, generator=g)
+    d = torch.randn(1, 3, 4, 5, generator=g)
+    ab = torch.cat([a, b], 1)
+    return {
+        "a": a, "b": b, "c": c, "d": d,
+        "ab": ab,
+        "ada": torch.cat([a, d, a], 0),
+        "aca": torch.cat([a, c, a], -1),
+        "narrow1": ab.narrow(1, 3, 2),
+        "narrow_last": a.narrow(-1, 1, 3),
+    }
+
+
 def generate(out_dir):
     g = reflib.seeded(12)
     tensors = {}
     for prefix, part in (("u_", _unary(g)), ("b_", _binary(g)), ("r_", _reduce(g)),
-                         ("a_", _affine(g))):
+                         ("a_", _affine(g)), ("c_", _cat(g))):
         for k, t in part.items():
             tensors[prefix + k] = t.contiguous()
     reflib.save(os.path.join(out_dir, "host_ops.safetensors"), tensors)

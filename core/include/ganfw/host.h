@@ -472,6 +472,19 @@ struct ganfw_host {
   ganfw_status (*layer_add_buffer)(ganfw_layer_init *li, const char *name, int32_t ndim,
                                    const int64_t *shape, ganfw_tensor **out);
 
+  /* --- added in minor 7 (ABI 1.7, 2026-12): check GANFW_HOST_HAS before use --- */
+
+  /* out = torch.cat(xs[0..n), dim) of f32 tensors of one run: each x has out's ndim and
+   * out's shape but in `dim` (in [-ndim, ndim), negative from the end), where out's is the
+   * sum of theirs. Copied on the tensors' device (pix2pix joins an input and an image this
+   * way). xs is read during the call only. */
+  ganfw_status (*tensor_cat)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *const *xs,
+                             int32_t n, int32_t dim);
+  /* out = x.narrow(dim, start, out->shape[dim]), copied: out has x's shape but in `dim`, and
+   * start + out->shape[dim] <= x->shape[dim] (the gradient of one part of a cat). */
+  ganfw_status (*tensor_narrow)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                int32_t dim, int64_t start);
+
   /* New entries go here, in a block dated with the minor version that added them. */
 };
 

@@ -439,6 +439,100 @@ static ganfw_status host_tensor_mean(ganfw_ctx *ctx, ganfw_tensor *out, const ga
   return host_reduce(ctx, "tensor_mean", 1, out, x, dims, n_dims);
 }
 
+/* dim in [-ndim, ndim) -> [0, ndim), or -1. */
+static int32_t norm_dim(int32_t dim, int32_t ndim) {
+  if (dim < 0) dim += ndim;
+  return dim >= 0 && dim < ndim ? dim : -1;
+}
+
+/* The product of shape[lo..hi). */
+static int64_t span(const ganfw_tensor *t, int32_t lo, int32_t hi) {
+  int64_t p = 1;
+  for (int32_t d = lo; d < hi; d++) p *= t->shape[d];
+  return p;
+}
+
+/* 1 when a and b agree in ndim and in every dim but `dim`. */
+static int same_but(const ganfw_tensor *a, const ganfw_tensor *b, int32_t dim) {
+  if (a->ndim != b->ndim) return 0;
+  for (int32_t d = 0; d < a->ndim; d++)
+    if (d != dim && a->shape[d] != b->shape[d]) return 0;
+  return 1;
+}
+
+/* Copies rows blocks: for each of `outer` slabs, `count` floats from src (slab stride
+ * src_stride) to dst (dst_stride), both in floats. */
+static ganfw_status copy_slabs(ganfw_backend *be, float *dst, int64_t dst_stride, const float *src,
+                               int64_t src_stride, int64_t outer, int64_t count) {
+  ganfw_status st = GANFW_OK;
+  if (dst_stride == count && src_stride == count) /* contiguous: one copy */
+    return be->vt->copy_d2d(be, dst, src, (size_t)(outer * count) * sizeof(float));
+  for (int64_t o = 0; o < outer && st == GANFW_OK; o++)
+    st = be->vt->copy_d2d(be, dst + o * dst_stride, src + o * src_stride,
+                          (size_t)count * sizeof(float));
+  return st;
+}
+
+static ganfw_status host_tensor_cat(ganfw_ctx *ctx, ganfw_tensor *out,
+                                    const ganfw_tensor *const *xs, int32_t n, int32_t dim) {
+  const char *op = "tensor_cat";
+  ganfw_status st = check_tensor(op, "out", ctx, out);
+  if (st != GANFW_OK) return st;
+  if (n < 1 || !xs) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: no tensors to join", op);
+  const int32_t d = norm_dim(dim, out->ndim);
+  if (d < 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: dim %d is outside out '%s' of %d dims", op,
+                           (int)dim, out->name, (int)out->ndim);
+  int64_t total = 0;
+  char sx[96], so[96], role[32];
+  for (int32_t i = 0; i < n; i++) {
+    snprintf(role, sizeof role, "xs[%d]", (int)i);
+    if ((st = check_tensor(op, role, ctx, xs[i])) != GANFW_OK) return st;
+    if (!same_but(xs[i], out, d) || ganfw_tensor_ctx(xs[i]) != ganfw_tensor_ctx(out))
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "%s: %s '%s' is %s and out '%s' is %s: they must agree but in dim %d",
+                             op, role, xs[i]->name, shape_str(xs[i], sx, sizeof sx), out->name,
+                             shape_str(out, so, sizeof so), (int)d);
+    total += xs[i]->shape[d];
+  }
+  if (total != out->shape[d])
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: the inputs have %lld in dim %d together, out '%s' %s has %lld", op,
+                           (long long)total, (int)d, out->name, shape_str(out, so, sizeof so),
+                           (long long)out->shape[d]);
+  ganfw_backend *be = ganfw_tensor_ctx(out)->be;
+  const int64_t outer = span(out, 0, d), inner = span(out, d + 1, out->ndim);
+  int64_t at = 0;
+  for (int32_t i = 0; i < n && st == GANFW_OK; i++) {
+    const int64_t count = xs[i]->shape[d] * inner;
+    st = copy_slabs(be, (float *)out->data + at * inner, out->shape[d] * inner,
+                    (const float *)xs[i]->data, count, outer, count);
+    at += xs[i]->shape[d];
+  }
+  return st == GANFW_OK ? kernel_status(be, op) : ganfw_error_wrap(st, "%s", op);
+}
+
+static ganfw_status host_tensor_narrow(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                       int32_t dim, int64_t start) {
+  const char *op = "tensor_narrow";
+  ganfw_status st;
+  if ((st = check_tensor(op, "out", ctx, out)) || (st = check_tensor(op, "x", ctx, x))) return st;
+  const int32_t d = norm_dim(dim, x->ndim);
+  char sx[96], so[96];
+  if (d < 0 || !same_but(out, x, d) || ganfw_tensor_ctx(out) != ganfw_tensor_ctx(x) || start < 0 ||
+      start + out->shape[d] > x->shape[d])
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: out '%s' %s from x '%s' %s at %lld in dim %d: out must have x's "
+                           "shape but in that dim, and fit in x from there",
+                           op, out->name, shape_str(out, so, sizeof so), x->name,
+                           shape_str(x, sx, sizeof sx), (long long)start, (int)dim);
+  ganfw_backend *be = ganfw_tensor_ctx(out)->be;
+  const int64_t outer = span(x, 0, d), inner = span(x, d + 1, x->ndim);
+  st = copy_slabs(be, out->data, out->shape[d] * inner, (const float *)x->data + start * inner,
+                  x->shape[d] * inner, outer, out->shape[d] * inner);
+  return st == GANFW_OK ? kernel_status(be, op) : ganfw_error_wrap(st, "%s", op);
+}
+
 static ganfw_status host_tensor_channel_affine(ganfw_ctx *ctx, ganfw_tensor *out,
                                                const ganfw_tensor *x, const ganfw_tensor *scale,
                                                const ganfw_tensor *shift) {
@@ -663,6 +757,8 @@ static const ganfw_host host_table = {
     .net_custom = ganfw_net_custom,
     .layer_add_param = host_layer_add_param,
     .layer_add_buffer = host_layer_add_buffer,
+    .tensor_cat = host_tensor_cat,
+    .tensor_narrow = host_tensor_narrow,
 };
 
 const ganfw_host *ganfw_host_table(void) {

@@ -102,39 +102,22 @@ static ganfw_status pair_inputs(p2p *t, ganfw_step *st, ganfw_tensor **x, ganfw_
   return GANFW_OK;
 }
 
-/* *ab = torch.cat([a, b], 1): [N,2C,H,W] from a and b [N,C,H,W], through host memory. */
+/* *ab = torch.cat([a, b], 1): [N,2C,H,W] from a and b [N,C,H,W], on the device. */
 static ganfw_status join(p2p *t, ganfw_step *st, const ganfw_tensor *a, const ganfw_tensor *b,
                          const char *name, ganfw_tensor **ab) {
-  const ganfw_host *h = t->host;
-  const int64_t n = a->shape[0], per = a->numel / n;
-  const int64_t shape[4] = {n, 2 * a->shape[1], a->shape[2], a->shape[3]};
-  ganfw_status s;
-  if ((s = room(t, 4 * a->numel)) || (s = t->api->tensor(st, 4, shape, name, ab)) ||
-      (s = h->tensor_to_host(a, t->buf, a->nbytes)) ||
-      (s = h->tensor_to_host(b, t->buf + a->numel, b->nbytes)))
-    return s;
-  float *out = t->buf + 2 * a->numel;
-  for (int64_t i = 0; i < n; i++) {
-    memcpy(out + 2 * i * per, t->buf + i * per, (size_t)per * sizeof *out);
-    memcpy(out + (2 * i + 1) * per, t->buf + a->numel + i * per, (size_t)per * sizeof *out);
-  }
-  return h->tensor_from_host(*ab, out, (*ab)->nbytes);
+  const int64_t shape[4] = {a->shape[0], 2 * a->shape[1], a->shape[2], a->shape[3]};
+  const ganfw_tensor *parts[2] = {a, b};
+  ganfw_status s = t->api->tensor(st, 4, shape, name, ab);
+  return s ? s : t->host->tensor_cat(t->ctx, *ab, parts, 2, 1);
 }
 
 /* *db = dab[:, C:2C]: the gradient of join()'s second part. */
 static ganfw_status second_part(p2p *t, ganfw_step *st, const ganfw_tensor *dab,
                                 ganfw_tensor **db) {
-  const ganfw_host *h = t->host;
-  const int64_t n = dab->shape[0], per = dab->numel / n / 2;
-  const int64_t shape[4] = {n, dab->shape[1] / 2, dab->shape[2], dab->shape[3]};
-  ganfw_status s;
-  if ((s = room(t, 2 * dab->numel)) || (s = t->api->tensor(st, 4, shape, "d_fake", db)) ||
-      (s = h->tensor_to_host(dab, t->buf, dab->nbytes)))
-    return s;
-  float *out = t->buf + dab->numel;
-  for (int64_t i = 0; i < n; i++)
-    memcpy(out + i * per, t->buf + (2 * i + 1) * per, (size_t)per * sizeof *out);
-  return h->tensor_from_host(*db, out, (*db)->nbytes);
+  const int64_t c = dab->shape[1] / 2;
+  const int64_t shape[4] = {dab->shape[0], c, dab->shape[2], dab->shape[3]};
+  ganfw_status s = t->api->tensor(st, 4, shape, "d_fake", db);
+  return s ? s : t->host->tensor_narrow(t->ctx, *db, dab, 1, c);
 }
 
 /* A tensor of `like`'s shape filled with v (the BCE targets). */
