@@ -3,6 +3,7 @@
  * damage or mismatch is refused naming the file (and tensor) with the nets left unchanged;
  * weights-only loads; finding the latest checkpoint. Also writes a DC-GAN checkpoint for
  * tests/check_checkpoint_torch.py (the CTest test checkpoint_torch). */
+#include <math.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -522,6 +523,44 @@ static void test_flipped_data(void) {
   rig_free(&r);
 }
 
+/* A checkpoint whose crc32s are right but whose weights (or optimizer state) hold a NaN or
+ * an inf: refused by load and load_weights naming the file, the tensor and the element,
+ * nothing changed (a resume would only fail later, blaming the learning rate). */
+static void test_nonfinite_weights(void) {
+  rig r;
+  rig_init(&r);
+  rig_randomize(&r, 7);
+  ganfw_param_info info = {.struct_size = sizeof info};
+  for (int64_t i = ganfw_net_param_count(r.d) - 1; i >= 0; i--) { /* the first big one */
+    ganfw_param_info p = {.struct_size = sizeof p};
+    CU_ASSERT_EQUAL_FATAL(ganfw_net_param_info(r.d, i, &p), GANFW_OK);
+    if (p.value->numel > 5) info = p;
+  }
+  CU_ASSERT_FATAL(info.value && info.value->numel > 5);
+  ((float *)info.value->data)[5] = NAN;
+  ganfw_ckpt_meta m = test_meta();
+  const char *nan_path = tmp_path("nan.safetensors");
+  CU_ASSERT_EQUAL_FATAL(ganfw_checkpoint_save(nan_path, r.nets, 2, &m), GANFW_OK);
+  size_t n;
+  unsigned char *bytes = read_file(nan_path, &n);
+  rig_randomize(&r, 8); /* the nets must stay as they are now */
+  char want[600];
+  snprintf(want, sizeof want, "%s' holds a NaN (element 5)", info.name); /* prefixed */
+  CU_ASSERT(refused(&r, tmp_path("nan_copy.safetensors"), bytes, n, GANFW_ERR_NUMERIC, want));
+  free(bytes);
+  /* an inf in the optimizer state: load (resume) refuses it too */
+  rig_randomize(&r, 7);
+  ((float *)r.og->state[0]->data)[0] = -INFINITY;
+  const char *inf_path = tmp_path("inf.safetensors");
+  CU_ASSERT_EQUAL_FATAL(ganfw_checkpoint_save(inf_path, r.nets, 2, &m), GANFW_OK);
+  bytes = read_file(inf_path, &n);
+  rig_randomize(&r, 8);
+  CU_ASSERT(refused_how(&r, tmp_path("inf_copy.safetensors"), bytes, n, GANFW_ERR_NUMERIC,
+                        "holds an inf (element 0)", 0));
+  free(bytes);
+  rig_free(&r);
+}
+
 /* Every byte of the length and the header, one bit each: always refused, nothing changed. */
 static void test_flipped_header(void) {
   rig r;
@@ -1013,6 +1052,7 @@ static CU_TestInfo tests[] = {{"roundtrip", test_roundtrip},
                               {"truncated", test_truncated},
                               {"flipped_data", test_flipped_data},
                               {"flipped_header", test_flipped_header},
+                              {"nonfinite_weights", test_nonfinite_weights},
                               {"mismatch", test_mismatch},
                               {"save_errors", test_save_errors},
                               {"load_weights", test_load_weights},

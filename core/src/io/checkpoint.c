@@ -538,6 +538,54 @@ static ganfw_status ck_match(const char *path, const ganfw_st_file *f, const ck_
   return GANFW_OK;
 }
 
+/* The first element of t that is NaN or inf (f32, f16, bf16; other dtypes hold none), or
+ * -1. *nan says which. */
+static int64_t ck_first_nonfinite(const ganfw_st_tensor *t, int *nan) {
+  const int64_t n = t->dtype == GANFW_DTYPE_F32                                   ? t->nbytes / 4
+                    : t->dtype == GANFW_DTYPE_F16 || t->dtype == GANFW_DTYPE_BF16 ? t->nbytes / 2
+                                                                                  : 0;
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t exp_all, mant;
+    if (t->dtype == GANFW_DTYPE_F32) {
+      uint32_t u;
+      memcpy(&u, (const char *)t->data + 4 * i, 4);
+      exp_all = (u & 0x7f800000u) == 0x7f800000u;
+      mant = u & 0x007fffffu;
+    } else {
+      uint16_t u;
+      memcpy(&u, (const char *)t->data + 2 * i, 2);
+      const uint16_t em = t->dtype == GANFW_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+      exp_all = (u & em) == em;
+      mant = u & (uint16_t) ~(em | 0x8000u);
+    }
+    if (exp_all) {
+      *nan = mant != 0;
+      return i;
+    }
+  }
+  return -1;
+}
+
+/* Weights, buffers and optimizer state must be finite: a NaN or inf loaded would only show
+ * later as a diverged step blamed on the learning rate. Refused naming the file and the
+ * first tensor, before any net changes. */
+static ganfw_status ck_check_finite(const char *path, const ck_items *it,
+                                    const ganfw_st_tensor **file_of) {
+  for (int64_t i = 0; i < it->n; i++) {
+    const ganfw_st_tensor *t = file_of[i];
+    if (!t || it->v[i].counter) continue;
+    int nan = 0;
+    const int64_t at = ck_first_nonfinite(t, &nan);
+    if (at >= 0)
+      return ganfw_error_set(GANFW_ERR_NUMERIC,
+                             "%s: tensor '%s' holds %s (element %lld): a file of non-finite "
+                             "weights is refused; take an earlier checkpoint, or retrain (was "
+                             "it written from a run that diverged?)",
+                             path, t->name, nan ? "a NaN" : "an inf", (long long)at);
+  }
+  return GANFW_OK;
+}
+
 /* Copies the matched tensors in (validation is over). */
 static ganfw_status ck_copy_in(const ck_items *it, const ganfw_st_tensor **file_of) {
   for (int64_t i = 0; i < it->n; i++) {
@@ -583,6 +631,7 @@ ganfw_status ganfw_checkpoint_resume(const char *path, const ganfw_ckpt_net *net
       goto done;
   }
 
+  if ((st = ck_check_finite(path, &it, file_of)) != GANFW_OK) goto done;
   /* Everything checked: change the nets. */
   if ((st = ck_copy_in(&it, file_of)) != GANFW_OK) goto done;
   for (int32_t k = 0; k < n; k++)
@@ -643,6 +692,7 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
     goto done;
   }
   if ((st = ck_match(path, f, &it, nets, n, 1, flags, file_of, report)) != GANFW_OK) goto done;
+  if ((st = ck_check_finite(path, &it, file_of)) != GANFW_OK) goto done;
   st = ck_copy_in(&it, file_of);
 done:
   free(file_of);
