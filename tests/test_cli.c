@@ -190,10 +190,27 @@ static void test_train_and_missing_data(void) {
                                              "data.path=/nonexistent/mnist", NULL}),
                   1);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "scripts/fetch_mnist.sh"));
+  /* the message points at the --set that gave data.path, not at the config's data section */
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--set data.path=/nonexistent/mnist: data:"));
   /* exactly one message line for the failure */
   int lines = 0;
   for (const char *p = out; (p = strstr(p, "ganfw: I/O error")); p++) lines++;
   CU_ASSERT_EQUAL(lines, 1);
+}
+
+/* A scalar or a list where a section belongs: refused at that value (its file:line:col, or
+ * its --set) saying a map is expected, not blamed on a key the section would have held. */
+static void test_scalar_for_a_section(void) {
+  write_file("scalar.yaml", "extends: ok.yaml\ntrain: 5\n");
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){path_in("scalar.yaml"), NULL}), 2);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(out, "scalar.yaml:2:8: train: expected a section (a map of keys), got '5'"));
+  CU_ASSERT_PTR_NULL(strstr(out, "train.epochs"));
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){path_in("ok.yaml"), "--set", "train=5", NULL}), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--set train=5: train: expected a section"));
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){path_in("ok.yaml"), "--set", "model=[1, 2]", NULL}),
+                  2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "model: expected a section (a map of keys), got a list"));
 }
 
 /* 1 when the environment of process `pid` holds the entry `want` ("NAME=VALUE"). */
@@ -461,6 +478,7 @@ static CU_TestInfo tests[] = {
     {"validate: resolved config, typos with file:line:col, wrong kinds", test_validate},
     {"plugins lists kind and name", test_plugins_listing},
     {"train, and a missing data set in one message", test_train_and_missing_data},
+    {"a scalar where a section belongs is refused at it", test_scalar_for_a_section},
     {"a GAN batch larger than the data set is refused", test_gan_batch_larger_than_data},
     {"resume at the last step trains nothing, exit 0", test_resume_at_end},
     {"Ctrl-C writes a checkpoint and exits 130", test_sigint_writes_checkpoint},

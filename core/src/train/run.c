@@ -76,6 +76,17 @@ static char *absolute_dir(const char *base, const char *dir) {
   return p;
 }
 
+/* The sections the core reads are maps: `train: 5` (or `--set train=5`) is refused at the
+ * scalar, saying a map is expected, before a later read blames a key it could not find. */
+static ganfw_status check_sections(const ganfw_cfg *root) {
+  static const char *const sections[] = {"device", "data", "model",   "optim",    "train",
+                                         "run",    "dist", "trainer", "objective"};
+  for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++)
+    if (ganfw_cfg_has(root, sections[i]) && !ganfw_cfg_section(root, sections[i]))
+      return ganfw_error_code();
+  return GANFW_OK;
+}
+
 /* Each plugin_path entry becomes an absolute folder: relative to the config file that
  * names it, or to the working directory for --set. The config holds the absolute folder
  * from then on, so that config.resolved.yaml finds the plugins from any run folder. */
@@ -164,6 +175,7 @@ static ganfw_status open_run(ganfw_run *run, const char *const *sets, int nsets)
   for (int i = 0; i < nsets; i++)
     if ((st = ganfw_config_set(run->config, sets[i])) != GANFW_OK) return st;
   const ganfw_cfg *root = ganfw_config_root(run->config);
+  if ((st = check_sections(root)) != GANFW_OK) return st;
   if ((st = ganfw_ctx_options_from_config(root, &run->ctx_opt)) != GANFW_OK) return st;
   if ((st = ganfw_cfg_string(root, "run.out_dir", "runs/default", &run->out_dir)) != GANFW_OK)
     return st;

@@ -68,8 +68,10 @@ static ganfw_status open_data(ganfw_session *s, const ganfw_cfg *root, int32_t w
   if (!with_data) {
     s->data_info = *info;
   } else {
+    /* at data.path when the config (or a --set) gives it, else at the section */
+    const ganfw_cfg *at = ganfw_cfg_has(data, "path") ? ganfw_cfg_child(data, "path") : data;
     if ((st = ganfw_dataset_open(kind, path, 1, &tf, &s->data)) != GANFW_OK)
-      return ganfw_error_wrap(st, "%s: data", ganfw_cfg_where(data ? data : root));
+      return ganfw_error_wrap(st, "%s: data", ganfw_cfg_where(at ? at : root));
     int32_t c, h, w;
     ganfw_dataset_shape(s->data, &c, &h, &w);
     s->data_info.channels = c;
