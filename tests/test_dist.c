@@ -8,7 +8,9 @@
  * The runs are a small DC-GAN (nz 16, ngf 8, ndf 8) at 32x32 on a generated MNIST-format
  * data set, 20 steps at the global batch 64 (32 rows per rank), Adam as PyTorch's DC-GAN
  * example sets it. */
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -658,6 +660,80 @@ static void test_faults(void) {
   CU_ASSERT_NOT_EQUAL(stat(path_in("hang/checkpoints/step_00000003.safetensors"), &sb), 0);
 }
 
+/* A signal to `ganfw launch -n 2` whose steps take seconds (a 640-image batch of a 64-filter
+ * DC-GAN on one thread a rank): every rank finishes its step, the checkpoint is written,
+ * and launch exits 130 (SIGINT) or 143 (SIGTERM) within a step or two. Before, Open MPI
+ * killed the ranks 1 s after SIGTERM: the work since the last checkpoint was lost. */
+static void launch_signal(int sig, const char *dir, int want) {
+  char outdir[600], metrics[700], log[700];
+  snprintf(outdir, sizeof outdir, "run.out_dir=%s", path_in(dir));
+  snprintf(metrics, sizeof metrics, "%s/metrics.csv", path_in(dir));
+  snprintf(log, sizeof log, "%s.log", path_in(dir));
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    const char *asan = getenv("ASAN_OPTIONS"); /* the ranks inherit it: see rank_sanitizers */
+    char opts[512];
+    snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", asan ? asan : "", asan && *asan ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+    execl(ganfw, ganfw, "launch", "-n", "2", path_in("gan.yaml"), "--set", "train.batch_size=640",
+          "--set", "model.ngf=64", "--set", "model.ndf=64", "--set", "train.max_steps=100000",
+          "--set", "train.checkpoint_every=0", "--set", outdir, (char *)NULL);
+    _exit(127);
+  }
+  int started = 0; /* a first metrics row: training runs */
+  for (int i = 0; i < 1200 && !started; i++) {
+    FILE *f = fopen(metrics, "r");
+    if (f) {
+      char line[1024];
+      started = fgets(line, sizeof line, f) && fgets(line, sizeof line, f);
+      fclose(f);
+    }
+    if (!started) usleep(100000);
+  }
+  CU_ASSERT(started);
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  kill(pid, sig);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  const double waited = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+  printf("\n  launch -n 2, %s: exit %d after %.1f s\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+         WIFEXITED(status) ? WEXITSTATUS(status) : -1, waited);
+  CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == want);
+  CU_ASSERT(waited < 120); /* a step and a checkpoint, not Open MPI's kill timeouts */
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd, "ls '%s/checkpoints' | grep -c '^step_'", path_in(dir));
+  CU_ASSERT_EQUAL(run(cmd, NULL), 0);
+  CU_ASSERT_EQUAL(atoi(out), 1);
+  snprintf(cmd, sizeof cmd, "grep -c 'forwarded as SIGUSR' '%s'", log);
+  CU_ASSERT_EQUAL(run(cmd, NULL), 0);
+}
+
+static void test_launch_signals(void) {
+  if (skip()) return;
+  launch_signal(SIGTERM, "sigterm", 143);
+  launch_signal(SIGINT, "sigint", 130);
+  /* the checkpoint resumes: one more step from it */
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd, "ls '%s/checkpoints'", path_in("sigterm"));
+  CU_ASSERT_EQUAL(run(cmd, NULL), 0);
+  long step = 0;
+  const char *p = strstr(out, "step_");
+  if (p) step = strtol(p + 5, NULL, 10);
+  CU_ASSERT(step >= 1);
+  char args[4096];
+  snprintf(args, sizeof args,
+           "-q '%s' --set run.out_dir='%s' --set train.batch_size=640 --set model.ngf=64 --set "
+           "model.ndf=64 --set train.resume=latest --set train.max_steps=%ld",
+           path_in("gan.yaml"), path_in("sigterm"), step + 1);
+  CU_ASSERT_EQUAL(one(args), 0);
+}
+
 /* `ganfw launch` without mpirun on PATH: what to install. */
 static void test_launch_without_mpirun(void) {
   char cmd[32768];
@@ -678,6 +754,7 @@ static CU_TestInfo tests[] = {
     {"plan --ranks 2 shows one rank's bytes", test_plan_ranks},
     {"a hung or dead rank, mismatched configs, an odd batch", test_faults},
     {"launch without mpirun says what to install", test_launch_without_mpirun},
+    {"SIGTERM and Ctrl-C to launch: every rank checkpoints", test_launch_signals},
     CU_TEST_INFO_NULL,
 };
 

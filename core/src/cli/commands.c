@@ -7,6 +7,8 @@
 #include <string.h>
 #include <errno.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -569,8 +571,8 @@ static int cmd_sample(cli_args *args) {
 
 /* launch -n N */
 static int launch_option(cli_args *a, const char *opt, const char *value, int *took) {
-  if (strcmp(opt, "-n") != 0 && strcmp(opt, "--np") != 0) return CLI_OPT_UNKNOWN;
   long long n = 0;
+  if (strcmp(opt, "-n") != 0 && strcmp(opt, "--np") != 0) return CLI_OPT_UNKNOWN;
   const char *v = need_value(a, opt, value, took);
   if (!v) return EXIT_USAGE;
   if (!parse_whole(v, 1, 4096, &n))
@@ -594,8 +596,65 @@ static int on_path(const char *name, char *dir, size_t n) {
   return 0;
 }
 
-/* mpirun -np N [--oversubscribe] [--allow-run-as-root] <this ganfw> <the arguments less
- * `launch` and -n N>: as torchrun starts DistributedDataParallel's processes. */
+/* launch: the signal that came (SIGINT, SIGTERM). mpirun has a process group of its own,
+ * so a terminal's Ctrl-C reaches it only through us: the first signal goes on as SIGUSR1
+ * (Ctrl-C) or SIGUSR2 (SIGTERM), which mpirun passes to every rank at once and the ranks
+ * take as the signal itself (finish the step, checkpoint, stop); a second one as itself,
+ * which has mpirun end the job. */
+static volatile sig_atomic_t launch_signal, launch_count;
+static volatile pid_t launch_child;
+
+static int launch_as(int sig) {
+  return launch_count > 1 ? sig : sig == SIGINT ? SIGUSR1 : SIGUSR2;
+}
+
+static void launch_forward(int sig) {
+  if (!launch_signal) launch_signal = sig;
+  launch_count++;
+  if (launch_child > 0) kill(launch_child, launch_as(sig));
+}
+
+/* Runs mpirun and waits for it: its exit code, or 128 + the signal that stopped the job
+ * (130 for Ctrl-C, 143 for SIGTERM: the ranks wrote their checkpoint), as one process. */
+static int launch_wait(const char *mpirun, char **argv) {
+  struct sigaction sa, old_int, old_term;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = launch_forward;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    execv(mpirun, argv);
+    fprintf(stderr, "ganfw: I/O error: launch: cannot run %s: %s\n", mpirun, strerror(errno));
+    _exit(EXIT_RUNTIME);
+  }
+  if (pid < 0) return cli_fail(ganfw_error_set(GANFW_ERR_IO, "launch: fork: %s", strerror(errno)));
+  setpgid(pid, pid);
+  launch_child = pid;
+  if (launch_signal) kill(pid, launch_as(launch_signal)); /* one before the child existed */
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  launch_child = 0;
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (!launch_signal || (code != 0 && code != 128 + launch_signal && code != 1)) return code;
+  return 128 + launch_signal; /* the ranks stopped for it (0 from each, see main.c) */
+}
+
+/* mpirun -np N [--oversubscribe] [--allow-run-as-root] --stdin none -x GANFW_LAUNCHED=1
+ * <this ganfw> <the arguments less `launch` and -n N>: as torchrun starts
+ * DistributedDataParallel's processes. Signals go on as SIGUSR1/2 (launch_forward): Open
+ * MPI's own SIGTERM reaches the ranks only after odls_base_sigkill_timeout and kills them
+ * that long later, so raising the timeout delays the stop instead of protecting it
+ * (measured: 20 s gave the ranks the signal about 35 s late). */
 static int cmd_launch(cli_args *args) {
   char mpirun[4096], self[4096];
   if (!on_path("mpirun", mpirun, sizeof mpirun))
@@ -616,7 +675,7 @@ static int cmd_launch(cli_args *args) {
   const int32_t n = args->launch_ranks > 0 ? args->launch_ranks : 1;
   char np[16];
   snprintf(np, sizeof np, "%d", (int)n);
-  char **argv = calloc((size_t)cli_argc + 8, sizeof *argv);
+  char **argv = calloc((size_t)cli_argc + 16, sizeof *argv);
   if (!argv) return cli_fail(ganfw_error_set(GANFW_ERR_OOM, "out of host memory"));
   int k = 0;
   argv[k++] = "mpirun"; /* not its path: Open MPI reads an absolute argv[0] as --prefix */
@@ -624,6 +683,10 @@ static int cmd_launch(cli_args *args) {
   argv[k++] = np;
   if (n > (int32_t)sysconf(_SC_NPROCESSORS_ONLN)) argv[k++] = "--oversubscribe";
   if (geteuid() == 0) argv[k++] = "--allow-run-as-root";
+  argv[k++] = "--stdin";
+  argv[k++] = "none";
+  argv[k++] = "-x";
+  argv[k++] = "GANFW_LAUNCHED=1";
   argv[k++] = self;
   int skipped_launch = 0;
   for (int i = 1; i < cli_argc; i++) {
@@ -639,13 +702,9 @@ static int cmd_launch(cli_args *args) {
     argv[k++] = cli_argv[i];
   }
   argv[k] = NULL;
-  fflush(stdout);
-  fflush(stderr);
-  execv(mpirun, argv);
-  ganfw_status st =
-      ganfw_error_set(GANFW_ERR_IO, "launch: cannot run %s: %s", mpirun, strerror(errno));
+  const int code = launch_wait(mpirun, argv);
   free(argv);
-  return cli_fail(st);
+  return code;
 }
 
 const cli_command cli_commands[] = {
@@ -656,8 +715,10 @@ const cli_command cli_commands[] = {
     {"launch", "launch -n N [options] CONFIG",
      "train on N ranks data-parallel: runs `mpirun -np N ganfw CONFIG` (with --oversubscribe\n"
      "past the cores, --allow-run-as-root as root); options after it go to every rank",
-     "  -n N   the number of ranks (processes), default 1\n", "a config file", 0, launch_option,
-     cmd_launch},
+     "  -n N   the number of ranks (processes), default 1\n"
+     "Ctrl-C and SIGTERM reach every rank at once (as SIGUSR1, SIGUSR2): each finishes its\n"
+     "step, the checkpoint is written, and launch exits 130 or 143 as one process does\n",
+     "a config file", 0, launch_option, cmd_launch},
     {"validate", "validate [options] CONFIG",
      "check a config (keys, values, plugins, model shapes) without training, print it\n"
      "resolved; exit 0 when valid, also when only the data set is missing (one line says so)",

@@ -78,6 +78,9 @@ static int exit_code_for(ganfw_status st) {
   case GANFW_OK:
     return EXIT_OK;
   case GANFW_ERR_INTERRUPTED:
+    /* a rank of `ganfw launch` stopped with its checkpoint: 0, so that mpirun ends the job
+     * at once instead of aborting the ranks still closing; launch says 130 or 143 */
+    if (getenv("GANFW_LAUNCHED") && ganfw_dist_world_size() > 1) return EXIT_OK;
     return ganfw_interrupt_signal() == SIGTERM ? EXIT_TERMINATED : EXIT_INTERRUPTED;
   case GANFW_ERR_CONFIG:
   case GANFW_ERR_PLUGIN:

@@ -145,15 +145,21 @@ double ganfw_now_s(void) {
 }
 
 static volatile sig_atomic_t interrupted; /* the signal number, 0 none */
-static struct sigaction previous_int, previous_term;
+static volatile sig_atomic_t forwarded;   /* SIGUSR1/2 when it came as one (ganfw launch) */
+static struct sigaction previous_int, previous_term, previous_usr1, previous_usr2;
 
+/* SIGUSR1 and SIGUSR2 are Ctrl-C and SIGTERM forwarded by `ganfw launch` (or a scheduler):
+ * mpirun passes them to every rank at once, where its own SIGTERM reaches the ranks only
+ * after odls_base_sigkill_timeout. */
 static void on_stop_signal(int sig) {
+  const int as = sig == SIGUSR1 ? SIGINT : sig == SIGUSR2 ? SIGTERM : sig;
   if (interrupted) { /* the second one: stop now, as the signal's default would */
-    signal(sig, SIG_DFL);
-    raise(sig);
+    signal(as, SIG_DFL);
+    raise(as);
     return;
   }
-  interrupted = sig;
+  forwarded = as != sig ? sig : 0;
+  interrupted = as;
 }
 
 void ganfw_interrupt_begin(void) {
@@ -163,11 +169,15 @@ void ganfw_interrupt_begin(void) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &previous_int);
   sigaction(SIGTERM, &sa, &previous_term);
+  sigaction(SIGUSR1, &sa, &previous_usr1);
+  sigaction(SIGUSR2, &sa, &previous_usr2);
 }
 
 void ganfw_interrupt_end(void) {
   sigaction(SIGINT, &previous_int, NULL);
   sigaction(SIGTERM, &previous_term, NULL);
+  sigaction(SIGUSR1, &previous_usr1, NULL);
+  sigaction(SIGUSR2, &previous_usr2, NULL);
 }
 
 int32_t ganfw_interrupt_requested(void) {
@@ -180,8 +190,11 @@ int32_t ganfw_interrupt_signal(void) {
 
 ganfw_status ganfw_interrupt_error(int64_t step, const char *ckpt_dir) {
   return ganfw_error_set(GANFW_ERR_INTERRUPTED,
-                         "%s at step %lld; a checkpoint is in %s: continue with "
+                         "%s%s at step %lld; a checkpoint is in %s: continue with "
                          "--set train.resume=latest",
-                         interrupted == SIGTERM ? "terminated (SIGTERM)" : "interrupted (SIGINT)",
+                         interrupted == SIGTERM ? "terminated (SIGTERM" : "interrupted (SIGINT",
+                         forwarded == SIGUSR1   ? ", forwarded as SIGUSR1)"
+                         : forwarded == SIGUSR2 ? ", forwarded as SIGUSR2)"
+                                                : ")",
                          (long long)step, ckpt_dir);
 }
