@@ -411,6 +411,30 @@ static void test_global_options_and_command_help(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "usage: ganfw validate"));
 }
 
+/* Data that is there but unreadable (a bad magic number, a truncated file) is not "not
+ * there": validate fails with exit 2, naming the file and where data.path came from. */
+static void test_validate_corrupt_data(void) {
+  CU_ASSERT_EQUAL_FATAL(mkdir(path_in("badmnist"), 0755), 0);
+  write_file("badmnist/train-images-idx3-ubyte", "not an IDX file at all, just text\n");
+  char set[600];
+  snprintf(set, sizeof set, "data.path=%s", path_in("badmnist"));
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set", set, NULL}),
+                  2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "badmnist/train-images-idx3-ubyte' has magic number"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--set data.path="));
+  CU_ASSERT_PTR_NULL(strstr(out, "is not there"));
+  /* a truncated copy of a real file */
+  char cmd[1600];
+  snprintf(cmd, sizeof cmd, "head -c 1000 '%s/mnist/train-images-idx3-ubyte' > '%s'", root,
+           path_in("badmnist/train-images-idx3-ubyte"));
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "cp '%s/mnist/train-labels-idx1-ubyte' '%s/badmnist/'", root, root);
+  CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+  CU_ASSERT_EQUAL(run_ganfw((const char *[]){"validate", path_in("ok.yaml"), "--set", set, NULL}),
+                  2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "badmnist/train-images-idx3-ubyte"));
+}
+
 /* validate checks the config; data that is not there is one line of its own, and a valid
  * config still exits 0. A config error is still exit 2. */
 static void test_validate_without_data(void) {
@@ -491,6 +515,7 @@ static CU_TestInfo tests[] = {
     {"global options before the subcommand, SUBCOMMAND --help",
      test_global_options_and_command_help},
     {"validate without the data set: exit 0, one line", test_validate_without_data},
+    {"validate: present but unreadable data is an error", test_validate_corrupt_data},
     {"extends: ~key drops, _replace_ replaces a section", test_extends_drop_and_replace},
     CU_TEST_INFO_NULL,
 };

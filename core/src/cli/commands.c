@@ -319,21 +319,29 @@ static int nominal_data_info(const ganfw_cfg *root, ganfw_data_info *info) {
   return 1;
 }
 
-/* Whether the run's data set cannot be read (its message kept in msg): the one failure
- * validate reports beside a valid config instead of instead of it. */
-static int data_missing(const ganfw_run *run, char *msg, size_t n) {
+/* Whether the run's data set is not there (its message kept in msg): the one failure
+ * validate reports beside a valid config instead of instead of it. Present but unreadable
+ * data (a bad magic number, a truncated file, an absurd header) is not missing: validate
+ * then fails with the reader's message, as training does. The readers say a file is not
+ * there with the system's ENOENT text. */
+static int data_missing(const ganfw_run *run, char *msg, size_t n, int *unreadable) {
+  static char first[8192]; /* the session's own message, put back unless the data is missing */
+  snprintf(first, sizeof first, "%s", ganfw_error_message());
+  const ganfw_status first_st = ganfw_error_code();
+  *unreadable = 0;
   const ganfw_cfg *data = ganfw_cfg_section(ganfw_config_root(run->config), "data");
   const char *kind = NULL, *path = NULL;
-  if (ganfw_data_source_from_config(data, &kind, &path) != GANFW_OK || !kind || !path) {
-    ganfw_error_clear();
-    return 0;
-  }
+  ganfw_status st = ganfw_data_source_from_config(data, &kind, &path);
   ganfw_dataset *ds = NULL;
-  ganfw_status st = ganfw_dataset_open(kind, path, 1, NULL, &ds);
+  if (st == GANFW_OK && kind && path) st = ganfw_dataset_open(kind, path, 1, NULL, &ds);
   ganfw_dataset_destroy(ds);
-  if (st != GANFW_ERR_IO) return 0;
-  snprintf(msg, n, "%s", ganfw_error_message());
-  return 1;
+  if (st == GANFW_ERR_IO && kind && path && strstr(ganfw_error_message(), strerror(ENOENT))) {
+    snprintf(msg, n, "%s", ganfw_error_message());
+    return 1;
+  }
+  *unreadable = st == GANFW_ERR_IO && kind && path;
+  ganfw_error_set(first_st, "%s", first);
+  return 0;
 }
 
 /* Checks the config and prints it resolved. Data that is not there is one line on stderr
@@ -344,9 +352,10 @@ static int cmd_validate(cli_args *args) {
   ganfw_session *session = NULL;
   ganfw_status st = prepare(args, NULL, NULL, &run, &session);
   static char data_msg[4096];
-  int no_data = 0;
+  int no_data = 0, unreadable = 0;
   ganfw_data_info info;
-  if (st == GANFW_ERR_IO && run && !session && data_missing(run, data_msg, sizeof data_msg) &&
+  if (st == GANFW_ERR_IO && run && !session &&
+      data_missing(run, data_msg, sizeof data_msg, &unreadable) &&
       nominal_data_info(ganfw_config_root(run->config), &info)) {
     ganfw_run_close(run);
     run = NULL;
@@ -366,6 +375,8 @@ static int cmd_validate(cli_args *args) {
            no_data ? " (the data set was not found: model checked for its nominal shape)" : "");
     st = ganfw_config_write_resolved(run->config, stdout);
   }
+  /* data that is there but cannot be read makes the config unusable: exit 2 */
+  if (unreadable) st = ganfw_error_wrap(GANFW_ERR_CONFIG, "the data set is there but unreadable");
   ganfw_session_close(session);
   ganfw_run_close(run);
   return st == GANFW_OK ? EXIT_OK : cli_fail(st);
