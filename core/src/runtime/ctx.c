@@ -166,7 +166,8 @@ static ganfw_status pick_backend(const ganfw_ctx_options *opt, ganfw_backend **b
                              "auto",
                              why);
     }
-    ganfw_log(GANFW_LOG_INFO, "device.type auto: no usable CUDA device (%s), using the CPU", why);
+    /* every command on a machine without a GPU would say it: -v shows it */
+    ganfw_log(GANFW_LOG_DEBUG, "device.type auto: no usable CUDA device (%s), using the CPU", why);
   }
 #else
   if (requested == GANFW_DEVICE_CUDA)
