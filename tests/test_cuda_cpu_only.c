@@ -123,6 +123,11 @@ static void test_cpu_request_is_silent(void) {
   CU_ASSERT_EQUAL(ctx->device_type, GANFW_DEVICE_CPU);
   CU_ASSERT_STRING_EQUAL(captured, "");
   ganfw_ctx_destroy(ctx);
+  /* a CUDA-only key on the CPU is said once, not taken silently */
+  opt.cudnn_benchmark = 1;
+  CU_ASSERT_EQUAL_FATAL(create_captured(&opt, &ctx), GANFW_OK);
+  CU_ASSERT_EQUAL(count(captured, "device.cudnn_benchmark is for CUDA's cuDNN"), 1);
+  ganfw_ctx_destroy(ctx);
 }
 
 /* The device keys as a config states them, cudnn_benchmark included (a key the CUDA
