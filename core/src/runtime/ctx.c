@@ -174,8 +174,8 @@ static ganfw_status pick_backend(const ganfw_ctx_options *opt, ganfw_backend **b
     return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
                            "device.type: cuda was asked for, but this ganfw has no CUDA backend "
                            "yet; use device.type: cpu (or auto)");
-  if (requested == GANFW_DEVICE_AUTO)
-    ganfw_log(GANFW_LOG_INFO, "device.type auto: no CUDA backend in this build, using the CPU");
+  if (requested == GANFW_DEVICE_AUTO) /* as the CUDA build's fallback: -v says it */
+    ganfw_log(GANFW_LOG_DEBUG, "device.type auto: no CUDA backend in this build, using the CPU");
 #endif
   *be = ganfw_cpu_backend();
   *type = GANFW_DEVICE_CPU;
