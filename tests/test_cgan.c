@@ -85,8 +85,7 @@ static ganfw_status train(const char *config, const char *const *sets, int nsets
   ganfw_status st = ganfw_run_open(path_in(config), sets, nsets, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
-  if (st == GANFW_OK)
-    st = ganfw_train(s);
+  if (st == GANFW_OK) st = ganfw_train(s);
   if (st != GANFW_OK) printf("\n  %s: %s\n", config, ganfw_error_message());
   ganfw_session_close(s);
   ganfw_run_close(run);

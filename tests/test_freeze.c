@@ -68,8 +68,7 @@ static ganfw_status train(const char *config) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
   ganfw_status st = open_session(config, &run, &s);
-  if (st == GANFW_OK)
-    st = ganfw_train(s);
+  if (st == GANFW_OK) st = ganfw_train(s);
   if (st != GANFW_OK) printf("\n  %s: %s\n", config, ganfw_error_message());
   ganfw_session_close(s);
   ganfw_run_close(run);

@@ -179,13 +179,7 @@ static ganfw_status log_step(loop_run *r, const ganfw_batch_info *bi, double sec
   if (!r->metrics) return GANFW_OK; /* a rank other than 0 */
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
-  const ganfw_loop_row c = {.step = L->step,
-                            .epoch = (int32_t)bi->epoch,
-                            .allocated = as.allocated.current,
-                            .reserved = as.reserved.current,
-                            .seconds = seconds,
-                            .nonfinite_skips = r->nonfinite.total,
-                            .comm_seconds = r->comm_seconds};
+  const ganfw_loop_row c = {.nonfinite_skips = r->nonfinite.total, .comm_seconds = r->comm_seconds};
   double row[2 + 2 * GANFW_LOOP_MAX_COLUMNS + 3 + GANFW_MAX_EXTRA];
   int32_t n = 0;
   row[n++] = (double)L->step;

@@ -40,14 +40,10 @@ typedef struct ganfw_loop {
   char ckpt_dir[4096];
 } ganfw_loop;
 
-/* What the loop knows of a logged step: the columns every metrics.csv has. */
+/* What the loop counts that a trainer places among its metrics.csv columns. */
 typedef struct ganfw_loop_row {
-  int64_t step;
-  int32_t epoch;
-  int64_t allocated, reserved; /* the allocator's current bytes */
-  double seconds;              /* the step's time */
-  int64_t nonfinite_skips;     /* steps train.on_nonfinite: skip skipped, this run */
-  double comm_seconds;         /* the step's time in collectives (data-parallel) */
+  int64_t nonfinite_skips; /* steps train.on_nonfinite: skip skipped, this run */
+  double comm_seconds;     /* the last step's time in collectives (data-parallel) */
 } ganfw_loop_row;
 
 /* What compare shows of a step. */
