@@ -259,6 +259,33 @@ static void test_installed_search_order(void) {
   free(text);
 }
 
+/* The build tree is a package too: examples/mlp_gan configures against ganfw_DIR=<this
+ * build>, nothing installed, and builds with the source tree's headers. */
+static void test_build_tree_package(void) {
+  if (!ex_ensure_tmp()) return;
+  char src[4400], dir_def[4400], build[4400], cc_def[4400], flags_def[4400], link_def[4400];
+  snprintf(src, sizeof src, "%s/examples/mlp_gan", ex_source_dir());
+  const char *tree = getenv("GANFW_TEST_BUILD_DIR");
+  snprintf(dir_def, sizeof dir_def, "-Dganfw_DIR=%s", tree && *tree ? tree : EX_BUILD_DIR);
+  snprintf(build, sizeof build, "%s/build_tree_example", ex.root);
+  snprintf(cc_def, sizeof cc_def, "-DCMAKE_C_COMPILER=%s", EX_C_COMPILER);
+  snprintf(flags_def, sizeof flags_def, "-DCMAKE_C_FLAGS=%s", EX_C_FLAGS);
+  snprintf(link_def, sizeof link_def, "-DCMAKE_MODULE_LINKER_FLAGS=%s", EX_LINK_FLAGS);
+  char cmd[16384], log[4400];
+  ex_shell_command(cmd, sizeof cmd, "@env -u CMAKE_PREFIX_PATH", EX_CMAKE_COMMAND, "-S", src,
+                   "-B", build, "-DCMAKE_BUILD_TYPE=Release", dir_def, cc_def, flags_def,
+                   link_def, NULL);
+  if (ex_run_logged("configure_build_tree", cmd, 0, log, sizeof log) != 0) return;
+  ex_shell_command(cmd, sizeof cmd, EX_CMAKE_COMMAND, "--build", build, NULL);
+  if (ex_run_logged("build_build_tree", cmd, 0, log, sizeof log) != 0) return;
+  char so[4500];
+  snprintf(so, sizeof so, "%s/ganfw_mlp_gan.so", build);
+  if (!ex_file_exists(so)) {
+    ex_fail("building against the build tree's package did not make %s", so);
+    ex_print_file_tail("build output", log, 12000);
+  }
+}
+
 /* A bad value reaches the user as a config error (exit 2) naming the key. */
 static void test_bad_value(void) {
   if (!ensure_built() || !ensure_data() || !write_config()) {
@@ -275,6 +302,7 @@ static void test_bad_value(void) {
 
 static CU_TestInfo tests[] = {{"install", test_install},
                               {"build_example", test_build_example},
+                              {"build_tree_package", test_build_tree_package},
                               {"train", test_train},
                               {"metrics", test_metrics},
                               {"outputs", test_outputs},
