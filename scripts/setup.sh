@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Everything a fresh Debian machine needs to train with ganfw: the packages, a release
-# build in build/, and the MNIST digits in data/mnist/. Safe to run again.
+# build in build/, `ganfw` on the PATH (a link in /usr/local/bin, or $GANFW_BIN_DIR, to
+# build/ganfw: scripts/link.sh), and the MNIST digits in data/mnist/. Safe to run again.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/scripts/deps.sh"
 bash "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=Release
+bash "$root/scripts/link.sh" "$root/build"
 if [ -f "$root/scripts/fetch_mnist.sh" ]; then
   bash "$root/scripts/fetch_mnist.sh" "$root/data/mnist"
 fi
-echo "setup: done; the binary is $root/build/ganfw"
+echo "setup: done; the binary is $root/build/ganfw, on the PATH as ganfw"

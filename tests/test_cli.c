@@ -497,6 +497,31 @@ static void test_extends_drop_and_replace(void) {
   CU_ASSERT_PTR_NULL(strstr(out, "max_steps: 1500"));
 }
 
+/* scripts/link.sh (what scripts/setup.sh runs) puts `ganfw` on the PATH as a link to the
+ * build's binary: a bare `ganfw --version` then runs it; again is harmless, and an
+ * installed ganfw (not a link) is left alone. */
+static void test_setup_puts_ganfw_on_path(void) {
+  const char *src = getenv("GANFW_SOURCE_DIR");
+  const char *build = getenv("GANFW_TEST_BUILD_DIR");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+  char cmd[8192];
+  CU_ASSERT_EQUAL_FATAL(mkdir(path_in("bin"), 0755), 0);
+  for (int round = 0; round < 2; round++) {
+    snprintf(cmd, sizeof cmd,
+             "GANFW_BIN_DIR='%s' bash '%s/scripts/link.sh' '%s' >/dev/null && "
+             "PATH='%s':/usr/bin:/bin ganfw --version >/dev/null",
+             path_in("bin"), src, build, path_in("bin"));
+    CU_ASSERT_EQUAL(system(cmd), 0);
+  }
+  CU_ASSERT_EQUAL_FATAL(mkdir(path_in("bin2"), 0755), 0);
+  write_file("bin2/ganfw", "#!/bin/sh\necho installed\n");
+  snprintf(cmd, sizeof cmd,
+           "GANFW_BIN_DIR='%s' bash '%s/scripts/link.sh' '%s' | grep -q 'left as it is' && "
+           "grep -q installed '%s'",
+           path_in("bin2"), src, build, path_in("bin2/ganfw"));
+  CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
 static CU_TestInfo tests[] = {
     {"help, version and usage errors", test_help_version_usage},
     {"validate: resolved config, typos with file:line:col, wrong kinds", test_validate},
@@ -517,6 +542,7 @@ static CU_TestInfo tests[] = {
     {"validate without the data set: exit 0, one line", test_validate_without_data},
     {"validate: present but unreadable data is an error", test_validate_corrupt_data},
     {"extends: ~key drops, _replace_ replaces a section", test_extends_drop_and_replace},
+    {"scripts/link.sh puts ganfw on the PATH", test_setup_puts_ganfw_on_path},
     CU_TEST_INFO_NULL,
 };
 
