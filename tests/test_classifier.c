@@ -259,6 +259,28 @@ static double report_accuracy(const char *text) {
   return p ? strtod(p + strlen("\naccuracy: "), NULL) : -1;
 }
 
+/* The "classifier.*" tensors of ganfw checkpoint `src` under their bare names, without any
+ * metadata, in `dst`: PyTorch's model.state_dict() saved with safetensors. */
+static void write_state_dict(const char *src, const char *dst) {
+  ganfw_st_file *f = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(src, &f), GANFW_OK);
+  ganfw_st_writer *w = ganfw_st_writer_create();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+  int copied = 0;
+  for (int64_t i = 0; i < ganfw_st_count(f); i++) {
+    const ganfw_st_tensor *t = ganfw_st_at(f, i);
+    if (strncmp(t->name, "classifier.", 11) != 0) continue;
+    CU_ASSERT_EQUAL(
+        ganfw_st_writer_add_raw(w, t->name + 11, t->dtype_name, t->ndim, t->shape, t->data),
+        GANFW_OK);
+    copied++;
+  }
+  CU_ASSERT(copied > 0);
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_writer_write(w, dst), GANFW_OK);
+  ganfw_st_writer_destroy(w);
+  ganfw_st_close(f);
+}
+
 static void test_eval_command(void) {
   static char out[8192], out2[8192];
   char args[1024];
@@ -297,6 +319,14 @@ static void test_eval_command(void) {
            path_in("a/checkpoints/step_00000006.safetensors"));
   CU_ASSERT_EQUAL(run_ganfw(args, out2, sizeof out2), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out2, "(step 6)"));
+  /* a PyTorch state_dict (no ganfw metadata, bare names), as model.init_from takes it: the
+   * config's data shape, the same weights and accuracy as the checkpoint it came from */
+  write_state_dict(path_in("a/checkpoints/best.safetensors"), path_in("state_dict.safetensors"));
+  snprintf(args, sizeof args, "eval '%s' --checkpoint '%s'", path_in("cls.yaml"),
+           path_in("state_dict.safetensors"));
+  CU_ASSERT_EQUAL(run_ganfw(args, out2, sizeof out2), 0);
+  CU_ASSERT_DOUBLE_EQUAL(report_accuracy(out2), got, 1e-9);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out2, "(a state_dict without ganfw metadata)"));
   /* in-process: a run folder without checkpoints is an error naming the folder */
   CU_ASSERT_EQUAL(mkdir(path_in("empty"), 0755), 0);
   FILE *f = fopen(path_in("empty/config.resolved.yaml"), "w");

@@ -272,9 +272,8 @@ static void test_build_tree_package(void) {
   snprintf(flags_def, sizeof flags_def, "-DCMAKE_C_FLAGS=%s", EX_C_FLAGS);
   snprintf(link_def, sizeof link_def, "-DCMAKE_MODULE_LINKER_FLAGS=%s", EX_LINK_FLAGS);
   char cmd[16384], log[4400];
-  ex_shell_command(cmd, sizeof cmd, "@env -u CMAKE_PREFIX_PATH", EX_CMAKE_COMMAND, "-S", src,
-                   "-B", build, "-DCMAKE_BUILD_TYPE=Release", dir_def, cc_def, flags_def,
-                   link_def, NULL);
+  ex_shell_command(cmd, sizeof cmd, "@env -u CMAKE_PREFIX_PATH", EX_CMAKE_COMMAND, "-S", src, "-B",
+                   build, "-DCMAKE_BUILD_TYPE=Release", dir_def, cc_def, flags_def, link_def, NULL);
   if (ex_run_logged("configure_build_tree", cmd, 0, log, sizeof log) != 0) return;
   ex_shell_command(cmd, sizeof cmd, EX_CMAKE_COMMAND, "--build", build, NULL);
   if (ex_run_logged("build_build_tree", cmd, 0, log, sizeof log) != 0) return;

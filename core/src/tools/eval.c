@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "base/error.h"
 #include "train/outputs.h"
+#include "tools/sample.h"
 #include "io/safetensors.h"
 #include "train/session.h"
 #include "train/train_program.h"
@@ -27,9 +28,11 @@ static int is_file(const char *path) {
   return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-/* The data shape, class count, step and recorded test accuracy of a checkpoint. */
-static ganfw_status checkpoint_info(const char *path, ganfw_data_info *info, int64_t *step,
-                                    double *test_acc) {
+/* The data shape, class count, step and recorded test accuracy of a checkpoint. A file
+ * without ganfw metadata (a PyTorch state_dict saved with safetensors, as model.init_from
+ * takes it) is rebuilt for the shape of the config's data set, step and accuracy unknown. */
+static ganfw_status checkpoint_info(const char *path, const ganfw_run *run, ganfw_data_info *info,
+                                    int64_t *step, double *test_acc) {
   ganfw_st_file *f = NULL;
   ganfw_status st = ganfw_st_open(path, &f);
   if (st != GANFW_OK) return st;
@@ -39,7 +42,10 @@ static ganfw_status checkpoint_info(const char *path, ganfw_data_info *info, int
   const char *k = ganfw_st_metadata(f, "data.num_classes");
   const char *s = ganfw_st_metadata(f, "step");
   const char *acc = ganfw_st_metadata(f, "classifier.test_acc");
-  if (!c || !h || !w)
+  const char *format = ganfw_st_metadata(f, "format");
+  if (!format || strcmp(format, GANFW_CKPT_FORMAT) != 0)
+    st = ganfw_sample_config_info(run, info);
+  else if (!c || !h || !w)
     st = ganfw_error_set(GANFW_ERR_IO,
                          "%s: not a ganfw training checkpoint (no data.channels/height/width "
                          "metadata)",
@@ -76,9 +82,13 @@ static void print_report(FILE *out, const char *ckpt, int64_t step, double saved
                          const ganfw_session *s, const ganfw_dataset *ds, int64_t batch,
                          const ganfw_eval_result *ev) {
   const double mib = 1024.0 * 1024.0;
-  fprintf(out, "checkpoint: %s (step %lld", ckpt, (long long)step);
-  if (saved_acc >= 0) fprintf(out, ", test accuracy %.2f%% when saved", 100.0 * saved_acc);
-  fprintf(out, ")\n");
+  if (step < 0) {
+    fprintf(out, "checkpoint: %s (a state_dict without ganfw metadata)\n", ckpt);
+  } else {
+    fprintf(out, "checkpoint: %s (step %lld", ckpt, (long long)step);
+    if (saved_acc >= 0) fprintf(out, ", test accuracy %.2f%% when saved", 100.0 * saved_acc);
+    fprintf(out, ")\n");
+  }
   fprintf(out, "data: %s, %lld images, batch %lld, no-grad eval mode, compute %s\n",
           ganfw_dataset_name(ds), (long long)ev->n, (long long)batch,
           ganfw_dtype_name(s->exec.compute_dtype));
@@ -161,7 +171,7 @@ ganfw_status ganfw_eval(const ganfw_eval_args *a, FILE *out) {
     else
       st = find_checkpoint(from_dir ? a->source : run->out_dir, ckpt, sizeof ckpt);
   }
-  if (st == GANFW_OK) st = checkpoint_info(ckpt, &info, &step, &saved_acc);
+  if (st == GANFW_OK) st = checkpoint_info(ckpt, run, &info, &step, &saved_acc);
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
   if (st == GANFW_OK && s->family == GANFW_MODEL_NETS) {
     st = eval_trainer(s, ckpt, step, batch, out);
@@ -177,7 +187,7 @@ ganfw_status ganfw_eval(const ganfw_eval_args *a, FILE *out) {
   if (st == GANFW_OK) {
     ganfw_ckpt_net net = {
         .net = s->classifier, .prefix = "classifier", .optim_vt = NULL, .optim_self = NULL};
-    st = ganfw_checkpoint_load_weights(ckpt, &net, 1, 0, NULL);
+    st = ganfw_checkpoint_load_weights(ckpt, &net, 1, GANFW_CKPT_BARE_NAMES, NULL);
   }
   if (st == GANFW_OK) st = ganfw_classifier_open_test_split(s, &test);
   if (st == GANFW_OK) {

@@ -58,10 +58,7 @@ ganfw_status ganfw_sample_data_info(const char *path, ganfw_data_info *info) {
   return st == GANFW_OK && !found ? no_metadata(path) : st;
 }
 
-/* The shape the data set of the run's config has after its transforms: from its format
- * alone (MNIST, Fashion-MNIST, CIFAR-10, no file read), else from its files (a folder: its
- * first image). */
-static ganfw_status config_info(const ganfw_run *run, ganfw_data_info *info) {
+ganfw_status ganfw_sample_config_info(const ganfw_run *run, ganfw_data_info *info) {
   const ganfw_cfg *data = ganfw_cfg_section(ganfw_config_root(run->config), "data");
   const char *kind = NULL, *path = NULL;
   ganfw_transform tf;
@@ -90,7 +87,7 @@ static ganfw_status config_info(const ganfw_run *run, ganfw_data_info *info) {
 static ganfw_status config_shape(const ganfw_run *run, const char *ckpt, int found,
                                  ganfw_data_info *info) {
   ganfw_data_info want;
-  ganfw_status st = config_info(run, &want);
+  ganfw_status st = ganfw_sample_config_info(run, &want);
   if (found && st != GANFW_OK) { /* no data set here to check against: the metadata hold */
     ganfw_error_clear();
     return GANFW_OK;

@@ -30,6 +30,10 @@ ganfw_status ganfw_sample_locate(const char *what, char *config, size_t nc, char
 /* The data shape a training checkpoint was trained on (its data.* metadata); a file without
  * it is GANFW_ERR_IO saying to pass --config. */
 ganfw_status ganfw_sample_data_info(const char *path, ganfw_data_info *info);
+/* The shape the data set of the run's config has after its transforms: from its format
+ * alone (MNIST, Fashion-MNIST, CIFAR-10, no file read), else from its files (a folder: its
+ * first image). What a checkpoint without ganfw metadata is rebuilt for. */
+ganfw_status ganfw_sample_config_info(const ganfw_run *run, ganfw_data_info *info);
 /* The run to rebuild the generator of `what` from and the data shape to build it for:
  * ganfw_sample_locate and ganfw_sample_data_info, with `config_opt` (--config, or NULL) in
  * place of the run folder's config.resolved.yaml. With it `what` may be any checkpoint file:
