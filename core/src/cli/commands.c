@@ -771,7 +771,8 @@ const cli_command cli_commands[] = {
     {"eval", "eval CONFIG|RUN_DIR [--checkpoint PATH] [--batch N]",
      "a classifier's test accuracy, loss and confusion matrix (best checkpoint, else the\n"
      "latest)",
-     "  --checkpoint PATH  the checkpoint to evaluate\n"
+     "  --checkpoint PATH  the checkpoint to evaluate: a ganfw checkpoint, or a PyTorch\n"
+     "                     state_dict saved with safetensors (as model.init_from takes it)\n"
      "  --batch N          images per batch (1 to 1048576)\n",
      "a config or run folder", 0, eval_option, cmd_eval},
     {"plan", "plan [options] CONFIG [--measure]",
