@@ -294,15 +294,23 @@ static void test_traced_run(void) {
   int64_t n = 0;
   CU_ASSERT_EQUAL(ganfw_trace_read_memory_json(path_in("run/memory.json"), &ev, &n, &names),
                   GANFW_OK);
-  int steps = 0, last_step = 0, ops = 0;
+  int steps = 0, last_step = 0, ops = 0, states = 0, states_of_a_net = 0;
   for (int64_t i = 0; i < n; i++) {
     if (ev[i].kind == GANFW_TEV_STEP && ev[i].step > 0) steps++, last_step = ev[i].step;
     ops += ev[i].kind == GANFW_TEV_OP_BEGIN && ev[i].owner &&
            strncmp(ev[i].owner, "discriminator.", 14) == 0;
+    /* optimizer state says whose it is: "generator.main.0.weight.exp_avg" */
+    if (ev[i].kind == GANFW_TEV_ALLOC && ev[i].category == GANFW_MEM_OPTIM_STATE) {
+      states++;
+      states_of_a_net += ev[i].owner && (strncmp(ev[i].owner, "generator.", 10) == 0 ||
+                                         strncmp(ev[i].owner, "discriminator.", 14) == 0);
+    }
   }
   CU_ASSERT_EQUAL(steps, 3); /* device.trace: true records the first 3 of the 5 steps */
   CU_ASSERT_EQUAL(last_step, 3);
   CU_ASSERT(ops > 0);
+  CU_ASSERT(states > 0);
+  CU_ASSERT_EQUAL(states_of_a_net, states);
   free(ev);
   free(names);
   /* step 2 by number; one the trace does not hold */

@@ -62,6 +62,11 @@ struct ganfw_ctx {
   /* a data-parallel run's communicator (dist/dist.h; the session's, borrowed), else NULL:
    * BatchNorm's statistics over the global batch (dist.batchnorm: sync) */
   struct ganfw_dist *dist;
+  /* While set (borrowed): the net whose optimizer is being created. A tensor created then
+   * is named "<name_scope>.<name>" (optimizer plugins name their state after the
+   * parameter's state_dict name, which lacks the net), so memory.json, the picture and the
+   * OOM report say whose state it is. The plugin keeps its own name for checkpoints. */
+  const char *name_scope;
 };
 
 /* Reads the `device` section and `seed` of a config into options; config errors name the

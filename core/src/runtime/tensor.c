@@ -54,14 +54,26 @@ ganfw_tensor *ganfw_tensor_create(ganfw_ctx *ctx, int32_t dtype, int32_t ndim, c
     numel *= shape[i];
   }
   size_t name_len = name ? strlen(name) : 0;
-  ganfw_tensor *t = calloc(1, sizeof *t + sizeof(tensor_impl) + name_len + 1);
+  const char *scope = ctx->name_scope;
+  size_t scope_len = scope ? strlen(scope) : 0;
+  if (scope_len && name_len > scope_len && strncmp(name, scope, scope_len) == 0 &&
+      name[scope_len] == '.')
+    scope_len = 0; /* already the net's name */
+  ganfw_tensor *t =
+      calloc(1, sizeof *t + sizeof(tensor_impl) + scope_len + (scope_len > 0) + name_len + 1);
   if (!t) {
     ganfw_error_set(GANFW_ERR_OOM, "out of host memory for tensor '%s'", name ? name : "");
     return NULL;
   }
   tensor_impl *impl = (tensor_impl *)(t + 1);
   char *name_copy = (char *)(impl + 1);
+  if (scope_len) {
+    memcpy(name_copy, scope, scope_len);
+    name_copy[scope_len] = '.';
+    name_copy += scope_len + 1;
+  }
   if (name_len) memcpy(name_copy, name, name_len);
+  name_copy = (char *)(impl + 1);
   impl->ctx = ctx;
   impl->refs = 1;
   t->impl = impl;

@@ -162,22 +162,6 @@ static int layer_cmp(const void *x, const void *y) {
   return strcmp(p->name, q->name);
 }
 
-/* The net name prefix of an optimizer state block ("generator"), or NULL. Optimizer
- * states are named after the parameter's state_dict name, without the net. */
-static const char *optim_net_of(ganfw_session *s, const void *ptr) {
-  for (int32_t k = 0; k < s->n_optim; k++) {
-    const ganfw_session_optim *o = &s->optim[k];
-    if (!o->vt->state_tensor) continue;
-    for (int64_t i = 0;; i++) {
-      const char *name = NULL;
-      ganfw_tensor *t = o->vt->state_tensor(o->self, i, &name);
-      if (!t) break;
-      if (t->data == ptr) return ganfw_net_name(o->net);
-    }
-  }
-  return NULL;
-}
-
 static ganfw_status attribute_layers(ganfw_session *s, const snapshot *snap,
                                      ganfw_probe_result *out) {
   name_set set = {0};
@@ -213,13 +197,8 @@ static ganfw_status attribute_layers(ganfw_session *s, const snapshot *snap,
   int32_t n_layers = 0;
   for (size_t i = 0; i < snap->n && layers; i++) {
     const snap_row *r = &snap->rows[i];
-    char owner[2 * GANFW_PROBE_NAME_MAX];
-    const char *raw = r->has_owner ? snap->names + r->name_off : "(unnamed)";
-    const char *net = r->category == GANFW_MEM_OPTIM_STATE ? optim_net_of(s, r->ptr) : NULL;
-    if (net)
-      snprintf(owner, sizeof owner, "%s.%s", net, raw);
-    else
-      snprintf(owner, sizeof owner, "%s", raw);
+    /* optimizer state is named after its net too (name_scope in runtime/ctx.h) */
+    const char *owner = r->has_owner ? snap->names + r->name_off : "(unnamed)";
     const char *layer = layer_of(&set, owner);
     if (!layer) layer = owner;
     int32_t j = 0;

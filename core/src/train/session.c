@@ -822,13 +822,21 @@ static ganfw_status create_optim_in(ganfw_session *s, const ganfw_cfg *section, 
                            "%s: memory strategy zero does not shard optim.param_groups yet; drop "
                            "one of them",
                            s->run->config_path);
-  if (s->n_param_groups > 0) /* optim.param_groups */
-    return ganfw_param_groups_create(s->ctx, o, section, s->run->optim, s->param_groups,
-                                     s->n_param_groups);
-  ganfw_status st = ganfw_plugin_apply_config_keys(s->run->optim, section);
-  if (st != GANFW_OK) return st;
-  st = shard ? ganfw_zero_create(s->ctx, s->dist, o, o->vt, section) /* memory: [zero] */
-             : o->vt->create(ganfw_host_table(), s->ctx, section, o->params, o->n_params, &o->self);
+  /* the state the optimizer creates is named after its net too (ctx.h) */
+  s->ctx->name_scope = ganfw_net_name(net);
+  ganfw_status st;
+  if (s->n_param_groups > 0) { /* optim.param_groups */
+    st = ganfw_param_groups_create(s->ctx, o, section, s->run->optim, s->param_groups,
+                                   s->n_param_groups);
+    s->ctx->name_scope = NULL;
+    return st;
+  }
+  st = ganfw_plugin_apply_config_keys(s->run->optim, section);
+  if (st == GANFW_OK)
+    st = shard ? ganfw_zero_create(s->ctx, s->dist, o, o->vt, section) /* memory: [zero] */
+               : o->vt->create(ganfw_host_table(), s->ctx, section, o->params, o->n_params,
+                               &o->self);
+  s->ctx->name_scope = NULL;
   if (st != GANFW_OK) {
     char what[160];
     snprintf(what, sizeof what, "optimizer '%s' for the %s", ganfw_plugin_name(s->run->optim),
