@@ -254,3 +254,11 @@ void ganfw_file_append_close(ganfw_file_appender *a) {
   close(a->fd);
   free(a);
 }
+
+int ganfw_file_read_line(const char *path, char *buf, size_t n) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  int ok = fgets(buf, (int)n, f) != NULL;
+  fclose(f);
+  return ok;
+}

@@ -28,6 +28,10 @@ typedef ganfw_status (*ganfw_file_writer)(FILE *f, void *ud);
  * failed, the first one if several did, else the writer's own. */
 ganfw_status ganfw_file_write_atomic(const char *path, ganfw_file_writer write, void *ud);
 
+/* The first line of the small file `path` (a /proc or /sys value) into buf, with its
+ * newline; 0 when it cannot be read. */
+int ganfw_file_read_line(const char *path, char *buf, size_t n);
+
 /* Removes what a write killed half-way (kill -9, power cut) left in `dir`: regular files
  * named like the writer's temporaries, `<name>.tmp.XXXXXX` with six letters or digits.
  * Not recursive. Returns how many were removed (0 when dir cannot be read). */

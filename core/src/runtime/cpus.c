@@ -9,19 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The first line of `path` into buf; 0 when unreadable. */
-static int read_line(const char *path, char *buf, size_t n) {
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  int ok = fgets(buf, (int)n, f) != NULL;
-  fclose(f);
-  return ok;
-}
+#include "base/file.h"
 
 double ganfw_cgroup_quota_at(const char *dir) {
   char path[4096], line[256];
   snprintf(path, sizeof path, "%s/cpu.max", dir);
-  if (read_line(path, line, sizeof line)) { /* v2: "<quota|max> <period>" */
+  if (ganfw_file_read_line(path, line, sizeof line)) { /* v2: "<quota|max> <period>" */
     char q[64] = "";
     double period = 0;
     if (sscanf(line, "%63s %lf", q, &period) == 2 && strcmp(q, "max") != 0 && period > 0) {
@@ -31,10 +24,10 @@ double ganfw_cgroup_quota_at(const char *dir) {
     return 0;
   }
   snprintf(path, sizeof path, "%s/cpu.cfs_quota_us", dir);
-  if (!read_line(path, line, sizeof line)) return 0;
+  if (!ganfw_file_read_line(path, line, sizeof line)) return 0;
   const double quota = strtod(line, NULL);
   snprintf(path, sizeof path, "%s/cpu.cfs_period_us", dir);
-  if (quota <= 0 || !read_line(path, line, sizeof line)) return 0;
+  if (quota <= 0 || !ganfw_file_read_line(path, line, sizeof line)) return 0;
   const double period = strtod(line, NULL);
   return period > 0 ? quota / period : 0;
 }

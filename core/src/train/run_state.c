@@ -1,11 +1,14 @@
-/* Checkpoint metadata and resuming, shared by the trainers (see run_state.h). */
+/* Checkpoint metadata, resuming and stopping by signal, shared by the trainers (see
+ * run_state.h). */
 #include "train/run_state.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -146,7 +149,54 @@ double ganfw_now_s(void) {
 
 static volatile sig_atomic_t interrupted; /* the signal number, 0 none */
 static volatile sig_atomic_t forwarded;   /* SIGUSR1/2 when it came as one (ganfw launch) */
-static struct sigaction previous_int, previous_term, previous_usr1, previous_usr2;
+static volatile sig_atomic_t grace_s;     /* what the first signal arms (seconds) */
+static volatile sig_atomic_t grace_armed; /* 1: the alarm runs */
+static volatile sig_atomic_t announce;    /* 1: the first signal says what happens next */
+static struct sigaction previous_int, previous_term, previous_usr1, previous_usr2, previous_alrm;
+static int alrm_installed;           /* previous_alrm holds the handler before ours */
+static int32_t grace_base;           /* GANFW_STOP_GRACE, or the default */
+static double last_ask, longest_gap; /* between two asks of the loop (ganfw_now_s) */
+
+#define GRACE_DEFAULT_S 30
+#define GRACE_MAX_S     86400
+
+/* Writes a, the number n (when >= 0) and b to stderr: async-signal-safe. */
+static void say(const char *a, long n, const char *b) {
+  char buf[512], digits[24];
+  size_t len = 0;
+  for (const char *p = a; *p && len < sizeof buf; p++) buf[len++] = *p;
+  if (n >= 0) {
+    size_t k = 0;
+    do {
+      digits[k++] = (char)('0' + n % 10);
+      n /= 10;
+    } while (n > 0 && k < sizeof digits);
+    while (k > 0 && len < sizeof buf) buf[len++] = digits[--k];
+  }
+  for (const char *p = b; *p && len < sizeof buf; p++) buf[len++] = *p;
+  (void)!write(STDERR_FILENO, buf, len);
+}
+
+static const char *signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : "SIGTERM";
+}
+
+/* The grace period is over and the process still runs: it ends as the stop signal's
+ * default would have ended it. */
+static void on_grace_over(int sig) {
+  (void)sig;
+  const int as = interrupted ? interrupted : SIGTERM;
+  say("ganfw: still running ", (long)grace_s,
+      " s after the stop signal (a step, a file or the exit is stuck): ending the process now; "
+      "the last checkpoint stands\n");
+  signal(as, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, as);
+  pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+  raise(as);
+  _exit(128 + as); /* not reached: the signal's default ends the process */
+}
 
 /* SIGUSR1 and SIGUSR2 are Ctrl-C and SIGTERM forwarded by `ganfw launch` (or a scheduler):
  * mpirun passes them to every rank at once, where its own SIGTERM reaches the ranks only
@@ -160,10 +210,46 @@ static void on_stop_signal(int sig) {
   }
   forwarded = as != sig ? sig : 0;
   interrupted = as;
+  alarm((unsigned)grace_s);
+  grace_armed = 1;
+  if (announce) {
+    say("ganfw: ", -1, signal_name(as));
+    say(": stopping after this step and its checkpoint; a second signal, or ", (long)grace_s,
+        " s without an end, ends the process at once\n");
+  }
+}
+
+/* GANFW_STOP_GRACE when it is a whole number of seconds in 1..GRACE_MAX_S, else the
+ * default (with a warning when it is set but not such a number). */
+static int32_t grace_from_env(void) {
+  const char *v = getenv("GANFW_STOP_GRACE");
+  if (!v || !*v) return GRACE_DEFAULT_S;
+  char *end = NULL;
+  const long s = strtol(v, &end, 10);
+  if (*end == '\0' && s >= 1 && s <= GRACE_MAX_S) return (int32_t)s;
+  ganfw_log(GANFW_LOG_WARN,
+            "GANFW_STOP_GRACE=%s is not a whole number of seconds from 1 to %d; the grace after "
+            "a stop signal is %d s",
+            v, GRACE_MAX_S, GRACE_DEFAULT_S);
+  return GRACE_DEFAULT_S;
+}
+
+void ganfw_interrupt_disarm(void) {
+  alarm(0);
+  grace_armed = 0;
+  if (alrm_installed) sigaction(SIGALRM, &previous_alrm, NULL);
+  alrm_installed = 0;
 }
 
 void ganfw_interrupt_begin(void) {
+  ganfw_interrupt_disarm();
   interrupted = 0;
+  forwarded = 0;
+  grace_base = grace_from_env();
+  grace_s = grace_base;
+  longest_gap = 0;
+  last_ask = ganfw_now_s();
+  announce = ganfw_log_level() <= GANFW_LOG_INFO;
   struct sigaction sa = {0};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
@@ -171,6 +257,11 @@ void ganfw_interrupt_begin(void) {
   sigaction(SIGTERM, &sa, &previous_term);
   sigaction(SIGUSR1, &sa, &previous_usr1);
   sigaction(SIGUSR2, &sa, &previous_usr2);
+  struct sigaction over = {0};
+  over.sa_handler = on_grace_over;
+  sigemptyset(&over.sa_mask);
+  sigaction(SIGALRM, &over, &previous_alrm);
+  alrm_installed = 1;
 }
 
 void ganfw_interrupt_end(void) {
@@ -178,10 +269,22 @@ void ganfw_interrupt_end(void) {
   sigaction(SIGTERM, &previous_term, NULL);
   sigaction(SIGUSR1, &previous_usr1, NULL);
   sigaction(SIGUSR2, &previous_usr2, NULL);
+  if (!grace_armed) ganfw_interrupt_disarm(); /* an armed grace covers the rest and exit */
 }
 
 int32_t ganfw_interrupt_requested(void) {
+  const double now = ganfw_now_s();
+  if (now - last_ask > longest_gap) {
+    longest_gap = now - last_ask;
+    const double g = grace_base + 3.0 * longest_gap + 1.0;
+    grace_s = (sig_atomic_t)(g < GRACE_MAX_S ? g : GRACE_MAX_S);
+  }
+  last_ask = now;
   return interrupted != 0;
+}
+
+int32_t ganfw_interrupt_grace_s(void) {
+  return (int32_t)grace_s;
 }
 
 int32_t ganfw_interrupt_signal(void) {

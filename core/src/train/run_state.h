@@ -47,10 +47,20 @@ double ganfw_now_s(void);
 /* Ctrl-C (SIGINT) or SIGTERM (a batch scheduler, `docker stop`) during training: begin
  * installs handlers that only raise a flag (the loop finishes its step, writes a
  * checkpoint and stops); a second signal while the first is being handled ends the process
- * at once, killed by that signal. end restores the previous handlers. */
+ * at once, killed by that signal. end restores the previous handlers.
+ * A process that has not ended a grace period after the first signal (a step stuck in a
+ * library, an exit that waits for a thread) is ended then, killed by that signal, after a
+ * line on stderr: GANFW_STOP_GRACE seconds (default 30, 1..86400) plus three times the
+ * longest stretch between two of the loop's asks (ganfw_interrupt_requested, once a step),
+ * so that a step and its checkpoint always fit. The grace outlives end: it covers the run's
+ * last files and exit too; the next begin, or ganfw_interrupt_disarm, cancels it. */
 void ganfw_interrupt_begin(void);
 void ganfw_interrupt_end(void);
+void ganfw_interrupt_disarm(void);
+/* Whether a stop was asked for; the loop asks once a step (see the grace above). */
 int32_t ganfw_interrupt_requested(void);
+/* The grace in seconds the first signal would get now. */
+int32_t ganfw_interrupt_grace_s(void);
 /* The signal that asked to stop (SIGINT or SIGTERM), 0 when none since begin. */
 int32_t ganfw_interrupt_signal(void);
 /* GANFW_ERR_INTERRUPTED with the message a stopped run ends with: the signal, the step,
