@@ -34,6 +34,7 @@ typedef struct cli_args {
   int noperands;
   const char *plugin_dirs[CLI_MAX_ARGS]; /* plugins --plugin-path */
   int ndirs;
+  double plugin_timeout; /* plugins --timeout, seconds; 0: the default */
   ganfw_sample_args sample;
   int32_t measure;               /* plan --measure, plot --measure */
   const char *plan_plot;         /* plan --plot FILE */

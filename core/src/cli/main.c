@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "dist/dist.h"
 #include "ganfw/ganfw.h"
+#include "plugin/plugin_crash.h"
 #include "train/run_state.h"
 
 static const char global_options[] =
@@ -230,16 +231,24 @@ char **cli_argv;
 
 /* OpenMP's idle workers poll before they sleep (libgomp: 300,000 times by default), which
  * on a machine that other work shares takes the cores that work needs, and the step's
- * barriers then wait on preempted threads. libgomp reads its settings only when it loads,
- * so unless the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set), ganfw starts itself
- * again at once with GOMP_SPINCOUNT=GANFW_SPINCOUNT: a short poll, then a futex sleep
- * (bench/run_load.sh measures it). Nothing is done before: no file, no MPI. */
+ * barriers then wait on preempted threads. OpenBLAS starts a pool of (cores - 1) threads
+ * that ganfw never wakes (it calls OpenBLAS single-threaded, backend/cpu/gemm.c), each
+ * mapping a buffer of its own at once (128 MiB on a Haswell build): under `ulimit -v` they
+ * take a run's room, and one that cannot map its buffer retries for ever, so that exit()
+ * waits for it. Both libraries read their settings only when they load, so unless the
+ * user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set; OPENBLAS_NUM_THREADS set), ganfw
+ * starts itself again at once with GOMP_SPINCOUNT=GANFW_SPINCOUNT (a short poll, then a
+ * futex sleep; bench/run_load.sh measures it) and OPENBLAS_NUM_THREADS=1 (no pool).
+ * Nothing is done before: no file, no MPI. */
 #define GANFW_SPINCOUNT "1000"
 static void set_wait_policy(char **argv) {
-  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-  if (setenv("GOMP_SPINCOUNT", GANFW_SPINCOUNT, 1) != 0) return;
-  execv("/proc/self/exe", argv); /* returns only on failure: run on with libgomp's default */
-  unsetenv("GOMP_SPINCOUNT");
+  const int spin = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT") &&
+                   setenv("GOMP_SPINCOUNT", GANFW_SPINCOUNT, 1) == 0;
+  const int pool = !getenv("OPENBLAS_NUM_THREADS") && setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0;
+  if (!spin && !pool) return;
+  execv("/proc/self/exe", argv); /* returns only on failure: run on with the libraries' defaults */
+  if (spin) unsetenv("GOMP_SPINCOUNT");
+  if (pool) unsetenv("OPENBLAS_NUM_THREADS");
 }
 
 int main(int argc, char **argv) {
@@ -248,6 +257,9 @@ int main(int argc, char **argv) {
   cli_argv = argv;
   ganfw_status st = ganfw_dist_world_init(&argc, &argv);
   if (st != GANFW_OK) return cli_fail(st);
+  /* After MPI's handlers, before any plugin: a crash in a plugin names it, then ends the
+   * process with its signal (the handlers before ours still run). */
+  ganfw_plugin_crash_report_install();
   cli_args args;
   int rc = parse_args(argc, argv, &args);
   if (ganfw_dist_world_rank() != 0) { /* rank 0 speaks for the job */

@@ -6,13 +6,19 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "base/error.h"
 #include "base/suggest.h"
@@ -22,6 +28,8 @@
 #include "ganfw/trainer.h"
 #include "ganfw/model.h"
 #include "ganfw/optim.h"
+#include "plugin/plugin_call.h"
+#include "plugin/plugin_crash.h"
 
 #ifndef GANFW_BUILD_PLUGIN_DIR
 #define GANFW_BUILD_PLUGIN_DIR ""
@@ -41,6 +49,9 @@ struct ganfw_plugin {
   char *path;
   void *vt;         /* the plugin's vtable copied into a zeroed one of the core's size */
   uint32_t vt_size; /* the plugin's own vtable struct_size */
+  int32_t slot;     /* its call-naming wrappers in vt (plugin_call.h), -1: none */
+  /* FNV-1a of the file's bytes when it was loaded (0: unreadable), for the ranks' check */
+  uint64_t file_hash;
 };
 
 /* --- kinds and their vtables --------------------------------------------------------- */
@@ -435,9 +446,22 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
   return GANFW_OK;
 }
 
+/* FNV-1a (64 bits) of the bytes of the file at `path`; 0 when it cannot be read. */
+static uint64_t file_fnv1a(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  uint64_t h = 1469598103934665603ull;
+  unsigned char buf[1 << 16];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    for (ssize_t i = 0; i < n; i++) h = (h ^ buf[i]) * 1099511628211ull;
+  close(fd);
+  return n == 0 ? h : 0;
+}
+
 /* Loads the file at `path` (which exists) and checks it; takes ownership of `path`. */
-static ganfw_status load_file(char *path, const char *want_name, int32_t expected_kind,
-                              const char *what, ganfw_plugin **out) {
+static ganfw_status open_and_check(char *path, const char *want_name, int32_t expected_kind,
+                                   const char *what, ganfw_plugin **out) {
   dlerror(); /* clear */
   void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
@@ -477,6 +501,8 @@ static ganfw_status load_file(char *path, const char *want_name, int32_t expecte
         p->path = path;
         p->vt = vt;
         p->vt_size = *(const uint32_t *)desc->vtable;
+        p->slot = ganfw_plugin_call_wrap(handle, desc->name, path, desc->kind, vt);
+        p->file_hash = file_fnv1a(path); /* the bytes dlopen just mapped */
         *out = p;
         return GANFW_OK;
       }
@@ -484,6 +510,29 @@ static ganfw_status load_file(char *path, const char *want_name, int32_t expecte
   }
   dlclose(handle);
   free(path);
+  return st;
+}
+
+static int ends_with(const char *s, const char *suffix);
+
+/* open_and_check as the plugin call "loading": a crash in the file's constructors, its entry
+ * point or its get_extension names the file (its name is want_name, or the file name's
+ * ganfw_<name>.so part before the descriptor is read). */
+static ganfw_status load_file(char *path, const char *want_name, int32_t expected_kind,
+                              const char *what, ganfw_plugin **out) {
+  char file_name[NAME_MAX + 1];
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  size_t np = strlen(PLUGIN_PREFIX), ns = strlen(PLUGIN_SUFFIX), nb = strlen(base);
+  if (!want_name && strncmp(base, PLUGIN_PREFIX, np) == 0 && ends_with(base, PLUGIN_SUFFIX) &&
+      nb > np + ns && nb - np - ns < sizeof file_name) {
+    memcpy(file_name, base + np, nb - np - ns);
+    file_name[nb - np - ns] = '\0';
+    base = file_name;
+  }
+  ganfw_plugin_frame loading = {want_name ? want_name : base, path, "loading"};
+  const ganfw_plugin_frame *prev = ganfw_plugin_enter(&loading);
+  ganfw_status st = open_and_check(path, want_name, expected_kind, what, out);
+  ganfw_plugin_leave(prev);
   return st;
 }
 
@@ -727,6 +776,7 @@ ganfw_status ganfw_plugin_load(const char *name, int32_t expected_kind, const ch
 
 void ganfw_plugin_unload(ganfw_plugin *p) {
   if (!p) return;
+  ganfw_plugin_call_unwrap(p->slot);
   dlclose(p->handle);
   free(p->vt);
   free(p->path);
@@ -739,6 +789,10 @@ const ganfw_plugin_desc *ganfw_plugin_desc_of(const ganfw_plugin *p) {
 
 const char *ganfw_plugin_path(const ganfw_plugin *p) {
   return p->path;
+}
+
+uint64_t ganfw_plugin_file_hash(const ganfw_plugin *p) {
+  return p->file_hash;
 }
 
 const void *ganfw_plugin_vtable(const ganfw_plugin *p) {
@@ -837,6 +891,161 @@ static char **list_dir(const char *dir, int64_t *n) {
   return names;
 }
 
+/* --- a file probed in a child process ------------------------------------------------- */
+
+/* What the child that loaded a file sends back over the pipe. */
+typedef struct probe_answer {
+  int32_t loaded; /* 1: the descriptor's fields below; 0: error holds the loader's message */
+  int32_t kind;
+  uint32_t abi_major, abi_minor;
+  char name[NAME_MAX + 1];
+  char version[128];
+  char error[4096];
+} probe_answer;
+
+/* How a probe ended. */
+enum {
+  PROBE_ANSWERED, /* the child answered (loaded or refused) */
+  PROBE_SIGNALED, /* the child died of a signal before it answered (detail: the signal) */
+  PROBE_EXITED,   /* the child exited before it answered (detail: its exit status) */
+  PROBE_HUNG,     /* no answer within the timeout; the child was killed */
+  PROBE_NOT_RUN   /* no child could be started (detail: errno) */
+};
+
+typedef struct probe_result {
+  int32_t how, detail;
+  probe_answer a;
+} probe_result;
+
+static double monotonic_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The child: loads and checks the file as training would, answers on fd, and ends with
+ * _exit (no atexit handler, no stdio buffer of the parent's written twice). Fatal signals
+ * take their default action here, so that the parent sees the one that killed it. */
+static void probe_child(int fd, const char *path, const char *name) {
+  const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+  for (size_t k = 0; k < sizeof fatal / sizeof fatal[0]; k++) signal(fatal[k], SIG_DFL);
+  int devnull = open("/dev/null", O_WRONLY); /* what a constructor prints stays out of the list */
+  if (devnull >= 0) dup2(devnull, STDOUT_FILENO);
+  probe_answer *a = calloc(1, sizeof *a);
+  char *copy = strdup(path);
+  if (!a || !copy) _exit(3);
+  ganfw_plugin *p = NULL;
+  if (load_file(copy, name, -1, NULL, &p) == GANFW_OK) {
+    const ganfw_plugin_desc *d = p->desc;
+    a->loaded = 1;
+    a->kind = d->kind;
+    a->abi_major = d->abi_major;
+    a->abi_minor = d->abi_minor;
+    snprintf(a->name, sizeof a->name, "%s", d->name);
+    snprintf(a->version, sizeof a->version, "%s", d->version ? d->version : "");
+  } else {
+    snprintf(a->error, sizeof a->error, "%s", ganfw_error_message());
+  }
+  for (size_t done = 0; done < sizeof *a;) {
+    ssize_t w = write(fd, (const char *)a + done, sizeof *a - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) _exit(4);
+    done += (size_t)w;
+  }
+  _exit(0);
+}
+
+/* Loads `path` (ganfw_<name>.so) in a child process and waits up to timeout_s seconds for its
+ * answer; a child that has not answered by then is killed. */
+static void probe_file(const char *path, const char *name, double timeout_s, probe_result *r) {
+  memset(r, 0, sizeof *r);
+  int fds[2];
+  if (pipe(fds) != 0) {
+    *r = (probe_result){.how = PROBE_NOT_RUN, .detail = errno};
+    return;
+  }
+  fflush(NULL); /* a child's exit() must not write the parent's buffered output again */
+  pid_t pid = fork();
+  if (pid < 0) {
+    *r = (probe_result){.how = PROBE_NOT_RUN, .detail = errno};
+    close(fds[0]);
+    close(fds[1]);
+    return;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    probe_child(fds[1], path, name);
+  }
+  close(fds[1]);
+  size_t got = 0;
+  int hung = 0;
+  double deadline = monotonic_s() + timeout_s;
+  while (got < sizeof r->a) {
+    double left = deadline - monotonic_s();
+    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+    int ready = left > 0 ? poll(&pfd, 1, (int)(left * 1000.0) + 1) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      hung = 1;
+      break;
+    }
+    ssize_t n = ready > 0 ? read(fds[0], (char *)&r->a + got, sizeof r->a - got) : -1;
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break; /* the child ended (or the pipe failed) */
+    got += (size_t)n;
+  }
+  close(fds[0]);
+  r->a.name[sizeof r->a.name - 1] = r->a.version[sizeof r->a.version - 1] = '\0';
+  r->a.error[sizeof r->a.error - 1] = '\0';
+  if (hung) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) continue;
+  if (got == sizeof r->a)
+    r->how = PROBE_ANSWERED;
+  else if (hung)
+    r->how = PROBE_HUNG;
+  else if (WIFSIGNALED(status))
+    r->how = PROBE_SIGNALED, r->detail = WTERMSIG(status);
+  else
+    r->how = PROBE_EXITED, r->detail = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* 1 when the probe loaded the file; else 0 with what is wrong with it in buf. */
+static int probe_problem(const probe_result *r, double timeout_s, char *buf, size_t cap) {
+  static const char *const fix = "fix the plugin or move it off the search path";
+  const char *sig = ganfw_signal_name(r->detail);
+  switch (r->how) {
+  case PROBE_ANSWERED:
+    if (r->a.loaded && r->a.kind >= 0 && r->a.kind < GANFW_PLUGIN_KIND_COUNT) return 1;
+    snprintf(buf, cap, "%.*s", (int)sizeof r->a.error - 1,
+             r->a.loaded ? "the process loading it answered nonsense" : r->a.error);
+    return 0;
+  case PROBE_SIGNALED:
+    if (sig)
+      snprintf(buf, cap, "killed by %s while loading (constructor or entry point); %s", sig, fix);
+    else
+      snprintf(buf, cap, "killed by signal %d while loading (constructor or entry point); %s",
+               (int)r->detail, fix);
+    return 0;
+  case PROBE_EXITED:
+    snprintf(buf, cap,
+             "the process loading it exited with status %d (a constructor or the entry point "
+             "calls exit); %s",
+             (int)r->detail, fix);
+    return 0;
+  case PROBE_HUNG:
+    snprintf(buf, cap,
+             "hangs: no answer within %g s while loading (a constructor or the entry point does "
+             "not return; `ganfw plugins --timeout S` waits longer); %s",
+             timeout_s, fix);
+    return 0;
+  default:
+    snprintf(buf, cap, "not checked: cannot start a process to load it in (%s)",
+             strerror((int)r->detail));
+    return 0;
+  }
+}
+
 /* A name found earlier in the listing and the file that provides it. */
 typedef struct seen_name {
   char *name;
@@ -844,6 +1053,14 @@ typedef struct seen_name {
 } seen_name;
 
 ganfw_status ganfw_plugin_list(const char *const *dirs, int64_t ndirs, FILE *out) {
+  return ganfw_plugin_list_probe(dirs, ndirs, GANFW_PLUGIN_PROBE_TIMEOUT_S, out, NULL);
+}
+
+ganfw_status ganfw_plugin_list_probe(const char *const *dirs, int64_t ndirs, double timeout_s,
+                                     FILE *out, int64_t *n_broken) {
+  if (n_broken) *n_broken = 0;
+  if (!(timeout_s > 0))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "ganfw plugins: the timeout must be > 0 s");
   search_path sp;
   ganfw_status st = search_path_init(&sp, dirs, ndirs);
   if (st != GANFW_OK) return st;
@@ -859,7 +1076,7 @@ ganfw_status ganfw_plugin_list(const char *const *dirs, int64_t ndirs, FILE *out
             is_dir(sp.items[i].dir) ? "" : ", missing");
   fprintf(out, "\n%-10s %-16s %-10s %-6s %s\n", "KIND", "NAME", "VERSION", "ABI", "PATH");
 
-  int64_t nrows = 0;
+  int64_t nrows = 0, nbroken = 0;
   for (int64_t i = 0; real && i < sp.n; i++) {
     real[i] = realpath(sp.items[i].dir, NULL);
     int dup = 0;
@@ -876,27 +1093,30 @@ ganfw_status ganfw_plugin_list(const char *const *dirs, int64_t ndirs, FILE *out
       const char *shadowed_by = NULL;
       for (int64_t s = 0; s < nseen; s++)
         if (strcmp(seen[s].name, name) == 0) shadowed_by = seen[s].path;
-      ganfw_plugin *p = NULL;
-      char *load_path = path ? strdup(path) : NULL;
-      ganfw_status lst = GANFW_ERR_OOM;
-      if (load_path)
-        lst = load_file(load_path, name, -1, NULL, &p);
+      probe_result r;
+      const char *tag = NULL; /* NULL: listed; "error": the loader refused it; "broken": loading
+                                 it killed or stalled the process */
+      if (path)
+        probe_file(path, name, timeout_s, &r);
       else
-        ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-      if (lst == GANFW_OK) {
-        const ganfw_plugin_desc *d = p->desc;
+        r = (probe_result){.how = PROBE_ANSWERED, .a.error = "out of host memory"};
+      char problem[sizeof r.a.error + 256];
+      int ok = probe_problem(&r, timeout_s, problem, sizeof problem);
+      if (ok) {
+        const probe_answer *d = &r.a;
         char abi[32];
         snprintf(abi, sizeof abi, "%u.%u", (unsigned)d->abi_major, (unsigned)d->abi_minor);
         fprintf(out, "%-10s %-16s %-10s %-6s %s", kind_names[d->kind], d->name,
-                d->version && d->version[0] ? d->version : "-", abi, path);
+                d->version[0] ? d->version : "-", abi, path);
         if (d->abi_minor > GANFW_ABI_MINOR) fprintf(out, "  (newer ABI minor than this ganfw)");
       } else {
-        fprintf(out, "%-10s %-16s %-10s %-6s %s", "error", name, "-", "-", path ? path : files[f]);
+        tag = r.how == PROBE_ANSWERED || r.how == PROBE_NOT_RUN ? "error" : "broken";
+        fprintf(out, "%-10s %-16s %-10s %-6s %s", tag, name, "-", "-", path ? path : files[f]);
+        nbroken++;
       }
       if (shadowed_by) fprintf(out, "  (shadowed by %s)", shadowed_by);
       fputc('\n', out);
-      if (lst != GANFW_OK) fprintf(out, "           error: %s\n", ganfw_error_message());
-      ganfw_plugin_unload(p);
+      if (tag) fprintf(out, "           %s: %s\n", tag, problem);
       nrows++;
       if (!shadowed_by && path) {
         if (nseen == capseen) {
@@ -931,6 +1151,7 @@ ganfw_status ganfw_plugin_list(const char *const *dirs, int64_t ndirs, FILE *out
   free(real);
   search_path_free(&sp);
   ganfw_error_clear();
+  if (n_broken) *n_broken = nbroken;
   if (fflush(out) != 0 || ferror(out))
     return ganfw_error_set(GANFW_ERR_IO, "ganfw plugins: writing the listing failed");
   return GANFW_OK;

@@ -45,9 +45,14 @@ void ganfw_plugin_unload(ganfw_plugin *p);
 const ganfw_plugin_desc *ganfw_plugin_desc_of(const ganfw_plugin *p);
 /* The file the plugin was loaded from, as found on the search path; owned by p. */
 const char *ganfw_plugin_path(const ganfw_plugin *p);
+/* FNV-1a (64 bits) of that file's bytes, read once when it was loaded (0: it could not be
+ * read back). Two builds of one plugin differ here; data-parallel ranks compare it. */
+uint64_t ganfw_plugin_file_hash(const ganfw_plugin *p);
 /* The plugin's ganfw_model_vt, ganfw_optim_vt or ganfw_memory_vt by kind, as a zeroed copy of
  * the core's size: a member past the plugin's own struct_size is NULL (absent). Owned by p,
- * valid until ganfw_plugin_unload. Every call into a plugin goes through this copy. */
+ * valid until ganfw_plugin_unload. Every call into a plugin goes through this copy. Once
+ * the crash report is installed (plugin_crash.h, as the CLI does), each member that is set
+ * is a core wrapper that names the call (plugin_call.h) and calls the plugin's own. */
 const void *ganfw_plugin_vtable(const ganfw_plugin *p);
 /* The struct_size the plugin's own vtable declares (smaller than the copy for a plugin
  * built against older headers). */
@@ -69,11 +74,22 @@ int32_t ganfw_plugin_kind(const ganfw_plugin *p);
 const char *ganfw_plugin_kind_name(int32_t kind);
 
 /* `ganfw plugins`: scans the search directories in the order ganfw_plugin_load uses and
- * prints one row per ganfw_*.so file (kind, name, version, ABI, path). A file that fails to
- * load is listed with its error; a name already found in an earlier directory is marked
- * as shadowed. Loads and unloads each file. Returns GANFW_OK (GANFW_ERR_IO only when
- * writing to `out` fails). */
+ * prints one row per ganfw_*.so file (kind, name, version, ABI, path). Each file is loaded
+ * and checked in a child process (fork), which answers over a pipe, so that a file that
+ * crashes or hangs while loading (a constructor, the entry point) cannot take the listing
+ * down. A file the loader refuses is listed as "error" with its message on the next line; a
+ * file whose loading killed the child ("killed by SIGSEGV while loading ...") or did not
+ * answer within timeout_s seconds ("hangs: ...") is listed as "broken" the same way. A
+ * name already found in an earlier directory is marked as shadowed. *n_broken (when not
+ * NULL) is the number of error and broken rows. Returns GANFW_OK whatever the files are
+ * (GANFW_ERR_IO only when writing to `out` fails, GANFW_ERR_INVALID_ARG for a timeout
+ * that is not > 0). */
+ganfw_status ganfw_plugin_list_probe(const char *const *dirs, int64_t ndirs, double timeout_s,
+                                     FILE *out, int64_t *n_broken);
+/* ganfw_plugin_list_probe with the default timeout, not counting. */
 ganfw_status ganfw_plugin_list(const char *const *dirs, int64_t ndirs, FILE *out);
+/* How long `ganfw plugins` waits for one file to load, by default. */
+#define GANFW_PLUGIN_PROBE_TIMEOUT_S 10.0
 
 /* The host table handed to plugins (host.c); static, valid for the process lifetime. */
 const ganfw_host *ganfw_host_table(void);

@@ -17,17 +17,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/plugin_frame.h"
 #include "nn/layer.h"
 #include "runtime/tensor_cast.h"
 
 /* The smallest def a plugin may hand: through backward, the last required member. */
 #define PL_DEF_MIN_SIZE (offsetof(ganfw_layer_def, backward) + sizeof(void *))
 
+/* The def's callbacks, each run as a named plugin call (base/plugin_frame.h). */
+enum {
+  PL_INFER,
+  PL_SAVED_BYTES,
+  PL_WORKSPACE_BYTES,
+  PL_INIT,
+  PL_FORWARD,
+  PL_BACKWARD,
+  PL_DESTROY,
+  PL_CALL_COUNT
+};
+static const char *const pl_call_names[] = {
+    "layer.infer",   "layer.saved_bytes", "layer.workspace_bytes", "layer.init",
+    "layer.forward", "layer.backward",    "layer.destroy"};
+_Static_assert(sizeof(pl_call_names) / sizeof(pl_call_names[0]) == PL_CALL_COUNT,
+               "pl_call_names must name every PL_* call");
+
 typedef struct pl_impl {
   ganfw_layer_vt vt;   /* ganfw_layer_plugin with the plugin's type name */
   ganfw_layer_def def; /* the plugin's def in the core's size: absent members NULL */
   void *state;
   char *type;
+  /* the plugin that defined the layer (the call current at net_custom) and each callback;
+   * plugin NULL when none was named */
+  ganfw_plugin_frame frame[PL_CALL_COUNT];
 } pl_impl;
 
 struct ganfw_layer_init {
@@ -40,6 +61,11 @@ static const ganfw_layer_def *def_of(const ganfw_layer *l) {
 
 static void *state_of(const ganfw_layer *l) {
   return ((const pl_impl *)l->impl)->state;
+}
+
+/* Makes the def's callback `call` this thread's current plugin call; returns the previous. */
+static const ganfw_plugin_frame *enter(const ganfw_layer *l, int call) {
+  return ganfw_plugin_enter(&((const pl_impl *)l->impl)->frame[call]);
 }
 
 /* "[8,16,4,4]" into buf. */
@@ -153,13 +179,21 @@ static ganfw_status scope_finish(ganfw_layer *l, pl_scope *sc, const char *what,
 
 static int64_t reported_saved(const ganfw_layer *l, const int64_t *in, int32_t ndim) {
   const ganfw_layer_def *d = def_of(l);
-  return d->saved_bytes ? d->saved_bytes(state_of(l), in, ndim) : 0;
+  if (!d->saved_bytes) return 0;
+  const ganfw_plugin_frame *prev = enter(l, PL_SAVED_BYTES);
+  int64_t bytes = d->saved_bytes(state_of(l), in, ndim);
+  ganfw_plugin_leave(prev);
+  return bytes;
 }
 
 static int64_t reported_workspace(const ganfw_layer *l, const int64_t *in, int32_t ndim,
                                   int32_t backward) {
   const ganfw_layer_def *d = def_of(l);
-  return d->workspace_bytes ? d->workspace_bytes(state_of(l), in, ndim, backward) : 0;
+  if (!d->workspace_bytes) return 0;
+  const ganfw_plugin_frame *prev = enter(l, PL_WORKSPACE_BYTES);
+  int64_t bytes = d->workspace_bytes(state_of(l), in, ndim, backward);
+  ganfw_plugin_leave(prev);
+  return bytes;
 }
 
 /* --- the vtable -------------------------------------------------------------------------- */
@@ -168,7 +202,9 @@ static ganfw_status pl_infer(const ganfw_layer *l, const int64_t *in, int32_t in
                              int32_t *out_ndim) {
   int64_t shape[GANFW_MAX_DIMS] = {1, 1, 1, 1};
   int32_t nd = 0;
+  const ganfw_plugin_frame *prev = enter(l, PL_INFER);
   ganfw_status st = def_of(l)->infer(state_of(l), in, in_ndim, shape, &nd);
+  ganfw_plugin_leave(prev);
   char a[96], b[96];
   if (st != GANFW_OK)
     return ganfw_error_wrap(st, "layer %s (%s): input %s", l->qualified, l->vt->type,
@@ -194,7 +230,9 @@ static ganfw_status pl_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) 
   const ganfw_layer_def *d = def_of(l);
   if (!d->init) return GANFW_OK;
   ganfw_layer_init li = {l};
+  const ganfw_plugin_frame *prev = enter(l, PL_INIT);
   ganfw_status st = d->init(state_of(l), l->ctx, &li, in, in_ndim);
+  ganfw_plugin_leave(prev);
   return st == GANFW_OK ? st
                         : ganfw_error_wrap(st, "layer %s (%s): init", l->qualified, l->vt->type);
 }
@@ -291,7 +329,9 @@ static ganfw_status pl_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tenso
   const ganfw_layer_call call = make_call(l, ex, 0, 0, grad);
   pl_scope sc;
   scope_begin(&sc);
+  const ganfw_plugin_frame *prev = enter(l, PL_FORWARD);
   st = d->forward(state_of(l), &call, xf, yf, saved ? kept : NULL);
+  ganfw_plugin_leave(prev);
   scope_end(&sc);
   if (st != GANFW_OK)
     st = ganfw_error_wrap(st, "layer %s (%s): forward", l->qualified, l->vt->type);
@@ -348,7 +388,9 @@ static ganfw_status pl_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_save
     const ganfw_layer_call call = make_call(l, ex, param_grads, accumulate, grad);
     pl_scope sc;
     scope_begin(&sc);
+    const ganfw_plugin_frame *prev = enter(l, PL_BACKWARD);
     st = d->backward(state_of(l), &call, xf, yf, saved->t + 2, dyf, dxf);
+    ganfw_plugin_leave(prev);
     scope_end(&sc);
     if (st != GANFW_OK)
       st = ganfw_error_wrap(st, "layer %s (%s): backward", l->qualified, l->vt->type);
@@ -383,7 +425,11 @@ static ganfw_status pl_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_save
 static void pl_release(ganfw_layer *l) {
   pl_impl *p = l->impl;
   if (!p) return;
-  if (p->def.destroy) p->def.destroy(p->state);
+  if (p->def.destroy) {
+    const ganfw_plugin_frame *prev = enter(l, PL_DESTROY);
+    p->def.destroy(p->state);
+    ganfw_plugin_leave(prev);
+  }
   free(p->type);
   free(p);
   l->impl = NULL;
@@ -424,6 +470,10 @@ ganfw_status ganfw_plugin_layer_attach(ganfw_layer *l, const ganfw_layer_def *de
   if (p) {
     memcpy(&p->def, def, def->struct_size < sizeof p->def ? def->struct_size : sizeof p->def);
     p->state = state;
+    const ganfw_plugin_frame *owner = ganfw_plugin_current(); /* the plugin calling net_custom */
+    for (int i = 0; i < PL_CALL_COUNT; i++)
+      p->frame[i] = (ganfw_plugin_frame){owner ? owner->plugin : NULL, owner ? owner->path : NULL,
+                                         pl_call_names[i]};
     size_t n = strlen(def->type) + 1;
     if ((p->type = malloc(n))) memcpy(p->type, def->type, n);
   }
