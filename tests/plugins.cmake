@@ -88,3 +88,39 @@ endif()
 if(TARGET test_fid)
   add_dependencies(test_fid ganfw_testplugin_tpgan) # a trainer plugin's run, scored
 endif()
+
+# tests/test_plugin_crash.c: plugins that crash or hang while loading, a valid optimizer
+# whose create or step segfaults when its config asks, and a model whose layer does, in a
+# folder of their own (so that the listings and searches of the suites above never meet
+# them).
+set(GANFW_CRASH_PLUGIN_DIR ${GANFW_TEST_PLUGIN_DIR}/crash)
+ganfw_test_plugin(crashopt crash.c DIR ${GANFW_CRASH_PLUGIN_DIR} DEFS TP_CRASH=NONE)
+ganfw_test_plugin(ctorsegv crash.c DIR ${GANFW_CRASH_PLUGIN_DIR}
+                  DEFS TP_CRASH=CTOR_SEGV [[TP_NAME="ctorsegv"]])
+ganfw_test_plugin(entryabort crash.c DIR ${GANFW_CRASH_PLUGIN_DIR}
+                  DEFS TP_CRASH=ENTRY_ABORT [[TP_NAME="entryabort"]])
+ganfw_test_plugin(ctorhang crash.c DIR ${GANFW_CRASH_PLUGIN_DIR}
+                  DEFS TP_CRASH=CTOR_HANG [[TP_NAME="ctorhang"]])
+# A classifier model whose own layer (net_custom) segfaults in a forward when asked.
+ganfw_test_plugin(crashlayer crash_layer.c DIR ${GANFW_CRASH_PLUGIN_DIR})
+if(TARGET test_plugin_crash)
+  add_dependencies(test_plugin_crash ganfw ganfw_testplugin_crashopt ganfw_testplugin_ctorsegv
+                   ganfw_testplugin_entryabort ganfw_testplugin_ctorhang
+                   ganfw_testplugin_crashlayer)
+  foreach(plugin cnn adam)
+    if(TARGET ganfw_plugin_${plugin})
+      add_dependencies(test_plugin_crash ganfw_plugin_${plugin})
+    endif()
+  endforeach()
+endif()
+
+# tests/test_dist.c: two builds of one optimizer (drift.c, one constant apart), each in a
+# folder of its own: ranks that find different ones under one config are refused at start.
+ganfw_test_plugin(tpdrift drift.c DIR ${GANFW_TEST_PLUGIN_DIR}/drift_a
+                  TARGET ganfw_testplugin_tpdrift_a DEFS TP_LR_SCALE=1.0)
+ganfw_test_plugin(tpdrift drift.c DIR ${GANFW_TEST_PLUGIN_DIR}/drift_b
+                  TARGET ganfw_testplugin_tpdrift_b DEFS TP_LR_SCALE=1.01)
+if(TARGET test_dist)
+  add_dependencies(test_dist ganfw ganfw_plugin_dcgan ganfw_plugin_adam
+                   ganfw_testplugin_tpdrift_a ganfw_testplugin_tpdrift_b)
+endif()

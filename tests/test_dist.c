@@ -72,13 +72,49 @@ static const char *rank_sanitizers(void) {
   return opts;
 }
 
+/* The command line of mpirun -np N ganfw ARGS (env: extra `-x NAME=VALUE` options, or ""). */
+static void ranks_cmd(char *cmd, size_t cap, int n, const char *env, const char *args) {
+  snprintf(cmd, cap,
+           "timeout 300 '%s' --oversubscribe %s -x OPENBLAS_CORETYPE %s %s -np %d '%s' %s", mpirun,
+           geteuid() == 0 ? "--allow-run-as-root" : "", rank_sanitizers(), env, n, ganfw, args);
+}
+
 /* mpirun -np N ganfw ARGS (env: extra `-x NAME=VALUE` options, or ""). */
 static int ranks(int n, const char *env, const char *args, double *seconds) {
   char cmd[32768];
-  snprintf(cmd, sizeof cmd,
-           "timeout 300 '%s' --oversubscribe %s -x OPENBLAS_CORETYPE %s %s -np %d '%s' %s", mpirun,
-           geteuid() == 0 ? "--allow-run-as-root" : "", rank_sanitizers(), env, n, ganfw, args);
+  ranks_cmd(cmd, sizeof cmd, n, env, args);
   return run(cmd, seconds);
+}
+
+/* ranks(), reading the output as it comes: *after the seconds from the first line that
+ * contains `mark` to the end of the job (-1 when no line did). */
+static int ranks_after(int n, const char *env, const char *args, const char *mark, double *after) {
+  char cmd[32768], full[33000];
+  ranks_cmd(cmd, sizeof cmd, n, env, args);
+  snprintf(full, sizeof full, "%s 2>&1", cmd);
+  *after = -1;
+  FILE *p = popen(full, "r");
+  if (!p) return -1;
+  struct timespec t0 = {0, 0}, t1;
+  int seen = 0;
+  size_t len = 0;
+  char line[8192];
+  while (fgets(line, sizeof line, p)) {
+    if (!seen && strstr(line, mark)) {
+      seen = 1;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+    }
+    const size_t k = strlen(line);
+    if (len + k < sizeof out) {
+      memcpy(out + len, line, k);
+      len += k;
+    }
+  }
+  out[len] = '\0';
+  const int status = pclose(p);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (seen) *after = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 static int have_mpi(void) {
@@ -629,8 +665,9 @@ static void test_faults(void) {
   int rc = ranks(2, "-x GANFW_DIST_FAULT=hang:1:3", args, &sec);
   CU_ASSERT(rc != 0 && rc != 124);
   CU_ASSERT(sec < 60);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "rank 1 (last at step 2) did not reach step 3"));
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "dist.timeout"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "did not reach step 3 (last at step 2) within 3 s "
+                                     "(dist.timeout) and does not answer"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "rank 0: rank 1 (pid "));
   /* a rank that dies: mpirun ends the others and names it */
   snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' %s", path_in("gan.yaml"),
            path_in("die"), quick);
@@ -658,6 +695,139 @@ static void test_faults(void) {
   /* nothing of the failed runs' outputs is half-written: no checkpoint of the hung step */
   struct stat sb;
   CU_ASSERT_NOT_EQUAL(stat(path_in("hang/checkpoints/step_00000003.safetensors"), &sb), 0);
+}
+
+/* The pid a GANFW_DIST_FAULT line of the last command names ("rank R (pid N): ..."), or -1. */
+static long fault_pid(void) {
+  const char *f = strstr(out, "GANFW_DIST_FAULT");
+  if (!f) return -1;
+  const char *line = f;
+  while (line > out && line[-1] != '\n') line--;
+  const char *p = strstr(line, "(pid ");
+  return p && p < f ? strtol(p + 5, NULL, 10) : -1;
+}
+
+/* A rank stopped (SIGSTOP) inside a step, after it told the others it started the step, as
+ * `kill -STOP` does to it: the rank whose wait runs out names it, its pid and the collective
+ * it did not reach, and the job ends within dist.timeout and a few seconds (the others'
+ * answers, 1 s at most, and MPI's abort). Before, the job ended after twice the timeout
+ * with "every rank started step 3, so one of them hangs inside it". */
+#define STOP_TIMEOUT 4
+#define END_BOUND    3.0 /* seconds past dist.timeout */
+static void test_stopped_rank(void) {
+  if (skip()) return;
+  char args[4096], want[256];
+  double after = -1;
+  snprintf(args, sizeof args,
+           "-q '%s' --set run.out_dir='%s' --set train.max_steps=6 --set "
+           "train.checkpoint_every=0 --set dist.timeout=%d",
+           path_in("gan.yaml"), path_in("stop"), STOP_TIMEOUT);
+  int rc = ranks_after(2, "-x GANFW_DIST_FAULT=stop:1:3", args, "GANFW_DIST_FAULT", &after);
+  printf("\n  rank 1 stopped inside step 3, dist.timeout %d s: the job ended %.1f s later (exit "
+         "%d)\n",
+         STOP_TIMEOUT, after, rc);
+  CU_ASSERT(rc != 0 && rc != 124);
+  CU_ASSERT(after > 0 && after < STOP_TIMEOUT + END_BOUND);
+  const long pid = fault_pid();
+  CU_ASSERT(pid > 0);
+  snprintf(want, sizeof want, "rank 0: rank 1 (pid %ld on ", pid);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  snprintf(want, sizeof want,
+           " in step 3 within %d s (dist.timeout) and does not answer: it hangs inside the step "
+           "(stopped, or stuck in a plugin); ending the job",
+           STOP_TIMEOUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, ") did not reach the "));
+  snprintf(want, sizeof want, "gdb -p %ld", pid);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  if (!strstr(out, "does not answer")) fprintf(stderr, "%s\n", out);
+}
+
+/* A rank that fails alone inside a step while the other waits for it: the waiting rank's
+ * timeout finds it ended (it answers so), says that its message follows, and does not
+ * abort; the failed rank then says why, and the job ends with its exit code. */
+static void test_rank_fails_alone(void) {
+  if (skip()) return;
+  char args[4096];
+  double sec = 0;
+  snprintf(args, sizeof args,
+           "-q '%s' --set run.out_dir='%s' --set train.max_steps=6 --set "
+           "train.checkpoint_every=0 --set dist.timeout=3",
+           path_in("gan.yaml"), path_in("fail"));
+  int rc = ranks(2, "-x GANFW_DIST_FAULT=fail:1:3", args, &sec);
+  CU_ASSERT_EQUAL(rc, 1); /* a backend error on either rank */
+  CU_ASSERT(sec < 60);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "rank 0: rank 1 (pid "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "already ended with exit code 1 (its message follows)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "ganfw: rank 1: backend error: rank 1: GANFW_DIST_FAULT: "
+                                     "failing inside step 3"));
+  CU_ASSERT_PTR_NULL(strstr(out, "MPI_ABORT"));
+  if (!strstr(out, "its message follows")) fprintf(stderr, "%s\n", out);
+}
+
+/* mpirun with rank 0 and rank 1 finding plugins in different folders (GANFW_PLUGIN_PATH),
+ * under one config that names the optimizer tpdrift. */
+static int drift_ranks(const char *dir0, const char *dir1, const char *run_dir) {
+  char cmd[32768];
+  const char *sudo = geteuid() == 0 ? "--allow-run-as-root" : "";
+  /* each app context gets its environment through env: Open MPI 4.1 gives a -x before
+   * the first context to that context alone */
+  const char *asan = rank_sanitizers() + strlen("-x ");
+  snprintf(cmd, sizeof cmd,
+           "timeout 120 '%s' --oversubscribe %s -x OPENBLAS_CORETYPE -np 1 env '%s' "
+           "GANFW_PLUGIN_PATH='%s' '%s' -q '%s' --set run.out_dir='%s' : -np 1 env '%s' "
+           "GANFW_PLUGIN_PATH='%s' '%s' -q '%s' --set run.out_dir='%s'",
+           mpirun, sudo, asan, dir0, ganfw, path_in("drift.yaml"), run_dir, asan, dir1, ganfw,
+           path_in("drift.yaml"), run_dir);
+  return run(cmd, NULL);
+}
+
+/* Ranks that load different builds of one plugin under the same config: refused before the
+ * first step, naming the plugin and each rank's file and what to do. Before, they trained
+ * and drifted apart (the config check hashed the config alone). A copy of the same build
+ * in another folder is the same plugin and runs. */
+static void test_plugin_builds(void) {
+  if (skip()) return;
+  char a[600], b[600], copy[600], cmd[2048];
+  snprintf(a, sizeof a, "%s/tests/plugins/drift_a", getenv("GANFW_TEST_BUILD_DIR"));
+  snprintf(b, sizeof b, "%s/tests/plugins/drift_b", getenv("GANFW_TEST_BUILD_DIR"));
+  snprintf(copy, sizeof copy, "%s", path_in("drift_copy"));
+  FILE *f = fopen(path_in("drift.yaml"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f,
+          "seed: 3\n"
+          "device: {type: cpu, threads: 1}\n"
+          "data: {dataset: mnist, path: %s/mnist, resize: 32, prefetch: false}\n"
+          "model: {plugin: dcgan, image_size: 32, nz: 16, ngf: 8, ndf: 8}\n"
+          "optim: {plugin: tpdrift, lr: 0.01}\n"
+          "train: {batch_size: 64, max_steps: 2, log_every: 1, sample_every: 0, "
+          "checkpoint_every: 0}\n",
+          root);
+  fclose(f);
+  /* a copy of build a elsewhere: the same bytes, another path */
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s/ganfw_tpdrift.so' '%s/'", copy, a, copy);
+  CU_ASSERT_EQUAL_FATAL(run(cmd, NULL), 0);
+  int rc = drift_ranks(a, copy, path_in("drift_same"));
+  if (rc != 0) fprintf(stderr, "%s\n", out);
+  CU_ASSERT_EQUAL(rc, 0);
+  /* build b on rank 1 */
+  rc = drift_ranks(a, b, path_in("drift_differ"));
+  CU_ASSERT_EQUAL(rc, 2);
+  char want[1400];
+  snprintf(want, sizeof want,
+           "plugin 'tpdrift' is not the same build on every rank: rank 0 loaded "
+           "%s/ganfw_tpdrift.so (ABI ",
+           a);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  snprintf(want, sizeof want, ", rank 1 %s/ganfw_tpdrift.so (ABI ", b);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "file hash "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "install the same build of every plugin on every node"));
+  if (!strstr(out, "is not the same build")) fprintf(stderr, "%s\n", out);
+  /* before step 1: rank 0 wrote no metrics row */
+  struct stat sb;
+  snprintf(want, sizeof want, "%s/metrics.csv", path_in("drift_differ"));
+  CU_ASSERT_NOT_EQUAL(stat(want, &sb), 0);
 }
 
 /* A signal to `ganfw launch -n 2` whose steps take seconds (a 640-image batch of a 64-filter
@@ -753,6 +923,9 @@ static CU_TestInfo tests[] = {
     {"a trainer plugin on 2 ranks, with and without zero", test_trainer_plugin},
     {"plan --ranks 2 shows one rank's bytes", test_plan_ranks},
     {"a hung or dead rank, mismatched configs, an odd batch", test_faults},
+    {"a rank stopped inside a step is named within the timeout", test_stopped_rank},
+    {"a rank that fails alone says why after the other's timeout", test_rank_fails_alone},
+    {"ranks with different builds of a plugin are refused", test_plugin_builds},
     {"launch without mpirun says what to install", test_launch_without_mpirun},
     {"SIGTERM and Ctrl-C to launch: every rank checkpoints", test_launch_signals},
     CU_TEST_INFO_NULL,

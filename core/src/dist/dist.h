@@ -5,10 +5,12 @@
  * (dist.batchnorm: sync), and memory strategy `zero` shards the optimizer state
  * (dist/zero.c). Rank 0 alone writes the run's outputs.
  *
- * Every collective waits with a deadline (dist.timeout): a rank that hangs or died ends
- * the others' waits with one message naming the ranks that did not reach the step, and the
- * command line then ends the job (ganfw_dist_world_finish). Without MPI in the build, or
- * outside mpirun, the world is one rank and nothing here communicates. */
+ * Every collective waits with a deadline (dist.timeout). When a wait runs out, the rank asks
+ * the others where they are over a side channel of the job; a rank that is stopped or stuck
+ * cannot answer, which names it without its cooperation, and the message says which
+ * collective of which step it did not reach. The command line then ends the job
+ * (ganfw_dist_world_finish): at once when a rank hangs. Without MPI in the build, or outside
+ * mpirun, the world is one rank and nothing here communicates. */
 #ifndef GANFW_DIST_H
 #define GANFW_DIST_H
 
@@ -26,8 +28,9 @@ ganfw_status ganfw_dist_world_init(int *argc, char ***argv);
 /* The end of the process: every rank offers its exit code rc; when they all arrive within
  * the timeout MPI ends cleanly and the highest code comes back; when one does not (it
  * hangs, or waits in a collective another rank left), `message` (may be NULL or "") is
- * printed as this rank's and the job is aborted (MPI_Abort), which ends every rank. One
- * rank: rc. */
+ * printed as this rank's and the job is aborted (MPI_Abort), which ends every rank. After a
+ * wait of this process named ranks that hang, the job is aborted at once, without waiting
+ * for them again. One rank: rc. */
 int ganfw_dist_world_finish(int rc, const char *message);
 int32_t ganfw_dist_world_rank(void); /* 0 outside mpirun */
 int32_t ganfw_dist_world_size(void); /* 1 outside mpirun */
@@ -117,12 +120,20 @@ ganfw_status ganfw_dist_wait(ganfw_dist *d, ganfw_dist_req *req, const char *wha
 /* Lets MPI move pending requests on (between two layers of backward). */
 void ganfw_dist_progress(ganfw_dist *d);
 
+/* Every rank's `bytes` bytes at `mine` into all[rank * bytes ..] on every rank (alone: a
+ * copy). */
+ganfw_status ganfw_dist_allgather(ganfw_dist *d, const void *mine, int64_t bytes, void *all,
+                                  const char *what);
+
 /* Refuses a job whose ranks resolved different configs: FNV-1a of `text` on every rank
  * against rank 0's. GANFW_ERR_CONFIG naming the first rank that differs. */
 ganfw_status ganfw_dist_check_same(ganfw_dist *d, const char *text, const char *what);
 
-/* GANFW_DIST_FAULT=die:R:S or hang:R:S (tests): rank R kills itself (SIGKILL) or sleeps
- * forever at the start of step S. Nothing otherwise. */
-void ganfw_dist_fault_point(const ganfw_dist *d, int64_t step);
+/* GANFW_DIST_FAULT=KIND:R:S (tests): rank R at step S. Before the step starts (in_step 0):
+ * die (SIGKILL itself) or hang (sleep for ever). Once it has started (in_step 1, its
+ * heartbeat sent): stop (SIGSTOP itself, as `kill -STOP` does to a rank mid-step) or fail
+ * (after half of dist.timeout, when the others wait in the step's first collective, return
+ * GANFW_ERR_BACKEND, as a rank that fails alone). GANFW_OK otherwise. */
+ganfw_status ganfw_dist_fault_point(const ganfw_dist *d, int64_t step, int32_t in_step);
 
 #endif

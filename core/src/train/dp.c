@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "plugin/plugin_host.h"
 #include "runtime/alloc.h"
 #include "runtime/ctx.h"
 #include "runtime/tensor.h"
@@ -66,6 +67,135 @@ static ganfw_status broadcast_state(ganfw_session *s, int32_t params) {
   return st;
 }
 
+/* The plugins the run loaded, in the config's order (the same on every rank whose config
+ * agrees with rank 0's). */
+enum { MAX_RUN_PLUGINS = 4 + GANFW_MAX_ROLE_MODELS + GANFW_MAX_MEMORY_PLUGINS };
+static int32_t run_plugins(const ganfw_run *run, const ganfw_plugin **out) {
+  const ganfw_plugin *one[] = {run->model, run->optim, run->objective, run->trainer};
+  int32_t n = 0;
+  for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
+    if (one[i]) out[n++] = one[i];
+  for (int32_t i = 0; i < run->n_role_models; i++)
+    if (run->role_model[i]) out[n++] = run->role_model[i];
+  for (int32_t i = 0; i < run->n_memory; i++)
+    if (run->memory[i]) out[n++] = run->memory[i];
+  return n;
+}
+
+/* A build of a plugin as the ranks compare it: the hash of its file, the ABI it was built
+ * for. Zero: no plugin in that place. */
+typedef struct plugin_build {
+  uint64_t hash;
+  uint32_t abi_major, abi_minor;
+} plugin_build;
+
+enum { PLUGIN_PATH_BYTES = 512 };
+
+static int same_build(const plugin_build *a, const plugin_build *b) {
+  return a->hash == b->hash && a->abi_major == b->abi_major && a->abi_minor == b->abi_minor;
+}
+
+/* "PATH (ABI 1.5, file hash 0123456789abcdef)" into buf. */
+static const char *build_words(const char *path, const plugin_build *b, char *buf, size_t cap) {
+  char hash[40];
+  if (b->hash)
+    snprintf(hash, sizeof hash, "file hash %016llx", (unsigned long long)b->hash);
+  else
+    snprintf(hash, sizeof hash, "file unreadable");
+  snprintf(buf, cap, "%s (ABI %u.%u, %s)", path, (unsigned)b->abi_major, (unsigned)b->abi_minor,
+           hash);
+  return buf;
+}
+
+/* The message of plugin k that differs between the ranks: rank 0's file and each differing
+ * rank's (paths[rank * MAX_RUN_PLUGINS + k]). */
+static ganfw_status plugin_mismatch(const char *name, int32_t k, int32_t ranks,
+                                    const plugin_build *all, const char (*paths)[PLUGIN_PATH_BYTES],
+                                    int32_t other_plugins) {
+  char msg[3072], one[PLUGIN_PATH_BYTES + 96];
+  size_t len = 0;
+  int32_t listed = 0, more = 0;
+  len += (size_t)snprintf(msg, sizeof msg,
+                          "plugin '%s' is not the same build on every rank: rank 0 loaded %s", name,
+                          build_words(paths[k], &all[k], one, sizeof one));
+  for (int32_t p = 1; p < ranks; p++) {
+    const int32_t i = p * MAX_RUN_PLUGINS + k;
+    if (same_build(&all[i], &all[k])) continue;
+    if (listed == 4 || len + sizeof one + 32 >= sizeof msg) {
+      more++;
+      continue;
+    }
+    len += (size_t)snprintf(msg + len, sizeof msg - len, ", rank %d %s", (int)p,
+                            build_words(paths[i], &all[i], one, sizeof one));
+    listed++;
+  }
+  if (more) len += (size_t)snprintf(msg + len, sizeof msg - len, ", and %d more ranks", (int)more);
+  if (other_plugins)
+    len += (size_t)snprintf(msg + len, sizeof msg - len, " (and %d other plugin%s differ%s)",
+                            (int)other_plugins, other_plugins > 1 ? "s" : "",
+                            other_plugins > 1 ? "" : "s");
+  return ganfw_error_set(GANFW_ERR_PLUGIN,
+                         "%s: install the same build of every plugin on every node (copy rank "
+                         "0's file there, or point plugin_path or " GANFW_PLUGIN_PATH_ENV " at "
+                         "one copy), then start the job again",
+                         msg);
+}
+
+/* Refuses a job whose ranks loaded different builds of a plugin under the same config (the
+ * config check cannot see them): every rank compares each plugin's file hash and ABI with
+ * the others', and on a difference every rank stops with the same message, naming the
+ * plugin and the file of each rank that differs. */
+static ganfw_status check_plugins(ganfw_session *s) {
+  if (!ganfw_dist_sends(s->dist)) return GANFW_OK; /* a plan of N ranks: one process */
+  const ganfw_plugin *pl[MAX_RUN_PLUGINS];
+  const int32_t n = run_plugins(s->run, pl), R = s->dist->size;
+  plugin_build mine[MAX_RUN_PLUGINS];
+  memset(mine, 0, sizeof mine);
+  for (int32_t k = 0; k < n; k++) {
+    const ganfw_plugin_desc *desc = ganfw_plugin_desc_of(pl[k]);
+    mine[k] = (plugin_build){ganfw_plugin_file_hash(pl[k]), desc->abi_major, desc->abi_minor};
+  }
+  plugin_build *all = calloc((size_t)R * MAX_RUN_PLUGINS, sizeof *all);
+  if (!all) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  ganfw_status st = ganfw_dist_allgather(s->dist, mine, sizeof mine, all, "the plugins' builds");
+  int32_t first = -1, differ = 0; /* the same on every rank: all[] is */
+  for (int32_t k = 0; st == GANFW_OK && k < MAX_RUN_PLUGINS; k++) {
+    int32_t d = 0;
+    for (int32_t p = 1; p < R; p++) d |= !same_build(&all[p * MAX_RUN_PLUGINS + k], &all[k]);
+    if (d && first < 0) first = k;
+    differ += d;
+  }
+  if (st != GANFW_OK || first < 0) {
+    free(all);
+    return st;
+  }
+  /* A difference: every rank's paths, to name the files. */
+  char(*paths)[PLUGIN_PATH_BYTES] =
+      calloc((size_t)R * MAX_RUN_PLUGINS + MAX_RUN_PLUGINS, sizeof *paths);
+  if (!paths) {
+    free(all);
+    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  }
+  char(*own)[PLUGIN_PATH_BYTES] = paths + (size_t)R * MAX_RUN_PLUGINS;
+  for (int32_t k = 0; k < n; k++) {
+    const char *path = ganfw_plugin_path(pl[k]);
+    const size_t len = strlen(path);
+    if (len < PLUGIN_PATH_BYTES)
+      memcpy(own[k], path, len);
+    else /* the end of the path says most */
+      snprintf(own[k], PLUGIN_PATH_BYTES, "...%s", path + len - (PLUGIN_PATH_BYTES - 4));
+  }
+  st = ganfw_dist_allgather(s->dist, own, (int64_t)sizeof *paths * MAX_RUN_PLUGINS, paths,
+                            "the plugins' files");
+  if (st == GANFW_OK) {
+    const char *name = first < n ? ganfw_plugin_name(pl[first]) : "(none on rank 0)";
+    st = plugin_mismatch(name, first, R, all, (const char(*)[PLUGIN_PATH_BYTES])paths, differ - 1);
+  }
+  free(paths);
+  free(all);
+  return st;
+}
+
 ganfw_status ganfw_dp_open(ganfw_session *s) {
   const ganfw_cfg *root = ganfw_config_root(s->run->config);
   ganfw_dist_settings set;
@@ -83,6 +213,7 @@ ganfw_status ganfw_dp_open(ganfw_session *s) {
   if ((st = config_text(s, &text)) == GANFW_OK)
     st = ganfw_dist_check_same(s->dist, text, "config.resolved.yaml");
   free(text);
+  if (st == GANFW_OK) st = check_plugins(s);
   if (st != GANFW_OK) return st;
   const int64_t B = s->train.batch_size, N = s->dist->size;
   const ganfw_cfg *bs = ganfw_cfg_child(ganfw_cfg_section(root, "train"), "batch_size");
@@ -173,8 +304,10 @@ ganfw_status ganfw_dp_take_rows(ganfw_session *s, const ganfw_tensor *global, ga
 
 ganfw_status ganfw_dp_step_begin(ganfw_session *s, int64_t step) {
   if (!ganfw_dist_parallel(s->dist)) return GANFW_OK;
-  ganfw_dist_fault_point(s->dist, step);
+  ganfw_status st = ganfw_dist_fault_point(s->dist, step, 0);
+  if (st != GANFW_OK) return st;
   ganfw_dist_step_begin(s->dist, step);
+  if ((st = ganfw_dist_fault_point(s->dist, step, 1)) != GANFW_OK) return st;
   if (s->dist->set.batchnorm == GANFW_DIST_BN_LOCAL) return broadcast_state(s, 0);
   return GANFW_OK;
 }

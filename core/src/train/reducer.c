@@ -30,6 +30,7 @@ struct ganfw_reducer {
   int32_t nb;
   ganfw_status st; /* the first failure inside the hook */
   char msg[1024];
+  char role[64]; /* the net's, for messages */
 };
 
 static ganfw_status start(ganfw_reducer *r, bucket *bk) {
@@ -70,6 +71,7 @@ ganfw_status ganfw_reducer_create(ganfw_ctx *ctx, ganfw_dist *d, const ganfw_par
   r->ctx = ctx;
   r->d = d;
   r->n = n;
+  snprintf(r->role, sizeof r->role, "%s", role ? role : "net");
   const size_t m = (size_t)(n > 0 ? n : 1);
   r->grad = calloc(m, sizeof *r->grad);
   r->offset = calloc(m, sizeof *r->offset);
@@ -147,7 +149,10 @@ ganfw_status ganfw_reducer_finish(ganfw_reducer *r, ganfw_net *net) {
   for (int32_t k = 0; k < r->nb; k++) {
     bucket *bk = &r->b[k];
     if (st == GANFW_OK && !bk->started) st = start(r, bk);
-    ganfw_status w = ganfw_dist_wait(r->d, &bk->req, "the all-reduce of the gradients");
+    char what[160]; /* a timeout names it */
+    snprintf(what, sizeof what, "the gradient all-reduce of the %s (bucket %d of %d)", r->role,
+             (int)k + 1, (int)r->nb);
+    ganfw_status w = ganfw_dist_wait(r->d, &bk->req, what);
     if (st == GANFW_OK) st = w;
     if (st != GANFW_OK) continue;
     /* the sum over the ranks (each rank's loss carries 1/N), back into every gradient */
