@@ -197,9 +197,10 @@ static int by_bytes(const void *a, const void *b) {
   return by_owner(a, b);
 }
 
-/* The biggest (owner, category) holders among the blocks live right after event `peak`. */
+/* The biggest (owner, category) holders among the blocks live right after event `peak`,
+ * into top[0 .. *n_top). */
 static ganfw_status find_holders(const ganfw_trace_event *ev, int64_t peak,
-                                 ganfw_timeline_summary *out) {
+                                 ganfw_timeline_holder top[GANFW_TIMELINE_TOP], int32_t *n_top) {
   int64_t inserts = 0;
   for (int64_t i = 0; i <= peak; i++)
     if ((ev[i].kind == GANFW_TEV_ALLOC || ev[i].kind == GANFW_TEV_LIVE) && ev[i].ptr) inserts++;
@@ -244,13 +245,33 @@ static ganfw_status find_holders(const ganfw_trace_event *ev, int64_t peak,
     }
   }
   qsort(rows, n_sum, sizeof *rows, by_bytes);
-  for (size_t i = 0; i < n_sum && out->n_top < GANFW_TIMELINE_TOP; i++) {
+  for (size_t i = 0; i < n_sum && *n_top < GANFW_TIMELINE_TOP; i++) {
     if (rows[i].bytes <= 0) break;
-    out->top[out->n_top++] =
-        (ganfw_timeline_holder){rows[i].owner, rows[i].category, rows[i].bytes};
+    top[(*n_top)++] = (ganfw_timeline_holder){rows[i].owner, rows[i].category, rows[i].bytes};
   }
   free(rows);
   return GANFW_OK;
+}
+
+/* The last OOM event of the range: the request, what was live and reserved when it failed,
+ * and who held it (out->oom_*); oom_index -1 when there is none. */
+static ganfw_status find_failure(const ganfw_trace_event *ev, int64_t n,
+                                 ganfw_timeline_summary *out) {
+  out->oom_index = -1;
+  for (int64_t i = n - 1; i > 0 && out->oom_index < 0; i--)
+    if (ev[i].kind == GANFW_TEV_OOM) out->oom_index = i;
+  if (out->oom_index < 0) return GANFW_OK;
+  const ganfw_trace_event *e = &ev[out->oom_index];
+  int64_t cur[GANFW_MEM_COUNT] = {0};
+  for (int64_t i = 0; i <= out->oom_index; i++) apply_event(&ev[i], cur);
+  for (int c = 0; c < GANFW_MEM_COUNT; c++) out->oom_allocated += cur[c] > 0 ? cur[c] : 0;
+  out->oom_bytes = e->size;
+  out->oom_category = e->category;
+  out->oom_stage = e->stage;
+  out->oom_pass = e->pass;
+  out->oom_owner = e->owner ? e->owner : "(unnamed)";
+  out->oom_reserved = e->reserved;
+  return find_holders(ev, out->oom_index, out->oom_top, &out->n_oom_top);
 }
 
 ganfw_status ganfw_timeline_summarize(const ganfw_trace_event *ev, int64_t n,
@@ -280,7 +301,8 @@ ganfw_status ganfw_timeline_summarize(const ganfw_trace_event *ev, int64_t n,
   }
   out->peak_stage = ev[out->peak_index].stage;
   out->peak_pass = ev[out->peak_index].pass;
-  return find_holders(ev, out->peak_index, out);
+  st = find_holders(ev, out->peak_index, out->top, &out->n_top);
+  return st ? st : find_failure(ev, n, out);
 }
 
 /* --- the picture, as primitives ------------------------------------------------------------ */
@@ -290,6 +312,8 @@ ganfw_status ganfw_timeline_summarize(const ganfw_trace_event *ev, int64_t n,
 #define RGB_SOFT_INK   0x444444
 #define RGB_GRID       0xc8c8c8
 #define RGB_RESERVED   0x303030
+#define RGB_FAILED     0xd62728 /* the failed request */
+#define RGB_LIMIT      0xb00020 /* memory_limit */
 
 /* Tableau's ten, one per category in GANFW_MEM_* order. */
 static const uint32_t cat_rgb[] = {0x4e79a7, 0xf28e2b, 0x76b7b2, 0xe15759,
@@ -465,6 +489,7 @@ typedef struct frame {
   double x0, x1;                                 /* the plot's left and right */
   double band_top, peak_row, data_top, data_bot; /* the bands' top, the peak label's row, the
                                                     data's top and the x axis */
+  double fail_row;                               /* the failed request's label's row */
   double panel_x, panel_r;                       /* the legend's column */
   int64_t npx;                                   /* the plot's width in pixel columns */
   double top_mib;                                /* the y axis' end */
@@ -554,6 +579,118 @@ static int64_t x_step(int64_t n, double npx, double min_px) {
   }
 }
 
+static int64_t max64(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
+
+/* "9.18 MiB", or "1.00 KiB" under a MiB (a small request must not read as 0.00 MiB). */
+static const char *bytes_text(char *buf, size_t n, int64_t b) {
+  if (b < ((int64_t)1 << 20))
+    snprintf(buf, n, "%.2f KiB", (double)b / 1024.0);
+  else
+    snprintf(buf, n, "%.2f MiB", (double)b / MIB);
+  return buf;
+}
+
+/* The bytes live when the request failed plus the request, saturated (a trace file's sizes
+ * are not trusted). */
+static int64_t failed_top(const ganfw_timeline_summary *s) {
+  const int64_t live = max64(s->oom_allocated, 0), req = max64(s->oom_bytes, 0);
+  return req > INT64_MAX - live ? INT64_MAX : live + req;
+}
+
+/* The bytes the y axis must reach: the peaks, the limit, the failed request on top of
+ * what was live. */
+static int64_t y_needed(const ganfw_timeline_summary *s, const ganfw_timeline_options *opt) {
+  int64_t top = max64(s->peak_allocated, s->peak_reserved);
+  if (opt && opt->memory_limit > 0) top = max64(top, opt->memory_limit);
+  if (s->oom_index >= 0) top = max64(top, failed_top(s));
+  return top;
+}
+
+/* The middle of the pixel column of event i. */
+static double event_x(const pic *p, int64_t i, int64_t n) {
+  int64_t seg = i * p->k / n;
+  return floor((p->ex[seg] + p->ex[seg + 1]) / 2) + 0.5;
+}
+
+/* memory_limit: a dashed line across the plot, labelled at its left end above it. */
+static void draw_limit(pic *p, const frame *fr, int64_t limit) {
+  if (limit <= 0) return;
+  double y = floor(y_of(fr, (double)limit)) + 0.5;
+  pic_line(p, fr->x0, y, fr->x1, y, RGB_LIMIT, 2, 1, "limit");
+  char line[64];
+  snprintf(line, sizeof line, "memory_limit %.2f MiB", (double)limit / MIB);
+  double lx = fr->x0 + 6, top = y - 13 < fr->data_top ? y + 4 : y - 13;
+  pic_rect(p, lx - 2, top - 2, lx + text_width(line, 1) + 2, top + 10, RGB_BACKGROUND, NULL);
+  pic_text(p, lx, top, ANCHOR_START, 1, RGB_LIMIT, "limit-label", "%s", line);
+}
+
+/* The failed request: a line at its event, the request stacked on what was live then, and
+ * "failed: OWNER (CATEGORY) X MiB" in the row above the plot, left of the line when the
+ * right has no room. */
+static void draw_failure(pic *p, const frame *fr, int64_t n) {
+  const ganfw_timeline_summary *s = &p->s;
+  if (s->oom_index < 0) return;
+  double x = event_x(p, s->oom_index, n);
+  pic_line(p, x, fr->band_top, x, fr->data_bot, RGB_FAILED, 1, 0, "oom");
+  double y_live = y_of(fr, (double)s->oom_allocated);
+  double y_req = y_of(fr, (double)failed_top(s));
+  if (y_live - y_req < 2) y_req = y_live - 2;
+  pic_rect(p, x - 4, y_req, x + 5, y_live, RGB_FAILED, "oom-request");
+  char line[256], owner[128];
+  clip_text(owner, sizeof owner, s->oom_owner, 60, 1);
+  char size[32];
+  snprintf(line, sizeof line, "failed: %s (%s) %s", owner, ganfw_mem_category_name(s->oom_category),
+           bytes_text(size, sizeof size, max64(s->oom_bytes, 0)));
+  double lw = text_width(line, 1), lx = x + 5;
+  if (lx + lw > fr->x1) lx = x - 5 - lw;
+  if (lx < 2) lx = 2;
+  pic_rect(p, lx - 3, fr->fail_row - 3, lx + lw + 3, fr->fail_row + 10, RGB_BACKGROUND, NULL);
+  pic_text(p, lx, fr->fail_row, ANCHOR_START, 1, RGB_FAILED, "oom-label", "%s", line);
+}
+
+/* The legend's rows for a moment of the step ("at the peak: event 12, D real backward")
+ * and its holders, from y down to the plot's bottom at most. */
+static void legend_holders(pic *p, const frame *fr, double y, const char *what, int64_t index,
+                           int32_t stage, int32_t pass, const ganfw_timeline_holder *top,
+                           int32_t n_top) {
+  const double lxp = fr->panel_x;
+  const size_t max_chars = (size_t)((fr->panel_r - lxp + 1) / 6);
+  char phase[64], line[512], clipped[512];
+  phase_label(phase, sizeof phase, stage, pass, 0);
+  snprintf(line, sizeof line, "%s: event %lld, %s", what, (long long)index, phase);
+  if (strlen(line) <= max_chars) {
+    pic_text(p, lxp, y, ANCHOR_START, 1, RGB_INK, NULL, "%s", line);
+    y += 14;
+  } else {
+    pic_text(p, lxp, y, ANCHOR_START, 1, RGB_INK, NULL, "%s: event %lld", what, (long long)index);
+    y += 12;
+    clip_text(clipped, sizeof clipped, phase, max_chars - 2, 0);
+    pic_text(p, lxp + 12, y, ANCHOR_START, 1, RGB_INK, NULL, "%s", clipped);
+    y += 14;
+  }
+  for (int32_t t = 0; t < n_top; t++) {
+    const ganfw_timeline_holder *hd = &top[t];
+    char suffix[96];
+    snprintf(suffix, sizeof suffix, " (%s) %.2f MiB", ganfw_mem_category_name(hd->category),
+             (double)hd->bytes / MIB);
+    size_t row_chars = max_chars - 2; /* after the colour mark */
+    int one_line = strlen(hd->owner) + strlen(suffix) <= row_chars;
+    if (y + (one_line ? 12 : 25) > fr->data_bot) break;
+    pic_rect(p, lxp, y + 1, lxp + 4, y + 7, cat_rgb[hd->category], NULL);
+    if (one_line) {
+      pic_text(p, lxp + 8, y, ANCHOR_START, 1, RGB_INK, "holder", "%s%s", hd->owner, suffix);
+      y += 12;
+    } else { /* a long name: the owner, then its category and bytes below */
+      clip_text(clipped, sizeof clipped, hd->owner, row_chars, 1);
+      pic_text(p, lxp + 8, y, ANCHOR_START, 1, RGB_INK, "holder", "%s", clipped);
+      pic_text(p, lxp + 20, y + 11, ANCHOR_START, 1, RGB_INK, "holder", "%s", suffix + 1);
+      y += 25;
+    }
+  }
+}
+
 static ganfw_status pic_build(pic *p, const ganfw_trace_event *ev, int64_t n,
                               const ganfw_timeline_options *opt) {
   ganfw_status st = ganfw_timeline_summarize(ev, n, &p->s);
@@ -579,10 +716,10 @@ static ganfw_status pic_build(pic *p, const ganfw_trace_event *ev, int64_t n,
   fr.panel_r = w - 8;
   fr.band_top = 30;
   fr.peak_row = 46;
-  fr.data_top = 62;
+  fr.fail_row = 60;
+  fr.data_top = s->oom_index >= 0 ? 76 : 62; /* room for the failure's label */
   fr.data_bot = h - 34;
-  double ymax =
-      (double)(s->peak_allocated > s->peak_reserved ? s->peak_allocated : s->peak_reserved) / MIB;
+  double ymax = (double)y_needed(s, opt) / MIB;
   if (ymax <= 0) ymax = 1;
   int max_ticks = (int)((fr.data_bot - fr.data_top) / 45);
   max_ticks = max_ticks < 2 ? 2 : max_ticks > 8 ? 8 : max_ticks;
@@ -654,8 +791,7 @@ static ganfw_status pic_build(pic *p, const ganfw_trace_event *ev, int64_t n,
            "event (index in the step)");
 
   /* the peak: a line through the plot, its label in a row below the phase labels */
-  int64_t pseg = s->peak_index * p->k / n;
-  double px = floor((p->ex[pseg] + p->ex[pseg + 1]) / 2) + 0.5;
+  double px = event_x(p, s->peak_index, n);
   pic_line(p, px, fr.band_top, px, fr.data_bot, RGB_INK, 1, 1, "peak");
   snprintf(line, sizeof line, "peak %.2f MiB", peak_mib);
   double lw = text_width(line, 1), lx = px + 5;
@@ -664,6 +800,8 @@ static ganfw_status pic_build(pic *p, const ganfw_trace_event *ev, int64_t n,
   pic_rect(p, lx - 3, fr.peak_row - 3, lx + lw + 3, fr.peak_row + 10, RGB_BACKGROUND, NULL);
   pic_text(p, lx, fr.peak_row, ANCHOR_START, 1, RGB_INK, "peak-label", "%s", line);
   double keep0 = px - 3, keep1 = px + 3; /* phase labels do not cross the peak's line */
+  draw_limit(p, &fr, opt ? opt->memory_limit : 0);
+  draw_failure(p, &fr, n);
 
   /* the phases' labels where their band has room */
   for (int64_t a = 0, i = 1; i <= n; i++) {
@@ -702,7 +840,6 @@ static ganfw_status pic_build(pic *p, const ganfw_trace_event *ev, int64_t n,
 
   /* the legend: categories with their own peaks, reserved, the peak; then the holders */
   double y = fr.data_top, lxp = fr.panel_x, right = fr.panel_r;
-  size_t max_chars = (size_t)((right - lxp + 1) / 6);
   pic_text(p, lxp, y, ANCHOR_START, 1, RGB_INK, NULL, "peak per category");
   y += 16;
   for (int32_t d = 0; d < p->n_drawn; d++) {
@@ -721,41 +858,31 @@ static ganfw_status pic_build(pic *p, const ganfw_trace_event *ev, int64_t n,
   pic_line(p, lxp + 5.5, y, lxp + 5.5, y + 9, RGB_INK, 1, 1, NULL);
   pic_text(p, lxp + 16, y + 1, ANCHOR_START, 1, RGB_INK, NULL, "peak allocated");
   pic_text(p, right, y + 1, ANCHOR_END, 1, RGB_INK, NULL, "%.2f MiB", peak_mib);
-  y += 24;
+  y += 14;
+  if (opt && opt->memory_limit > 0) {
+    pic_line(p, lxp, y + 4.5, lxp + 10, y + 4.5, RGB_LIMIT, 2, 0, NULL);
+    pic_text(p, lxp + 16, y + 1, ANCHOR_START, 1, RGB_INK, NULL, "memory_limit");
+    pic_text(p, right, y + 1, ANCHOR_END, 1, RGB_INK, NULL, "%.2f MiB",
+             (double)opt->memory_limit / MIB);
+    y += 14;
+  }
+  if (s->oom_index >= 0) {
+    pic_rect(p, lxp + 2, y, lxp + 9, y + 9, RGB_FAILED, NULL);
+    pic_text(p, lxp + 16, y + 1, ANCHOR_START, 1, RGB_INK, NULL, "failed request");
+    char size[32];
+    pic_text(p, right, y + 1, ANCHOR_END, 1, RGB_INK, NULL, "%s",
+             bytes_text(size, sizeof size, max64(s->oom_bytes, 0)));
+    y += 14;
+  }
+  y += 10;
 
-  char phase[64];
-  phase_label(phase, sizeof phase, s->peak_stage, s->peak_pass, 0);
-  snprintf(line, sizeof line, "at the peak: event %lld, %s", (long long)s->peak_index, phase);
-  if (strlen(line) <= max_chars) {
-    pic_text(p, lxp, y, ANCHOR_START, 1, RGB_INK, NULL, "%s", line);
-    y += 14;
-  } else {
-    pic_text(p, lxp, y, ANCHOR_START, 1, RGB_INK, NULL, "at the peak: event %lld",
-             (long long)s->peak_index);
-    y += 12;
-    clip_text(clipped, sizeof clipped, phase, max_chars - 2, 0);
-    pic_text(p, lxp + 12, y, ANCHOR_START, 1, RGB_INK, NULL, "%s", clipped);
-    y += 14;
-  }
-  for (int32_t t = 0; t < s->n_top; t++) {
-    const ganfw_timeline_holder *hd = &s->top[t];
-    char suffix[96];
-    snprintf(suffix, sizeof suffix, " (%s) %.2f MiB", ganfw_mem_category_name(hd->category),
-             (double)hd->bytes / MIB);
-    size_t row_chars = max_chars - 2; /* after the colour mark */
-    int one_line = strlen(hd->owner) + strlen(suffix) <= row_chars;
-    if (y + (one_line ? 12 : 25) > fr.data_bot) break;
-    pic_rect(p, lxp, y + 1, lxp + 4, y + 7, cat_rgb[hd->category], NULL);
-    if (one_line) {
-      pic_text(p, lxp + 8, y, ANCHOR_START, 1, RGB_INK, "holder", "%s%s", hd->owner, suffix);
-      y += 12;
-    } else { /* a long name: the owner, then its category and bytes below */
-      clip_text(clipped, sizeof clipped, hd->owner, row_chars, 1);
-      pic_text(p, lxp + 8, y, ANCHOR_START, 1, RGB_INK, "holder", "%s", clipped);
-      pic_text(p, lxp + 20, y + 11, ANCHOR_START, 1, RGB_INK, "holder", "%s", suffix + 1);
-      y += 25;
-    }
-  }
+  /* who held the bytes: when the step failed, then (not at the peak, which may have passed) */
+  if (s->oom_index >= 0)
+    legend_holders(p, &fr, y, "live at the failure", s->oom_index, s->oom_stage, s->oom_pass,
+                   s->oom_top, s->n_oom_top);
+  else
+    legend_holders(p, &fr, y, "at the peak", s->peak_index, s->peak_stage, s->peak_pass, s->top,
+                   s->n_top);
   if (p->oom) return ganfw_error_set(GANFW_ERR_OOM, "timeline: out of host memory");
   return GANFW_OK;
 }

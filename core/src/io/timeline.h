@@ -34,6 +34,15 @@ typedef struct ganfw_timeline_summary {
   int32_t peak_stage, peak_pass;          /* the phase of the peak event */
   ganfw_timeline_holder top[GANFW_TIMELINE_TOP]; /* the biggest holders at the peak */
   int32_t n_top;
+  /* the failed request, when the range holds a GANFW_TEV_OOM event (the last one) */
+  int64_t oom_index;                   /* the OOM event (index into the step's events); -1 none */
+  int64_t oom_bytes;                   /* the bytes it asked for */
+  int32_t oom_category;                /* GANFW_MEM_* */
+  int32_t oom_stage, oom_pass;         /* its phase */
+  const char *oom_owner;               /* borrowed from the event; "(unnamed)" for NULL */
+  int64_t oom_allocated, oom_reserved; /* live and reserved bytes when it failed */
+  ganfw_timeline_holder oom_top[GANFW_TIMELINE_TOP]; /* the biggest holders then */
+  int32_t n_oom_top;
 } ganfw_timeline_summary;
 
 /* Picks one step out of a whole trace: [*first, *first + *n) are the events from the
@@ -49,8 +58,9 @@ ganfw_status ganfw_timeline_find_step(const ganfw_trace_event *ev, int64_t n, in
  * from the LIVE events; ALLOC adds, FREE subtracts (both carry size and category); the
  * reserved line is each event's `reserved`. The holders at the peak come from the blocks
  * live right after the peak event, summed per (owner, category), largest first (ties: by
- * owner name). GANFW_ERR_INVALID_ARG for an empty range or one that does not start with a
- * STEP event. */
+ * owner name); those at a failed request (the last OOM event: its size, category and
+ * owner) likewise from the blocks live when it failed. GANFW_ERR_INVALID_ARG for an empty
+ * range or one that does not start with a STEP event. */
 ganfw_status ganfw_timeline_summarize(const ganfw_trace_event *ev, int64_t n,
                                       ganfw_timeline_summary *out);
 
@@ -58,6 +68,7 @@ typedef struct ganfw_timeline_options {
   const char *title;     /* e.g. "configs/dcgan.yaml, step 2 (plan)"; NULL: "step N" */
   int32_t width, height; /* pixels (SVG user units); 0: 1100 x 560; else 400..4096 wide and
                             240..4096 high (GANFW_ERR_INVALID_ARG outside) */
+  int64_t memory_limit;  /* > 0: a horizontal line at these bytes, "memory_limit X MiB" */
 } ganfw_timeline_options;
 
 /* Writes the picture of one step's events as a self-contained SVG document (no external
@@ -65,8 +76,13 @@ typedef struct ganfw_timeline_options {
  * ticks; one filled <path class="cat-NAME"> per category that has bytes in the step,
  * stacked in GANFW_MEM_* order (param at the bottom); a legend naming each category with
  * its peak in MiB; the phases as labelled background bands; reserved as a polyline; the
- * peak as a vertical line with "peak X MiB" and the top holders; and a <title> element
- * that holds "peak X MiB allocated" (X as %.2f of the exact bytes / 2^20). Errors as
+ * peak as a vertical line with "peak X MiB" and the top holders; with an OOM event, the
+ * failed request as a red line at that event (class "oom") with the request stacked on
+ * what was live (class "oom-request"), labelled "failed: OWNER (CATEGORY) X MiB" (class
+ * "oom-label"), and the holders live then instead of the peak's; with
+ * opt->memory_limit, a horizontal line there (class "limit") labelled "memory_limit X MiB"
+ * (class "limit-label"); and a <title> element that holds "peak X MiB allocated" (X as
+ * %.2f of the exact bytes / 2^20). Errors as
  * ganfw_timeline_summarize; GANFW_ERR_IO when f reports a write error. */
 ganfw_status ganfw_timeline_write_svg(FILE *f, const ganfw_trace_event *ev, int64_t n,
                                       const ganfw_timeline_options *opt);

@@ -424,6 +424,7 @@ static blk *seg_make(ganfw_alloc *a, int pool, size_t bytes) {
   b->sg = s;
   b->pool = (uint8_t)pool;
   stat_add(&a->st.reserved, (int64_t)bytes);
+  if (a->st.reserved.current > a->window_reserved) a->window_reserved = a->st.reserved.current;
   stat_add(&a->st.segments, 1);
   a->st.num_segments = a->st.segments.current;
   if (a->trace_on) ganfw_alloc_trace_add(a, GANFW_TEV_SEGMENT_ALLOC, p, s, bytes, -1, NULL);
@@ -464,6 +465,7 @@ static void account_alloc(ganfw_alloc *a, void *ptr, const seg *sg, size_t size,
                           int32_t category, const char *owner) {
   const int64_t old_peak = a->st.allocated.peak;
   stat_add(&a->st.allocated, (int64_t)size);
+  if (a->st.allocated.current > a->window_allocated) a->window_allocated = a->st.allocated.current;
   stat_add(&a->st.category[category], (int64_t)size);
   stat_add(&a->st.allocations, 1);
   a->st.num_allocs++;
@@ -662,6 +664,17 @@ void ganfw_alloc_reset_peak(ganfw_alloc *a) {
                              &a->st.inactive_split, &a->st.allocations, &a->st.segments};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) all[i]->peak = all[i]->current;
   for (int c = 0; c < GANFW_MEM_COUNT; c++) a->st.category[c].peak = a->st.category[c].current;
+}
+
+void ganfw_alloc_window_peak(const ganfw_alloc *a, int64_t *allocated, int64_t *reserved) {
+  *allocated = a ? a->window_allocated : 0;
+  *reserved = a ? a->window_reserved : 0;
+}
+
+void ganfw_alloc_reset_window_peak(ganfw_alloc *a) {
+  if (!a) return;
+  a->window_allocated = a->st.allocated.current;
+  a->window_reserved = a->st.reserved.current;
 }
 
 size_t ganfw_alloc_memory_limit(const ganfw_alloc *a) {
@@ -931,6 +944,8 @@ int ganfw_alloc_check_invariants(const ganfw_alloc *a) {
       a->st.inactive_split.peak < inactive || a->st.allocations.peak < n_alloc ||
       a->st.segments.peak < n_seg)
     FAIL("a peak is below its current value");
+  if (a->window_allocated < allocated || a->window_reserved < reserved)
+    FAIL("a window peak is below its current value");
   if (a->memory_limit && reserved > (int64_t)a->memory_limit)
     FAIL("reserved %" PRId64 " exceeds memory_limit %zu", reserved, a->memory_limit);
   return 0;

@@ -100,6 +100,14 @@ void ganfw_alloc_free(ganfw_alloc *a, void *ptr);
 void ganfw_alloc_empty_cache(ganfw_alloc *a);
 /* Sets every peak (bytes, per category and counts) to its current value. */
 void ganfw_alloc_reset_peak(ganfw_alloc *a);
+/* A second pair of peaks, of allocated and reserved bytes, over a window that only
+ * ganfw_alloc_reset_window_peak starts (first: at create): a training run's peaks since
+ * its last logged row (metrics.csv's peak_allocated, peak_reserved), as PyTorch users take
+ * max_memory_allocated and reset_peak_memory_stats per epoch. ganfw_alloc_reset_peak,
+ * which planners and the evaluation call, leaves them alone. `a` may be NULL (0, 0). */
+void ganfw_alloc_window_peak(const ganfw_alloc *a, int64_t *allocated, int64_t *reserved);
+/* Starts a new window: its peaks become the current allocated and reserved bytes. */
+void ganfw_alloc_reset_window_peak(ganfw_alloc *a);
 void ganfw_alloc_get_stats(const ganfw_alloc *a, ganfw_alloc_stats *out);
 /* The cap on reserved bytes the allocator enforces (after any adjustment by the context);
  * 0 when there is none. */
@@ -144,7 +152,29 @@ typedef struct ganfw_oom_report {
   int64_t category[GANFW_MEM_COUNT];  /* allocated bytes per category */
   ganfw_oom_owner top[GANFW_OOM_TOP]; /* biggest holders, largest first */
   int32_t n_top;
+  /* why no block could be had: the request's pool and what its cache held, the segment a
+   * new one would take, and what refused it */
+  int32_t cause;          /* GANFW_OOM_CAUSE_* */
+  int32_t large_pool;     /* 1: the request is served by the large pool (> 1 MiB, or a
+                             planned layout); 0: the small pool */
+  int64_t segment_bytes;  /* the new segment the request needed (0: beyond any device) */
+  int64_t pool_free;      /* cached free bytes of the request's pool */
+  int64_t pool_largest;   /* its largest free block */
+  int64_t other_free;     /* cached free bytes of the other pool, which it cannot use */
+  int64_t max_split_size; /* the allocator's (0: unlimited) */
 } ganfw_oom_report;
+
+/* ganfw_oom_report.cause: what refused the new segment the request needed. Whether the
+ * request's pool is fragmented (its free bytes would hold the request, no block does) is
+ * apart: pool_free >= requested > pool_largest. */
+enum {
+  GANFW_OOM_CAUSE_UNKNOWN = 0, /* not diagnosed (a report not made by the allocator) */
+  GANFW_OOM_CAUSE_LIMIT,       /* reserved + the segment would pass memory_limit */
+  GANFW_OOM_CAUSE_DEVICE,      /* the backend's raw_alloc refused the segment */
+  GANFW_OOM_CAUSE_TOO_LARGE,   /* the request alone is larger than memory_limit, or than any
+                                  device holds */
+  GANFW_OOM_CAUSE_COUNT
+};
 
 /* Copies the latest OOM's report into *out and returns 1; 0 when none happened. */
 int ganfw_alloc_last_oom(const ganfw_alloc *a, ganfw_oom_report *out);

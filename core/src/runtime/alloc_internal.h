@@ -129,6 +129,7 @@ struct ganfw_alloc {
   unsigned map_shift;
 
   ganfw_alloc_stats st; /* active, largest_free_block, fragmentation filled on read */
+  int64_t window_allocated, window_reserved; /* peaks since ganfw_alloc_reset_window_peak */
 
   arena_state *ar; /* NULL: no planned layout */
   int64_t num_planned, num_unplanned, planned_steps, unplanned_steps;

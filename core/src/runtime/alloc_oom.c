@@ -67,6 +67,39 @@ static void oom_top_owners(ganfw_alloc *a, ganfw_oom_report *r) {
   free(rows);
 }
 
+/* What the request's pool had cached (every free block of each pool, by a walk of the
+ * segments) and what refused the segment it needed, into r (after the limit and the
+ * capacity are there). */
+static void oom_diagnose(const ganfw_alloc *a, size_t size, int64_t reserved, int have_dev,
+                         size_t dev_total, ganfw_oom_report *r) {
+  const int large = size > GANFW_ALLOC_SMALL_SIZE || a->ar != NULL;
+  r->large_pool = large;
+  r->max_split_size = (int64_t)a->max_split_size;
+  for (const seg *s = a->segs; s; s = s->next)
+    for (const blk *b = s->first; b; b = b->next) {
+      if (b->allocated) continue;
+      if ((b->pool == POOL_LARGE) == large) {
+        r->pool_free += (int64_t)b->size;
+        if ((int64_t)b->size > r->pool_largest) r->pool_largest = (int64_t)b->size;
+      } else {
+        r->other_free += (int64_t)b->size;
+      }
+    }
+  if (size > MAX_REQUEST) {
+    r->cause = GANFW_OOM_CAUSE_TOO_LARGE;
+    return;
+  }
+  const size_t seg_bytes = ganfw_alloc_segment_size(size);
+  r->segment_bytes = (int64_t)seg_bytes;
+  if ((a->memory_limit && size > a->memory_limit) ||
+      (!a->memory_limit && have_dev && size > dev_total))
+    r->cause = GANFW_OOM_CAUSE_TOO_LARGE;
+  else if (a->memory_limit && (size_t)reserved + seg_bytes > a->memory_limit)
+    r->cause = GANFW_OOM_CAUSE_LIMIT; /* raw_try's test, on the state it failed in */
+  else
+    r->cause = GANFW_OOM_CAUSE_DEVICE;
+}
+
 ganfw_status ganfw_alloc_oom(ganfw_alloc *a, size_t size, int32_t category, const char *owner) {
   ganfw_oom_report *r = &a->oom;
   memset(r, 0, sizeof *r);
@@ -97,6 +130,7 @@ ganfw_status ganfw_alloc_oom(ganfw_alloc *a, size_t size, int32_t category, cons
   r->largest_free_block = st.largest_free_block;
   r->fragmentation = st.fragmentation;
   for (int c = 0; c < GANFW_MEM_COUNT; c++) r->category[c] = st.category[c].current;
+  oom_diagnose(a, size, st.reserved.current, have_dev, total, r);
   oom_top_owners(a, r);
   if (a->trace_on) ganfw_alloc_trace_add(a, GANFW_TEV_OOM, NULL, NULL, size, category, owner);
   char text[3072];
@@ -128,6 +162,77 @@ __attribute__((format(printf, 4, 5))) static void app(char *buf, size_t n, size_
   *len = (*len + (size_t)k < n - 1) ? *len + (size_t)k : n - 1;
 }
 
+/* "(a request of at most 1 MiB gets a 2 MiB segment)": the rule that sized the segment. */
+static const char *segment_rule(int64_t requested) {
+  if (requested <= (int64_t)GANFW_ALLOC_SMALL_SIZE)
+    return "a request of at most 1 MiB gets a 2 MiB small-pool segment";
+  if (requested < (int64_t)GANFW_ALLOC_MIN_LARGE)
+    return "a request of 1-10 MiB gets a 20 MiB segment";
+  return "a request of 10 MiB or more gets its size rounded up to 2 MiB";
+}
+
+/* The "Why:" lines: what refused the new segment, then whether the request's pool could
+ * have served it from its cache (fragmentation only when its free bytes would hold the
+ * request but no block does). */
+static void oom_format_cause(const ganfw_oom_report *r, char *buf, size_t n, size_t *len) {
+  char s1[32], s2[32], s3[32], s4[32];
+  const char *pool = r->large_pool ? "large" : "small";
+  const char *other = r->large_pool ? "small" : "large";
+  ganfw_alloc_fmt_bytes(s1, sizeof s1, r->requested);
+  switch (r->cause) {
+  case GANFW_OOM_CAUSE_UNKNOWN:
+    return;
+  case GANFW_OOM_CAUSE_TOO_LARGE:
+    if (r->segment_bytes == 0)
+      app(buf, n, len, "\nWhy: the request (%s) is larger than any device holds.", s1);
+    else if (r->limited)
+      app(buf, n, len, "\nWhy: the request alone (%s) is larger than memory_limit %s.", s1,
+          ganfw_alloc_fmt_bytes(s2, sizeof s2, r->capacity));
+    else
+      app(buf, n, len, "\nWhy: the request alone (%s) is larger than the device (%s).", s1,
+          ganfw_alloc_fmt_bytes(s2, sizeof s2, r->capacity));
+    return;
+  case GANFW_OOM_CAUSE_LIMIT:
+    app(buf, n, len,
+        "\nWhy: the limit is reached by reserved memory: %s reserved of memory_limit %s, and "
+        "the new %s segment this request needs (%s) would pass it.",
+        ganfw_alloc_fmt_bytes(s2, sizeof s2, r->reserved),
+        ganfw_alloc_fmt_bytes(s3, sizeof s3, r->capacity),
+        ganfw_alloc_fmt_bytes(s4, sizeof s4, r->segment_bytes), segment_rule(r->requested));
+    break;
+  default: /* GANFW_OOM_CAUSE_DEVICE */
+    app(buf, n, len, "\nWhy: the device refused the new %s segment this request needs (%s)",
+        ganfw_alloc_fmt_bytes(s2, sizeof s2, r->segment_bytes), segment_rule(r->requested));
+    if (r->capacity > 0)
+      app(buf, n, len, "; it has %s free", ganfw_alloc_fmt_bytes(s3, sizeof s3, r->free_bytes));
+    app(buf, n, len, ".");
+    break;
+  }
+  /* the cache: the request's own pool, then the other one, which it cannot use */
+  if (r->pool_largest >= r->requested && r->max_split_size > 0) {
+    app(buf, n, len,
+        " The %s pool's largest free block (%s) would hold it, but max_split_size %s keeps "
+        "it whole (a request under max_split_size never takes a block of that size or more, "
+        "a larger one only a block under the request + 20 MiB).",
+        pool, ganfw_alloc_fmt_bytes(s2, sizeof s2, r->pool_largest),
+        ganfw_alloc_fmt_bytes(s3, sizeof s3, r->max_split_size));
+  } else if (r->pool_free >= r->requested) {
+    app(buf, n, len,
+        "\nReserved but unallocated memory of the %s pool (%s) would hold the request but is "
+        "fragmented (the largest free block is %s).",
+        pool, ganfw_alloc_fmt_bytes(s2, sizeof s2, r->pool_free),
+        ganfw_alloc_fmt_bytes(s3, sizeof s3, r->pool_largest));
+  } else if (r->pool_free > 0) {
+    app(buf, n, len, " The %s pool's cached free memory (%s) is less than the request.", pool,
+        ganfw_alloc_fmt_bytes(s2, sizeof s2, r->pool_free));
+  }
+  if (r->other_free > 0)
+    app(buf, n, len,
+        " The %s cached free in the %s pool cannot serve it (requests of at most 1 MiB use "
+        "the small pool, larger ones the large pool).",
+        ganfw_alloc_fmt_bytes(s2, sizeof s2, r->other_free), other);
+}
+
 void ganfw_oom_report_format(const ganfw_alloc *a, const ganfw_oom_report *r, char *buf, size_t n) {
   if (!buf || n == 0) return;
   buf[0] = '\0';
@@ -150,6 +255,7 @@ void ganfw_oom_report_format(const ganfw_alloc *a, const ganfw_oom_report *r, ch
       ganfw_alloc_fmt_bytes(s4, sizeof s4, r->reserved_unallocated));
   app(buf, n, &len, " Largest free block %s, fragmentation %.1f%%.",
       ganfw_alloc_fmt_bytes(s1, sizeof s1, r->largest_free_block), 100.0 * r->fragmentation);
+  oom_format_cause(r, buf, n, &len);
 
   /* categories, largest first */
   int order[GANFW_MEM_COUNT], k = 0;
@@ -176,11 +282,6 @@ void ganfw_oom_report_format(const ganfw_alloc *a, const ganfw_oom_report *r, ch
           ganfw_alloc_fmt_bytes(s1, sizeof s1, r->top[i].bytes));
     app(buf, n, &len, ".");
   }
-  if (r->reserved_unallocated >= r->requested && r->requested > 0)
-    app(buf, n, &len,
-        "\nReserved but unallocated memory would hold the request but is fragmented (the "
-        "largest free block is %s).",
-        ganfw_alloc_fmt_bytes(s1, sizeof s1, r->largest_free_block));
   if (a && a->hook && len + 1 < n) {
     a->hook(a->hook_ud, r, buf + len, n - len);
     buf[n - 1] = '\0';
