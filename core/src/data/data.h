@@ -100,6 +100,11 @@ ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *t
  * augmented: tf's crop_padding and hflip are ignored for it. */
 ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t train,
                                 const ganfw_transform *tf, ganfw_dataset **out);
+/* The number of samples ganfw_dataset_open(kind, path, train, ...) would hold, from the
+ * files' headers or the folder's listing, without reading the images (for a tool that
+ * needs the size before or instead of opening the set). A missing or damaged file is
+ * GANFW_ERR_IO naming it; an unknown kind GANFW_ERR_CONFIG listing the kinds. */
+ganfw_status ganfw_dataset_count(const char *kind, const char *path, int32_t train, int64_t *n);
 /* Where a kind's files are when data.path is not given ("data/mnist",
  * "/usr/share/datasets/fashion-mnist", "data/cifar10"); NULL for a folder (no default) or an
  * unknown kind. A static string. */
@@ -199,6 +204,12 @@ void ganfw_loader_destroy(ganfw_loader *l);
  * position does not move: calling again retries. */
 ganfw_status ganfw_loader_next(ganfw_loader *l, float *images, int32_t *labels,
                                ganfw_batch_info *info);
+
+/* The largest batch size a training run takes from a data set of n samples: n, whatever
+ * drop_last says, because a training step runs on full batches only (train/loop.c skips a
+ * short last batch): with drop_last the loader would make no batch at all, without it only
+ * short ones. *why (may be NULL) receives which, for messages (a static string). */
+int64_t ganfw_loader_max_batch(int64_t n, int32_t drop_last, const char **why);
 
 /* Batches in one epoch (the last one short unless drop_last). */
 int64_t ganfw_loader_batches_per_epoch(const ganfw_loader *l);

@@ -24,6 +24,39 @@ typedef struct cifar_src {
   int64_t n;
 } cifar_src;
 
+/* The records a batch file of this size holds; GANFW_ERR_IO naming it when the size is
+ * not a positive multiple of the record or is too large for a batch. */
+static ganfw_status batch_records(const char *path, const struct stat *sb, int64_t *n) {
+  if (sb->st_size > CIFAR_MAX_BATCH_BYTES)
+    return ganfw_error_set(GANFW_ERR_IO,
+                           "CIFAR-10: '%s' has %lld bytes, more than the limit of %lld for one "
+                           "batch file (a CIFAR-10 batch holds 30730000): not a CIFAR-10 batch",
+                           path, (long long)sb->st_size, (long long)CIFAR_MAX_BATCH_BYTES);
+  if (sb->st_size <= 0 || sb->st_size % CIFAR_RECORD != 0)
+    return ganfw_error_set(GANFW_ERR_IO,
+                           "CIFAR-10: '%s' has %lld bytes, not a positive multiple of the "
+                           "%d-byte record (truncated or not a CIFAR-10 binary batch); " CIFAR_HINT,
+                           path, (long long)sb->st_size, CIFAR_RECORD);
+  *n = sb->st_size / CIFAR_RECORD;
+  return GANFW_OK;
+}
+
+/* The folder of the batches: `dir`, or the cifar-10-batches-bin folder the tarball
+ * extracts to inside it (as torchvision accepts). */
+static void batch_folder(const char *dir, char *base, size_t n) {
+  struct stat sb;
+  snprintf(base, n, "%s/cifar-10-batches-bin", dir);
+  if (stat(base, &sb) != 0 || !S_ISDIR(sb.st_mode)) snprintf(base, n, "%s", dir);
+}
+
+/* Batch b (1..5) of the train split, or the test split's one file. */
+static void batch_path(const char *base, int32_t train, int b, char *path, size_t n) {
+  if (train)
+    snprintf(path, n, "%s/data_batch_%d.bin", base, b);
+  else
+    snprintf(path, n, "%s/test_batch.bin", base);
+}
+
 /* Appends the records of `path` to s->records. */
 static ganfw_status read_batch(cifar_src *s, const char *path) {
   struct stat sb;
@@ -39,21 +72,12 @@ static ganfw_status read_batch(cifar_src *s, const char *path) {
     fclose(f);
     return ganfw_error_set(GANFW_ERR_IO, "CIFAR-10: cannot stat '%s': %s", path, strerror(errno));
   }
-  if (sb.st_size > CIFAR_MAX_BATCH_BYTES) {
+  int64_t n = 0;
+  ganfw_status st = batch_records(path, &sb, &n);
+  if (st != GANFW_OK) {
     fclose(f);
-    return ganfw_error_set(GANFW_ERR_IO,
-                           "CIFAR-10: '%s' has %lld bytes, more than the limit of %lld for one "
-                           "batch file (a CIFAR-10 batch holds 30730000): not a CIFAR-10 batch",
-                           path, (long long)sb.st_size, (long long)CIFAR_MAX_BATCH_BYTES);
+    return st;
   }
-  if (sb.st_size <= 0 || sb.st_size % CIFAR_RECORD != 0) {
-    fclose(f);
-    return ganfw_error_set(GANFW_ERR_IO,
-                           "CIFAR-10: '%s' has %lld bytes, not a positive multiple of the "
-                           "%d-byte record (truncated or not a CIFAR-10 binary batch); " CIFAR_HINT,
-                           path, (long long)sb.st_size, CIFAR_RECORD);
-  }
-  const int64_t n = sb.st_size / CIFAR_RECORD;
   uint8_t *grown = realloc(s->records, (size_t)(s->n + n) * CIFAR_RECORD);
   if (!grown) {
     fclose(f);
@@ -103,18 +127,12 @@ ganfw_status ganfw_dataset_open_cifar10(const char *dir, int32_t train, const ga
   *out = NULL;
   if (!dir) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "CIFAR-10: no directory given");
   char base[4200], path[4300];
-  struct stat sb;
-  /* Accept the folder the tarball extracts to, as torchvision does. */
-  snprintf(base, sizeof base, "%s/cifar-10-batches-bin", dir);
-  if (stat(base, &sb) != 0 || !S_ISDIR(sb.st_mode)) snprintf(base, sizeof base, "%s", dir);
+  batch_folder(dir, base, sizeof base);
   cifar_src *s = calloc(1, sizeof *s);
   if (!s) return ganfw_error_set(GANFW_ERR_OOM, "CIFAR-10: no host memory");
   ganfw_status st = GANFW_OK;
   for (int b = 1; b <= (train ? 5 : 1) && st == GANFW_OK; b++) {
-    if (train)
-      snprintf(path, sizeof path, "%s/data_batch_%d.bin", base, b);
-    else
-      snprintf(path, sizeof path, "%s/test_batch.bin", base);
+    batch_path(base, train, b, path, sizeof path);
     st = read_batch(s, path);
   }
   if (st != GANFW_OK) {
@@ -124,4 +142,27 @@ ganfw_status ganfw_dataset_open_cifar10(const char *dir, int32_t train, const ga
   char name[4400];
   snprintf(name, sizeof name, "CIFAR-10 %s '%s'", train ? "train" : "test", base);
   return ganfw_dataset_wrap(&cifar_vt, s, name, s->n, 10, CIFAR_SIDE, CIFAR_SIDE, 3, tf, out);
+}
+
+ganfw_status ganfw_dataset_count_cifar10(const char *dir, int32_t train, int64_t *n) {
+  *n = 0;
+  if (!dir) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "CIFAR-10: no directory given");
+  char base[4200], path[4300];
+  batch_folder(dir, base, sizeof base);
+  for (int b = 1; b <= (train ? 5 : 1); b++) {
+    batch_path(base, train, b, path, sizeof path);
+    struct stat sb;
+    int64_t records = 0;
+    if (stat(path, &sb) != 0)
+      return ganfw_error_set(GANFW_ERR_IO, "CIFAR-10: cannot open '%s': %s; " CIFAR_HINT, path,
+                             strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+      return ganfw_error_set(GANFW_ERR_IO,
+                             "CIFAR-10: '%s' is %s, not a CIFAR-10 batch; " CIFAR_HINT, path,
+                             S_ISDIR(sb.st_mode) ? "a directory" : "not a regular file");
+    ganfw_status st = batch_records(path, &sb, &records);
+    if (st != GANFW_OK) return st;
+    *n += records;
+  }
+  return GANFW_OK;
 }

@@ -49,10 +49,9 @@ static int is_png_name(const char *name) {
   return len > 4 && strcasecmp(name + len - 4, ".png") == 0;
 }
 
-ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *tf,
-                                       ganfw_dataset **out) {
-  *out = NULL;
-  if (!dir) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "image folder: no directory given");
+/* Every regular *.png file directly in `dir` into s->paths, sorted by name; no PNG files
+ * is GANFW_ERR_IO. */
+static ganfw_status list_pngs(const char *dir, folder_src *s) {
   DIR *d = opendir(dir);
   if (!d && errno == ENOTDIR)
     return ganfw_error_set(GANFW_ERR_IO,
@@ -61,9 +60,8 @@ ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *t
                            dir);
   if (!d)
     return ganfw_error_set(GANFW_ERR_IO, "cannot open image folder '%s': %s", dir, strerror(errno));
-  folder_src *s = calloc(1, sizeof *s);
   int64_t cap = 0;
-  ganfw_status st = s ? GANFW_OK : ganfw_error_set(GANFW_ERR_OOM, "image folder: no host memory");
+  ganfw_status st = GANFW_OK;
   const struct dirent *e;
   while (st == GANFW_OK && (e = readdir(d)) != NULL) {
     if (!is_png_name(e->d_name)) continue;
@@ -94,11 +92,19 @@ ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *t
   closedir(d);
   if (st == GANFW_OK && s->n == 0)
     st = ganfw_error_set(GANFW_ERR_IO, "image folder '%s' holds no .png files", dir);
+  if (st == GANFW_OK) qsort(s->paths, (size_t)s->n, sizeof(char *), by_name);
+  return st;
+}
+
+ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *tf,
+                                       ganfw_dataset **out) {
+  *out = NULL;
+  if (!dir) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "image folder: no directory given");
+  folder_src *s = calloc(1, sizeof *s);
+  if (!s) return ganfw_error_set(GANFW_ERR_OOM, "image folder: no host memory");
+  ganfw_status st = list_pngs(dir, s);
   int32_t c = 0, h = 0, w = 0;
-  if (st == GANFW_OK) {
-    qsort(s->paths, (size_t)s->n, sizeof(char *), by_name);
-    st = ganfw_png_read_size(s->paths[0], &c, &h, &w);
-  }
+  if (st == GANFW_OK) st = ganfw_png_read_size(s->paths[0], &c, &h, &w);
   if (st != GANFW_OK) {
     folder_destroy(s);
     return st;
@@ -106,4 +112,15 @@ ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *t
   char name[4200];
   snprintf(name, sizeof name, "image folder '%s'", dir);
   return ganfw_dataset_wrap(&folder_vt, s, name, s->n, 1, h, w, 3, tf, out);
+}
+
+ganfw_status ganfw_dataset_count_folder(const char *dir, int64_t *n) {
+  *n = 0;
+  if (!dir) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "image folder: no directory given");
+  folder_src s = {NULL, 0};
+  ganfw_status st = list_pngs(dir, &s);
+  if (st == GANFW_OK) *n = s.n;
+  for (int64_t i = 0; i < s.n; i++) free(s.paths[i]);
+  free(s.paths);
+  return st;
 }

@@ -78,12 +78,14 @@ static int64_t gz_read_all(gzFile gz, uint8_t *dst, int64_t len, const char **wh
   return got;
 }
 
-/* Opens dir/base or dir/base.gz and reads one IDX file with `ndim` dimensions (1 labels,
- * 3 images) into a new buffer; dims[0] is the count. path receives the file used. */
-static ganfw_status read_idx(const idx_format *fmt, const char *dir, const char *base,
-                             uint32_t magic, int ndim, char *path, size_t path_len, uint8_t **data,
-                             uint32_t dims[3]) {
-  *data = NULL;
+/* Opens dir/base or dir/base.gz and reads and checks the header of an IDX file with `ndim`
+ * dimensions (1 labels, 3 images): dims[0] is the count, *payload the data bytes that
+ * follow. path receives the file used, *gz_out the open file positioned after the header
+ * (the caller closes it; NULL on failure). */
+static ganfw_status open_idx_header(const idx_format *fmt, const char *dir, const char *base,
+                                    uint32_t magic, int ndim, char *path, size_t path_len,
+                                    uint32_t dims[3], int64_t *payload, gzFile *gz_out) {
+  *gz_out = NULL;
   struct stat sb;
   snprintf(path, path_len, "%s/%s", dir, base);
   if (stat(path, &sb) != 0) {
@@ -123,7 +125,7 @@ static ganfw_status read_idx(const idx_format *fmt, const char *dir, const char 
                          fmt->corrupt);
     goto done;
   }
-  int64_t payload = 1;
+  *payload = 1;
   for (int i = 0; i < ndim; i++) {
     dims[i] = be32(hdr + 4 + 4 * i);
     const uint32_t limit = i == 0 ? (1u << 30) : 4096u;
@@ -134,30 +136,53 @@ static ganfw_status read_idx(const idx_format *fmt, const char *dir, const char 
                            fmt->label, path, i, dims[i], limit, fmt->corrupt);
       goto done;
     }
-    payload *= dims[i];
+    *payload *= dims[i];
   }
-  if (payload > IDX_MAX_BYTES) {
+  if (*payload > IDX_MAX_BYTES) {
     st = ganfw_error_set(GANFW_ERR_IO,
                          "%s: '%s' declares %lld bytes of data, more than the limit of %lld "
                          "bytes an IDX file may hold: corrupt header; %s",
-                         fmt->label, path, (long long)payload, (long long)IDX_MAX_BYTES,
+                         fmt->label, path, (long long)*payload, (long long)IDX_MAX_BYTES,
                          fmt->corrupt);
     goto done;
   }
-  if (!gzdirect(gz) && payload > (int64_t)sb.st_size * GZ_MAX_RATIO) {
-    st = ganfw_error_set(GANFW_ERR_IO,
-                         "%s: '%s' declares %lld bytes of data, more than its %lld compressed "
-                         "bytes can hold (truncated or corrupt); %s",
-                         fmt->label, path, (long long)payload, (long long)sb.st_size, fmt->corrupt);
+  if (!gzdirect(gz) && *payload > (int64_t)sb.st_size * GZ_MAX_RATIO) {
+    st =
+        ganfw_error_set(GANFW_ERR_IO,
+                        "%s: '%s' declares %lld bytes of data, more than its %lld compressed "
+                        "bytes can hold (truncated or corrupt); %s",
+                        fmt->label, path, (long long)*payload, (long long)sb.st_size, fmt->corrupt);
     goto done;
   }
-  if (gzdirect(gz) && sb.st_size != hdr_len + payload) {
+  if (gzdirect(gz) && sb.st_size != hdr_len + *payload) {
     st = ganfw_error_set(
         GANFW_ERR_IO, "%s: '%s' has %lld bytes but its header promises %lld (%s); %s", fmt->label,
-        path, (long long)sb.st_size, (long long)(hdr_len + payload),
-        sb.st_size < hdr_len + payload ? "truncated" : "trailing data", fmt->corrupt);
+        path, (long long)sb.st_size, (long long)(hdr_len + *payload),
+        sb.st_size < hdr_len + *payload ? "truncated" : "trailing data", fmt->corrupt);
     goto done;
   }
+done:
+  if (st != GANFW_OK) {
+    gzclose(gz);
+    return st;
+  }
+  *gz_out = gz;
+  return GANFW_OK;
+}
+
+/* Opens dir/base or dir/base.gz and reads one IDX file with `ndim` dimensions (1 labels,
+ * 3 images) into a new buffer; dims[0] is the count. path receives the file used. */
+static ganfw_status read_idx(const idx_format *fmt, const char *dir, const char *base,
+                             uint32_t magic, int ndim, char *path, size_t path_len, uint8_t **data,
+                             uint32_t dims[3]) {
+  *data = NULL;
+  gzFile gz;
+  int64_t payload = 0;
+  ganfw_status st =
+      open_idx_header(fmt, dir, base, magic, ndim, path, path_len, dims, &payload, &gz);
+  if (st != GANFW_OK) return st;
+  const char *why = "unexpected end of file";
+  int64_t got;
   *data = malloc((size_t)payload);
   if (!*data) {
     st = ganfw_error_set(GANFW_ERR_OOM, "%s: no host memory for the %lld bytes of '%s'", fmt->label,
@@ -273,4 +298,29 @@ ganfw_status ganfw_dataset_open_mnist(const char *dir, int32_t train, const ganf
 ganfw_status ganfw_dataset_open_fashion_mnist(const char *dir, int32_t train,
                                               const ganfw_transform *tf, ganfw_dataset **out) {
   return open_idx(&fashion_format, dir, train, tf, out);
+}
+
+/* The image count from the images file's header alone (the labels are not read). */
+static ganfw_status count_idx(const idx_format *fmt, const char *dir, int32_t train, int64_t *n) {
+  *n = 0;
+  if (!dir) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: no directory given", fmt->label);
+  char name[64], path[4200];
+  snprintf(name, sizeof name, "%s-images-idx3-ubyte", train ? "train" : "t10k");
+  uint32_t dims[3] = {0};
+  int64_t payload = 0;
+  gzFile gz;
+  ganfw_status st =
+      open_idx_header(fmt, dir, name, 0x00000803u, 3, path, sizeof path, dims, &payload, &gz);
+  if (st != GANFW_OK) return st;
+  gzclose(gz);
+  *n = dims[0];
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_dataset_count_mnist(const char *dir, int32_t train, int64_t *n) {
+  return count_idx(&mnist_format, dir, train, n);
+}
+
+ganfw_status ganfw_dataset_count_fashion_mnist(const char *dir, int32_t train, int64_t *n) {
+  return count_idx(&fashion_format, dir, train, n);
 }

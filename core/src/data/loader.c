@@ -398,6 +398,15 @@ ganfw_status ganfw_loader_next(ganfw_loader *l, float *images, int32_t *labels,
   return GANFW_OK;
 }
 
+int64_t ganfw_loader_max_batch(int64_t n, int32_t drop_last, const char **why) {
+  if (why)
+    *why = drop_last ? "data.drop_last is true, so the loader would make no batch larger than "
+                       "the set"
+                     : "a training step takes full batches only, and with data.drop_last "
+                       "false a larger batch would only give short ones, which are skipped";
+  return n;
+}
+
 int64_t ganfw_loader_batches_per_epoch(const ganfw_loader *l) {
   const int64_t b = l->cfg.batch_size;
   return l->cfg.drop_last ? l->n / b : (l->n + b - 1) / b;

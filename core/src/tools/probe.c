@@ -309,6 +309,7 @@ static ganfw_status set_up(probe *p) {
     out->capacity = (int64_t)total;
     out->free_bytes = (int64_t)free_bytes;
   }
+  out->device_type = s->ctx->device_type;
   out->family = s->family;
   out->n_phases = 1;
   /* data-parallel (mpirun, or plan --ranks): this rank's rows, as the training loop holds

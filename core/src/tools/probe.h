@@ -76,6 +76,8 @@ typedef struct ganfw_probe_result {
   int64_t capacity, free_bytes;            /* the device's, when the probe started */
   ganfw_data_info data;                    /* the data shape used (reusable as options.info) */
   int64_t ema_bytes; /* train.ema: the generator's averages (in param); 0: off */
+  /* the config's device, resolved (GANFW_DEVICE_CPU or _CUDA), a plan's too */
+  int32_t device_type;
   double ema_decay;
 
   /* set-up: the session and the step's buffers, before the first step */

@@ -3,7 +3,10 @@
  * checkpoints/step_NNNNNNNN.safetensors, config.resolved.yaml and memory.json.
  * `train.resume` continues from a checkpoint with the same parameters, optimizer state, RNG
  * position and loader position, so that on the CPU the continued run is bitwise the
- * uninterrupted one. Ctrl-C or SIGTERM finishes the step, writes a checkpoint and stops. */
+ * uninterrupted one. Ctrl-C or SIGTERM finishes the step, writes a checkpoint and stops.
+ * Memory is logged as the allocator holds it at the row and as its peaks since the row
+ * before (the steps' peaks, which a between-steps reading never sees), and the run's peaks
+ * at its end. */
 #include "train/loop.h"
 
 #include <stdio.h>
@@ -24,6 +27,7 @@ typedef struct loop_run {
   int64_t last_eval_step; /* -1: none yet */
   double comm_seconds;    /* the last step's time in collectives */
   ganfw_nonfinite_count nonfinite;
+  int64_t peak_allocated, peak_reserved; /* the run's, over the windows taken so far */
 } loop_run;
 
 const ganfw_loop_trainer *ganfw_session_trainer(const ganfw_session *s) {
@@ -138,6 +142,7 @@ static ganfw_status open_run(loop_run *r) {
   strcat(columns, ",allocated,reserved,step_seconds,");
   t->columns(L->self, 1, columns + strlen(columns), sizeof columns - strlen(columns));
   append_extras_columns(s, columns, sizeof columns);
+  strcat(columns, ",peak_allocated,peak_reserved"); /* last: earlier columns keep their place */
   const int32_t append = *s->train.resume != '\0';
   if (!writes) return GANFW_OK;
   if ((st = ganfw_metrics_open(out, columns, append, L->step + 1, &r->metrics)) != GANFW_OK)
@@ -172,6 +177,16 @@ static void close_run(loop_run *r) {
   ganfw_loop_close(&r->L);
 }
 
+/* The allocator's peaks since the last call (or the run's start), folded into the run's; a
+ * new window starts. */
+static void take_window_peak(loop_run *r, int64_t *allocated, int64_t *reserved) {
+  ganfw_alloc *a = r->L.s->ctx->alloc;
+  ganfw_alloc_window_peak(a, allocated, reserved);
+  ganfw_alloc_reset_window_peak(a);
+  if (*allocated > r->peak_allocated) r->peak_allocated = *allocated;
+  if (*reserved > r->peak_reserved) r->peak_reserved = *reserved;
+}
+
 static ganfw_status log_step(loop_run *r, const ganfw_batch_info *bi, double seconds, double rate,
                              double eta) {
   ganfw_loop *L = &r->L;
@@ -179,8 +194,10 @@ static ganfw_status log_step(loop_run *r, const ganfw_batch_info *bi, double sec
   if (!r->metrics) return GANFW_OK; /* a rank other than 0 */
   ganfw_alloc_stats as;
   ganfw_alloc_get_stats(s->ctx->alloc, &as);
+  int64_t peak_allocated, peak_reserved;
+  take_window_peak(r, &peak_allocated, &peak_reserved);
   const ganfw_loop_row c = {.nonfinite_skips = r->nonfinite.total, .comm_seconds = r->comm_seconds};
-  double row[2 + 2 * GANFW_LOOP_MAX_COLUMNS + 3 + GANFW_MAX_EXTRA];
+  double row[2 + 2 * GANFW_LOOP_MAX_COLUMNS + 3 + GANFW_MAX_EXTRA + 2];
   int32_t n = 0;
   row[n++] = (double)L->step;
   row[n++] = (double)bi->epoch;
@@ -192,9 +209,12 @@ static ganfw_status log_step(loop_run *r, const ganfw_batch_info *bi, double sec
   ganfw_extras e = {.n = 0};
   ganfw_extras_add_strategies(s, &e);
   for (int32_t i = 0; i < e.n; i++) row[n++] = strtod(e.values[i], NULL);
+  row[n++] = (double)peak_allocated;
+  row[n++] = (double)peak_reserved;
   char text[256] = "";
   L->t->progress(L->self, text, sizeof text);
-  ganfw_progress(L->step, L->total, rate, eta, text, s->ctx->alloc, L->step == L->total);
+  ganfw_progress(L->step, L->total, rate, eta, text, s->ctx->alloc, peak_allocated, peak_reserved,
+                 L->step == L->total);
   return ganfw_metrics_row(r->metrics, row, n);
 }
 
@@ -308,13 +328,20 @@ ganfw_status ganfw_train(ganfw_session *s) {
     ganfw_log(GANFW_LOG_INFO, "training %s with trainer %s for %lld steps (batch %lld%s) into %s",
               ganfw_run_model_name(s->run), trainer_name(L), (long long)L->total,
               (long long)s->train.batch_size, more, s->run->out_dir);
+    ganfw_alloc_reset_window_peak(s->ctx->alloc); /* the run's peaks count from its steps */
     ganfw_interrupt_begin();
     st = train_loop(&r);
     ganfw_interrupt_end();
+    int64_t last_allocated, last_reserved;
+    take_window_peak(&r, &last_allocated, &last_reserved);
     if (st == GANFW_OK) {
       char done[256] = "";
       if (L->t->finished) L->t->finished(L->self, done, sizeof done);
       ganfw_log(GANFW_LOG_INFO, "done in %.1f s%s", ganfw_now_s() - t0, done);
+      ganfw_log(GANFW_LOG_INFO,
+                "peak memory of the run: %.1f MiB allocated, %.1f MiB reserved (metrics.csv "
+                "columns peak_allocated, peak_reserved: per logged row)",
+                r.peak_allocated / mib, r.peak_reserved / mib);
     }
     if (r.nonfinite.total > 0)
       ganfw_log(GANFW_LOG_WARN,

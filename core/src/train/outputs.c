@@ -163,6 +163,7 @@ typedef struct {
   const char *path, *header;
   FILE *old; /* the file as it was, or NULL */
   int64_t from_step;
+  int32_t pad; /* empty fields appended to each row kept (columns the header gained) */
 } csv_rewrite;
 
 static int whole_line(const char *line) {
@@ -180,20 +181,46 @@ static ganfw_status write_csv_rows(FILE *f, void *ud) {
     fputs(line, f);
   if (!r->header && have_header && !whole_line(line)) fputc('\n', f);
   /* a last row without its newline is half a row (a write cut short): dropped */
-  while (have_header && fgets(line, sizeof line, r->old))
-    if (whole_line(line) && strtoll(line, NULL, 10) < r->from_step) fputs(line, f);
+  while (have_header && fgets(line, sizeof line, r->old)) {
+    if (!whole_line(line) || strtoll(line, NULL, 10) >= r->from_step) continue;
+    line[strlen(line) - 1] = '\0';
+    fputs(line, f);
+    for (int32_t i = 0; i < r->pad; i++) fputc(',', f);
+    fputc('\n', f);
+  }
   if (r->old && ferror(r->old))
     return ganfw_error_set(GANFW_ERR_IO, "%s: cannot read it back for resume", r->path);
   return GANFW_OK;
 }
 
-ganfw_status ganfw_csv_rewrite(const char *path, const char *header, int32_t keep,
-                               int64_t from_step) {
-  csv_rewrite r = {path, header, keep ? fopen(path, "r") : NULL, from_step};
+static ganfw_status csv_rewrite_padded(const char *path, const char *header, int32_t keep,
+                                       int64_t from_step, int32_t pad) {
+  csv_rewrite r = {path, header, keep ? fopen(path, "r") : NULL, from_step, pad};
   if (!r.old && !header) return GANFW_OK;
   ganfw_status st = ganfw_file_write_atomic(path, write_csv_rows, &r);
   if (r.old) fclose(r.old);
   return st;
+}
+
+ganfw_status ganfw_csv_rewrite(const char *path, const char *header, int32_t keep,
+                               int64_t from_step) {
+  return csv_rewrite_padded(path, header, keep, from_step, 0);
+}
+
+/* The header a resumed metrics.csv keeps: its own, unless `columns` is it with columns
+ * added at its end (a run of an older ganfw, before peak_allocated and peak_reserved):
+ * then `columns`, with *pad the fields its kept rows gain (empty). */
+static const char *resumed_header(const char *path, const char *columns, int32_t *pad) {
+  *pad = 0;
+  char line[8192];
+  FILE *f = fopen(path, "r");
+  const int have = f && fgets(line, sizeof line, f) && whole_line(line);
+  if (f) fclose(f);
+  if (!have) return NULL;
+  const size_t len = strlen(line) - 1;
+  if (len == 0 || strncmp(columns, line, len) != 0 || columns[len] != ',') return NULL;
+  for (const char *c = columns + len; *c; c++) *pad += *c == ',';
+  return columns;
 }
 
 ganfw_status ganfw_metrics_open(const char *dir, const char *columns, int32_t append,
@@ -206,10 +233,13 @@ ganfw_status ganfw_metrics_open(const char *dir, const char *columns, int32_t ap
    * before any row is appended, so metrics.csv never lacks its header (an empty one, left
    * by an older version, gets it too). */
   struct stat sb;
-  if (append && stat(path, &sb) == 0 && sb.st_size > 0)
-    st = ganfw_csv_rewrite(path, NULL, 1, from_step);
-  else
+  int32_t pad = 0;
+  if (append && stat(path, &sb) == 0 && sb.st_size > 0) {
+    const char *header = resumed_header(path, columns, &pad);
+    st = csv_rewrite_padded(path, header, 1, from_step, pad);
+  } else {
     st = ganfw_csv_rewrite(path, columns, 0, 0);
+  }
   if (st != GANFW_OK) return st;
   ganfw_metrics *m = calloc(1, sizeof *m);
   if (!m) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
@@ -240,7 +270,8 @@ void ganfw_metrics_close(ganfw_metrics *m) {
 }
 
 void ganfw_progress(int64_t step, int64_t total, double images_per_s, double eta_s,
-                    const char *losses, const ganfw_alloc *a, int32_t final) {
+                    const char *losses, const ganfw_alloc *a, int64_t peak_allocated,
+                    int64_t peak_reserved, int32_t final) {
   ganfw_alloc_stats s;
   ganfw_alloc_get_stats(a, &s);
   char eta[32] = "-";
@@ -249,16 +280,16 @@ void ganfw_progress(int64_t step, int64_t total, double images_per_s, double eta
     snprintf(eta, sizeof eta, "%lldm%02llds", t / 60, t % 60);
   }
   const double mib = 1024.0 * 1024.0;
+  char memory[128];
+  snprintf(memory, sizeof memory, "alloc %.1f MiB (peak %.1f)  reserved %.1f MiB (peak %.1f)",
+           s.allocated.current / mib, peak_allocated / mib, s.reserved.current / mib,
+           peak_reserved / mib);
   if (isatty(STDERR_FILENO)) {
-    fprintf(stderr,
-            "\r\033[Kstep %lld/%lld  %.1f img/s  ETA %s  %s  alloc %.1f MiB  reserved %.1f MiB%s",
-            (long long)step, (long long)total, images_per_s, eta, losses, s.allocated.current / mib,
-            s.reserved.current / mib, final ? "\n" : "");
+    fprintf(stderr, "\r\033[Kstep %lld/%lld  %.1f img/s  ETA %s  %s  %s%s", (long long)step,
+            (long long)total, images_per_s, eta, losses, memory, final ? "\n" : "");
     fflush(stderr);
   } else {
-    ganfw_log(GANFW_LOG_INFO,
-              "step %lld/%lld  %.1f img/s  ETA %s  %s  alloc %.1f MiB  reserved %.1f MiB",
-              (long long)step, (long long)total, images_per_s, eta, losses,
-              s.allocated.current / mib, s.reserved.current / mib);
+    ganfw_log(GANFW_LOG_INFO, "step %lld/%lld  %.1f img/s  ETA %s  %s  %s", (long long)step,
+              (long long)total, images_per_s, eta, losses, memory);
   }
 }

@@ -55,7 +55,9 @@ ganfw_status ganfw_csv_rewrite(const char *path, const char *header, int32_t kee
 /* metrics.csv: one header, then a row per logged step. */
 typedef struct ganfw_metrics ganfw_metrics;
 /* Opens <dir>/metrics.csv with these comma-separated columns; `append` keeps the rows of
- * an earlier run (resume) and drops those at or after `from_step`. */
+ * an earlier run (resume) and drops those at or after `from_step`, under the file's own
+ * header, or under `columns` when they are that header with columns added at its end (a
+ * file an older ganfw began): its rows then get empty fields for them. */
 ganfw_status ganfw_metrics_open(const char *dir, const char *columns, int32_t append,
                                 int64_t from_step, ganfw_metrics **out);
 /* One row of n values (the first is the step), appended whole at once: a failed write
@@ -63,8 +65,11 @@ ganfw_status ganfw_metrics_open(const char *dir, const char *columns, int32_t ap
 ganfw_status ganfw_metrics_row(ganfw_metrics *m, const double *values, int32_t n);
 void ganfw_metrics_close(ganfw_metrics *m); /* accepts NULL */
 
-/* The progress line: on a terminal one line rewritten in place, else a log line. */
+/* The progress line: on a terminal one line rewritten in place, else a log line. Memory:
+ * the allocator's allocated and reserved bytes now, and the peaks since the last line
+ * (ganfw_alloc_window_peak), which a step reaches and leaves. */
 void ganfw_progress(int64_t step, int64_t total, double images_per_s, double eta_s,
-                    const char *losses, const ganfw_alloc *a, int32_t final);
+                    const char *losses, const ganfw_alloc *a, int64_t peak_allocated,
+                    int64_t peak_reserved, int32_t final);
 
 #endif

@@ -38,7 +38,7 @@ static ganfw_status open_other(ganfw_session *s, const ganfw_cfg *other) {
                            ganfw_cfg_where(other), (int)c, (int)h, (int)w,
                            ganfw_dataset_name(s->other), (int)di->channels, (int)di->height,
                            (int)di->width);
-  if (ganfw_dataset_size(s->other) < s->train.batch_size)
+  if (s->train.batch_size > ganfw_loader_max_batch(ganfw_dataset_size(s->other), 1, NULL))
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "%s: data.other (%s) has %lld images, fewer than train.batch_size %lld",
                            ganfw_cfg_where(other), ganfw_dataset_name(s->other),
@@ -833,9 +833,9 @@ static ganfw_status create_optim_in(ganfw_session *s, const ganfw_cfg *section, 
   }
   st = ganfw_plugin_apply_config_keys(s->run->optim, section);
   if (st == GANFW_OK)
-    st = shard ? ganfw_zero_create(s->ctx, s->dist, o, o->vt, section) /* memory: [zero] */
-               : o->vt->create(ganfw_host_table(), s->ctx, section, o->params, o->n_params,
-                               &o->self);
+    st = shard
+             ? ganfw_zero_create(s->ctx, s->dist, o, o->vt, section) /* memory: [zero] */
+             : o->vt->create(ganfw_host_table(), s->ctx, section, o->params, o->n_params, &o->self);
   s->ctx->name_scope = NULL;
   if (st != GANFW_OK) {
     char what[160];
@@ -1055,17 +1055,19 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   if ((st = read_conditional(s, root)) != GANFW_OK) return st;
   if ((st = create_objective(s, root)) != GANFW_OK) return st;
   if ((st = read_loop_keys(s, root)) != GANFW_OK) return st;
-  /* The GAN step takes full batches only (a short last one is skipped): a data set smaller
-   * than one batch would never give it one, with or without drop_last. A plan (meta
-   * backend) reads no batch and may ask for any size. */
-  if (with_data && !s->run->ctx_opt.meta && s->family == GANFW_MODEL_GAN &&
-      ganfw_dataset_size(s->data) < s->train.batch_size)
+  /* A step takes full batches only (a short last one is skipped): a data set smaller than
+   * one batch would never give it one, with or without drop_last (the rule find-batch caps
+   * its search with). A plan (meta backend) reads no batch and may ask for any size. */
+  const char *why = NULL;
+  if (with_data && !s->run->ctx_opt.meta &&
+      s->train.batch_size >
+          ganfw_loader_max_batch(ganfw_dataset_size(s->data), s->loader_cfg.drop_last, &why))
     return ganfw_error_set(
         GANFW_ERR_CONFIG,
         "%s: train.batch_size %lld is larger than the %lld images of the data "
-        "set '%s', and a GAN step needs a full batch; lower train.batch_size",
+        "set '%s' (%s); lower train.batch_size",
         ganfw_cfg_where(ganfw_cfg_child(ganfw_cfg_section(root, "train"), "batch_size")),
-        (long long)s->train.batch_size, (long long)ganfw_dataset_size(s->data), s->data_path);
+        (long long)s->train.batch_size, (long long)ganfw_dataset_size(s->data), s->data_path, why);
   if ((st = configure_nets(s)) != GANFW_OK) return st;
   const ganfw_cfg *model = ganfw_cfg_section(root, "model");
   if ((st = apply_freeze(s, model)) != GANFW_OK) return st;
