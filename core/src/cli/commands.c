@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <signal.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -18,6 +19,9 @@
 #include "base/log.h"
 #include "data/data.h"
 #include "ganfw/ganfw.h"
+#include "backend/cpu/blas_buffers.h"
+#include "runtime/hostmem.h"
+#include "train/outputs.h"
 #include "train/run.h"
 #include "train/session.h"
 #include "train/loop.h"
@@ -267,6 +271,15 @@ static int compare_option(cli_args *a, const char *opt, const char *value, int *
 }
 
 static int plugins_option(cli_args *a, const char *opt, const char *value, int *took) {
+  if (strcmp(opt, "--timeout") == 0) {
+    char *end = NULL;
+    double s = value ? strtod(value, &end) : 0.0;
+    if (!value || end == value || *end || !(s > 0.0 && s <= 3600.0))
+      return cli_usage_error(a->command, "%s needs seconds (more than 0, at most 3600)", opt);
+    a->plugin_timeout = s;
+    *took = 1;
+    return CLI_OPT_TAKEN;
+  }
   if (strcmp(opt, "--plugin-path") != 0) return CLI_OPT_UNKNOWN;
   if (!value) return cli_usage_error(a->command, "%s needs a folder", opt);
   if (a->ndirs == CLI_MAX_ARGS) return cli_usage_error(a->command, "too many %s options", opt);
@@ -277,9 +290,20 @@ static int plugins_option(cli_args *a, const char *opt, const char *value, int *
 
 /* --- handlers ---------------------------------------------------------------------------- */
 
+/* Every file is listed; the exit code says whether any of them cannot be used (2, as for
+ * any plugin problem), after one line on stderr that counts them. */
 static int cmd_plugins(cli_args *args) {
-  ganfw_status st = ganfw_plugin_list(args->plugin_dirs, args->ndirs, stdout);
-  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+  int64_t broken = 0;
+  double timeout = args->plugin_timeout > 0 ? args->plugin_timeout : GANFW_PLUGIN_PROBE_TIMEOUT_S;
+  ganfw_status st =
+      ganfw_plugin_list_probe(args->plugin_dirs, args->ndirs, timeout, stdout, &broken);
+  if (st != GANFW_OK) return cli_fail(st);
+  if (broken == 0) return EXIT_OK;
+  return cli_fail(ganfw_error_set(GANFW_ERR_PLUGIN,
+                                  "%lld plugin file%s above cannot be used (marked error or "
+                                  "broken); fix %s or move %s off the search path",
+                                  (long long)broken, broken == 1 ? "" : "s",
+                                  broken == 1 ? "it" : "them", broken == 1 ? "it" : "them"));
 }
 
 /* Everything a run does before its first step: config, plugins, data (unless `info` gives
@@ -405,17 +429,269 @@ static int fail_oom(const cli_args *args, const char *out_dir, const ganfw_probe
 
 /* The planner's prediction of a run's peaks, before anything is allocated (kept in *plan,
  * by layer and traced, for memory.html); memory.json compares it with the run's (its
- * "calibration"). No prediction when the plan fails: the run reports that itself. */
-static void predict(const cli_args *args, ganfw_probe_result *plan, ganfw_calibration *cal) {
+ * "calibration"). Returns 1 when the plan was made (its verdict decides whether the run
+ * starts: plan_fits_device, host_fits), 0 when it failed: the run reports that itself. */
+static int predict(const cli_args *args, ganfw_probe_result *plan, ganfw_calibration *cal) {
   memset(cal, 0, sizeof *cal);
-  if (ganfw_report_plan(args->operands[0], args->sets, args->nsets, plan) == GANFW_OK &&
-      !plan->oom) {
+  const int made = ganfw_report_plan(args->operands[0], args->sets, args->nsets, plan) == GANFW_OK;
+  if (made && !plan->oom) {
     cal->have = 1;
     cal->allocated = plan->peak_allocated;
     cal->reserved = plan->peak_reserved;
     memcpy(cal->category, plan->peak_category, sizeof cal->category);
   }
   ganfw_error_clear();
+  return made;
+}
+
+#define MIB (1024.0 * 1024.0)
+
+/* Whether the planned step fits the device, before anything is allocated: under
+ * device.memory_limit the plan itself ran out (plan->oom); without one, a CUDA step must
+ * fit the device's free memory (the CPU's memory is the host's: host_fits). When it does
+ * not, the OOM message is recorded. */
+static int plan_fits_device(const ganfw_probe_result *plan) {
+  if (plan->oom) {
+    ganfw_error_set(GANFW_ERR_OOM,
+                    "planned before anything was allocated, the run does not fit "
+                    "device.memory_limit %.2f MiB: it runs out in the %s: %s",
+                    (double)plan->config_memory_limit / MIB, plan->oom_where, plan->oom_report);
+    return 0;
+  }
+  if (plan->config_memory_limit == 0 && plan->device_type != GANFW_DEVICE_CPU &&
+      plan->free_bytes > 0 && plan->peak_reserved > plan->free_bytes) {
+    ganfw_error_set(GANFW_ERR_OOM,
+                    "planned before anything was allocated, the step reserves %.2f MiB at its "
+                    "peak, more than the %.2f MiB free on the device (of %.2f MiB)",
+                    (double)plan->peak_reserved / MIB, (double)plan->free_bytes / MIB,
+                    (double)plan->capacity / MIB);
+    return 0;
+  }
+  return 1;
+}
+
+/* What a run holds beside its allocator's bytes, on the host: the run's outputs (a sample
+ * grid, memory.json, a checkpoint's metadata) ... */
+#define HOST_OUTPUTS_BYTES ((int64_t)32 << 20)
+/* ... and, per thread, the part of its OpenBLAS buffer a product touches: its packed
+ * panels (5.4 MiB for a 4096^3 sgemm on a Haswell build). */
+#define BLAS_TOUCHED_BYTES ((int64_t)8 << 20)
+/* A child measuring OpenBLAS's buffers that makes no progress for this long is stuck in
+ * OpenBLAS's retry of a mapping that failed. */
+#define BLAS_STALL_S 2.0
+
+/* What the data loader holds: a batch per worker and the staging batch, and the workers'
+ * stacks. */
+static int64_t loader_bytes(const ganfw_session *s) {
+  const ganfw_data_info *d = &s->data_info;
+  const int64_t workers = s->loader_cfg.workers > 1 ? s->loader_cfg.workers : 1;
+  const int64_t sample = (int64_t)d->channels * d->height * d->width * 4 + 12;
+  size_t stack = 0;
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) == 0) {
+    pthread_attr_getstacksize(&attr, &stack);
+    pthread_attr_destroy(&attr);
+  }
+  return (workers + 1) * s->loader_cfg.batch_size * sample +
+         (s->loader_cfg.prefetch ? workers * (int64_t)stack : 0);
+}
+
+/* " (/sys/fs/cgroup/x/memory.max)" for a limit read from a file, "" for an rlimit. */
+static const char *limit_source(const ganfw_hostmem_limit *l, char *buf, size_t n) {
+  if (l->source[0] == '/')
+    snprintf(buf, n, " (%s)", l->source);
+  else
+    buf[0] = '\0';
+  return buf;
+}
+
+/* The OOM message for the host limit `l` that the run's `need` does not fit, leaving
+ * `room` bytes for the step. `blas` (NULL before the session exists) adds the threads'
+ * part and a device.threads that would fit when fewer OpenBLAS buffers make the
+ * difference; its `why` when the measuring child got stuck. */
+static void host_message(const ganfw_hostmem_limit *l, const ganfw_hostmem_need *need,
+                         const ganfw_blas_buffers *blas, int64_t loader, int64_t room) {
+  char uses[200], parts[600], threads[200] = "", src[600], left[400];
+  if (l->used > 0)
+    snprintf(uses, sizeof uses, ", of which %.2f MiB %s now", (double)l->used / MIB,
+             l->mapped ? "are mapped" : "are in use");
+  else
+    uses[0] = '\0';
+  int len = snprintf(parts, sizeof parts, "%s %.2f MiB",
+                     blas ? "the rest of the step's planned peak" : "the step's planned peak",
+                     (double)need->step / MIB);
+  if (blas)
+    len += snprintf(parts + len, sizeof parts - (size_t)len,
+                    ", %s %.2f MiB (%d threads), the data loader %.2f MiB",
+                    l->mapped ? "OpenBLAS's buffers and the threads' stacks"
+                              : "what OpenBLAS touches of its buffers",
+                    (double)(l->mapped ? need->mapped : need->resident) / MIB, (int)blas->threads,
+                    (double)loader / MIB);
+  snprintf(parts + len, sizeof parts - (size_t)len, ", %.2f MiB for the run's outputs",
+           (double)HOST_OUTPUTS_BYTES / MIB);
+  if (blas && l->mapped && blas->threads > 1) {
+    const int64_t per = need->mapped / blas->threads;
+    int32_t k = blas->threads - 1;
+    while (k >= 1 && room + (int64_t)(blas->threads - k) * per < need->step) k--;
+    if (k >= 1)
+      snprintf(threads, sizeof threads,
+               ", use fewer threads (device.threads: %d fits; each maps %.2f MiB for OpenBLAS "
+               "and its stack)",
+               (int)k, (double)per / MIB);
+  }
+  len = blas && !blas->done ? snprintf(left, sizeof left, " (%s)", blas->why) : 0;
+  if (room > 0)
+    snprintf(left + len, sizeof left - (size_t)len, ". That leaves %.2f MiB for the step",
+             (double)room / MIB);
+  else
+    snprintf(left + len, sizeof left - (size_t)len, ". Nothing is left for the step");
+  ganfw_error_set(GANFW_ERR_OOM,
+                  "on the CPU the host's memory is the device's, and %s%s allows %.2f MiB%s; the "
+                  "run needs %.2f MiB more: %s%s: %s%s%s",
+                  l->name, limit_source(l, src, sizeof src), (double)l->limit / MIB, uses,
+                  (double)ganfw_hostmem_needed(l, need) / MIB, parts, left, l->how, threads,
+                  room > 0 ? ", or make the step fit" : "");
+}
+
+/* RLIMIT_AS or RLIMIT_DATA, whichever leaves less room; NULL when neither is set. */
+static const ganfw_hostmem_limit *tightest_mapped(const ganfw_hostmem *h) {
+  const ganfw_hostmem_limit *as = &h->limit[GANFW_HOSTMEM_AS],
+                            *data = &h->limit[GANFW_HOSTMEM_DATA];
+  if (as->limit <= 0) return data->limit > 0 ? data : NULL;
+  if (data->limit <= 0) return as;
+  return as->limit - as->used <= data->limit - data->used ? as : data;
+}
+
+/* OpenBLAS's buffers (and the new threads' stacks) of `threads` threads, measured in a
+ * child (blas_buffers.h). When the child got stuck after `held` buffers, those are
+ * measured alone and the rest estimated from them (blas->done stays 0, its why kept).
+ * Returns 0 when not even one buffer fits under `l` (the OOM message recorded), 1
+ * otherwise; a child that cannot be started leaves the buffers unchecked (a warning). */
+static int blas_need(int32_t threads, const ganfw_hostmem_limit *l, ganfw_blas_buffers *blas) {
+  if (ganfw_cpu_blas_buffers_measure(threads, BLAS_STALL_S, blas) != GANFW_OK) {
+    ganfw_log(GANFW_LOG_WARN, "OpenBLAS's buffers are not checked against %s: %s", l->name,
+              ganfw_error_message());
+    ganfw_error_clear();
+    memset(blas, 0, sizeof *blas);
+    blas->threads = threads;
+    blas->done = 1; /* unknown: nothing to add, nothing to map */
+    return 1;
+  }
+  ganfw_blas_buffers some;
+  if (!blas->done && blas->held >= 1 &&
+      ganfw_cpu_blas_buffers_measure(blas->held, BLAS_STALL_S, &some) == GANFW_OK && some.done) {
+    blas->mapped = some.mapped / some.threads * threads;
+    blas->data = some.data / some.threads * threads;
+    return 1;
+  }
+  ganfw_error_clear();
+  if (blas->done) return 1;
+  ganfw_error_set(GANFW_ERR_OOM,
+                  "on the CPU the host's memory is the device's, and %s allows %.2f MiB, of "
+                  "which %.2f MiB are mapped now: %s. Nothing is left for the step: %s",
+                  l->name, (double)l->limit / MIB, (double)l->used / MIB, blas->why, l->how);
+  return 0;
+}
+
+/* Whether the run fits the host's limits (hostmem.h), on the CPU only: before the session
+ * exists (s NULL) with the plan's whole peak, after it with the rest of the peak, the
+ * OpenBLAS buffers of s's threads and the data loader. Under RLIMIT_AS or RLIMIT_DATA the
+ * buffers are measured (blas_need; *measured 1 when they all fit: the caller maps them
+ * before the first step). When the run does not fit, the OOM message is recorded and
+ * *room is the bytes left for the step. */
+static int host_fits(const ganfw_probe_result *plan, const ganfw_session *s, int64_t *room,
+                     int *measured) {
+  ganfw_hostmem h;
+  ganfw_hostmem_read(&h);
+  ganfw_hostmem_need need = {.step = plan->peak_reserved, .both = HOST_OUTPUTS_BYTES};
+  ganfw_blas_buffers blas = {.threads = s ? s->ctx->threads : 1, .done = 1};
+  int64_t loader = 0;
+  const ganfw_hostmem_limit *mapped = tightest_mapped(&h);
+  *room = 0;
+  *measured = 0;
+  if (s) {
+    ganfw_alloc_stats as;
+    ganfw_alloc_get_stats(s->ctx->alloc, &as);
+    need.step =
+        plan->peak_reserved > as.reserved.current ? plan->peak_reserved - as.reserved.current : 0;
+    loader = loader_bytes(s);
+    need.both += loader;
+    need.resident = (int64_t)s->ctx->threads * BLAS_TOUCHED_BYTES;
+    if (mapped && !blas_need(s->ctx->threads, mapped, &blas)) return 0;
+    need.mapped = blas.mapped > blas.data ? blas.mapped : blas.data;
+    *measured = mapped && blas.done && blas.mapped > 0;
+  }
+  int32_t which = ganfw_hostmem_check(&h, &need, room);
+  if (which < 0 && !blas.done) { /* the child got stuck though the estimate fits */
+    which = (int32_t)(mapped - h.limit);
+    *room = mapped->limit - mapped->used - (ganfw_hostmem_needed(mapped, &need) - need.step);
+  }
+  if (which < 0) return 1;
+  host_message(&h.limit[which], &need, s ? &blas : NULL, loader, *room);
+  return 0;
+}
+
+/* The OOM message host_fits recorded, with the planner's advice under the `room` bytes the
+ * host's limit leaves for the step (planned as device.memory_limit=room). */
+static int fail_host(const cli_args *args, int64_t room) {
+  static char msg[8192], advice[4096];
+  snprintf(msg, sizeof msg, "%s", ganfw_error_message());
+  advice[0] = '\0';
+  if (room > 0) {
+    const char *sets[CLI_MAX_ARGS + 1];
+    char limit[64];
+    int n = 0;
+    for (int i = 0; i < args->nsets; i++) sets[n++] = args->sets[i];
+    snprintf(limit, sizeof limit, "device.memory_limit=%lld", (long long)room);
+    sets[n++] = limit;
+    ganfw_oom_advice(args->operands[0], sets, n, advice, sizeof advice);
+  }
+  fprintf(stderr, "ganfw: %s: %s%s%s\n", ganfw_status_name(GANFW_ERR_OOM), msg, room > 0 ? ":" : "",
+          advice);
+  ganfw_error_clear();
+  return EXIT_RUNTIME;
+}
+
+/* A CPU plan without a memory_limit that ran out itself: the planner's own host memory
+ * (its trace, the shapes' bookkeeping) was refused, so the process's limits leave less
+ * than planning takes, let alone the step. The tightest of them is named. */
+static int fail_planning_host(const ganfw_probe_result *plan) {
+  ganfw_hostmem h;
+  ganfw_hostmem_read(&h);
+  const ganfw_hostmem_limit *l = NULL;
+  for (int32_t k = 0; k < GANFW_HOSTMEM_COUNT; k++) {
+    const ganfw_hostmem_limit *c = &h.limit[k];
+    if (c->limit > 0 && (!l || c->limit - c->used < l->limit - l->used)) l = c;
+  }
+  if (l)
+    ganfw_error_set(GANFW_ERR_OOM,
+                    "on the CPU the host's memory is the device's, and planning the run already "
+                    "ran out of it (%s: %s): %s allows %.2f MiB, of which %.2f MiB are %s now; "
+                    "%s",
+                    plan->oom_where, plan->oom_report, l->name, (double)l->limit / MIB,
+                    (double)l->used / MIB, l->mapped ? "mapped" : "in use", l->how);
+  else
+    ganfw_error_set(GANFW_ERR_OOM,
+                    "on the CPU the host's memory is the device's, and planning the run already "
+                    "ran out of it (%s: %s); free memory on this machine",
+                    plan->oom_where, plan->oom_report);
+  return cli_fail(GANFW_ERR_OOM);
+}
+
+/* A run that the plan refused before anything was allocated: the OOM message and advice,
+ * and the flight recorder's oom/ files in the run folder (made for them; rank 0 only). */
+static int fail_planned(const cli_args *args, const ganfw_probe_result *plan) {
+  static char msg[8192], out_dir[4096];
+  snprintf(msg, sizeof msg, "%s", ganfw_error_message());
+  ganfw_run *run = NULL;
+  out_dir[0] = '\0';
+  if (ganfw_dist_world_rank() == 0 &&
+      ganfw_run_open(args->operands[0], args->sets, args->nsets, &run) == GANFW_OK &&
+      run->out_dir && ganfw_mkdirs(run->out_dir) == GANFW_OK)
+    snprintf(out_dir, sizeof out_dir, "%s", run->out_dir);
+  ganfw_run_close(run);
+  ganfw_error_set(GANFW_ERR_OOM, "%s", msg);
+  return fail_oom(args, *out_dir ? out_dir : NULL, plan);
 }
 
 /* <out_dir>/memory.html after a run: its own last traced step when it was traced, else the
@@ -449,13 +725,70 @@ static ganfw_status run_report(const cli_args *args, const char *out_dir,
   return st;
 }
 
+/* Whether the plan lets the run start: a step that does not fit the device, or on the CPU
+ * the host's limits, is refused before anything is allocated (the message and advice
+ * printed, *rc the exit code). */
+static int plan_allows(const cli_args *args, const ganfw_probe_result *plan, int *rc) {
+  int64_t room = 0;
+  int measured = 0;
+  if (plan->oom && plan->config_memory_limit == 0 && plan->device_type == GANFW_DEVICE_CPU) {
+    *rc = fail_planning_host(plan);
+    return 0;
+  }
+  if (!plan_fits_device(plan)) {
+    *rc = fail_planned(args, plan);
+    return 0;
+  }
+  if (plan->device_type == GANFW_DEVICE_CPU && !host_fits(plan, NULL, &room, &measured)) {
+    *rc = fail_host(args, room);
+    return 0;
+  }
+  return 1;
+}
+
+/* On the CPU, once the session's own bytes are counted as they are: the rest of the step,
+ * OpenBLAS's buffers and the loader against the host's limits, and OpenBLAS's buffers
+ * mapped when they were measured (a shortfall later is the allocator's, which says so).
+ * On a shortfall the session and run are closed (NULL), the message printed, *rc the exit
+ * code. */
+static int host_allows(const cli_args *args, const ganfw_probe_result *plan, ganfw_run **run,
+                       ganfw_session **session, int *rc) {
+  int64_t room = 0;
+  int measured = 0;
+  if ((*session)->ctx->device_type != GANFW_DEVICE_CPU) return 1;
+  if (host_fits(plan, *session, &room, &measured)) {
+    if (measured) ganfw_cpu_blas_buffers_map((*session)->ctx->threads);
+    return 1;
+  }
+  static char msg[8192];
+  snprintf(msg, sizeof msg, "%s", ganfw_error_message());
+  ganfw_session_close(*session);
+  ganfw_run_close(*run);
+  *session = NULL;
+  *run = NULL;
+  ganfw_error_set(GANFW_ERR_OOM, "%s", msg);
+  *rc = fail_host(args, room);
+  return 0;
+}
+
+/* `ganfw CONFIG`: the plan decides first (plan_allows, then host_allows with the session
+ * made), then the run. */
 static int cmd_train(cli_args *args) {
   ganfw_run *run = NULL;
   ganfw_session *session = NULL;
   ganfw_calibration cal;
   ganfw_probe_result plan;
-  predict(args, &plan, &cal);
+  int rc = EXIT_OK;
+  const int planned = predict(args, &plan, &cal);
+  if (planned && !plan_allows(args, &plan, &rc)) {
+    ganfw_probe_result_free(&plan);
+    return rc;
+  }
   ganfw_status st = prepare(args, NULL, plan.planned ? &plan.layout.l : NULL, &run, &session);
+  if (st == GANFW_OK && planned && !host_allows(args, &plan, &run, &session, &rc)) {
+    ganfw_probe_result_free(&plan);
+    return rc;
+  }
   if (st == GANFW_OK) session->predicted = cal;
   if (st == GANFW_OK) st = ganfw_train(session);
   static char oom_msg[8192], out_dir[4096];
@@ -466,7 +799,6 @@ static int cmd_train(cli_args *args) {
   ganfw_session_close(session);
   ganfw_run_close(run);
   if (st == GANFW_OK && in_run) st = run_report(args, out_dir, &plan);
-  int rc;
   if (st == GANFW_ERR_OOM) { /* advice needs the memory back first */
     ganfw_error_set(GANFW_ERR_OOM, "%s", oom_msg);
     rc = fail_oom(args, in_run ? out_dir : NULL, &plan);
@@ -734,8 +1066,13 @@ const cli_command cli_commands[] = {
      "check a config (keys, values, plugins, model shapes) without training, print it\n"
      "resolved; exit 0 when valid, also when only the data set is missing (one line says so)",
      NULL, "a config file", 0, NULL, cmd_validate},
-    {"plugins", "plugins [--plugin-path DIR]", "list the plugins found",
-     "  --plugin-path DIR  search DIR first (repeatable)\n", NULL, 0, plugins_option, cmd_plugins},
+    {"plugins", "plugins [--plugin-path DIR] [--timeout S]",
+     "list the plugins found, each loaded in a child process: one that crashes or hangs while\n"
+     "loading is listed as broken; exit 0 when every file loads, 2 when any is an error or broken",
+     "  --plugin-path DIR  search DIR first (repeatable)\n"
+     "  --timeout S        seconds a file may take to load before it is listed as hanging\n"
+     "                     (default 10)\n",
+     NULL, 0, plugins_option, cmd_plugins},
     {"sample",
      "sample RUN_DIR|CHECKPOINT [-n 64] [-o grid.png] [--seed S] [--nrow 8] [--class K]\n"
      "                  [--no-ema] [--config CONFIG]",
@@ -792,10 +1129,10 @@ const cli_command cli_commands[] = {
      "  --measure   a CONFIG: trace a real step on its device instead of the plan\n",
      "a run folder or config file", 0, plot_option, cmd_plot},
     {"find-batch", "find-batch [options] CONFIG [--margin 0.05] [--no-confirm] [--max-batch N]",
-     "the largest batch that fits the device budget",
+     "the largest batch that fits the device budget and the data set",
      "  --margin F     keep this fraction of the budget free (0 to 0.9, default 0.05)\n"
      "  --no-confirm   do not confirm the result with a real step\n"
-     "  --max-batch N  search no higher (default 1048576)\n",
+     "  --max-batch N  search no higher (default 1048576; the data set's size caps it too)\n",
      "a config file", 0, find_batch_option, cmd_find_batch},
     {"compare",
      "compare [options] A.yaml B.yaml ... [--steps 10] [--warmup 2] [--csv F]\n"
