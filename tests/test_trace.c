@@ -226,6 +226,18 @@ static void test_plot_peak_exact(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "class=\"cat-activation\""));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "G backward") ? out : strstr(out, "G bwd"));
+  CU_ASSERT_PTR_NULL(strstr(out, "class=\"limit\"")); /* no memory_limit: no line */
+  /* a config's device.memory_limit is drawn as a line, labelled */
+  const char *limit[] = {"device.memory_limit=200MiB"};
+  ganfw_plot_args pl = {.source = cfg, .output = path_in("limit.svg"), .sets = limit, .nsets = 1};
+  CU_ASSERT_EQUAL_FATAL(ganfw_plot(&pl, NULL, &s), GANFW_OK);
+  f = fopen(path_in("limit.svg"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  len = fread(out, 1, sizeof out - 1, f);
+  out[len] = '\0';
+  fclose(f);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "class=\"limit\""));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "memory_limit 200.00 MiB"));
 }
 
 /* --- Chrome's format, read by Python's json ---------------------------------------------- */

@@ -84,7 +84,10 @@ ganfw_status ganfw_plot(const ganfw_plot_args *a, FILE *log, ganfw_timeline_summ
   if (st == GANFW_OK) st = ganfw_timeline_summarize(ev + first, count, &sum);
   const char *how = is_run ? "traced" : a->measure ? "measured" : "plan";
   snprintf(title, sizeof title, "%s, step %d (%s)", a->source, (int)sum.step, how);
-  ganfw_timeline_options topt = {.title = title};
+  /* a config's device.memory_limit is drawn as a line (a run folder's memory.json does not
+   * keep it with the trace) */
+  ganfw_timeline_options topt = {.title = title,
+                                 .memory_limit = is_run ? 0 : res.config_memory_limit};
   if (st == GANFW_OK && kind == OUT_PNG) {
     st = ganfw_timeline_write_png(output, ev + first, count, &topt);
   } else if (st == GANFW_OK && kind == OUT_SVG) {

@@ -29,7 +29,9 @@ static ganfw_status timeline(FILE *f, const ganfw_report_part *p) {
   if (!m) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory for the report's picture");
   char title[1024];
   snprintf(title, sizeof title, "%s, %s", p->name, p->caption ? p->caption : "");
-  ganfw_timeline_options opt = {.title = title};
+  /* the config's device.memory_limit, when the part has its plan: a line there */
+  ganfw_timeline_options opt = {.title = title,
+                                .memory_limit = p->plan ? p->plan->config_memory_limit : 0};
   ganfw_status st = ganfw_timeline_write_svg(m, p->ev, p->n, &opt);
   fclose(m);
   if (st == GANFW_OK) {
