@@ -658,11 +658,7 @@ static int fail_host(const cli_args *args, int64_t room) {
 static int fail_planning_host(const ganfw_probe_result *plan) {
   ganfw_hostmem h;
   ganfw_hostmem_read(&h);
-  const ganfw_hostmem_limit *l = NULL;
-  for (int32_t k = 0; k < GANFW_HOSTMEM_COUNT; k++) {
-    const ganfw_hostmem_limit *c = &h.limit[k];
-    if (c->limit > 0 && (!l || c->limit - c->used < l->limit - l->used)) l = c;
-  }
+  const ganfw_hostmem_limit *l = ganfw_hostmem_tightest(&h);
   if (l)
     ganfw_error_set(GANFW_ERR_OOM,
                     "on the CPU the host's memory is the device's, and planning the run already "

@@ -193,3 +193,12 @@ int32_t ganfw_hostmem_check(const ganfw_hostmem *h, const ganfw_hostmem_need *ne
   if (room) *room = worst_room;
   return worst;
 }
+
+const ganfw_hostmem_limit *ganfw_hostmem_tightest(const ganfw_hostmem *h) {
+  const ganfw_hostmem_limit *t = NULL;
+  for (int32_t k = 0; k < GANFW_HOSTMEM_COUNT; k++) {
+    const ganfw_hostmem_limit *l = &h->limit[k];
+    if (l->limit > 0 && (!t || l->limit - l->used < t->limit - t->used)) t = l;
+  }
+  return t;
+}

@@ -58,6 +58,9 @@ void ganfw_hostmem_read(ganfw_hostmem *out);
  * (limit - usage) is kept in *out; out->limit 0 when none sets a limit. */
 void ganfw_hostmem_cgroup(const char *root, const char *self, ganfw_hostmem_limit *out);
 
+/* Of h's limits that are set, the one with the least room (limit - used); NULL when none
+ * is set. Points into h. */
+const ganfw_hostmem_limit *ganfw_hostmem_tightest(const ganfw_hostmem *h);
 /* The bytes `need` takes under limit `l`. */
 int64_t ganfw_hostmem_needed(const ganfw_hostmem_limit *l, const ganfw_hostmem_need *need);
 

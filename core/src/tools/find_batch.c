@@ -34,17 +34,10 @@ static int64_t machine_free(void *ud, char *source, size_t n) {
   (void)ud;
   ganfw_hostmem h;
   ganfw_hostmem_read(&h);
-  int64_t room = 0;
-  int32_t tightest = -1;
-  for (int32_t i = 0; i < GANFW_HOSTMEM_COUNT; i++) {
-    const ganfw_hostmem_limit *l = &h.limit[i];
-    if (l->limit > 0 && (tightest < 0 || l->limit - l->used < room)) {
-      room = l->limit - l->used;
-      tightest = i;
-    }
-  }
-  if (tightest < 0) return 0;
-  snprintf(source, n, "%s, %s", h.limit[tightest].name, h.limit[tightest].source);
+  const ganfw_hostmem_limit *l = ganfw_hostmem_tightest(&h);
+  if (!l) return 0;
+  if (snprintf(source, n, "%s, %s", l->name, l->source) < 0) source[0] = '\0'; /* may be cut */
+  const int64_t room = l->limit - l->used;
   return room > 0 ? room : 1; /* nothing left: a budget of one byte, which no batch fits */
 }
 
