@@ -17,6 +17,12 @@
 
 #include "backend/cpu/conv_winograd.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
+
+/* The CPU backend: its ops run through the typed wrappers of backend/ops.h. */
+static ganfw_backend *cpu(void) {
+  return ganfw_cpu_backend();
+}
 
 typedef struct bench_layer {
   const char *name;
@@ -86,9 +92,9 @@ static void run_pass(const ganfw_conv2d_shape *s, int pass, int wino, const floa
     if (pass == 2)
       ganfw_cpu_conv2d_winograd_backward(s, GANFW_DTYPE_F32, x, w, dy, NULL, dw, 0, NULL, NULL, ws);
   } else {
-    if (pass == 0) ganfw_cpu_conv2d_forward(NULL, s, x, w, NULL, y, ws);
-    if (pass == 1) ganfw_cpu_conv2d_backward(NULL, s, x, w, dy, dx, NULL, NULL, 0, ws);
-    if (pass == 2) ganfw_cpu_conv2d_backward(NULL, s, x, w, dy, NULL, dw, NULL, 0, ws);
+    if (pass == 0) ganfw_be_conv2d_forward(cpu(), s, x, w, NULL, y, ws);
+    if (pass == 1) ganfw_be_conv2d_backward(cpu(), s, x, w, dy, dx, NULL, NULL, 0, ws);
+    if (pass == 2) ganfw_be_conv2d_backward(cpu(), s, x, w, dy, NULL, dw, NULL, 0, ws);
   }
 }
 
@@ -113,7 +119,7 @@ static int compare_wino(int runs, int64_t N) {
                              .pad_w = 1};
     if (ganfw_conv2d_shape_init(&cs) != GANFW_OK) return 1;
     const int64_t nx = N * L->C * L->H * L->H, ny = N * L->K * cs.P * cs.Q, nw = L->C * L->K * 16;
-    const size_t wsi = ganfw_cpu_conv2d_workspace(NULL, &cs);
+    const size_t wsi = ganfw_be_conv2d_workspace(cpu(), &cs);
     const size_t wsw = ganfw_cpu_conv2d_winograd_workspace(&cs);
     float *x = random_buffer(nx, &seed), *w = random_buffer(nw, &seed);
     float *dy = random_buffer(ny, &seed), *y = random_buffer(ny, &seed);
@@ -152,7 +158,7 @@ int main(int argc, char **argv) {
   if (!strcmp(clock_name, "cpu")) bench_clock = CLOCK_PROCESS_CPUTIME_ID;
   ganfw_cpu_set_threads(NULL, threads);
   if (wino) {
-    /* ganfw_cpu_conv2d_* is the im2col path; the Winograd kernels are called directly. */
+    /* the conv2d ops take the im2col path; the Winograd kernels are called directly. */
     setenv("GANFW_CONV_IM2COL", "1", 1);
     printf("conv2d Winograd vs im2col, batch %lld, %d threads, median of %d, %s time\n",
            (long long)N, ganfw_cpu_threads(), runs, clock_name);
@@ -184,7 +190,7 @@ int main(int argc, char **argv) {
       if (ganfw_convt2d_shape_init(&ts) != GANFW_OK) return 1;
       nx = N * L->C * L->H * L->H;
       ny = N * L->K * ts.P * ts.Q;
-      ws_bytes = ganfw_cpu_convt2d_workspace(NULL, &ts);
+      ws_bytes = ganfw_be_convt2d_workspace(cpu(), &ts);
     } else {
       cs = (ganfw_conv2d_shape){.N = N,
                                 .C = L->C,
@@ -200,7 +206,7 @@ int main(int argc, char **argv) {
       if (ganfw_conv2d_shape_init(&cs) != GANFW_OK) return 1;
       nx = N * L->C * L->H * L->H;
       ny = N * L->K * cs.P * cs.Q;
-      ws_bytes = ganfw_cpu_conv2d_workspace(NULL, &cs);
+      ws_bytes = ganfw_be_conv2d_workspace(cpu(), &cs);
     }
     float *x = random_buffer(nx, &seed), *w = random_buffer(nw, &seed);
     float *dy = random_buffer(ny, &seed), *y = random_buffer(ny, &seed);
@@ -209,15 +215,15 @@ int main(int argc, char **argv) {
     for (int r = -2; r < runs; r++) { /* two warm-up runs */
       double t0 = now_s();
       if (L->transposed) {
-        ganfw_cpu_convt2d_forward(NULL, &ts, x, w, NULL, y, ws);
+        ganfw_be_convt2d_forward(cpu(), &ts, x, w, NULL, y, ws);
       } else {
-        ganfw_cpu_conv2d_forward(NULL, &cs, x, w, NULL, y, ws);
+        ganfw_be_conv2d_forward(cpu(), &cs, x, w, NULL, y, ws);
       }
       double t1 = now_s();
       if (L->transposed) {
-        ganfw_cpu_convt2d_backward(NULL, &ts, x, w, dy, dx, dw, NULL, 0, ws);
+        ganfw_be_convt2d_backward(cpu(), &ts, x, w, dy, dx, dw, NULL, 0, ws);
       } else {
-        ganfw_cpu_conv2d_backward(NULL, &cs, x, w, dy, dx, dw, NULL, 0, ws);
+        ganfw_be_conv2d_backward(cpu(), &cs, x, w, dy, dx, dw, NULL, 0, ws);
       }
       double t2 = now_s();
       if (r >= 0) {

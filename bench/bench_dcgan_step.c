@@ -186,8 +186,8 @@ static double step_flops(ganfw_session *s, int64_t n, int print) {
 }
 
 /* --- --profile: every backend op of the step timed by op and shape ---------------------
- * The backend's op table is swapped for a copy whose entries time the original ones (with
- * a synchronize around each on an asynchronous backend), keyed by op and shape. */
+ * The backend's table is swapped for a copy whose run (and copies) time the original ones
+ * (with a synchronize around each on an asynchronous backend), keyed by op and shape. */
 #define PROF_MAX 160
 
 typedef struct prof_entry {
@@ -228,70 +228,8 @@ static void prof_end(ganfw_backend *be, double t0, double flops, const char *fmt
   prof[i].ms += ms, prof[i].flops += flops, prof[i].calls++;
 }
 
-static const char *grads(const float *dx, const float *dw) {
+static const char *grads(const void *dx, const void *dw) {
   return dx && dw ? "dx+dw" : dx ? "dx" : dw ? "dw" : "-";
-}
-
-static void p_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *c, const float *x,
-                             const float *w, const float *b, float *y, void *ws) {
-  double t0 = prof_begin(be);
-  prof_orig->conv2d_forward(be, c, x, w, b, y, ws);
-  const double f = 2.0 * c->N * c->K * c->C * c->R * c->S * c->P * c->Q;
-  prof_end(be, t0, f, "conv2d  fwd       %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld", (long long)c->C,
-           (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P, (long long)c->Q);
-}
-
-static void p_conv2d_backward(ganfw_backend *be, const ganfw_conv2d_shape *c, const float *x,
-                              const float *w, const float *dy, float *dx, float *dw, float *db,
-                              int accumulate, void *ws) {
-  double t0 = prof_begin(be);
-  prof_orig->conv2d_backward(be, c, x, w, dy, dx, dw, db, accumulate, ws);
-  const double f =
-      ((dx != NULL) + (dw != NULL)) * 2.0 * c->N * c->K * c->C * c->R * c->S * c->P * c->Q;
-  prof_end(be, t0, f, "conv2d  bwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld", grads(dx, dw),
-           (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
-           (long long)c->Q);
-}
-
-static void p_convt2d_forward(ganfw_backend *be, const ganfw_convt2d_shape *c, const float *x,
-                              const float *w, const float *b, float *y, void *ws) {
-  double t0 = prof_begin(be);
-  prof_orig->convt2d_forward(be, c, x, w, b, y, ws);
-  const double f = 2.0 * c->N * c->K * c->C * c->R * c->S * c->H * c->W;
-  prof_end(be, t0, f, "convT   fwd       %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld", (long long)c->C,
-           (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P, (long long)c->Q);
-}
-
-static void p_convt2d_backward(ganfw_backend *be, const ganfw_convt2d_shape *c, const float *x,
-                               const float *w, const float *dy, float *dx, float *dw, float *db,
-                               int accumulate, void *ws) {
-  double t0 = prof_begin(be);
-  prof_orig->convt2d_backward(be, c, x, w, dy, dx, dw, db, accumulate, ws);
-  const double f =
-      ((dx != NULL) + (dw != NULL)) * 2.0 * c->N * c->K * c->C * c->R * c->S * c->H * c->W;
-  prof_end(be, t0, f, "convT   bwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld", grads(dx, dw),
-           (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
-           (long long)c->Q);
-}
-
-static void p_bn_forward_train(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, const float *x,
-                               const float *gamma, const float *beta, float *y, float *rm,
-                               float *rv, float momentum, float eps, float *mean, float *invstd) {
-  double t0 = prof_begin(be);
-  prof_orig->batchnorm2d_forward_train(be, N, C, HW, x, gamma, beta, y, rm, rv, momentum, eps, mean,
-                                       invstd);
-  prof_end(be, t0, 0, "bn2d    fwd       C=%-4lld HW=%lld", (long long)C, (long long)HW);
-}
-
-static void p_bn_backward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, const float *x,
-                          const float *dy, const float *gamma, const float *mean,
-                          const float *invstd, float *dx, float *dgamma, float *dbeta,
-                          int accumulate) {
-  double t0 = prof_begin(be);
-  prof_orig->batchnorm2d_backward(be, N, C, HW, x, dy, gamma, mean, invstd, dx, dgamma, dbeta,
-                                  accumulate);
-  prof_end(be, t0, 0, "bn2d    bwd %-5s C=%-4lld HW=%lld", dgamma ? "dx+dp" : "dx", (long long)C,
-           (long long)HW);
 }
 
 static const char *act_name(int32_t kind) {
@@ -301,121 +239,125 @@ static const char *act_name(int32_t kind) {
                                         : "act";
 }
 
-static void p_act_forward(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *x,
-                          float *y) {
-  double t0 = prof_begin(be);
-  prof_orig->act_forward(be, kind, alpha, n, x, y);
-  prof_end(be, t0, 0, "%-7s fwd       n=%lld", act_name(kind), (long long)n);
-}
-
-static void p_act_backward(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *y,
-                           const float *dy, float *dx) {
-  double t0 = prof_begin(be);
-  prof_orig->act_backward(be, kind, alpha, n, y, dy, dx);
-  prof_end(be, t0, 0, "%-7s bwd       n=%lld", act_name(kind), (long long)n);
-}
-
-/* The native 16-bit entries: the same keys with the dtype after the pass. */
+/* A forward's dtype in the pass's column ("" in f32), a backward's after its key. */
 static const char *lp_name(int32_t dtype) {
-  return dtype == GANFW_DTYPE_BF16 ? "bf16" : "f16";
+  return dtype == GANFW_DTYPE_BF16 ? "bf16" : dtype == GANFW_DTYPE_F16 ? "f16" : "";
 }
 
-static void p_conv2d_forward_lp(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *c,
-                                const void *x, const void *w, const float *b, void *y, void *ws) {
-  double t0 = prof_begin(be);
-  prof_orig->conv2d_forward_lp(be, dt, c, x, w, b, y, ws);
-  const double f = 2.0 * c->N * c->K * c->C * c->R * c->S * c->P * c->Q;
-  prof_end(be, t0, f, "conv2d  fwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld", lp_name(dt),
-           (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
-           (long long)c->Q);
+static const char *lp_suffix(int32_t dtype) {
+  return dtype == GANFW_DTYPE_BF16 ? " bf16" : dtype == GANFW_DTYPE_F16 ? " f16" : "";
 }
 
-static void p_conv2d_backward_lp(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *c,
-                                 const void *x, const void *w, const void *dy, void *dx, float *dw,
-                                 float *db, int accumulate, void *ws) {
-  double t0 = prof_begin(be);
-  prof_orig->conv2d_backward_lp(be, dt, c, x, w, dy, dx, dw, db, accumulate, ws);
-  const double f =
-      ((dx != NULL) + (dw != NULL)) * 2.0 * c->N * c->K * c->C * c->R * c->S * c->P * c->Q;
-  prof_end(be, t0, f, "conv2d  bwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld %s", grads(dx, dw),
-           (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
-           (long long)c->Q, lp_name(dt));
-}
-
-static void p_convt2d_forward_lp(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *c,
-                                 const void *x, const void *w, const float *b, void *y, void *ws) {
-  double t0 = prof_begin(be);
-  prof_orig->convt2d_forward_lp(be, dt, c, x, w, b, y, ws);
-  const double f = 2.0 * c->N * c->K * c->C * c->R * c->S * c->H * c->W;
-  prof_end(be, t0, f, "convT   fwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld", lp_name(dt),
-           (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
-           (long long)c->Q);
-}
-
-static void p_convt2d_backward_lp(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *c,
-                                  const void *x, const void *w, const void *dy, void *dx, float *dw,
-                                  float *db, int accumulate, void *ws) {
-  double t0 = prof_begin(be);
-  prof_orig->convt2d_backward_lp(be, dt, c, x, w, dy, dx, dw, db, accumulate, ws);
-  const double f =
-      ((dx != NULL) + (dw != NULL)) * 2.0 * c->N * c->K * c->C * c->R * c->S * c->H * c->W;
-  prof_end(be, t0, f, "convT   bwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld %s", grads(dx, dw),
-           (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
-           (long long)c->Q, lp_name(dt));
-}
-
-static void p_bn_forward_train_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
-                                  const void *x, const float *gamma, const float *beta, void *y,
-                                  float *rm, float *rv, float momentum, float eps, float *mean,
-                                  float *invstd) {
-  double t0 = prof_begin(be);
-  prof_orig->batchnorm2d_forward_train_lp(be, dt, N, C, HW, x, gamma, beta, y, rm, rv, momentum,
-                                          eps, mean, invstd);
-  prof_end(be, t0, 0, "bn2d    fwd %-5s C=%-4lld HW=%lld", lp_name(dt), (long long)C,
-           (long long)HW);
-}
-
-static void p_bn_backward_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
-                             const void *x, const void *dy, const float *gamma, const float *mean,
-                             const float *invstd, void *dx, float *dgamma, float *dbeta,
-                             int accumulate) {
-  double t0 = prof_begin(be);
-  prof_orig->batchnorm2d_backward_lp(be, dt, N, C, HW, x, dy, gamma, mean, invstd, dx, dgamma,
-                                     dbeta, accumulate);
-  prof_end(be, t0, 0, "bn2d    bwd %-5s C=%-4lld HW=%lld %s", dgamma ? "dx+dp" : "dx", (long long)C,
-           (long long)HW, lp_name(dt));
-}
-
-static void p_act_forward_lp(ganfw_backend *be, int32_t dt, int32_t kind, float alpha, int64_t n,
-                             const void *x, void *y) {
-  double t0 = prof_begin(be);
-  prof_orig->act_forward_lp(be, dt, kind, alpha, n, x, y);
-  prof_end(be, t0, 0, "%-7s fwd %-5s n=%lld", act_name(kind), lp_name(dt), (long long)n);
-}
-
-static void p_act_backward_lp(ganfw_backend *be, int32_t dt, int32_t kind, float alpha, int64_t n,
-                              const void *y, const void *dy, void *dx) {
-  double t0 = prof_begin(be);
-  prof_orig->act_backward_lp(be, dt, kind, alpha, n, y, dy, dx);
-  prof_end(be, t0, 0, "%-7s bwd %-5s n=%lld", act_name(kind), lp_name(dt), (long long)n);
-}
-
-static void p_gemm(ganfw_backend *be, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
-                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                   int64_t ldc) {
-  double t0 = prof_begin(be);
-  prof_orig->gemm(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  prof_end(be, t0, 2.0 * M * N * K, "gemm    %lldx%lldx%lld", (long long)M, (long long)N,
-           (long long)K);
-}
-
-/* The element-wise ops (Adam's foreach ops, losses, RNG, copies) by name only. */
-#define PROF_VOID(name, params, args)                                                              \
-  static void p_##name params {                                                                    \
-    double t0 = prof_begin(be);                                                                    \
-    prof_orig->name args;                                                                          \
-    prof_end(be, t0, 0, "elementwise %s", #name);                                                  \
+/* The ops keyed by name only: Adam's foreach ops, losses, RNG, casts, dropout, tensor math. */
+static int by_name(int32_t kind) {
+  switch (kind) {
+  case GANFW_OP_DROPOUT_FORWARD:
+  case GANFW_OP_DROPOUT_BACKWARD:
+  case GANFW_OP_BCE_LOGITS_FORWARD:
+  case GANFW_OP_BCE_LOGITS_BACKWARD:
+  case GANFW_OP_SOFTMAX_XENT_FORWARD:
+  case GANFW_OP_SOFTMAX_XENT_BACKWARD:
+  case GANFW_OP_FILL:
+  case GANFW_OP_SCALE:
+  case GANFW_OP_ADD_SCALAR:
+  case GANFW_OP_ADD:
+  case GANFW_OP_AXPY:
+  case GANFW_OP_MUL:
+  case GANFW_OP_ADDCMUL:
+  case GANFW_OP_ADDCDIV:
+  case GANFW_OP_SQRT:
+  case GANFW_OP_LERP:
+  case GANFW_OP_MAXIMUM:
+  case GANFW_OP_SUM:
+  case GANFW_OP_SUMSQ:
+  case GANFW_OP_NONFINITE:
+  case GANFW_OP_NONFINITE_MANY:
+  case GANFW_OP_CAST_FROM_F32:
+  case GANFW_OP_CAST_TO_F32:
+  case GANFW_OP_RNG_UNIFORM:
+  case GANFW_OP_RNG_NORMAL:
+  case GANFW_OP_UNARY:
+  case GANFW_OP_BINARY:
+  case GANFW_OP_REDUCE_SUM:
+  case GANFW_OP_CHANNEL_AFFINE:
+    return 1;
+  default:
+    return 0;
   }
+}
+
+/* The casts by direction and dtype ("f32_to_f16"), the other ops by their op name. */
+static const char *elementwise_name(const ganfw_op *op) {
+  const int bf16 = op->dtype == GANFW_DTYPE_BF16;
+  if (op->kind == GANFW_OP_CAST_FROM_F32) return bf16 ? "f32_to_bf16" : "f32_to_f16";
+  if (op->kind == GANFW_OP_CAST_TO_F32) return bf16 ? "bf16_to_f32" : "f16_to_f32";
+  return ganfw_op_name(op->kind);
+}
+
+/* op's key in the table and its FLOPs: by op and shape for the layers' kernels and GEMM, by
+ * name for the rest. */
+static double prof_key(const ganfw_op *op, char *key, size_t n) {
+  const ganfw_conv2d_shape *c = &op->shape.conv;
+  const ganfw_convt2d_shape *t = &op->shape.convt;
+  const int64_t *d = op->shape.d;
+  const char *lp = lp_name(op->dtype), *lps = lp_suffix(op->dtype);
+  const void *dx = op->out[0], *dw = op->grad[0];
+  switch (op->kind) {
+  case GANFW_OP_CONV2D_FORWARD:
+    snprintf(key, n, "conv2d  fwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld", lp,
+             (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
+             (long long)c->Q);
+    return 2.0 * c->N * c->K * c->C * c->R * c->S * c->P * c->Q;
+  case GANFW_OP_CONV2D_BACKWARD:
+    snprintf(key, n, "conv2d  bwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld%s", grads(dx, dw),
+             (long long)c->C, (long long)c->K, (long long)c->H, (long long)c->W, (long long)c->P,
+             (long long)c->Q, lps);
+    return ((dx != NULL) + (dw != NULL)) * 2.0 * c->N * c->K * c->C * c->R * c->S * c->P * c->Q;
+  case GANFW_OP_CONVT2D_FORWARD:
+    snprintf(key, n, "convT   fwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld", lp,
+             (long long)t->C, (long long)t->K, (long long)t->H, (long long)t->W, (long long)t->P,
+             (long long)t->Q);
+    return 2.0 * t->N * t->K * t->C * t->R * t->S * t->H * t->W;
+  case GANFW_OP_CONVT2D_BACKWARD:
+    snprintf(key, n, "convT   bwd %-5s %4lld->%-4lld %2lldx%-2lld->%2lldx%-2lld%s", grads(dx, dw),
+             (long long)t->C, (long long)t->K, (long long)t->H, (long long)t->W, (long long)t->P,
+             (long long)t->Q, lps);
+    return ((dx != NULL) + (dw != NULL)) * 2.0 * t->N * t->K * t->C * t->R * t->S * t->H * t->W;
+  case GANFW_OP_BATCHNORM2D_TRAIN:
+    snprintf(key, n, "bn2d    fwd %-5s C=%-4lld HW=%lld", lp, (long long)d[1], (long long)d[2]);
+    return 0;
+  case GANFW_OP_BATCHNORM2D_BACKWARD:
+    snprintf(key, n, "bn2d    bwd %-5s C=%-4lld HW=%lld%s", dw ? "dx+dp" : "dx", (long long)d[1],
+             (long long)d[2], lps);
+    return 0;
+  case GANFW_OP_ACT_FORWARD:
+    snprintf(key, n, "%-7s fwd %-5s n=%lld", act_name(op->mode), lp, (long long)d[0]);
+    return 0;
+  case GANFW_OP_ACT_BACKWARD:
+    snprintf(key, n, "%-7s bwd %-5s n=%lld", act_name(op->mode), lp, (long long)d[0]);
+    return 0;
+  case GANFW_OP_GEMM:
+    snprintf(key, n, "gemm    %lldx%lldx%lld", (long long)d[0], (long long)d[1], (long long)d[2]);
+    return 2.0 * d[0] * d[1] * d[2];
+  default:
+    if (by_name(op->kind))
+      snprintf(key, n, "elementwise %s", elementwise_name(op));
+    else
+      snprintf(key, n, "%s%s", ganfw_op_name(op->kind), lps);
+    return 0;
+  }
+}
+
+static ganfw_status p_run(ganfw_backend *be, ganfw_op *op) {
+  char key[sizeof prof[0].key];
+  const double f = prof_key(op, key, sizeof key);
+  const double t0 = prof_begin(be);
+  const ganfw_status st = prof_orig->run(be, op);
+  prof_end(be, t0, f, "%s", key);
+  return st;
+}
+
+/* The copies by name only. */
 #define PROF_RET(type, name, params, args)                                                         \
   static type p_##name params {                                                                    \
     double t0 = prof_begin(be);                                                                    \
@@ -423,41 +365,6 @@ static void p_gemm(ganfw_backend *be, int ta, int tb, int64_t M, int64_t N, int6
     prof_end(be, t0, 0, "elementwise %s", #name);                                                  \
     return r;                                                                                      \
   }
-PROF_VOID(fill, (ganfw_backend * be, int64_t n, float *x, float v), (be, n, x, v))
-PROF_VOID(scale, (ganfw_backend * be, int64_t n, float *x, float a), (be, n, x, a))
-PROF_VOID(add_scalar, (ganfw_backend * be, int64_t n, float *x, float a), (be, n, x, a))
-PROF_VOID(add, (ganfw_backend * be, int64_t n, float *o, const float *a, const float *b),
-          (be, n, o, a, b))
-PROF_VOID(axpy, (ganfw_backend * be, int64_t n, float *y, float al, const float *x),
-          (be, n, y, al, x))
-PROF_VOID(mul, (ganfw_backend * be, int64_t n, float *o, const float *a, const float *b),
-          (be, n, o, a, b))
-PROF_VOID(addcmul,
-          (ganfw_backend * be, int64_t n, float *y, float v, const float *a, const float *b),
-          (be, n, y, v, a, b))
-PROF_VOID(addcdiv,
-          (ganfw_backend * be, int64_t n, float *y, float v, const float *a, const float *b),
-          (be, n, y, v, a, b))
-PROF_VOID(sqrt, (ganfw_backend * be, int64_t n, float *o, const float *x), (be, n, o, x))
-PROF_VOID(lerp, (ganfw_backend * be, int64_t n, float *y, const float *x, float w),
-          (be, n, y, x, w))
-PROF_VOID(maximum, (ganfw_backend * be, int64_t n, float *y, const float *x), (be, n, y, x))
-PROF_VOID(bce_logits_forward,
-          (ganfw_backend * be, int64_t n, const float *l, const float *t, float *loss),
-          (be, n, l, t, loss))
-PROF_VOID(bce_logits_backward,
-          (ganfw_backend * be, int64_t n, const float *l, const float *t, float d, float *dx),
-          (be, n, l, t, d, dx))
-PROF_VOID(rng_normal,
-          (ganfw_backend * be, int64_t n, uint64_t seed, uint64_t off, float m, float sd, float *o),
-          (be, n, seed, off, m, sd, o))
-PROF_VOID(f32_to_f16, (ganfw_backend * be, int64_t n, const float *x, uint16_t *y), (be, n, x, y))
-PROF_VOID(f16_to_f32, (ganfw_backend * be, int64_t n, const uint16_t *x, float *y), (be, n, x, y))
-PROF_VOID(f32_to_bf16, (ganfw_backend * be, int64_t n, const float *x, uint16_t *y), (be, n, x, y))
-PROF_VOID(bf16_to_f32, (ganfw_backend * be, int64_t n, const uint16_t *x, float *y), (be, n, x, y))
-PROF_RET(double, sum, (ganfw_backend * be, int64_t n, const float *x), (be, n, x))
-PROF_RET(double, sumsq, (ganfw_backend * be, int64_t n, const float *x), (be, n, x))
-PROF_RET(int32_t, nonfinite, (ganfw_backend * be, int64_t n, const float *x), (be, n, x))
 PROF_RET(ganfw_status, copy_d2h, (ganfw_backend * be, void *d, const void *sr, size_t b),
          (be, d, sr, b))
 PROF_RET(ganfw_status, copy_h2d, (ganfw_backend * be, void *d, const void *sr, size_t b),
@@ -468,50 +375,10 @@ PROF_RET(ganfw_status, copy_d2d, (ganfw_backend * be, void *d, const void *sr, s
 static void prof_install(ganfw_backend *be) {
   prof_orig = be->vt;
   prof_vt = *be->vt;
-#define WRAP(entry, fn)                                                                            \
-  if (prof_vt.entry) prof_vt.entry = fn
-  WRAP(conv2d_forward, p_conv2d_forward);
-  WRAP(conv2d_backward, p_conv2d_backward);
-  WRAP(convt2d_forward, p_convt2d_forward);
-  WRAP(convt2d_backward, p_convt2d_backward);
-  WRAP(batchnorm2d_forward_train, p_bn_forward_train);
-  WRAP(batchnorm2d_backward, p_bn_backward);
-  WRAP(act_forward, p_act_forward);
-  WRAP(act_backward, p_act_backward);
-  WRAP(conv2d_forward_lp, p_conv2d_forward_lp);
-  WRAP(conv2d_backward_lp, p_conv2d_backward_lp);
-  WRAP(convt2d_forward_lp, p_convt2d_forward_lp);
-  WRAP(convt2d_backward_lp, p_convt2d_backward_lp);
-  WRAP(batchnorm2d_forward_train_lp, p_bn_forward_train_lp);
-  WRAP(batchnorm2d_backward_lp, p_bn_backward_lp);
-  WRAP(act_forward_lp, p_act_forward_lp);
-  WRAP(act_backward_lp, p_act_backward_lp);
-  WRAP(f32_to_f16, p_f32_to_f16);
-  WRAP(f16_to_f32, p_f16_to_f32);
-  WRAP(f32_to_bf16, p_f32_to_bf16);
-  WRAP(bf16_to_f32, p_bf16_to_f32);
-  WRAP(gemm, p_gemm);
-  WRAP(fill, p_fill);
-  WRAP(scale, p_scale);
-  WRAP(add_scalar, p_add_scalar);
-  WRAP(add, p_add);
-  WRAP(axpy, p_axpy);
-  WRAP(mul, p_mul);
-  WRAP(addcmul, p_addcmul);
-  WRAP(addcdiv, p_addcdiv);
-  WRAP(sqrt, p_sqrt);
-  WRAP(lerp, p_lerp);
-  WRAP(maximum, p_maximum);
-  WRAP(bce_logits_forward, p_bce_logits_forward);
-  WRAP(bce_logits_backward, p_bce_logits_backward);
-  WRAP(rng_normal, p_rng_normal);
-  WRAP(sum, p_sum);
-  WRAP(sumsq, p_sumsq);
-  WRAP(nonfinite, p_nonfinite);
-  WRAP(copy_d2h, p_copy_d2h);
-  WRAP(copy_h2d, p_copy_h2d);
-  WRAP(copy_d2d, p_copy_d2d);
-#undef WRAP
+  prof_vt.run = p_run;
+  prof_vt.copy_d2h = p_copy_d2h;
+  prof_vt.copy_h2d = p_copy_h2d;
+  prof_vt.copy_d2d = p_copy_d2d;
   be->vt = &prof_vt;
   n_prof = 0;
 }

@@ -10,6 +10,12 @@
 #include <time.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
+
+/* The CPU backend: its ops run through the typed wrappers of backend/ops.h. */
+static ganfw_backend *cpu(void) {
+  return ganfw_cpu_backend();
+}
 
 static double now_us(void) {
   struct timespec ts;
@@ -30,30 +36,30 @@ typedef struct bufs {
 typedef void (*op_fn)(bufs *b);
 
 static void bn_fwd(bufs *b) {
-  ganfw_cpu_batchnorm2d_forward_train(NULL, b->N, b->C, b->HW, b->x, b->gamma, b->beta, b->y, b->rm,
-                                      b->rv, 0.1f, 1e-5f, b->mean, b->invstd);
+  ganfw_be_batchnorm2d_forward_train(cpu(), b->N, b->C, b->HW, b->x, b->gamma, b->beta, b->y, b->rm,
+                                     b->rv, 0.1f, 1e-5f, b->mean, b->invstd);
 }
 static void bn_bwd(bufs *b) { /* after bn_fwd, for the saved statistics */
-  ganfw_cpu_batchnorm2d_backward(NULL, b->N, b->C, b->HW, b->x, b->dy, b->gamma, b->mean, b->invstd,
-                                 b->dx, b->dg, b->db, 0);
+  ganfw_be_batchnorm2d_backward(cpu(), b->N, b->C, b->HW, b->x, b->dy, b->gamma, b->mean, b->invstd,
+                                b->dx, b->dg, b->db, 0);
 }
 static void relu_fwd(bufs *b) {
-  ganfw_cpu_act_forward(NULL, GANFW_ACT_RELU, 0.0f, b->N * b->C * b->HW, b->x, b->y);
+  ganfw_be_act_forward(cpu(), GANFW_ACT_RELU, 0.0f, b->N * b->C * b->HW, b->x, b->y);
 }
 static void relu_bwd(bufs *b) {
-  ganfw_cpu_act_backward(NULL, GANFW_ACT_RELU, 0.0f, b->N * b->C * b->HW, b->y, b->dy, b->dx);
+  ganfw_be_act_backward(cpu(), GANFW_ACT_RELU, 0.0f, b->N * b->C * b->HW, b->y, b->dy, b->dx);
 }
 static void lrelu_fwd(bufs *b) {
-  ganfw_cpu_act_forward(NULL, GANFW_ACT_LEAKY_RELU, 0.2f, b->N * b->C * b->HW, b->x, b->y);
+  ganfw_be_act_forward(cpu(), GANFW_ACT_LEAKY_RELU, 0.2f, b->N * b->C * b->HW, b->x, b->y);
 }
 static void lrelu_bwd(bufs *b) {
-  ganfw_cpu_act_backward(NULL, GANFW_ACT_LEAKY_RELU, 0.2f, b->N * b->C * b->HW, b->y, b->dy, b->dx);
+  ganfw_be_act_backward(cpu(), GANFW_ACT_LEAKY_RELU, 0.2f, b->N * b->C * b->HW, b->y, b->dy, b->dx);
 }
 static void tanh_fwd(bufs *b) {
-  ganfw_cpu_act_forward(NULL, GANFW_ACT_TANH, 0.0f, b->N * b->C * b->HW, b->x, b->y);
+  ganfw_be_act_forward(cpu(), GANFW_ACT_TANH, 0.0f, b->N * b->C * b->HW, b->x, b->y);
 }
 static void tanh_bwd(bufs *b) {
-  ganfw_cpu_act_backward(NULL, GANFW_ACT_TANH, 0.0f, b->N * b->C * b->HW, b->y, b->dy, b->dx);
+  ganfw_be_act_backward(cpu(), GANFW_ACT_TANH, 0.0f, b->N * b->C * b->HW, b->y, b->dy, b->dx);
 }
 /* 2x2/2 pooling over [N,C,H,W] (the classifier's); y, dy and argmax fit in the buffers. */
 static ganfw_pool2d_shape pool_shape(const bufs *b) {
@@ -64,24 +70,24 @@ static ganfw_pool2d_shape pool_shape(const bufs *b) {
 }
 static void maxpool_fwd(bufs *b) {
   ganfw_pool2d_shape s = pool_shape(b);
-  ganfw_cpu_maxpool2d_forward(NULL, &s, b->x, b->y, (int32_t *)b->gamma);
+  ganfw_be_maxpool2d_forward(cpu(), &s, b->x, b->y, (int32_t *)b->gamma);
 }
 static void maxpool_bwd(bufs *b) {
   ganfw_pool2d_shape s = pool_shape(b);
-  ganfw_cpu_maxpool2d_backward(NULL, &s, b->dy, (const int32_t *)b->gamma, b->dx);
+  ganfw_be_maxpool2d_backward(cpu(), &s, b->dy, (const int32_t *)b->gamma, b->dx);
 }
 static void avgpool_fwd(bufs *b) {
   ganfw_pool2d_shape s = pool_shape(b);
-  ganfw_cpu_avgpool2d_forward(NULL, &s, b->x, b->y);
+  ganfw_be_avgpool2d_forward(cpu(), &s, b->x, b->y);
 }
 static void avgpool_bwd(bufs *b) {
   ganfw_pool2d_shape s = pool_shape(b);
-  ganfw_cpu_avgpool2d_backward(NULL, &s, b->dy, b->dx);
+  ganfw_be_avgpool2d_backward(cpu(), &s, b->dy, b->dx);
 }
 static void bce_fwd_bwd(bufs *b) {
   int64_t n = b->N * b->C * b->HW;
-  ganfw_cpu_bce_logits_forward(NULL, n, b->x, b->gamma, b->mean);
-  ganfw_cpu_bce_logits_backward(NULL, n, b->x, b->gamma, 1.0f, b->dx);
+  ganfw_be_bce_logits_forward(cpu(), n, b->x, b->gamma, b->mean);
+  ganfw_be_bce_logits_backward(cpu(), n, b->x, b->gamma, 1.0f, b->dx);
 }
 
 /* Page-aligned like the framework's blocks (512-byte granules in 2 MiB segments): with

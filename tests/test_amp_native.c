@@ -1,12 +1,13 @@
-/* The layers' native 16-bit path (the _lp entries of backend.h), on the CPU: a test backend
- * is the CPU's table plus _lp entries that convert whole tensors on the host and call the
- * f32 kernels, counting every call. With it the layers must take the _lp entries for the
- * groups lp_ops names and the converting path (layer_dtype.c) for the rest, give what the
- * CPU backend's converting path gives, never take them in f32, and `ganfw plan` (the meta
- * backend with this backend as its shadow) must still predict the measured step exactly,
- * as it must on the CPU's own native kernels (the CPU reference runs with them off:
- * ganfw_cpu_lp_set).
- * Also the loss scaler's non-finite check through a backend's nonfinite_many, and the
+/* The layers' native 16-bit path (the ops a backend supports in f16 or bf16, op.h), on the
+ * CPU: a test backend is the CPU's table with its own supports, workspace and run, which take
+ * the conv, linear, BatchNorm and activation ops in 16 bits by converting whole tensors on the
+ * host around the f32 kernels, counting every call. With it the layers must run those ops in
+ * 16 bits for the groups the backend supports and take the converting path (layer_dtype.c) for
+ * the rest, give what the CPU backend's converting path gives, never count a call in f32, and
+ * `ganfw plan` (the meta backend with this backend as its shadow) must still predict the
+ * measured step exactly, as it must on the CPU's own native kernels (the CPU reference runs
+ * with them off: ganfw_cpu_lp_set).
+ * Also the loss scaler's non-finite check through a backend's nonfinite_many op, and the
  * trainers' page-locked staging buffers. */
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/ops.h"
 #include "plugin/plugin_host.h"
 #include "runtime/ctx.h"
 #include "base/error.h"
@@ -67,162 +69,251 @@ static void store(int32_t dtype, int64_t n, float *f, void *h) {
   free(f);
 }
 
-static uint32_t lp_ops(ganfw_backend *be, int32_t dtype) {
+/* The group of GANFW_LP_* an op kind belongs to, 0 for the ops with no native 16-bit form. */
+static uint32_t lp_group(int32_t kind) {
+  switch (kind) {
+  case GANFW_OP_CONV2D_FORWARD:
+  case GANFW_OP_CONV2D_BACKWARD:
+  case GANFW_OP_CONVT2D_FORWARD:
+  case GANFW_OP_CONVT2D_BACKWARD:
+    return GANFW_LP_CONV;
+  case GANFW_OP_LINEAR_FORWARD:
+  case GANFW_OP_LINEAR_BACKWARD:
+    return GANFW_LP_LINEAR;
+  case GANFW_OP_BATCHNORM2D_TRAIN:
+  case GANFW_OP_BATCHNORM2D_EVAL:
+  case GANFW_OP_BATCHNORM2D_BACKWARD:
+    return GANFW_LP_BATCHNORM;
+  case GANFW_OP_ACT_FORWARD:
+  case GANFW_OP_ACT_BACKWARD:
+    return GANFW_LP_ACT;
+  default:
+    return 0;
+  }
+}
+
+/* 1 when op is one of this backend's native 16-bit ops (a group the test switched on). */
+static int32_t lp_native(const ganfw_op *op) {
+  const uint32_t groups = op->dtype == GANFW_DTYPE_F16    ? groups_f16
+                          : op->dtype == GANFW_DTYPE_BF16 ? groups_bf16
+                                                          : 0;
+  return (lp_group(op->kind) & groups) != 0;
+}
+
+/* Every op in f32 and every other op as the CPU has them; the grouped ops in 16 bits only
+ * where the test switched their group on (whatever the CPU's own native kernels are). */
+static int32_t lp_supports(ganfw_backend *be, const ganfw_op *op) {
   (void)be;
-  return dtype == GANFW_DTYPE_F16 ? groups_f16 : dtype == GANFW_DTYPE_BF16 ? groups_bf16 : 0;
+  if (op->dtype != GANFW_DTYPE_F32 && lp_group(op->kind)) return lp_native(op);
+  return cpu()->vt->supports(cpu(), op);
 }
 
-/* The CPU's workspace plus room for a 16-bit weight gradient, as the CUDA backend asks. */
-static size_t conv_ws_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s) {
-  (void)be, (void)dtype;
-  return cpu()->vt->conv2d_workspace(cpu(), s) + (size_t)(s->K * s->C * s->R * s->S) * 2;
-}
-
-static size_t convt_ws_lp(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s) {
-  (void)be, (void)dtype;
-  return cpu()->vt->convt2d_workspace(cpu(), s) + (size_t)(s->K * s->C * s->R * s->S) * 2;
-}
-
-static void conv_fwd_lp(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *s, const void *x,
-                        const void *w, const float *b, void *y, void *ws) {
+/* The grouped ops in 16 bits: the CPU's f32 workspace, plus room for a 16-bit weight gradient
+ * in a convolution, as the CUDA backend asks; every other op: the CPU's. */
+static size_t lp_workspace(ganfw_backend *be, const ganfw_op *op) {
   (void)be;
+  if (op->dtype == GANFW_DTYPE_F32 || !lp_group(op->kind)) return cpu()->vt->workspace(cpu(), op);
+  ganfw_op f32 = *op;
+  f32.dtype = GANFW_DTYPE_F32;
+  size_t bytes = cpu()->vt->workspace(cpu(), &f32);
+  if (lp_native(op) && lp_group(op->kind) == GANFW_LP_CONV) {
+    const ganfw_conv2d_shape *s = &op->shape.conv;
+    const ganfw_convt2d_shape *t = &op->shape.convt;
+    const int transposed =
+        op->kind == GANFW_OP_CONVT2D_FORWARD || op->kind == GANFW_OP_CONVT2D_BACKWARD;
+    bytes += (size_t)(transposed ? t->K * t->C * t->R * t->S : s->K * s->C * s->R * s->S) * 2;
+  }
+  return bytes;
+}
+
+static ganfw_status conv_fwd_lp(int32_t dt, const ganfw_conv2d_shape *s, const void *x,
+                                const void *w, const float *b, void *y, void *ws) {
   calls[C_CONV_FWD]++;
   float *xf = to_f32(dt, s->N * s->C * s->H * s->W, x),
         *wf = to_f32(dt, s->K * s->C * s->R * s->S, w);
   float *yf = scratch(s->N * s->K * s->P * s->Q, y);
-  cpu()->vt->conv2d_forward(cpu(), s, xf, wf, b, yf, ws);
+  const ganfw_status st = ganfw_be_conv2d_forward(cpu(), s, xf, wf, b, yf, ws);
   store(dt, s->N * s->K * s->P * s->Q, yf, y);
   free(xf), free(wf);
+  return st;
 }
 
-static void conv_bwd_lp(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *s, const void *x,
-                        const void *w, const void *dy, void *dx, float *dw, float *db,
-                        int accumulate, void *ws) {
-  (void)be;
+static ganfw_status conv_bwd_lp(int32_t dt, const ganfw_conv2d_shape *s, const void *x,
+                                const void *w, const void *dy, void *dx, float *dw, float *db,
+                                int accumulate, void *ws) {
   calls[C_CONV_BWD]++;
   CU_ASSERT(w || !dx); /* the weight copy is there whenever dx is wanted */
   const int64_t nx = s->N * s->C * s->H * s->W;
   float *xf = to_f32(dt, nx, x), *wf = to_f32(dt, s->K * s->C * s->R * s->S, w);
   float *dyf = to_f32(dt, s->N * s->K * s->P * s->Q, dy), *dxf = scratch(nx, dx);
-  cpu()->vt->conv2d_backward(cpu(), s, xf, wf, dyf, dxf, dw, db, accumulate, ws);
+  const ganfw_status st =
+      ganfw_be_conv2d_backward(cpu(), s, xf, wf, dyf, dxf, dw, db, accumulate, ws);
   store(dt, nx, dxf, dx);
   free(xf), free(wf), free(dyf);
+  return st;
 }
 
-static void convt_fwd_lp(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *s, const void *x,
-                         const void *w, const float *b, void *y, void *ws) {
-  (void)be;
+static ganfw_status convt_fwd_lp(int32_t dt, const ganfw_convt2d_shape *s, const void *x,
+                                 const void *w, const float *b, void *y, void *ws) {
   calls[C_CONVT_FWD]++;
   float *xf = to_f32(dt, s->N * s->C * s->H * s->W, x),
         *wf = to_f32(dt, s->K * s->C * s->R * s->S, w);
   float *yf = scratch(s->N * s->K * s->P * s->Q, y);
-  cpu()->vt->convt2d_forward(cpu(), s, xf, wf, b, yf, ws);
+  const ganfw_status st = ganfw_be_convt2d_forward(cpu(), s, xf, wf, b, yf, ws);
   store(dt, s->N * s->K * s->P * s->Q, yf, y);
   free(xf), free(wf);
+  return st;
 }
 
-static void convt_bwd_lp(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *s, const void *x,
-                         const void *w, const void *dy, void *dx, float *dw, float *db,
-                         int accumulate, void *ws) {
-  (void)be;
+static ganfw_status convt_bwd_lp(int32_t dt, const ganfw_convt2d_shape *s, const void *x,
+                                 const void *w, const void *dy, void *dx, float *dw, float *db,
+                                 int accumulate, void *ws) {
   calls[C_CONVT_BWD]++;
   CU_ASSERT(w || !dx);
   const int64_t nx = s->N * s->C * s->H * s->W;
   float *xf = to_f32(dt, nx, x), *wf = to_f32(dt, s->K * s->C * s->R * s->S, w);
   float *dyf = to_f32(dt, s->N * s->K * s->P * s->Q, dy), *dxf = scratch(nx, dx);
-  cpu()->vt->convt2d_backward(cpu(), s, xf, wf, dyf, dxf, dw, db, accumulate, ws);
+  const ganfw_status st =
+      ganfw_be_convt2d_backward(cpu(), s, xf, wf, dyf, dxf, dw, db, accumulate, ws);
   store(dt, nx, dxf, dx);
   free(xf), free(wf), free(dyf);
+  return st;
 }
 
-static void lin_fwd_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t IN, int64_t OUT,
-                       const void *x, const void *w, const float *b, void *y) {
-  (void)be;
+static ganfw_status lin_fwd_lp(int32_t dt, int64_t N, int64_t IN, int64_t OUT, const void *x,
+                               const void *w, const float *b, void *y) {
   calls[C_LIN_FWD]++;
   float *xf = to_f32(dt, N * IN, x), *wf = to_f32(dt, OUT * IN, w), *yf = scratch(N * OUT, y);
-  cpu()->vt->linear_forward(cpu(), N, IN, OUT, xf, wf, b, yf);
+  const ganfw_status st = ganfw_be_linear_forward(cpu(), N, IN, OUT, xf, wf, b, yf);
   store(dt, N * OUT, yf, y);
   free(xf), free(wf);
+  return st;
 }
 
-static void lin_bwd_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t IN, int64_t OUT,
-                       const void *x, const void *w, const void *dy, void *dx, float *dw, float *db,
-                       int accumulate) {
-  (void)be;
+static ganfw_status lin_bwd_lp(int32_t dt, int64_t N, int64_t IN, int64_t OUT, const void *x,
+                               const void *w, const void *dy, void *dx, float *dw, float *db,
+                               int accumulate) {
   calls[C_LIN_BWD]++;
   CU_ASSERT(w || !dx);
   float *xf = to_f32(dt, N * IN, x), *wf = to_f32(dt, OUT * IN, w);
   float *dyf = to_f32(dt, N * OUT, dy), *dxf = scratch(N * IN, dx);
-  cpu()->vt->linear_backward(cpu(), N, IN, OUT, xf, wf, dyf, dxf, dw, db, accumulate);
+  const ganfw_status st =
+      ganfw_be_linear_backward(cpu(), N, IN, OUT, xf, wf, dyf, dxf, dw, db, accumulate);
   store(dt, N * IN, dxf, dx);
   free(xf), free(wf), free(dyf);
+  return st;
 }
 
-static void bn_train_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
-                        const void *x, const float *gamma, const float *beta, void *y, float *rm,
-                        float *rv, float momentum, float eps, float *sm, float *si) {
-  (void)be;
+static ganfw_status bn_train_lp(int32_t dt, int64_t N, int64_t C, int64_t HW, const void *x,
+                                const float *gamma, const float *beta, void *y, float *rm,
+                                float *rv, float momentum, float eps, float *sm, float *si) {
   calls[C_BN_TRAIN]++;
   float *xf = to_f32(dt, N * C * HW, x), *yf = scratch(N * C * HW, y);
-  cpu()->vt->batchnorm2d_forward_train(cpu(), N, C, HW, xf, gamma, beta, yf, rm, rv, momentum, eps,
-                                       sm, si);
+  const ganfw_status st = ganfw_be_batchnorm2d_forward_train(cpu(), N, C, HW, xf, gamma, beta, yf,
+                                                             rm, rv, momentum, eps, sm, si);
   store(dt, N * C * HW, yf, y);
   free(xf);
+  return st;
 }
 
-static void bn_eval_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
-                       const void *x, const float *gamma, const float *beta, void *y,
-                       const float *rm, const float *rv, float eps) {
-  (void)be;
+static ganfw_status bn_eval_lp(int32_t dt, int64_t N, int64_t C, int64_t HW, const void *x,
+                               const float *gamma, const float *beta, void *y, const float *rm,
+                               const float *rv, float eps) {
   calls[C_BN_EVAL]++;
   float *xf = to_f32(dt, N * C * HW, x), *yf = scratch(N * C * HW, y);
-  cpu()->vt->batchnorm2d_forward_eval(cpu(), N, C, HW, xf, gamma, beta, yf, rm, rv, eps);
+  const ganfw_status st =
+      ganfw_be_batchnorm2d_forward_eval(cpu(), N, C, HW, xf, gamma, beta, yf, rm, rv, eps);
   store(dt, N * C * HW, yf, y);
   free(xf);
+  return st;
 }
 
-static void bn_bwd_lp(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
-                      const void *x, const void *dy, const float *gamma, const float *sm,
-                      const float *si, void *dx, float *dgamma, float *dbeta, int accumulate) {
-  (void)be;
+static ganfw_status bn_bwd_lp(int32_t dt, int64_t N, int64_t C, int64_t HW, const void *x,
+                              const void *dy, const float *gamma, const float *sm, const float *si,
+                              void *dx, float *dgamma, float *dbeta, int accumulate) {
   calls[C_BN_BWD]++;
   float *xf = to_f32(dt, N * C * HW, x), *dyf = to_f32(dt, N * C * HW, dy);
   float *dxf = scratch(N * C * HW, dx);
-  cpu()->vt->batchnorm2d_backward(cpu(), N, C, HW, xf, dyf, gamma, sm, si, dxf, dgamma, dbeta,
-                                  accumulate);
+  const ganfw_status st = ganfw_be_batchnorm2d_backward(cpu(), N, C, HW, xf, dyf, gamma, sm, si,
+                                                        dxf, dgamma, dbeta, accumulate);
   store(dt, N * C * HW, dxf, dx);
   free(xf), free(dyf);
+  return st;
 }
 
-static void act_fwd_lp(ganfw_backend *be, int32_t dt, int32_t kind, float alpha, int64_t n,
-                       const void *x, void *y) {
-  (void)be;
+static ganfw_status act_fwd_lp(int32_t dt, int32_t kind, float alpha, int64_t n, const void *x,
+                               void *y) {
   calls[C_ACT_FWD]++;
   float *xf = to_f32(dt, n, x), *yf = scratch(n, y);
-  cpu()->vt->act_forward(cpu(), kind, alpha, n, xf, yf);
+  const ganfw_status st = ganfw_be_act_forward(cpu(), kind, alpha, n, xf, yf);
   store(dt, n, yf, y);
   free(xf);
+  return st;
 }
 
-static void act_bwd_lp(ganfw_backend *be, int32_t dt, int32_t kind, float alpha, int64_t n,
-                       const void *y, const void *dy, void *dx) {
-  (void)be;
+static ganfw_status act_bwd_lp(int32_t dt, int32_t kind, float alpha, int64_t n, const void *y,
+                               const void *dy, void *dx) {
   calls[C_ACT_BWD]++;
   float *yf = to_f32(dt, n, y), *dyf = to_f32(dt, n, dy), *dxf = scratch(n, dx);
-  cpu()->vt->act_backward(cpu(), kind, alpha, n, yf, dyf, dxf);
+  const ganfw_status st = ganfw_be_act_backward(cpu(), kind, alpha, n, yf, dyf, dxf);
   store(dt, n, dxf, dx);
   free(yf), free(dyf);
+  return st;
+}
+
+/* A native 16-bit op: its tensors converted on the host around the CPU's f32 op. */
+static ganfw_status run_lp(ganfw_op *op) {
+  const int32_t dt = op->dtype;
+  const int acc = (op->flags & GANFW_OP_ACCUMULATE) != 0;
+  const int64_t *d = op->shape.d;
+  const void *const *in = op->in;
+  void *const *out = op->out;
+  switch (op->kind) {
+  case GANFW_OP_CONV2D_FORWARD:
+    return conv_fwd_lp(dt, &op->shape.conv, in[0], in[1], in[2], out[0], op->ws);
+  case GANFW_OP_CONV2D_BACKWARD:
+    return conv_bwd_lp(dt, &op->shape.conv, in[0], in[1], in[2], out[0], op->grad[0], op->grad[1],
+                       acc, op->ws);
+  case GANFW_OP_CONVT2D_FORWARD:
+    return convt_fwd_lp(dt, &op->shape.convt, in[0], in[1], in[2], out[0], op->ws);
+  case GANFW_OP_CONVT2D_BACKWARD:
+    return convt_bwd_lp(dt, &op->shape.convt, in[0], in[1], in[2], out[0], op->grad[0], op->grad[1],
+                        acc, op->ws);
+  case GANFW_OP_LINEAR_FORWARD:
+    return lin_fwd_lp(dt, d[0], d[1], d[2], in[0], in[1], in[2], out[0]);
+  case GANFW_OP_LINEAR_BACKWARD:
+    return lin_bwd_lp(dt, d[0], d[1], d[2], in[0], in[1], in[2], out[0], op->grad[0], op->grad[1],
+                      acc);
+  case GANFW_OP_BATCHNORM2D_TRAIN:
+    return bn_train_lp(dt, d[0], d[1], d[2], in[0], in[1], in[2], out[0], out[1], out[2],
+                       (float)op->sc[0], (float)op->sc[1], out[3], out[4]);
+  case GANFW_OP_BATCHNORM2D_EVAL:
+    return bn_eval_lp(dt, d[0], d[1], d[2], in[0], in[1], in[2], out[0], in[3], in[4],
+                      (float)op->sc[0]);
+  case GANFW_OP_BATCHNORM2D_BACKWARD:
+    return bn_bwd_lp(dt, d[0], d[1], d[2], in[0], in[1], in[2], in[3], in[4], out[0], op->grad[0],
+                     op->grad[1], acc);
+  case GANFW_OP_ACT_FORWARD:
+    return act_fwd_lp(dt, op->mode, (float)op->sc[0], d[0], in[0], out[0]);
+  case GANFW_OP_ACT_BACKWARD:
+    return act_bwd_lp(dt, op->mode, (float)op->sc[0], d[0], in[0], in[1], out[0]);
+  default:
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "test backend: %s has no 16-bit form",
+                           ganfw_op_name(op->kind));
+  }
 }
 
 static int64_t nonfinite_many_calls;
 
-static int32_t nonfinite_many(ganfw_backend *be, int64_t n, const float *const *x,
-                              const int64_t *numel) {
-  (void)be;
+/* The loss scaler's check over a list of buffers, counted, per buffer on the CPU. */
+static ganfw_status nonfinite_many(ganfw_op *op) {
+  const float *const *x = op->in[0];
+  const int64_t *numel = op->in[1];
   nonfinite_many_calls++;
   int32_t any = 0;
-  for (int64_t i = 0; i < n; i++) any |= cpu()->vt->nonfinite(cpu(), numel[i], x[i]);
-  return any;
+  for (int64_t i = 0; i < op->shape.d[0]; i++) any |= ganfw_be_nonfinite(cpu(), numel[i], x[i]);
+  op->result = any;
+  return GANFW_OK;
 }
 
 /* Page-locked memory as malloc'd memory with counters; `pinned_fails` refuses it. */
@@ -250,27 +341,28 @@ static ganfw_status copy_h2d_async(ganfw_backend *be, void *dst, const void *src
   return cpu()->vt->copy_h2d(be, dst, src, bytes);
 }
 
+/* The grouped ops in 16 bits where their group is on, the list check, and the CPU's run for
+ * every other op; a grouped op in 16 bits whose group is off is refused as a backend does. */
+static ganfw_status lp_run(ganfw_backend *be, ganfw_op *op) {
+  if (op->kind == GANFW_OP_NONFINITE_MANY) return nonfinite_many(op);
+  if (op->dtype != GANFW_DTYPE_F32 && lp_group(op->kind)) {
+    if (!lp_supports(be, op))
+      return ganfw_error_set(GANFW_ERR_UNSUPPORTED, "the %s backend cannot run %s in %s",
+                             be->vt->name, ganfw_op_name(op->kind), ganfw_dtype_name(op->dtype));
+    return run_lp(op);
+  }
+  return cpu()->vt->run(cpu(), op);
+}
+
 static int suite_init(void) {
   lp_vt = *ganfw_cpu_backend()->vt;
   lp_vt.name = "cpu+lp";
-  lp_vt.nonfinite_many = nonfinite_many;
   lp_vt.host_alloc_pinned = host_alloc_pinned;
   lp_vt.host_free_pinned = host_free_pinned;
   lp_vt.copy_h2d_async = copy_h2d_async;
-  lp_vt.lp_ops = lp_ops;
-  lp_vt.conv2d_workspace_lp = conv_ws_lp;
-  lp_vt.conv2d_forward_lp = conv_fwd_lp;
-  lp_vt.conv2d_backward_lp = conv_bwd_lp;
-  lp_vt.convt2d_workspace_lp = convt_ws_lp;
-  lp_vt.convt2d_forward_lp = convt_fwd_lp;
-  lp_vt.convt2d_backward_lp = convt_bwd_lp;
-  lp_vt.linear_forward_lp = lin_fwd_lp;
-  lp_vt.linear_backward_lp = lin_bwd_lp;
-  lp_vt.batchnorm2d_forward_train_lp = bn_train_lp;
-  lp_vt.batchnorm2d_forward_eval_lp = bn_eval_lp;
-  lp_vt.batchnorm2d_backward_lp = bn_bwd_lp;
-  lp_vt.act_forward_lp = act_fwd_lp;
-  lp_vt.act_backward_lp = act_bwd_lp;
+  lp_vt.supports = lp_supports;
+  lp_vt.workspace = lp_workspace;
+  lp_vt.run = lp_run;
   return 0;
 }
 
@@ -292,7 +384,7 @@ static ganfw_ctx *make_ctx(int lp) {
   return c;
 }
 
-/* Every layer kind, the _lp ones mixed with some that have no _lp entry (dropout, pooling),
+/* Every layer kind, the native ones mixed with some that have no 16-bit op (dropout, pooling),
  * and a convolution with a bias: leaky relu (which rounds the f32 input: a conv on an f32
  * input takes the converting path) -> conv -> bn -> sigmoid -> dropout -> conv-transpose
  * (bias) -> leaky relu -> avg pool -> flatten -> linear -> tanh, on [8,3,16,16]. Smooth
@@ -392,14 +484,14 @@ static void print_result(const char *what, const pass_result *r) {
          what, r->y, r->dx, r->dw, r->running, (long long)r->ws_peak[0], (long long)r->ws_peak[1]);
 }
 
-/* f16 with every group native: each _lp entry is taken (forward, backward, eval) and the
+/* f16 with every group native: each native op is run (forward, backward, eval) and the
  * results are the converting path's up to the order of f32 sums. */
 static void test_f16_all_groups(void) {
   memset(calls, 0, sizeof calls);
   pass_result r = compare_paths(GANFW_DTYPE_F16);
   print_result("f16", &r);
   for (int i = 0; i < C_COUNT; i++) {
-    if (calls[i] == 0) printf("\n  _lp entry %d never called", i);
+    if (calls[i] == 0) printf("\n  native op %d never called", i);
     CU_ASSERT(calls[i] > 0);
   }
   CU_ASSERT(r.y < 2e-3);
@@ -448,7 +540,7 @@ static void test_f32_input_converts(void) {
   ganfw_ctx_destroy(c);
 }
 
-/* In f32 the _lp entries are never taken, and the two backends agree bit for bit. */
+/* In f32 the native 16-bit ops are never run, and the two backends agree bit for bit. */
 static void test_f32_never_native(void) {
   memset(calls, 0, sizeof calls);
   pass_result r = compare_paths(GANFW_DTYPE_F32);
@@ -462,7 +554,7 @@ static void test_f32_never_native(void) {
 
 /* `ganfw plan` of a DC-GAN AMP step on the meta backend shadowing the test backend equals
  * the measured step on it (every category and phase), and differs from the converting
- * path's plan (so the meta backend did follow the shadow's lp_ops). */
+ * path's plan (so the meta backend did follow the shadow's supports and workspace). */
 static void test_plan_follows_native_path(void) {
   char dir[] = "/tmp/ganfw_lp_XXXXXX";
   CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));

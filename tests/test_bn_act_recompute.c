@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/ops.h"
 #include "base/error.h"
 #include "nn/net.h"
 #include "runtime/alloc.h"
@@ -73,11 +74,18 @@ typedef struct outcome {
   int64_t backward_allocs; /* the allocator's successful requests in round 0's backward */
 } outcome;
 
-/* 1: run() puts the CPU backend behind a copy of its table without
- * batchnorm2d_backward_in_place, so that BatchNorm's input gradient gets its own tensor. */
+/* 1: run() puts the CPU backend behind a copy of its table whose supports() says no to
+ * BatchNorm's backward in place (GANFW_OP_IN_PLACE), so that BatchNorm's input gradient gets
+ * its own tensor. */
 static int32_t no_bn_in_place;
+static const ganfw_backend_vt *cpu_vt;
 static ganfw_backend_vt cpu_vt_copy;
 static ganfw_backend cpu_copy;
+
+static int32_t supports_not_in_place(ganfw_backend *be, const ganfw_op *op) {
+  if (op->kind == GANFW_OP_BATCHNORM2D_BACKWARD && (op->flags & GANFW_OP_IN_PLACE)) return 0;
+  return cpu_vt->supports(be, op);
+}
 
 static void collect(ganfw_net *net, outcome *o) {
   o->n_params = 0;
@@ -122,8 +130,9 @@ static void run(int32_t recompute, int32_t dtype, const int32_t *starts, int32_t
   memset(o, 0, sizeof *o);
   ganfw_ctx *ctx = make_ctx();
   if (no_bn_in_place) {
-    cpu_vt_copy = *ctx->be->vt;
-    cpu_vt_copy.batchnorm2d_backward_in_place = NULL;
+    cpu_vt = ctx->be->vt;
+    cpu_vt_copy = *cpu_vt;
+    cpu_vt_copy.supports = supports_not_in_place;
     cpu_copy = (ganfw_backend){.vt = &cpu_vt_copy, .impl = ctx->be->impl};
     ctx->be = &cpu_copy;
   }

@@ -5,7 +5,7 @@
  * and 2, a batch over several chunks and a partial lane block). Each Winograd error must stay
  * within 3x of im2col's (or of 3 FLT_EPSILON where im2col's is smaller); shapes whose sums
  * have a few terms only (never dispatched) within 6x. GANFW_CONV_IM2COL=1 is set before the
- * first conv2d call, so that ganfw_cpu_conv2d_* is the im2col path here; the dispatch itself
+ * first conv2d call, so that the CPU's conv2d ops take the im2col path here; the dispatch itself
  * (conv2d and conv_transpose2d give the Winograd results) is checked in a child process
  * forked before that. Also: dx alone and dw alone, 1 vs 2 threads, which shapes fit. */
 #include <float.h>
@@ -19,6 +19,12 @@
 #include "testutil.h"
 #include "backend/cpu/conv_winograd.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
+
+/* The CPU backend: its ops run through the typed wrappers of backend/ops.h. */
+static ganfw_backend *cpu(void) {
+  return ganfw_cpu_backend();
+}
 
 #define ERR_RATIO 3.0
 /* Sums of 4 to 48 terms (C = 1, K = 1, ...): a few roundings in the transforms weigh more
@@ -174,9 +180,9 @@ static void run_draw(const ganfw_conv2d_shape *s, uint64_t seed, void *wsw, void
   ganfw_cpu_conv2d_winograd_forward(s, GANFW_DTYPE_F32, x, w, b, yw, NULL, wsw);
   ganfw_cpu_conv2d_winograd_backward(s, GANFW_DTYPE_F32, x, w, dy, dxw, dww, 0, NULL, NULL, wsw);
   ganfw_cpu_conv2d_winograd_backward(s, GANFW_DTYPE_F32, x, w, dy, NULL, dwaw, 1, NULL, NULL, wsw);
-  ganfw_cpu_conv2d_forward(NULL, s, x, w, b, yi, wsi);
-  ganfw_cpu_conv2d_backward(NULL, s, x, w, dy, dxi, dwi, NULL, 0, wsi);
-  ganfw_cpu_conv2d_backward(NULL, s, x, w, dy, NULL, dwai, NULL, 1, wsi);
+  ganfw_be_conv2d_forward(cpu(), s, x, w, b, yi, wsi);
+  ganfw_be_conv2d_backward(cpu(), s, x, w, dy, dxi, dwi, NULL, 0, wsi);
+  ganfw_be_conv2d_backward(cpu(), s, x, w, dy, NULL, dwai, NULL, 1, wsi);
   add_err(&e[0], yw, yi, yr, ny);
   add_err(&e[1], dxw, dxi, dxr, nx);
   add_err(&e[2], dww, dwi, dwr, nw);
@@ -207,7 +213,7 @@ static void run_case(const wg_case *c, uint64_t seed) {
   int draws = (int)((DRAW_VALUES + fewest - 1) / fewest);
   if (draws > MAX_DRAWS) draws = MAX_DRAWS;
   void *wsw = ws_alloc(ganfw_cpu_conv2d_winograd_workspace(&s));
-  void *wsi = ws_alloc(ganfw_cpu_conv2d_workspace(NULL, &s));
+  void *wsi = ws_alloc(ganfw_be_conv2d_workspace(cpu(), &s));
   if (c->tiny) {
     for (int p = 0; p < GANFW_CONV_PASS_COUNT; p++)
       CU_ASSERT(!ganfw_cpu_conv2d_winograd_use(&s, (ganfw_conv_pass)p));
@@ -329,7 +335,7 @@ static int dispatch_checks(void) {
   float *y0 = falloc(ny), *dx0 = falloc(nx), *dw0 = falloc(nw);
   float *y1 = falloc(ny), *dx1 = falloc(nx), *dw1 = falloc(nw), *db = falloc(s.K);
   const size_t wsw = ganfw_cpu_conv2d_winograd_workspace(&s);
-  const size_t wsc = ganfw_cpu_conv2d_workspace(NULL, &s);
+  const size_t wsc = ganfw_be_conv2d_workspace(cpu(), &s);
   fails += wsc < wsw;
   fails += wsc != ganfw_cpu_conv2d_im2col_workspace(&s); /* the same for both paths */
   void *ws = malloc(wsc); /* CUnit's assertions are not for the child */
@@ -337,8 +343,8 @@ static int dispatch_checks(void) {
   /* conv2d */
   ganfw_cpu_conv2d_winograd_forward(&s, GANFW_DTYPE_F32, x, w, b, y0, NULL, ws);
   ganfw_cpu_conv2d_winograd_backward(&s, GANFW_DTYPE_F32, x, w, dy, dx0, dw0, 0, NULL, NULL, ws);
-  ganfw_cpu_conv2d_forward(NULL, &s, x, w, b, y1, ws);
-  ganfw_cpu_conv2d_backward(NULL, &s, x, w, dy, dx1, dw1, db, 0, ws);
+  ganfw_be_conv2d_forward(cpu(), &s, x, w, b, y1, ws);
+  ganfw_be_conv2d_backward(cpu(), &s, x, w, dy, dx1, dw1, db, 0, ws);
   fails += memcmp(y0, y1, (size_t)ny * sizeof *y0) != 0;
   fails += memcmp(dx0, dx1, (size_t)nx * sizeof *dx0) != 0;
   fails += memcmp(dw0, dw1, (size_t)nw * sizeof *dw0) != 0;
@@ -362,9 +368,9 @@ static int dispatch_checks(void) {
                            .pad_w = s.pad_w};
   if (ganfw_convt2d_shape_init(&t) != GANFW_OK) return 1;
   fails += t.P != s.H || t.Q != s.W;
-  fails += ganfw_cpu_convt2d_workspace(NULL, &t) < wsw;
-  ganfw_cpu_convt2d_forward(NULL, &t, dy, w, NULL, dx1, ws);            /* = conv backward-data */
-  ganfw_cpu_convt2d_backward(NULL, &t, dy, w, x, y1, dw1, NULL, 0, ws); /* dx = conv forward */
+  fails += ganfw_be_convt2d_workspace(cpu(), &t) < wsw;
+  ganfw_be_convt2d_forward(cpu(), &t, dy, w, NULL, dx1, ws);            /* = conv backward-data */
+  ganfw_be_convt2d_backward(cpu(), &t, dy, w, x, y1, dw1, NULL, 0, ws); /* dx = conv forward */
   ganfw_cpu_conv2d_winograd_forward(&s, GANFW_DTYPE_F32, x, w, NULL, y0, NULL, ws);
   fails += memcmp(dx0, dx1, (size_t)nx * sizeof *dx0) != 0;
   fails += memcmp(y0, y1, (size_t)ny * sizeof *y0) != 0;

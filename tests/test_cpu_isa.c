@@ -16,7 +16,13 @@
 
 #include "testutil.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
 #include "backend/cpu/isa.h"
+
+/* The CPU backend: its ops run through the typed wrappers of backend/ops.h. */
+static ganfw_backend *cpu(void) {
+  return ganfw_cpu_backend();
+}
 
 static float *frand(int64_t n, float lo, float hi, uint64_t seed) {
   float *p = gt_alloc((size_t)n * sizeof *p);
@@ -95,8 +101,8 @@ typedef struct act_ctx {
 
 static void act_run(void *p) {
   act_ctx *c = p;
-  ganfw_cpu_act_forward(NULL, c->kind, 0.2f, c->n, c->x, c->out);
-  ganfw_cpu_act_backward(NULL, c->kind, 0.2f, c->n, c->out, c->dy, c->out + c->n);
+  ganfw_be_act_forward(cpu(), c->kind, 0.2f, c->n, c->x, c->out);
+  ganfw_be_act_backward(cpu(), c->kind, 0.2f, c->n, c->out, c->dy, c->out + c->n);
 }
 
 static void test_activations(void) {
@@ -128,12 +134,12 @@ static void bn_run(void *p) {
   float *y = c->out, *dx = y + n, *mean = dx + n, *invstd = mean + c->C, *rm = invstd + c->C;
   float *rv = rm + c->C, *dg = rv + c->C, *db = dg + c->C, *ye = db + c->C;
   for (int64_t i = 0; i < c->C; i++) rm[i] = 0.0f, rv[i] = 1.0f;
-  ganfw_cpu_batchnorm2d_forward_train(NULL, c->N, c->C, c->HW, c->x, c->gamma, c->beta, y, rm, rv,
-                                      0.1f, 1e-5f, mean, invstd);
-  ganfw_cpu_batchnorm2d_backward(NULL, c->N, c->C, c->HW, c->x, c->dy, c->gamma, mean, invstd, dx,
-                                 dg, db, 0);
-  ganfw_cpu_batchnorm2d_forward_eval(NULL, c->N, c->C, c->HW, c->x, c->gamma, c->beta, ye, rm, rv,
-                                     1e-5f);
+  ganfw_be_batchnorm2d_forward_train(cpu(), c->N, c->C, c->HW, c->x, c->gamma, c->beta, y, rm, rv,
+                                     0.1f, 1e-5f, mean, invstd);
+  ganfw_be_batchnorm2d_backward(cpu(), c->N, c->C, c->HW, c->x, c->dy, c->gamma, mean, invstd, dx,
+                                dg, db, 0);
+  ganfw_be_batchnorm2d_forward_eval(cpu(), c->N, c->C, c->HW, c->x, c->gamma, c->beta, ye, rm, rv,
+                                    1e-5f);
 }
 
 static void test_batchnorm(void) {
@@ -165,8 +171,8 @@ typedef struct dropout_ctx {
 static void dropout_run(void *p) {
   dropout_ctx *c = p;
   uint8_t *mask = (uint8_t *)(c->out + 2 * c->n);
-  ganfw_cpu_dropout_forward(NULL, c->n, 0.3f, 1234, 77, c->x, c->out, mask);
-  ganfw_cpu_dropout_backward(NULL, c->n, 0.3f, mask, c->dy, c->out + c->n);
+  ganfw_be_dropout_forward(cpu(), c->n, 0.3f, 1234, 77, c->x, c->out, mask);
+  ganfw_be_dropout_backward(cpu(), c->n, 0.3f, mask, c->dy, c->out + c->n);
 }
 
 static void test_dropout(void) {
@@ -191,10 +197,10 @@ static void foreach_run(void *p) {
   foreach_ctx *c = p;
   const int64_t n = c->n;
   for (int k = 0; k < 4; k++) memcpy(c->out + k * n, c->y0, (size_t)n * sizeof *c->out);
-  ganfw_cpu_axpy(NULL, n, c->out, -1e-3f, c->a);
-  ganfw_cpu_addcmul(NULL, n, c->out + n, 0.999f, c->a, c->b);
-  ganfw_cpu_lerp(NULL, n, c->out + 2 * n, c->a, 0.1f);
-  ganfw_cpu_lerp(NULL, n, c->out + 3 * n, c->a, 0.9f);
+  ganfw_be_axpy(cpu(), n, c->out, -1e-3f, c->a);
+  ganfw_be_addcmul(cpu(), n, c->out + n, 0.999f, c->a, c->b);
+  ganfw_be_lerp(cpu(), n, c->out + 2 * n, c->a, 0.1f);
+  ganfw_be_lerp(cpu(), n, c->out + 3 * n, c->a, 0.9f);
 }
 
 static void test_foreach(void) {
@@ -217,9 +223,9 @@ typedef struct cast_ctx {
 
 static void cast_run(void *p) {
   cast_ctx *c = p;
-  ganfw_cpu_f32_to_f16(NULL, c->n, c->x, c->h);
+  ganfw_be_f32_to_f16(cpu(), c->n, c->x, c->h);
   for (int64_t i = 0; i < 65536; i++) c->h[c->n + i] = (uint16_t)i;
-  ganfw_cpu_f16_to_f32(NULL, 65536, c->h + c->n, c->f);
+  ganfw_be_f16_to_f32(cpu(), 65536, c->h + c->n, c->f);
 }
 
 static void test_casts(void) {
@@ -248,9 +254,9 @@ static void conv_run(void *p) {
   const ganfw_conv2d_shape *s = &c->s;
   const int64_t ny = s->N * s->K * s->P * s->Q, nx = s->N * s->C * s->H * s->W;
   const int64_t nw = s->K * s->C * s->R * s->S;
-  ganfw_cpu_conv2d_forward(NULL, s, c->x, c->w, c->b, c->out, c->ws);
-  ganfw_cpu_conv2d_backward(NULL, s, c->x, c->w, c->dy, c->out + ny, c->out + ny + nx,
-                            c->out + ny + nx + nw, 0, c->ws);
+  ganfw_be_conv2d_forward(cpu(), s, c->x, c->w, c->b, c->out, c->ws);
+  ganfw_be_conv2d_backward(cpu(), s, c->x, c->w, c->dy, c->out + ny, c->out + ny + nx,
+                           c->out + ny + nx + nw, 0, c->ws);
 }
 
 static void conv_case(const char *what, int64_t N, int64_t C, int64_t H, int64_t K, int64_t R,
@@ -273,7 +279,7 @@ static void conv_case(const char *what, int64_t N, int64_t C, int64_t H, int64_t
   const int64_t nout = ny + nx + nw + K;
   float *out = falloc(nout);
   c.x = x, c.w = w, c.b = b, c.dy = dy, c.out = out;
-  c.ws = gt_alloc(ganfw_cpu_conv2d_workspace(NULL, &c.s));
+  c.ws = gt_alloc(ganfw_be_conv2d_workspace(cpu(), &c.s));
   same_at_every_level(what, conv_run, &c, out, (size_t)nout * sizeof *out);
   gt_free(x), gt_free(w), gt_free(b), gt_free(dy), gt_free(out), gt_free(c.ws);
 }

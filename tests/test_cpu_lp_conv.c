@@ -1,19 +1,20 @@
-/* The CPU backend's native 16-bit convolutions (conv2d_*_lp and convt2d_*_lp, backend.h):
- * with x, w, dy in f16 or bf16 they must give exactly the bits of converting every 16-bit
- * input to f32, running the f32 entry on whole tensors and rounding every 16-bit output
+/* The CPU backend's native 16-bit convolutions (the conv2d and convt2d ops in f16 and bf16,
+ * op.h): with x, w, dy in f16 or bf16 they must give exactly the bits of converting every
+ * 16-bit input to f32, running the f32 op on whole tensors and rounding every 16-bit output
  * once: the conversions inside the kernels are exact, the products and their order are the
  * f32 kernels'. Shapes cover im2col + GEMM (strides 1 and 2, padding, odd sizes), the
  * Winograd path (batches that do and do not fill 16 lanes), and dense convs (the kernel
  * covers the input: DC-GAN's 4x4 -> 1x1 and the generator's 1x1 -> 4x4), with and without
  * a bias, backward with and without accumulation and each gradient alone. Every buffer is
- * allocated to its exact size (ASan sees an overrun), the workspace to exactly what
- * conv2d_workspace_lp asks. The suite also runs once per SIMD level (tests/isa.cmake). */
+ * allocated to its exact size (ASan sees an overrun), the workspace to exactly what the
+ * backend's workspace asks for the 16-bit op. The suite also runs once per SIMD level
+ * (tests/isa.cmake). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/ops.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/isa.h"
 #include "runtime/tensor_cast.h"
@@ -134,50 +135,43 @@ static conv_op conv_op_make(const lp_case *c, int transposed) {
 }
 
 static size_t ws_f32(const conv_op *o) {
-  const ganfw_backend_vt *vt = cpu()->vt;
-  return o->transposed ? vt->convt2d_workspace(cpu(), &o->t) : vt->conv2d_workspace(cpu(), &o->c);
+  return o->transposed ? ganfw_be_convt2d_workspace(cpu(), &o->t)
+                       : ganfw_be_conv2d_workspace(cpu(), &o->c);
 }
 
 static size_t ws_lp(const conv_op *o, int32_t dt) {
-  const ganfw_backend_vt *vt = cpu()->vt;
-  return o->transposed ? vt->convt2d_workspace_lp(cpu(), dt, &o->t)
-                       : vt->conv2d_workspace_lp(cpu(), dt, &o->c);
+  return o->transposed ? ganfw_be_convt2d_workspace_lp(cpu(), dt, &o->t)
+                       : ganfw_be_conv2d_workspace_lp(cpu(), dt, &o->c);
 }
 
 static void forward_f32(const conv_op *o, const float *x, const float *w, const float *b, float *y,
                         void *ws) {
-  const ganfw_backend_vt *vt = cpu()->vt;
-  if (o->transposed)
-    vt->convt2d_forward(cpu(), &o->t, x, w, b, y, ws);
-  else
-    vt->conv2d_forward(cpu(), &o->c, x, w, b, y, ws);
+  CU_ASSERT_EQUAL(o->transposed ? ganfw_be_convt2d_forward(cpu(), &o->t, x, w, b, y, ws)
+                                : ganfw_be_conv2d_forward(cpu(), &o->c, x, w, b, y, ws),
+                  GANFW_OK);
 }
 
 static void forward_lp(const conv_op *o, int32_t dt, const void *x, const void *w, const float *b,
                        void *y, void *ws) {
-  const ganfw_backend_vt *vt = cpu()->vt;
-  if (o->transposed)
-    vt->convt2d_forward_lp(cpu(), dt, &o->t, x, w, b, y, ws);
-  else
-    vt->conv2d_forward_lp(cpu(), dt, &o->c, x, w, b, y, ws);
+  CU_ASSERT_EQUAL(o->transposed ? ganfw_be_convt2d_forward_lp(cpu(), dt, &o->t, x, w, b, y, ws)
+                                : ganfw_be_conv2d_forward_lp(cpu(), dt, &o->c, x, w, b, y, ws),
+                  GANFW_OK);
 }
 
 static void backward_f32(const conv_op *o, const float *x, const float *w, const float *dy,
                          float *dx, float *dw, float *db, int acc, void *ws) {
-  const ganfw_backend_vt *vt = cpu()->vt;
-  if (o->transposed)
-    vt->convt2d_backward(cpu(), &o->t, x, w, dy, dx, dw, db, acc, ws);
-  else
-    vt->conv2d_backward(cpu(), &o->c, x, w, dy, dx, dw, db, acc, ws);
+  CU_ASSERT_EQUAL(o->transposed
+                      ? ganfw_be_convt2d_backward(cpu(), &o->t, x, w, dy, dx, dw, db, acc, ws)
+                      : ganfw_be_conv2d_backward(cpu(), &o->c, x, w, dy, dx, dw, db, acc, ws),
+                  GANFW_OK);
 }
 
 static void backward_lp(const conv_op *o, int32_t dt, const void *x, const void *w, const void *dy,
                         void *dx, float *dw, float *db, int acc, void *ws) {
-  const ganfw_backend_vt *vt = cpu()->vt;
-  if (o->transposed)
-    vt->convt2d_backward_lp(cpu(), dt, &o->t, x, w, dy, dx, dw, db, acc, ws);
-  else
-    vt->conv2d_backward_lp(cpu(), dt, &o->c, x, w, dy, dx, dw, db, acc, ws);
+  CU_ASSERT_EQUAL(
+      o->transposed ? ganfw_be_convt2d_backward_lp(cpu(), dt, &o->t, x, w, dy, dx, dw, db, acc, ws)
+                    : ganfw_be_conv2d_backward_lp(cpu(), dt, &o->c, x, w, dy, dx, dw, db, acc, ws),
+      GANFW_OK);
 }
 
 /* ||h - round(f)|| / ||round(f)|| over n values, h in dtype dt. */
@@ -237,7 +231,7 @@ static void check_close(int same, double e, const char *what, const lp_case *c, 
   check(e <= tolerance * (is_winograd(c) ? 4 : 1), what, c, transposed, dt);
 }
 
-/* Forward and every backward variant of one case against the converted f32 entries. */
+/* Forward and every backward variant of one case against the f32 ops on converted tensors. */
 static void run_case(const lp_case *c, int transposed, int32_t dt, uint64_t seed) {
   const conv_op o = conv_op_make(c, transposed);
   const size_t wsl = ws_lp(&o, dt), wsf = ws_f32(&o);
@@ -337,10 +331,10 @@ static void test_conv_bf16_dot(void) {
 /* The CPU says which groups it runs natively, for both 16-bit dtypes and never for f32, and
  * its one-line description names the dtype. */
 static void test_lp_ops(void) {
-  const uint32_t f16 = cpu()->vt->lp_ops(cpu(), GANFW_DTYPE_F16);
+  const uint32_t f16 = ganfw_be_lp_ops(cpu(), GANFW_DTYPE_F16);
   CU_ASSERT(f16 & GANFW_LP_CONV);
-  CU_ASSERT_EQUAL(cpu()->vt->lp_ops(cpu(), GANFW_DTYPE_BF16), f16);
-  CU_ASSERT_EQUAL(cpu()->vt->lp_ops(cpu(), GANFW_DTYPE_F32), 0);
+  CU_ASSERT_EQUAL(ganfw_be_lp_ops(cpu(), GANFW_DTYPE_BF16), f16);
+  CU_ASSERT_EQUAL(ganfw_be_lp_ops(cpu(), GANFW_DTYPE_F32), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_cpu_lp_describe(GANFW_DTYPE_BF16), "bf16"));
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_cpu_lp_describe(GANFW_DTYPE_F16), "f16 on the CPU"));
 }

@@ -1,7 +1,7 @@
-/* The CPU backend's native 16-bit entries for BatchNorm2d and the activations
- * (core/src/backend/cpu/{batchnorm2d,activation}.c, the _lp entries of backend.h): for f16
+/* The CPU backend's native 16-bit BatchNorm2d and activation ops
+ * (core/src/backend/cpu/{batchnorm2d,activation}.c, the ops in f16 and bf16, op.h): for f16
  * and bf16, each must give exactly the bits of converting its 16-bit inputs to f32
- * (ganfw_cast), calling the f32 entry and rounding its 16-bit outputs back, f32 outputs
+ * (ganfw_cast), running the f32 op and rounding its 16-bit outputs back, f32 outputs
  * (running and saved statistics, dgamma, dbeta) included; in place too (y == x, dx == dy),
  * over odd shapes and values (zeros, subnormals, large, inf and NaN for the activations),
  * and the same at every SIMD level the CPU runs. */
@@ -11,6 +11,7 @@
 
 #include "testutil.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
 #include "backend/cpu/isa.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
@@ -158,30 +159,30 @@ static void bn_case(int32_t dt, const int64_t *shape, uint64_t seed, blob *out) 
            (long long)N, (long long)C, (long long)HW);
   memcpy(st_r, rm, C * sizeof *rm), memcpy(st_r + C, rv, C * sizeof *rv);
   memcpy(st_l, st_r, 2 * C * sizeof *st_r);
-  ganfw_cpu_batchnorm2d_forward_train(NULL, N, C, HW, xf, gamma, beta, yf, st_r, st_r + C, momentum,
-                                      eps, st_r + 2 * C, st_r + 3 * C);
+  ganfw_be_batchnorm2d_forward_train(cpu(), N, C, HW, xf, gamma, beta, yf, st_r, st_r + C, momentum,
+                                     eps, st_r + 2 * C, st_r + 3 * C);
   to16(dt, n, yf, ref16);
-  ganfw_cpu_batchnorm2d_forward_train_lp(NULL, dt, N, C, HW, x16, gamma, beta, y16, st_l, st_l + C,
-                                         momentum, eps, st_l + 2 * C, st_l + 3 * C);
+  ganfw_be_batchnorm2d_forward_train_lp(cpu(), dt, N, C, HW, x16, gamma, beta, y16, st_l, st_l + C,
+                                        momentum, eps, st_l + 2 * C, st_l + 3 * C);
   same(what, y16, ref16, n, 2);
   same(what, st_l, st_r, 4 * C, 4);
   blob_add(out, y16, n * 2), blob_add(out, st_l, 4 * C * sizeof *st_l);
   memcpy(z16, x16, n * 2);
-  ganfw_cpu_batchnorm2d_forward_train_lp(NULL, dt, N, C, HW, z16, gamma, beta, z16, NULL, NULL,
-                                         momentum, eps, NULL, NULL);
+  ganfw_be_batchnorm2d_forward_train_lp(cpu(), dt, N, C, HW, z16, gamma, beta, z16, NULL, NULL,
+                                        momentum, eps, NULL, NULL);
   same(what, z16, ref16, n, 2);
   const float *mean = st_r + 2 * C, *invstd = st_r + 3 * C;
 
   /* eval forward */
   snprintf(what, sizeof what, "bn eval %s N=%lld C=%lld HW=%lld", ganfw_dtype_name(dt),
            (long long)N, (long long)C, (long long)HW);
-  ganfw_cpu_batchnorm2d_forward_eval(NULL, N, C, HW, xf, gamma, beta, yf, rm, rv, eps);
+  ganfw_be_batchnorm2d_forward_eval(cpu(), N, C, HW, xf, gamma, beta, yf, rm, rv, eps);
   to16(dt, n, yf, ref16);
-  ganfw_cpu_batchnorm2d_forward_eval_lp(NULL, dt, N, C, HW, x16, gamma, beta, y16, rm, rv, eps);
+  ganfw_be_batchnorm2d_forward_eval_lp(cpu(), dt, N, C, HW, x16, gamma, beta, y16, rm, rv, eps);
   same(what, y16, ref16, n, 2);
   blob_add(out, y16, n * 2);
   memcpy(z16, x16, n * 2);
-  ganfw_cpu_batchnorm2d_forward_eval_lp(NULL, dt, N, C, HW, z16, gamma, beta, z16, rm, rv, eps);
+  ganfw_be_batchnorm2d_forward_eval_lp(cpu(), dt, N, C, HW, z16, gamma, beta, z16, rm, rv, eps);
   same(what, z16, ref16, n, 2);
 
   /* backward */
@@ -190,31 +191,31 @@ static void bn_case(int32_t dt, const int64_t *shape, uint64_t seed, blob *out) 
   for (int acc = 0; acc < 2; acc++) {
     gt_fill_uniform(g_r, 2 * C, -1.0f, 1.0f, seed + 6);
     memcpy(g_l, g_r, 2 * C * sizeof *g_r);
-    ganfw_cpu_batchnorm2d_backward(NULL, N, C, HW, xf, dyf, gamma, mean, invstd, yf, g_r, g_r + C,
-                                   acc);
+    ganfw_be_batchnorm2d_backward(cpu(), N, C, HW, xf, dyf, gamma, mean, invstd, yf, g_r, g_r + C,
+                                  acc);
     to16(dt, n, yf, ref16);
-    ganfw_cpu_batchnorm2d_backward_lp(NULL, dt, N, C, HW, x16, dy16, gamma, mean, invstd, y16, g_l,
-                                      g_l + C, acc);
+    ganfw_be_batchnorm2d_backward_lp(cpu(), dt, N, C, HW, x16, dy16, gamma, mean, invstd, y16, g_l,
+                                     g_l + C, acc);
     same(what, y16, ref16, n, 2);
     same(what, g_l, g_r, 2 * C, 4);
     blob_add(out, y16, n * 2), blob_add(out, g_l, 2 * C * sizeof *g_l);
   }
   /* ref16 and g_r now hold accumulate 1's; recompute accumulate 0's dgamma and dbeta */
-  ganfw_cpu_batchnorm2d_backward(NULL, N, C, HW, xf, dyf, gamma, mean, invstd, NULL, g_r, g_r + C,
-                                 0);
+  ganfw_be_batchnorm2d_backward(cpu(), N, C, HW, xf, dyf, gamma, mean, invstd, NULL, g_r, g_r + C,
+                                0);
   memcpy(z16, dy16, n * 2);
-  ganfw_cpu_batchnorm2d_backward_lp(NULL, dt, N, C, HW, x16, z16, gamma, mean, invstd, z16, g_l,
-                                    g_l + C, 0);
+  ganfw_be_batchnorm2d_backward_lp(cpu(), dt, N, C, HW, x16, z16, gamma, mean, invstd, z16, g_l,
+                                   g_l + C, 0);
   same(what, z16, ref16, n, 2); /* dx does not depend on accumulate */
   same(what, g_l, g_r, 2 * C, 4);
   memset(g_l, 0, 2 * C * sizeof *g_l);
-  ganfw_cpu_batchnorm2d_backward_lp(NULL, dt, N, C, HW, x16, dy16, gamma, mean, invstd, NULL, g_l,
-                                    g_l + C, 0);
+  ganfw_be_batchnorm2d_backward_lp(cpu(), dt, N, C, HW, x16, dy16, gamma, mean, invstd, NULL, g_l,
+                                   g_l + C, 0);
   same(what, g_l, g_r, 2 * C, 4);
-  ganfw_cpu_batchnorm2d_backward(NULL, N, C, HW, xf, dyf, NULL, mean, invstd, yf, NULL, NULL, 0);
+  ganfw_be_batchnorm2d_backward(cpu(), N, C, HW, xf, dyf, NULL, mean, invstd, yf, NULL, NULL, 0);
   to16(dt, n, yf, ref16);
-  ganfw_cpu_batchnorm2d_backward_lp(NULL, dt, N, C, HW, x16, dy16, NULL, mean, invstd, y16, NULL,
-                                    NULL, 0);
+  ganfw_be_batchnorm2d_backward_lp(cpu(), dt, N, C, HW, x16, dy16, NULL, mean, invstd, y16, NULL,
+                                   NULL, 0);
   same(what, y16, ref16, n, 2);
   blob_add(out, y16, n * 2);
 
@@ -260,26 +261,26 @@ static void act_case(int32_t dt, const int64_t *shape, uint64_t seed, blob *out)
     snprintf(what, sizeof what, "act %d forward %s n=%lld", kind, ganfw_dtype_name(dt),
              (long long)n);
     to32(dt, n, x16, xf);
-    ganfw_cpu_act_forward(NULL, kind, alpha, n, xf, yf);
+    ganfw_be_act_forward(cpu(), kind, alpha, n, xf, yf);
     to16(dt, n, yf, ref16);
-    ganfw_cpu_act_forward_lp(NULL, dt, kind, alpha, n, x16, y16);
+    ganfw_be_act_forward_lp(cpu(), dt, kind, alpha, n, x16, y16);
     same(what, y16, ref16, n, 2);
     blob_add(out, y16, n * 2);
     memcpy(z16, x16, n * 2);
-    ganfw_cpu_act_forward_lp(NULL, dt, kind, alpha, n, z16, z16);
+    ganfw_be_act_forward_lp(cpu(), dt, kind, alpha, n, z16, z16);
     same(what, z16, ref16, n, 2);
 
     snprintf(what, sizeof what, "act %d backward %s n=%lld", kind, ganfw_dtype_name(dt),
              (long long)n);
     to32(dt, n, ref16, yf); /* the forward's y */
     to32(dt, n, dy16, dyf);
-    ganfw_cpu_act_backward(NULL, kind, alpha, n, yf, dyf, xf);
+    ganfw_be_act_backward(cpu(), kind, alpha, n, yf, dyf, xf);
     to16(dt, n, xf, y16);
-    ganfw_cpu_act_backward_lp(NULL, dt, kind, alpha, n, ref16, dy16, z16);
+    ganfw_be_act_backward_lp(cpu(), dt, kind, alpha, n, ref16, dy16, z16);
     same(what, z16, y16, n, 2);
     blob_add(out, z16, n * 2);
     memcpy(z16, dy16, n * 2);
-    ganfw_cpu_act_backward_lp(NULL, dt, kind, alpha, n, ref16, z16, z16);
+    ganfw_be_act_backward_lp(cpu(), dt, kind, alpha, n, ref16, z16, z16);
     same(what, z16, y16, n, 2);
   }
   gt_free(x16 - 1), gt_free(dy16 - 1), gt_free(y16 - 1), gt_free(ref16 - 1), gt_free(z16 - 1);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/ops.h"
 #include "base/log.h"
 #include "runtime/ctx.h"
 #include "base/error.h"
@@ -109,7 +110,7 @@ static void test_auto_falls_back_once(void) {
   CU_ASSERT_EQUAL_FATAL(ganfw_alloc_malloc(ctx->alloc, sizeof in, GANFW_MEM_OTHER, "t", &p),
                         GANFW_OK);
   CU_ASSERT_EQUAL(ctx->be->vt->copy_h2d(ctx->be, p, in, sizeof in), GANFW_OK);
-  ctx->be->vt->scale(ctx->be, 5, p, 2.0f);
+  CU_ASSERT_EQUAL(ganfw_be_scale(ctx->be, 5, p, 2.0f), GANFW_OK);
   CU_ASSERT_EQUAL(ctx->be->vt->copy_d2h(ctx->be, out, p, sizeof out), GANFW_OK);
   CU_ASSERT_EQUAL(out[4], 10.0f);
   ganfw_alloc_free(ctx->alloc, p);

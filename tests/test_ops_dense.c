@@ -12,7 +12,13 @@
 
 #include "testutil.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
 #include "base/error.h"
+
+/* The CPU backend: its ops run through the typed wrappers of backend/ops.h. */
+static ganfw_backend *cpu(void) {
+  return ganfw_cpu_backend();
+}
 
 /* Errors reached (printed) must stay below these. The ops are linear in each input, so a
  * central difference with a large step is exact up to f32 rounding of the outputs. */
@@ -350,7 +356,7 @@ static void conv_data_init(conv_data *d, const conv_case *c, uint64_t seed) {
   d->dx = falloc(d->nx);
   d->dw = falloc(d->nw);
   d->db = falloc(c->K);
-  d->ws = ws_alloc(ganfw_cpu_conv2d_workspace(NULL, &d->s));
+  d->ws = ws_alloc(ganfw_be_conv2d_workspace(cpu(), &d->s));
 }
 
 static void conv_data_free(conv_data *d) {
@@ -361,7 +367,7 @@ static void conv_data_free(conv_data *d) {
 
 static void conv_forward_fn(void *p) {
   conv_data *d = p;
-  ganfw_cpu_conv2d_forward(NULL, &d->s, d->x, d->w, d->b, d->y, d->ws);
+  ganfw_be_conv2d_forward(cpu(), &d->s, d->x, d->w, d->b, d->y, d->ws);
 }
 
 static void conv_label(char *buf, size_t n, const char *op, const conv_case *c, const char *what) {
@@ -383,7 +389,7 @@ static void test_conv2d_reference(void) {
     ffill(d.dw, d.nw, NAN);
     ffill(d.db, c->K, NAN);
     conv_forward_fn(&d);
-    ganfw_cpu_conv2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
+    ganfw_be_conv2d_backward(cpu(), &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
     char what[160];
     conv_label(what, sizeof what, "conv2d", c, "y");
     check_ref(what, d.y, yr, d.ny);
@@ -404,8 +410,8 @@ static void test_conv2d_gradcheck(void) {
     conv_data d;
     conv_data_init(&d, c, 200 + 10 * (uint64_t)i);
     conv_forward_fn(&d);
-    ganfw_cpu_conv2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, c->bias ? d.db : NULL, 0,
-                              d.ws);
+    ganfw_be_conv2d_backward(cpu(), &d.s, d.x, d.w, d.dy, d.dx, d.dw, c->bias ? d.db : NULL, 0,
+                             d.ws);
     const int64_t points = i == 7 ? 12 : GRAD_POINTS; /* the large case is slow */
     char what[160];
     conv_label(what, sizeof what, "conv2d", c, "dx");
@@ -429,7 +435,7 @@ static void test_conv2d_accumulate_and_null(void) {
     conv_data d;
     conv_data_init(&d, c, 300 + 10 * (uint64_t)j);
     const int64_t K = c->K;
-    ganfw_cpu_conv2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
+    ganfw_be_conv2d_backward(cpu(), &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
     float *dx0 = fcopy(d.dx, d.nx), *dw0 = fcopy(d.dw, d.nw), *db0 = fcopy(d.db, K);
     float *dw_pre = frand(d.nw, -2, 2, 77), *db_pre = frand(K, -2, 2, 78);
     float *want_dw = falloc(d.nw), *want_db = falloc(K);
@@ -438,22 +444,22 @@ static void test_conv2d_accumulate_and_null(void) {
     memcpy(d.dw, dw_pre, (size_t)d.nw * sizeof(float));
     memcpy(d.db, db_pre, (size_t)K * sizeof(float));
     ffill(d.dx, d.nx, NAN);
-    ganfw_cpu_conv2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 1, d.ws);
+    ganfw_be_conv2d_backward(cpu(), &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 1, d.ws);
     CU_ASSERT(same(d.dw, want_dw, d.nw, 1e-4));
     CU_ASSERT(same(d.db, want_db, K, 1e-4));
     CU_ASSERT(same(d.dx, dx0, d.nx, 1e-6)); /* overwritten, not added */
 
     /* Each gradient alone, the others NULL (x may be NULL without dw). */
     ffill(d.dx, d.nx, NAN);
-    ganfw_cpu_conv2d_backward(NULL, &d.s, NULL, d.w, d.dy, d.dx, NULL, NULL, 0, d.ws);
+    ganfw_be_conv2d_backward(cpu(), &d.s, NULL, d.w, d.dy, d.dx, NULL, NULL, 0, d.ws);
     CU_ASSERT(same(d.dx, dx0, d.nx, 1e-6));
     ffill(d.dw, d.nw, NAN);
-    ganfw_cpu_conv2d_backward(NULL, &d.s, d.x, d.w, d.dy, NULL, d.dw, NULL, 0, d.ws);
+    ganfw_be_conv2d_backward(cpu(), &d.s, d.x, d.w, d.dy, NULL, d.dw, NULL, 0, d.ws);
     CU_ASSERT(same(d.dw, dw0, d.nw, 1e-6));
     ffill(d.db, K, NAN);
-    ganfw_cpu_conv2d_backward(NULL, &d.s, d.x, d.w, d.dy, NULL, NULL, d.db, 0, d.ws);
+    ganfw_be_conv2d_backward(cpu(), &d.s, d.x, d.w, d.dy, NULL, NULL, d.db, 0, d.ws);
     CU_ASSERT(same(d.db, db0, K, 1e-6));
-    ganfw_cpu_conv2d_backward(NULL, &d.s, d.x, d.w, d.dy, NULL, NULL, NULL, 0, d.ws);
+    ganfw_be_conv2d_backward(cpu(), &d.s, d.x, d.w, d.dy, NULL, NULL, NULL, 0, d.ws);
     gt_free(dx0), gt_free(dw0), gt_free(db0), gt_free(dw_pre), gt_free(db_pre);
     gt_free(want_dw), gt_free(want_db);
     conv_data_free(&d);
@@ -558,7 +564,7 @@ static void convt_data_init(convt_data *d, const convt_case *c, uint64_t seed) {
   d->dx = falloc(d->nx);
   d->dw = falloc(d->nw);
   d->db = falloc(c->K);
-  d->ws = ws_alloc(ganfw_cpu_convt2d_workspace(NULL, &d->s));
+  d->ws = ws_alloc(ganfw_be_convt2d_workspace(cpu(), &d->s));
 }
 
 static void convt_data_free(convt_data *d) {
@@ -569,7 +575,7 @@ static void convt_data_free(convt_data *d) {
 
 static void convt_forward_fn(void *p) {
   convt_data *d = p;
-  ganfw_cpu_convt2d_forward(NULL, &d->s, d->x, d->w, d->b, d->y, d->ws);
+  ganfw_be_convt2d_forward(cpu(), &d->s, d->x, d->w, d->b, d->y, d->ws);
 }
 
 static void convt_label(char *buf, size_t n, const convt_case *c, const char *what) {
@@ -592,7 +598,7 @@ static void test_convt2d_reference(void) {
     ffill(d.dw, d.nw, NAN);
     ffill(d.db, c->K, NAN);
     convt_forward_fn(&d);
-    ganfw_cpu_convt2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
+    ganfw_be_convt2d_backward(cpu(), &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
     char what[160];
     convt_label(what, sizeof what, c, "y");
     check_ref(what, d.y, yr, d.ny);
@@ -613,8 +619,8 @@ static void test_convt2d_gradcheck(void) {
     convt_data d;
     convt_data_init(&d, c, 500 + 10 * (uint64_t)i);
     convt_forward_fn(&d);
-    ganfw_cpu_convt2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, c->bias ? d.db : NULL, 0,
-                               d.ws);
+    ganfw_be_convt2d_backward(cpu(), &d.s, d.x, d.w, d.dy, d.dx, d.dw, c->bias ? d.db : NULL, 0,
+                              d.ws);
     const int64_t points = i == CONVT_CASES - 1 ? 12 : GRAD_POINTS;
     char what[160];
     convt_label(what, sizeof what, c, "dx");
@@ -636,7 +642,7 @@ static void test_convt2d_accumulate_and_null(void) {
     convt_data d;
     convt_data_init(&d, c, 600 + 10 * (uint64_t)j);
     const int64_t K = c->K;
-    ganfw_cpu_convt2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
+    ganfw_be_convt2d_backward(cpu(), &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
     float *dx0 = fcopy(d.dx, d.nx), *dw0 = fcopy(d.dw, d.nw), *db0 = fcopy(d.db, K);
     float *dw_pre = frand(d.nw, -2, 2, 87), *db_pre = frand(K, -2, 2, 88);
     float *want_dw = falloc(d.nw), *want_db = falloc(K);
@@ -645,21 +651,21 @@ static void test_convt2d_accumulate_and_null(void) {
     memcpy(d.dw, dw_pre, (size_t)d.nw * sizeof(float));
     memcpy(d.db, db_pre, (size_t)K * sizeof(float));
     ffill(d.dx, d.nx, NAN);
-    ganfw_cpu_convt2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 1, d.ws);
+    ganfw_be_convt2d_backward(cpu(), &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 1, d.ws);
     CU_ASSERT(same(d.dw, want_dw, d.nw, 1e-4));
     CU_ASSERT(same(d.db, want_db, K, 1e-4));
     CU_ASSERT(same(d.dx, dx0, d.nx, 1e-6));
 
     ffill(d.dx, d.nx, NAN);
-    ganfw_cpu_convt2d_backward(NULL, &d.s, NULL, d.w, d.dy, d.dx, NULL, NULL, 0, d.ws);
+    ganfw_be_convt2d_backward(cpu(), &d.s, NULL, d.w, d.dy, d.dx, NULL, NULL, 0, d.ws);
     CU_ASSERT(same(d.dx, dx0, d.nx, 1e-6));
     ffill(d.dw, d.nw, NAN);
-    ganfw_cpu_convt2d_backward(NULL, &d.s, d.x, d.w, d.dy, NULL, d.dw, NULL, 0, d.ws);
+    ganfw_be_convt2d_backward(cpu(), &d.s, d.x, d.w, d.dy, NULL, d.dw, NULL, 0, d.ws);
     CU_ASSERT(same(d.dw, dw0, d.nw, 1e-6));
     ffill(d.db, K, NAN);
-    ganfw_cpu_convt2d_backward(NULL, &d.s, d.x, d.w, d.dy, NULL, NULL, d.db, 0, d.ws);
+    ganfw_be_convt2d_backward(cpu(), &d.s, d.x, d.w, d.dy, NULL, NULL, d.db, 0, d.ws);
     CU_ASSERT(same(d.db, db0, K, 1e-6));
-    ganfw_cpu_convt2d_backward(NULL, &d.s, d.x, d.w, d.dy, NULL, NULL, NULL, 0, d.ws);
+    ganfw_be_convt2d_backward(cpu(), &d.s, d.x, d.w, d.dy, NULL, NULL, NULL, 0, d.ws);
     gt_free(dx0), gt_free(dw0), gt_free(db0), gt_free(dw_pre), gt_free(db_pre);
     gt_free(want_dw), gt_free(want_db);
     convt_data_free(&d);
@@ -684,10 +690,10 @@ static void test_convt2d_adjoint(void) {
                            .pad_w = c->pw};
   CU_ASSERT_EQUAL_FATAL(ganfw_conv2d_shape_init(&cs), GANFW_OK);
   CU_ASSERT(cs.P == c->H && cs.Q == c->W);
-  void *cws = ws_alloc(ganfw_cpu_conv2d_workspace(NULL, &cs));
+  void *cws = ws_alloc(ganfw_be_conv2d_workspace(cpu(), &cs));
   float *cv = falloc(d.nx);
-  ganfw_cpu_convt2d_forward(NULL, &d.s, d.x, d.w, NULL, d.y, d.ws);
-  ganfw_cpu_conv2d_forward(NULL, &cs, d.dy, d.w, NULL, cv, cws);
+  ganfw_be_convt2d_forward(cpu(), &d.s, d.x, d.w, NULL, d.y, d.ws);
+  ganfw_be_conv2d_forward(cpu(), &cs, d.dy, d.w, NULL, cv, cws);
   double lhs = 0.0, rhs = 0.0, scale = 0.0;
   for (int64_t i = 0; i < d.ny; i++) lhs += (double)d.y[i] * d.dy[i], scale += fabs(d.y[i]);
   for (int64_t i = 0; i < d.nx; i++) rhs += (double)d.x[i] * cv[i];
@@ -709,7 +715,7 @@ typedef struct linear_data {
 
 static void linear_forward_fn(void *p) {
   linear_data *d = p;
-  ganfw_cpu_linear_forward(NULL, d->N, d->IN, d->OUT, d->x, d->w, d->b, d->y);
+  ganfw_be_linear_forward(cpu(), d->N, d->IN, d->OUT, d->x, d->w, d->b, d->y);
 }
 
 static void test_linear(void) {
@@ -748,7 +754,7 @@ static void test_linear(void) {
     }
     ffill(d.y, ny, NAN), ffill(d.dx, nx, NAN), ffill(d.dw, nw, NAN), ffill(d.db, d.OUT, NAN);
     linear_forward_fn(&d);
-    ganfw_cpu_linear_backward(NULL, d.N, d.IN, d.OUT, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0);
+    ganfw_be_linear_backward(cpu(), d.N, d.IN, d.OUT, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0);
     char what[128];
     snprintf(what, sizeof what, "linear N%lld IN%lld OUT%lld%s", (long long)d.N, (long long)d.IN,
              (long long)d.OUT, bias ? "" : " nobias");
@@ -777,18 +783,18 @@ static void test_linear(void) {
     memcpy(d.dw, dw_pre, (size_t)nw * sizeof(float));
     memcpy(d.db, db_pre, (size_t)d.OUT * sizeof(float));
     ffill(d.dx, nx, NAN);
-    ganfw_cpu_linear_backward(NULL, d.N, d.IN, d.OUT, d.x, d.w, d.dy, d.dx, d.dw, d.db, 1);
+    ganfw_be_linear_backward(cpu(), d.N, d.IN, d.OUT, d.x, d.w, d.dy, d.dx, d.dw, d.db, 1);
     for (int64_t k = 0; k < nw; k++) dw_pre[k] += dwr[k];
     for (int64_t k = 0; k < d.OUT; k++) db_pre[k] += dbr[k];
     CU_ASSERT(gt_max_rel_err(d.dw, dw_pre, nw, REF_FLOOR * max_abs(dw_pre, nw)) <= REF_TOL);
     CU_ASSERT(gt_max_rel_err(d.db, db_pre, d.OUT, REF_FLOOR * max_abs(db_pre, d.OUT)) <= REF_TOL);
     CU_ASSERT(gt_max_rel_err(d.dx, dxr, nx, REF_FLOOR * max_abs(dxr, nx)) <= REF_TOL);
     ffill(d.dw, nw, NAN);
-    ganfw_cpu_linear_backward(NULL, d.N, d.IN, d.OUT, NULL, d.w, d.dy, d.dx, NULL, NULL, 0);
+    ganfw_be_linear_backward(cpu(), d.N, d.IN, d.OUT, NULL, d.w, d.dy, d.dx, NULL, NULL, 0);
     CU_ASSERT(isnan(d.dw[0]));
-    ganfw_cpu_linear_backward(NULL, d.N, d.IN, d.OUT, d.x, NULL, d.dy, NULL, d.dw, NULL, 0);
+    ganfw_be_linear_backward(cpu(), d.N, d.IN, d.OUT, d.x, NULL, d.dy, NULL, d.dw, NULL, 0);
     CU_ASSERT(gt_max_rel_err(d.dw, dwr, nw, REF_FLOOR * max_abs(dwr, nw)) <= REF_TOL);
-    ganfw_cpu_linear_backward(NULL, d.N, d.IN, d.OUT, NULL, NULL, d.dy, NULL, NULL, NULL, 0);
+    ganfw_be_linear_backward(cpu(), d.N, d.IN, d.OUT, NULL, NULL, d.dy, NULL, NULL, NULL, 0);
 
     gt_free(dw_pre), gt_free(db_pre), gt_free(yr), gt_free(dxr), gt_free(dwr), gt_free(dbr);
     gt_free(d.x), gt_free(d.w), gt_free(d.b), gt_free(d.dy), gt_free(d.y), gt_free(d.dx);
@@ -823,17 +829,17 @@ static void thread_count_conv(const conv_case *c, const char *what) {
   const int saved = ganfw_cpu_threads();
   conv_data d;
   conv_data_init(&d, c, 900);
-  const size_t ws_bytes = ganfw_cpu_conv2d_workspace(NULL, &d.s);
+  const size_t ws_bytes = ganfw_be_conv2d_workspace(cpu(), &d.s);
   float *y1 = NULL, *dx1 = NULL, *dw1 = NULL, *db1 = NULL;
   char label[96];
   for (int t = 1; t <= 4; t++) {
     ganfw_cpu_set_threads(NULL, t);
     CU_ASSERT_EQUAL(ganfw_cpu_threads(), t);
-    CU_ASSERT_EQUAL(ganfw_cpu_conv2d_workspace(NULL, &d.s), ws_bytes);
+    CU_ASSERT_EQUAL(ganfw_be_conv2d_workspace(cpu(), &d.s), ws_bytes);
     conv_forward_fn(&d);
-    ganfw_cpu_conv2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
+    ganfw_be_conv2d_backward(cpu(), &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
     /* accumulate = 1 on top of the result: dw and db double, through the same order */
-    ganfw_cpu_conv2d_backward(NULL, &d.s, d.x, d.w, d.dy, NULL, d.dw, d.db, 1, d.ws);
+    ganfw_be_conv2d_backward(cpu(), &d.s, d.x, d.w, d.dy, NULL, d.dw, d.db, 1, d.ws);
     if (t == 1) {
       y1 = fcopy(d.y, d.ny), dx1 = fcopy(d.dx, d.nx), dw1 = fcopy(d.dw, d.nw);
       db1 = fcopy(d.db, c->K);
@@ -861,7 +867,7 @@ static void thread_count_convt(const convt_case *c) {
   for (int t = 1; t <= 4; t++) {
     ganfw_cpu_set_threads(NULL, t);
     convt_forward_fn(&d);
-    ganfw_cpu_convt2d_backward(NULL, &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
+    ganfw_be_convt2d_backward(cpu(), &d.s, d.x, d.w, d.dy, d.dx, d.dw, d.db, 0, d.ws);
     if (t == 1) {
       y1 = fcopy(d.y, d.ny), dx1 = fcopy(d.dx, d.nx), dw1 = fcopy(d.dw, d.nw);
       db1 = fcopy(d.db, c->K);
@@ -885,8 +891,8 @@ static void thread_count_linear(int64_t N, int64_t IN, int64_t OUT) {
   float *y1 = NULL, *dx1 = NULL, *dw1 = NULL, *db1 = NULL;
   for (int t = 1; t <= 4; t++) {
     ganfw_cpu_set_threads(NULL, t);
-    ganfw_cpu_linear_forward(NULL, N, IN, OUT, x, w, b, y);
-    ganfw_cpu_linear_backward(NULL, N, IN, OUT, x, w, dy, dx, dw, db, 0);
+    ganfw_be_linear_forward(cpu(), N, IN, OUT, x, w, b, y);
+    ganfw_be_linear_backward(cpu(), N, IN, OUT, x, w, dy, dx, dw, db, 0);
     if (t == 1) {
       y1 = fcopy(y, N * OUT), dx1 = fcopy(dx, N * IN), dw1 = fcopy(dw, OUT * IN);
       db1 = fcopy(db, OUT);
@@ -968,7 +974,7 @@ static void test_workspace_bounds(void) {
                           .pad_h = 1,
                           .pad_w = 1};
   CU_ASSERT_EQUAL_FATAL(ganfw_conv2d_shape_init(&s), GANFW_OK);
-  size_t ws = ganfw_cpu_conv2d_workspace(NULL, &s);
+  size_t ws = ganfw_be_conv2d_workspace(cpu(), &s);
   printf("\n    conv2d 64->128 32x32 batch 256 workspace %.2f MiB", (double)ws / (1 << 20));
   CU_ASSERT(ws > 0 && ws <= bound);
   ganfw_convt2d_shape t = {.N = 256,
@@ -983,7 +989,7 @@ static void test_workspace_bounds(void) {
                            .pad_h = 1,
                            .pad_w = 1};
   CU_ASSERT_EQUAL_FATAL(ganfw_convt2d_shape_init(&t), GANFW_OK);
-  ws = ganfw_cpu_convt2d_workspace(NULL, &t);
+  ws = ganfw_be_convt2d_workspace(cpu(), &t);
   CU_ASSERT(ws > 0 && ws <= bound);
   /* One image larger than the chunk budget: about one image's columns (plus its padded
    * input plane and alignment). */
@@ -999,18 +1005,18 @@ static void test_workspace_bounds(void) {
                            .pad_h = 2,
                            .pad_w = 2};
   CU_ASSERT_EQUAL_FATAL(ganfw_conv2d_shape_init(&s), GANFW_OK);
-  ws = ganfw_cpu_conv2d_workspace(NULL, &s);
+  ws = ganfw_be_conv2d_workspace(cpu(), &s);
   const size_t one_image = (size_t)(64 * 25 + 8) * 64 * 64 * sizeof(float);
   CU_ASSERT(ws >= one_image && ws <= one_image + one_image / 50);
   /* Kernel = input: plain GEMMs, no workspace. */
   s = (ganfw_conv2d_shape){
       .N = 64, .C = 256, .H = 4, .W = 4, .K = 1, .R = 4, .S = 4, .stride_h = 1, .stride_w = 1};
   CU_ASSERT_EQUAL_FATAL(ganfw_conv2d_shape_init(&s), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_cpu_conv2d_workspace(NULL, &s), 0);
+  CU_ASSERT_EQUAL(ganfw_be_conv2d_workspace(cpu(), &s), 0);
   t = (ganfw_convt2d_shape){
       .N = 64, .C = 100, .H = 1, .W = 1, .K = 256, .R = 4, .S = 4, .stride_h = 1, .stride_w = 1};
   CU_ASSERT_EQUAL_FATAL(ganfw_convt2d_shape_init(&t), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_cpu_convt2d_workspace(NULL, &t), 0);
+  CU_ASSERT_EQUAL(ganfw_be_convt2d_workspace(cpu(), &t), 0);
 }
 
 static CU_TestInfo tests[] = {

@@ -11,8 +11,14 @@
 
 #include "backend/cpu/cast.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
 #include "base/philox.h"
 #include "testutil.h"
+
+/* The CPU backend: its ops run through the typed wrappers of backend/ops.h. */
+static ganfw_backend *cpu(void) {
+  return ganfw_cpu_backend();
+}
 
 /* --- helpers -------------------------------------------------------------------------- */
 static uint32_t bits_of(float x) {
@@ -46,39 +52,39 @@ static void test_foreach_simple(void) {
     gt_fill_uniform(b, n, -2.0f, 5.0f, 2);
     int64_t bad = 0;
 
-    ganfw_cpu_fill(NULL, n, o, 0.375f);
+    ganfw_be_fill(cpu(), n, o, 0.375f);
     for (int64_t i = 0; i < n; i++) bad += o[i] != 0.375f;
 
     memcpy(y, a, (size_t)n * sizeof *y);
-    ganfw_cpu_scale(NULL, n, y, -0.3f);
+    ganfw_be_scale(cpu(), n, y, -0.3f);
     for (int64_t i = 0; i < n; i++) bad += y[i] != (float)((double)a[i] * (double)-0.3f);
 
     memcpy(y, a, (size_t)n * sizeof *y);
-    ganfw_cpu_add_scalar(NULL, n, y, 1.7f);
+    ganfw_be_add_scalar(cpu(), n, y, 1.7f);
     for (int64_t i = 0; i < n; i++) bad += y[i] != (float)((double)a[i] + (double)1.7f);
 
-    ganfw_cpu_add(NULL, n, o, a, b);
+    ganfw_be_add(cpu(), n, o, a, b);
     for (int64_t i = 0; i < n; i++) bad += o[i] != (float)((double)a[i] + (double)b[i]);
-    ganfw_cpu_mul(NULL, n, o, a, b);
+    ganfw_be_mul(cpu(), n, o, a, b);
     for (int64_t i = 0; i < n; i++) bad += o[i] != (float)((double)a[i] * (double)b[i]);
 
     /* out aliasing an input */
     memcpy(y, a, (size_t)n * sizeof *y);
-    ganfw_cpu_add(NULL, n, y, y, b);
+    ganfw_be_add(cpu(), n, y, y, b);
     for (int64_t i = 0; i < n; i++) bad += y[i] != (float)((double)a[i] + (double)b[i]);
 
     /* sqrt is correctly rounded: the double result rounded to f32 is the same number */
     for (int64_t i = 0; i < n; i++) y[i] = fabsf(a[i]) * 1e3f;
-    ganfw_cpu_sqrt(NULL, n, o, y);
+    ganfw_be_sqrt(cpu(), n, o, y);
     for (int64_t i = 0; i < n; i++) bad += o[i] != (float)sqrt((double)y[i]);
-    ganfw_cpu_sqrt(NULL, n, y, y); /* in place */
+    ganfw_be_sqrt(cpu(), n, y, y); /* in place */
     for (int64_t i = 0; i < n; i++) bad += y[i] != o[i];
     CU_ASSERT_EQUAL(bad, 0);
     gt_free(a), gt_free(b), gt_free(y), gt_free(o);
   }
   /* sqrt of -1 is NaN, of -0 is -0, of inf is inf */
   float sx[5] = {-1.0f, -0.0f, INFINITY, 4.0f, 0.0f}, so[5];
-  ganfw_cpu_sqrt(NULL, 5, so, sx);
+  ganfw_be_sqrt(cpu(), 5, so, sx);
   CU_ASSERT(isnan(so[0]));
   CU_ASSERT_EQUAL(bits_of(so[1]), 0x80000000u);
   CU_ASSERT(isinf(so[2]));
@@ -100,21 +106,21 @@ static void test_foreach_fused(void) {
 
     const float alpha = -0.37f, v = 0.713f;
     memcpy(y, y0, (size_t)n * sizeof *y);
-    ganfw_cpu_axpy(NULL, n, y, alpha, a);
+    ganfw_be_axpy(cpu(), n, y, alpha, a);
     for (int64_t i = 0; i < n; i++) {
       double t = (double)alpha * a[i];
       double e = err_units(y[i], y0[i] + t, fabs(y0[i]) + fabs(t));
       if (e > worst_axpy) worst_axpy = e;
     }
     memcpy(y, y0, (size_t)n * sizeof *y);
-    ganfw_cpu_addcmul(NULL, n, y, v, a, b);
+    ganfw_be_addcmul(cpu(), n, y, v, a, b);
     for (int64_t i = 0; i < n; i++) {
       double t = (double)v * a[i] * b[i];
       double e = err_units(y[i], y0[i] + t, fabs(y0[i]) + fabs(t));
       if (e > worst_cmul) worst_cmul = e;
     }
     memcpy(y, y0, (size_t)n * sizeof *y);
-    ganfw_cpu_addcdiv(NULL, n, y, v, a, b);
+    ganfw_be_addcdiv(cpu(), n, y, v, a, b);
     for (int64_t i = 0; i < n; i++) {
       double t = (double)v * a[i] / b[i];
       double e = err_units(y[i], y0[i] + t, fabs(y0[i]) + fabs(t));
@@ -123,7 +129,7 @@ static void test_foreach_fused(void) {
     const float ws[] = {0.1f, 0.9f, 0.5f, -0.25f, 1.5f};
     for (int k = 0; k < 5; k++) {
       memcpy(y, y0, (size_t)n * sizeof *y);
-      ganfw_cpu_lerp(NULL, n, y, a, ws[k]);
+      ganfw_be_lerp(cpu(), n, y, a, ws[k]);
       for (int64_t i = 0; i < n; i++) {
         double want = y0[i] + (double)ws[k] * ((double)a[i] - y0[i]);
         double e = err_units(y[i], want, fabs(y0[i]) + fabs(a[i]));
@@ -132,9 +138,9 @@ static void test_foreach_fused(void) {
     }
     /* lerp hits both ends exactly: w = 0 gives y, w = 1 gives x (the far-end formula) */
     memcpy(y, y0, (size_t)n * sizeof *y);
-    ganfw_cpu_lerp(NULL, n, y, a, 0.0f);
+    ganfw_be_lerp(cpu(), n, y, a, 0.0f);
     CU_ASSERT_EQUAL(memcmp(y, y0, (size_t)n * sizeof *y), 0);
-    ganfw_cpu_lerp(NULL, n, y, a, 1.0f);
+    ganfw_be_lerp(cpu(), n, y, a, 1.0f);
     CU_ASSERT_EQUAL(memcmp(y, a, (size_t)n * sizeof *y), 0);
     gt_free(a), gt_free(b), gt_free(y0), gt_free(y);
   }
@@ -156,7 +162,7 @@ static void test_foreach_maximum(void) {
     for (int64_t i = 3; i < n; i += 11) x[i] = NAN;
     for (int64_t i = 5; i < n; i += 13) x[i] = INFINITY;
     memcpy(y, y0, (size_t)n * sizeof *y);
-    ganfw_cpu_maximum(NULL, n, y, x);
+    ganfw_be_maximum(cpu(), n, y, x);
     int64_t bad = 0;
     for (int64_t i = 0; i < n; i++) {
       if (isnan(x[i]) || isnan(y0[i]))
@@ -174,9 +180,9 @@ static void test_sum_sumsq(void) {
   /* 2^24 + 7 ones: an f32 accumulator would stop at 2^24 */
   int64_t n1 = (1 << 24) + 7;
   float *ones = alloc_f(n1);
-  ganfw_cpu_fill(NULL, n1, ones, 1.0f);
-  CU_ASSERT_EQUAL(ganfw_cpu_sum(NULL, n1, ones), (double)n1);
-  CU_ASSERT_EQUAL(ganfw_cpu_sumsq(NULL, n1, ones), (double)n1);
+  ganfw_be_fill(cpu(), n1, ones, 1.0f);
+  CU_ASSERT_EQUAL(ganfw_be_sum(cpu(), n1, ones), (double)n1);
+  CU_ASSERT_EQUAL(ganfw_be_sumsq(cpu(), n1, ones), (double)n1);
   gt_free(ones);
 
   /* 3M random values against a long double reference */
@@ -191,9 +197,9 @@ static void test_sum_sumsq(void) {
   }
   int threads = omp_get_max_threads();
   omp_set_num_threads(2);
-  double s2 = ganfw_cpu_sum(NULL, n, x), q2 = ganfw_cpu_sumsq(NULL, n, x);
+  double s2 = ganfw_be_sum(cpu(), n, x), q2 = ganfw_be_sumsq(cpu(), n, x);
   omp_set_num_threads(1);
-  double s1 = ganfw_cpu_sum(NULL, n, x), q1 = ganfw_cpu_sumsq(NULL, n, x);
+  double s1 = ganfw_be_sum(cpu(), n, x), q1 = ganfw_be_sumsq(cpu(), n, x);
   omp_set_num_threads(threads);
   double es = fabs(s2 - (double)rs) / (double)ra, eq = fabs(q2 - (double)rq) / (double)rq;
   printf("\n    sum rel err %.2e, sumsq rel err %.2e (n=%lld) ", es, eq, (long long)n);
@@ -203,10 +209,10 @@ static void test_sum_sumsq(void) {
   CU_ASSERT_EQUAL(s1, s2);
   CU_ASSERT_EQUAL(q1, q2);
   /* small and empty */
-  CU_ASSERT_EQUAL(ganfw_cpu_sum(NULL, 0, x), 0.0);
+  CU_ASSERT_EQUAL(ganfw_be_sum(cpu(), 0, x), 0.0);
   float three[3] = {1.5f, -2.0f, 4.0f};
-  CU_ASSERT_EQUAL(ganfw_cpu_sum(NULL, 3, three), 3.5);
-  CU_ASSERT_EQUAL(ganfw_cpu_sumsq(NULL, 3, three), 2.25 + 4.0 + 16.0);
+  CU_ASSERT_EQUAL(ganfw_be_sum(cpu(), 3, three), 3.5);
+  CU_ASSERT_EQUAL(ganfw_be_sumsq(cpu(), 3, three), 2.25 + 4.0 + 16.0);
   gt_free(x);
 }
 
@@ -219,26 +225,26 @@ static void test_nonfinite(void) {
     gt_fill_uniform(x, n, -1e30f, 1e30f, 41);
     x[0] = FLT_MAX;
     if (n > 2) x[1] = -0.0f, x[2] = 1e-45f; /* subnormal */
-    CU_ASSERT_EQUAL(ganfw_cpu_nonfinite(NULL, n, x), 0);
+    CU_ASSERT_EQUAL(ganfw_be_nonfinite(cpu(), n, x), 0);
     const int64_t pos[] = {0, n / 2, n - 1};
     for (int p = 0; p < 3; p++)
       for (int k = 0; k < 4; k++) {
         float keep = x[pos[p]];
         x[pos[p]] = bad_vals[k];
-        CU_ASSERT_EQUAL(ganfw_cpu_nonfinite(NULL, n, x), 1);
+        CU_ASSERT_EQUAL(ganfw_be_nonfinite(cpu(), n, x), 1);
         x[pos[p]] = keep;
       }
     /* a NaN with a payload and a signalling one */
     float keep = x[n - 1];
     x[n - 1] = from_bits(0x7f800001u);
-    CU_ASSERT_EQUAL(ganfw_cpu_nonfinite(NULL, n, x), 1);
+    CU_ASSERT_EQUAL(ganfw_be_nonfinite(cpu(), n, x), 1);
     x[n - 1] = from_bits(0xffbfffffu);
-    CU_ASSERT_EQUAL(ganfw_cpu_nonfinite(NULL, n, x), 1);
+    CU_ASSERT_EQUAL(ganfw_be_nonfinite(cpu(), n, x), 1);
     x[n - 1] = keep;
-    CU_ASSERT_EQUAL(ganfw_cpu_nonfinite(NULL, n, x), 0);
+    CU_ASSERT_EQUAL(ganfw_be_nonfinite(cpu(), n, x), 0);
     gt_free(x);
   }
-  CU_ASSERT_EQUAL(ganfw_cpu_nonfinite(NULL, 0, NULL), 0);
+  CU_ASSERT_EQUAL(ganfw_be_nonfinite(cpu(), 0, NULL), 0);
 }
 
 /* --- Philox ---------------------------------------------------------------------------- */
@@ -280,10 +286,10 @@ static void test_philox_kat(void) {
 /* --- rng streams --------------------------------------------------------------------- */
 typedef void (*rng_fn)(int64_t n, uint64_t seed, uint64_t offset, float *out);
 static void run_uniform(int64_t n, uint64_t seed, uint64_t offset, float *out) {
-  ganfw_cpu_rng_uniform(NULL, n, seed, offset, -2.0f, 3.0f, out);
+  ganfw_be_rng_uniform(cpu(), n, seed, offset, -2.0f, 3.0f, out);
 }
 static void run_normal(int64_t n, uint64_t seed, uint64_t offset, float *out) {
-  ganfw_cpu_rng_normal(NULL, n, seed, offset, 0.5f, 2.0f, out);
+  ganfw_be_rng_normal(cpu(), n, seed, offset, 0.5f, 2.0f, out);
 }
 
 static void test_rng_streams(void) {
@@ -335,7 +341,7 @@ static void test_rng_streams(void) {
 static void test_rng_uniform_stats(void) {
   const int64_t n = 1000000;
   float *x = alloc_f(n);
-  ganfw_cpu_rng_uniform(NULL, n, 2024, 0, -2.0f, 3.0f, x);
+  ganfw_be_rng_uniform(cpu(), n, 2024, 0, -2.0f, 3.0f, x);
   int64_t out_of_range = 0, hist[100] = {0};
   double s = 0, q = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -355,7 +361,7 @@ static void test_rng_uniform_stats(void) {
   CU_ASSERT(fabs(var - 25.0 / 12.0) < 0.02); /* sd of the var: 0.0019 */
   CU_ASSERT(chi2 < 160.0);                   /* p ~ 1e-4 */
   /* lo == hi gives lo */
-  ganfw_cpu_rng_uniform(NULL, 9, 1, 0, 1.25f, 1.25f, x);
+  ganfw_be_rng_uniform(cpu(), 9, 1, 0, 1.25f, 1.25f, x);
   for (int i = 0; i < 9; i++) CU_ASSERT_EQUAL(x[i], 1.25f);
   gt_free(x);
 }
@@ -368,7 +374,7 @@ static int cmp_float(const void *a, const void *b) {
 static void test_rng_normal_stats(void) {
   const int64_t n = 1000000;
   float *x = alloc_f(n);
-  ganfw_cpu_rng_normal(NULL, n, 77, 5, 0.0f, 1.0f, x);
+  ganfw_be_rng_normal(cpu(), n, 77, 5, 0.0f, 1.0f, x);
   double s = 0, q = 0, m3 = 0, m4 = 0;
   int64_t nonfinite = 0;
   for (int64_t i = 0; i < n; i++) {
@@ -398,8 +404,8 @@ static void test_rng_normal_stats(void) {
 
   /* mean and std are applied as mean + std * z */
   float *y = alloc_f(1000);
-  ganfw_cpu_rng_normal(NULL, 1000, 3, 0, 0.0f, 1.0f, x);
-  ganfw_cpu_rng_normal(NULL, 1000, 3, 0, 3.0f, -2.0f, y);
+  ganfw_be_rng_normal(cpu(), 1000, 3, 0, 0.0f, 1.0f, x);
+  ganfw_be_rng_normal(cpu(), 1000, 3, 0, 3.0f, -2.0f, y);
   int64_t bad = 0;
   for (int i = 0; i < 1000; i++) bad += y[i] != fmaf(-2.0f, x[i], 3.0f);
   CU_ASSERT_EQUAL(bad, 0);
@@ -487,7 +493,7 @@ static void test_cast_f16_edges(void) {
   for (int i = 0; i < 7; i++) xs[nc + (size_t)i] = from_bits(nans[i]);
   int64_t m = (int64_t)nc + 7;
   ganfw_cpu_f32_to_f16_portable(m, xs, hp);
-  ganfw_cpu_f32_to_f16(NULL, m, xs, hf);
+  ganfw_be_f32_to_f16(cpu(), m, xs, hf);
   CU_ASSERT_EQUAL(memcmp(hp, hf, (size_t)m * 2), 0);
   if (ganfw_cpu_have_f16c()) {
     ganfw_cpu_f32_to_f16_f16c(m, xs, hf);
@@ -522,9 +528,9 @@ static void test_cast_f16_exhaustive(void) {
   }
   CU_ASSERT_EQUAL(bad_value, 0);
   CU_ASSERT_EQUAL(bad_trip, 0);
-  ganfw_cpu_f16_to_f32(NULL, 65536, h, f2);
+  ganfw_be_f16_to_f32(cpu(), 65536, h, f2);
   CU_ASSERT_EQUAL(memcmp(f, f2, 65536 * 4), 0);
-  ganfw_cpu_f32_to_f16(NULL, 65536, f, h3);
+  ganfw_be_f32_to_f16(cpu(), 65536, f, h3);
   CU_ASSERT_EQUAL(memcmp(h2, h3, 65536 * 2), 0);
   if (ganfw_cpu_have_f16c()) {
     ganfw_cpu_f16_to_f32_f16c(65536, h, f2);
@@ -567,10 +573,10 @@ static void test_cast_f32_sweep(void) {
         ganfw_cpu_f32_to_f16_f16c(n, x, b);
         CU_ASSERT_EQUAL(memcmp(a, b, (size_t)n * 2), 0);
       }
-      ganfw_cpu_f32_to_f16(NULL, n, x, b);
+      ganfw_be_f32_to_f16(cpu(), n, x, b);
       CU_ASSERT_EQUAL(memcmp(a, b, (size_t)n * 2), 0);
     } else {
-      ganfw_cpu_f32_to_bf16(NULL, n, x, a);
+      ganfw_be_f32_to_bf16(cpu(), n, x, a);
       for (int64_t i = 0; i < n; i++) bad_ref += a[i] != ref_bf16(x[i]);
     }
     CU_ASSERT_EQUAL(bad_ref, 0);
@@ -613,8 +619,8 @@ static void test_cast_bf16(void) {
   uint16_t *h = gt_alloc(65536 * 2), *h2 = gt_alloc(65536 * 2);
   float *f = alloc_f(65536);
   for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
-  ganfw_cpu_bf16_to_f32(NULL, 65536, h, f);
-  ganfw_cpu_f32_to_bf16(NULL, 65536, f, h2);
+  ganfw_be_bf16_to_f32(cpu(), 65536, h, f);
+  ganfw_be_f32_to_bf16(cpu(), 65536, f, h2);
   int64_t bad = 0;
   for (int i = 0; i < 65536; i++) {
     bad += bits_of(f[i]) != (uint32_t)i << 16;

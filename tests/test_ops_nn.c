@@ -9,7 +9,13 @@
 
 #include "testutil.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
 #include "base/philox.h"
+
+/* The CPU backend: its ops run through the typed wrappers of backend/ops.h. */
+static ganfw_backend *cpu(void) {
+  return ganfw_cpu_backend();
+}
 
 static float *falloc(int64_t n) {
   return gt_alloc((size_t)n * sizeof(float));
@@ -37,8 +43,8 @@ typedef struct bn_ctx {
 
 static void bn_forward(void *p) {
   bn_ctx *c = p;
-  ganfw_cpu_batchnorm2d_forward_train(NULL, c->N, c->C, c->HW, c->x, c->gamma, c->beta, c->y, NULL,
-                                      NULL, 0.1f, 1e-5f, c->mean, c->invstd);
+  ganfw_be_batchnorm2d_forward_train(cpu(), c->N, c->C, c->HW, c->x, c->gamma, c->beta, c->y, NULL,
+                                     NULL, 0.1f, 1e-5f, c->mean, c->invstd);
 }
 
 /* Per-channel mean and biased variance of x [N,C,HW] in double. */
@@ -120,8 +126,8 @@ static void test_bn_gradcheck(void) {
       /* y rounds at the size of its terms (~1): floor 0.1 */
       report(what, gt_check_close(what, c.y, want, n, 1e-5, 0.1));
 
-      ganfw_cpu_batchnorm2d_backward(NULL, s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, dx,
-                                     affine ? dg : NULL, affine ? db : NULL, 0);
+      ganfw_be_batchnorm2d_backward(cpu(), s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, dx,
+                                    affine ? dg : NULL, affine ? db : NULL, 0);
       snprintf(what, sizeof what, "bn bwd [%lld,%lld,%lld]%s dx", (long long)s.N, (long long)s.C,
                (long long)s.HW, affine ? "" : " affine=0");
       /* Perturbing one x moves only its channel, so L carries the float noise of one
@@ -164,8 +170,8 @@ static void test_bn_running_stats(void) {
   bn_ref_stats(&c, mean, var);
   const double M = (double)(s.N * s.HW), momentum = 0.1;
   for (int step = 0; step < 2; step++) {
-    ganfw_cpu_batchnorm2d_forward_train(NULL, s.N, s.C, s.HW, c.x, c.gamma, c.beta, c.y, rm, rv,
-                                        (float)momentum, 1e-5f, c.mean, c.invstd);
+    ganfw_be_batchnorm2d_forward_train(cpu(), s.N, s.C, s.HW, c.x, c.gamma, c.beta, c.y, rm, rv,
+                                       (float)momentum, 1e-5f, c.mean, c.invstd);
     for (int ch = 0; ch < 3; ch++) {
       wm[ch] = (1 - momentum) * wm[ch] + momentum * mean[ch];
       wv[ch] = (1 - momentum) * wv[ch] + momentum * var[ch] * M / (M - 1);
@@ -215,8 +221,8 @@ static void test_bn_eval(void) {
       float rm[70], rv[70], *want = falloc(n);
       gt_fill_uniform(rm, s.C, -1.0f, 1.0f, 12);
       gt_fill_uniform(rv, s.C, 0.2f, 2.0f, 13);
-      ganfw_cpu_batchnorm2d_forward_eval(NULL, s.N, s.C, s.HW, c.x, c.gamma, c.beta, c.y, rm, rv,
-                                         1e-5f);
+      ganfw_be_batchnorm2d_forward_eval(cpu(), s.N, s.C, s.HW, c.x, c.gamma, c.beta, c.y, rm, rv,
+                                        1e-5f);
       for (int64_t i = 0; i < n; i++) {
         int64_t ch = (i / s.HW) % s.C;
         double g = affine ? c.gamma[ch] : 1.0, b = affine ? c.beta[ch] : 0.0;
@@ -227,8 +233,8 @@ static void test_bn_eval(void) {
                (long long)s.HW, affine ? "" : " affine=0");
       report(what, gt_check_close(what, c.y, want, n, 1e-5, 0.1));
       /* In place (y aliasing x) gives the same. */
-      ganfw_cpu_batchnorm2d_forward_eval(NULL, s.N, s.C, s.HW, c.x, c.gamma, c.beta, c.x, rm, rv,
-                                         1e-5f);
+      ganfw_be_batchnorm2d_forward_eval(cpu(), s.N, s.C, s.HW, c.x, c.gamma, c.beta, c.x, rm, rv,
+                                        1e-5f);
       CU_ASSERT(memcmp(c.x, c.y, (size_t)n * sizeof(float)) == 0);
       gt_free(want);
       bn_free(&c);
@@ -248,12 +254,12 @@ static void test_bn_accumulate_affine_alias(void) {
   float dg[6], db[6], dg2[6], db2[6];
   gt_fill_uniform(dy, n, -1.0f, 1.0f, 22);
   bn_forward(&c);
-  ganfw_cpu_batchnorm2d_backward(NULL, s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, dx, dg,
-                                 db, 0);
+  ganfw_be_batchnorm2d_backward(cpu(), s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, dx, dg,
+                                db, 0);
   for (int ch = 0; ch < 6; ch++) dg2[ch] = 1.0f + ch, db2[ch] = -2.0f * ch;
   for (int64_t i = 0; i < n; i++) dx2[i] = 1e30f;
-  ganfw_cpu_batchnorm2d_backward(NULL, s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, dx2, dg2,
-                                 db2, 1);
+  ganfw_be_batchnorm2d_backward(cpu(), s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, dx2, dg2,
+                                db2, 1);
   int ok = 1;
   for (int ch = 0; ch < 6; ch++) {
     ok &= fabsf(dg2[ch] - (dg[ch] + 1.0f + ch)) <= 1e-5f * (1.0f + fabsf(dg[ch]));
@@ -264,34 +270,34 @@ static void test_bn_accumulate_affine_alias(void) {
 
   /* NULL dx: only the parameter gradients. */
   float dg3[6], db3[6];
-  ganfw_cpu_batchnorm2d_backward(NULL, s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, NULL,
-                                 dg3, db3, 0);
+  ganfw_be_batchnorm2d_backward(cpu(), s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, NULL,
+                                dg3, db3, 0);
   CU_ASSERT(memcmp(dg3, dg, sizeof dg) == 0 && memcmp(db3, db, sizeof db) == 0);
 
   /* affine=False == gamma 1, beta 0. */
   float ones[6], zeros[6] = {0};
   for (int ch = 0; ch < 6; ch++) ones[ch] = 1.0f;
-  ganfw_cpu_batchnorm2d_forward_train(NULL, s.N, s.C, s.HW, c.x, ones, zeros, y1, NULL, NULL, 0.1f,
-                                      1e-5f, c.mean, c.invstd);
-  ganfw_cpu_batchnorm2d_forward_train(NULL, s.N, s.C, s.HW, c.x, NULL, NULL, c.y, NULL, NULL, 0.1f,
-                                      1e-5f, c.mean, c.invstd);
+  ganfw_be_batchnorm2d_forward_train(cpu(), s.N, s.C, s.HW, c.x, ones, zeros, y1, NULL, NULL, 0.1f,
+                                     1e-5f, c.mean, c.invstd);
+  ganfw_be_batchnorm2d_forward_train(cpu(), s.N, s.C, s.HW, c.x, NULL, NULL, c.y, NULL, NULL, 0.1f,
+                                     1e-5f, c.mean, c.invstd);
   CU_ASSERT(memcmp(y1, c.y, (size_t)n * sizeof(float)) == 0);
-  ganfw_cpu_batchnorm2d_backward(NULL, s.N, s.C, s.HW, c.x, dy, ones, c.mean, c.invstd, dx, NULL,
-                                 NULL, 0);
-  ganfw_cpu_batchnorm2d_backward(NULL, s.N, s.C, s.HW, c.x, dy, NULL, c.mean, c.invstd, dx2, NULL,
-                                 NULL, 0);
+  ganfw_be_batchnorm2d_backward(cpu(), s.N, s.C, s.HW, c.x, dy, ones, c.mean, c.invstd, dx, NULL,
+                                NULL, 0);
+  ganfw_be_batchnorm2d_backward(cpu(), s.N, s.C, s.HW, c.x, dy, NULL, c.mean, c.invstd, dx2, NULL,
+                                NULL, 0);
   CU_ASSERT(memcmp(dx, dx2, (size_t)n * sizeof(float)) == 0);
 
   /* In place: forward y = x, backward dx = dy. */
   memcpy(y1, c.x, (size_t)n * sizeof(float));
-  ganfw_cpu_batchnorm2d_forward_train(NULL, s.N, s.C, s.HW, y1, c.gamma, c.beta, y1, NULL, NULL,
-                                      0.1f, 1e-5f, c.mean, c.invstd);
+  ganfw_be_batchnorm2d_forward_train(cpu(), s.N, s.C, s.HW, y1, c.gamma, c.beta, y1, NULL, NULL,
+                                     0.1f, 1e-5f, c.mean, c.invstd);
   bn_forward(&c);
   CU_ASSERT(memcmp(y1, c.y, (size_t)n * sizeof(float)) == 0);
-  ganfw_cpu_batchnorm2d_backward(NULL, s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, dx, NULL,
-                                 NULL, 0);
-  ganfw_cpu_batchnorm2d_backward(NULL, s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, dy, NULL,
-                                 NULL, 0);
+  ganfw_be_batchnorm2d_backward(cpu(), s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, dx, NULL,
+                                NULL, 0);
+  ganfw_be_batchnorm2d_backward(cpu(), s.N, s.C, s.HW, c.x, dy, c.gamma, c.mean, c.invstd, dy, NULL,
+                                NULL, 0);
   CU_ASSERT(memcmp(dx, dy, (size_t)n * sizeof(float)) == 0);
   gt_free(dy), gt_free(dx), gt_free(dx2), gt_free(y1);
   bn_free(&c);
@@ -310,7 +316,7 @@ typedef struct act_ctx {
 
 static void act_forward(void *p) {
   act_ctx *c = p;
-  ganfw_cpu_act_forward(NULL, c->kind, c->alpha, c->n, c->x, c->y);
+  ganfw_be_act_forward(cpu(), c->kind, c->alpha, c->n, c->x, c->y);
 }
 
 static double act_ref(int32_t kind, float alpha, double x) {
@@ -351,7 +357,7 @@ static void test_act_gradcheck(void) {
       char what[96];
       snprintf(what, sizeof what, "act %s fwd n=%lld", act_names[kind], (long long)n);
       worst_fwd = fmax(worst_fwd, gt_check_close(what, c.y, want, n, 1e-6, 1e-6));
-      ganfw_cpu_act_backward(NULL, kind, c.alpha, n, c.y, dy, dx);
+      ganfw_be_act_backward(cpu(), kind, c.alpha, n, c.y, dy, dx);
       snprintf(what, sizeof what, "act %s bwd n=%lld", act_names[kind], (long long)n);
       double e =
           gt_gradcheck(act_forward, &c, c.x, n, c.y, dy, n, dx, 1e-2, n > 10000 ? 16 : 64, 1e-3);
@@ -360,10 +366,10 @@ static void test_act_gradcheck(void) {
       if (!(e < 1e-2)) printf("\n    %s: gradcheck %.2e", what, e);
       /* In place: y over x, then dx over dy. */
       memcpy(t, c.x, (size_t)n * sizeof(float));
-      ganfw_cpu_act_forward(NULL, kind, c.alpha, n, t, t);
+      ganfw_be_act_forward(cpu(), kind, c.alpha, n, t, t);
       CU_ASSERT(memcmp(t, c.y, (size_t)n * sizeof(float)) == 0);
       memcpy(t, dy, (size_t)n * sizeof(float));
-      ganfw_cpu_act_backward(NULL, kind, c.alpha, n, c.y, t, t);
+      ganfw_be_act_backward(cpu(), kind, c.alpha, n, c.y, t, t);
       CU_ASSERT(memcmp(t, dx, (size_t)n * sizeof(float)) == 0);
       gt_free(c.x), gt_free(c.y), gt_free(dy), gt_free(dx), gt_free(want), gt_free(t);
     }
@@ -387,7 +393,7 @@ static void test_act_ranges(void) {
       gt_fill_uniform(x, n, ranges[r][0], ranges[r][1], 500 + r);
       x[0] = 0.0f, x[1] = -0.0f, x[2] = 1e-30f, x[3] = 88.0f, x[4] = -88.0f, x[5] = 1e4f;
       x[6] = -1e4f, x[7] = INFINITY, x[8] = -INFINITY;
-      ganfw_cpu_act_forward(NULL, kind, 0.0f, n, x, y);
+      ganfw_be_act_forward(cpu(), kind, 0.0f, n, x, y);
       for (int i = 0; i < n; i++) want[i] = (float)act_ref(kind, 0.0f, x[i]);
       /* Relative to the value down to 1e-30 (sigmoid of -88 is 6e-39, a subnormal). */
       worst = fmax(worst, gt_check_close(act_names[kind], y, want, n, 2e-6, 1e-30));
@@ -398,7 +404,7 @@ static void test_act_ranges(void) {
   }
   float nan_in[2] = {NAN, 1.0f}, out[2];
   for (int32_t kind = 0; kind < GANFW_ACT_COUNT; kind++) {
-    ganfw_cpu_act_forward(NULL, kind, 0.2f, 2, nan_in, out);
+    ganfw_be_act_forward(cpu(), kind, 0.2f, 2, nan_in, out);
     CU_ASSERT(isnan(out[0]));
   }
 }
@@ -417,9 +423,9 @@ typedef struct pool_ctx {
 static void pool_forward(void *p) {
   pool_ctx *c = p;
   if (c->is_max)
-    ganfw_cpu_maxpool2d_forward(NULL, &c->s, c->x, c->y, c->argmax);
+    ganfw_be_maxpool2d_forward(cpu(), &c->s, c->x, c->y, c->argmax);
   else
-    ganfw_cpu_avgpool2d_forward(NULL, &c->s, c->x, c->y);
+    ganfw_be_avgpool2d_forward(cpu(), &c->s, c->x, c->y);
 }
 
 static ganfw_pool2d_shape pool_shape(int64_t N, int64_t C, int64_t H, int64_t W, int64_t R,
@@ -485,10 +491,10 @@ static void test_pool(void) {
         }
         CU_ASSERT(ok);
         for (int64_t i = 0; i < nx; i++) dx[i] = 1e30f; /* dx is overwritten */
-        ganfw_cpu_maxpool2d_backward(NULL, s, dy, c.argmax, dx);
+        ganfw_be_maxpool2d_backward(cpu(), s, dy, c.argmax, dx);
       } else {
         for (int64_t i = 0; i < nx; i++) dx[i] = 1e30f;
-        ganfw_cpu_avgpool2d_backward(NULL, s, dy, dx);
+        ganfw_be_avgpool2d_backward(cpu(), s, dy, dx);
       }
       /* Average pooling is linear: a larger step only lowers the float noise. */
       double e = gt_gradcheck(pool_forward, &c, c.x, nx, c.y, dy, ny, dx, is_max ? 1e-3 : 5e-2,
@@ -509,15 +515,15 @@ static void test_pool_padding_values(void) {
   float x[9], y[9];
   int32_t am[9];
   for (int i = 0; i < 9; i++) x[i] = 1.0f;
-  ganfw_cpu_avgpool2d_forward(NULL, &s, x, y);
+  ganfw_be_avgpool2d_forward(cpu(), &s, x, y);
   CU_ASSERT_DOUBLE_EQUAL(y[0], 4.0 / 9.0, 1e-7);
   CU_ASSERT_DOUBLE_EQUAL(y[1], 6.0 / 9.0, 1e-7);
   CU_ASSERT_DOUBLE_EQUAL(y[4], 1.0, 1e-7);
   for (int i = 0; i < 9; i++) x[i] = -(float)i;
-  ganfw_cpu_maxpool2d_forward(NULL, &s, x, y, am);
+  ganfw_be_maxpool2d_forward(cpu(), &s, x, y, am);
   CU_ASSERT(y[8] == -4.0f && am[8] == 4); /* padding is -inf, not 0 */
   x[4] = NAN;
-  ganfw_cpu_maxpool2d_forward(NULL, &s, x, y, am);
+  ganfw_be_maxpool2d_forward(cpu(), &s, x, y, am);
   CU_ASSERT(isnan(y[0]) && am[0] == 4);
 }
 
@@ -533,7 +539,7 @@ static void test_dropout_mask(void) {
   const float ps[] = {0.1f, 0.3f, 0.5f, 0.9f};
   for (size_t k = 0; k < 4; k++) {
     float p = ps[k];
-    ganfw_cpu_dropout_forward(NULL, n, p, 42, 1000, x, y, m);
+    ganfw_be_dropout_forward(cpu(), n, p, 42, 1000, x, y, m);
     int64_t kept = 0;
     int ok = 1;
     const float scale = 1.0f / (1.0f - p);
@@ -548,8 +554,8 @@ static void test_dropout_mask(void) {
     CU_ASSERT(fabs(frac - (1.0 - p)) < 6.0 * sqrt(p * (1.0 - p) / (double)n));
   }
   /* Same seed + offset: same mask; the mask of element i is word i%4 of block offset+i/4. */
-  ganfw_cpu_dropout_forward(NULL, n, 0.5f, 42, 1000, x, y, m);
-  ganfw_cpu_dropout_forward(NULL, n, 0.5f, 42, 1000, x, y2, m2);
+  ganfw_be_dropout_forward(cpu(), n, 0.5f, 42, 1000, x, y, m);
+  ganfw_be_dropout_forward(cpu(), n, 0.5f, 42, 1000, x, y2, m2);
   CU_ASSERT(memcmp(m, m2, (size_t)n) == 0 && memcmp(y, y2, (size_t)n * sizeof(float)) == 0);
   int ok = 1;
   for (int64_t i = 0; i < n; i += 4099) {
@@ -559,19 +565,19 @@ static void test_dropout_mask(void) {
   }
   CU_ASSERT(ok);
   /* A later offset is the same stream shifted by whole blocks. */
-  ganfw_cpu_dropout_forward(NULL, n - 40, 0.5f, 42, 1010, x, y2, m2);
+  ganfw_be_dropout_forward(cpu(), n - 40, 0.5f, 42, 1010, x, y2, m2);
   CU_ASSERT(memcmp(m + 40, m2, (size_t)(n - 40)) == 0);
   /* Different offset or seed: a different mask (about half the elements differ). */
-  ganfw_cpu_dropout_forward(NULL, n, 0.5f, 42, 1001 + (uint64_t)n, x, y2, m2);
+  ganfw_be_dropout_forward(cpu(), n, 0.5f, 42, 1001 + (uint64_t)n, x, y2, m2);
   int64_t diff = 0;
   for (int64_t i = 0; i < n; i++) diff += m[i] != m2[i];
   CU_ASSERT(diff > n / 3 && diff < 2 * n / 3);
-  ganfw_cpu_dropout_forward(NULL, n, 0.5f, 43, 1000, x, y2, m2);
+  ganfw_be_dropout_forward(cpu(), n, 0.5f, 43, 1000, x, y2, m2);
   diff = 0;
   for (int64_t i = 0; i < n; i++) diff += m[i] != m2[i];
   CU_ASSERT(diff > n / 3 && diff < 2 * n / 3);
   /* Odd sizes end mid-block and mid-group: the prefix is the same stream. */
-  ganfw_cpu_dropout_forward(NULL, 13, 0.5f, 42, 1000, x, y2, m2);
+  ganfw_be_dropout_forward(cpu(), 13, 0.5f, 42, 1000, x, y2, m2);
   CU_ASSERT(memcmp(m, m2, 13) == 0);
   gt_free(x), gt_free(y), gt_free(y2), gt_free(m), gt_free(m2);
 }
@@ -585,7 +591,7 @@ typedef struct drop_ctx {
 
 static void drop_forward(void *p) {
   drop_ctx *c = p;
-  ganfw_cpu_dropout_forward(NULL, c->n, c->p, 7, 3, c->x, c->y, c->mask);
+  ganfw_be_dropout_forward(cpu(), c->n, c->p, 7, 3, c->x, c->y, c->mask);
 }
 
 /* backward = dy * mask / (1-p) (also in place), matching central differences; p = 0 is the
@@ -597,14 +603,14 @@ static void test_dropout_backward(void) {
   gt_fill_uniform(c.x, n, -1.0f, 1.0f, 800);
   gt_fill_uniform(dy, n, -1.0f, 1.0f, 801);
   drop_forward(&c);
-  ganfw_cpu_dropout_backward(NULL, n, c.p, c.mask, dy, dx);
+  ganfw_be_dropout_backward(cpu(), n, c.p, c.mask, dy, dx);
   int ok = 1;
   const float scale = 1.0f / (1.0f - c.p);
   for (int64_t i = 0; i < n; i++) ok &= dx[i] == (c.mask[i] ? dy[i] * scale : 0.0f);
   CU_ASSERT(ok);
   double e = gt_gradcheck(drop_forward, &c, c.x, n, c.y, dy, n, dx, 1e-2, 16, 1e-3);
   check_grad("dropout bwd (gradcheck)", e, 1e-3);
-  ganfw_cpu_dropout_backward(NULL, n, c.p, c.mask, dy, dy);
+  ganfw_be_dropout_backward(cpu(), n, c.p, c.mask, dy, dy);
   CU_ASSERT(memcmp(dx, dy, (size_t)n * sizeof(float)) == 0);
 
   c.p = 0.0f;
@@ -613,7 +619,7 @@ static void test_dropout_backward(void) {
   ok = 1;
   for (int64_t i = 0; i < n; i++) ok &= c.mask[i] == 1;
   CU_ASSERT(ok);
-  ganfw_cpu_dropout_backward(NULL, n, 0.0f, c.mask, c.x, dx);
+  ganfw_be_dropout_backward(cpu(), n, 0.0f, c.mask, c.x, dx);
   CU_ASSERT(memcmp(c.x, dx, (size_t)n * sizeof(float)) == 0);
 
   c.p = 1.0f;
@@ -637,12 +643,12 @@ typedef struct loss_ctx {
 
 static void bce_forward(void *p) {
   loss_ctx *c = p;
-  ganfw_cpu_bce_logits_forward(NULL, c->n, c->x, c->t, &c->loss);
+  ganfw_be_bce_logits_forward(cpu(), c->n, c->x, c->t, &c->loss);
 }
 
 static void xent_forward(void *p) {
   loss_ctx *c = p;
-  ganfw_cpu_softmax_xent_forward(NULL, c->n, c->classes, c->x, c->labels, 0.0f, &c->loss);
+  ganfw_be_softmax_xent_forward(cpu(), c->n, c->classes, c->x, c->labels, 0.0f, &c->loss);
 }
 
 /* BCE-with-logits: loss and gradient against the definition in double, and the gradient
@@ -671,7 +677,7 @@ static void test_bce(void) {
     }
     want /= (double)n;
     worst_fwd = fmax(worst_fwd, fabs(c.loss - want) / fabs(want));
-    ganfw_cpu_bce_logits_backward(NULL, n, c.x, c.t, dloss, dx);
+    ganfw_be_bce_logits_backward(cpu(), n, c.x, c.t, dloss, dx);
     worst_dx = fmax(worst_dx, gt_check_close("bce dx", dx, want_dx, n, 1e-6, 1e-3 / n));
     if (n <= 64) { /* beyond, the float loss is too coarse for differences of 1/n terms */
       double e =
@@ -692,13 +698,13 @@ static void test_bce_extreme(void) {
   float x[6] = {100.0f, -100.0f, 100.0f, -100.0f, 1e30f, -1e30f};
   float t[6] = {1.0f, 0.0f, 0.9f, 0.9f, 0.0f, 1.0f};
   float loss, dx[6];
-  ganfw_cpu_bce_logits_forward(NULL, 4, x, t, &loss);
+  ganfw_be_bce_logits_forward(cpu(), 4, x, t, &loss);
   /* 0 + 0 + (100 - 90) + (0 + 90) over 4, log1p(e^-100) below float resolution. */
   CU_ASSERT(isfinite(loss));
   CU_ASSERT_DOUBLE_EQUAL(loss, 25.0, 1e-5);
-  ganfw_cpu_bce_logits_forward(NULL, 6, x, t, &loss);
+  ganfw_be_bce_logits_forward(cpu(), 6, x, t, &loss);
   CU_ASSERT(isfinite(loss));
-  ganfw_cpu_bce_logits_backward(NULL, 6, x, t, 1.0f, dx);
+  ganfw_be_bce_logits_backward(cpu(), 6, x, t, 1.0f, dx);
   int ok = 1;
   for (int i = 0; i < 6; i++) ok &= isfinite(dx[i]);
   CU_ASSERT(ok);
@@ -731,7 +737,7 @@ static void test_xent(void) {
     }
     want /= (double)N;
     worst_fwd = fmax(worst_fwd, fabs(c.loss - want) / fabs(want));
-    ganfw_cpu_softmax_xent_backward(NULL, N, K, c.x, c.labels, 0.0f, dloss, dx);
+    ganfw_be_softmax_xent_backward(cpu(), N, K, c.x, c.labels, 0.0f, dloss, dx);
     worst_dx = fmax(worst_dx, gt_check_close("xent dx", dx, want_dx, n, 1e-6, 1e-4 / N));
     double e =
         gt_gradcheck(xent_forward, &c, c.x, n, &c.loss, &dloss, 1, dx, 5e-2, 64, 0.05 * dloss / N);
@@ -752,11 +758,11 @@ static void test_xent_extreme(void) {
   float x[6] = {100.0f, -100.0f, 0.0f, 1000.0f, -1000.0f, 1000.0f};
   int32_t labels[2] = {1, 0};
   float loss, dx[6];
-  ganfw_cpu_softmax_xent_forward(NULL, 2, 3, x, labels, 0.0f, &loss);
+  ganfw_be_softmax_xent_forward(cpu(), 2, 3, x, labels, 0.0f, &loss);
   /* Row 0: 100 + log(1 + e^-100 + e^-200) - (-100) = 200; row 1: log 2. */
   CU_ASSERT(isfinite(loss));
   CU_ASSERT_DOUBLE_EQUAL(loss, (200.0 + log(2.0)) / 2.0, 1e-4);
-  ganfw_cpu_softmax_xent_backward(NULL, 2, 3, x, labels, 0.0f, 1.0f, dx);
+  ganfw_be_softmax_xent_backward(cpu(), 2, 3, x, labels, 0.0f, 1.0f, dx);
   int ok = 1;
   for (int i = 0; i < 6; i++) ok &= isfinite(dx[i]);
   CU_ASSERT(ok);
@@ -778,7 +784,7 @@ typedef struct up_ctx {
 
 static void up_forward(void *p) {
   up_ctx *c = p;
-  ganfw_cpu_upsample2d_forward(NULL, c->mode, c->planes, c->H, c->W, c->x, c->y);
+  ganfw_be_upsample2d_forward(cpu(), c->mode, c->planes, c->H, c->W, c->x, c->y);
 }
 
 /* The backward of both modes against central differences, on odd sizes and a 1-wide axis:
@@ -795,7 +801,7 @@ static void test_upsample_gradcheck(void) {
       gt_fill_uniform(c.x, n, -2, 2, 300 + k);
       gt_fill_uniform(dy, ny, -1, 1, 310 + k);
       up_forward(&c);
-      ganfw_cpu_upsample2d_backward(NULL, mode, c.planes, c.H, c.W, dy, dx);
+      ganfw_be_upsample2d_backward(cpu(), mode, c.planes, c.H, c.W, dy, dx);
       char what[96];
       snprintf(what, sizeof what, "upsample %s [%lld,%lld,%lld] dx",
                mode == GANFW_UPSAMPLE_NEAREST ? "nearest" : "bilinear", (long long)c.planes,
@@ -814,8 +820,8 @@ typedef struct gn_ctx {
 
 static void gn_forward(void *p) {
   gn_ctx *c = p;
-  ganfw_cpu_groupnorm_forward(NULL, c->N, c->C, c->HW, c->G, c->x, c->gamma, c->beta, 1e-5f, c->y,
-                              c->mean, c->invstd);
+  ganfw_be_groupnorm_forward(cpu(), c->N, c->C, c->HW, c->G, c->x, c->gamma, c->beta, 1e-5f, c->y,
+                             c->mean, c->invstd);
 }
 
 /* Forward against a double formula, the backward (x, gamma, beta) against central
@@ -851,8 +857,8 @@ static void test_groupnorm_gradcheck(void) {
     snprintf(what, sizeof what, "groupnorm [%lld,%lld,%lld] G=%lld y", (long long)c.N,
              (long long)c.C, (long long)c.HW, (long long)c.G);
     report(what, gt_check_close(what, c.y, want, n, 1e-6, 1e-2));
-    ganfw_cpu_groupnorm_backward(NULL, c.N, c.C, c.HW, c.G, c.x, dy, c.gamma, c.mean, c.invstd, dx,
-                                 dg, db, 0);
+    ganfw_be_groupnorm_backward(cpu(), c.N, c.C, c.HW, c.G, c.x, dy, c.gamma, c.mean, c.invstd, dx,
+                                dg, db, 0);
     float *const grads[3] = {dx, dg, db};
     float *const inputs[3] = {c.x, c.gamma, c.beta};
     const int64_t counts[3] = {n, c.C, c.C};
@@ -869,8 +875,8 @@ static void test_groupnorm_gradcheck(void) {
     float *dg2 = falloc(c.C), *db2 = falloc(c.C);
     memcpy(dg2, dg, (size_t)c.C * sizeof *dg2);
     memcpy(db2, db, (size_t)c.C * sizeof *db2);
-    ganfw_cpu_groupnorm_backward(NULL, c.N, c.C, c.HW, c.G, c.x, dy, c.gamma, c.mean, c.invstd,
-                                 NULL, dg2, db2, 1);
+    ganfw_be_groupnorm_backward(cpu(), c.N, c.C, c.HW, c.G, c.x, dy, c.gamma, c.mean, c.invstd,
+                                NULL, dg2, db2, 1);
     for (int64_t ch = 0; ch < c.C; ch++) {
       CU_ASSERT_DOUBLE_EQUAL(dg2[ch], 2 * dg[ch], 1e-6 * (1 + fabs(dg[ch])));
       CU_ASSERT_DOUBLE_EQUAL(db2[ch], 2 * db[ch], 1e-6 * (1 + fabs(db[ch])));
@@ -925,16 +931,16 @@ static void test_thread_count(void) {
     float *rv = rm + C, *dg = rv + C, *db = dg + C, *ye = db + C, *pm = ye + n, *pdx = pm + np;
     float *pa = pdx + n, *padx = pa + np, *ty = padx + n, *tdx = ty + n;
     for (int64_t i = 0; i < C; i++) rm[i] = 0.0f, rv[i] = 1.0f;
-    ganfw_cpu_batchnorm2d_forward_train(NULL, N, C, HW, x, gamma, beta, y, rm, rv, 0.1f, 1e-5f,
-                                        mean, invstd);
-    ganfw_cpu_batchnorm2d_backward(NULL, N, C, HW, x, dy, gamma, mean, invstd, dx, dg, db, 0);
-    ganfw_cpu_batchnorm2d_forward_eval(NULL, N, C, HW, x, gamma, beta, ye, rm, rv, 1e-5f);
-    ganfw_cpu_maxpool2d_forward(NULL, &ps, x, pm, argmax);
-    ganfw_cpu_maxpool2d_backward(NULL, &ps, dy, argmax, pdx);
-    ganfw_cpu_avgpool2d_forward(NULL, &ps, x, pa);
-    ganfw_cpu_avgpool2d_backward(NULL, &ps, dy, padx);
-    ganfw_cpu_act_forward(NULL, GANFW_ACT_TANH, 0.0f, n, x, ty);
-    ganfw_cpu_act_backward(NULL, GANFW_ACT_TANH, 0.0f, n, ty, dy, tdx);
+    ganfw_be_batchnorm2d_forward_train(cpu(), N, C, HW, x, gamma, beta, y, rm, rv, 0.1f, 1e-5f,
+                                       mean, invstd);
+    ganfw_be_batchnorm2d_backward(cpu(), N, C, HW, x, dy, gamma, mean, invstd, dx, dg, db, 0);
+    ganfw_be_batchnorm2d_forward_eval(cpu(), N, C, HW, x, gamma, beta, ye, rm, rv, 1e-5f);
+    ganfw_be_maxpool2d_forward(cpu(), &ps, x, pm, argmax);
+    ganfw_be_maxpool2d_backward(cpu(), &ps, dy, argmax, pdx);
+    ganfw_be_avgpool2d_forward(cpu(), &ps, x, pa);
+    ganfw_be_avgpool2d_backward(cpu(), &ps, dy, padx);
+    ganfw_be_act_forward(cpu(), GANFW_ACT_TANH, 0.0f, n, x, ty);
+    ganfw_be_act_backward(cpu(), GANFW_ACT_TANH, 0.0f, n, ty, dy, tdx);
     if (t == 1) {
       memcpy(ref, out, (size_t)nout * sizeof *out);
       continue;
@@ -970,16 +976,16 @@ static void test_thread_count_layers(void) {
     ganfw_cpu_set_threads(NULL, t);
     float *o = out;
     for (int32_t mode = 0; mode < GANFW_UPSAMPLE_COUNT; mode++) {
-      ganfw_cpu_upsample2d_forward(NULL, mode, N * C, H, W, x, o);
-      ganfw_cpu_upsample2d_backward(NULL, mode, N * C, H, W, dy, o + up);
+      ganfw_be_upsample2d_forward(cpu(), mode, N * C, H, W, x, o);
+      ganfw_be_upsample2d_backward(cpu(), mode, N * C, H, W, dy, o + up);
       o += up + n;
     }
     for (int k = 0; k < 3; k++) {
       const int64_t c = groups[k][0], hw = groups[k][1], g = groups[k][2];
       float *y = o, *dx = y + n, *dg = dx + n, *db = dg + C * HW;
       double *mean = (double *)(db + C * HW), *invstd = mean + N * C;
-      ganfw_cpu_groupnorm_forward(NULL, N, c, hw, g, x, gamma, beta, 1e-5f, y, mean, invstd);
-      ganfw_cpu_groupnorm_backward(NULL, N, c, hw, g, x, dy, gamma, mean, invstd, dx, dg, db, 0);
+      ganfw_be_groupnorm_forward(cpu(), N, c, hw, g, x, gamma, beta, 1e-5f, y, mean, invstd);
+      ganfw_be_groupnorm_backward(cpu(), N, c, hw, g, x, dy, gamma, mean, invstd, dx, dg, db, 0);
       o += per_norm;
     }
     if (t == 1) {

@@ -1,6 +1,6 @@
-/* The CPU's native bf16 convolution (conv2d_*_lp) against PyTorch's own bf16 convolution on
- * the CPU (tests/ref/gen_conv_bf16.py: oneDNN, as autocast runs it), on the same bf16
- * inputs, weights and dy: a DC-GAN-sized layer that runs on Winograd and a small odd one on
+/* The CPU's native bf16 convolution (the conv2d ops in bf16) against PyTorch's own bf16
+ * convolution on the CPU (tests/ref/gen_conv_bf16.py: oneDNN, as autocast runs it), on the same
+ * bf16 inputs, weights and dy: a DC-GAN-sized layer that runs on Winograd and a small odd one on
  * im2col + GEMM (conv-transposes run on the same kernels, adjoint, and PyTorch 1.13's bf16
  * conv_transpose2d is no reference: gen_conv_bf16.py says why), at the SIMD level in use (with bf16
  * dot products where the CPU has them; the suite also runs at avx2 and portable, tests/isa.cmake,
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/ops.h"
 #include "runtime/tensor_cast.h"
 #include "testutil.h"
 
@@ -76,11 +76,14 @@ static void run_case(gt_ref *r, const char *name, double tol) {
   uint16_t *xh = to_bf16(x, nx), *wh = to_bf16(w, nw), *dyh = to_bf16(dy, ny);
   uint16_t *yh = malloc((size_t)ny * 2), *dxh = malloc((size_t)nx * 2);
   float *dw = malloc((size_t)nw * 4);
-  const size_t ws_bytes = be->vt->conv2d_workspace_lp(be, GANFW_DTYPE_BF16, &c);
+  const size_t ws_bytes = ganfw_be_conv2d_workspace_lp(be, GANFW_DTYPE_BF16, &c);
   void *ws = malloc(ws_bytes ? ws_bytes : 1);
   CU_ASSERT_PTR_NOT_NULL_FATAL(yh && dxh && dw && ws);
-  be->vt->conv2d_forward_lp(be, GANFW_DTYPE_BF16, &c, xh, wh, NULL, yh, ws);
-  be->vt->conv2d_backward_lp(be, GANFW_DTYPE_BF16, &c, xh, wh, dyh, dxh, dw, NULL, 0, ws);
+  CU_ASSERT_EQUAL(ganfw_be_conv2d_forward_lp(be, GANFW_DTYPE_BF16, &c, xh, wh, NULL, yh, ws),
+                  GANFW_OK);
+  CU_ASSERT_EQUAL(
+      ganfw_be_conv2d_backward_lp(be, GANFW_DTYPE_BF16, &c, xh, wh, dyh, dxh, dw, NULL, 0, ws),
+      GANFW_OK);
   float *y = to_f32(yh, ny), *dx = to_f32(dxh, nx);
   const double ey = norm_rel(y, y_ref, ny), edx = norm_rel(dx, dx_ref, nx);
   const double edw = norm_rel(dw, dw_ref, nw);
@@ -94,7 +97,7 @@ static void run_case(gt_ref *r, const char *name, double tol) {
 static void test_conv_bf16_torch(void) {
   gt_ref *r = gt_ref_open("conv_bf16");
   CU_ASSERT_PTR_NOT_NULL_FATAL(r);
-  CU_ASSERT(ganfw_cpu_backend()->vt->lp_ops(ganfw_cpu_backend(), GANFW_DTYPE_BF16) & GANFW_LP_CONV);
+  CU_ASSERT(ganfw_be_lp_ops(ganfw_cpu_backend(), GANFW_DTYPE_BF16) & GANFW_LP_CONV);
   run_case(r, "conv_wino", 4.0 / 256);
   run_case(r, "conv_small", 1.0 / 256);
   gt_ref_close(r);

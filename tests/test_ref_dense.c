@@ -11,6 +11,12 @@
 
 #include "testutil.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
+
+/* The CPU backend: its ops run through the typed wrappers of backend/ops.h. */
+static ganfw_backend *cpu(void) {
+  return ganfw_cpu_backend();
+}
 
 #define REF_TOL     1e-4
 #define REF_FLOOR   1e-2
@@ -72,12 +78,12 @@ static void run_conv(gt_ref *r, const char *name, worst *w) {
   const float *b = bias ? gt_ref_part(r, name, "b", s.K) : NULL;
   const float *db_ref = bias ? gt_ref_part(r, name, "db", s.K) : NULL;
   if (!x || !wt || !dy || !y_ref || !dx_ref || !dw_ref || (bias && (!b || !db_ref))) return;
-  size_t ws_bytes = ganfw_cpu_conv2d_workspace(NULL, &s);
+  size_t ws_bytes = ganfw_be_conv2d_workspace(cpu(), &s);
   void *ws = malloc(ws_bytes); /* exactly the reported size */
   CU_ASSERT_FATAL(ws != NULL || ws_bytes == 0);
   float *y = out_buffer(ny), *dx = out_buffer(nx), *dw = out_buffer(nw), *db = out_buffer(s.K);
-  ganfw_cpu_conv2d_forward(NULL, &s, x, wt, b, y, ws);
-  ganfw_cpu_conv2d_backward(NULL, &s, x, wt, dy, dx, dw, bias ? db : NULL, 0, ws);
+  ganfw_be_conv2d_forward(cpu(), &s, x, wt, b, y, ws);
+  ganfw_be_conv2d_backward(cpu(), &s, x, wt, dy, dx, dw, bias ? db : NULL, 0, ws);
   check(name, "y", y, y_ref, ny, w->y);
   check(name, "dx", dx, dx_ref, nx, w->dx);
   check(name, "dw", dw, dw_ref, nw, w->dw);
@@ -111,12 +117,12 @@ static void run_convt(gt_ref *r, const char *name, worst *w) {
   const float *b = bias ? gt_ref_part(r, name, "b", s.K) : NULL;
   const float *db_ref = bias ? gt_ref_part(r, name, "db", s.K) : NULL;
   if (!x || !wt || !dy || !y_ref || !dx_ref || !dw_ref || (bias && (!b || !db_ref))) return;
-  size_t ws_bytes = ganfw_cpu_convt2d_workspace(NULL, &s);
+  size_t ws_bytes = ganfw_be_convt2d_workspace(cpu(), &s);
   void *ws = malloc(ws_bytes);
   CU_ASSERT_FATAL(ws != NULL || ws_bytes == 0);
   float *y = out_buffer(ny), *dx = out_buffer(nx), *dw = out_buffer(nw), *db = out_buffer(s.K);
-  ganfw_cpu_convt2d_forward(NULL, &s, x, wt, b, y, ws);
-  ganfw_cpu_convt2d_backward(NULL, &s, x, wt, dy, dx, dw, bias ? db : NULL, 0, ws);
+  ganfw_be_convt2d_forward(cpu(), &s, x, wt, b, y, ws);
+  ganfw_be_convt2d_backward(cpu(), &s, x, wt, dy, dx, dw, bias ? db : NULL, 0, ws);
   check(name, "y", y, y_ref, ny, w->y);
   check(name, "dx", dx, dx_ref, nx, w->dx);
   check(name, "dw", dw, dw_ref, nw, w->dw);
@@ -140,8 +146,8 @@ static void run_linear(gt_ref *r, const char *name, worst *w) {
   if (!x || !wt || !dy || !y_ref || !dx_ref || !dw_ref || (bias && (!b || !db_ref))) return;
   float *y = out_buffer(N * OUT), *dx = out_buffer(N * IN), *dw = out_buffer(OUT * IN);
   float *db = out_buffer(OUT);
-  ganfw_cpu_linear_forward(NULL, N, IN, OUT, x, wt, b, y);
-  ganfw_cpu_linear_backward(NULL, N, IN, OUT, x, wt, dy, dx, dw, bias ? db : NULL, 0);
+  ganfw_be_linear_forward(cpu(), N, IN, OUT, x, wt, b, y);
+  ganfw_be_linear_backward(cpu(), N, IN, OUT, x, wt, dy, dx, dw, bias ? db : NULL, 0);
   check(name, "y", y, y_ref, N * OUT, w->y);
   check(name, "dx", dx, dx_ref, N * IN, w->dx);
   check(name, "dw", dw, dw_ref, OUT * IN, w->dw);

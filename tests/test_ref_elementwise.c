@@ -8,7 +8,13 @@
 
 #include "backend/cpu/cast.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
 #include "testutil.h"
+
+/* The CPU backend: its ops run through the typed wrappers of backend/ops.h. */
+static ganfw_backend *cpu(void) {
+  return ganfw_cpu_backend();
+}
 
 static gt_ref *ref;
 static int64_t n;
@@ -61,28 +67,28 @@ static void run_op(op_t op, float *y) {
   memcpy(y, Y, (size_t)n * sizeof *y);
   switch (op) {
   case OP_LERP1:
-    ganfw_cpu_lerp(NULL, n, y, X, 0.1f);
+    ganfw_be_lerp(cpu(), n, y, X, 0.1f);
     break;
   case OP_LERP9:
-    ganfw_cpu_lerp(NULL, n, y, X, 0.9f);
+    ganfw_be_lerp(cpu(), n, y, X, 0.9f);
     break;
   case OP_ADDCDIV:
-    ganfw_cpu_addcdiv(NULL, n, y, -0.37f, A, B);
+    ganfw_be_addcdiv(cpu(), n, y, -0.37f, A, B);
     break;
   case OP_ADDCMUL:
-    ganfw_cpu_addcmul(NULL, n, y, 0.713f, A, B);
+    ganfw_be_addcmul(cpu(), n, y, 0.713f, A, B);
     break;
   case OP_AXPY:
-    ganfw_cpu_axpy(NULL, n, y, -0.37f, X);
+    ganfw_be_axpy(cpu(), n, y, -0.37f, X);
     break;
   case OP_MUL:
-    ganfw_cpu_mul(NULL, n, y, y, X);
+    ganfw_be_mul(cpu(), n, y, y, X);
     break;
   case OP_SCALE:
-    ganfw_cpu_scale(NULL, n, y, 0.3f);
+    ganfw_be_scale(cpu(), n, y, 0.3f);
     break;
   case OP_ADDS:
-    ganfw_cpu_add_scalar(NULL, n, y, 1.7f);
+    ganfw_be_add_scalar(cpu(), n, y, 1.7f);
     break;
   }
 }
@@ -119,7 +125,7 @@ static void test_sqrt_maximum_vs_torch(void) {
   float *y = gt_alloc((size_t)n * sizeof *y), *in = gt_alloc((size_t)n * sizeof *in);
   int64_t m, mx, my;
   for (int64_t i = 0; i < n; i++) in[i] = fabsf(A[i]) * 10;
-  ganfw_cpu_sqrt(NULL, n, y, in);
+  ganfw_be_sqrt(cpu(), n, y, in);
   const float *want = gt_ref_f32(ref, "sqrt", &m, NULL, NULL);
   CU_ASSERT_FATAL(want != NULL && m == n);
   CU_ASSERT_EQUAL(count_diff("sqrt", y, want, n), 0);
@@ -129,7 +135,7 @@ static void test_sqrt_maximum_vs_torch(void) {
   want = gt_ref_f32(ref, "maximum", &m, NULL, NULL);
   CU_ASSERT_FATAL(ym && xm && want && my == n && mx == n && m == n);
   memcpy(y, ym, (size_t)n * sizeof *y);
-  ganfw_cpu_maximum(NULL, n, y, xm);
+  ganfw_be_maximum(cpu(), n, y, xm);
   int64_t nans = 0;
   for (int64_t i = 0; i < n; i++) nans += isnan(want[i]);
   CU_ASSERT(nans > n / 10); /* the reference does hold NaNs to propagate */
@@ -141,7 +147,7 @@ static void test_sqrt_maximum_vs_torch(void) {
 
 static void test_sum_norm_vs_torch(void) {
   CU_ASSERT_FATAL(load());
-  double s = ganfw_cpu_sum(NULL, n, Y), q = ganfw_cpu_sumsq(NULL, n, Y);
+  double s = ganfw_be_sum(cpu(), n, Y), q = ganfw_be_sumsq(cpu(), n, Y);
   double ws = gt_ref_scalar(ref, "sum"), wn = gt_ref_scalar(ref, "norm");
   printf("\n    sum %.17g (torch f64 %.17g), norm rel err %.1e ", s, ws, fabs(sqrt(q) - wn) / wn);
   CU_ASSERT(fabs(s - ws) <= 1e-12 * (1 + fabs(ws)));
@@ -161,8 +167,8 @@ static void test_casts_vs_torch(void) {
   float *x = gt_alloc((size_t)m * sizeof *x);
   uint16_t *a = gt_alloc((size_t)m * 2), *b = gt_alloc((size_t)m * 2);
   for (int64_t i = 0; i < m; i++) x[i] = ganfw_f32_from_bits((uint32_t)xb[i]);
-  ganfw_cpu_f32_to_f16(NULL, m, x, a);
-  ganfw_cpu_f32_to_bf16(NULL, m, x, b);
+  ganfw_be_f32_to_f16(cpu(), m, x, a);
+  ganfw_be_f32_to_bf16(cpu(), m, x, b);
   int64_t bad16 = 0, badbf = 0, nans = 0;
   for (int64_t i = 0; i < m; i++) {
     if (isnan(x[i])) {
@@ -195,8 +201,8 @@ static void test_widen_vs_torch(void) {
   uint16_t *h = gt_alloc(65536 * 2);
   float *f16 = gt_alloc(65536 * 4), *fbf = gt_alloc(65536 * 4);
   for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
-  ganfw_cpu_f16_to_f32(NULL, 65536, h, f16);
-  ganfw_cpu_bf16_to_f32(NULL, 65536, h, fbf);
+  ganfw_be_f16_to_f32(cpu(), 65536, h, f16);
+  ganfw_be_bf16_to_f32(cpu(), 65536, h, fbf);
   int64_t bad16 = 0, badbf = 0;
   for (int i = 0; i < 65536; i++) {
     float t16 = ganfw_f32_from_bits((uint32_t)w16[i]), tbf = ganfw_f32_from_bits((uint32_t)wbf[i]);

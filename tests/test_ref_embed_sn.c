@@ -10,7 +10,7 @@
  *     also for two training forwards before one backward (a GAN's D on real and fake); eval
  *     and a train forward with frozen statistics run no power iteration; f16/bf16 compute
  *     against f32, through the converting path and through a backend's native 16-bit
- *     entries (a test backend); a checkpointed net's gradients bit for bit those of the plain
+ *     ops (a test backend); a checkpointed net's gradients bit for bit those of the plain
  *     one; u and v in the buffers, the checkpoint file and a skipped step's snapshot; bad
  *     uses refused.
  *   the backend ops behind them: transpose01 and the embedding scatter-add's accumulate. */
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/backend.h"
+#include "backend/ops.h"
 #include "base/error.h"
 #include "io/checkpoint.h"
 #include "nn/net.h"
@@ -305,10 +305,11 @@ static void test_embedding_bad_ids(void) {
   ganfw_ctx_destroy(c);
 }
 
-/* --- a CPU backend with native 16-bit conv and linear entries ----------------------------
- * Its _lp entries convert whole tensors on the host and call the CPU's f32 kernels, counting
- * the calls, so that the layers' native path (ganfw_layer_lp_param with W / sigma, the weight
- * gradient redirected) runs here as on a GPU. */
+/* --- a CPU backend with native 16-bit conv and linear ops ---------------------------------
+ * Its run takes the conv, conv-transpose and linear ops in f16 and bf16 by converting whole
+ * tensors on the host around the CPU's f32 kernels, counting the calls, so that the layers'
+ * native path (ganfw_layer_lp_param with W / sigma, the weight gradient redirected) runs here
+ * as on a GPU; every other op is the CPU's (BatchNorm and activations convert). */
 static ganfw_backend_vt lp_vt;
 static ganfw_backend lp_be = {.vt = &lp_vt};
 static int64_t lp_calls;
@@ -317,7 +318,9 @@ static float *lp_in(int32_t dt, int64_t n, const void *h) {
   if (!h) return NULL;
   ganfw_backend *c = ganfw_cpu_backend();
   float *f = gt_alloc((size_t)n * sizeof *f);
-  (dt == GANFW_DTYPE_F16 ? c->vt->f16_to_f32 : c->vt->bf16_to_f32)(c, n, h, f);
+  CU_ASSERT_EQUAL(dt == GANFW_DTYPE_F16 ? ganfw_be_f16_to_f32(c, n, h, f)
+                                        : ganfw_be_bf16_to_f32(c, n, h, f),
+                  GANFW_OK);
   return f;
 }
 
@@ -327,114 +330,162 @@ static float *lp_buf(int64_t n, const void *wanted) {
 
 static void lp_out(int32_t dt, int64_t n, float *f, void *h) {
   ganfw_backend *c = ganfw_cpu_backend();
-  if (h) (dt == GANFW_DTYPE_F16 ? c->vt->f32_to_f16 : c->vt->f32_to_bf16)(c, n, f, h);
+  if (h)
+    CU_ASSERT_EQUAL(dt == GANFW_DTYPE_F16 ? ganfw_be_f32_to_f16(c, n, f, h)
+                                          : ganfw_be_f32_to_bf16(c, n, f, h),
+                    GANFW_OK);
   gt_free(f);
 }
 
-static uint32_t lp_ops(ganfw_backend *be, int32_t dtype) {
-  (void)be, (void)dtype;
-  return GANFW_LP_CONV | GANFW_LP_LINEAR;
+/* 1 for the ops this backend runs natively in 16 bits. */
+static int32_t lp_native_kind(int32_t kind) {
+  return kind == GANFW_OP_CONV2D_FORWARD || kind == GANFW_OP_CONV2D_BACKWARD ||
+         kind == GANFW_OP_CONVT2D_FORWARD || kind == GANFW_OP_CONVT2D_BACKWARD ||
+         kind == GANFW_OP_LINEAR_FORWARD || kind == GANFW_OP_LINEAR_BACKWARD;
 }
 
-static size_t lp_conv_ws(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *s) {
-  (void)be, (void)dt;
-  return ganfw_cpu_backend()->vt->conv2d_workspace(ganfw_cpu_backend(), s);
+/* The ops with a native 16-bit form on a GPU: conv, conv-transpose, linear, BatchNorm and
+ * activations. */
+static int32_t lp_grouped_kind(int32_t kind) {
+  return lp_native_kind(kind) || kind == GANFW_OP_BATCHNORM2D_TRAIN ||
+         kind == GANFW_OP_BATCHNORM2D_EVAL || kind == GANFW_OP_BATCHNORM2D_BACKWARD ||
+         kind == GANFW_OP_ACT_FORWARD || kind == GANFW_OP_ACT_BACKWARD;
 }
 
-static size_t lp_convt_ws(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *s) {
-  (void)be, (void)dt;
-  return ganfw_cpu_backend()->vt->convt2d_workspace(ganfw_cpu_backend(), s);
-}
-
-static void lp_conv_fwd(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *s, const void *x,
-                        const void *w, const float *b, void *y, void *ws) {
+/* Conv, conv-transpose and linear in 16 bits, BatchNorm and activations not (those layers
+ * convert, whatever the CPU's own native kernels are); everything else as the CPU. */
+static int32_t lp_supports(ganfw_backend *be, const ganfw_op *op) {
   (void)be;
+  ganfw_backend *c = ganfw_cpu_backend();
+  if (op->dtype != GANFW_DTYPE_F32 && lp_grouped_kind(op->kind)) return lp_native_kind(op->kind);
+  return c->vt->supports(c, op);
+}
+
+/* The CPU's f32 workspace for the grouped ops in 16 bits too; the CPU's for every other op. */
+static size_t lp_workspace(ganfw_backend *be, const ganfw_op *op) {
+  (void)be;
+  ganfw_backend *c = ganfw_cpu_backend();
+  if (op->dtype == GANFW_DTYPE_F32 || !lp_grouped_kind(op->kind)) return c->vt->workspace(c, op);
+  ganfw_op f32 = *op;
+  f32.dtype = GANFW_DTYPE_F32;
+  return c->vt->workspace(c, &f32);
+}
+
+static ganfw_status lp_conv_fwd(int32_t dt, const ganfw_conv2d_shape *s, const void *x,
+                                const void *w, const float *b, void *y, void *ws) {
   lp_calls++;
   const int64_t ny = s->N * s->K * s->P * s->Q;
   float *xf = lp_in(dt, s->N * s->C * s->H * s->W, x),
         *wf = lp_in(dt, s->K * s->C * s->R * s->S, w);
   float *yf = lp_buf(ny, y);
-  ganfw_cpu_backend()->vt->conv2d_forward(ganfw_cpu_backend(), s, xf, wf, b, yf, ws);
+  const ganfw_status st = ganfw_be_conv2d_forward(ganfw_cpu_backend(), s, xf, wf, b, yf, ws);
   lp_out(dt, ny, yf, y);
   gt_free(xf), gt_free(wf);
+  return st;
 }
 
-static void lp_conv_bwd(ganfw_backend *be, int32_t dt, const ganfw_conv2d_shape *s, const void *x,
-                        const void *w, const void *dy, void *dx, float *dw, float *db,
-                        int accumulate, void *ws) {
-  (void)be;
+static ganfw_status lp_conv_bwd(int32_t dt, const ganfw_conv2d_shape *s, const void *x,
+                                const void *w, const void *dy, void *dx, float *dw, float *db,
+                                int accumulate, void *ws) {
   lp_calls++;
   const int64_t nx = s->N * s->C * s->H * s->W;
   float *xf = lp_in(dt, nx, x), *wf = lp_in(dt, s->K * s->C * s->R * s->S, w);
   float *dyf = lp_in(dt, s->N * s->K * s->P * s->Q, dy), *dxf = lp_buf(nx, dx);
-  ganfw_cpu_backend()->vt->conv2d_backward(ganfw_cpu_backend(), s, xf, wf, dyf, dxf, dw, db,
-                                           accumulate, ws);
+  const ganfw_status st =
+      ganfw_be_conv2d_backward(ganfw_cpu_backend(), s, xf, wf, dyf, dxf, dw, db, accumulate, ws);
   lp_out(dt, nx, dxf, dx);
   gt_free(xf), gt_free(wf), gt_free(dyf);
+  return st;
 }
 
-static void lp_convt_fwd(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *s, const void *x,
-                         const void *w, const float *b, void *y, void *ws) {
-  (void)be;
+static ganfw_status lp_convt_fwd(int32_t dt, const ganfw_convt2d_shape *s, const void *x,
+                                 const void *w, const float *b, void *y, void *ws) {
   lp_calls++;
   const int64_t ny = s->N * s->K * s->P * s->Q;
   float *xf = lp_in(dt, s->N * s->C * s->H * s->W, x),
         *wf = lp_in(dt, s->K * s->C * s->R * s->S, w);
   float *yf = lp_buf(ny, y);
-  ganfw_cpu_backend()->vt->convt2d_forward(ganfw_cpu_backend(), s, xf, wf, b, yf, ws);
+  const ganfw_status st = ganfw_be_convt2d_forward(ganfw_cpu_backend(), s, xf, wf, b, yf, ws);
   lp_out(dt, ny, yf, y);
   gt_free(xf), gt_free(wf);
+  return st;
 }
 
-static void lp_convt_bwd(ganfw_backend *be, int32_t dt, const ganfw_convt2d_shape *s, const void *x,
-                         const void *w, const void *dy, void *dx, float *dw, float *db,
-                         int accumulate, void *ws) {
-  (void)be;
+static ganfw_status lp_convt_bwd(int32_t dt, const ganfw_convt2d_shape *s, const void *x,
+                                 const void *w, const void *dy, void *dx, float *dw, float *db,
+                                 int accumulate, void *ws) {
   lp_calls++;
   const int64_t nx = s->N * s->C * s->H * s->W;
   float *xf = lp_in(dt, nx, x), *wf = lp_in(dt, s->K * s->C * s->R * s->S, w);
   float *dyf = lp_in(dt, s->N * s->K * s->P * s->Q, dy), *dxf = lp_buf(nx, dx);
-  ganfw_cpu_backend()->vt->convt2d_backward(ganfw_cpu_backend(), s, xf, wf, dyf, dxf, dw, db,
-                                            accumulate, ws);
+  const ganfw_status st =
+      ganfw_be_convt2d_backward(ganfw_cpu_backend(), s, xf, wf, dyf, dxf, dw, db, accumulate, ws);
   lp_out(dt, nx, dxf, dx);
   gt_free(xf), gt_free(wf), gt_free(dyf);
+  return st;
 }
 
-static void lp_lin_fwd(ganfw_backend *be, int32_t dt, int64_t N, int64_t IN, int64_t OUT,
-                       const void *x, const void *w, const float *b, void *y) {
-  (void)be;
+static ganfw_status lp_lin_fwd(int32_t dt, int64_t N, int64_t IN, int64_t OUT, const void *x,
+                               const void *w, const float *b, void *y) {
   lp_calls++;
   float *xf = lp_in(dt, N * IN, x), *wf = lp_in(dt, OUT * IN, w), *yf = lp_buf(N * OUT, y);
-  ganfw_cpu_backend()->vt->linear_forward(ganfw_cpu_backend(), N, IN, OUT, xf, wf, b, yf);
+  const ganfw_status st = ganfw_be_linear_forward(ganfw_cpu_backend(), N, IN, OUT, xf, wf, b, yf);
   lp_out(dt, N * OUT, yf, y);
   gt_free(xf), gt_free(wf);
+  return st;
 }
 
-static void lp_lin_bwd(ganfw_backend *be, int32_t dt, int64_t N, int64_t IN, int64_t OUT,
-                       const void *x, const void *w, const void *dy, void *dx, float *dw, float *db,
-                       int accumulate) {
-  (void)be;
+static ganfw_status lp_lin_bwd(int32_t dt, int64_t N, int64_t IN, int64_t OUT, const void *x,
+                               const void *w, const void *dy, void *dx, float *dw, float *db,
+                               int accumulate) {
   lp_calls++;
   float *xf = lp_in(dt, N * IN, x), *wf = lp_in(dt, OUT * IN, w);
   float *dyf = lp_in(dt, N * OUT, dy), *dxf = lp_buf(N * IN, dx);
-  ganfw_cpu_backend()->vt->linear_backward(ganfw_cpu_backend(), N, IN, OUT, xf, wf, dyf, dxf, dw,
-                                           db, accumulate);
+  const ganfw_status st = ganfw_be_linear_backward(ganfw_cpu_backend(), N, IN, OUT, xf, wf, dyf,
+                                                   dxf, dw, db, accumulate);
   lp_out(dt, N * IN, dxf, dx);
   gt_free(xf), gt_free(wf), gt_free(dyf);
+  return st;
+}
+
+static ganfw_status lp_run(ganfw_backend *be, ganfw_op *op) {
+  ganfw_backend *c = ganfw_cpu_backend();
+  if (op->dtype == GANFW_DTYPE_F32 || !lp_native_kind(op->kind)) {
+    if (!lp_supports(be, op))
+      return ganfw_error_set(GANFW_ERR_UNSUPPORTED, "the %s backend cannot run %s in %s",
+                             be->vt->name, ganfw_op_name(op->kind), ganfw_dtype_name(op->dtype));
+    return c->vt->run(c, op);
+  }
+  const int32_t dt = op->dtype;
+  const int acc = (op->flags & GANFW_OP_ACCUMULATE) != 0;
+  const int64_t *d = op->shape.d;
+  const void *const *in = op->in;
+  void *const *out = op->out;
+  switch (op->kind) {
+  case GANFW_OP_CONV2D_FORWARD:
+    return lp_conv_fwd(dt, &op->shape.conv, in[0], in[1], in[2], out[0], op->ws);
+  case GANFW_OP_CONV2D_BACKWARD:
+    return lp_conv_bwd(dt, &op->shape.conv, in[0], in[1], in[2], out[0], op->grad[0], op->grad[1],
+                       acc, op->ws);
+  case GANFW_OP_CONVT2D_FORWARD:
+    return lp_convt_fwd(dt, &op->shape.convt, in[0], in[1], in[2], out[0], op->ws);
+  case GANFW_OP_CONVT2D_BACKWARD:
+    return lp_convt_bwd(dt, &op->shape.convt, in[0], in[1], in[2], out[0], op->grad[0], op->grad[1],
+                        acc, op->ws);
+  case GANFW_OP_LINEAR_FORWARD:
+    return lp_lin_fwd(dt, d[0], d[1], d[2], in[0], in[1], in[2], out[0]);
+  default: /* GANFW_OP_LINEAR_BACKWARD */
+    return lp_lin_bwd(dt, d[0], d[1], d[2], in[0], in[1], in[2], out[0], op->grad[0], op->grad[1],
+                      acc);
+  }
 }
 
 static int suite_init(void) {
   lp_vt = *ganfw_cpu_backend()->vt;
   lp_vt.name = "cpu+lp";
-  lp_vt.lp_ops = lp_ops;
-  lp_vt.conv2d_workspace_lp = lp_conv_ws;
-  lp_vt.conv2d_forward_lp = lp_conv_fwd;
-  lp_vt.conv2d_backward_lp = lp_conv_bwd;
-  lp_vt.convt2d_workspace_lp = lp_convt_ws;
-  lp_vt.convt2d_forward_lp = lp_convt_fwd;
-  lp_vt.convt2d_backward_lp = lp_convt_bwd;
-  lp_vt.linear_forward_lp = lp_lin_fwd;
-  lp_vt.linear_backward_lp = lp_lin_bwd;
+  lp_vt.supports = lp_supports;
+  lp_vt.workspace = lp_workspace;
+  lp_vt.run = lp_run;
   return 0;
 }
 
@@ -639,7 +690,7 @@ static void test_spectral_norm(void) {
         CU_ASSERT(sqrt(num / den) < tols[d]);
         gt_free(got);
       }
-      /* the native 16-bit path: the backend's _lp entries get W / sigma rounded and write the
+      /* the native 16-bit path: the backend's 16-bit ops get W / sigma rounded and write the
        * gradient of W / sigma where spectral norm turns it into weight_orig's */
       const int64_t calls = lp_calls;
       sn_run(c, dtypes[d], 1, &nat);
@@ -851,31 +902,31 @@ static void test_backend_ops(void) {
   enum { A = 5, B = 7, C = 3 };
   float x[A * B * C], y[A * B * C], z[A * B * C];
   gt_fill_uniform(x, A * B * C, -1, 1, 1);
-  be->vt->transpose01(be, A, B, C, x, y);
+  ganfw_be_transpose01(be, A, B, C, x, y);
   int ok = 1;
   for (int a = 0; a < A; a++)
     for (int b = 0; b < B; b++)
       for (int c = 0; c < C; c++) ok &= y[(b * A + a) * C + c] == x[(a * B + b) * C + c];
   CU_ASSERT(ok);
-  be->vt->transpose01(be, B, A, C, y, z);
+  ganfw_be_transpose01(be, B, A, C, y, z);
   CU_ASSERT(memcmp(x, z, sizeof x) == 0);
   /* the scatter-add: overwrite (untouched rows 0), then add */
   const int32_t ids[5] = {2, 0, 2, 2, 3};
   float dy[5 * 2], dw[5 * 2], want[5 * 2];
   gt_fill_uniform(dy, 10, -1, 1, 2);
   for (int i = 0; i < 10; i++) dw[i] = 100.0f;
-  be->vt->embedding_backward(be, 5, 5, 2, ids, dy, dw, 0);
+  ganfw_be_embedding_backward(be, 5, 5, 2, ids, dy, dw, 0);
   memset(want, 0, sizeof want);
   for (int n = 0; n < 5; n++)
     for (int d = 0; d < 2; d++) want[ids[n] * 2 + d] += dy[n * 2 + d];
   CU_ASSERT(memcmp(dw, want, sizeof dw) == 0);
-  be->vt->embedding_backward(be, 5, 5, 2, ids, dy, dw, 1);
+  ganfw_be_embedding_backward(be, 5, 5, 2, ids, dy, dw, 1);
   for (int n = 0; n < 5; n++)
     for (int d = 0; d < 2; d++) want[ids[n] * 2 + d] += dy[n * 2 + d];
   CU_ASSERT(memcmp(dw, want, sizeof dw) == 0);
   float w[5 * 2], out[5 * 2];
   gt_fill_uniform(w, 10, -1, 1, 3);
-  be->vt->embedding_forward(be, 5, 2, ids, w, out);
+  ganfw_be_embedding_forward(be, 5, 2, ids, w, out);
   for (int n = 0; n < 5; n++) CU_ASSERT(memcmp(out + 2 * n, w + 2 * ids[n], 8) == 0);
 }
 

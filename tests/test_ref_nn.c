@@ -8,6 +8,12 @@
 
 #include "testutil.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/ops.h"
+
+/* The CPU backend: its ops run through the typed wrappers of backend/ops.h. */
+static ganfw_backend *cpu(void) {
+  return ganfw_cpu_backend();
+}
 
 /* The reference file, opened by each test (gt_ref_open records the failure when it is
  * missing) and closed at its end. */
@@ -58,8 +64,8 @@ static void bn_case(const char *name, int affine) {
   printf("\n    -- %s [%lld,%lld,%lld,%lld]%s", name, (long long)N, (long long)C,
          (long long)shape[2], (long long)shape[3], affine ? "" : " affine=False");
 
-  ganfw_cpu_batchnorm2d_forward_train(NULL, N, C, HW, x, gamma, beta, y, rm, rv, 0.1f, 1e-5f, mean,
-                                      invstd);
+  ganfw_be_batchnorm2d_forward_train(cpu(), N, C, HW, x, gamma, beta, y, rm, rv, 0.1f, 1e-5f, mean,
+                                     invstd);
   snprintf(what, sizeof what, "%s y", name);
   /* y = (x - mean) * scale + beta rounds at the size of its terms (~1), hence floor 0.1. */
   check(what, y, y_want, n, 1e-5, 0.1);
@@ -68,8 +74,8 @@ static void bn_case(const char *name, int affine) {
   snprintf(what, sizeof what, "%s running_var", name);
   check(what, rv, rv_want, C, 1e-5, 1e-3);
 
-  ganfw_cpu_batchnorm2d_backward(NULL, N, C, HW, x, dy, gamma, mean, invstd, dx, affine ? dg : NULL,
-                                 affine ? db : NULL, 0);
+  ganfw_be_batchnorm2d_backward(cpu(), N, C, HW, x, dy, gamma, mean, invstd, dx, affine ? dg : NULL,
+                                affine ? db : NULL, 0);
   snprintf(what, sizeof what, "%s dx", name);
   check(what, dx, dx_want, n, 1e-5, 1e-2);
   if (affine) {
@@ -87,7 +93,7 @@ static void bn_case(const char *name, int affine) {
   snprintf(key, sizeof key, "%s_y_eval", name);
   if (n <= 4096) {
     const float *ye_want = gt_ref_f32(ref, key, NULL, NULL, NULL);
-    ganfw_cpu_batchnorm2d_forward_eval(NULL, N, C, HW, x, gamma, beta, y, rm_in, rv_in, 1e-5f);
+    ganfw_be_batchnorm2d_forward_eval(cpu(), N, C, HW, x, gamma, beta, y, rm_in, rv_in, 1e-5f);
     snprintf(what, sizeof what, "%s y (eval)", name);
     if (ye_want) check(what, y, ye_want, n, 1e-5, 1e-2);
   }
@@ -129,8 +135,8 @@ static void test_activations(void) {
     snprintf(key, sizeof key, "act_%s_dx", acts[k].name);
     const float *dx_want = gt_ref_f32(ref, key, NULL, NULL, NULL);
     if (!y_want || !dx_want) continue;
-    ganfw_cpu_act_forward(NULL, acts[k].kind, 0.2f, n, x, y);
-    ganfw_cpu_act_backward(NULL, acts[k].kind, 0.2f, n, y, dy, dx);
+    ganfw_be_act_forward(cpu(), acts[k].kind, 0.2f, n, x, y);
+    ganfw_be_act_backward(cpu(), acts[k].kind, 0.2f, n, y, dy, dx);
     char what[64];
     snprintf(what, sizeof what, "%s y", acts[k].name);
     check(what, y, y_want, n, 1e-6, 1e-6);
@@ -161,8 +167,8 @@ static void pool_case(const char *name, int64_t R, int64_t S, int64_t sh, int64_
   int32_t *am = gt_alloc((size_t)ny * sizeof(int32_t));
   char what[96];
 
-  ganfw_cpu_maxpool2d_forward(NULL, &s, x, y, am);
-  ganfw_cpu_maxpool2d_backward(NULL, &s, dy, am, dx);
+  ganfw_be_maxpool2d_forward(cpu(), &s, x, y, am);
+  ganfw_be_maxpool2d_backward(cpu(), &s, dy, am, dx);
   snprintf(what, sizeof what, "%s max y", name);
   check(what, y, get(name, "max_y", NULL, NULL, NULL), ny, 0.0, 1e-6);
   snprintf(what, sizeof what, "%s max dx", name);
@@ -172,8 +178,8 @@ static void pool_case(const char *name, int64_t R, int64_t S, int64_t sh, int64_
   const int32_t *idx = gt_ref_i32(ref, key, NULL);
   if (idx) CU_ASSERT(memcmp(idx, am, (size_t)ny * sizeof(int32_t)) == 0);
 
-  ganfw_cpu_avgpool2d_forward(NULL, &s, x, y);
-  ganfw_cpu_avgpool2d_backward(NULL, &s, dy, dx);
+  ganfw_be_avgpool2d_forward(cpu(), &s, x, y);
+  ganfw_be_avgpool2d_backward(cpu(), &s, dy, dx);
   snprintf(what, sizeof what, "%s avg y", name);
   check(what, y, get(name, "avg_y", NULL, NULL, NULL), ny, 1e-5, 1e-2);
   snprintf(what, sizeof what, "%s avg dx", name);
@@ -201,8 +207,8 @@ static void test_losses(void) {
     const float *dx_want = get(bce[k], "dx", NULL, NULL, NULL);
     if (!x || !t || !loss_want || !dx_want) continue;
     float loss, *dx = gt_alloc((size_t)n * sizeof(float));
-    ganfw_cpu_bce_logits_forward(NULL, n, x, t, &loss);
-    ganfw_cpu_bce_logits_backward(NULL, n, x, t, dloss, dx);
+    ganfw_be_bce_logits_forward(cpu(), n, x, t, &loss);
+    ganfw_be_bce_logits_backward(cpu(), n, x, t, dloss, dx);
     char what[64];
     CU_ASSERT(isfinite(loss));
     snprintf(what, sizeof what, "%s loss", bce[k]);
@@ -223,8 +229,8 @@ static void test_losses(void) {
     const float *dx_want = get(ce[k], "dx", NULL, NULL, NULL);
     if (!x || !labels || !loss_want || !dx_want || ndim != 2) continue;
     float loss, *dx = gt_alloc((size_t)n * sizeof(float));
-    ganfw_cpu_softmax_xent_forward(NULL, N, shape[1], x, labels, 0.0f, &loss);
-    ganfw_cpu_softmax_xent_backward(NULL, N, shape[1], x, labels, 0.0f, dloss, dx);
+    ganfw_be_softmax_xent_forward(cpu(), N, shape[1], x, labels, 0.0f, &loss);
+    ganfw_be_softmax_xent_backward(cpu(), N, shape[1], x, labels, 0.0f, dloss, dx);
     char what[64];
     CU_ASSERT(isfinite(loss));
     snprintf(what, sizeof what, "%s loss", ce[k]);
@@ -239,8 +245,8 @@ static void test_losses(void) {
       const float *sdx_want = get(name, "dx", NULL, NULL, NULL);
       CU_ASSERT_PTR_NOT_NULL_FATAL(sl_want);
       CU_ASSERT_PTR_NOT_NULL_FATAL(sdx_want);
-      ganfw_cpu_softmax_xent_forward(NULL, N, shape[1], x, labels, tenths / 10.0, &loss);
-      ganfw_cpu_softmax_xent_backward(NULL, N, shape[1], x, labels, tenths / 10.0, dloss, dx);
+      ganfw_be_softmax_xent_forward(cpu(), N, shape[1], x, labels, tenths / 10.0, &loss);
+      ganfw_be_softmax_xent_backward(cpu(), N, shape[1], x, labels, tenths / 10.0, dloss, dx);
       CU_ASSERT(fabsf(loss - loss_want[0]) > 1e-3f); /* smoothing changed the loss */
       snprintf(what, sizeof what, "%s loss", name);
       check(what, &loss, sl_want, 1, 1e-6, 1e-6);

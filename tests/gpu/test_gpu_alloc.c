@@ -9,6 +9,7 @@
 #include "runtime/alloc.h"
 #include "runtime/ctx.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/ops.h"
 #include "base/error.h"
 #include "testutil.h"
 
@@ -31,7 +32,7 @@ static void test_raw_memory(void) {
   CU_ASSERT(free0 <= total);
   /* more than the card: NULL, no recorded error, and the next allocation works */
   CU_ASSERT_PTR_NULL(gpu->vt->raw_alloc(gpu, total + 64 * MiB));
-  CU_ASSERT_EQUAL(gpu->vt->last_error(gpu), GANFW_OK);
+  CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_OK);
   void *p = gpu->vt->raw_alloc(gpu, 256 * MiB);
   CU_ASSERT_PTR_NOT_NULL_FATAL(p);
   const size_t free1 = device_free();
@@ -87,7 +88,7 @@ static void test_device_oom(void) {
   CU_ASSERT_EQUAL(st.num_alloc_retries, 1);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "out of memory"));
   /* the failed cudaMalloc left nothing behind: the backend and the next request are fine */
-  CU_ASSERT_EQUAL(gpu->vt->last_error(gpu), GANFW_OK);
+  CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_alloc_malloc(a, 32 * MiB, GANFW_MEM_ACTIVATION, "ok", &p), GANFW_OK);
   ganfw_alloc_free(a, p);
   ganfw_alloc_free(a, keep);
@@ -128,7 +129,8 @@ static void test_pinned_async_upload(void) {
   float *d = gpu->vt->raw_alloc(gpu, n * sizeof(float));
   CU_ASSERT_PTR_NOT_NULL_FATAL(d);
   CU_ASSERT_EQUAL(gpu->vt->copy_h2d_async(gpu, d, host, n * sizeof(float)), GANFW_OK);
-  gpu->vt->scale(gpu, (int64_t)n, d, 2.0f); /* ordered after the upload on the stream */
+  /* ordered after the upload on the stream */
+  CU_ASSERT_EQUAL(ganfw_be_scale(gpu, (int64_t)n, d, 2.0f), GANFW_OK);
   CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_OK);
   for (size_t i = 0; i < n; i++) host[i] = -1.0f;
   CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, host, d, n * sizeof(float)), GANFW_OK);
@@ -136,7 +138,7 @@ static void test_pinned_async_upload(void) {
   CU_ASSERT_EQUAL(host[n - 1], 2.0f * (float)(n - 1));
   gpu->vt->raw_free(gpu, d, n * sizeof(float));
   gpu->vt->host_free_pinned(gpu, host);
-  CU_ASSERT_EQUAL(gpu->vt->last_error(gpu), GANFW_OK);
+  CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_OK);
 }
 
 static int suite_init(void) {

@@ -2,8 +2,8 @@
  * dcgan_amp.yaml and dcgan_ckpt.yaml (32x32, batch 16) with the same seed, real batch and
  * noise (Philox on each backend), three steps each; the losses and D's outputs must agree
  * (1e-3 at the first step, 2e-2 after three: Adam amplifies the ulps the backends differ
- * by). AMP runs natively in 16 bits on CUDA (the layers take the backend's _lp entries when
- * lp_ops has the group) but in f32 on rounded values on the CPU, so its results differ from
+ * by). AMP runs natively in 16 bits on CUDA (the layers run their ops in f16 where the backend
+ * supports them) but in f32 on rounded values on the CPU, so its results differ from
  * the first step (f16 weight gradients inside cuDNN, f16 outputs of every op, another
  * summation order): 2e-2 at every step. Skips (exit 77) without a CUDA device. */
 #include <math.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/ops.h"
 #include "base/error.h"
 #include "train/run.h"
 #include "train/session.h"
@@ -90,7 +91,7 @@ static void test_dcgan_f32(void) {
 static void test_dcgan_amp(void) {
   /* which of the layers' ops run natively in f16 on CUDA (dcgan_amp.yaml's dtype) */
   ganfw_backend *gpu = ganfw_cuda_backend();
-  const uint32_t lp = gpu && gpu->vt->lp_ops ? gpu->vt->lp_ops(gpu, GANFW_DTYPE_F16) : 0;
+  const uint32_t lp = gpu ? ganfw_be_lp_ops(gpu, GANFW_DTYPE_F16) : 0;
   printf("\n  amp on cuda: native f16 groups 0x%x (conv 1, linear 2, batchnorm 4, act 8)%s",
          (unsigned)lp, lp ? "" : ", none: f32 compute on f16-rounded values");
   compare("amp", "dcgan_amp.yaml", 2e-2);

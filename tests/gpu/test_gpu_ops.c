@@ -3,13 +3,14 @@
  * backward-filter, bias, accumulation; cuDNN heuristics and cudnn_benchmark), linear,
  * BatchNorm (train, eval, backward with and without dx, affine=False), activations,
  * pooling (global average pooling too), upsampling, group normalisation, the embedding lookup,
- * its scatter-add and transpose01 (bit for bit), dropout, losses, the foreach ops and
- * reductions, casts (bit for bit), Philox (uniform bit for bit), an f16-rounded conv as AMP
- * runs it, the native 16-bit (_lp) entries in f16 and bf16 (conv, convT, linear, BatchNorm,
- * activations) against the CPU's f32 entries on the same rounded values, the embedding and
- * spectral norm layers in a net (f32, and bf16 through the native entries), and the error
- * record. Tolerance 1e-3 relative for f32 (floor 1e-2), 2e-2 for f16-rounded inputs and the _lp
- * entries. The worst error of each op is printed at the end. Skips (exit 77) without a CUDA device.
+ * its scatter-add, transpose01 and pixel (un)shuffle in f32, f16 and bf16 (bit for bit),
+ * dropout, losses, the foreach ops and reductions, casts (bit for bit), Philox (uniform bit for
+ * bit), an f16-rounded conv as AMP runs it, the native 16-bit ops in f16 and bf16 (conv, convT,
+ * linear, BatchNorm, activations) against the CPU's f32 ops on the same rounded values, the
+ * embedding and spectral norm layers in a net (f32, and bf16 through the native ops), and the error
+ * record. Tolerance 1e-3 relative for f32 (floor 1e-2), 2e-2 for f16-rounded inputs and the
+ * 16-bit ops. The worst error of each op is printed at the end. Skips (exit 77) without a CUDA
+ * device.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/ops.h"
 #include "base/error.h"
 #include "nn/net.h"
 #include "plugin/plugin_host.h"
@@ -80,10 +82,10 @@ static void dev_free(void *d) {
   gpu->vt->raw_free(gpu, d, 0);
 }
 
-/* The device ran everything queued without a recorded failure. */
+/* The device ran everything queued without a recorded failure (synchronize answers the
+ * first failure of any op since the backend was created or its error cleared). */
 static void expect_no_error(const char *what) {
-  ganfw_status st = gpu->vt->synchronize(gpu);
-  if (st == GANFW_OK) st = gpu->vt->last_error(gpu);
+  const ganfw_status st = gpu->vt->synchronize(gpu);
   if (st != GANFW_OK) printf("\n  %s: %s\n", what, ganfw_error_message());
   CU_ASSERT_EQUAL(st, GANFW_OK);
 }
@@ -107,12 +109,12 @@ static void test_gemm(void) {
       float *A = host_rand(na, -1, 1, 1), *B = host_rand(nb, -1, 1, 2),
             *C = host_rand(nc, -1, 1, 3);
       float *dA = dev(A, na), *dB = dev(B, nb), *dC = dev(C, nc);
-      cpu->vt->gemm(cpu, ta, tb, M, N, K, 0.7f, A, lda, B, ldb, 0.3f, C, ldc);
-      gpu->vt->gemm(gpu, ta, tb, M, N, K, 0.7f, dA, lda, dB, ldb, 0.3f, dC, ldc);
+      ganfw_be_gemm(cpu, ta, tb, M, N, K, 0.7f, A, lda, B, ldb, 0.3f, C, ldc);
+      ganfw_be_gemm(gpu, ta, tb, M, N, K, 0.7f, dA, lda, dB, ldb, 0.3f, dC, ldc);
       compare("gemm", dC, C, nc, TOL_F32);
       /* no inner dimension: C = beta C */
-      cpu->vt->gemm(cpu, ta, tb, M, N, 0, 1.0f, A, lda, B, ldb, 0.5f, C, ldc);
-      gpu->vt->gemm(gpu, ta, tb, M, N, 0, 1.0f, dA, lda, dB, ldb, 0.5f, dC, ldc);
+      ganfw_be_gemm(cpu, ta, tb, M, N, 0, 1.0f, A, lda, B, ldb, 0.5f, C, ldc);
+      ganfw_be_gemm(gpu, ta, tb, M, N, 0, 1.0f, dA, lda, dB, ldb, 0.5f, dC, ldc);
       compare("gemm K=0", dC, C, nc, TOL_F32);
       dev_free(dA), dev_free(dB), dev_free(dC);
       gt_free(A), gt_free(B), gt_free(C);
@@ -131,23 +133,23 @@ static void conv_case(ganfw_conv2d_shape s, int bias, int benchmark) {
   float *dw = host_rand(nw, -1, 1, 14), *db = host_rand(s.K, -1, 1, 15);
   float *gx = dev(x, nx), *gw = dev(w, nw), *gb = dev(b, s.K), *gdy = dev(dy, ny);
   float *gy = dev(NULL, ny), *gdx = dev(NULL, nx), *gdw = dev(dw, nw), *gdb = dev(db, s.K);
-  void *cws = gt_alloc(cpu->vt->conv2d_workspace(cpu, &s) + 64);
-  const size_t ws_bytes = gpu->vt->conv2d_workspace(gpu, &s);
+  void *cws = gt_alloc(ganfw_be_conv2d_workspace(cpu, &s) + 64);
+  const size_t ws_bytes = ganfw_be_conv2d_workspace(gpu, &s);
   void *gws = ws_bytes ? dev_bytes(NULL, ws_bytes) : NULL;
   expect_no_error("conv2d plan");
 
-  cpu->vt->conv2d_forward(cpu, &s, x, w, bias ? b : NULL, y, cws);
-  gpu->vt->conv2d_forward(gpu, &s, gx, gw, bias ? gb : NULL, gy, gws);
+  ganfw_be_conv2d_forward(cpu, &s, x, w, bias ? b : NULL, y, cws);
+  ganfw_be_conv2d_forward(gpu, &s, gx, gw, bias ? gb : NULL, gy, gws);
   compare("conv2d forward", gy, y, ny, TOL_F32);
   /* accumulate into the random dw, db: checks beta = 1 */
-  cpu->vt->conv2d_backward(cpu, &s, x, w, dy, dx, dw, bias ? db : NULL, 1, cws);
-  gpu->vt->conv2d_backward(gpu, &s, gx, gw, gdy, gdx, gdw, bias ? gdb : NULL, 1, gws);
+  ganfw_be_conv2d_backward(cpu, &s, x, w, dy, dx, dw, bias ? db : NULL, 1, cws);
+  ganfw_be_conv2d_backward(gpu, &s, gx, gw, gdy, gdx, gdw, bias ? gdb : NULL, 1, gws);
   compare("conv2d backward-data", gdx, dx, nx, TOL_F32);
   compare("conv2d backward-filter", gdw, dw, nw, TOL_F32);
   if (bias) compare("conv2d bias grad", gdb, db, s.K, TOL_F32);
   /* overwrite (accumulate 0), filter gradient only */
-  cpu->vt->conv2d_backward(cpu, &s, x, w, dy, NULL, dw, NULL, 0, cws);
-  gpu->vt->conv2d_backward(gpu, &s, gx, gw, gdy, NULL, gdw, NULL, 0, gws);
+  ganfw_be_conv2d_backward(cpu, &s, x, w, dy, NULL, dw, NULL, 0, cws);
+  ganfw_be_conv2d_backward(gpu, &s, gx, gw, gdy, NULL, gdw, NULL, 0, gws);
   compare("conv2d backward-filter", gdw, dw, nw, TOL_F32);
 
   dev_free(gx), dev_free(gw), dev_free(gb), dev_free(gdy), dev_free(gy), dev_free(gdx);
@@ -210,16 +212,16 @@ static void convt_case(ganfw_convt2d_shape s, int bias, int benchmark) {
   float *dw = host_rand(nw, -1, 1, 24), *db = host_rand(s.K, -1, 1, 25);
   float *gx = dev(x, nx), *gw = dev(w, nw), *gb = dev(b, s.K), *gdy = dev(dy, ny);
   float *gy = dev(NULL, ny), *gdx = dev(NULL, nx), *gdw = dev(dw, nw), *gdb = dev(db, s.K);
-  void *cws = gt_alloc(cpu->vt->convt2d_workspace(cpu, &s) + 64);
-  const size_t ws_bytes = gpu->vt->convt2d_workspace(gpu, &s);
+  void *cws = gt_alloc(ganfw_be_convt2d_workspace(cpu, &s) + 64);
+  const size_t ws_bytes = ganfw_be_convt2d_workspace(gpu, &s);
   void *gws = ws_bytes ? dev_bytes(NULL, ws_bytes) : NULL;
   expect_no_error("convt2d plan");
 
-  cpu->vt->convt2d_forward(cpu, &s, x, w, bias ? b : NULL, y, cws);
-  gpu->vt->convt2d_forward(gpu, &s, gx, gw, bias ? gb : NULL, gy, gws);
+  ganfw_be_convt2d_forward(cpu, &s, x, w, bias ? b : NULL, y, cws);
+  ganfw_be_convt2d_forward(gpu, &s, gx, gw, bias ? gb : NULL, gy, gws);
   compare("convT forward", gy, y, ny, TOL_F32);
-  cpu->vt->convt2d_backward(cpu, &s, x, w, dy, dx, dw, bias ? db : NULL, 1, cws);
-  gpu->vt->convt2d_backward(gpu, &s, gx, gw, gdy, gdx, gdw, bias ? gdb : NULL, 1, gws);
+  ganfw_be_convt2d_backward(cpu, &s, x, w, dy, dx, dw, bias ? db : NULL, 1, cws);
+  ganfw_be_convt2d_backward(gpu, &s, gx, gw, gdy, gdx, gdw, bias ? gdb : NULL, 1, gws);
   compare("convT backward-data", gdx, dx, nx, TOL_F32);
   compare("convT backward-filter", gdw, dw, nw, TOL_F32);
   if (bias) compare("convT bias grad", gdb, db, s.K, TOL_F32);
@@ -275,11 +277,11 @@ static void test_linear(void) {
     float *gx = dev(x, N * IN), *gw = dev(w, OUT * IN), *gb = dev(b, OUT), *gdy = dev(dy, N * OUT);
     float *gy = dev(NULL, N * OUT), *gdx = dev(NULL, N * IN), *gdw = dev(dw, OUT * IN);
     float *gdb = dev(db, OUT);
-    cpu->vt->linear_forward(cpu, N, IN, OUT, x, w, b, y);
-    gpu->vt->linear_forward(gpu, N, IN, OUT, gx, gw, gb, gy);
+    ganfw_be_linear_forward(cpu, N, IN, OUT, x, w, b, y);
+    ganfw_be_linear_forward(gpu, N, IN, OUT, gx, gw, gb, gy);
     compare("linear forward", gy, y, N * OUT, TOL_F32);
-    cpu->vt->linear_backward(cpu, N, IN, OUT, x, w, dy, dx, dw, db, acc);
-    gpu->vt->linear_backward(gpu, N, IN, OUT, gx, gw, gdy, gdx, gdw, gdb, acc);
+    ganfw_be_linear_backward(cpu, N, IN, OUT, x, w, dy, dx, dw, db, acc);
+    ganfw_be_linear_backward(gpu, N, IN, OUT, gx, gw, gdy, gdx, gdw, gdb, acc);
     compare("linear backward", gdx, dx, N * IN, TOL_F32);
     compare("linear backward", gdw, dw, OUT * IN, TOL_F32);
     compare("linear backward", gdb, db, OUT, TOL_F32);
@@ -306,9 +308,9 @@ static void bn_case(int affine) {
   const float *pg = affine ? gamma : NULL, *pb = affine ? beta : NULL;
   const float *qg = affine ? gg : NULL, *qb = affine ? gbt : NULL;
 
-  cpu->vt->batchnorm2d_forward_train(cpu, N, C, HW, x, pg, pb, y, rm, rv, momentum, eps, mean,
+  ganfw_be_batchnorm2d_forward_train(cpu, N, C, HW, x, pg, pb, y, rm, rv, momentum, eps, mean,
                                      invstd);
-  gpu->vt->batchnorm2d_forward_train(gpu, N, C, HW, gx, qg, qb, gy, grm, grv, momentum, eps, gmean,
+  ganfw_be_batchnorm2d_forward_train(gpu, N, C, HW, gx, qg, qb, gy, grm, grv, momentum, eps, gmean,
                                      ginv);
   compare("batchnorm train forward", gy, y, n, TOL_F32);
   compare("batchnorm saved stats", gmean, mean, C, TOL_F32);
@@ -316,23 +318,23 @@ static void bn_case(int affine) {
   compare("batchnorm running stats", grm, rm, C, TOL_F32);
   compare("batchnorm running stats", grv, rv, C, TOL_F32);
 
-  cpu->vt->batchnorm2d_forward_eval(cpu, N, C, HW, x, pg, pb, y, rm, rv, eps);
-  gpu->vt->batchnorm2d_forward_eval(gpu, N, C, HW, gx, qg, qb, gy, grm, grv, eps);
+  ganfw_be_batchnorm2d_forward_eval(cpu, N, C, HW, x, pg, pb, y, rm, rv, eps);
+  ganfw_be_batchnorm2d_forward_eval(gpu, N, C, HW, gx, qg, qb, gy, grm, grv, eps);
   compare("batchnorm eval forward", gy, y, n, TOL_F32);
 
   /* full backward, accumulating into the random dgamma/dbeta */
-  cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, dg, dbt, 1);
-  gpu->vt->batchnorm2d_backward(gpu, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, gdg, gdbt, 1);
+  ganfw_be_batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, dg, dbt, 1);
+  ganfw_be_batchnorm2d_backward(gpu, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, gdg, gdbt, 1);
   compare("batchnorm backward dx", gdx, dx, n, TOL_F32);
   compare("batchnorm backward dgamma/dbeta", gdg, dg, C, TOL_F32);
   compare("batchnorm backward dgamma/dbeta", gdbt, dbt, C, TOL_F32);
   /* dx only (D in the G step: no parameter gradients) */
-  cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, NULL, NULL, 0);
-  gpu->vt->batchnorm2d_backward(gpu, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, NULL, NULL, 0);
+  ganfw_be_batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, NULL, NULL, 0);
+  ganfw_be_batchnorm2d_backward(gpu, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, NULL, NULL, 0);
   compare("batchnorm backward dx only", gdx, dx, n, TOL_F32);
   /* parameter gradients only (no dx) */
-  cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, NULL, dg, dbt, 0);
-  gpu->vt->batchnorm2d_backward(gpu, N, C, HW, gx, gdy, qg, gmean, ginv, NULL, gdg, gdbt, 0);
+  ganfw_be_batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, NULL, dg, dbt, 0);
+  ganfw_be_batchnorm2d_backward(gpu, N, C, HW, gx, gdy, qg, gmean, ginv, NULL, gdg, gdbt, 0);
   compare("batchnorm backward params only", gdg, dg, C, TOL_F32);
   compare("batchnorm backward params only", gdbt, dbt, C, TOL_F32);
 
@@ -356,17 +358,17 @@ static void test_activations(void) {
     float *x = host_rand(n, -6, 6, 50 + kind), *dy = host_rand(n, -1, 1, 60 + kind);
     float *y = host_rand(n, 0, 0, 0), *dx = host_rand(n, 0, 0, 0);
     float *gx = dev(x, n), *gdy = dev(dy, n), *gy = dev(NULL, n), *gdx = dev(NULL, n);
-    cpu->vt->act_forward(cpu, kind, 0.2f, n, x, y);
-    gpu->vt->act_forward(gpu, kind, 0.2f, n, gx, gy);
+    ganfw_be_act_forward(cpu, kind, 0.2f, n, x, y);
+    ganfw_be_act_forward(gpu, kind, 0.2f, n, gx, gy);
     snprintf(what, sizeof what, "%s forward", names[kind]);
     compare(what, gy, y, n, TOL_F32);
-    cpu->vt->act_backward(cpu, kind, 0.2f, n, y, dy, dx);
-    gpu->vt->act_backward(gpu, kind, 0.2f, n, gy, gdy, gdx);
+    ganfw_be_act_backward(cpu, kind, 0.2f, n, y, dy, dx);
+    ganfw_be_act_backward(gpu, kind, 0.2f, n, gy, gdy, gdx);
     snprintf(what, sizeof what, "%s backward", names[kind]);
     compare(what, gdx, dx, n, TOL_F32);
     /* in place: y over x, dx over dy */
-    gpu->vt->act_forward(gpu, kind, 0.2f, n, gx, gx);
-    gpu->vt->act_backward(gpu, kind, 0.2f, n, gx, gdy, gdy);
+    ganfw_be_act_forward(gpu, kind, 0.2f, n, gx, gx);
+    ganfw_be_act_backward(gpu, kind, 0.2f, n, gx, gdy, gdy);
     snprintf(what, sizeof what, "%s in place", names[kind]);
     compare(what, gx, y, n, TOL_F32);
     compare(what, gdy, dx, n, TOL_F32);
@@ -384,20 +386,20 @@ static void pool_case(ganfw_pool2d_shape s, int max) {
   float *gx = dev(x, nx), *gdy = dev(dy, ny), *gy = dev(NULL, ny), *gdx = dev(NULL, nx);
   int32_t *gam = dev_bytes(NULL, (size_t)ny * sizeof(int32_t));
   if (max) {
-    cpu->vt->maxpool2d_forward(cpu, &s, x, y, am);
-    gpu->vt->maxpool2d_forward(gpu, &s, gx, gy, gam);
+    ganfw_be_maxpool2d_forward(cpu, &s, x, y, am);
+    ganfw_be_maxpool2d_forward(gpu, &s, gx, gy, gam);
     compare("maxpool forward", gy, y, ny, TOL_F32);
     CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, gam_h, gam, (size_t)ny * 4), GANFW_OK);
     CU_ASSERT_EQUAL(memcmp(gam_h, am, (size_t)ny * 4), 0);
-    cpu->vt->maxpool2d_backward(cpu, &s, dy, am, dx);
-    gpu->vt->maxpool2d_backward(gpu, &s, gdy, gam, gdx);
+    ganfw_be_maxpool2d_backward(cpu, &s, dy, am, dx);
+    ganfw_be_maxpool2d_backward(gpu, &s, gdy, gam, gdx);
     compare("maxpool backward", gdx, dx, nx, TOL_F32);
   } else {
-    cpu->vt->avgpool2d_forward(cpu, &s, x, y);
-    gpu->vt->avgpool2d_forward(gpu, &s, gx, gy);
+    ganfw_be_avgpool2d_forward(cpu, &s, x, y);
+    ganfw_be_avgpool2d_forward(gpu, &s, gx, gy);
     compare("avgpool forward", gy, y, ny, TOL_F32);
-    cpu->vt->avgpool2d_backward(cpu, &s, dy, dx);
-    gpu->vt->avgpool2d_backward(gpu, &s, gdy, gdx);
+    ganfw_be_avgpool2d_backward(cpu, &s, dy, dx);
+    ganfw_be_avgpool2d_backward(gpu, &s, gdy, gdx);
     compare("avgpool backward", gdx, dx, nx, TOL_F32);
   }
   dev_free(gx), dev_free(gdy), dev_free(gy), dev_free(gdx), dev_free(gam);
@@ -448,12 +450,12 @@ static void test_upsample(void) {
       float *x = host_rand(n, -2, 2, 500 + k), *dy = host_rand(4 * n, -1, 1, 510 + k);
       float *y = host_rand(4 * n, 0, 0, 0), *dx = host_rand(n, 0, 0, 0);
       float *gx = dev(x, n), *gdy = dev(dy, 4 * n), *gy = dev(NULL, 4 * n), *gdx = dev(NULL, n);
-      cpu->vt->upsample2d_forward(cpu, mode, pl, H, W, x, y);
-      gpu->vt->upsample2d_forward(gpu, mode, pl, H, W, gx, gy);
+      ganfw_be_upsample2d_forward(cpu, mode, pl, H, W, x, y);
+      ganfw_be_upsample2d_forward(gpu, mode, pl, H, W, gx, gy);
       compare(mode ? "upsample bilinear forward" : "upsample nearest forward", gy, y, 4 * n,
               TOL_F32);
-      cpu->vt->upsample2d_backward(cpu, mode, pl, H, W, dy, dx);
-      gpu->vt->upsample2d_backward(gpu, mode, pl, H, W, gdy, gdx);
+      ganfw_be_upsample2d_backward(cpu, mode, pl, H, W, dy, dx);
+      ganfw_be_upsample2d_backward(gpu, mode, pl, H, W, gdy, gdx);
       compare(mode ? "upsample bilinear backward" : "upsample nearest backward", gdx, dx, n,
               TOL_F32);
       dev_free(gx), dev_free(gdy), dev_free(gy), dev_free(gdx);
@@ -482,8 +484,8 @@ static void test_groupnorm(void) {
       double *ginv = dev_bytes(NULL, (size_t)(N * G) * sizeof(double));
       const float *pg = affine ? gamma : NULL, *pb = affine ? beta : NULL;
       const float *qg = affine ? gg : NULL, *qb = affine ? gb : NULL;
-      cpu->vt->groupnorm_forward(cpu, N, C, HW, G, x, pg, pb, 1e-5f, y, mean, invstd);
-      gpu->vt->groupnorm_forward(gpu, N, C, HW, G, gx, qg, qb, 1e-5f, gy, gmean, ginv);
+      ganfw_be_groupnorm_forward(cpu, N, C, HW, G, x, pg, pb, 1e-5f, y, mean, invstd);
+      ganfw_be_groupnorm_forward(gpu, N, C, HW, G, gx, qg, qb, 1e-5f, gy, gmean, ginv);
       compare("groupnorm forward", gy, y, n, TOL_F32);
       double *hm = gt_alloc((size_t)(N * G) * sizeof(double));
       CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, hm, ginv, (size_t)(N * G) * sizeof(double)), GANFW_OK);
@@ -492,16 +494,16 @@ static void test_groupnorm(void) {
       record("groupnorm saved 1/std", worst);
       CU_ASSERT(worst < 1e-9);
       gt_free(hm);
-      cpu->vt->groupnorm_backward(cpu, N, C, HW, G, x, dy, pg, mean, invstd, dx, affine ? dg : NULL,
+      ganfw_be_groupnorm_backward(cpu, N, C, HW, G, x, dy, pg, mean, invstd, dx, affine ? dg : NULL,
                                   affine ? db : NULL, 1);
-      gpu->vt->groupnorm_backward(gpu, N, C, HW, G, gx, gdy, qg, gmean, ginv, gdx,
+      ganfw_be_groupnorm_backward(gpu, N, C, HW, G, gx, gdy, qg, gmean, ginv, gdx,
                                   affine ? gdg : NULL, affine ? gdb : NULL, 1);
       compare("groupnorm backward dx", gdx, dx, n, TOL_F32);
       if (affine) {
         compare("groupnorm backward dgamma/dbeta", gdg, dg, C, TOL_F32);
         compare("groupnorm backward dgamma/dbeta", gdb, db, C, TOL_F32);
-        cpu->vt->groupnorm_backward(cpu, N, C, HW, G, x, dy, pg, mean, invstd, NULL, dg, db, 0);
-        gpu->vt->groupnorm_backward(gpu, N, C, HW, G, gx, gdy, qg, gmean, ginv, NULL, gdg, gdb, 0);
+        ganfw_be_groupnorm_backward(cpu, N, C, HW, G, x, dy, pg, mean, invstd, NULL, dg, db, 0);
+        ganfw_be_groupnorm_backward(gpu, N, C, HW, G, gx, gdy, qg, gmean, ginv, NULL, gdg, gdb, 0);
         compare("groupnorm backward params only", gdg, dg, C, TOL_F32);
         compare("groupnorm backward params only", gdb, db, C, TOL_F32);
       }
@@ -525,12 +527,12 @@ static void test_embedding(void) {
     int32_t *gids = dev_bytes(ids, (size_t)N * sizeof *ids);
     float *gw = dev(w, num * D), *gdy = dev(dy, N * D), *gdw = dev(dw, num * D);
     float *gy = dev(NULL, N * D);
-    cpu->vt->embedding_forward(cpu, N, D, ids, w, y);
-    gpu->vt->embedding_forward(gpu, N, D, gids, gw, gy);
+    ganfw_be_embedding_forward(cpu, N, D, ids, w, y);
+    ganfw_be_embedding_forward(gpu, N, D, gids, gw, gy);
     compare("embedding forward", gy, y, N * D, 0.0);
     for (int acc = 1; acc >= 0; acc--) {
-      cpu->vt->embedding_backward(cpu, N, num, D, ids, dy, dw, acc);
-      gpu->vt->embedding_backward(gpu, N, num, D, gids, gdy, gdw, acc);
+      ganfw_be_embedding_backward(cpu, N, num, D, ids, dy, dw, acc);
+      ganfw_be_embedding_backward(gpu, N, num, D, gids, gdy, gdw, acc);
       compare(acc ? "embedding backward (accumulate)" : "embedding backward", gdw, dw, num * D,
               0.0);
     }
@@ -545,8 +547,8 @@ static void test_transpose01(void) {
     const int64_t n = shapes[k][0] * shapes[k][1] * shapes[k][2];
     float *x = host_rand(n, -1, 1, 630 + k), *y = host_rand(n, 0, 0, 0);
     float *gx = dev(x, n), *gy = dev(NULL, n);
-    cpu->vt->transpose01(cpu, shapes[k][0], shapes[k][1], shapes[k][2], x, y);
-    gpu->vt->transpose01(gpu, shapes[k][0], shapes[k][1], shapes[k][2], gx, gy);
+    ganfw_be_transpose01(cpu, shapes[k][0], shapes[k][1], shapes[k][2], x, y);
+    ganfw_be_transpose01(gpu, shapes[k][0], shapes[k][1], shapes[k][2], gx, gy);
     compare("transpose01", gy, y, n, 0.0);
     dev_free(gx), dev_free(gy);
     gt_free(x), gt_free(y);
@@ -694,13 +696,13 @@ static void test_dropout(void) {
   uint8_t *mask = gt_alloc((size_t)n), *gmask_h = gt_alloc((size_t)n);
   float *gx = dev(x, n), *gdy = dev(dy, n), *gy = dev(NULL, n), *gdx = dev(NULL, n);
   uint8_t *gmask = dev_bytes(NULL, (size_t)n);
-  cpu->vt->dropout_forward(cpu, n, p, 1234, 77, x, y, mask);
-  gpu->vt->dropout_forward(gpu, n, p, 1234, 77, gx, gy, gmask);
+  ganfw_be_dropout_forward(cpu, n, p, 1234, 77, x, y, mask);
+  ganfw_be_dropout_forward(gpu, n, p, 1234, 77, gx, gy, gmask);
   compare("dropout forward", gy, y, n, 0.0); /* the same Philox bits: exact */
   CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, gmask_h, gmask, (size_t)n), GANFW_OK);
   CU_ASSERT_EQUAL(memcmp(gmask_h, mask, (size_t)n), 0);
-  cpu->vt->dropout_backward(cpu, n, p, mask, dy, dx);
-  gpu->vt->dropout_backward(gpu, n, p, gmask, gdy, gdx);
+  ganfw_be_dropout_backward(cpu, n, p, mask, dy, dx);
+  ganfw_be_dropout_backward(gpu, n, p, gmask, gdy, gdx);
   compare("dropout backward", gdx, dx, n, 0.0);
   dev_free(gx), dev_free(gdy), dev_free(gy), dev_free(gdx), dev_free(gmask);
   gt_free(x), gt_free(dy), gt_free(y), gt_free(dx), gt_free(mask), gt_free(gmask_h);
@@ -712,11 +714,11 @@ static void test_losses(void) {
   float *logits = host_rand(n, -10, 10, 90), *targets = host_rand(n, 0, 1, 91);
   float loss = 0, *dx = host_rand(n, 0, 0, 0);
   float *gl = dev(logits, n), *gt = dev(targets, n), *gloss = dev(NULL, 1), *gdx = dev(NULL, n);
-  cpu->vt->bce_logits_forward(cpu, n, logits, targets, &loss);
-  gpu->vt->bce_logits_forward(gpu, n, gl, gt, gloss);
+  ganfw_be_bce_logits_forward(cpu, n, logits, targets, &loss);
+  ganfw_be_bce_logits_forward(gpu, n, gl, gt, gloss);
   compare("bce_logits forward", gloss, &loss, 1, TOL_F32);
-  cpu->vt->bce_logits_backward(cpu, n, logits, targets, 0.5f, dx);
-  gpu->vt->bce_logits_backward(gpu, n, gl, gt, 0.5f, gdx);
+  ganfw_be_bce_logits_backward(cpu, n, logits, targets, 0.5f, dx);
+  ganfw_be_bce_logits_backward(gpu, n, gl, gt, 0.5f, gdx);
   compare("bce_logits backward", gdx, dx, n, TOL_F32);
   dev_free(gl), dev_free(gt), dev_free(gdx);
   gt_free(logits), gt_free(targets), gt_free(dx);
@@ -729,12 +731,12 @@ static void test_losses(void) {
   int32_t *glab = dev_bytes(labels, sizeof labels);
   for (int k = 0; k < 2; k++) { /* without and with label smoothing */
     const double eps = k ? 0.1 : 0.0;
-    cpu->vt->softmax_xent_forward(cpu, N, classes, x, labels, eps, &loss);
-    gpu->vt->softmax_xent_forward(gpu, N, classes, gxl, glab, eps, gloss);
+    ganfw_be_softmax_xent_forward(cpu, N, classes, x, labels, eps, &loss);
+    ganfw_be_softmax_xent_forward(gpu, N, classes, gxl, glab, eps, gloss);
     compare(k ? "softmax_xent forward (smoothing 0.1)" : "softmax_xent forward", gloss, &loss, 1,
             TOL_F32);
-    cpu->vt->softmax_xent_backward(cpu, N, classes, x, labels, eps, 2.0f, d);
-    gpu->vt->softmax_xent_backward(gpu, N, classes, gxl, glab, eps, 2.0f, gd);
+    ganfw_be_softmax_xent_backward(cpu, N, classes, x, labels, eps, 2.0f, d);
+    ganfw_be_softmax_xent_backward(gpu, N, classes, gxl, glab, eps, 2.0f, gd);
     compare(k ? "softmax_xent backward (smoothing 0.1)" : "softmax_xent backward", gd, d,
             N * classes, TOL_F32);
   }
@@ -754,56 +756,57 @@ static void test_foreach(void) {
     gpu_call;                                                                                      \
     compare(what, dres, hres, n, 1e-6);                                                            \
   } while (0)
-  FOREACH_CHECK("fill", cpu->vt->fill(cpu, n, out, 0.25f), gpu->vt->fill(gpu, n, gout, 0.25f), gout,
+  FOREACH_CHECK("fill", ganfw_be_fill(cpu, n, out, 0.25f), ganfw_be_fill(gpu, n, gout, 0.25f), gout,
                 out);
-  FOREACH_CHECK("scale", cpu->vt->scale(cpu, n, y, 0.9f), gpu->vt->scale(gpu, n, gy, 0.9f), gy, y);
-  FOREACH_CHECK("add_scalar", cpu->vt->add_scalar(cpu, n, y, 0.1f),
-                gpu->vt->add_scalar(gpu, n, gy, 0.1f), gy, y);
-  FOREACH_CHECK("add", cpu->vt->add(cpu, n, out, a, b), gpu->vt->add(gpu, n, gout, ga, gb), gout,
+  FOREACH_CHECK("scale", ganfw_be_scale(cpu, n, y, 0.9f), ganfw_be_scale(gpu, n, gy, 0.9f), gy, y);
+  FOREACH_CHECK("add_scalar", ganfw_be_add_scalar(cpu, n, y, 0.1f),
+                ganfw_be_add_scalar(gpu, n, gy, 0.1f), gy, y);
+  FOREACH_CHECK("add", ganfw_be_add(cpu, n, out, a, b), ganfw_be_add(gpu, n, gout, ga, gb), gout,
                 out);
-  FOREACH_CHECK("axpy", cpu->vt->axpy(cpu, n, y, -0.3f, a), gpu->vt->axpy(gpu, n, gy, -0.3f, ga),
+  FOREACH_CHECK("axpy", ganfw_be_axpy(cpu, n, y, -0.3f, a), ganfw_be_axpy(gpu, n, gy, -0.3f, ga),
                 gy, y);
-  FOREACH_CHECK("mul", cpu->vt->mul(cpu, n, out, a, b), gpu->vt->mul(gpu, n, gout, ga, gb), gout,
+  FOREACH_CHECK("mul", ganfw_be_mul(cpu, n, out, a, b), ganfw_be_mul(gpu, n, gout, ga, gb), gout,
                 out);
-  FOREACH_CHECK("addcmul", cpu->vt->addcmul(cpu, n, y, 0.7f, a, b),
-                gpu->vt->addcmul(gpu, n, gy, 0.7f, ga, gb), gy, y);
-  FOREACH_CHECK("addcdiv", cpu->vt->addcdiv(cpu, n, y, -0.4f, a, b),
-                gpu->vt->addcdiv(gpu, n, gy, -0.4f, ga, gb), gy, y);
-  FOREACH_CHECK("sqrt", cpu->vt->sqrt(cpu, n, out, b), gpu->vt->sqrt(gpu, n, gout, gb), gout, out);
-  FOREACH_CHECK("lerp", cpu->vt->lerp(cpu, n, y, a, 0.1f), gpu->vt->lerp(gpu, n, gy, ga, 0.1f), gy,
+  FOREACH_CHECK("addcmul", ganfw_be_addcmul(cpu, n, y, 0.7f, a, b),
+                ganfw_be_addcmul(gpu, n, gy, 0.7f, ga, gb), gy, y);
+  FOREACH_CHECK("addcdiv", ganfw_be_addcdiv(cpu, n, y, -0.4f, a, b),
+                ganfw_be_addcdiv(gpu, n, gy, -0.4f, ga, gb), gy, y);
+  FOREACH_CHECK("sqrt", ganfw_be_sqrt(cpu, n, out, b), ganfw_be_sqrt(gpu, n, gout, gb), gout, out);
+  FOREACH_CHECK("lerp", ganfw_be_lerp(cpu, n, y, a, 0.1f), ganfw_be_lerp(gpu, n, gy, ga, 0.1f), gy,
                 y);
-  FOREACH_CHECK("lerp", cpu->vt->lerp(cpu, n, y, a, 0.9f), gpu->vt->lerp(gpu, n, gy, ga, 0.9f), gy,
+  FOREACH_CHECK("lerp", ganfw_be_lerp(cpu, n, y, a, 0.9f), ganfw_be_lerp(gpu, n, gy, ga, 0.9f), gy,
                 y);
-  FOREACH_CHECK("maximum", cpu->vt->maximum(cpu, n, y, a), gpu->vt->maximum(gpu, n, gy, ga), gy, y);
+  FOREACH_CHECK("maximum", ganfw_be_maximum(cpu, n, y, a), ganfw_be_maximum(gpu, n, gy, ga), gy, y);
 #undef FOREACH_CHECK
   /* reductions in double: the same to ~1e-12 */
-  const double s_cpu = cpu->vt->sum(cpu, n, a), s_gpu = gpu->vt->sum(gpu, n, ga);
-  const double q_cpu = cpu->vt->sumsq(cpu, n, a), q_gpu = gpu->vt->sumsq(gpu, n, ga);
+  const double s_cpu = ganfw_be_sum(cpu, n, a), s_gpu = ganfw_be_sum(gpu, n, ga);
+  const double q_cpu = ganfw_be_sumsq(cpu, n, a), q_gpu = ganfw_be_sumsq(gpu, n, ga);
   CU_ASSERT(fabs(s_cpu - s_gpu) <= 1e-9 * (fabs(s_cpu) + 1.0));
   CU_ASSERT(fabs(q_cpu - q_gpu) <= 1e-9 * fabs(q_cpu));
   record("sum, sumsq (abs err / value)", fabs(q_cpu - q_gpu) / fabs(q_cpu));
-  CU_ASSERT_EQUAL(gpu->vt->nonfinite(gpu, n, ga), 0);
+  CU_ASSERT_EQUAL(ganfw_be_nonfinite(gpu, n, ga), 0);
   float bad[2] = {INFINITY, NAN};
   for (int k = 0; k < 2; k++) {
     CU_ASSERT_EQUAL(gpu->vt->copy_h2d(gpu, ga + n - 1 - k * 5000, &bad[k], sizeof(float)),
                     GANFW_OK);
-    CU_ASSERT_EQUAL(gpu->vt->nonfinite(gpu, n, ga), 1);
+    CU_ASSERT_EQUAL(ganfw_be_nonfinite(gpu, n, ga), 1);
     CU_ASSERT_EQUAL(
         gpu->vt->copy_h2d(gpu, ga + n - 1 - k * 5000, &a[n - 1 - k * 5000], sizeof(float)),
         GANFW_OK);
   }
-  CU_ASSERT_EQUAL(gpu->vt->nonfinite(gpu, n, ga), 0);
+  CU_ASSERT_EQUAL(ganfw_be_nonfinite(gpu, n, ga), 0);
   /* nonfinite_many: one answer over three buffers (parts of ga, gb, gy), the bad value in
    * the last; a zero-length buffer in the list is allowed */
-  CU_ASSERT_PTR_NOT_NULL_FATAL(gpu->vt->nonfinite_many);
+  const ganfw_op many = {.kind = GANFW_OP_NONFINITE_MANY};
+  CU_ASSERT_FATAL(ganfw_backend_supports(gpu, &many));
   const float *lists[4] = {ga, gb, ga, gy};
   const int64_t counts[4] = {n, n / 2, 0, n};
-  CU_ASSERT_EQUAL(gpu->vt->nonfinite_many(gpu, 4, lists, counts), 0);
+  CU_ASSERT_EQUAL(ganfw_be_nonfinite_many(gpu, 4, lists, counts), 0);
   CU_ASSERT_EQUAL(gpu->vt->copy_h2d(gpu, gy + n - 1, &bad[1], sizeof(float)), GANFW_OK);
-  CU_ASSERT_EQUAL(gpu->vt->nonfinite_many(gpu, 4, lists, counts), 1);
-  CU_ASSERT_EQUAL(gpu->vt->nonfinite_many(gpu, 3, lists, counts), 0); /* without gy */
+  CU_ASSERT_EQUAL(ganfw_be_nonfinite_many(gpu, 4, lists, counts), 1);
+  CU_ASSERT_EQUAL(ganfw_be_nonfinite_many(gpu, 3, lists, counts), 0); /* without gy */
   CU_ASSERT_EQUAL(gpu->vt->copy_h2d(gpu, gy, y, (size_t)n * sizeof(float)), GANFW_OK);
-  CU_ASSERT_EQUAL(gpu->vt->nonfinite_many(gpu, 4, lists, counts), 0);
+  CU_ASSERT_EQUAL(ganfw_be_nonfinite_many(gpu, 4, lists, counts), 0);
   /* d2d copy */
   CU_ASSERT_EQUAL(gpu->vt->copy_d2d(gpu, gout, ga, (size_t)n * sizeof(float)), GANFW_OK);
   compare("copy_d2d", gout, a, n, 0.0);
@@ -833,10 +836,10 @@ static void test_casts(void) {
   const char *what[4] = {"f32_to_f16", "f16_to_f32", "f32_to_bf16", "bf16_to_f32"};
   for (int k = 0; k < 4; k++) {
     const int to_half = k % 2 == 0;
-    if (k == 0) cpu->vt->f32_to_f16(cpu, nf, f, h_cpu), gpu->vt->f32_to_f16(gpu, nf, gf, gh_out);
-    if (k == 1) cpu->vt->f16_to_f32(cpu, nh, h, f_cpu), gpu->vt->f16_to_f32(gpu, nh, gh, gf_out);
-    if (k == 2) cpu->vt->f32_to_bf16(cpu, nf, f, h_cpu), gpu->vt->f32_to_bf16(gpu, nf, gf, gh_out);
-    if (k == 3) cpu->vt->bf16_to_f32(cpu, nh, h, f_cpu), gpu->vt->bf16_to_f32(gpu, nh, gh, gf_out);
+    if (k == 0) ganfw_be_f32_to_f16(cpu, nf, f, h_cpu), ganfw_be_f32_to_f16(gpu, nf, gf, gh_out);
+    if (k == 1) ganfw_be_f16_to_f32(cpu, nh, h, f_cpu), ganfw_be_f16_to_f32(gpu, nh, gh, gf_out);
+    if (k == 2) ganfw_be_f32_to_bf16(cpu, nf, f, h_cpu), ganfw_be_f32_to_bf16(gpu, nf, gf, gh_out);
+    if (k == 3) ganfw_be_bf16_to_f32(cpu, nh, h, f_cpu), ganfw_be_bf16_to_f32(gpu, nh, gh, gf_out);
     expect_no_error(what[k]);
     int same;
     if (to_half) {
@@ -859,14 +862,14 @@ static void test_rng(void) {
   const int64_t n = 100001;
   float *u = host_rand(n, 0, 0, 0), *z = host_rand(n, 0, 0, 0);
   float *gu = dev(NULL, n), *gz = dev(NULL, n);
-  cpu->vt->rng_uniform(cpu, n, 42, 12345, -1.0f, 3.0f, u);
-  gpu->vt->rng_uniform(gpu, n, 42, 12345, -1.0f, 3.0f, gu);
+  ganfw_be_rng_uniform(cpu, n, 42, 12345, -1.0f, 3.0f, u);
+  ganfw_be_rng_uniform(gpu, n, 42, 12345, -1.0f, 3.0f, gu);
   compare("rng_uniform", gu, u, n, 0.0); /* bit for bit */
-  cpu->vt->rng_normal(cpu, n, 42, 999, 0.5f, 0.02f, z);
-  gpu->vt->rng_normal(gpu, n, 42, 999, 0.5f, 0.02f, gz);
+  ganfw_be_rng_normal(cpu, n, 42, 999, 0.5f, 0.02f, z);
+  ganfw_be_rng_normal(gpu, n, 42, 999, 0.5f, 0.02f, gz);
   compare("rng_normal", gz, z, n, 1e-5); /* the device's logf/sinf/cosf ulps */
   /* a different offset gives different numbers */
-  gpu->vt->rng_uniform(gpu, n, 42, 12346, -1.0f, 3.0f, gu);
+  ganfw_be_rng_uniform(gpu, n, 42, 12346, -1.0f, 3.0f, gu);
   expect_no_error("rng");
   float first = 0;
   CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, &first, gu, sizeof first), GANFW_OK);
@@ -895,31 +898,32 @@ static void test_f16_rounded_conv(void) {
   float *y = host_rand(ny, 0, 0, 0);
   float *gx = dev(x, nx), *gw = dev(w, nw), *gy = dev(NULL, ny);
   uint16_t *half = dev_bytes(NULL, (size_t)(nx > nw ? nx : nw) * 2);
-  gpu->vt->f32_to_f16(gpu, nx, gx, half), gpu->vt->f16_to_f32(gpu, nx, half, gx);
-  gpu->vt->f32_to_f16(gpu, nw, gw, half), gpu->vt->f16_to_f32(gpu, nw, half, gw);
+  ganfw_be_f32_to_f16(gpu, nx, gx, half), ganfw_be_f16_to_f32(gpu, nx, half, gx);
+  ganfw_be_f32_to_f16(gpu, nw, gw, half), ganfw_be_f16_to_f32(gpu, nw, half, gw);
   /* the CPU reference gets the same rounded inputs (AMP rounds both operands to f16 and
    * accumulates in f32 on every backend): what differs is only the backends' summation */
   CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, x, gx, (size_t)nx * 4), GANFW_OK);
   CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, w, gw, (size_t)nw * 4), GANFW_OK);
-  void *cws = gt_alloc(cpu->vt->conv2d_workspace(cpu, &s) + 64);
-  const size_t ws_bytes = gpu->vt->conv2d_workspace(gpu, &s);
+  void *cws = gt_alloc(ganfw_be_conv2d_workspace(cpu, &s) + 64);
+  const size_t ws_bytes = ganfw_be_conv2d_workspace(gpu, &s);
   void *gws = ws_bytes ? dev_bytes(NULL, ws_bytes) : NULL;
-  cpu->vt->conv2d_forward(cpu, &s, x, w, NULL, y, cws);
-  gpu->vt->conv2d_forward(gpu, &s, gx, gw, NULL, gy, gws);
+  ganfw_be_conv2d_forward(cpu, &s, x, w, NULL, y, cws);
+  ganfw_be_conv2d_forward(gpu, &s, gx, gw, NULL, gy, gws);
   compare("conv2d, f16-rounded inputs", gy, y, ny, TOL_F16);
   dev_free(gx), dev_free(gw), dev_free(gy), dev_free(half);
   if (gws) dev_free(gws);
   gt_free(x), gt_free(w), gt_free(y), gt_free(cws);
 }
 
-/* --- native 16-bit entries (_lp) against the CPU's f32 entries on the same rounded values ---
+/* --- native 16-bit ops against the CPU's f32 ops on the same rounded values -----------------
  * Inputs and weights are rounded to the dtype on the host with the CPU's casts; the CPU runs
- * its f32 entry on the rounded values, the GPU its _lp entry on their 16-bit bits; 16-bit
+ * the f32 op on the rounded values, the GPU the op in the dtype on their 16-bit bits; 16-bit
  * outputs come back through the CPU's cast. What may differ: the summation order, the
  * rounding of each 16-bit output (and of a 16-bit weight gradient inside the backend),
- * hence TOL_F16. Output buffers start as NaN (all bits set), so an output the entry does not
+ * hence TOL_F16. Output buffers start as NaN (all bits set), so an output the op does not
  * write, or one it adds to when it should overwrite, fails. A group the backend does not
- * claim in lp_ops is skipped with a line saying so (test_lp_ops requires all of f16). */
+ * support in the dtype (ganfw_be_lp_ops) is skipped with a line saying so (test_lp_ops
+ * requires all of f16). */
 static const int32_t lp_dtypes[2] = {GANFW_DTYPE_F16, GANFW_DTYPE_BF16};
 
 static const char *dtype_name(int32_t dtype) {
@@ -927,13 +931,13 @@ static const char *dtype_name(int32_t dtype) {
 }
 
 static uint32_t lp_mask(int32_t dtype) {
-  return gpu->vt->lp_ops ? gpu->vt->lp_ops(gpu, dtype) : 0;
+  return ganfw_be_lp_ops(gpu, dtype);
 }
 
 /* 1 when the GPU claims `group` for dtype; else prints that the group is skipped. */
 static int lp_has(int32_t dtype, uint32_t group, const char *group_name) {
   if (lp_mask(dtype) & group) return 1;
-  printf("\n  %s %s: not in lp_ops, skipped", group_name, dtype_name(dtype));
+  printf("\n  %s %s: not supported natively, skipped", group_name, dtype_name(dtype));
   return 0;
 }
 
@@ -941,11 +945,11 @@ static int lp_has(int32_t dtype, uint32_t group, const char *group_name) {
 static uint16_t *round16(int32_t dtype, float *x, int64_t n) {
   uint16_t *h = gt_alloc((size_t)(n > 0 ? n : 1) * sizeof(uint16_t));
   if (dtype == GANFW_DTYPE_F16) {
-    cpu->vt->f32_to_f16(cpu, n, x, h);
-    cpu->vt->f16_to_f32(cpu, n, h, x);
+    ganfw_be_f32_to_f16(cpu, n, x, h);
+    ganfw_be_f16_to_f32(cpu, n, h, x);
   } else {
-    cpu->vt->f32_to_bf16(cpu, n, x, h);
-    cpu->vt->bf16_to_f32(cpu, n, h, x);
+    ganfw_be_f32_to_bf16(cpu, n, x, h);
+    ganfw_be_bf16_to_f32(cpu, n, h, x);
   }
   return h;
 }
@@ -978,7 +982,7 @@ static void *dev_nan(size_t bytes) {
  * the worst error under "<entry> <dtype>[ <out>]"; `detail` names the case on failure.
  * before: for a parameter gradient added to (accumulate=1), the values it held before the
  * call; both sides are compared less these, so that the error is relative to the gradient
- * computed (which the backend may round to 16 bits, see the _lp contract) rather than to a
+ * computed (which the backend may round to 16 bits, see op.h on dtype) rather than to a
  * sum that may cancel. NULL otherwise. */
 static void compare_lp_core(const char *entry, int32_t dtype, const char *out, const char *detail,
                             const void *d, int is16, const float *want, const float *before,
@@ -994,9 +998,9 @@ static void compare_lp_core(const char *entry, int32_t dtype, const char *out, c
     uint16_t *bits = gt_alloc(cap * sizeof(uint16_t));
     CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, bits, d, (size_t)n * sizeof(uint16_t)), GANFW_OK);
     if (dtype == GANFW_DTYPE_F16)
-      cpu->vt->f16_to_f32(cpu, n, bits, got);
+      ganfw_be_f16_to_f32(cpu, n, bits, got);
     else
-      cpu->vt->bf16_to_f32(cpu, n, bits, got);
+      ganfw_be_bf16_to_f32(cpu, n, bits, got);
     gt_free(bits);
   } else {
     CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, got, d, (size_t)n * sizeof(float)), GANFW_OK);
@@ -1022,32 +1026,49 @@ static void compare_lp_added(const char *entry, int32_t dtype, const char *out, 
   compare_lp_core(entry, dtype, out, detail, d, 0, want, before, n);
 }
 
-/* lp_ops: f16 has every group on CUDA (the point of the native path); a claimed group of
- * either dtype has all its entries; no unknown bits. */
+/* The ops of each GANFW_LP_* group (backend.h), all supported in a dtype or none. */
+static const struct {
+  uint32_t group;
+  int32_t kinds[4];
+  int n;
+} lp_groups[4] = {
+    {GANFW_LP_CONV,
+     {GANFW_OP_CONV2D_FORWARD, GANFW_OP_CONV2D_BACKWARD, GANFW_OP_CONVT2D_FORWARD,
+      GANFW_OP_CONVT2D_BACKWARD},
+     4},
+    {GANFW_LP_LINEAR, {GANFW_OP_LINEAR_FORWARD, GANFW_OP_LINEAR_BACKWARD}, 2},
+    {GANFW_LP_BATCHNORM,
+     {GANFW_OP_BATCHNORM2D_TRAIN, GANFW_OP_BATCHNORM2D_EVAL, GANFW_OP_BATCHNORM2D_BACKWARD},
+     3},
+    {GANFW_LP_ACT, {GANFW_OP_ACT_FORWARD, GANFW_OP_ACT_BACKWARD}, 2},
+};
+
+/* lp_ops: f16 has every group on CUDA (the point of the native path); the backend supports
+ * every op of a claimed group of either dtype, and none of a group it does not claim; no
+ * unknown bits. */
 static void test_lp_ops(void) {
   const uint32_t all = GANFW_LP_CONV | GANFW_LP_LINEAR | GANFW_LP_BATCHNORM | GANFW_LP_ACT;
-  CU_ASSERT_PTR_NOT_NULL(gpu->vt->lp_ops);
   printf("\n  lp_ops: f16 0x%x, bf16 0x%x (conv 1, linear 2, batchnorm 4, act 8)",
          (unsigned)lp_mask(GANFW_DTYPE_F16), (unsigned)lp_mask(GANFW_DTYPE_BF16));
   CU_ASSERT_EQUAL(lp_mask(GANFW_DTYPE_F16), all);
   for (int i = 0; i < 2; i++) {
-    const ganfw_backend_vt *vt = gpu->vt;
     const uint32_t m = lp_mask(lp_dtypes[i]);
     CU_ASSERT_EQUAL(m & ~all, 0u);
-    if (m & GANFW_LP_CONV)
-      CU_ASSERT(vt->conv2d_workspace_lp && vt->conv2d_forward_lp && vt->conv2d_backward_lp &&
-                vt->convt2d_workspace_lp && vt->convt2d_forward_lp && vt->convt2d_backward_lp);
-    if (m & GANFW_LP_LINEAR) CU_ASSERT(vt->linear_forward_lp && vt->linear_backward_lp);
-    if (m & GANFW_LP_BATCHNORM)
-      CU_ASSERT(vt->batchnorm2d_forward_train_lp && vt->batchnorm2d_forward_eval_lp &&
-                vt->batchnorm2d_backward_lp);
-    if (m & GANFW_LP_ACT) CU_ASSERT(vt->act_forward_lp && vt->act_backward_lp);
+    for (int g = 0; g < 4; g++)
+      for (int k = 0; k < lp_groups[g].n; k++) {
+        const ganfw_op op = {.kind = lp_groups[g].kinds[k], .dtype = lp_dtypes[i]};
+        const int32_t want = (m & lp_groups[g].group) != 0;
+        if (ganfw_backend_supports(gpu, &op) != want)
+          printf("\n  %s %s: supports %d, its group %s", ganfw_op_name(op.kind),
+                 dtype_name(lp_dtypes[i]), (int)!want, want ? "claimed" : "not claimed");
+        CU_ASSERT_EQUAL(ganfw_backend_supports(gpu, &op), want);
+      }
   }
 }
 
 /* One conv2d or conv_transpose2d shape: forward; backward into all three gradients with
  * accumulate=1 on random dw, db; the filter gradient alone (w NULL, accumulate 0); the data
- * gradient alone. One workspace of exactly the _lp size for all of them. */
+ * gradient alone. One workspace of exactly the 16-bit op's size for all of them. */
 static void conv_lp_case(int32_t dtype, int transposed, ganfw_conv2d_shape cs,
                          ganfw_convt2d_shape ts, int bias, int benchmark) {
   CU_ASSERT_EQUAL_FATAL(transposed ? ganfw_convt2d_shape_init(&ts) : ganfw_conv2d_shape_init(&cs),
@@ -1077,27 +1098,27 @@ static void conv_lp_case(int32_t dtype, int transposed, ganfw_conv2d_shape cs,
   void *gdx = dev_nan((size_t)nx * 2);
   float *gb = dev(b, K), *gdw = dev(dw, nw), *gdb = dev(db, K);
   const size_t cws_bytes =
-      transposed ? cpu->vt->convt2d_workspace(cpu, &ts) : cpu->vt->conv2d_workspace(cpu, &cs);
+      transposed ? ganfw_be_convt2d_workspace(cpu, &ts) : ganfw_be_conv2d_workspace(cpu, &cs);
   void *cws = gt_alloc(cws_bytes + 64);
-  const size_t ws_bytes = transposed ? gpu->vt->convt2d_workspace_lp(gpu, dtype, &ts)
-                                     : gpu->vt->conv2d_workspace_lp(gpu, dtype, &cs);
+  const size_t ws_bytes = transposed ? ganfw_be_convt2d_workspace_lp(gpu, dtype, &ts)
+                                     : ganfw_be_conv2d_workspace_lp(gpu, dtype, &cs);
   void *gws = ws_bytes ? dev_nan(ws_bytes) : NULL; /* exactly the bytes asked for */
   expect_no_error(transposed ? "convt2d_workspace_lp" : "conv2d_workspace_lp");
   const float *pb = bias ? b : NULL, *qb = bias ? gb : NULL;
   float *pdb = bias ? db : NULL, *qdb = bias ? gdb : NULL;
 
 #define CPU_FWD(...)                                                                               \
-  (transposed ? cpu->vt->convt2d_forward(cpu, &ts, __VA_ARGS__)                                    \
-              : cpu->vt->conv2d_forward(cpu, &cs, __VA_ARGS__))
+  (transposed ? ganfw_be_convt2d_forward(cpu, &ts, __VA_ARGS__)                                    \
+              : ganfw_be_conv2d_forward(cpu, &cs, __VA_ARGS__))
 #define GPU_FWD(...)                                                                               \
-  (transposed ? gpu->vt->convt2d_forward_lp(gpu, dtype, &ts, __VA_ARGS__)                          \
-              : gpu->vt->conv2d_forward_lp(gpu, dtype, &cs, __VA_ARGS__))
+  (transposed ? ganfw_be_convt2d_forward_lp(gpu, dtype, &ts, __VA_ARGS__)                          \
+              : ganfw_be_conv2d_forward_lp(gpu, dtype, &cs, __VA_ARGS__))
 #define CPU_BWD(...)                                                                               \
-  (transposed ? cpu->vt->convt2d_backward(cpu, &ts, __VA_ARGS__)                                   \
-              : cpu->vt->conv2d_backward(cpu, &cs, __VA_ARGS__))
+  (transposed ? ganfw_be_convt2d_backward(cpu, &ts, __VA_ARGS__)                                   \
+              : ganfw_be_conv2d_backward(cpu, &cs, __VA_ARGS__))
 #define GPU_BWD(...)                                                                               \
-  (transposed ? gpu->vt->convt2d_backward_lp(gpu, dtype, &ts, __VA_ARGS__)                         \
-              : gpu->vt->conv2d_backward_lp(gpu, dtype, &cs, __VA_ARGS__))
+  (transposed ? ganfw_be_convt2d_backward_lp(gpu, dtype, &ts, __VA_ARGS__)                         \
+              : ganfw_be_conv2d_backward_lp(gpu, dtype, &cs, __VA_ARGS__))
   CPU_FWD(x, w, pb, y, cws);
   GPU_FWD(gx, gw, qb, gy, gws);
   compare_lp(fwd, dtype, NULL, detail, gy, 1, y, ny);
@@ -1226,11 +1247,11 @@ static void linear_lp_case(int32_t dtype, int64_t N, int64_t IN, int64_t OUT, in
   void *gdx = dev_nan((size_t)(N * IN) * 2);
   float *gb = dev(b, OUT), *gdw = dev(dw, OUT * IN), *gdb = dev(db, OUT);
   if (!acc) dev_poison(gdw, (size_t)(OUT * IN) * sizeof(float));
-  cpu->vt->linear_forward(cpu, N, IN, OUT, x, w, bias ? b : NULL, y);
-  gpu->vt->linear_forward_lp(gpu, dtype, N, IN, OUT, gx, gw, bias ? gb : NULL, gy);
+  ganfw_be_linear_forward(cpu, N, IN, OUT, x, w, bias ? b : NULL, y);
+  ganfw_be_linear_forward_lp(gpu, dtype, N, IN, OUT, gx, gw, bias ? gb : NULL, gy);
   compare_lp("linear_forward_lp", dtype, NULL, detail, gy, 1, y, N * OUT);
-  cpu->vt->linear_backward(cpu, N, IN, OUT, x, w, dy, dx, dw, bias ? db : NULL, acc);
-  gpu->vt->linear_backward_lp(gpu, dtype, N, IN, OUT, gx, gw, gdy, gdx, gdw, bias ? gdb : NULL,
+  ganfw_be_linear_backward(cpu, N, IN, OUT, x, w, dy, dx, dw, bias ? db : NULL, acc);
+  ganfw_be_linear_backward_lp(gpu, dtype, N, IN, OUT, gx, gw, gdy, gdx, gdw, bias ? gdb : NULL,
                               acc);
   compare_lp("linear_backward_lp", dtype, "dx", detail, gdx, 1, dx, N * IN);
   if (acc) {
@@ -1240,8 +1261,8 @@ static void linear_lp_case(int32_t dtype, int64_t N, int64_t IN, int64_t OUT, in
     compare_lp("linear_backward_lp", dtype, "dw", detail, gdw, 0, dw, OUT * IN);
   }
   dev_poison(gdw, (size_t)(OUT * IN) * sizeof(float));
-  cpu->vt->linear_backward(cpu, N, IN, OUT, x, w, dy, NULL, dw, NULL, 0);
-  gpu->vt->linear_backward_lp(gpu, dtype, N, IN, OUT, gx, NULL, gdy, NULL, gdw, NULL, 0);
+  ganfw_be_linear_backward(cpu, N, IN, OUT, x, w, dy, NULL, dw, NULL, 0);
+  ganfw_be_linear_backward_lp(gpu, dtype, N, IN, OUT, gx, NULL, gdy, NULL, gdw, NULL, 0);
   compare_lp("linear_backward_lp", dtype, "dw", detail, gdw, 0, dw, OUT * IN);
   dev_free(gx), dev_free(gw), dev_free(gdy), dev_free(gy), dev_free(gdx), dev_free(gb);
   dev_free(gdw), dev_free(gdb);
@@ -1280,9 +1301,9 @@ static void bn_lp_case(int32_t dtype, int affine) {
   const float *pg = affine ? gamma : NULL, *pb = affine ? beta : NULL;
   const float *qg = affine ? gg : NULL, *qb = affine ? gbt : NULL;
 
-  cpu->vt->batchnorm2d_forward_train(cpu, N, C, HW, x, pg, pb, y, affine ? rm : NULL,
+  ganfw_be_batchnorm2d_forward_train(cpu, N, C, HW, x, pg, pb, y, affine ? rm : NULL,
                                      affine ? rv : NULL, momentum, eps, mean, invstd);
-  gpu->vt->batchnorm2d_forward_train_lp(gpu, dtype, N, C, HW, gx, qg, qb, gy, affine ? grm : NULL,
+  ganfw_be_batchnorm2d_forward_train_lp(gpu, dtype, N, C, HW, gx, qg, qb, gy, affine ? grm : NULL,
                                         affine ? grv : NULL, momentum, eps, gmean, ginv);
   compare_lp("batchnorm2d_forward_train_lp", dtype, "y", detail, gy, 1, y, n);
   compare_lp("batchnorm2d_forward_train_lp", dtype, "saved", detail, gmean, 0, mean, C);
@@ -1293,29 +1314,29 @@ static void bn_lp_case(int32_t dtype, int affine) {
   }
 
   dev_poison(gy, (size_t)n * 2);
-  cpu->vt->batchnorm2d_forward_eval(cpu, N, C, HW, x, pg, pb, y, rm, rv, eps);
-  gpu->vt->batchnorm2d_forward_eval_lp(gpu, dtype, N, C, HW, gx, qg, qb, gy, grm, grv, eps);
+  ganfw_be_batchnorm2d_forward_eval(cpu, N, C, HW, x, pg, pb, y, rm, rv, eps);
+  ganfw_be_batchnorm2d_forward_eval_lp(gpu, dtype, N, C, HW, gx, qg, qb, gy, grm, grv, eps);
   compare_lp("batchnorm2d_forward_eval_lp", dtype, NULL, detail, gy, 1, y, n);
 
   if (affine) {
-    cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, dg, dbt, 1);
-    gpu->vt->batchnorm2d_backward_lp(gpu, dtype, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, gdg, gdbt,
+    ganfw_be_batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, dg, dbt, 1);
+    ganfw_be_batchnorm2d_backward_lp(gpu, dtype, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, gdg, gdbt,
                                      1);
     compare_lp("batchnorm2d_backward_lp", dtype, "dx", detail, gdx, 1, dx, n);
     compare_lp_added("batchnorm2d_backward_lp", dtype, "dgamma/dbeta", detail, gdg, dg, dg0, C);
     compare_lp_added("batchnorm2d_backward_lp", dtype, "dgamma/dbeta", detail, gdbt, dbt, dbt0, C);
     /* parameter gradients only, overwritten (NaN before) */
     dev_poison(gdg, (size_t)C * 4), dev_poison(gdbt, (size_t)C * 4);
-    cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, NULL, dg, dbt, 0);
-    gpu->vt->batchnorm2d_backward_lp(gpu, dtype, N, C, HW, gx, gdy, qg, gmean, ginv, NULL, gdg,
+    ganfw_be_batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, NULL, dg, dbt, 0);
+    ganfw_be_batchnorm2d_backward_lp(gpu, dtype, N, C, HW, gx, gdy, qg, gmean, ginv, NULL, gdg,
                                      gdbt, 0);
     compare_lp("batchnorm2d_backward_lp", dtype, "dgamma/dbeta", detail, gdg, 0, dg, C);
     compare_lp("batchnorm2d_backward_lp", dtype, "dgamma/dbeta", detail, gdbt, 0, dbt, C);
   }
   /* dx only (D in the G step; affine=False has no parameter gradients) */
   dev_poison(gdx, (size_t)n * 2);
-  cpu->vt->batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, NULL, NULL, 0);
-  gpu->vt->batchnorm2d_backward_lp(gpu, dtype, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, NULL, NULL,
+  ganfw_be_batchnorm2d_backward(cpu, N, C, HW, x, dy, pg, mean, invstd, dx, NULL, NULL, 0);
+  ganfw_be_batchnorm2d_backward_lp(gpu, dtype, N, C, HW, gx, gdy, qg, gmean, ginv, gdx, NULL, NULL,
                                    0);
   compare_lp("batchnorm2d_backward_lp", dtype, "dx", detail, gdx, 1, dx, n);
 
@@ -1351,21 +1372,21 @@ static void test_lp_activations(void) {
       float *y = host_rand(n, 0, 0, 0), *dx = host_rand(n, 0, 0, 0);
       void *gx = dev_bytes(xh, (size_t)n * 2), *gdy = dev_bytes(dyh, (size_t)n * 2);
       void *gy = dev_nan((size_t)n * 2), *gdx = dev_nan((size_t)n * 2);
-      cpu->vt->act_forward(cpu, kind, 0.2f, n, x, y);
-      gpu->vt->act_forward_lp(gpu, dtype, kind, 0.2f, n, gx, gy);
+      ganfw_be_act_forward(cpu, kind, 0.2f, n, x, y);
+      ganfw_be_act_forward_lp(gpu, dtype, kind, 0.2f, n, gx, gy);
       snprintf(detail, sizeof detail, "%s", names[kind]);
       compare_lp("act_forward_lp", dtype, NULL, detail, gy, 1, y, n);
       /* backward from y as the GPU stores it: the CPU's y rounded to the dtype */
       uint16_t *yh = round16(dtype, y, n);
       void *gyr = dev_bytes(yh, (size_t)n * 2);
-      cpu->vt->act_backward(cpu, kind, 0.2f, n, y, dy, dx);
-      gpu->vt->act_backward_lp(gpu, dtype, kind, 0.2f, n, gyr, gdy, gdx);
+      ganfw_be_act_backward(cpu, kind, 0.2f, n, y, dy, dx);
+      ganfw_be_act_backward_lp(gpu, dtype, kind, 0.2f, n, gyr, gdy, gdx);
       compare_lp("act_backward_lp", dtype, NULL, detail, gdx, 1, dx, n);
       /* in place: y over x, dx over dy */
       snprintf(detail, sizeof detail, "%s, in place", names[kind]);
-      gpu->vt->act_forward_lp(gpu, dtype, kind, 0.2f, n, gx, gx);
+      ganfw_be_act_forward_lp(gpu, dtype, kind, 0.2f, n, gx, gx);
       compare_lp("act_forward_lp", dtype, NULL, detail, gx, 1, y, n);
-      gpu->vt->act_backward_lp(gpu, dtype, kind, 0.2f, n, gyr, gdy, gdy);
+      ganfw_be_act_backward_lp(gpu, dtype, kind, 0.2f, n, gyr, gdy, gdy);
       compare_lp("act_backward_lp", dtype, NULL, detail, gdy, 1, dx, n);
       dev_free(gx), dev_free(gdy), dev_free(gy), dev_free(gdx), dev_free(gyr);
       gt_free(x), gt_free(dy), gt_free(y), gt_free(dx), gt_free(xh), gt_free(dyh), gt_free(yh);
@@ -1373,28 +1394,76 @@ static void test_lp_activations(void) {
   }
 }
 
-/* None of the _lp calls above recorded a failure in the backend. */
+/* None of the 16-bit ops above recorded a failure in the backend. */
 static void test_lp_no_error(void) {
-  CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_OK);
-  const ganfw_status st = gpu->vt->last_error(gpu);
-  if (st != GANFW_OK) printf("\n  last_error after the _lp tests: %s\n", ganfw_error_message());
+  const ganfw_status st = gpu->vt->synchronize(gpu);
+  if (st != GANFW_OK) printf("\n  synchronize after the 16-bit ops: %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL(st, GANFW_OK);
 }
 
-/* --- errors: a void op's failure is recorded with call, file and line ------------------------ */
+/* --- errors: an op's failure is its status, recorded with call, file and line ---------------- */
 static void test_error_record(void) {
-  CU_ASSERT_EQUAL(gpu->vt->last_error(gpu), GANFW_OK);
+  CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_OK);
+  float *d = dev(NULL, 4);
   /* a dimension cuBLAS cannot take: refused before any device work */
-  gpu->vt->gemm(gpu, 0, 0, (int64_t)1 << 32, 1, 1, 1.0f, NULL, 1, NULL, 1, 0.0f, NULL, 1);
-  CU_ASSERT_EQUAL(gpu->vt->last_error(gpu), GANFW_ERR_UNSUPPORTED);
+  CU_ASSERT_EQUAL(
+      ganfw_be_gemm(gpu, 0, 0, (int64_t)1 << 32, 1, 1, 1.0f, NULL, 1, NULL, 1, 0.0f, NULL, 1),
+      GANFW_ERR_UNSUPPORTED);
   const char *msg = ganfw_error_message();
   CU_ASSERT_PTR_NOT_NULL(strstr(msg, "cublasSgemm"));
   CU_ASSERT_PTR_NOT_NULL(strstr(msg, "core/src/backend/cuda/gemm.c:"));
-  /* copies and synchronize report it too, until cleared */
+  /* later ops and synchronize report it too, until cleared */
+  CU_ASSERT_EQUAL(ganfw_be_fill(gpu, 4, d, 1.0f), GANFW_ERR_UNSUPPORTED);
   CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_ERR_UNSUPPORTED);
   ganfw_cuda_clear_error(gpu);
-  CU_ASSERT_EQUAL(gpu->vt->last_error(gpu), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_be_fill(gpu, 4, d, 1.0f), GANFW_OK);
   CU_ASSERT_EQUAL(gpu->vt->synchronize(gpu), GANFW_OK);
+  dev_free(d);
+}
+
+/* --- pixel shuffle: elements moved, bit for bit the CPU's in f32, f16 and bf16 -------------- */
+static void test_pixel_shuffle(void) {
+  const int64_t shapes[3][5] = {
+      {2, 3, 5, 4, 2}, {1, 2, 3, 3, 3}, {8, 32, 16, 16, 2}}; /* N,C,H,W,r */
+  const int32_t dtypes[3] = {GANFW_DTYPE_F32, GANFW_DTYPE_F16, GANFW_DTYPE_BF16};
+  for (int k = 0; k < 3; k++) {
+    const int64_t *d = shapes[k], n = d[0] * d[1] * d[2] * d[3] * d[4] * d[4];
+    for (int t = 0; t < 3; t++) {
+      for (int u = 0; u < 2; u++) {
+        const int32_t kind = u ? GANFW_OP_PIXEL_UNSHUFFLE : GANFW_OP_PIXEL_SHUFFLE;
+        const size_t bytes = (size_t)n * (dtypes[t] == GANFW_DTYPE_F32 ? 4 : 2);
+        char what[64];
+        snprintf(what, sizeof what, "%s %s", ganfw_op_name(kind), ganfw_dtype_name(dtypes[t]));
+        /* any bit patterns: moved, never read as numbers */
+        float *x = host_rand(n, -2, 2, 700 + 10 * k + t);
+        void *y = gt_alloc(bytes), *got = gt_alloc(bytes);
+        void *gx = dev_bytes(x, bytes), *gy = dev_bytes(NULL, bytes), *gz = dev_bytes(NULL, bytes);
+        ganfw_op op = {.kind = kind,
+                       .dtype = dtypes[t],
+                       .shape.d = {d[0], d[1], d[2], d[3], d[4]},
+                       .in = {x},
+                       .out = {y}};
+        CU_ASSERT_EQUAL(ganfw_backend_run(cpu, &op), GANFW_OK);
+        op.in[0] = gx, op.out[0] = gy;
+        const ganfw_status st = ganfw_backend_run(gpu, &op);
+        if (st != GANFW_OK) printf("\n  %s: %s", what, ganfw_error_message());
+        CU_ASSERT_EQUAL(st, GANFW_OK);
+        expect_no_error(what);
+        CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, got, gy, bytes), GANFW_OK);
+        const int same = memcmp(got, y, bytes) == 0;
+        CU_ASSERT(same);
+        record(what, same ? 0.0 : 1.0);
+        /* the other kind is its inverse: back to x, bit for bit */
+        op.kind = u ? GANFW_OP_PIXEL_SHUFFLE : GANFW_OP_PIXEL_UNSHUFFLE;
+        op.in[0] = gy, op.out[0] = gz;
+        CU_ASSERT_EQUAL(ganfw_backend_run(gpu, &op), GANFW_OK);
+        CU_ASSERT_EQUAL(gpu->vt->copy_d2h(gpu, got, gz, bytes), GANFW_OK);
+        CU_ASSERT(memcmp(got, x, bytes) == 0);
+        dev_free(gx), dev_free(gy), dev_free(gz);
+        gt_free(x), gt_free(y), gt_free(got);
+      }
+    }
+  }
 }
 
 static void print_records(void) {
@@ -1444,6 +1513,7 @@ static CU_TestInfo tests[] = {
     {"lp_activations", test_lp_activations},
     {"lp_no_error", test_lp_no_error},
     {"error_record", test_error_record},
+    {"pixel_shuffle", test_pixel_shuffle},
     CU_TEST_INFO_NULL,
 };
 

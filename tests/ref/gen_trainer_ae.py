@@ -52,7 +52,7 @@ def philox_block(seed, block):
 
 
 def philox_normal(n, seed, offset):
-    """n N(0, 1) f32 samples as ganfw_cpu_rng_normal: block offset + i / 4, Box-Muller on the
+    """n N(0, 1) f32 samples as the CPU's rng_normal op: block offset + i / 4, Box-Muller on the
     word pairs (w0, w1) and (w2, w3), u1 in (0, 1], u2 in [0, 1), all in f32."""
     words = np.array([philox_block(seed, offset + b) for b in range((n + 3) // 4)],
                      dtype=np.uint32)

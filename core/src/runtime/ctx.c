@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/ops.h"
 #include "base/error.h"
 #include "base/log.h"
 
@@ -275,14 +276,14 @@ uint64_t ganfw_ctx_rng_take(ganfw_ctx *ctx, int64_t n) {
   return first;
 }
 
-void ganfw_ctx_rng_uniform(ganfw_ctx *ctx, int64_t n, float *data, float lo, float hi) {
+ganfw_status ganfw_ctx_rng_uniform(ganfw_ctx *ctx, int64_t n, float *data, float lo, float hi) {
   uint64_t offset = ganfw_ctx_rng_take(ctx, n);
-  ctx->be->vt->rng_uniform(ctx->be, n, ctx->seed, offset, lo, hi, data);
+  return ganfw_be_rng_uniform(ctx->be, n, ctx->seed, offset, lo, hi, data);
 }
 
-void ganfw_ctx_rng_normal(ganfw_ctx *ctx, int64_t n, float *data, float mean, float std) {
+ganfw_status ganfw_ctx_rng_normal(ganfw_ctx *ctx, int64_t n, float *data, float mean, float std) {
   uint64_t offset = ganfw_ctx_rng_take(ctx, n);
-  ctx->be->vt->rng_normal(ctx->be, n, ctx->seed, offset, mean, std, data);
+  return ganfw_be_rng_normal(ctx->be, n, ctx->seed, offset, mean, std, data);
 }
 
 static const char *const empty_cache_names[] = {"on_oom", "never", "per_epoch", "after_eval"};

@@ -67,6 +67,11 @@ struct ganfw_ctx {
    * parameter's state_dict name, which lacks the net), so memory.json, the picture and the
    * OOM report say whose state it is. The plugin keeps its own name for checkpoints. */
   const char *name_scope;
+  /* (optional) Called by net_build on each net of this run before it resolves the net's
+   * nodes, with net_build_user: the config's model.insert adds its layers there
+   * (train/insert.c). NULL: nothing is inserted. */
+  ganfw_status (*net_build_hook)(void *user, ganfw_net *net);
+  void *net_build_user;
 };
 
 /* Reads the `device` section and `seed` of a config into options; config errors name the
@@ -90,8 +95,8 @@ const char *ganfw_empty_cache_name(int32_t policy);
 uint64_t ganfw_ctx_rng_take(ganfw_ctx *ctx, int64_t n);
 /* Fills data[0..n) (device memory of ctx's backend, f32) with U(lo, hi) or N(mean, std)
  * from the run's Philox stream: ctx's seed at the next n values' offsets. */
-void ganfw_ctx_rng_uniform(ganfw_ctx *ctx, int64_t n, float *data, float lo, float hi);
-void ganfw_ctx_rng_normal(ganfw_ctx *ctx, int64_t n, float *data, float mean, float std);
+ganfw_status ganfw_ctx_rng_uniform(ganfw_ctx *ctx, int64_t n, float *data, float lo, float hi);
+ganfw_status ganfw_ctx_rng_normal(ganfw_ctx *ctx, int64_t n, float *data, float mean, float std);
 /* "cpu", "cuda", "auto" and back; -1 when unknown. */
 const char *ganfw_device_name(int32_t type);
 int32_t ganfw_device_from_name(const char *name);

@@ -15,19 +15,18 @@ ganfw_status ganfw_cast(ganfw_backend *be, int64_t n, int32_t src_dtype, const v
   if (n <= 0) return GANFW_OK;
   if (src_dtype == dst_dtype && is_float(src_dtype))
     return be->vt->copy_d2d(be, dst, src, (size_t)n * ganfw_dtype_size(src_dtype));
-  if (src_dtype == GANFW_DTYPE_F32 && dst_dtype == GANFW_DTYPE_F16)
-    be->vt->f32_to_f16(be, n, src, dst);
-  else if (src_dtype == GANFW_DTYPE_F32 && dst_dtype == GANFW_DTYPE_BF16)
-    be->vt->f32_to_bf16(be, n, src, dst);
-  else if (src_dtype == GANFW_DTYPE_F16 && dst_dtype == GANFW_DTYPE_F32)
-    be->vt->f16_to_f32(be, n, src, dst);
-  else if (src_dtype == GANFW_DTYPE_BF16 && dst_dtype == GANFW_DTYPE_F32)
-    be->vt->bf16_to_f32(be, n, src, dst);
-  else
+  const int lp_src = src_dtype == GANFW_DTYPE_F16 || src_dtype == GANFW_DTYPE_BF16;
+  const int lp_dst = dst_dtype == GANFW_DTYPE_F16 || dst_dtype == GANFW_DTYPE_BF16;
+  if (!(src_dtype == GANFW_DTYPE_F32 && lp_dst) && !(lp_src && dst_dtype == GANFW_DTYPE_F32))
     return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
                            "no conversion from %s to %s (one side must be f32)",
                            ganfw_dtype_name(src_dtype), ganfw_dtype_name(dst_dtype));
-  return GANFW_OK;
+  ganfw_op op = {.kind = lp_dst ? GANFW_OP_CAST_FROM_F32 : GANFW_OP_CAST_TO_F32,
+                 .dtype = lp_dst ? dst_dtype : src_dtype,
+                 .shape.d = {n},
+                 .in = {src},
+                 .out = {dst}};
+  return ganfw_backend_run(be, &op);
 }
 
 ganfw_tensor *ganfw_tensor_as_dtype(ganfw_tensor *t, int32_t dtype, int32_t category) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "backend/ops.h"
 #include "train/run_state.h"
 #include "runtime/alloc.h"
 #include "runtime/tensor.h"
@@ -92,9 +93,10 @@ static ganfw_status score(ganfw_ctx *ctx, ganfw_tensor *logits, ganfw_tensor *la
                           int64_t *confusion) {
   ganfw_backend *be = ctx->be;
   const int64_t n = logits->shape[0];
-  be->vt->softmax_xent_forward(be, n, classes, logits->data, labels->data, smoothing, loss_t->data);
   float l = 0;
-  ganfw_status st = ganfw_tensor_to_host(loss_t, &l, sizeof l);
+  ganfw_status st = ganfw_be_softmax_xent_forward(be, n, classes, logits->data, labels->data,
+                                                  smoothing, loss_t->data);
+  if (st == GANFW_OK) st = ganfw_tensor_to_host(loss_t, &l, sizeof l);
   if (st == GANFW_OK) st = be->vt->copy_d2h(be, host_logits, logits->data, (size_t)logits->nbytes);
   if (st == GANFW_OK) st = be->vt->copy_d2h(be, host_labels, labels->data, (size_t)n * 4);
   if (st != GANFW_OK) return st;
@@ -226,9 +228,9 @@ static ganfw_status learn(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *la
     ganfw_tensor *d = ganfw_tensor_create(
         c->ctx, GANFW_DTYPE_F32, y->ndim, y->shape,
         dtype == GANFW_DTYPE_F32 ? GANFW_MEM_ACTIVATION : GANFW_MEM_WORKSPACE, "dlogits");
-    if (d)
-      be->vt->softmax_xent_backward(be, n, classes, logits->data, labels->data,
-                                    s->train.label_smoothing, dloss, d->data);
+    if (d && ganfw_be_softmax_xent_backward(be, n, classes, logits->data, labels->data,
+                                            s->train.label_smoothing, dloss, d->data) != GANFW_OK)
+      ganfw_tensor_destroy(d), d = NULL; /* the error recorded stays the step's */
     ganfw_tensor_destroy(logits);
     ganfw_tensor_destroy(y);
     logits = y = NULL;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/ops.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "config/config.h"
@@ -81,14 +82,16 @@ ganfw_status ganfw_ema_create(ganfw_session *s, int32_t net, double decay, int64
   return GANFW_OK;
 }
 
-void ganfw_ema_update(ganfw_ema *e, ganfw_backend *be, int64_t step) {
-  for (int64_t i = 0; i < e->n; i++) {
+ganfw_status ganfw_ema_update(ganfw_ema *e, ganfw_backend *be, int64_t step) {
+  ganfw_status st = GANFW_OK;
+  for (int64_t i = 0; st == GANFW_OK && i < e->n; i++) {
     const ganfw_tensor *p = e->src[i].value;
     if (step <= e->start)
-      be->vt->copy_d2d(be, e->avg[i]->data, p->data, (size_t)p->nbytes);
+      st = be->vt->copy_d2d(be, e->avg[i]->data, p->data, (size_t)p->nbytes);
     else
-      be->vt->lerp(be, p->numel, e->avg[i]->data, p->data, (float)(1.0 - e->decay));
+      st = ganfw_be_lerp(be, p->numel, e->avg[i]->data, p->data, (float)(1.0 - e->decay));
   }
+  return st;
 }
 
 void ganfw_ema_ckpt(const ganfw_ema *e, ganfw_ckpt_net *net) {

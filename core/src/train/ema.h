@@ -34,7 +34,7 @@ ganfw_status ganfw_ema_create(ganfw_session *s, int32_t net, double decay, int64
                               ganfw_ema **out);
 void ganfw_ema_destroy(ganfw_ema *e); /* accepts NULL */
 /* After G's optimizer step of training step `step` (1-based). */
-void ganfw_ema_update(ganfw_ema *e, ganfw_backend *be, int64_t step);
+ganfw_status ganfw_ema_update(ganfw_ema *e, ganfw_backend *be, int64_t step);
 /* The averages as a checkpoint's extra tensors of their net's entry ("<role>_ema.*"). */
 void ganfw_ema_ckpt(const ganfw_ema *e, ganfw_ckpt_net *net);
 /* Loads the generator's weights from `ckpt` (a checkpoint or state_dict file) and, when

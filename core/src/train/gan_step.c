@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "backend/ops.h"
 #include "runtime/alloc.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
@@ -63,11 +64,12 @@ static ganfw_status make_targets(ganfw_gan *g, int64_t n) {
     return ganfw_error_code() ? ganfw_error_code()
                               : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   ganfw_backend *be = g->ctx->be;
-  be->vt->fill(be, n, g->real_t->data, (float)(1.0 - g->s->train.label_smoothing));
-  be->vt->fill(be, n, g->fake_t->data, 0.0f);
-  be->vt->fill(be, n, g->ones->data, 1.0f);
+  ganfw_status st =
+      ganfw_be_fill(be, n, g->real_t->data, (float)(1.0 - g->s->train.label_smoothing));
+  if (st == GANFW_OK) st = ganfw_be_fill(be, n, g->fake_t->data, 0.0f);
+  if (st == GANFW_OK) st = ganfw_be_fill(be, n, g->ones->data, 1.0f);
   g->n = n;
-  return GANFW_OK;
+  return st;
 }
 
 ganfw_status ganfw_gan_create(ganfw_session *s, ganfw_gan **out) {
@@ -137,7 +139,12 @@ static ganfw_status bce_grad(ganfw_gan *g, ganfw_tensor *lf, int32_t dtype, ganf
       g->ctx, GANFW_DTYPE_F32, lf->ndim, lf->shape,
       dtype == GANFW_DTYPE_F32 ? GANFW_MEM_ACTIVATION : GANFW_MEM_WORKSPACE, what);
   if (!d) return ganfw_error_code();
-  be->vt->bce_logits_backward(be, lf->numel, lf->data, target->data, dloss, d->data);
+  ganfw_status st =
+      ganfw_be_bce_logits_backward(be, lf->numel, lf->data, target->data, dloss, d->data);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(d);
+    return st;
+  }
   *dlogits = ganfw_tensor_as_dtype(d, dtype, GANFW_MEM_ACTIVATION);
   ganfw_tensor_destroy(d);
   return *dlogits ? GANFW_OK : ganfw_error_code();
@@ -200,8 +207,8 @@ static ganfw_status loss_term(ganfw_gan *g, ganfw_tensor *logits, int32_t term, 
     st = be->vt->copy_d2h(be, g->host_logits, lf->data, (size_t)n * 4);
     if (st == GANFW_OK) st = plugin_term(g, lf, logits->dtype, term, dloss, &l, dlogits, what);
   } else {
-    be->vt->bce_logits_forward(be, n, lf->data, target->data, g->loss->data);
-    st = ganfw_tensor_to_host(g->loss, &l, sizeof l);
+    st = ganfw_be_bce_logits_forward(be, n, lf->data, target->data, g->loss->data);
+    if (st == GANFW_OK) st = ganfw_tensor_to_host(g->loss, &l, sizeof l);
     if (st == GANFW_OK) st = be->vt->copy_d2h(be, g->host_logits, lf->data, (size_t)n * 4);
   }
   double v[2] = {l, 0}; /* the loss and what the log shows of the logits */
@@ -633,7 +640,7 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
     ganfw_dp_disarm(s, 0);
   if (st == GANFW_OK && !bad) st = optim_step(g, 0, &out->skipped_g, &out->nonfinite_g, out);
   if (st == GANFW_OK && s->ema && !bad && !out->skipped_g && !out->nonfinite_g)
-    ganfw_ema_update(s->ema, g->ctx->be, g->steps + 1); /* train.ema */
+    st = ganfw_ema_update(s->ema, g->ctx->be, g->steps + 1); /* train.ema */
   out->g_stepped = 1;
   out->grad_norm_g = g->grad_norm[0];
   g->last_loss_g = out->loss_g;
@@ -714,6 +721,9 @@ ganfw_tensor *ganfw_gan_fixed_noise(ganfw_session *s, int64_t n, uint64_t seed) 
   if (!z) return NULL;
   /* A stream of its own: the training RNG's position does not change the samples. */
   const uint64_t fixed_stream = 0x9e3779b97f4a7c15ull;
-  s->ctx->be->vt->rng_normal(s->ctx->be, z->numel, seed ^ fixed_stream, 0, 0.0f, 1.0f, z->data);
+  if (ganfw_be_rng_normal(s->ctx->be, z->numel, seed ^ fixed_stream, 0, 0.0f, 1.0f, z->data)) {
+    ganfw_tensor_destroy(z);
+    return NULL;
+  }
   return z;
 }

@@ -4,6 +4,7 @@
  * net that made that input (or not: PyTorch's detach). Everything a step call returns is
  * the step's, released when the trainer's call returns. */
 #include "train/program.h"
+#include "backend/ops.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -505,9 +506,9 @@ static ganfw_status update(ganfw_program *p, int32_t r) {
   if (st != GANFW_OK) return ganfw_error_wrap(st, "optimizer step of the %s", role);
   p->stepped[r] = 1;
   if (s->ema && s->ema->net == r) /* train.ema */
-    ganfw_ema_update(s->ema, s->ctx->be, p->st->step_index + 1);
+    st = ganfw_ema_update(s->ema, s->ctx->be, p->st->step_index + 1);
   ganfw_net_zero_grad(o->net);
-  return GANFW_OK;
+  return st;
 }
 
 /* train.update_every: net r updates in step `step_index` (every one when the planner asks
@@ -616,10 +617,9 @@ static ganfw_status api_normal(ganfw_step *st, int32_t ndim, const int64_t *shap
   if (st->mode == GANFW_STEP_TRAIN) return st->p->host->rng_normal(ctx, *out, 0.0f, 1.0f);
   /* a stream of its own, as the GAN's fixed noise: the same grid every time */
   const uint64_t fixed_stream = 0x9e3779b97f4a7c15ull;
-  ctx->be->vt->rng_normal(ctx->be, (*out)->numel, ctx->seed ^ fixed_stream, st->noise_offset, 0.0f,
-                          1.0f, (*out)->data);
   st->noise_offset += (uint64_t)(*out)->numel;
-  return GANFW_OK;
+  return ganfw_be_rng_normal(ctx->be, (*out)->numel, ctx->seed ^ fixed_stream,
+                             st->noise_offset - (uint64_t)(*out)->numel, 0.0f, 1.0f, (*out)->data);
 }
 
 static ganfw_status api_tensor(ganfw_step *st, int32_t ndim, const int64_t *shape, const char *name,

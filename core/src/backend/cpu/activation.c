@@ -1,10 +1,9 @@
 /* Element-wise activations on the CPU (identity, ReLU, LeakyReLU, tanh, sigmoid) over n
  * values: forward y = f(x) and backward from the output y (dx = dy * f'(x), f' written in
- * terms of y), in f32 and, for the native 16-bit entries (_lp), in f16 or bf16 converted
- * to f32 a chunk at a time on the stack (the bits of converting whole tensors around the
- * f32 entries). y may alias x and dx may alias dy. tanh and sigmoid use a branch-free exp
- * so the loops vectorise. The kernels live in activation_kernels.h, compiled once per SIMD
- * level. */
+ * terms of y), in f32 and in f16 or bf16 (the op's dtype), 16-bit values converted to f32 a
+ * chunk at a time on the stack (the bits of converting whole tensors around the f32 ops).
+ * y may alias x and dx may alias dy. tanh and sigmoid use a branch-free exp so the loops
+ * vectorise. The kernels live in activation_kernels.h, compiled once per SIMD level. */
 #include <math.h>
 #include <string.h>
 #if defined(__x86_64__)
@@ -38,28 +37,15 @@ typedef void (*act_backward_fn)(int32_t dt, int32_t kind, float alpha, int64_t n
 static const act_forward_fn act_forward[GANFW_CPU_ISA_COUNT] = GANFW_ISA_TABLE(act_forward);
 static const act_backward_fn act_backward[GANFW_CPU_ISA_COUNT] = GANFW_ISA_TABLE(act_backward);
 
-void ganfw_cpu_act_forward(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *x,
-                           float *y) {
-  (void)be;
-  act_forward[ganfw_cpu_isa_level()](GANFW_DTYPE_F32, kind, alpha, n, x, y);
+/* The activations' dtype goes to the kernels, which convert 16-bit rows themselves. */
+ganfw_status ganfw_cpu_op_act_forward(ganfw_backend *be, ganfw_op *op) {
+  act_forward[ganfw_cpu_isa_level()](op->dtype, op->mode, (float)op->sc[0], op->shape.d[0],
+                                     op->in[0], op->out[0]);
+  return GANFW_OK;
 }
 
-void ganfw_cpu_act_backward(ganfw_backend *be, int32_t kind, float alpha, int64_t n, const float *y,
-                            const float *dy, float *dx) {
-  (void)be;
-  act_backward[ganfw_cpu_isa_level()](GANFW_DTYPE_F32, kind, alpha, n, y, dy, dx);
-}
-
-/* The same with x and y in dtype (f16 or bf16). */
-void ganfw_cpu_act_forward_lp(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha,
-                              int64_t n, const void *x, void *y) {
-  (void)be;
-  act_forward[ganfw_cpu_isa_level()](dtype, kind, alpha, n, x, y);
-}
-
-/* The same with y, dy and dx in dtype (f16 or bf16). */
-void ganfw_cpu_act_backward_lp(ganfw_backend *be, int32_t dtype, int32_t kind, float alpha,
-                               int64_t n, const void *y, const void *dy, void *dx) {
-  (void)be;
-  act_backward[ganfw_cpu_isa_level()](dtype, kind, alpha, n, y, dy, dx);
+ganfw_status ganfw_cpu_op_act_backward(ganfw_backend *be, ganfw_op *op) {
+  act_backward[ganfw_cpu_isa_level()](op->dtype, op->mode, (float)op->sc[0], op->shape.d[0],
+                                      op->in[0], op->in[1], op->out[0]);
+  return GANFW_OK;
 }

@@ -2,10 +2,10 @@
  * forward and backward, over x [N,C,HW] with per-channel gamma/beta/stats [C]. Channels go
  * in tiles of up to 2 MiB, each in two passes that walk memory in order (tile*HW contiguous
  * values per n): statistics (float lanes, double per channel), then one fused affine map
- * that finds the tile still in cache. Tiles are split across threads. The native 16-bit
- * entries (_lp: x, y, dy, dx in f16 or bf16, everything else f32) run the same kernels,
- * which convert what they read into f32 a piece at a time on the stack and round what they
- * write, so they give the bits of converting whole tensors around the f32 entries. */
+ * that finds the tile still in cache. Tiles are split across threads. In 16 bits (the op's
+ * dtype f16 or bf16: x, y, dy, dx; everything else f32) the same kernels convert what they
+ * read into f32 a piece at a time on the stack and round what they write, so they give the
+ * bits of converting whole tensors around the f32 ops. */
 #include <math.h>
 #if defined(__x86_64__)
 #include <immintrin.h> /* F16C and AVX-512 conversions in the kernels of the levels that have them */
@@ -58,49 +58,11 @@ typedef void (*bn_forward_train_fn)(ganfw_backend *be, int32_t dt, int64_t N, in
 static const bn_forward_train_fn bn_forward_train_by_isa[GANFW_CPU_ISA_COUNT] =
     GANFW_ISA_TABLE(bn_forward_train);
 
-void ganfw_cpu_batchnorm2d_forward_train(ganfw_backend *be, int64_t N, int64_t C, int64_t HW,
-                                         const float *x, const float *gamma, const float *beta,
-                                         float *y, float *running_mean, float *running_var,
-                                         float momentum, float eps, float *save_mean,
-                                         float *save_invstd) {
-  bn_forward_train_by_isa[ganfw_cpu_isa_level()](be, GANFW_DTYPE_F32, N, C, HW, x, gamma, beta, y,
-                                                 running_mean, running_var, momentum, eps,
-                                                 save_mean, save_invstd);
-}
-
-/* The same with x and y in dtype (f16 or bf16). */
-void ganfw_cpu_batchnorm2d_forward_train_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
-                                            int64_t HW, const void *x, const float *gamma,
-                                            const float *beta, void *y, float *running_mean,
-                                            float *running_var, float momentum, float eps,
-                                            float *save_mean, float *save_invstd) {
-  bn_forward_train_by_isa[ganfw_cpu_isa_level()](be, dtype, N, C, HW, x, gamma, beta, y,
-                                                 running_mean, running_var, momentum, eps,
-                                                 save_mean, save_invstd);
-}
-
 typedef void (*bn_forward_eval_fn)(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
                                    const void *x, const float *gamma, const float *beta, void *y,
                                    const float *running_mean, const float *running_var, float eps);
 static const bn_forward_eval_fn bn_forward_eval_by_isa[GANFW_CPU_ISA_COUNT] =
     GANFW_ISA_TABLE(bn_forward_eval);
-
-void ganfw_cpu_batchnorm2d_forward_eval(ganfw_backend *be, int64_t N, int64_t C, int64_t HW,
-                                        const float *x, const float *gamma, const float *beta,
-                                        float *y, const float *running_mean,
-                                        const float *running_var, float eps) {
-  bn_forward_eval_by_isa[ganfw_cpu_isa_level()](be, GANFW_DTYPE_F32, N, C, HW, x, gamma, beta, y,
-                                                running_mean, running_var, eps);
-}
-
-/* The same with x and y in dtype (f16 or bf16). */
-void ganfw_cpu_batchnorm2d_forward_eval_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
-                                           int64_t HW, const void *x, const float *gamma,
-                                           const float *beta, void *y, const float *running_mean,
-                                           const float *running_var, float eps) {
-  bn_forward_eval_by_isa[ganfw_cpu_isa_level()](be, dtype, N, C, HW, x, gamma, beta, y,
-                                                running_mean, running_var, eps);
-}
 
 typedef void (*bn_backward_fn)(ganfw_backend *be, int32_t dt, int64_t N, int64_t C, int64_t HW,
                                const void *x, const void *dy, const float *gamma,
@@ -108,28 +70,31 @@ typedef void (*bn_backward_fn)(ganfw_backend *be, int32_t dt, int64_t N, int64_t
                                float *dgamma, float *dbeta, int accumulate);
 static const bn_backward_fn bn_backward_by_isa[GANFW_CPU_ISA_COUNT] = GANFW_ISA_TABLE(bn_backward);
 
-void ganfw_cpu_batchnorm2d_backward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW,
-                                    const float *x, const float *dy, const float *gamma,
-                                    const float *save_mean, const float *save_invstd, float *dx,
-                                    float *dgamma, float *dbeta, int accumulate) {
-  bn_backward_by_isa[ganfw_cpu_isa_level()](be, GANFW_DTYPE_F32, N, C, HW, x, dy, gamma, save_mean,
-                                            save_invstd, dx, dgamma, dbeta, accumulate);
+/* The activations' dtype goes to the kernels, which convert 16-bit pieces themselves. */
+ganfw_status ganfw_cpu_op_batchnorm2d_train(ganfw_backend *be, ganfw_op *op) {
+  const int64_t *d = op->shape.d;
+  bn_forward_train_by_isa[ganfw_cpu_isa_level()](
+      be, op->dtype, d[0], d[1], d[2], op->in[0], op->in[1], op->in[2], op->out[0], op->out[1],
+      op->out[2], (float)op->sc[0], (float)op->sc[1], op->out[3], op->out[4]);
+  return GANFW_OK;
 }
 
-/* The same with x, dy and dx in dtype (f16 or bf16); dx may be dy here too. */
-void ganfw_cpu_batchnorm2d_backward_lp(ganfw_backend *be, int32_t dtype, int64_t N, int64_t C,
-                                       int64_t HW, const void *x, const void *dy,
-                                       const float *gamma, const float *save_mean,
-                                       const float *save_invstd, void *dx, float *dgamma,
-                                       float *dbeta, int accumulate) {
-  bn_backward_by_isa[ganfw_cpu_isa_level()](be, dtype, N, C, HW, x, dy, gamma, save_mean,
-                                            save_invstd, dx, dgamma, dbeta, accumulate);
+ganfw_status ganfw_cpu_op_batchnorm2d_eval(ganfw_backend *be, ganfw_op *op) {
+  const int64_t *d = op->shape.d;
+  bn_forward_eval_by_isa[ganfw_cpu_isa_level()](be, op->dtype, d[0], d[1], d[2], op->in[0],
+                                                op->in[1], op->in[2], op->out[0], op->in[3],
+                                                op->in[4], (float)op->sc[0]);
+  return GANFW_OK;
 }
 
-/* dx may be dy: each channel tile sums its dy before the second pass writes its dx, element
- * by element from the same element of dy (for 16-bit dtypes, a piece after converting the
- * same piece of dy), and tiles own disjoint channels. */
-int32_t ganfw_cpu_batchnorm2d_backward_in_place(ganfw_backend *be) {
-  (void)be;
-  return 1;
+/* dx may be dy (cpu_backend.c answers GANFW_OP_IN_PLACE with yes): each channel tile sums its
+ * dy before the second pass writes its dx, element by element from the same element of dy
+ * (for 16-bit dtypes, a piece after converting the same piece of dy), and tiles own disjoint
+ * channels. */
+ganfw_status ganfw_cpu_op_batchnorm2d_backward(ganfw_backend *be, ganfw_op *op) {
+  const int64_t *d = op->shape.d;
+  bn_backward_by_isa[ganfw_cpu_isa_level()](be, op->dtype, d[0], d[1], d[2], op->in[0], op->in[1],
+                                            op->in[2], op->in[3], op->in[4], op->out[0],
+                                            op->grad[0], op->grad[1], ganfw_cpu_accumulate(op));
+  return GANFW_OK;
 }

@@ -157,14 +157,14 @@ void ganfw_cpu_row_from_f32(int32_t dt, int64_t n, const float *x, void *y) {
   for (int64_t i = 0; i < n; i++) h[i] = ganfw_f32_to_f16_scalar(x[i]);
 }
 
-void ganfw_cpu_f32_to_f16(ganfw_backend *be, int64_t n, const float *x, uint16_t *y) {
+static void f32_to_f16(int64_t n, const float *x, uint16_t *y) {
   if (ganfw_cpu_use_f16c())
     ganfw_cpu_f32_to_f16_f16c(n, x, y);
   else
     ganfw_cpu_f32_to_f16_portable(n, x, y);
 }
 
-void ganfw_cpu_f16_to_f32(ganfw_backend *be, int64_t n, const uint16_t *x, float *y) {
+static void f16_to_f32(int64_t n, const uint16_t *x, float *y) {
   if (ganfw_cpu_use_f16c())
     ganfw_cpu_f16_to_f32_f16c(n, x, y);
   else
@@ -174,12 +174,36 @@ void ganfw_cpu_f16_to_f32(ganfw_backend *be, int64_t n, const uint16_t *x, float
 /* bf16 has no hardware path: AVX512-BF16's vcvtneps2bf16 flushes f32 subnormals to zero
  * (0x007fffff gives 0x0000, not 0x0080), and the branch-free integer rounding below
  * vectorises by itself. */
-void ganfw_cpu_f32_to_bf16(ganfw_backend *be, int64_t n, const float *x, uint16_t *y) {
+static void f32_to_bf16(int64_t n, const float *x, uint16_t *y) {
 #pragma omp parallel for if (n >= CAST_OMP_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) y[i] = ganfw_f32_to_bf16_scalar(x[i]);
 }
 
-void ganfw_cpu_bf16_to_f32(ganfw_backend *be, int64_t n, const uint16_t *x, float *y) {
+static void bf16_to_f32(int64_t n, const uint16_t *x, float *y) {
 #pragma omp parallel for if (n >= CAST_OMP_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) y[i] = ganfw_bf16_to_f32_scalar(x[i]);
+}
+
+/* f32 to dtype (f16 or bf16; in f32, a copy). */
+ganfw_status ganfw_cpu_op_cast_from_f32(ganfw_backend *be, ganfw_op *op) {
+  const int64_t n = op->shape.d[0];
+  if (op->dtype == GANFW_DTYPE_F16)
+    f32_to_f16(n, op->in[0], op->out[0]);
+  else if (op->dtype == GANFW_DTYPE_BF16)
+    f32_to_bf16(n, op->in[0], op->out[0]);
+  else if (n > 0 && op->out[0] != op->in[0])
+    memmove(op->out[0], op->in[0], (size_t)n * sizeof(float));
+  return GANFW_OK;
+}
+
+/* dtype (f16 or bf16; in f32, a copy) to f32. */
+ganfw_status ganfw_cpu_op_cast_to_f32(ganfw_backend *be, ganfw_op *op) {
+  const int64_t n = op->shape.d[0];
+  if (op->dtype == GANFW_DTYPE_F16)
+    f16_to_f32(n, op->in[0], op->out[0]);
+  else if (op->dtype == GANFW_DTYPE_BF16)
+    bf16_to_f32(n, op->in[0], op->out[0]);
+  else if (n > 0 && op->out[0] != op->in[0])
+    memmove(op->out[0], op->in[0], (size_t)n * sizeof(float));
+  return GANFW_OK;
 }

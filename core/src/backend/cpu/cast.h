@@ -84,19 +84,19 @@ static inline float ganfw_bf16_to_f32_scalar(uint16_t h) {
 }
 
 /* Array paths. The portable ones run on any CPU; the F16C ones only where
- * ganfw_cpu_have_f16c() says so. ganfw_cpu_f32_to_f16 etc. pick the fastest at the SIMD
- * level in use (isa.h: F16C from avx2 up). */
+ * ganfw_cpu_have_f16c() says so. The cast ops (cast.c) pick the fastest at the SIMD level in
+ * use (isa.h: F16C from avx2 up). */
 void ganfw_cpu_f32_to_f16_portable(int64_t n, const float *x, uint16_t *y);
 void ganfw_cpu_f16_to_f32_portable(int64_t n, const uint16_t *x, float *y);
 int ganfw_cpu_have_f16c(void);
 void ganfw_cpu_f32_to_f16_f16c(int64_t n, const float *x, uint16_t *y);
 void ganfw_cpu_f16_to_f32_f16c(int64_t n, const uint16_t *x, float *y);
 
-/* Row conversions for the kernels that read and write 16-bit tensors themselves (the CPU's
- * native 16-bit entries, backend.h _lp): n values of dtype dt (GANFW_DTYPE_F32, _F16 or
+/* Row conversions for the kernels that read and write 16-bit tensors themselves (the ops the
+ * CPU runs natively in f16 and bf16): n values of dtype dt (GANFW_DTYPE_F32, _F16 or
  * _BF16) at x to f32 at y, and f32 back to dt (round to nearest even), on the calling thread
  * (no OpenMP team: they run inside the kernels' parallel loops), with F16C from the AVX2
- * level up. The same bits as ganfw_cpu_f16_to_f32 etc.; f32 is a copy. */
+ * level up. The same bits as the cast ops; f32 is a copy. */
 static inline int64_t ganfw_cpu_dtype_bytes(int32_t dt) {
   return dt == GANFW_DTYPE_F32 ? 4 : 2;
 }

@@ -19,10 +19,10 @@
  * im2col's, so that the workspace a conv reports, and every memory figure and plan built on
  * it, is the same for both paths. GANFW_CONV_IM2COL=1 in the environment (read once) keeps
  * every conv on im2col + GEMM, for benchmarks and tests.
- * The same kernels take f16 and bf16 activations (the native 16-bit entries at the end of
- * this file, for amp): the conversions happen where the kernels copy (into pad_plane and
+ * The same kernels take f16 and bf16 activations (an op's dtype, for amp; the ops are at the
+ * end of this file): the conversions happen where the kernels copy (into pad_plane and
  * gather_dy, out of scatter_out and col2im, around the Winograd transforms). The GEMMs
- * are f32, where the result has the bits of converting whole tensors around the f32 entries
+ * are f32, where the result has the bits of converting whole tensors around the f32 ops
  * (tests/test_cpu_lp_conv.c), except a bf16 conv's on a CPU with bf16 dot products
  * (gemm.c's _dt variants). */
 #include <pthread.h>
@@ -352,13 +352,6 @@ size_t ganfw_cpu_conv2d_im2col_workspace(const ganfw_conv2d_shape *s) {
   return (size_t)floats * sizeof(float);
 }
 
-/* The Winograd path sizes its chunks to fit this too (conv_winograd.h), so the workspace of
- * a conv is the same whichever path runs it. */
-size_t ganfw_cpu_conv2d_workspace(ganfw_backend *be, const ganfw_conv2d_shape *s) {
-  (void)be;
-  return ganfw_cpu_conv2d_im2col_workspace(s);
-}
-
 /* y[i][k][:] = out[k][i*PQ ...] (+ b[k]) for the n images of a group, y in dtype dt (the
  * bias is added to out in place, then each row rounded once); out rows hold ld. */
 static void scatter_out(int64_t n, int64_t K, int64_t PQ, int64_t ld, float *out, const float *b,
@@ -583,19 +576,7 @@ void ganfw_cpu_conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s
   }
 }
 
-void ganfw_cpu_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
-                              const float *w, const float *b, float *y, void *ws) {
-  ganfw_cpu_conv2d_forward_dt(be, s, GANFW_DTYPE_F32, x, w, b, y, NULL, ws);
-}
-
-void ganfw_cpu_conv2d_backward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
-                               const float *w, const float *dy, float *dx, float *dw, float *db,
-                               int accumulate, void *ws) {
-  ganfw_cpu_conv2d_backward_dt(be, s, GANFW_DTYPE_F32, x, w, dy, dx, dw, db, accumulate, NULL, NULL,
-                               ws);
-}
-
-/* --- native 16-bit entries --------------------------------------------------------------
+/* --- 16-bit activations -----------------------------------------------------------------
  * The f32 kernels above with the conversions where they touch the activations: into
  * pad_plane (im2col), gather_dy and the dense copies, out of scatter_out and col2im, and
  * around the Winograd transforms (a staging plane per thread slot). The GEMMs are those of
@@ -651,22 +632,39 @@ conv_lp_ws ganfw_cpu_conv2d_lp_split(const ganfw_conv2d_shape *s, int32_t dt, co
   return lw;
 }
 
-size_t ganfw_cpu_conv2d_workspace_lp(ganfw_backend *be, int32_t dtype,
-                                     const ganfw_conv2d_shape *s) {
-  (void)be, (void)dtype;
-  return ganfw_cpu_conv2d_lp_workspace(s);
+/* In f32, the im2col kernels' own workspace: the Winograd path sizes its chunks to fit it too
+ * (conv_winograd.h), so the workspace of a conv is the same whichever path runs it. */
+size_t ganfw_cpu_conv2d_workspace(const ganfw_conv2d_shape *s, int32_t dt) {
+  return dt == GANFW_DTYPE_F32 ? ganfw_cpu_conv2d_im2col_workspace(s)
+                               : ganfw_cpu_conv2d_lp_workspace(s);
 }
 
-void ganfw_cpu_conv2d_forward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
-                                 const void *x, const void *w, const float *b, void *y, void *ws) {
-  const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(s, dtype, w, ws);
-  ganfw_cpu_conv2d_forward_dt(be, s, dtype, x, lw.w, b, y, &lw, ws);
+/* In 16 bits, the weights are converted to f32 into the workspace first (lw). */
+ganfw_status ganfw_cpu_op_conv2d_forward(ganfw_backend *be, ganfw_op *op) {
+  const ganfw_conv2d_shape *s = &op->shape.conv;
+  const int32_t dt = op->dtype;
+  if (dt == GANFW_DTYPE_F32) {
+    ganfw_cpu_conv2d_forward_dt(be, s, dt, op->in[0], op->in[1], op->in[2], op->out[0], NULL,
+                                op->ws);
+    return GANFW_OK;
+  }
+  const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(s, dt, op->in[1], op->ws);
+  ganfw_cpu_conv2d_forward_dt(be, s, dt, op->in[0], lw.w, op->in[2], op->out[0], &lw, op->ws);
+  return GANFW_OK;
 }
 
-void ganfw_cpu_conv2d_backward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
-                                  const void *x, const void *w, const void *dy, void *dx, float *dw,
-                                  float *db, int accumulate, void *ws) {
-  const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(s, dtype, dx ? w : NULL, ws);
-  ganfw_cpu_conv2d_backward_dt(be, s, dtype, x, dx ? lw.w : NULL, dy, dx, dw, db, accumulate, NULL,
-                               &lw, ws);
+/* w is read (and, in 16 bits, converted) only for dx. */
+ganfw_status ganfw_cpu_op_conv2d_backward(ganfw_backend *be, ganfw_op *op) {
+  const ganfw_conv2d_shape *s = &op->shape.conv;
+  const int32_t dt = op->dtype;
+  void *dx = op->out[0];
+  if (dt == GANFW_DTYPE_F32) {
+    ganfw_cpu_conv2d_backward_dt(be, s, dt, op->in[0], op->in[1], op->in[2], dx, op->grad[0],
+                                 op->grad[1], ganfw_cpu_accumulate(op), NULL, NULL, op->ws);
+    return GANFW_OK;
+  }
+  const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(s, dt, dx ? op->in[1] : NULL, op->ws);
+  ganfw_cpu_conv2d_backward_dt(be, s, dt, op->in[0], dx ? lw.w : NULL, op->in[2], dx, op->grad[0],
+                               op->grad[1], ganfw_cpu_accumulate(op), NULL, &lw, op->ws);
+  return GANFW_OK;
 }

@@ -1,6 +1,6 @@
 /* Private to the CPU backend: the convolution kernels of conv2d.c with the activations in
- * any of f32, f16 and bf16 (the native 16-bit entries, backend.h _lp), for
- * conv_transpose2d.c, which runs on them with the roles swapped. */
+ * any of f32, f16 and bf16 (an op's dtype, op.h), for conv_transpose2d.c, which runs on them
+ * with the roles swapped. */
 #ifndef GANFW_CPU_CONV_INTERNAL_H
 #define GANFW_CPU_CONV_INTERNAL_H
 

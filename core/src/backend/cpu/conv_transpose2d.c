@@ -4,7 +4,8 @@
  *   forward        = that conv2d's backward-data (GEMM + col2im), then + b
  *   backward-data  = that conv2d's forward (im2col + GEMM)
  *   backward-filt  = that conv2d's backward-filter with x and dy swapped.
- * The 16-bit entries run on the same kernels with 16-bit activations (conv_internal.h). */
+ * In 16 bits (the op's dtype f16 or bf16) they run on the same kernels with 16-bit
+ * activations (conv_internal.h). */
 #include "backend/cpu/conv_internal.h"
 #include "backend/cpu/cpu_ops.h"
 
@@ -26,11 +27,6 @@ static ganfw_conv2d_shape convt_as_conv(const ganfw_convt2d_shape *s) {
   return c;
 }
 
-size_t ganfw_cpu_convt2d_workspace(ganfw_backend *be, const ganfw_convt2d_shape *s) {
-  ganfw_conv2d_shape c = convt_as_conv(s);
-  return ganfw_cpu_conv2d_workspace(be, &c);
-}
-
 /* The bias is added where that backward-data rounds dx, so a 16-bit y is rounded once. */
 static void convt_forward(ganfw_backend *be, const ganfw_convt2d_shape *s, int32_t dt,
                           const void *x, const float *w, const float *b, void *y,
@@ -49,36 +45,39 @@ static void convt_backward(ganfw_backend *be, const ganfw_convt2d_shape *s, int3
     ganfw_cpu_conv2d_backward_dt(be, &c, dt, dy, NULL, x, NULL, dw, NULL, accumulate, NULL, lw, ws);
 }
 
-void ganfw_cpu_convt2d_forward(ganfw_backend *be, const ganfw_convt2d_shape *s, const float *x,
-                               const float *w, const float *b, float *y, void *ws) {
-  convt_forward(be, s, GANFW_DTYPE_F32, x, w, b, y, NULL, ws);
+/* The workspace of the adjoint conv2d in dt. */
+size_t ganfw_cpu_convt2d_workspace(const ganfw_convt2d_shape *s, int32_t dt) {
+  const ganfw_conv2d_shape c = convt_as_conv(s);
+  return ganfw_cpu_conv2d_workspace(&c, dt);
 }
 
-void ganfw_cpu_convt2d_backward(ganfw_backend *be, const ganfw_convt2d_shape *s, const float *x,
-                                const float *w, const float *dy, float *dx, float *dw, float *db,
-                                int accumulate, void *ws) {
-  convt_backward(be, s, GANFW_DTYPE_F32, x, w, dy, dx, dw, db, accumulate, NULL, ws);
+/* In 16 bits, the weights are converted to f32 into the workspace first (lw). */
+ganfw_status ganfw_cpu_op_convt2d_forward(ganfw_backend *be, ganfw_op *op) {
+  const ganfw_convt2d_shape *s = &op->shape.convt;
+  const int32_t dt = op->dtype;
+  if (dt == GANFW_DTYPE_F32) {
+    convt_forward(be, s, dt, op->in[0], op->in[1], op->in[2], op->out[0], NULL, op->ws);
+    return GANFW_OK;
+  }
+  const ganfw_conv2d_shape c = convt_as_conv(s);
+  const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(&c, dt, op->in[1], op->ws);
+  convt_forward(be, s, dt, op->in[0], lw.w, op->in[2], op->out[0], &lw, op->ws);
+  return GANFW_OK;
 }
 
-/* The native 16-bit entries: conv2d.c's 16-bit kernels of the adjoint conv2d. */
-size_t ganfw_cpu_convt2d_workspace_lp(ganfw_backend *be, int32_t dtype,
-                                      const ganfw_convt2d_shape *s) {
-  (void)be, (void)dtype;
-  ganfw_conv2d_shape c = convt_as_conv(s);
-  return ganfw_cpu_conv2d_lp_workspace(&c);
-}
-
-void ganfw_cpu_convt2d_forward_lp(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s,
-                                  const void *x, const void *w, const float *b, void *y, void *ws) {
-  ganfw_conv2d_shape c = convt_as_conv(s);
-  const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(&c, dtype, w, ws);
-  convt_forward(be, s, dtype, x, lw.w, b, y, &lw, ws);
-}
-
-void ganfw_cpu_convt2d_backward_lp(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s,
-                                   const void *x, const void *w, const void *dy, void *dx,
-                                   float *dw, float *db, int accumulate, void *ws) {
-  ganfw_conv2d_shape c = convt_as_conv(s);
-  const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(&c, dtype, dx ? w : NULL, ws);
-  convt_backward(be, s, dtype, x, dx ? lw.w : NULL, dy, dx, dw, db, accumulate, &lw, ws);
+/* w is read (and, in 16 bits, converted) only for dx. */
+ganfw_status ganfw_cpu_op_convt2d_backward(ganfw_backend *be, ganfw_op *op) {
+  const ganfw_convt2d_shape *s = &op->shape.convt;
+  const int32_t dt = op->dtype;
+  void *dx = op->out[0];
+  if (dt == GANFW_DTYPE_F32) {
+    convt_backward(be, s, dt, op->in[0], op->in[1], op->in[2], dx, op->grad[0], op->grad[1],
+                   ganfw_cpu_accumulate(op), NULL, op->ws);
+    return GANFW_OK;
+  }
+  const ganfw_conv2d_shape c = convt_as_conv(s);
+  const conv_lp_ws lw = ganfw_cpu_conv2d_lp_split(&c, dt, dx ? op->in[1] : NULL, op->ws);
+  convt_backward(be, s, dt, op->in[0], dx ? lw.w : NULL, op->in[2], dx, op->grad[0], op->grad[1],
+                 ganfw_cpu_accumulate(op), &lw, op->ws);
+  return GANFW_OK;
 }

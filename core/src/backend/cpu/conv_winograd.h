@@ -31,14 +31,14 @@ size_t ganfw_cpu_conv2d_winograd_spare(const ganfw_conv2d_shape *s, size_t *byte
 /* Bytes of the staging planes a call with 16-bit activations needs besides the workspace
  * (one per thread slot: a chunk's images of one channel in f32). */
 size_t ganfw_cpu_conv2d_winograd_stage_bytes(const ganfw_conv2d_shape *s);
-/* y = conv2d(x, w) (+ b), as ganfw_cpu_conv2d_forward, with x and y in dtype dt (f32, f16 or
+/* y = conv2d(x, w) (+ b), as conv2d's forward op, with x and y in dtype dt (f32, f16 or
  * bf16; stage: the staging planes, NULL for f32) and w in f32. */
 void ganfw_cpu_conv2d_winograd_forward(const ganfw_conv2d_shape *s, int32_t dt, const void *x,
                                        const float *w, const float *b, void *y, float *stage,
                                        void *ws);
 /* dx = conv2d's input gradient (when dx is not NULL; + bdx[c] per channel when bdx is not
  * NULL) and dw (+)= its weight gradient (when dw is not NULL; accumulate adds), as
- * ganfw_cpu_conv2d_backward without the bias, with x, dy and dx in dt. */
+ * conv2d's backward op without the bias, with x, dy and dx in dt. */
 void ganfw_cpu_conv2d_winograd_backward(const ganfw_conv2d_shape *s, int32_t dt, const void *x,
                                         const float *w, const void *dy, void *dx, float *dw,
                                         int accumulate, const float *bdx, float *stage, void *ws);

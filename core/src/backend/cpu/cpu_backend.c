@@ -1,6 +1,7 @@
 /* The CPU backend: the reference implementation of every op, OpenBLAS for GEMM, OpenMP
- * threads from device.threads. This file fills the table and says which 16-bit groups run
- * natively; each kernel lives in its own file beside it. */
+ * threads from device.threads. This file fills the table of ops (one ganfw_cpu_op_<name> per
+ * kind of op.h, each in the file of its kernel beside this one) and says which ops run in
+ * 16 bits and what workspace they need. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,8 +34,8 @@ int ganfw_cpu_lp_set(int on) {
   return !atomic_exchange(&lp_off, !on);
 }
 
-uint32_t ganfw_cpu_lp_ops(ganfw_backend *be, int32_t dtype) {
-  (void)be;
+/* The groups of GANFW_LP_* that run natively in dtype. */
+static uint32_t lp_groups(int32_t dtype) {
   pthread_once(&lp_once, read_lp_env);
   if (atomic_load_explicit(&lp_off, memory_order_relaxed) ||
       (dtype != GANFW_DTYPE_F16 && dtype != GANFW_DTYPE_BF16))
@@ -45,7 +46,7 @@ uint32_t ganfw_cpu_lp_ops(ganfw_backend *be, int32_t dtype) {
 const char *ganfw_cpu_lp_describe(int32_t dtype) {
   static _Thread_local char line[256];
   const char *name = dtype == GANFW_DTYPE_BF16 ? "bf16" : "f16";
-  if (!ganfw_cpu_lp_ops(NULL, dtype)) {
+  if (!lp_groups(dtype)) {
     snprintf(line, sizeof line,
              "%s on the CPU: every layer converts its 16-bit tensors to f32 in chunks "
              "(GANFW_CPU_LP=0)",
@@ -66,6 +67,64 @@ const char *ganfw_cpu_lp_describe(int32_t dtype) {
   return line;
 }
 
+/* The 16-bit group an op belongs to (GANFW_LP_*), 0 for the ops that run in f32 only. */
+static uint32_t group_of(int32_t kind) {
+  switch (kind) {
+  case GANFW_OP_CONV2D_FORWARD:
+  case GANFW_OP_CONV2D_BACKWARD:
+  case GANFW_OP_CONVT2D_FORWARD:
+  case GANFW_OP_CONVT2D_BACKWARD:
+    return GANFW_LP_CONV;
+  case GANFW_OP_BATCHNORM2D_TRAIN:
+  case GANFW_OP_BATCHNORM2D_EVAL:
+  case GANFW_OP_BATCHNORM2D_BACKWARD:
+    return GANFW_LP_BATCHNORM;
+  case GANFW_OP_ACT_FORWARD:
+  case GANFW_OP_ACT_BACKWARD:
+    return GANFW_LP_ACT;
+  default:
+    return 0;
+  }
+}
+
+/* Every op in f32 (a cast in f32 is a copy); in f16 and bf16 the casts, the ops that only
+ * move elements (ganfw_op_any_dtype) and the groups of lp_groups(). The one question a flag
+ * asks that the CPU answers yes is BatchNorm's in-place backward (dx over dy: batchnorm2d.c
+ * says why it is safe). */
+static int32_t cpu_supports(ganfw_backend *be, const ganfw_op *op) {
+  const uint32_t questions = op->flags & ~GANFW_OP_ACCUMULATE;
+  if (questions && (questions != GANFW_OP_IN_PLACE || op->kind != GANFW_OP_BATCHNORM2D_BACKWARD))
+    return 0;
+  if (op->dtype == GANFW_DTYPE_F32) return 1;
+  if (op->dtype != GANFW_DTYPE_F16 && op->dtype != GANFW_DTYPE_BF16) return 0;
+  if (op->kind == GANFW_OP_CAST_FROM_F32 || op->kind == GANFW_OP_CAST_TO_F32) return 1;
+  if (ganfw_op_any_dtype(op->kind)) return 1;
+  return (group_of(op->kind) & lp_groups(op->dtype)) != 0;
+}
+
+static size_t cpu_workspace(ganfw_backend *be, const ganfw_op *op) {
+  switch (op->kind) {
+  case GANFW_OP_CONV2D_FORWARD:
+  case GANFW_OP_CONV2D_BACKWARD:
+    return ganfw_cpu_conv2d_workspace(&op->shape.conv, op->dtype);
+  case GANFW_OP_CONVT2D_FORWARD:
+  case GANFW_OP_CONVT2D_BACKWARD:
+    return ganfw_cpu_convt2d_workspace(&op->shape.convt, op->dtype);
+  default:
+    return 0;
+  }
+}
+
+static const ganfw_op_fn cpu_ops[GANFW_OP_COUNT] = {
+#define CPU_OP_(K, name) [GANFW_OP_##K] = ganfw_cpu_op_##name,
+    GANFW_OP_LIST(CPU_OP_)
+#undef CPU_OP_
+};
+
+static ganfw_status cpu_run(ganfw_backend *be, ganfw_op *op) {
+  return ganfw_op_dispatch(cpu_ops, be, op);
+}
+
 static const ganfw_backend_vt cpu_vt = {
     .name = "cpu",
     .raw_alloc = ganfw_cpu_raw_alloc,
@@ -76,74 +135,9 @@ static const ganfw_backend_vt cpu_vt = {
     .copy_d2d = ganfw_cpu_copy_d2d,
     .synchronize = ganfw_cpu_synchronize,
     .set_threads = ganfw_cpu_set_threads,
-    .gemm = ganfw_cpu_gemm,
-    .conv2d_workspace = ganfw_cpu_conv2d_workspace,
-    .conv2d_forward = ganfw_cpu_conv2d_forward,
-    .conv2d_backward = ganfw_cpu_conv2d_backward,
-    .convt2d_workspace = ganfw_cpu_convt2d_workspace,
-    .convt2d_forward = ganfw_cpu_convt2d_forward,
-    .convt2d_backward = ganfw_cpu_convt2d_backward,
-    .linear_forward = ganfw_cpu_linear_forward,
-    .linear_backward = ganfw_cpu_linear_backward,
-    .batchnorm2d_forward_train = ganfw_cpu_batchnorm2d_forward_train,
-    .batchnorm2d_forward_eval = ganfw_cpu_batchnorm2d_forward_eval,
-    .batchnorm2d_backward = ganfw_cpu_batchnorm2d_backward,
-    .batchnorm2d_backward_in_place = ganfw_cpu_batchnorm2d_backward_in_place,
-    .act_forward = ganfw_cpu_act_forward,
-    .act_backward = ganfw_cpu_act_backward,
-    .maxpool2d_forward = ganfw_cpu_maxpool2d_forward,
-    .maxpool2d_backward = ganfw_cpu_maxpool2d_backward,
-    .avgpool2d_forward = ganfw_cpu_avgpool2d_forward,
-    .avgpool2d_backward = ganfw_cpu_avgpool2d_backward,
-    .dropout_forward = ganfw_cpu_dropout_forward,
-    .dropout_backward = ganfw_cpu_dropout_backward,
-    .bce_logits_forward = ganfw_cpu_bce_logits_forward,
-    .bce_logits_backward = ganfw_cpu_bce_logits_backward,
-    .softmax_xent_forward = ganfw_cpu_softmax_xent_forward,
-    .softmax_xent_backward = ganfw_cpu_softmax_xent_backward,
-    .fill = ganfw_cpu_fill,
-    .scale = ganfw_cpu_scale,
-    .add_scalar = ganfw_cpu_add_scalar,
-    .add = ganfw_cpu_add,
-    .axpy = ganfw_cpu_axpy,
-    .mul = ganfw_cpu_mul,
-    .addcmul = ganfw_cpu_addcmul,
-    .addcdiv = ganfw_cpu_addcdiv,
-    .sqrt = ganfw_cpu_sqrt,
-    .lerp = ganfw_cpu_lerp,
-    .maximum = ganfw_cpu_maximum,
-    .sum = ganfw_cpu_sum,
-    .sumsq = ganfw_cpu_sumsq,
-    .nonfinite = ganfw_cpu_nonfinite,
-    .f32_to_f16 = ganfw_cpu_f32_to_f16,
-    .f16_to_f32 = ganfw_cpu_f16_to_f32,
-    .f32_to_bf16 = ganfw_cpu_f32_to_bf16,
-    .bf16_to_f32 = ganfw_cpu_bf16_to_f32,
-    .rng_uniform = ganfw_cpu_rng_uniform,
-    .rng_normal = ganfw_cpu_rng_normal,
-    .upsample2d_forward = ganfw_cpu_upsample2d_forward,
-    .upsample2d_backward = ganfw_cpu_upsample2d_backward,
-    .groupnorm_forward = ganfw_cpu_groupnorm_forward,
-    .groupnorm_backward = ganfw_cpu_groupnorm_backward,
-    .embedding_forward = ganfw_cpu_embedding_forward,
-    .embedding_backward = ganfw_cpu_embedding_backward,
-    .transpose01 = ganfw_cpu_transpose01,
-    .unary = ganfw_cpu_unary,
-    .binary = ganfw_cpu_binary,
-    .reduce_sum = ganfw_cpu_reduce_sum,
-    .channel_affine = ganfw_cpu_channel_affine,
-    .lp_ops = ganfw_cpu_lp_ops,
-    .conv2d_workspace_lp = ganfw_cpu_conv2d_workspace_lp,
-    .conv2d_forward_lp = ganfw_cpu_conv2d_forward_lp,
-    .conv2d_backward_lp = ganfw_cpu_conv2d_backward_lp,
-    .convt2d_workspace_lp = ganfw_cpu_convt2d_workspace_lp,
-    .convt2d_forward_lp = ganfw_cpu_convt2d_forward_lp,
-    .convt2d_backward_lp = ganfw_cpu_convt2d_backward_lp,
-    .batchnorm2d_forward_train_lp = ganfw_cpu_batchnorm2d_forward_train_lp,
-    .batchnorm2d_forward_eval_lp = ganfw_cpu_batchnorm2d_forward_eval_lp,
-    .batchnorm2d_backward_lp = ganfw_cpu_batchnorm2d_backward_lp,
-    .act_forward_lp = ganfw_cpu_act_forward_lp,
-    .act_backward_lp = ganfw_cpu_act_backward_lp,
+    .supports = cpu_supports,
+    .workspace = cpu_workspace,
+    .run = cpu_run,
 };
 
 static ganfw_backend cpu_backend = {.vt = &cpu_vt, .impl = 0};

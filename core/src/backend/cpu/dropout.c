@@ -18,17 +18,19 @@ typedef void (*dropout_forward_fn)(ganfw_backend *be, int64_t n, float p, uint64
 static const dropout_forward_fn dropout_forward_by_isa[GANFW_CPU_ISA_COUNT] =
     GANFW_ISA_TABLE(dropout_forward);
 
-void ganfw_cpu_dropout_forward(ganfw_backend *be, int64_t n, float p, uint64_t seed,
-                               uint64_t offset, const float *x, float *y, uint8_t *mask) {
-  dropout_forward_by_isa[ganfw_cpu_isa_level()](be, n, p, seed, offset, x, y, mask);
-}
-
 typedef void (*dropout_backward_fn)(ganfw_backend *be, int64_t n, float p, const uint8_t *mask,
                                     const float *dy, float *dx);
 static const dropout_backward_fn dropout_backward_by_isa[GANFW_CPU_ISA_COUNT] =
     GANFW_ISA_TABLE(dropout_backward);
 
-void ganfw_cpu_dropout_backward(ganfw_backend *be, int64_t n, float p, const uint8_t *mask,
-                                const float *dy, float *dx) {
-  dropout_backward_by_isa[ganfw_cpu_isa_level()](be, n, p, mask, dy, dx);
+ganfw_status ganfw_cpu_op_dropout_forward(ganfw_backend *be, ganfw_op *op) {
+  dropout_forward_by_isa[ganfw_cpu_isa_level()](be, op->shape.d[0], (float)op->sc[0], op->seed,
+                                                op->offset, op->in[0], op->out[0], op->out[1]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_dropout_backward(ganfw_backend *be, ganfw_op *op) {
+  dropout_backward_by_isa[ganfw_cpu_isa_level()](be, op->shape.d[0], (float)op->sc[0], op->in[0],
+                                                 op->in[1], op->out[0]);
+  return GANFW_OK;
 }

@@ -8,8 +8,8 @@
 /* Below this many values the kernels stay on one thread. */
 #define GATHER_PARALLEL_MIN 32768
 
-void ganfw_cpu_embedding_forward(ganfw_backend *be, int64_t N, int64_t D, const int32_t *ids,
-                                 const float *w, float *y) {
+static void embedding_forward(ganfw_backend *be, int64_t N, int64_t D, const int32_t *ids,
+                              const float *w, float *y) {
   (void)be;
 #pragma omp parallel for schedule(static) if (N * D >= GATHER_PARALLEL_MIN)
   for (int64_t n = 0; n < N; n++) memcpy(y + n * D, w + (int64_t)ids[n] * D, (size_t)D * sizeof *y);
@@ -28,8 +28,8 @@ static void scatter_rows(int64_t N, int64_t D, int64_t j0, int64_t j1, const int
   }
 }
 
-void ganfw_cpu_embedding_backward(ganfw_backend *be, int64_t N, int64_t num, int64_t D,
-                                  const int32_t *ids, const float *dy, float *dw, int accumulate) {
+static void embedding_backward(ganfw_backend *be, int64_t N, int64_t num, int64_t D,
+                               const int32_t *ids, const float *dy, float *dw, int accumulate) {
   (void)be;
   if ((N + num) * D < GATHER_PARALLEL_MIN) {
     scatter_rows(N, D, 0, num, ids, dy, dw, accumulate);
@@ -40,4 +40,15 @@ void ganfw_cpu_embedding_backward(ganfw_backend *be, int64_t N, int64_t num, int
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < blocks; b++)
     scatter_rows(N, D, num * b / blocks, num * (b + 1) / blocks, ids, dy, dw, accumulate);
+}
+
+ganfw_status ganfw_cpu_op_embedding_forward(ganfw_backend *be, ganfw_op *op) {
+  embedding_forward(be, op->shape.d[0], op->shape.d[1], op->in[0], op->in[1], op->out[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_embedding_backward(ganfw_backend *be, ganfw_op *op) {
+  embedding_backward(be, op->shape.d[0], op->shape.d[1], op->shape.d[2], op->in[0], op->in[1],
+                     op->grad[0], ganfw_cpu_accumulate(op));
+  return GANFW_OK;
 }

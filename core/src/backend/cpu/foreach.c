@@ -26,63 +26,50 @@ typedef void (*foreach_axpy_fn)(ganfw_backend *be, int64_t n, float *y, float al
 static const foreach_axpy_fn foreach_axpy_by_isa[GANFW_CPU_ISA_COUNT] =
     GANFW_ISA_TABLE(foreach_axpy);
 
-void ganfw_cpu_axpy(ganfw_backend *be, int64_t n, float *y, float alpha, const float *x) {
-  foreach_axpy_by_isa[ganfw_cpu_isa_level()](be, n, y, alpha, x);
-}
-
 typedef void (*foreach_addcmul_fn)(ganfw_backend *be, int64_t n, float *y, float v, const float *a,
                                    const float *b);
 static const foreach_addcmul_fn foreach_addcmul_by_isa[GANFW_CPU_ISA_COUNT] =
     GANFW_ISA_TABLE(foreach_addcmul);
 
-void ganfw_cpu_addcmul(ganfw_backend *be, int64_t n, float *y, float v, const float *a,
-                       const float *b) {
-  foreach_addcmul_by_isa[ganfw_cpu_isa_level()](be, n, y, v, a, b);
-}
-
 typedef void (*foreach_lerp_fn)(ganfw_backend *be, int64_t n, float *y, const float *x, float w);
 static const foreach_lerp_fn foreach_lerp_by_isa[GANFW_CPU_ISA_COUNT] =
     GANFW_ISA_TABLE(foreach_lerp);
 
-void ganfw_cpu_lerp(ganfw_backend *be, int64_t n, float *y, const float *x, float w) {
-  foreach_lerp_by_isa[ganfw_cpu_isa_level()](be, n, y, x, w);
-}
-
-void ganfw_cpu_fill(ganfw_backend *be, int64_t n, float *x, float v) {
+static void foreach_fill(ganfw_backend *be, int64_t n, float *x, float v) {
 #pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) x[i] = v;
 }
 
-void ganfw_cpu_scale(ganfw_backend *be, int64_t n, float *x, float a) {
+static void foreach_scale(ganfw_backend *be, int64_t n, float *x, float a) {
 #pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) x[i] *= a;
 }
 
-void ganfw_cpu_add_scalar(ganfw_backend *be, int64_t n, float *x, float a) {
+static void foreach_add_scalar(ganfw_backend *be, int64_t n, float *x, float a) {
 #pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) x[i] += a;
 }
 
-void ganfw_cpu_add(ganfw_backend *be, int64_t n, float *out, const float *a, const float *b) {
+static void foreach_add(ganfw_backend *be, int64_t n, float *out, const float *a, const float *b) {
 #pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-void ganfw_cpu_mul(ganfw_backend *be, int64_t n, float *out, const float *a, const float *b) {
+static void foreach_mul(ganfw_backend *be, int64_t n, float *out, const float *a, const float *b) {
 #pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) out[i] = a[i] * b[i];
 }
 
 /* y += (v * a) / b (torch.addcdiv) */
-void ganfw_cpu_addcdiv(ganfw_backend *be, int64_t n, float *y, float v, const float *a,
-                       const float *b) {
+static void foreach_addcdiv(ganfw_backend *be, int64_t n, float *y, float v, const float *a,
+                            const float *b) {
 #pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) y[i] += v * a[i] / b[i];
 }
 
 /* sqrt and maximum are written with SSE where there is SSE: with errno-setting sqrtf
  * and NaN-aware selects GCC would not vectorise them. Both paths give the same bits. */
-void ganfw_cpu_sqrt(ganfw_backend *be, int64_t n, float *out, const float *x) {
+static void foreach_sqrt(ganfw_backend *be, int64_t n, float *out, const float *x) {
 #pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
   for (int64_t c = 0; c < n; c += SIMD_CHUNK) {
     int64_t i = c, hi = n - c < SIMD_CHUNK ? n : c + SIMD_CHUNK;
@@ -94,7 +81,7 @@ void ganfw_cpu_sqrt(ganfw_backend *be, int64_t n, float *out, const float *x) {
 }
 
 /* y = max(y, x), NaN (a + b) when either is NaN (torch.maximum) */
-void ganfw_cpu_maximum(ganfw_backend *be, int64_t n, float *y, const float *x) {
+static void foreach_maximum(ganfw_backend *be, int64_t n, float *y, const float *x) {
 #pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static)
   for (int64_t c = 0; c < n; c += SIMD_CHUNK) {
     int64_t i = c, hi = n - c < SIMD_CHUNK ? n : c + SIMD_CHUNK;
@@ -152,16 +139,16 @@ static double reduce(int64_t n, const float *x, int squares) {
   return total;
 }
 
-double ganfw_cpu_sum(ganfw_backend *be, int64_t n, const float *x) {
+static double foreach_sum(ganfw_backend *be, int64_t n, const float *x) {
   return reduce(n, x, 0);
 }
 
-double ganfw_cpu_sumsq(ganfw_backend *be, int64_t n, const float *x) {
+static double foreach_sumsq(ganfw_backend *be, int64_t n, const float *x) {
   return reduce(n, x, 1);
 }
 
 /* 1 when an exponent field is all ones (inf or NaN). Each thread stops at its first hit. */
-int32_t ganfw_cpu_nonfinite(ganfw_backend *be, int64_t n, const float *x) {
+static int32_t foreach_nonfinite(ganfw_backend *be, int64_t n, const float *x) {
   int32_t found = 0;
   int64_t nc = (n + REDUCE_CHUNK - 1) / REDUCE_CHUNK;
 #pragma omp parallel for if (n >= FOREACH_OMP_MIN) schedule(static) reduction(| : found)
@@ -178,4 +165,89 @@ int32_t ganfw_cpu_nonfinite(ganfw_backend *be, int64_t n, const float *x) {
     found |= (int32_t)hit;
   }
   return found;
+}
+
+/* --- the ops ------------------------------------------------------------------------ */
+ganfw_status ganfw_cpu_op_fill(ganfw_backend *be, ganfw_op *op) {
+  foreach_fill(be, op->shape.d[0], op->out[0], (float)op->sc[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_scale(ganfw_backend *be, ganfw_op *op) {
+  foreach_scale(be, op->shape.d[0], op->out[0], (float)op->sc[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_add_scalar(ganfw_backend *be, ganfw_op *op) {
+  foreach_add_scalar(be, op->shape.d[0], op->out[0], (float)op->sc[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_add(ganfw_backend *be, ganfw_op *op) {
+  foreach_add(be, op->shape.d[0], op->out[0], op->in[0], op->in[1]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_axpy(ganfw_backend *be, ganfw_op *op) {
+  foreach_axpy_by_isa[ganfw_cpu_isa_level()](be, op->shape.d[0], op->out[0], (float)op->sc[0],
+                                             op->in[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_mul(ganfw_backend *be, ganfw_op *op) {
+  foreach_mul(be, op->shape.d[0], op->out[0], op->in[0], op->in[1]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_addcmul(ganfw_backend *be, ganfw_op *op) {
+  foreach_addcmul_by_isa[ganfw_cpu_isa_level()](be, op->shape.d[0], op->out[0], (float)op->sc[0],
+                                                op->in[0], op->in[1]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_addcdiv(ganfw_backend *be, ganfw_op *op) {
+  foreach_addcdiv(be, op->shape.d[0], op->out[0], (float)op->sc[0], op->in[0], op->in[1]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_sqrt(ganfw_backend *be, ganfw_op *op) {
+  foreach_sqrt(be, op->shape.d[0], op->out[0], op->in[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_lerp(ganfw_backend *be, ganfw_op *op) {
+  foreach_lerp_by_isa[ganfw_cpu_isa_level()](be, op->shape.d[0], op->out[0], op->in[0],
+                                             (float)op->sc[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_maximum(ganfw_backend *be, ganfw_op *op) {
+  foreach_maximum(be, op->shape.d[0], op->out[0], op->in[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_sum(ganfw_backend *be, ganfw_op *op) {
+  op->result = foreach_sum(be, op->shape.d[0], op->in[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_sumsq(ganfw_backend *be, ganfw_op *op) {
+  op->result = foreach_sumsq(be, op->shape.d[0], op->in[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_nonfinite(ganfw_backend *be, ganfw_op *op) {
+  op->result = foreach_nonfinite(be, op->shape.d[0], op->in[0]);
+  return GANFW_OK;
+}
+
+/* Buffer by buffer, stopping at the first that has a NaN or inf. */
+ganfw_status ganfw_cpu_op_nonfinite_many(ganfw_backend *be, ganfw_op *op) {
+  const float *const *x = op->in[0];
+  const int64_t *numel = op->in[1];
+  int32_t found = 0;
+  for (int64_t i = 0; i < op->shape.d[0] && !found; i++)
+    found = foreach_nonfinite(be, numel[i], x[i]);
+  op->result = found;
+  return GANFW_OK;
 }

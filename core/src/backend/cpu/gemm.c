@@ -156,3 +156,11 @@ void ganfw_cpu_gemm_dt(ganfw_backend *be, int32_t dt, int trans_a, int trans_b, 
     }
   }
 }
+
+/* mode bit 0 transposes A, bit 1 B. */
+ganfw_status ganfw_cpu_op_gemm(ganfw_backend *be, ganfw_op *op) {
+  const int64_t *d = op->shape.d;
+  ganfw_cpu_gemm(be, op->mode & 1, (op->mode >> 1) & 1, d[0], d[1], d[2], (float)op->sc[0],
+                 op->in[0], d[3], op->in[1], d[4], (float)op->sc[1], op->out[0], d[5]);
+  return GANFW_OK;
+}

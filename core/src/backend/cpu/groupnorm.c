@@ -11,9 +11,9 @@
 /* Below this many values the kernels stay on one thread. */
 #define GN_PARALLEL_MIN 32768
 
-void ganfw_cpu_groupnorm_forward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
-                                 const float *x, const float *gamma, const float *beta, float eps,
-                                 float *y, double *save_mean, double *save_invstd) {
+static void groupnorm_forward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                              const float *x, const float *gamma, const float *beta, float eps,
+                              float *y, double *save_mean, double *save_invstd) {
   (void)be;
   const int64_t Cg = C / G, M = Cg * HW;
 #pragma omp parallel for schedule(static) if (N * C * HW >= GN_PARALLEL_MIN)
@@ -46,10 +46,10 @@ void ganfw_cpu_groupnorm_forward(ganfw_backend *be, int64_t N, int64_t C, int64_
  *   dx = invstd * (g - sum(g)/M - xhat * sum(g * xhat)/M)
  * per group, written as dx = dy * a[c] + (x - mean) * b + c (in double);
  *   dgamma[c] = sum over n, HW of dy * xhat, dbeta[c] = sum of dy. */
-void ganfw_cpu_groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
-                                  const float *x, const float *dy, const float *gamma,
-                                  const double *save_mean, const double *save_invstd, float *dx,
-                                  float *dgamma, float *dbeta, int accumulate) {
+static void groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int64_t HW, int64_t G,
+                               const float *x, const float *dy, const float *gamma,
+                               const double *save_mean, const double *save_invstd, float *dx,
+                               float *dgamma, float *dbeta, int accumulate) {
   (void)be;
   const int64_t Cg = C / G, M = Cg * HW;
   const int parallel = N * C * HW >= GN_PARALLEL_MIN;
@@ -104,4 +104,18 @@ void ganfw_cpu_groupnorm_backward(ganfw_backend *be, int64_t N, int64_t C, int64
     if (dbeta) dbeta[c] = (float)(accumulate ? dbeta[c] + sdy : sdy);
     if (dgamma) dgamma[c] = (float)(accumulate ? dgamma[c] + sdyx : sdyx);
   }
+}
+
+ganfw_status ganfw_cpu_op_groupnorm_forward(ganfw_backend *be, ganfw_op *op) {
+  const int64_t *d = op->shape.d;
+  groupnorm_forward(be, d[0], d[1], d[2], d[3], op->in[0], op->in[1], op->in[2], (float)op->sc[0],
+                    op->out[0], op->out[1], op->out[2]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_groupnorm_backward(ganfw_backend *be, ganfw_op *op) {
+  const int64_t *d = op->shape.d;
+  groupnorm_backward(be, d[0], d[1], d[2], d[3], op->in[0], op->in[1], op->in[2], op->in[3],
+                     op->in[4], op->out[0], op->grad[0], op->grad[1], ganfw_cpu_accumulate(op));
+  return GANFW_OK;
 }

@@ -16,8 +16,8 @@ static inline double sigmoid(double x) {
   return x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
 }
 
-void ganfw_cpu_bce_logits_forward(ganfw_backend *be, int64_t n, const float *logits,
-                                  const float *targets, float *loss) {
+static void bce_logits_forward(ganfw_backend *be, int64_t n, const float *logits,
+                               const float *targets, float *loss) {
   (void)be;
   /* -(t log s(x) + (1-t) log(1-s(x))) = max(x,0) - x t + log1p(exp(-|x|)) */
   double sum = 0.0;
@@ -28,8 +28,8 @@ void ganfw_cpu_bce_logits_forward(ganfw_backend *be, int64_t n, const float *log
   *loss = n > 0 ? (float)(sum / (double)n) : 0.0f;
 }
 
-void ganfw_cpu_bce_logits_backward(ganfw_backend *be, int64_t n, const float *logits,
-                                   const float *targets, float dloss, float *dx) {
+static void bce_logits_backward(ganfw_backend *be, int64_t n, const float *logits,
+                                const float *targets, float dloss, float *dx) {
   (void)be;
   const double g = n > 0 ? (double)dloss / (double)n : 0.0;
 #pragma omp parallel for schedule(static) if (n >= LOSS_PARALLEL_MIN)
@@ -45,9 +45,8 @@ static double row_logsumexp(const float *x, int64_t classes) {
   return m + log(s);
 }
 
-void ganfw_cpu_softmax_xent_forward(ganfw_backend *be, int64_t N, int64_t classes,
-                                    const float *logits, const int32_t *labels, double smoothing,
-                                    float *loss) {
+static void softmax_xent_forward(ganfw_backend *be, int64_t N, int64_t classes, const float *logits,
+                                 const int32_t *labels, double smoothing, float *loss) {
   (void)be;
   const double eps = smoothing;
   double sum = 0.0;
@@ -71,9 +70,9 @@ void ganfw_cpu_softmax_xent_forward(ganfw_backend *be, int64_t N, int64_t classe
   *loss = N > 0 ? (float)(sum / (double)N) : 0.0f;
 }
 
-void ganfw_cpu_softmax_xent_backward(ganfw_backend *be, int64_t N, int64_t classes,
-                                     const float *logits, const int32_t *labels, double smoothing,
-                                     float dloss, float *dx) {
+static void softmax_xent_backward(ganfw_backend *be, int64_t N, int64_t classes,
+                                  const float *logits, const int32_t *labels, double smoothing,
+                                  float dloss, float *dx) {
   (void)be;
   const double g = N > 0 ? (double)dloss / (double)N : 0.0;
   const double eps = smoothing, off = eps / (double)(classes > 0 ? classes : 1);
@@ -91,4 +90,26 @@ void ganfw_cpu_softmax_xent_backward(ganfw_backend *be, int64_t N, int64_t class
     for (int64_t j = 0; j < classes; j++) d[j] = (float)(g * (exp((double)x[j] - lse) - off));
     if (y >= 0 && y < classes) d[y] = (float)(g * (exp((double)x[y] - lse) - (1.0 - eps) - off));
   }
+}
+
+ganfw_status ganfw_cpu_op_bce_logits_forward(ganfw_backend *be, ganfw_op *op) {
+  bce_logits_forward(be, op->shape.d[0], op->in[0], op->in[1], op->out[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_bce_logits_backward(ganfw_backend *be, ganfw_op *op) {
+  bce_logits_backward(be, op->shape.d[0], op->in[0], op->in[1], (float)op->sc[0], op->out[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_softmax_xent_forward(ganfw_backend *be, ganfw_op *op) {
+  softmax_xent_forward(be, op->shape.d[0], op->shape.d[1], op->in[0], op->in[1], op->sc[0],
+                       op->out[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_softmax_xent_backward(ganfw_backend *be, ganfw_op *op) {
+  softmax_xent_backward(be, op->shape.d[0], op->shape.d[1], op->in[0], op->in[1], op->sc[0],
+                        (float)op->sc[1], op->out[0]);
+  return GANFW_OK;
 }

@@ -95,8 +95,8 @@ POOL_INLINE void max_row_inside(const float *xp, int64_t W, int64_t hs, int64_t 
   }
 }
 
-void ganfw_cpu_maxpool2d_forward(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *x,
-                                 float *y, int32_t *argmax) {
+static void maxpool2d_forward(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *x,
+                              float *y, int32_t *argmax) {
   (void)be;
   const int64_t planes = s->N * s->C, H = s->H, W = s->W, P = s->P, Q = s->Q;
   const int64_t R = s->R, S = s->S, sw = s->stride_w, pw = s->pad_w;
@@ -134,8 +134,8 @@ void ganfw_cpu_maxpool2d_forward(ganfw_backend *be, const ganfw_pool2d_shape *s,
   }
 }
 
-void ganfw_cpu_maxpool2d_backward(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *dy,
-                                  const int32_t *argmax, float *dx) {
+static void maxpool2d_backward(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *dy,
+                               const int32_t *argmax, float *dx) {
   (void)be;
   const int64_t planes = s->N * s->C, HW = s->H * s->W, PQ = s->P * s->Q;
 #pragma omp parallel for schedule(static) if (planes * HW >= POOL_PARALLEL_MIN)
@@ -165,8 +165,8 @@ POOL_INLINE void avg_row_inside(const float *xp, int64_t W, int64_t hs, int64_t 
   }
 }
 
-void ganfw_cpu_avgpool2d_forward(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *x,
-                                 float *y) {
+static void avgpool2d_forward(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *x,
+                              float *y) {
   (void)be;
   const int64_t planes = s->N * s->C, H = s->H, W = s->W, P = s->P, Q = s->Q;
   const int64_t R = s->R, S = s->S, sw = s->stride_w, pw = s->pad_w;
@@ -217,8 +217,8 @@ POOL_INLINE void avg_row_inside_backward(float *dxp, int64_t W, int64_t hs, int6
   }
 }
 
-void ganfw_cpu_avgpool2d_backward(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *dy,
-                                  float *dx) {
+static void avgpool2d_backward(ganfw_backend *be, const ganfw_pool2d_shape *s, const float *dy,
+                               float *dx) {
   (void)be;
   const int64_t planes = s->N * s->C, H = s->H, W = s->W, P = s->P, Q = s->Q;
   const int64_t R = s->R, S = s->S, sw = s->stride_w, pw = s->pad_w;
@@ -254,4 +254,26 @@ void ganfw_cpu_avgpool2d_backward(ganfw_backend *be, const ganfw_pool2d_shape *s
       }
     }
   }
+}
+
+/* --- the ops ------------------------------------------------------------------------------ */
+
+ganfw_status ganfw_cpu_op_maxpool2d_forward(ganfw_backend *be, ganfw_op *op) {
+  maxpool2d_forward(be, &op->shape.pool, op->in[0], op->out[0], op->out[1]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_maxpool2d_backward(ganfw_backend *be, ganfw_op *op) {
+  maxpool2d_backward(be, &op->shape.pool, op->in[0], op->in[1], op->out[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_avgpool2d_forward(ganfw_backend *be, ganfw_op *op) {
+  avgpool2d_forward(be, &op->shape.pool, op->in[0], op->out[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_avgpool2d_backward(ganfw_backend *be, ganfw_op *op) {
+  avgpool2d_backward(be, &op->shape.pool, op->in[0], op->out[0]);
+  return GANFW_OK;
 }

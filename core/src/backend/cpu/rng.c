@@ -16,8 +16,8 @@ static inline float uniform_at(uint32_t w, float lo, float range, float hi) {
   return v < hi ? v : lo;
 }
 
-void ganfw_cpu_rng_uniform(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t offset, float lo,
-                           float hi, float *out) {
+static void rng_uniform(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t offset, float lo,
+                        float hi, float *out) {
   int64_t nb = (n + 3) / 4;
   float range = hi - lo;
 #pragma omp parallel for if (nb >= RNG_OMP_MIN_BLOCKS) schedule(static)
@@ -41,8 +41,8 @@ static inline void box_muller(uint32_t a, uint32_t b, float z[2]) {
   z[1] = r * sinf(t);
 }
 
-void ganfw_cpu_rng_normal(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t offset, float mean,
-                          float std, float *out) {
+static void rng_normal(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t offset, float mean,
+                       float std, float *out) {
   int64_t nb = (n + 3) / 4;
 #pragma omp parallel for if (nb >= RNG_OMP_MIN_BLOCKS) schedule(static)
   for (int64_t b = 0; b < nb; b++) {
@@ -55,4 +55,16 @@ void ganfw_cpu_rng_normal(ganfw_backend *be, int64_t n, uint64_t seed, uint64_t 
     int m = n - i0 < 4 ? (int)(n - i0) : 4;
     for (int j = 0; j < m; j++) out[i0 + j] = fmaf(std, z[j], mean);
   }
+}
+
+ganfw_status ganfw_cpu_op_rng_uniform(ganfw_backend *be, ganfw_op *op) {
+  rng_uniform(be, op->shape.d[0], op->seed, op->offset, (float)op->sc[0], (float)op->sc[1],
+              op->out[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_rng_normal(ganfw_backend *be, ganfw_op *op) {
+  rng_normal(be, op->shape.d[0], op->seed, op->offset, (float)op->sc[0], (float)op->sc[1],
+             op->out[0]);
+  return GANFW_OK;
 }

@@ -60,8 +60,8 @@ static inline float unary_apply(int32_t op, float v, float a, float b) {
   }
 }
 
-void ganfw_cpu_unary(ganfw_backend *be, int32_t op, int64_t n, float *out, const float *x, float a,
-                     float b) {
+static void unary(ganfw_backend *be, int32_t op, int64_t n, float *out, const float *x, float a,
+                  float b) {
   (void)be;
 #pragma omp parallel for if (n >= MATH_OMP_MIN) schedule(static)
   for (int64_t i = 0; i < n; i++) out[i] = unary_apply(op, x[i], a, b);
@@ -86,8 +86,8 @@ static inline float binary_apply(int32_t op, float p, float q) {
   }
 }
 
-void ganfw_cpu_binary(ganfw_backend *be, int32_t op, const ganfw_bcast_shape *s, float *out,
-                      const float *a, const float *b) {
+static void binary(ganfw_backend *be, int32_t op, const ganfw_bcast_shape *s, float *out,
+                   const float *a, const float *b) {
   (void)be;
   const int64_t d0 = s->dim[0], d1 = s->dim[1], d2 = s->dim[2], d3 = s->dim[3];
   const int64_t n = d0 * d1 * d2 * d3;
@@ -111,8 +111,8 @@ void ganfw_cpu_binary(ganfw_backend *be, int32_t op, const ganfw_bcast_shape *s,
   }
 }
 
-void ganfw_cpu_reduce_sum(ganfw_backend *be, const ganfw_reduce_shape *s, double scale,
-                          const float *x, float *out) {
+static void reduce_sum(ganfw_backend *be, const ganfw_reduce_shape *s, double scale, const float *x,
+                       float *out) {
   (void)be;
   int64_t od[4], rd[4], st[4];
   st[3] = 1;
@@ -140,8 +140,8 @@ void ganfw_cpu_reduce_sum(ganfw_backend *be, const ganfw_reduce_shape *s, double
   }
 }
 
-void ganfw_cpu_channel_affine(ganfw_backend *be, int64_t N, int64_t C, int64_t inner,
-                              const float *x, const float *s, const float *b, float *y) {
+static void channel_affine(ganfw_backend *be, int64_t N, int64_t C, int64_t inner, const float *x,
+                           const float *s, const float *b, float *y) {
   (void)be;
   const int64_t n = N * C * inner;
 #pragma omp parallel for if (n >= MATH_OMP_MIN) schedule(static)
@@ -160,4 +160,25 @@ void ganfw_cpu_channel_affine(ganfw_backend *be, int64_t N, int64_t C, int64_t i
       for (int64_t i = 0; i < inner; i++) yr[i] = xr[i] + bc;
     }
   }
+}
+
+ganfw_status ganfw_cpu_op_unary(ganfw_backend *be, ganfw_op *op) {
+  unary(be, op->mode, op->shape.d[0], op->out[0], op->in[0], (float)op->sc[0], (float)op->sc[1]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_binary(ganfw_backend *be, ganfw_op *op) {
+  binary(be, op->mode, &op->shape.bcast, op->out[0], op->in[0], op->in[1]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_reduce_sum(ganfw_backend *be, ganfw_op *op) {
+  reduce_sum(be, &op->shape.reduce, op->sc[0], op->in[0], op->out[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_channel_affine(ganfw_backend *be, ganfw_op *op) {
+  const int64_t *d = op->shape.d;
+  channel_affine(be, d[0], d[1], d[2], op->in[0], op->in[1], op->in[2], op->out[0]);
+  return GANFW_OK;
 }

@@ -70,8 +70,8 @@ static void bilinear_plane_backward(const float *dy, float *dx, int64_t H, int64
   }
 }
 
-void ganfw_cpu_upsample2d_forward(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H,
-                                  int64_t W, const float *x, float *y) {
+static void upsample2d_forward(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H,
+                               int64_t W, const float *x, float *y) {
   (void)be;
   const int64_t Q = 2 * W, out = 4 * H * W;
 #pragma omp parallel for schedule(static) if (planes * out >= UPSAMPLE_PARALLEL_MIN)
@@ -90,8 +90,8 @@ void ganfw_cpu_upsample2d_forward(ganfw_backend *be, int32_t mode, int64_t plane
   }
 }
 
-void ganfw_cpu_upsample2d_backward(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H,
-                                   int64_t W, const float *dy, float *dx) {
+static void upsample2d_backward(ganfw_backend *be, int32_t mode, int64_t planes, int64_t H,
+                                int64_t W, const float *dy, float *dx) {
   (void)be;
   const int64_t Q = 2 * W, out = 4 * H * W;
 #pragma omp parallel for schedule(static) if (planes * out >= UPSAMPLE_PARALLEL_MIN)
@@ -109,4 +109,16 @@ void ganfw_cpu_upsample2d_backward(ganfw_backend *be, int32_t mode, int64_t plan
             (float)(((double)r0[2 * w] + r0[2 * w + 1]) + ((double)r1[2 * w] + r1[2 * w + 1]));
     }
   }
+}
+
+ganfw_status ganfw_cpu_op_upsample2d_forward(ganfw_backend *be, ganfw_op *op) {
+  const int64_t *d = op->shape.d;
+  upsample2d_forward(be, op->mode, d[0], d[1], d[2], op->in[0], op->out[0]);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cpu_op_upsample2d_backward(ganfw_backend *be, ganfw_op *op) {
+  const int64_t *d = op->shape.d;
+  upsample2d_backward(be, op->mode, d[0], d[1], d[2], op->in[0], op->out[0]);
+  return GANFW_OK;
 }

@@ -1,9 +1,10 @@
 /* Check macros for every CUDA runtime, cuBLAS and cuDNN call of the CUDA backend. A failed
  * call is recorded with the call's text, the library's error name and string, and file:line
  * (ganfw_error_set, GANFW_ERR_BACKEND; GANFW_ERR_OOM for an allocation failure); the first
- * failure also stays in the backend's state for the ops that return void, whose callers ask
- * vt->last_error. Each macro evaluates to the ganfw_status (GANFW_OK when the call worked):
- *     if (CUDA_CHECK(cs, cudaMemsetAsync(p, 0, n, cs->stream))) return;            */
+ * failure also stays in the backend's state, which every later op, copy and synchronize
+ * answers (a failed device stays failed). Each macro evaluates to the ganfw_status (GANFW_OK
+ * when the call worked):
+ *     if ((st = CUDA_CHECK(cs, cudaMemsetAsync(p, 0, n, cs->stream)))) return st;      */
 #ifndef GANFW_CUDA_CHECK_H
 #define GANFW_CUDA_CHECK_H
 

@@ -17,10 +17,10 @@
  * workspace); no algorithm needing more than the backend's workspace limit is chosen.
  * f32 plans use FP32 math only (CUDNN_FMA_MATH, no TF32, no tensor-op algorithms), as the
  * CPU.
- * 16-bit plans (the _lp entries, cuDNN's PSEUDO_HALF_CONFIG / PSEUDO_BFLOAT16_CONFIG): x, y,
- * w in CUDNN_DATA_HALF or _BFLOAT16, compute type CUDNN_DATA_FLOAT, tensor-op math allowed;
+ * 16-bit plans (ops in f16 or bf16, cuDNN's PSEUDO_HALF_CONFIG / PSEUDO_BFLOAT16_CONFIG): x,
+ * y, w in CUDNN_DATA_HALF or _BFLOAT16, compute type CUDNN_DATA_FLOAT, tensor-op math allowed;
  * each pass runs with the math type its algorithm was found with. cuDNN writes dw in x's
- * type, so the _lp workspace is the cuDNN workspace (aligned up to 256 bytes) followed by
+ * type, so the 16-bit workspace is the cuDNN workspace (aligned up to 256 bytes) followed by
  * a 16-bit dw buffer, which an own kernel then stores into or adds to the f32 dw. The bias
  * (y += b, db = sums of dy) is own kernels, in f32 from the 16-bit values. */
 #include <limits.h>
@@ -36,7 +36,7 @@ enum { PASS_FWD, PASS_BWD_DATA, PASS_BWD_FILTER, PASS_COUNT };
 struct ganfw_conv_plan {
   int transposed;
   int benchmark;                      /* planned with cudnnFind (1) or the heuristics (0) */
-  int32_t dtype;                      /* GANFW_DTYPE_F32, or _F16 / _BF16 for the _lp entries */
+  int32_t dtype;                      /* GANFW_DTYPE_F32, _F16 or _BF16 */
   ganfw_conv2d_shape s;               /* the conv2d (for a convT: the conv it is the adjoint of) */
   cudnnTensorDescriptor_t x, y, bias; /* bias: f32 plans only */
   cudnnFilterDescriptor_t w;
@@ -349,58 +349,61 @@ static ganfw_status plan_make(ganfw_cuda_state *cs, const ganfw_conv2d_shape *s,
   return st;
 }
 
-/* The plan of (s, transposed, dtype), made on first use; NULL with the error recorded. */
-static ganfw_conv_plan *plan_get(ganfw_cuda_state *cs, const ganfw_conv2d_shape *s, int transposed,
-                                 int32_t dtype) {
+/* The plan of (s, transposed, dtype) in *out, made on first use; the failure, recorded, when it
+ * cannot be made (*out NULL). */
+static ganfw_status plan_get(ganfw_cuda_state *cs, const ganfw_conv2d_shape *s, int transposed,
+                             int32_t dtype, ganfw_conv_plan **out) {
+  *out = NULL;
   for (int i = 0; i < cs->n_plans; i++) {
     ganfw_conv_plan *p = cs->plans[i];
     if (p->transposed == transposed && p->dtype == dtype && p->benchmark == cs->cudnn_benchmark &&
-        memcmp(&p->s, s, sizeof *s) == 0)
-      return p;
+        memcmp(&p->s, s, sizeof *s) == 0) {
+      *out = p;
+      return GANFW_OK;
+    }
   }
-  if (!shape_fits(s)) {
-    ganfw_cuda_fail(cs, GANFW_ERR_UNSUPPORTED, "a convolution plan",
-                    "a size exceeds 2^31-1, which cuDNN cannot take", __FILE__, __LINE__);
-    return NULL;
-  }
+  if (!shape_fits(s))
+    return ganfw_cuda_fail(cs, GANFW_ERR_UNSUPPORTED, "a convolution plan",
+                           "a size exceeds 2^31-1, which cuDNN cannot take", __FILE__, __LINE__);
   if (cs->n_plans == cs->cap_plans) {
     int cap = cs->cap_plans ? 2 * cs->cap_plans : 16;
     ganfw_conv_plan **grown = realloc(cs->plans, (size_t)cap * sizeof *grown);
-    if (!grown) {
-      ganfw_cuda_fail(cs, GANFW_ERR_OOM, "realloc", "out of host memory", __FILE__, __LINE__);
-      return NULL;
-    }
+    if (!grown)
+      return ganfw_cuda_fail(cs, GANFW_ERR_OOM, "realloc", "out of host memory", __FILE__,
+                             __LINE__);
     cs->plans = grown;
     cs->cap_plans = cap;
   }
   ganfw_conv_plan *p = calloc(1, sizeof *p);
-  if (!p) {
-    ganfw_cuda_fail(cs, GANFW_ERR_OOM, "calloc", "out of host memory", __FILE__, __LINE__);
-    return NULL;
-  }
+  if (!p)
+    return ganfw_cuda_fail(cs, GANFW_ERR_OOM, "calloc", "out of host memory", __FILE__, __LINE__);
   p->transposed = transposed;
   p->benchmark = cs->cudnn_benchmark;
   p->dtype = dtype;
   p->s = *s;
-  if (plan_make(cs, s, p) != GANFW_OK) {
+  ganfw_status st = plan_make(cs, s, p);
+  if (st != GANFW_OK) {
     plan_destroy(cs, p);
-    return NULL;
+    return st;
   }
   cs->plans[cs->n_plans++] = p;
-  return p;
+  *out = p;
+  return GANFW_OK;
 }
 
-/* The plan for running with workspace ws, or NULL (error recorded) when ws is missing. */
-static ganfw_conv_plan *plan_for_run(ganfw_cuda_state *cs, const ganfw_conv2d_shape *s,
-                                     int transposed, int32_t dtype, const void *ws) {
-  ganfw_conv_plan *p = plan_get(cs, s, transposed, dtype);
-  if (p && p->ws && !ws) {
-    ganfw_cuda_fail(cs, GANFW_ERR_INVALID_ARG, "a convolution",
-                    "no workspace was given; allocate the bytes conv2d_workspace returns", __FILE__,
-                    __LINE__);
-    return NULL;
+/* The plan for running with workspace ws in *out; GANFW_ERR_INVALID_ARG (recorded) when the
+ * plan needs a workspace and ws is missing. */
+static ganfw_status plan_for_run(ganfw_cuda_state *cs, const ganfw_conv2d_shape *s, int transposed,
+                                 int32_t dtype, const void *ws, ganfw_conv_plan **out) {
+  ganfw_status st = plan_get(cs, s, transposed, dtype, out);
+  if (st == GANFW_OK && (*out)->ws && !ws) {
+    *out = NULL;
+    return ganfw_cuda_fail(cs, GANFW_ERR_INVALID_ARG, "a convolution",
+                           "no workspace was given; allocate the bytes the backend's workspace "
+                           "entry answers for this op",
+                           __FILE__, __LINE__);
   }
-  return p;
+  return st;
 }
 
 /* Runs pass `pass` with its math type on the descriptor; the cuDNN workspace is ws. */
@@ -439,69 +442,60 @@ static ganfw_status run_bwd_filter(ganfw_cuda_state *cs, ganfw_conv_plan *p, con
 
 /* --- conv2d ---------------------------------------------------------------------------- */
 
-size_t ganfw_cuda_conv2d_workspace(ganfw_backend *be, const ganfw_conv2d_shape *s) {
-  ganfw_conv_plan *p = plan_get(ganfw_cuda_state_of(be), s, 0, GANFW_DTYPE_F32);
-  return p ? p->ws : 0;
-}
-
-void ganfw_cuda_conv2d_forward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
-                               const float *w, const float *b, float *y, void *ws) {
-  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
-  ganfw_conv_plan *p = plan_for_run(cs, s, 0, GANFW_DTYPE_F32, ws);
-  if (!p || run_fwd(cs, p, x, w, y, ws)) return;
+static ganfw_status conv2d_forward(ganfw_cuda_state *cs, const ganfw_conv2d_shape *s,
+                                   const float *x, const float *w, const float *b, float *y,
+                                   void *ws) {
+  ganfw_conv_plan *p;
+  ganfw_status st = plan_for_run(cs, s, 0, GANFW_DTYPE_F32, ws, &p);
+  if (st || (st = run_fwd(cs, p, x, w, y, ws))) return st;
   const float one = 1.0f;
-  if (b) (void)CUDNN_CHECK(cs, cudnnAddTensor(cs->cudnn, &one, p->bias, b, &one, p->y, y));
+  return b ? CUDNN_CHECK(cs, cudnnAddTensor(cs->cudnn, &one, p->bias, b, &one, p->y, y)) : GANFW_OK;
 }
 
-void ganfw_cuda_conv2d_backward(ganfw_backend *be, const ganfw_conv2d_shape *s, const float *x,
-                                const float *w, const float *dy, float *dx, float *dw, float *db,
-                                int accumulate, void *ws) {
-  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
-  if (!dx && !dw && !db) return;
-  ganfw_conv_plan *p = plan_for_run(cs, s, 0, GANFW_DTYPE_F32, ws);
-  if (!p) return;
+static ganfw_status conv2d_backward(ganfw_cuda_state *cs, const ganfw_conv2d_shape *s,
+                                    const float *x, const float *w, const float *dy, float *dx,
+                                    float *dw, float *db, int accumulate, void *ws) {
+  if (!dx && !dw && !db) return GANFW_OK;
+  ganfw_conv_plan *p;
+  ganfw_status st = plan_for_run(cs, s, 0, GANFW_DTYPE_F32, ws, &p);
+  if (st) return st;
   const float one = 1.0f, acc = accumulate ? 1.0f : 0.0f;
-  if (db &&
-      CUDNN_CHECK(cs, cudnnConvolutionBackwardBias(cs->cudnn, &one, p->y, dy, &acc, p->bias, db)))
-    return;
-  if (dw && run_bwd_filter(cs, p, x, dy, acc, dw, ws)) return;
-  if (dx) (void)run_bwd_data(cs, p, w, dy, dx, ws);
+  if (db && (st = CUDNN_CHECK(
+                 cs, cudnnConvolutionBackwardBias(cs->cudnn, &one, p->y, dy, &acc, p->bias, db))))
+    return st;
+  if (dw && (st = run_bwd_filter(cs, p, x, dy, acc, dw, ws))) return st;
+  return dx ? run_bwd_data(cs, p, w, dy, dx, ws) : GANFW_OK;
 }
 
 /* --- conv_transpose2d: the same plans with the roles swapped ------------------------------ */
 
-size_t ganfw_cuda_convt2d_workspace(ganfw_backend *be, const ganfw_convt2d_shape *s) {
-  const ganfw_conv2d_shape c = convt_as_conv(s);
-  ganfw_conv_plan *p = plan_get(ganfw_cuda_state_of(be), &c, 1, GANFW_DTYPE_F32);
-  return p ? p->ws : 0;
-}
-
 /* y (the conv's x) = BackwardData(w, x (the conv's y)) (+ b) */
-void ganfw_cuda_convt2d_forward(ganfw_backend *be, const ganfw_convt2d_shape *s, const float *x,
-                                const float *w, const float *b, float *y, void *ws) {
-  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
+static ganfw_status convt2d_forward(ganfw_cuda_state *cs, const ganfw_convt2d_shape *s,
+                                    const float *x, const float *w, const float *b, float *y,
+                                    void *ws) {
   const ganfw_conv2d_shape c = convt_as_conv(s);
-  ganfw_conv_plan *p = plan_for_run(cs, &c, 1, GANFW_DTYPE_F32, ws);
-  if (!p || run_bwd_data(cs, p, w, x, y, ws)) return;
+  ganfw_conv_plan *p;
+  ganfw_status st = plan_for_run(cs, &c, 1, GANFW_DTYPE_F32, ws, &p);
+  if (st || (st = run_bwd_data(cs, p, w, x, y, ws))) return st;
   const float one = 1.0f;
-  if (b) (void)CUDNN_CHECK(cs, cudnnAddTensor(cs->cudnn, &one, p->bias, b, &one, p->x, y));
+  return b ? CUDNN_CHECK(cs, cudnnAddTensor(cs->cudnn, &one, p->bias, b, &one, p->x, y)) : GANFW_OK;
 }
 
 /* dx = Forward(dy, w); dw (+)= BackwardFilter(x := dy, dy := x); db (+)= sums of dy */
-void ganfw_cuda_convt2d_backward(ganfw_backend *be, const ganfw_convt2d_shape *s, const float *x,
-                                 const float *w, const float *dy, float *dx, float *dw, float *db,
-                                 int accumulate, void *ws) {
-  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
-  if (!dx && !dw && !db) return;
+static ganfw_status convt2d_backward(ganfw_cuda_state *cs, const ganfw_convt2d_shape *s,
+                                     const float *x, const float *w, const float *dy, float *dx,
+                                     float *dw, float *db, int accumulate, void *ws) {
+  if (!dx && !dw && !db) return GANFW_OK;
   const ganfw_conv2d_shape c = convt_as_conv(s);
-  ganfw_conv_plan *p = plan_for_run(cs, &c, 1, GANFW_DTYPE_F32, ws);
-  if (!p) return;
+  ganfw_conv_plan *p;
+  ganfw_status st = plan_for_run(cs, &c, 1, GANFW_DTYPE_F32, ws, &p);
+  if (st) return st;
   const float one = 1.0f, acc = accumulate ? 1.0f : 0.0f;
-  if (db &&
-      CUDNN_CHECK(cs, cudnnConvolutionBackwardBias(cs->cudnn, &one, p->x, dy, &acc, p->bias, db)))
-    return;
-  if (dw && run_bwd_filter(cs, p, dy, x, acc, dw, ws)) return;
-  if (dx) (void)run_fwd(cs, p, dy, w, dx, ws);
+  if (db && (st = CUDNN_CHECK(
+                 cs, cudnnConvolutionBackwardBias(cs->cudnn, &one, p->x, dy, &acc, p->bias, db))))
+    return st;
+  if (dw && (st = run_bwd_filter(cs, p, dy, x, acc, dw, ws))) return st;
+  return dx ? run_fwd(cs, p, dy, w, dx, ws) : GANFW_OK;
 }
 
 /* --- 16-bit: x, w, y, dy, dx in f16 or bf16; b, dw, db f32 --------------------------------- */
@@ -511,25 +505,18 @@ static size_t dnn_ws_aligned(const ganfw_conv_plan *p) {
   return (p->ws + 255) & ~(size_t)255;
 }
 
-static size_t workspace_lp(ganfw_cuda_state *cs, int32_t dtype, const ganfw_conv2d_shape *c,
-                           int transposed, const char *op) {
-  if (!ganfw_cuda_lp_begin(cs, op, dtype)) return 0;
-  ganfw_conv_plan *p = plan_get(cs, c, transposed, dtype);
-  ganfw_cuda_lp_end(cs);
-  return p ? dnn_ws_aligned(p) + (size_t)weight_numel(c) * 2 : 0;
-}
-
-/* The plan of a 16-bit run, NULL (error recorded) without a workspace: it always has one,
- * for the dw buffer at least. */
-static ganfw_conv_plan *plan_for_run_lp(ganfw_cuda_state *cs, const ganfw_conv2d_shape *c,
-                                        int transposed, int32_t dtype, const void *ws) {
-  if (!ws) {
-    ganfw_cuda_fail(cs, GANFW_ERR_INVALID_ARG, "a 16-bit convolution",
-                    "no workspace was given; allocate the bytes conv2d_workspace_lp returns",
-                    __FILE__, __LINE__);
-    return NULL;
-  }
-  return plan_get(cs, c, transposed, dtype);
+/* The plan of a 16-bit run in *out; GANFW_ERR_INVALID_ARG (recorded) without a workspace: it
+ * always has one, for the dw buffer at least. */
+static ganfw_status plan_for_run_lp(ganfw_cuda_state *cs, const ganfw_conv2d_shape *c,
+                                    int transposed, int32_t dtype, const void *ws,
+                                    ganfw_conv_plan **out) {
+  *out = NULL;
+  if (!ws)
+    return ganfw_cuda_fail(cs, GANFW_ERR_INVALID_ARG, "a 16-bit convolution",
+                           "no workspace was given; allocate the bytes the backend's workspace "
+                           "entry answers for this op in its dtype",
+                           __FILE__, __LINE__);
+  return plan_get(cs, c, transposed, dtype, out);
 }
 
 /* dw (+)= BackwardFilter(x, dy), through the 16-bit buffer after the cuDNN workspace. */
@@ -542,82 +529,130 @@ static ganfw_status weight_grad_lp(ganfw_cuda_state *cs, ganfw_conv_plan *p, con
                                                   dw, accumulate));
 }
 
-size_t ganfw_cuda_conv2d_workspace_lp(ganfw_backend *be, int32_t dtype,
-                                      const ganfw_conv2d_shape *s) {
-  return workspace_lp(ganfw_cuda_state_of(be), dtype, s, 0, "conv2d_workspace_lp");
+static ganfw_status conv2d_forward_lp(ganfw_cuda_state *cs, int32_t dtype,
+                                      const ganfw_conv2d_shape *s, const void *x, const void *w,
+                                      const float *b, void *y, void *ws) {
+  ganfw_conv_plan *p;
+  ganfw_status st = plan_for_run_lp(cs, s, 0, dtype, ws, &p);
+  if (st || (st = run_fwd(cs, p, x, w, y, ws)) || !b) return st;
+  return LAUNCH_CHECK(cs, ganfw_cu_bias_add_lp(cs->stream, dtype, s->N, s->K, s->P * s->Q, b, y));
 }
 
-void ganfw_cuda_conv2d_forward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
-                                  const void *x, const void *w, const float *b, void *y, void *ws) {
-  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
-  if (!ganfw_cuda_lp_begin(cs, "conv2d_forward_lp", dtype)) return;
-  ganfw_conv_plan *p = plan_for_run_lp(cs, s, 0, dtype, ws);
-  if (p && run_fwd(cs, p, x, w, y, ws) == GANFW_OK && b)
-    (void)LAUNCH_CHECK(cs, ganfw_cu_bias_add_lp(cs->stream, dtype, s->N, s->K, s->P * s->Q, b, y));
-  ganfw_cuda_lp_end(cs);
-}
-
-static void conv2d_backward_lp(ganfw_cuda_state *cs, int32_t dtype, const ganfw_conv2d_shape *s,
-                               const void *x, const void *w, const void *dy, void *dx, float *dw,
-                               float *db, int accumulate, void *ws) {
-  if (!dx && !dw && !db) return;
-  ganfw_conv_plan *p = plan_for_run_lp(cs, s, 0, dtype, ws);
-  if (!p) return;
-  if (db && LAUNCH_CHECK(cs, ganfw_cu_channel_sums_lp(cs->stream, dtype, s->N, s->K, s->P * s->Q,
-                                                      dy, db, accumulate)))
-    return;
-  if (dw && weight_grad_lp(cs, p, x, dy, dw, accumulate, ws)) return;
-  if (dx) (void)run_bwd_data(cs, p, w, dy, dx, ws);
-}
-
-void ganfw_cuda_conv2d_backward_lp(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s,
-                                   const void *x, const void *w, const void *dy, void *dx,
-                                   float *dw, float *db, int accumulate, void *ws) {
-  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
-  if (!ganfw_cuda_lp_begin(cs, "conv2d_backward_lp", dtype)) return;
-  conv2d_backward_lp(cs, dtype, s, x, w, dy, dx, dw, db, accumulate, ws);
-  ganfw_cuda_lp_end(cs);
-}
-
-size_t ganfw_cuda_convt2d_workspace_lp(ganfw_backend *be, int32_t dtype,
-                                       const ganfw_convt2d_shape *s) {
-  const ganfw_conv2d_shape c = convt_as_conv(s);
-  return workspace_lp(ganfw_cuda_state_of(be), dtype, &c, 1, "convt2d_workspace_lp");
+static ganfw_status conv2d_backward_lp(ganfw_cuda_state *cs, int32_t dtype,
+                                       const ganfw_conv2d_shape *s, const void *x, const void *w,
+                                       const void *dy, void *dx, float *dw, float *db,
+                                       int accumulate, void *ws) {
+  if (!dx && !dw && !db) return GANFW_OK;
+  ganfw_conv_plan *p;
+  ganfw_status st = plan_for_run_lp(cs, s, 0, dtype, ws, &p);
+  if (st) return st;
+  if (db && (st = LAUNCH_CHECK(cs, ganfw_cu_channel_sums_lp(cs->stream, dtype, s->N, s->K,
+                                                            s->P * s->Q, dy, db, accumulate))))
+    return st;
+  if (dw && (st = weight_grad_lp(cs, p, x, dy, dw, accumulate, ws))) return st;
+  return dx ? run_bwd_data(cs, p, w, dy, dx, ws) : GANFW_OK;
 }
 
 /* y (the conv's x) = BackwardData(w, x (the conv's y)), then y += b per channel */
-void ganfw_cuda_convt2d_forward_lp(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s,
-                                   const void *x, const void *w, const float *b, void *y,
-                                   void *ws) {
-  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
-  if (!ganfw_cuda_lp_begin(cs, "convt2d_forward_lp", dtype)) return;
+static ganfw_status convt2d_forward_lp(ganfw_cuda_state *cs, int32_t dtype,
+                                       const ganfw_convt2d_shape *s, const void *x, const void *w,
+                                       const float *b, void *y, void *ws) {
   const ganfw_conv2d_shape c = convt_as_conv(s);
-  ganfw_conv_plan *p = plan_for_run_lp(cs, &c, 1, dtype, ws);
-  if (p && run_bwd_data(cs, p, w, x, y, ws) == GANFW_OK && b)
-    (void)LAUNCH_CHECK(cs, ganfw_cu_bias_add_lp(cs->stream, dtype, s->N, s->K, s->P * s->Q, b, y));
-  ganfw_cuda_lp_end(cs);
+  ganfw_conv_plan *p;
+  ganfw_status st = plan_for_run_lp(cs, &c, 1, dtype, ws, &p);
+  if (st || (st = run_bwd_data(cs, p, w, x, y, ws)) || !b) return st;
+  return LAUNCH_CHECK(cs, ganfw_cu_bias_add_lp(cs->stream, dtype, s->N, s->K, s->P * s->Q, b, y));
 }
 
 /* dx = Forward(dy, w); dw (+)= BackwardFilter(x := dy, dy := x); db (+)= sums of dy */
-static void convt2d_backward_lp(ganfw_cuda_state *cs, int32_t dtype, const ganfw_convt2d_shape *s,
-                                const void *x, const void *w, const void *dy, void *dx, float *dw,
-                                float *db, int accumulate, void *ws) {
-  if (!dx && !dw && !db) return;
+static ganfw_status convt2d_backward_lp(ganfw_cuda_state *cs, int32_t dtype,
+                                        const ganfw_convt2d_shape *s, const void *x, const void *w,
+                                        const void *dy, void *dx, float *dw, float *db,
+                                        int accumulate, void *ws) {
+  if (!dx && !dw && !db) return GANFW_OK;
   const ganfw_conv2d_shape c = convt_as_conv(s);
-  ganfw_conv_plan *p = plan_for_run_lp(cs, &c, 1, dtype, ws);
-  if (!p) return;
-  if (db && LAUNCH_CHECK(cs, ganfw_cu_channel_sums_lp(cs->stream, dtype, s->N, s->K, s->P * s->Q,
-                                                      dy, db, accumulate)))
-    return;
-  if (dw && weight_grad_lp(cs, p, dy, x, dw, accumulate, ws)) return;
-  if (dx) (void)run_fwd(cs, p, dy, w, dx, ws);
+  ganfw_conv_plan *p;
+  ganfw_status st = plan_for_run_lp(cs, &c, 1, dtype, ws, &p);
+  if (st) return st;
+  if (db && (st = LAUNCH_CHECK(cs, ganfw_cu_channel_sums_lp(cs->stream, dtype, s->N, s->K,
+                                                            s->P * s->Q, dy, db, accumulate))))
+    return st;
+  if (dw && (st = weight_grad_lp(cs, p, dy, x, dw, accumulate, ws))) return st;
+  return dx ? run_fwd(cs, p, dy, w, dx, ws) : GANFW_OK;
 }
 
-void ganfw_cuda_convt2d_backward_lp(ganfw_backend *be, int32_t dtype, const ganfw_convt2d_shape *s,
-                                    const void *x, const void *w, const void *dy, void *dx,
-                                    float *dw, float *db, int accumulate, void *ws) {
+/* --- workspaces and the ops (op.h) ---------------------------------------------------------- */
+
+/* f32: the plan's cuDNN workspace; 16-bit: that, aligned, and the 16-bit dw buffer after it.
+ * Failures while planning in 16 bits name "conv2d_workspace (f16)". 0 when the plan cannot
+ * be made. */
+static size_t workspace(ganfw_cuda_state *cs, int32_t dtype, const ganfw_conv2d_shape *c,
+                        int transposed) {
+  ganfw_conv_plan *p;
+  if (dtype == GANFW_DTYPE_F32) return plan_get(cs, c, transposed, dtype, &p) ? 0 : p->ws;
+  cs->op = transposed ? "convt2d_workspace" : "conv2d_workspace";
+  cs->op_dtype = dtype;
+  const ganfw_status st = ganfw_cuda_lp_end(cs, plan_get(cs, c, transposed, dtype, &p));
+  return st ? 0 : dnn_ws_aligned(p) + (size_t)weight_numel(c) * 2;
+}
+
+size_t ganfw_cuda_conv2d_workspace(ganfw_backend *be, int32_t dtype, const ganfw_conv2d_shape *s) {
+  return workspace(ganfw_cuda_state_of(be), dtype, s, 0);
+}
+
+size_t ganfw_cuda_convt2d_workspace(ganfw_backend *be, int32_t dtype,
+                                    const ganfw_convt2d_shape *s) {
+  const ganfw_conv2d_shape c = convt_as_conv(s);
+  return workspace(ganfw_cuda_state_of(be), dtype, &c, 1);
+}
+
+/* in: x, w, b; out: y; ws */
+ganfw_status ganfw_cuda_op_conv2d_forward(ganfw_backend *be, ganfw_op *op) {
   ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
-  if (!ganfw_cuda_lp_begin(cs, "convt2d_backward_lp", dtype)) return;
-  convt2d_backward_lp(cs, dtype, s, x, w, dy, dx, dw, db, accumulate, ws);
-  ganfw_cuda_lp_end(cs);
+  ganfw_status st = ganfw_cuda_lp_begin(cs, op);
+  if (st == GANFW_OK)
+    st = op->dtype == GANFW_DTYPE_F32 ? conv2d_forward(cs, &op->shape.conv, op->in[0], op->in[1],
+                                                       op->in[2], op->out[0], op->ws)
+                                      : conv2d_forward_lp(cs, op->dtype, &op->shape.conv, op->in[0],
+                                                          op->in[1], op->in[2], op->out[0], op->ws);
+  return ganfw_cuda_lp_end(cs, st);
+}
+
+/* in: x, w, dy; out: dx; grad: dw, db; ws */
+ganfw_status ganfw_cuda_op_conv2d_backward(ganfw_backend *be, ganfw_op *op) {
+  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
+  const int acc = (op->flags & GANFW_OP_ACCUMULATE) != 0;
+  ganfw_status st = ganfw_cuda_lp_begin(cs, op);
+  if (st == GANFW_OK)
+    st = op->dtype == GANFW_DTYPE_F32
+             ? conv2d_backward(cs, &op->shape.conv, op->in[0], op->in[1], op->in[2], op->out[0],
+                               op->grad[0], op->grad[1], acc, op->ws)
+             : conv2d_backward_lp(cs, op->dtype, &op->shape.conv, op->in[0], op->in[1], op->in[2],
+                                  op->out[0], op->grad[0], op->grad[1], acc, op->ws);
+  return ganfw_cuda_lp_end(cs, st);
+}
+
+ganfw_status ganfw_cuda_op_convt2d_forward(ganfw_backend *be, ganfw_op *op) {
+  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
+  ganfw_status st = ganfw_cuda_lp_begin(cs, op);
+  if (st == GANFW_OK)
+    st = op->dtype == GANFW_DTYPE_F32
+             ? convt2d_forward(cs, &op->shape.convt, op->in[0], op->in[1], op->in[2], op->out[0],
+                               op->ws)
+             : convt2d_forward_lp(cs, op->dtype, &op->shape.convt, op->in[0], op->in[1], op->in[2],
+                                  op->out[0], op->ws);
+  return ganfw_cuda_lp_end(cs, st);
+}
+
+ganfw_status ganfw_cuda_op_convt2d_backward(ganfw_backend *be, ganfw_op *op) {
+  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
+  const int acc = (op->flags & GANFW_OP_ACCUMULATE) != 0;
+  ganfw_status st = ganfw_cuda_lp_begin(cs, op);
+  if (st == GANFW_OK)
+    st = op->dtype == GANFW_DTYPE_F32
+             ? convt2d_backward(cs, &op->shape.convt, op->in[0], op->in[1], op->in[2], op->out[0],
+                                op->grad[0], op->grad[1], acc, op->ws)
+             : convt2d_backward_lp(cs, op->dtype, &op->shape.convt, op->in[0], op->in[1], op->in[2],
+                                   op->out[0], op->grad[0], op->grad[1], acc, op->ws);
+  return ganfw_cuda_lp_end(cs, st);
 }

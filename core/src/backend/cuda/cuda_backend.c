@@ -1,8 +1,9 @@
 /* The CUDA backend: device discovery, the process's backend on device 0 (context, one
- * non-blocking compute stream, cuBLAS and cuDNN handles bound to it), the op table with the
- * 16-bit groups it runs natively (lp_ops), and the error record behind the check macros
- * (check.h). The ops live beside this file: memory.c, gemm.c, conv.c, batchnorm.c, and ops.c
- * over the kernels of the .cu files. */
+ * non-blocking compute stream, cuBLAS and cuDNN handles bound to it), the op table (op.h) with
+ * what it runs in 16 bits (supports) and the workspaces it asks, and the error record behind
+ * the check macros (check.h), which makes a failed device stay failed. The ops live beside
+ * this file: memory.c, gemm.c, conv.c, batchnorm.c, tensor_math.c, and ops.c over the kernels
+ * of the .cu files. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,11 +19,15 @@ static const char *short_path(const char *file) {
   return p ? p : file;
 }
 
+/* "f16", "bf16", or "?" for any other dtype. */
+static const char *dtype_name(int32_t dtype) {
+  return dtype == GANFW_DTYPE_F16 ? "f16" : dtype == GANFW_DTYPE_BF16 ? "bf16" : "?";
+}
+
 ganfw_status ganfw_cuda_fail(ganfw_cuda_state *cs, ganfw_status code, const char *call,
                              const char *lib_error, const char *file, int line) {
   char msg[sizeof cs->error_msg], in[96] = "";
-  if (cs && cs->op)
-    snprintf(in, sizeof in, " in %s (%s)", cs->op, ganfw_cuda_dtype_name(cs->op_dtype));
+  if (cs && cs->op) snprintf(in, sizeof in, " in %s (%s)", cs->op, dtype_name(cs->op_dtype));
   snprintf(msg, sizeof msg, "CUDA backend: %s failed%s: %s (%s:%d)", call, in, lib_error,
            short_path(file), line);
   if (cs && cs->error == GANFW_OK) {
@@ -60,11 +65,14 @@ ganfw_status ganfw_cuda_check_dnn(ganfw_cuda_state *cs, cudnnStatus_t e, const c
                          call, lib, file, line);
 }
 
-/* vt->last_error: the first failure of a void op, recorded again as this thread's error;
- * else the runtime's pending launch error, if any. */
-static ganfw_status cuda_last_error(ganfw_backend *be) {
-  ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
+ganfw_status ganfw_cuda_pending(ganfw_cuda_state *cs) {
   if (cs->error != GANFW_OK) return ganfw_error_set(cs->error, "%s", cs->error_msg);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_cuda_op_status(ganfw_cuda_state *cs, ganfw_status st) {
+  if (st != GANFW_OK) return st;
+  if ((st = ganfw_cuda_pending(cs)) != GANFW_OK) return st;
   return CUDA_CHECK(cs, cudaPeekAtLastError());
 }
 
@@ -77,28 +85,26 @@ void ganfw_cuda_clear_error(ganfw_backend *be) {
 
 /* --- native 16-bit compute --------------------------------------------------------------- */
 
-const char *ganfw_cuda_dtype_name(int32_t dtype) {
-  return dtype == GANFW_DTYPE_F16 ? "f16" : dtype == GANFW_DTYPE_BF16 ? "bf16" : "?";
-}
-
-int ganfw_cuda_lp_begin(ganfw_cuda_state *cs, const char *op, int32_t dtype) {
-  cs->op = op;
-  cs->op_dtype = dtype;
-  if (dtype == GANFW_DTYPE_F16 || dtype == GANFW_DTYPE_BF16) return 1;
-  char why[96];
-  snprintf(why, sizeof why, "dtype %d is neither GANFW_DTYPE_F16 nor GANFW_DTYPE_BF16", (int)dtype);
-  ganfw_cuda_fail(cs, GANFW_ERR_INVALID_ARG, "a 16-bit entry", why, __FILE__, __LINE__);
+ganfw_status ganfw_cuda_lp_begin(ganfw_cuda_state *cs, const ganfw_op *op) {
   cs->op = NULL;
-  return 0;
+  if (op->dtype == GANFW_DTYPE_F32) return GANFW_OK;
+  if (op->dtype == GANFW_DTYPE_F16 || op->dtype == GANFW_DTYPE_BF16) {
+    cs->op = ganfw_op_name(op->kind);
+    cs->op_dtype = op->dtype;
+    return GANFW_OK;
+  }
+  char why[128];
+  snprintf(why, sizeof why, "dtype %d is none of GANFW_DTYPE_F32, _F16 and _BF16", (int)op->dtype);
+  return ganfw_cuda_fail(cs, GANFW_ERR_INVALID_ARG, ganfw_op_name(op->kind), why, __FILE__,
+                         __LINE__);
 }
 
-/* vt->lp_ops. f16 (cuDNN's PSEUDO_HALF_CONFIG: half data, float compute; cuBLAS's
- * CUDA_R_16F with CUBLAS_COMPUTE_32F): every group. bf16 needs sm_80 or newer (cuDNN's
- * PSEUDO_BFLOAT16_CONFIG is documented for compute capability 8.0 and later), and leaves
- * out BatchNorm, whose legacy cuDNN entries we do not rely on for bfloat16 data: the layer
- * then converts around the f32 BatchNorm. */
-uint32_t ganfw_cuda_lp_ops(ganfw_backend *be, int32_t dtype) {
-  const ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
+/* The groups of GANFW_LP_* run natively in dtype. f16 (cuDNN's PSEUDO_HALF_CONFIG: half data,
+ * float compute; cuBLAS's CUDA_R_16F with CUBLAS_COMPUTE_32F): every group. bf16 needs sm_80 or
+ * newer (cuDNN's PSEUDO_BFLOAT16_CONFIG is documented for compute capability 8.0 and later),
+ * and leaves out BatchNorm, whose legacy cuDNN entries we do not rely on for bfloat16 data: the
+ * layer then converts around the f32 BatchNorm. */
+static uint32_t lp_groups(const ganfw_cuda_state *cs, int32_t dtype) {
   if (dtype == GANFW_DTYPE_F16)
     return GANFW_LP_CONV | GANFW_LP_LINEAR | GANFW_LP_BATCHNORM | GANFW_LP_ACT;
   if (dtype == GANFW_DTYPE_BF16 && cs->info.cc_major >= 8)
@@ -106,11 +112,75 @@ uint32_t ganfw_cuda_lp_ops(ganfw_backend *be, int32_t dtype) {
   return 0;
 }
 
+/* The GANFW_LP_* group of an op kind; 0 for the f32-only ones. */
+static uint32_t lp_group_of(int32_t kind) {
+  switch (kind) {
+  case GANFW_OP_CONV2D_FORWARD:
+  case GANFW_OP_CONV2D_BACKWARD:
+  case GANFW_OP_CONVT2D_FORWARD:
+  case GANFW_OP_CONVT2D_BACKWARD:
+    return GANFW_LP_CONV;
+  case GANFW_OP_LINEAR_FORWARD:
+  case GANFW_OP_LINEAR_BACKWARD:
+    return GANFW_LP_LINEAR;
+  case GANFW_OP_BATCHNORM2D_TRAIN:
+  case GANFW_OP_BATCHNORM2D_EVAL:
+  case GANFW_OP_BATCHNORM2D_BACKWARD:
+    return GANFW_LP_BATCHNORM;
+  case GANFW_OP_ACT_FORWARD:
+  case GANFW_OP_ACT_BACKWARD:
+    return GANFW_LP_ACT;
+  default:
+    return 0;
+  }
+}
+
 /* --- the table ------------------------------------------------------------------------ */
 
 static void cuda_set_threads(ganfw_backend *be, int threads) {
   (void)be;
   (void)threads; /* host threads do not apply; the GPU's are chosen per kernel */
+}
+
+static const ganfw_op_fn cuda_ops[GANFW_OP_COUNT] = {
+#define GANFW_CUDA_OP_ENTRY_(K, name) [GANFW_OP_##K] = ganfw_cuda_op_##name,
+    GANFW_OP_LIST(GANFW_CUDA_OP_ENTRY_)
+#undef GANFW_CUDA_OP_ENTRY_
+};
+
+/* vt->supports: every op in f32; in f16 and bf16 the casts, the ops that only move elements
+ * (ganfw_op_any_dtype) and the groups lp_groups names.
+ * No question a flag asks is answered yes: BatchNorm's backward does not write dx over dy
+ * (GANFW_OP_IN_PLACE), dx gets its own tensor. */
+static int32_t cuda_supports(ganfw_backend *be, const ganfw_op *op) {
+  if (op->flags & ~GANFW_OP_ACCUMULATE) return 0;
+  if (op->dtype == GANFW_DTYPE_F32) return 1;
+  if (op->dtype != GANFW_DTYPE_F16 && op->dtype != GANFW_DTYPE_BF16) return 0;
+  if (op->kind == GANFW_OP_CAST_FROM_F32 || op->kind == GANFW_OP_CAST_TO_F32) return 1;
+  if (ganfw_op_any_dtype(op->kind)) return 1;
+  return (lp_groups(ganfw_cuda_state_of(be), op->dtype) & lp_group_of(op->kind)) != 0;
+}
+
+/* vt->workspace: a convolution's (forward and backward alike), planned in op's dtype; 0 for
+ * every other op and for one the backend does not run. */
+static size_t cuda_workspace(ganfw_backend *be, const ganfw_op *op) {
+  if (!cuda_supports(be, op)) return 0;
+  switch (op->kind) {
+  case GANFW_OP_CONV2D_FORWARD:
+  case GANFW_OP_CONV2D_BACKWARD:
+    return ganfw_cuda_conv2d_workspace(be, op->dtype, &op->shape.conv);
+  case GANFW_OP_CONVT2D_FORWARD:
+  case GANFW_OP_CONVT2D_BACKWARD:
+    return ganfw_cuda_convt2d_workspace(be, op->dtype, &op->shape.convt);
+  default:
+    return 0;
+  }
+}
+
+/* vt->run: the op's own status, else the failure the device recorded before (it stays), else
+ * a launch error the runtime still holds (what the executor's last_error poll used to find). */
+static ganfw_status cuda_run(ganfw_backend *be, ganfw_op *op) {
+  return ganfw_cuda_op_status(ganfw_cuda_state_of(be), ganfw_op_dispatch(cuda_ops, be, op));
 }
 
 static const ganfw_backend_vt cuda_vt = {
@@ -123,80 +193,12 @@ static const ganfw_backend_vt cuda_vt = {
     .copy_d2d = ganfw_cuda_copy_d2d,
     .synchronize = ganfw_cuda_synchronize,
     .set_threads = cuda_set_threads,
-    .gemm = ganfw_cuda_gemm,
-    .conv2d_workspace = ganfw_cuda_conv2d_workspace,
-    .conv2d_forward = ganfw_cuda_conv2d_forward,
-    .conv2d_backward = ganfw_cuda_conv2d_backward,
-    .convt2d_workspace = ganfw_cuda_convt2d_workspace,
-    .convt2d_forward = ganfw_cuda_convt2d_forward,
-    .convt2d_backward = ganfw_cuda_convt2d_backward,
-    .linear_forward = ganfw_cuda_linear_forward,
-    .linear_backward = ganfw_cuda_linear_backward,
-    .batchnorm2d_forward_train = ganfw_cuda_batchnorm2d_forward_train,
-    .batchnorm2d_forward_eval = ganfw_cuda_batchnorm2d_forward_eval,
-    .batchnorm2d_backward = ganfw_cuda_batchnorm2d_backward,
-    .act_forward = ganfw_cuda_act_forward,
-    .act_backward = ganfw_cuda_act_backward,
-    .maxpool2d_forward = ganfw_cuda_maxpool2d_forward,
-    .maxpool2d_backward = ganfw_cuda_maxpool2d_backward,
-    .avgpool2d_forward = ganfw_cuda_avgpool2d_forward,
-    .avgpool2d_backward = ganfw_cuda_avgpool2d_backward,
-    .dropout_forward = ganfw_cuda_dropout_forward,
-    .dropout_backward = ganfw_cuda_dropout_backward,
-    .bce_logits_forward = ganfw_cuda_bce_logits_forward,
-    .bce_logits_backward = ganfw_cuda_bce_logits_backward,
-    .softmax_xent_forward = ganfw_cuda_softmax_xent_forward,
-    .softmax_xent_backward = ganfw_cuda_softmax_xent_backward,
-    .fill = ganfw_cuda_fill,
-    .scale = ganfw_cuda_scale,
-    .add_scalar = ganfw_cuda_add_scalar,
-    .add = ganfw_cuda_add,
-    .axpy = ganfw_cuda_axpy,
-    .mul = ganfw_cuda_mul,
-    .addcmul = ganfw_cuda_addcmul,
-    .addcdiv = ganfw_cuda_addcdiv,
-    .sqrt = ganfw_cuda_sqrt,
-    .lerp = ganfw_cuda_lerp,
-    .maximum = ganfw_cuda_maximum,
-    .sum = ganfw_cuda_sum,
-    .sumsq = ganfw_cuda_sumsq,
-    .nonfinite = ganfw_cuda_nonfinite,
-    .nonfinite_many = ganfw_cuda_nonfinite_many,
-    .f32_to_f16 = ganfw_cuda_f32_to_f16,
-    .f16_to_f32 = ganfw_cuda_f16_to_f32,
-    .f32_to_bf16 = ganfw_cuda_f32_to_bf16,
-    .bf16_to_f32 = ganfw_cuda_bf16_to_f32,
-    .rng_uniform = ganfw_cuda_rng_uniform,
-    .rng_normal = ganfw_cuda_rng_normal,
-    .last_error = cuda_last_error,
     .host_alloc_pinned = ganfw_cuda_host_alloc_pinned,
     .host_free_pinned = ganfw_cuda_host_free_pinned,
     .copy_h2d_async = ganfw_cuda_copy_h2d_async,
-    .lp_ops = ganfw_cuda_lp_ops,
-    .conv2d_workspace_lp = ganfw_cuda_conv2d_workspace_lp,
-    .conv2d_forward_lp = ganfw_cuda_conv2d_forward_lp,
-    .conv2d_backward_lp = ganfw_cuda_conv2d_backward_lp,
-    .convt2d_workspace_lp = ganfw_cuda_convt2d_workspace_lp,
-    .convt2d_forward_lp = ganfw_cuda_convt2d_forward_lp,
-    .convt2d_backward_lp = ganfw_cuda_convt2d_backward_lp,
-    .linear_forward_lp = ganfw_cuda_linear_forward_lp,
-    .linear_backward_lp = ganfw_cuda_linear_backward_lp,
-    .batchnorm2d_forward_train_lp = ganfw_cuda_batchnorm2d_forward_train_lp,
-    .batchnorm2d_forward_eval_lp = ganfw_cuda_batchnorm2d_forward_eval_lp,
-    .batchnorm2d_backward_lp = ganfw_cuda_batchnorm2d_backward_lp,
-    .act_forward_lp = ganfw_cuda_act_forward_lp,
-    .act_backward_lp = ganfw_cuda_act_backward_lp,
-    .upsample2d_forward = ganfw_cuda_upsample2d_forward,
-    .upsample2d_backward = ganfw_cuda_upsample2d_backward,
-    .groupnorm_forward = ganfw_cuda_groupnorm_forward,
-    .groupnorm_backward = ganfw_cuda_groupnorm_backward,
-    .embedding_forward = ganfw_cuda_embedding_forward,
-    .embedding_backward = ganfw_cuda_embedding_backward,
-    .transpose01 = ganfw_cuda_transpose01,
-    .unary = ganfw_cuda_unary,
-    .binary = ganfw_cuda_binary,
-    .reduce_sum = ganfw_cuda_reduce_sum,
-    .channel_affine = ganfw_cuda_channel_affine,
+    .supports = cuda_supports,
+    .workspace = cuda_workspace,
+    .run = cuda_run,
 };
 
 /* --- devices and the backend ------------------------------------------------------------ */
@@ -297,16 +299,23 @@ void ganfw_cuda_set_workspace_limit(ganfw_backend *be, size_t bytes) {
   ganfw_cuda_state_of(be)->workspace_limit = bytes;
 }
 
-float *ganfw_cuda_scratch(ganfw_cuda_state *cs, int64_t floats) {
-  if (floats <= cs->scratch_floats) return cs->scratch;
+ganfw_status ganfw_cuda_scratch(ganfw_cuda_state *cs, int64_t floats, float **out) {
+  ganfw_status st;
+  *out = NULL;
+  if (floats <= cs->scratch_floats) {
+    *out = cs->scratch;
+    return GANFW_OK;
+  }
   int64_t want = cs->scratch_floats ? cs->scratch_floats : 1024;
   while (want < floats) want *= 2;
   float *p = NULL;
   /* the old scratch may still be read by queued work: let it finish first */
-  if (CUDA_CHECK(cs, cudaStreamSynchronize(cs->stream))) return NULL;
-  if (CUDA_CHECK(cs, cudaMalloc((void **)&p, (size_t)want * sizeof(float)))) return NULL;
+  if ((st = CUDA_CHECK(cs, cudaStreamSynchronize(cs->stream))) ||
+      (st = CUDA_CHECK(cs, cudaMalloc((void **)&p, (size_t)want * sizeof(float)))))
+    return st;
   if (cs->scratch) (void)CUDA_CHECK(cs, cudaFree(cs->scratch));
   cs->scratch = p;
   cs->scratch_floats = want;
-  return p;
+  *out = p;
+  return GANFW_OK;
 }

@@ -1,7 +1,7 @@
 /* Element-wise kernels of the CUDA backend over n contiguous elements: the foreach ops of
  * the optimizers, activations (forward from x, backward from the output y; f32 and 16-bit),
  * f32 <-> f16 / bf16 casts, the bias broadcast of linear, and the 16-bit bias add and
- * weight-gradient accumulation of the _lp entries. Rounding is written out (__fmul_rn, fmaf)
+ * weight-gradient accumulation of the 16-bit ops. Rounding is written out (__fmul_rn, fmaf)
  * wherever the CPU backend's result depends on it, so that these give the CPU's bits. */
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -269,7 +269,7 @@ extern "C" cudaError_t ganfw_cu_bias_rows(cudaStream_t st, int64_t rows, int64_t
   GANFW_CU_LAUNCH(st, n, bias_rows_k, n, cols, b, y);
 }
 
-/* --- 16-bit bias and weight-gradient helpers of the _lp entries ---------------------------- */
+/* --- 16-bit bias and weight-gradient helpers of the 16-bit ops ---------------------------- */
 
 template <typename T>
 static __global__ void bias_add_lp_k(int64_t n, int64_t C, int64_t HW, const float *b, T *y) {

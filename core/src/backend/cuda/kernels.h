@@ -1,6 +1,6 @@
 /* Launchers of the CUDA backend's own kernels (the .cu files beside this), callable from
  * C. Each enqueues its kernel(s) on `st` and returns cudaGetLastError() (cudaSuccess for
- * an empty range); the semantics are those of the matching entry in core/src/backend/backend.h.
+ * an empty range); the semantics are those of the matching op in core/src/backend/op.h.
  * All pointers are device pointers; sizes are element counts. */
 #ifndef GANFW_CUDA_KERNELS_H
 #define GANFW_CUDA_KERNELS_H
@@ -145,7 +145,7 @@ cudaError_t ganfw_cu_embedding_backward(cudaStream_t st, int64_t N, int64_t num,
 cudaError_t ganfw_cu_transpose01(cudaStream_t st, int64_t A, int64_t B, int64_t C, const float *x,
                                  float *y);
 
-/* --- tensor_math.cu: the host's tensor_* ops (backend.h: unary, binary, reduce_sum,
+/* --- tensor_math.cu: the host's tensor_* ops (op.h: unary, binary, reduce_sum,
  * channel_affine) ------------------------------------------------------------------------ */
 cudaError_t ganfw_cu_unary(cudaStream_t st, int32_t op, int64_t n, float *out, const float *x,
                            float a, float b);

@@ -1,5 +1,5 @@
-/* 16-bit element types of the CUDA backend's native mixed-precision kernels (the backend's
- * _lp entries): loads to float, stores rounded once to nearest-even, and the dispatch of a
+/* 16-bit element types of the CUDA backend's native mixed-precision kernels (its ops in f16
+ * and bf16): loads to float, stores rounded once to nearest-even, and the dispatch of a
  * launcher on GANFW_DTYPE_F16 (__half) or GANFW_DTYPE_BF16 (__nv_bfloat16). */
 #ifndef GANFW_CUDA_LP_CUH
 #define GANFW_CUDA_LP_CUH

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_internal.h"
-#include "base/error.h"
 
 void *ganfw_cuda_raw_alloc(ganfw_backend *be, size_t bytes) {
   ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
@@ -40,23 +39,19 @@ ganfw_status ganfw_cuda_capacity(ganfw_backend *be, size_t *total, size_t *free_
   return GANFW_OK;
 }
 
-/* The first recorded failure of a void op, else OK: copies and synchronize report it, so
- * that a failed kernel surfaces at the next point where the host waits. */
-static ganfw_status pending(ganfw_cuda_state *cs) {
-  if (cs->error != GANFW_OK) return ganfw_error_set(cs->error, "%s", cs->error_msg);
-  return GANFW_OK;
-}
+/* Copies answer the device's first recorded failure (ganfw_cuda_pending) as the ops do, so
+ * that a failed kernel surfaces at the next point where the host waits too. */
 
 /* Returns when src may be reused: the copy is enqueued in order with the ops and waited
  * for (src may be pageable or pinned; copy_h2d_async is the overlapping variant). */
 ganfw_status ganfw_cuda_copy_h2d(ganfw_backend *be, void *dst, const void *src, size_t bytes) {
   ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
   ganfw_status st;
-  if (bytes == 0) return pending(cs);
+  if (bytes == 0) return ganfw_cuda_pending(cs);
   if ((st = CUDA_CHECK(cs, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs->stream))))
     return st;
   if ((st = CUDA_CHECK(cs, cudaStreamSynchronize(cs->stream)))) return st;
-  return pending(cs);
+  return ganfw_cuda_pending(cs);
 }
 
 /* Enqueued in order with the ops and not waited for: src (from host_alloc_pinned) must
@@ -64,10 +59,10 @@ ganfw_status ganfw_cuda_copy_h2d(ganfw_backend *be, void *dst, const void *src, 
 ganfw_status ganfw_cuda_copy_h2d_async(ganfw_backend *be, void *dst, const void *src,
                                        size_t bytes) {
   ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
-  if (bytes == 0) return pending(cs);
+  if (bytes == 0) return ganfw_cuda_pending(cs);
   ganfw_status st =
       CUDA_CHECK(cs, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cs->stream));
-  return st != GANFW_OK ? st : pending(cs);
+  return st != GANFW_OK ? st : ganfw_cuda_pending(cs);
 }
 
 /* Waits for everything queued before it, then for the copy. */
@@ -78,21 +73,22 @@ ganfw_status ganfw_cuda_copy_d2h(ganfw_backend *be, void *dst, const void *src, 
       (st = CUDA_CHECK(cs, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cs->stream))))
     return st;
   if ((st = CUDA_CHECK(cs, cudaStreamSynchronize(cs->stream)))) return st;
-  return pending(cs);
+  return ganfw_cuda_pending(cs);
 }
 
 ganfw_status ganfw_cuda_copy_d2d(ganfw_backend *be, void *dst, const void *src, size_t bytes) {
   ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
-  if (bytes == 0 || dst == src) return pending(cs);
+  if (bytes == 0 || dst == src) return ganfw_cuda_pending(cs);
   ganfw_status st =
       CUDA_CHECK(cs, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cs->stream));
-  return st != GANFW_OK ? st : pending(cs);
+  return st != GANFW_OK ? st : ganfw_cuda_pending(cs);
 }
 
+/* The wait's own failure, else the first recorded one, else a launch error the runtime still
+ * holds: what synchronize and the removed last_error answered together. */
 ganfw_status ganfw_cuda_synchronize(ganfw_backend *be) {
   ganfw_cuda_state *cs = ganfw_cuda_state_of(be);
-  ganfw_status st = CUDA_CHECK(cs, cudaStreamSynchronize(cs->stream));
-  return st != GANFW_OK ? st : pending(cs);
+  return ganfw_cuda_op_status(cs, CUDA_CHECK(cs, cudaStreamSynchronize(cs->stream)));
 }
 
 /* Page-locked host memory (cudaHostAlloc): uploads from it run at full bus speed and

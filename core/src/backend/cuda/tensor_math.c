@@ -1,27 +1,32 @@
-/* The CUDA backend's table entries for the host's tensor_* ops: each launches its kernel
- * (tensor_math.cu) on the compute stream and records a failed launch (LAUNCH_CHECK), which
- * the executor and the host entries read back through last_error. */
+/* The CUDA backend's ops behind the host's tensor_* entries: each unpacks its descriptor
+ * (op.h), launches its kernel (tensor_math.cu) on the compute stream and returns the launch's
+ * check (LAUNCH_CHECK). */
 #include "backend/cuda/cuda_internal.h"
 
-#define STREAM(be)      (ganfw_cuda_state_of(be)->stream)
-#define RUN(be, launch) (void)LAUNCH_CHECK(ganfw_cuda_state_of(be), launch)
+#define STREAM(be)         (ganfw_cuda_state_of(be)->stream)
+#define LAUNCH(be, launch) LAUNCH_CHECK(ganfw_cuda_state_of(be), launch)
 
-void ganfw_cuda_unary(ganfw_backend *be, int32_t op, int64_t n, float *out, const float *x, float a,
-                      float b) {
-  RUN(be, ganfw_cu_unary(STREAM(be), op, n, out, x, a, b));
+/* mode: GANFW_UNARY_*; d: n; in: x; out: out; sc: a, b */
+ganfw_status ganfw_cuda_op_unary(ganfw_backend *be, ganfw_op *op) {
+  return LAUNCH(be, ganfw_cu_unary(STREAM(be), op->mode, op->shape.d[0], op->out[0], op->in[0],
+                                   (float)op->sc[0], (float)op->sc[1]));
 }
 
-void ganfw_cuda_binary(ganfw_backend *be, int32_t op, const ganfw_bcast_shape *s, float *out,
-                       const float *a, const float *b) {
-  RUN(be, ganfw_cu_binary(STREAM(be), op, s, out, a, b));
+/* mode: GANFW_BINARY_*; shape.bcast; in: a, b; out: out */
+ganfw_status ganfw_cuda_op_binary(ganfw_backend *be, ganfw_op *op) {
+  return LAUNCH(be, ganfw_cu_binary(STREAM(be), op->mode, &op->shape.bcast, op->out[0], op->in[0],
+                                    op->in[1]));
 }
 
-void ganfw_cuda_reduce_sum(ganfw_backend *be, const ganfw_reduce_shape *s, double scale,
-                           const float *x, float *out) {
-  RUN(be, ganfw_cu_reduce_sum(STREAM(be), s, scale, x, out));
+/* shape.reduce; in: x; out: out; sc: scale */
+ganfw_status ganfw_cuda_op_reduce_sum(ganfw_backend *be, ganfw_op *op) {
+  return LAUNCH(
+      be, ganfw_cu_reduce_sum(STREAM(be), &op->shape.reduce, op->sc[0], op->in[0], op->out[0]));
 }
 
-void ganfw_cuda_channel_affine(ganfw_backend *be, int64_t N, int64_t C, int64_t inner,
-                               const float *x, const float *s, const float *b, float *y) {
-  RUN(be, ganfw_cu_channel_affine(STREAM(be), N, C, inner, x, s, b, y));
+/* d: N, C, inner; in: x, s, b; out: y */
+ganfw_status ganfw_cuda_op_channel_affine(ganfw_backend *be, ganfw_op *op) {
+  const int64_t *d = op->shape.d;
+  return LAUNCH(be, ganfw_cu_channel_affine(STREAM(be), d[0], d[1], d[2], op->in[0], op->in[1],
+                                            op->in[2], op->out[0]));
 }
