@@ -1,7 +1,8 @@
-/* What every layer implementation shares (see layer.h): errors that name the layer, its
- * activation and workspace tensors, its parameters and their default initialisation, and
- * the release of what a forward saved for backward. The executor (net.c) and the layer
- * types (layers/<type>.c) both build on this file; it names no layer type. */
+/* What every layer implementation shares (see layer.h): the one way its ops reach the
+ * backend, errors that name the layer, its activation and workspace tensors, its parameters
+ * and their default initialisation, and the release of what a forward saved for backward. The
+ * executor (net.c) and the layer types (layers/<type>.c) both build on this file; it names no layer
+ * type. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -25,6 +26,17 @@ ganfw_status ganfw_layer_error(const ganfw_layer *l, ganfw_status code, const ch
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   return ganfw_error_set(code, "layer %s (%s): %s", l->qualified, l->vt->type, msg);
+}
+
+ganfw_status ganfw_layer_op(const ganfw_layer *l, const ganfw_exec *ex, ganfw_op *op) {
+  ganfw_status st = ganfw_backend_run(ex->be, op);
+  return st == GANFW_OK ? st : ganfw_error_wrap(st, "layer %s", l->qualified);
+}
+
+ganfw_status ganfw_layer_fill(const ganfw_layer *l, const ganfw_exec *ex, int64_t n, void *x,
+                              float v) {
+  ganfw_op op = {.kind = GANFW_OP_FILL, .shape.d = {n}, .out = {x}, .sc = {v}};
+  return ganfw_layer_op(l, ex, &op);
 }
 
 void ganfw_saved_clear(ganfw_saved *s) {
@@ -70,7 +82,11 @@ ganfw_status ganfw_layer_add_param(ganfw_layer *l, int32_t i, const char *suffix
 
 ganfw_status ganfw_layer_init_uniform(ganfw_layer *l, int64_t fan_in) {
   float bound = fan_in > 0 ? (float)(1.0 / sqrt((double)fan_in)) : 0.0f;
-  for (int32_t i = 0; i < l->nparams; i++)
-    ganfw_ctx_rng_uniform(l->ctx, l->param[i]->numel, l->param[i]->data, -bound, bound);
+  for (int32_t i = 0; i < l->nparams; i++) {
+    ganfw_status st =
+        ganfw_ctx_rng_uniform(l->ctx, l->param[i]->numel, l->param[i]->data, -bound, bound);
+    if (st != GANFW_OK)
+      return ganfw_error_wrap(st, "layer %s: initialising %s", l->qualified, l->param_name[i]);
+  }
   return GANFW_OK;
 }

@@ -69,8 +69,97 @@ typedef struct ganfw_layer_vt {
 #define GANFW_NODE_MAX_INPUTS 16
 
 #define GANFW_LAYER_MAX_PARAMS 4 /* GANFW_CUSTOM_MAX_PARAMS: a plugin layer's */
-#define GANFW_LAYER_MAX_ARGS   8
 #define GANFW_LAYER_MAX_EXTRA  4 /* spectral norm's u and v; GANFW_CUSTOM_MAX_BUFFERS */
+
+/* --- the arguments of each layer kind, as its builder in net.c (ganfw_net_<kind>) got them,
+ * checked there. global_avg_pool, add, concat and plugin layers have none. */
+
+/* conv2d and conv_transpose2d: a square kernel, one stride and padding for both dims. */
+typedef struct ganfw_conv_args {
+  int64_t in_channels, out_channels; /* C, K */
+  int64_t kernel, stride, padding;
+  int64_t output_padding; /* conv_transpose2d only; 0 for conv2d */
+  int32_t bias;           /* 1: a bias [K] */
+} ganfw_conv_args;
+
+typedef struct ganfw_linear_args {
+  int64_t in_features, out_features;
+  int32_t bias; /* 1: a bias [out_features] */
+} ganfw_linear_args;
+
+/* batchnorm2d: its hyper-parameters, and its buffers saved with the weights
+ * (ganfw_net_buffer_at), made by its init. */
+typedef struct ganfw_batchnorm_args {
+  int64_t channels;
+  float eps, momentum; /* the model's, or model.batchnorm_eps / _momentum (batchnorm2d.c) */
+  ganfw_tensor *running_mean, *running_var; /* [C] f32 */
+  int64_t num_batches_tracked;
+  char *buffer_name[3]; /* the state_dict names of the three: "main.1.running_mean", ... */
+} ganfw_batchnorm_args;
+
+typedef struct ganfw_activation_args {
+  int32_t kind; /* GANFW_ACT_* */
+  float alpha;  /* LeakyReLU's slope */
+} ganfw_activation_args;
+
+typedef struct ganfw_pool_args {
+  int32_t kind; /* GANFW_POOL_MAX or _AVG */
+  int64_t kernel, stride, padding;
+} ganfw_pool_args;
+
+typedef struct ganfw_dropout_args {
+  float p; /* the probability of zeroing a value */
+} ganfw_dropout_args;
+
+/* flatten ([N,C,H,W] -> [N,C*H*W]) or reshape ([N,F] -> [N,c,h,w]). */
+typedef struct ganfw_reshape_args {
+  int32_t flatten; /* 1: flatten; 0: reshape into c, h, w */
+  int64_t c, h, w;
+} ganfw_reshape_args;
+
+typedef struct ganfw_upsample_args {
+  int32_t mode; /* GANFW_UPSAMPLE_NEAREST or _BILINEAR; the scale is 2 */
+} ganfw_upsample_args;
+
+typedef struct ganfw_groupnorm_args {
+  int64_t groups, channels;
+  float eps;
+  int32_t affine; /* 1: weight and bias [channels] */
+} ganfw_groupnorm_args;
+
+typedef struct ganfw_instancenorm_args {
+  int64_t channels;
+  float eps;
+  int32_t affine; /* 1: weight and bias [channels] */
+} ganfw_instancenorm_args;
+
+/* layernorm over a sample of shape[0..ndim) (the dims past ndim are 1). */
+typedef struct ganfw_layernorm_args {
+  int32_t ndim; /* 1 to 3 */
+  int64_t shape[3];
+  float eps;
+  int32_t affine; /* 1: weight and bias of `shape` */
+} ganfw_layernorm_args;
+
+typedef struct ganfw_embedding_args {
+  int64_t num, dim; /* weight [num, dim] */
+} ganfw_embedding_args;
+
+/* A layer's arguments: the member of its kind. */
+typedef union ganfw_layer_args {
+  ganfw_conv_args conv; /* conv2d, conv_transpose2d */
+  ganfw_linear_args linear;
+  ganfw_batchnorm_args batchnorm;
+  ganfw_activation_args activation;
+  ganfw_pool_args pool; /* pool2d */
+  ganfw_dropout_args dropout;
+  ganfw_reshape_args reshape; /* flatten and reshape */
+  ganfw_upsample_args upsample;
+  ganfw_groupnorm_args groupnorm;
+  ganfw_instancenorm_args instancenorm; /* instancenorm2d */
+  ganfw_layernorm_args layernorm;
+  ganfw_embedding_args embedding;
+} ganfw_layer_args;
 
 /* torch.nn.utils.spectral_norm on a matmul layer's weight (layers/spectral_norm.c). The
  * weight, parameter 0 ("<layer>.weight_orig"), is seen as [A,h,B] and its matrix W_mat
@@ -93,19 +182,15 @@ struct ganfw_layer {
   const ganfw_layer_vt *vt;
   ganfw_net *net;
   ganfw_ctx *ctx;
-  char *name;                        /* "main.0" */
-  char *qualified;                   /* "generator.main.0": owner name in memory reports */
-  int64_t arg[GANFW_LAYER_MAX_ARGS]; /* type-specific integer arguments */
-  float farg[2];                     /* type-specific float arguments */
+  char *name;            /* "main.0" */
+  char *qualified;       /* "generator.main.0": owner name in memory reports */
+  ganfw_layer_args args; /* the member of its kind (vt): args.conv, args.batchnorm, ... */
   int32_t nparams;
   ganfw_tensor *param[GANFW_LAYER_MAX_PARAMS]; /* weight, bias */
   ganfw_tensor *grad[GANFW_LAYER_MAX_PARAMS];
   char *param_name[GANFW_LAYER_MAX_PARAMS]; /* "main.0.weight" */
-  ganfw_tensor *running_mean, *running_var; /* batchnorm2d */
-  int64_t num_batches_tracked;
-  char *buffer_name[3];
-  /* More buffers saved with the weights, after BatchNorm's (ganfw_net_buffer_at): f32
-   * tensors owned by the layer, extra_name[i] their state_dict name ("main.0.weight_u"). */
+  /* More buffers saved with the weights, after BatchNorm's statistics (ganfw_net_buffer_at):
+   * f32 tensors owned by the layer, extra_name[i] their state_dict name ("main.0.weight_u"). */
   int32_t nextra;
   ganfw_tensor *extra[GANFW_LAYER_MAX_EXTRA];
   char *extra_name[GANFW_LAYER_MAX_EXTRA];
@@ -143,6 +228,36 @@ extern const ganfw_layer_vt ganfw_layer_instancenorm2d;
 extern const ganfw_layer_vt ganfw_layer_layernorm;
 extern const ganfw_layer_vt ganfw_layer_add;
 extern const ganfw_layer_vt ganfw_layer_concat;
+
+/* l's BatchNorm arguments and statistics (inside l, valid while l is) when l is a
+ * batchnorm2d, else NULL. */
+static inline ganfw_batchnorm_args *ganfw_batchnorm_of(ganfw_layer *l) {
+  return l->vt == &ganfw_layer_batchnorm2d ? &l->args.batchnorm : NULL;
+}
+
+/* The matmul layers, conv2d, conv_transpose2d and linear (layers/matmul.c): y = x * weight
+ * (+ bias) by one backend op each way, in one frame the three share. Forward keeps x for
+ * backward; both run inside spectral norm's begin and end (when the layer has it) and compute
+ * either natively in 16 bits on the whole batch (the backend runs the layer's GANFW_LP_* group
+ * in the compute dtype and x has it) or in f32 over row chunks (ganfw_layer_rows_run) with the
+ * weights rounded to the compute dtype (ganfw_layer_f32_params). A layer supplies its op: */
+typedef struct ganfw_matmul_kind {
+  uint32_t lp_group; /* GANFW_LP_CONV or GANFW_LP_LINEAR */
+  int32_t workspace; /* 1: the op takes a workspace (the forward's size, op.h's ws) */
+  /* The op for `rows` samples of an input of shape in (batch first) with kind and shape
+   * filled (forward, or backward when `backward`); the frame fills the rest. Its slots are
+   * the matmul ops' of op.h: forward in: x, w, b; out: y; backward in: x, w, dy; out: dx;
+   * grad: dw, db. */
+  ganfw_op (*op)(const ganfw_layer *l, const int64_t *in, int64_t rows, int32_t backward);
+} ganfw_matmul_kind;
+/* *y: a new tensor out[0..out_ndim) in the compute dtype holding the layer's output. */
+ganfw_status ganfw_matmul_forward(ganfw_layer *l, const ganfw_exec *ex, const ganfw_matmul_kind *k,
+                                  ganfw_tensor *x, int32_t out_ndim, const int64_t *out,
+                                  ganfw_tensor **y, ganfw_saved *saved);
+/* The layer's backward (ganfw_layer_vt's contract) from the x forward kept. */
+ganfw_status ganfw_matmul_backward(ganfw_layer *l, const ganfw_exec *ex, const ganfw_matmul_kind *k,
+                                   ganfw_saved *saved, ganfw_tensor *dy, ganfw_tensor **dx,
+                                   int32_t param_grads, int32_t accumulate);
 
 /* *acc += g for the executor's gradients of a node that feeds several others
  * (layers/join.c): in place when the executor holds the only reference to *acc, else *acc
@@ -224,6 +339,18 @@ ganfw_status ganfw_norm_backward(ganfw_layer *l, const ganfw_exec *ex, const gan
 ganfw_status ganfw_norm_add_affine(ganfw_layer *l, int32_t ndim, const int64_t *shape);
 
 /* Helpers for layer implementations (layer.c). */
+/* Runs op (backend/op.h) on ex's backend: every op a layer computes goes through here, and
+ * its status comes back out of the layer's forward or backward. A failure is wrapped with
+ * the layer's name ("layer generator.main.3: ..."). */
+ganfw_status ganfw_layer_op(const ganfw_layer *l, const ganfw_exec *ex, ganfw_op *op);
+/* x[0..n) = v (f32, device memory of ex's backend), by ganfw_layer_op. */
+ganfw_status ganfw_layer_fill(const ganfw_layer *l, const ganfw_exec *ex, int64_t n, void *x,
+                              float v);
+/* The exec of a layer's init: the net's context and backend, outside any pass. */
+static inline ganfw_exec ganfw_layer_init_exec(const ganfw_layer *l) {
+  ganfw_exec ex = {.ctx = l->ctx, .be = l->ctx->be};
+  return ex;
+}
 /* "a.b", malloc'ed (the caller frees it); NULL when out of memory. */
 char *ganfw_name_join(const char *a, const char *b);
 /* A new activation tensor named after the layer. */
@@ -253,8 +380,9 @@ void ganfw_saved_clear(ganfw_saved *s);
  *   const float *xf = ganfw_layer_f32_in(l, ex, &sc, x);     (NULL: failed, error set)
  *   float *yf = xf ? ganfw_layer_f32_out(l, ex, &sc, y) : NULL;
  *   if (!yf) { ganfw_layer_scratch_release(&sc); ...; return ganfw_error_code(); }
- *   kernel(xf, yf);
- *   ganfw_layer_store_out(ex, &sc);                          (converts into y, releases) */
+ *   st = op(xf, yf);                                         (ganfw_layer_op)
+ *   if (st == GANFW_OK) st = ganfw_layer_store_out(l, ex, &sc); (converts into y, releases)
+ *   else ganfw_layer_scratch_release(&sc); */
 #define GANFW_LAYER_SCRATCH_MAX 8
 typedef struct ganfw_layer_scratch {
   ganfw_tensor *t[GANFW_LAYER_SCRATCH_MAX];   /* f32 workspace tensors, released together */
@@ -277,15 +405,16 @@ float *ganfw_layer_f32_out(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scr
 ganfw_status ganfw_layer_f32_params(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scratch *sc,
                                     const float *p[GANFW_LAYER_MAX_PARAMS]);
 /* Converts every buffer from ganfw_layer_f32_out into its tensor, then releases the
- * scratch. */
-void ganfw_layer_store_out(const ganfw_exec *ex, ganfw_layer_scratch *sc);
+ * scratch (also on failure); the first conversion's failure, if any. */
+ganfw_status ganfw_layer_store_out(const ganfw_layer *l, const ganfw_exec *ex,
+                                   ganfw_layer_scratch *sc);
 /* Releases the scratch without storing (an error path). */
 void ganfw_layer_scratch_release(ganfw_layer_scratch *sc);
 
-/* Native 16-bit compute: with a 16-bit compute dtype and a backend whose lp_ops cover a
- * layer's group (GANFW_LP_*, backend.h), the layer calls the backend's _lp entries on the
- * whole batch instead: its 16-bit tensors as they are, no f32 copies. Scratch use as above
- * (ganfw_layer_scratch_release frees the copies these make). */
+/* Native 16-bit compute: with a 16-bit compute dtype and a backend that supports a layer's
+ * group (GANFW_LP_*, backend.h; ganfw_be_lp_ops) in it, the layer runs its ops in that dtype
+ * on the whole batch instead: its 16-bit tensors as they are, no f32 copies. Scratch use as
+ * above (ganfw_layer_scratch_release frees the copies these make). */
 /* 1 when ex's compute dtype is f16/bf16 and the backend runs `group` natively in it. */
 int32_t ganfw_layer_lp(const ganfw_exec *ex, uint32_t group);
 /* ganfw_layer_lp for a matmul layer (conv, conv-transpose, linear) with input x: 0 also when

@@ -3,6 +3,7 @@
  * afterwards, in chunks of rows (or of channels, for BatchNorm) so that the copies stay
  * small; matmul weights rounded to the compute dtype. With every tensor f32 nothing is
  * allocated or copied. */
+#include "backend/ops.h" /* defines: ganfw_be_lp_ops */
 #include "nn/layer.h"
 #include "runtime/tensor_cast.h"
 
@@ -28,11 +29,10 @@ static float *scratch_push(ganfw_layer *l, const ganfw_exec *ex, ganfw_layer_scr
   return scratch_push_dtype(l, ex, sc, GANFW_DTYPE_F32, n, out);
 }
 
-/* --- native 16-bit compute (backends whose lp_ops cover the layer) --------------------- */
+/* --- native 16-bit compute (backends that support the layer's ops in 16 bits) ----------- */
 
 int32_t ganfw_layer_lp(const ganfw_exec *ex, uint32_t group) {
-  const ganfw_backend_vt *vt = ex->be->vt;
-  return ex->dtype != GANFW_DTYPE_F32 && vt->lp_ops && (vt->lp_ops(ex->be, ex->dtype) & group);
+  return ex->dtype != GANFW_DTYPE_F32 && (ganfw_be_lp_ops(ex->be, ex->dtype) & group) != 0;
 }
 
 int32_t ganfw_layer_lp_matmul(const ganfw_exec *ex, uint32_t group, const ganfw_tensor *x) {
@@ -108,13 +108,18 @@ ganfw_status ganfw_layer_f32_params(ganfw_layer *l, const ganfw_exec *ex, ganfw_
              : ganfw_layer_error(l, st, "rounding the weights: %s", ganfw_error_message());
 }
 
-void ganfw_layer_store_out(const ganfw_exec *ex, ganfw_layer_scratch *sc) {
-  for (int32_t i = 0; i < sc->n; i++) {
+ganfw_status ganfw_layer_store_out(const ganfw_layer *l, const ganfw_exec *ex,
+                                   ganfw_layer_scratch *sc) {
+  ganfw_status st = GANFW_OK;
+  for (int32_t i = 0; i < sc->n && st == GANFW_OK; i++) {
     ganfw_tensor *out = sc->out[i];
-    /* f32 -> f16/bf16 is always available: cannot fail */
-    if (out) ganfw_cast(ex->be, out->numel, GANFW_DTYPE_F32, sc->t[i]->data, out->dtype, out->data);
+    if (out)
+      st = ganfw_cast(ex->be, out->numel, GANFW_DTYPE_F32, sc->t[i]->data, out->dtype, out->data);
+    if (st != GANFW_OK)
+      st = ganfw_error_wrap(st, "layer %s: storing '%s'", l->qualified, out->name);
   }
   ganfw_layer_scratch_release(sc);
+  return st;
 }
 
 void ganfw_layer_scratch_release(ganfw_layer_scratch *sc) {
@@ -158,7 +163,7 @@ ganfw_status ganfw_layer_rows_run(ganfw_layer *l, const ganfw_exec *ex, ganfw_te
     }
     if (st == GANFW_OK) st = fn(l, ex, arg, n0, nb, f);
     if (st == GANFW_OK)
-      ganfw_layer_store_out(ex, &sc);
+      st = ganfw_layer_store_out(l, ex, &sc);
     else
       ganfw_layer_scratch_release(&sc);
     for (int32_t i = 0; i < n; i++) ganfw_tensor_destroy(v[i]);
@@ -168,8 +173,8 @@ ganfw_status ganfw_layer_rows_run(ganfw_layer *l, const ganfw_exec *ex, ganfw_te
 
 /* Channels [c0, c0 + cc) of t ([N,C,HW], any float dtype) to or from the compact f32
  * buffer f ([N,cc,HW]): one conversion per sample. */
-static ganfw_status channels_copy(const ganfw_exec *ex, ganfw_tensor *t, int64_t c0, int64_t cc,
-                                  float *f, int to_f32) {
+static ganfw_status channels_copy(const ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *t,
+                                  int64_t c0, int64_t cc, float *f, int to_f32) {
   const int64_t N = t->shape[0], C = t->shape[1], HW = t->numel / (N * C);
   const size_t es = ganfw_dtype_size(t->dtype);
   ganfw_status st = GANFW_OK;
@@ -179,7 +184,8 @@ static ganfw_status channels_copy(const ganfw_exec *ex, ganfw_tensor *t, int64_t
     st = to_f32 ? ganfw_cast(ex->be, cc * HW, t->dtype, strided, GANFW_DTYPE_F32, compact)
                 : ganfw_cast(ex->be, cc * HW, GANFW_DTYPE_F32, compact, t->dtype, strided);
   }
-  return st;
+  return st == GANFW_OK ? st
+                        : ganfw_error_wrap(st, "layer %s: converting '%s'", l->qualified, t->name);
 }
 
 ganfw_status ganfw_layer_channels_run(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *const *t,
@@ -212,11 +218,11 @@ ganfw_status ganfw_layer_channels_run(ganfw_layer *l, const ganfw_exec *ex, ganf
       if (!f[i])
         st = ganfw_error_code();
       else if (i < n_in)
-        st = channels_copy(ex, t[i], c0, nc, f[i], 1);
+        st = channels_copy(l, ex, t[i], c0, nc, f[i], 1);
     }
     if (st == GANFW_OK) st = fn(l, ex, arg, c0, nc, f);
     for (int32_t i = n_in; i < n && st == GANFW_OK; i++)
-      if (t[i]) st = channels_copy(ex, t[i], c0, nc, f[i], 0);
+      if (t[i]) st = channels_copy(l, ex, t[i], c0, nc, f[i], 0);
     ganfw_layer_scratch_release(&sc);
   }
   return st;

@@ -104,9 +104,12 @@ static void layer_destroy(ganfw_layer *l) {
     ganfw_tensor_destroy(l->grad[i]);
     free(l->param_name[i]);
   }
-  ganfw_tensor_destroy(l->running_mean);
-  ganfw_tensor_destroy(l->running_var);
-  for (int i = 0; i < 3; i++) free(l->buffer_name[i]);
+  ganfw_batchnorm_args *bn = ganfw_batchnorm_of(l);
+  if (bn) {
+    ganfw_tensor_destroy(bn->running_mean);
+    ganfw_tensor_destroy(bn->running_var);
+    for (int i = 0; i < 3; i++) free(bn->buffer_name[i]);
+  }
   for (int32_t k = 0; k < GANFW_NODE_MAX_INPUTS; k++) free(l->in_name[k]);
   for (int32_t i = 0; i < GANFW_LAYER_MAX_EXTRA; i++) {
     ganfw_tensor_destroy(l->extra[i]);
@@ -133,12 +136,12 @@ void ganfw_net_destroy(ganfw_net *net) {
   free(net);
 }
 
-/* Appends a node of type vt with its arguments that reads the nodes named inputs[0..n_in)
- * (NULL entries: the node appended before); inputs NULL: one input, the node net_input
- * named or else the one appended before. */
+/* Appends a node of type vt with its arguments (NULL: none) that reads the nodes named
+ * inputs[0..n_in) (NULL entries: the node appended before); inputs NULL: one input, the node
+ * net_input named or else the one appended before. */
 static ganfw_status add_node(ganfw_net *net, const ganfw_layer_vt *vt, const char *name,
-                             const int64_t *args, int32_t nargs, const float *fargs, int32_t nfargs,
-                             const char *const *inputs, int32_t n_in) {
+                             const ganfw_layer_args *args, const char *const *inputs,
+                             int32_t n_in) {
   if (net->built)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "net %s: layer '%s' added after net_build; add every layer first",
@@ -175,8 +178,7 @@ static ganfw_status add_node(ganfw_net *net, const ganfw_layer_vt *vt, const cha
     layer_destroy(l);
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   }
-  for (int32_t i = 0; i < nargs; i++) l->arg[i] = args[i];
-  for (int32_t i = 0; i < nfargs; i++) l->farg[i] = fargs[i];
+  if (args) l->args = *args;
   l->n_in = inputs ? n_in : 1;
   if (!inputs) { /* the one input: net_input's name, handed over */
     l->in_name[0] = net->next_input;
@@ -192,9 +194,15 @@ static ganfw_status add_node(ganfw_net *net, const ganfw_layer_vt *vt, const cha
 }
 
 static ganfw_status add_layer(ganfw_net *net, const ganfw_layer_vt *vt, const char *name,
-                              const int64_t *args, int32_t nargs, const float *fargs,
-                              int32_t nfargs) {
-  return add_node(net, vt, name, args, nargs, fargs, nfargs, NULL, 1);
+                              const ganfw_layer_args *args) {
+  return add_node(net, vt, name, args, NULL, 1);
+}
+
+ganfw_status ganfw_net_append(ganfw_net *net, const ganfw_layer_vt *vt, const char *name,
+                              ganfw_layer **out) {
+  ganfw_status st = add_layer(net, vt, name, NULL);
+  *out = st == GANFW_OK ? net->layers[net->n - 1] : NULL;
+  return st;
 }
 
 ganfw_status ganfw_net_input(ganfw_net *net, const char *from) {
@@ -223,7 +231,7 @@ static ganfw_status add_join(ganfw_net *net, const ganfw_layer_vt *vt, const cha
                            "net %s, layer %s: net_input('%s') before a %s, which names its "
                            "inputs itself; drop the net_input call",
                            net->name, name ? name : "?", net->next_input, vt->type);
-  return add_node(net, vt, name, NULL, 0, NULL, 0, inputs, n);
+  return add_node(net, vt, name, NULL, inputs, n);
 }
 
 ganfw_status ganfw_net_add(ganfw_net *net, const char *name, const char *const *inputs, int32_t n) {
@@ -249,8 +257,13 @@ ganfw_status ganfw_net_conv2d(ganfw_net *net, const char *name, int64_t in_chann
       (st = positive(net, name, "out_channels", out_channels)) ||
       (st = positive(net, name, "kernel", kernel)) || (st = positive(net, name, "stride", stride)))
     return st;
-  int64_t args[] = {in_channels, out_channels, kernel, stride, padding, 0, bias != 0};
-  return add_layer(net, &ganfw_layer_conv2d, name, args, 7, NULL, 0);
+  const ganfw_layer_args a = {.conv = {.in_channels = in_channels,
+                                       .out_channels = out_channels,
+                                       .kernel = kernel,
+                                       .stride = stride,
+                                       .padding = padding,
+                                       .bias = bias != 0}};
+  return add_layer(net, &ganfw_layer_conv2d, name, &a);
 }
 
 ganfw_status ganfw_net_conv_transpose2d(ganfw_net *net, const char *name, int64_t in_channels,
@@ -261,8 +274,14 @@ ganfw_status ganfw_net_conv_transpose2d(ganfw_net *net, const char *name, int64_
       (st = positive(net, name, "out_channels", out_channels)) ||
       (st = positive(net, name, "kernel", kernel)) || (st = positive(net, name, "stride", stride)))
     return st;
-  int64_t args[] = {in_channels, out_channels, kernel, stride, padding, output_padding, bias != 0};
-  return add_layer(net, &ganfw_layer_conv_transpose2d, name, args, 7, NULL, 0);
+  const ganfw_layer_args a = {.conv = {.in_channels = in_channels,
+                                       .out_channels = out_channels,
+                                       .kernel = kernel,
+                                       .stride = stride,
+                                       .padding = padding,
+                                       .output_padding = output_padding,
+                                       .bias = bias != 0}};
+  return add_layer(net, &ganfw_layer_conv_transpose2d, name, &a);
 }
 
 ganfw_status ganfw_net_linear(ganfw_net *net, const char *name, int64_t in_features,
@@ -271,8 +290,9 @@ ganfw_status ganfw_net_linear(ganfw_net *net, const char *name, int64_t in_featu
   if ((st = positive(net, name, "in_features", in_features)) ||
       (st = positive(net, name, "out_features", out_features)))
     return st;
-  int64_t args[] = {in_features, out_features, bias != 0};
-  return add_layer(net, &ganfw_layer_linear, name, args, 3, NULL, 0);
+  const ganfw_layer_args a = {
+      .linear = {.in_features = in_features, .out_features = out_features, .bias = bias != 0}};
+  return add_layer(net, &ganfw_layer_linear, name, &a);
 }
 
 ganfw_status ganfw_net_batchnorm2d(ganfw_net *net, const char *name, int64_t channels, float eps,
@@ -283,9 +303,9 @@ ganfw_status ganfw_net_batchnorm2d(ganfw_net *net, const char *name, int64_t cha
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "net %s, layer %s: batchnorm2d needs eps > 0 and 0 <= momentum <= 1",
                            net->name, name ? name : "?");
-  int64_t args[] = {channels};
-  float fargs[] = {eps, momentum};
-  return add_layer(net, &ganfw_layer_batchnorm2d, name, args, 1, fargs, 2);
+  const ganfw_layer_args a = {
+      .batchnorm = {.channels = channels, .eps = eps, .momentum = momentum}};
+  return add_layer(net, &ganfw_layer_batchnorm2d, name, &a);
 }
 
 ganfw_status ganfw_net_activation(ganfw_net *net, const char *name, int32_t kind, float alpha) {
@@ -293,9 +313,8 @@ ganfw_status ganfw_net_activation(ganfw_net *net, const char *name, int32_t kind
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "net %s, layer %s: unknown activation %d or negative slope", net->name,
                            name ? name : "?", (int)kind);
-  int64_t args[] = {kind};
-  float fargs[] = {alpha};
-  return add_layer(net, &ganfw_layer_activation, name, args, 1, fargs, 1);
+  const ganfw_layer_args a = {.activation = {.kind = kind, .alpha = alpha}};
+  return add_layer(net, &ganfw_layer_activation, name, &a);
 }
 
 ganfw_status ganfw_net_pool2d(ganfw_net *net, const char *name, int32_t kind, int64_t kernel,
@@ -308,21 +327,22 @@ ganfw_status ganfw_net_pool2d(ganfw_net *net, const char *name, int32_t kind, in
                            "net %s, layer %s: pooling needs kind max or avg and 0 <= padding <= "
                            "kernel/2",
                            net->name, name ? name : "?");
-  int64_t args[] = {kind, kernel, stride, padding};
-  return add_layer(net, &ganfw_layer_pool2d, name, args, 4, NULL, 0);
+  const ganfw_layer_args a = {
+      .pool = {.kind = kind, .kernel = kernel, .stride = stride, .padding = padding}};
+  return add_layer(net, &ganfw_layer_pool2d, name, &a);
 }
 
 ganfw_status ganfw_net_dropout(ganfw_net *net, const char *name, float p) {
   if (!(p >= 0 && p < 1))
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s, layer %s: dropout p must be in [0, 1)",
                            net->name, name ? name : "?");
-  float fargs[] = {p};
-  return add_layer(net, &ganfw_layer_dropout, name, NULL, 0, fargs, 1);
+  const ganfw_layer_args a = {.dropout = {.p = p}};
+  return add_layer(net, &ganfw_layer_dropout, name, &a);
 }
 
 ganfw_status ganfw_net_flatten(ganfw_net *net, const char *name) {
-  int64_t args[] = {0};
-  return add_layer(net, &ganfw_layer_reshape, name, args, 1, NULL, 0);
+  const ganfw_layer_args a = {.reshape = {.flatten = 1}};
+  return add_layer(net, &ganfw_layer_reshape, name, &a);
 }
 
 ganfw_status ganfw_net_reshape(ganfw_net *net, const char *name, int64_t c, int64_t h, int64_t w) {
@@ -330,8 +350,8 @@ ganfw_status ganfw_net_reshape(ganfw_net *net, const char *name, int64_t c, int6
   if ((st = positive(net, name, "c", c)) || (st = positive(net, name, "h", h)) ||
       (st = positive(net, name, "w", w)))
     return st;
-  int64_t args[] = {1, c, h, w};
-  return add_layer(net, &ganfw_layer_reshape, name, args, 4, NULL, 0);
+  const ganfw_layer_args a = {.reshape = {.flatten = 0, .c = c, .h = h, .w = w}};
+  return add_layer(net, &ganfw_layer_reshape, name, &a);
 }
 
 ganfw_status ganfw_net_upsample(ganfw_net *net, const char *name, int64_t scale, int32_t mode) {
@@ -341,12 +361,12 @@ ganfw_status ganfw_net_upsample(ganfw_net *net, const char *name, int64_t scale,
                            "bilinear (%d), got scale %lld and mode %d",
                            net->name, name ? name : "?", GANFW_UPSAMPLE_NEAREST,
                            GANFW_UPSAMPLE_BILINEAR, (long long)scale, (int)mode);
-  int64_t args[] = {mode};
-  return add_layer(net, &ganfw_layer_upsample, name, args, 1, NULL, 0);
+  const ganfw_layer_args a = {.upsample = {.mode = mode}};
+  return add_layer(net, &ganfw_layer_upsample, name, &a);
 }
 
 ganfw_status ganfw_net_global_avg_pool(ganfw_net *net, const char *name) {
-  return add_layer(net, &ganfw_layer_global_avg_pool, name, NULL, 0, NULL, 0);
+  return add_layer(net, &ganfw_layer_global_avg_pool, name, NULL);
 }
 
 /* eps of a normalisation layer: PyTorch's default is 1e-5. */
@@ -370,9 +390,9 @@ ganfw_status ganfw_net_groupnorm(ganfw_net *net, const char *name, int64_t group
                            "net %s, layer %s: groupnorm's %lld channels do not split into %lld "
                            "groups; use a number of groups that divides the channels",
                            net->name, name ? name : "?", (long long)channels, (long long)groups);
-  int64_t args[] = {groups, channels, affine != 0};
-  float fargs[] = {eps};
-  return add_layer(net, &ganfw_layer_groupnorm, name, args, 3, fargs, 1);
+  const ganfw_layer_args a = {
+      .groupnorm = {.groups = groups, .channels = channels, .eps = eps, .affine = affine != 0}};
+  return add_layer(net, &ganfw_layer_groupnorm, name, &a);
 }
 
 ganfw_status ganfw_net_instancenorm2d(ganfw_net *net, const char *name, int64_t channels, float eps,
@@ -381,9 +401,9 @@ ganfw_status ganfw_net_instancenorm2d(ganfw_net *net, const char *name, int64_t 
   if ((st = positive(net, name, "channels", channels)) ||
       (st = norm_eps(net, name, "instancenorm2d", eps)))
     return st;
-  int64_t args[] = {channels, affine != 0};
-  float fargs[] = {eps};
-  return add_layer(net, &ganfw_layer_instancenorm2d, name, args, 2, fargs, 1);
+  const ganfw_layer_args a = {
+      .instancenorm = {.channels = channels, .eps = eps, .affine = affine != 0}};
+  return add_layer(net, &ganfw_layer_instancenorm2d, name, &a);
 }
 
 ganfw_status ganfw_net_layernorm(ganfw_net *net, const char *name, int32_t ndim,
@@ -397,15 +417,15 @@ ganfw_status ganfw_net_layernorm(ganfw_net *net, const char *name, int32_t ndim,
   for (int32_t d = 0; d < ndim && st == GANFW_OK; d++)
     st = positive(net, name, "every dim of the normalised shape", shape[d]);
   if (st != GANFW_OK) return st;
-  int64_t args[5] = {ndim, 1, 1, 1, affine != 0};
-  for (int32_t d = 0; d < ndim; d++) args[1 + d] = shape[d];
-  float fargs[] = {eps};
-  return add_layer(net, &ganfw_layer_layernorm, name, args, 5, fargs, 1);
+  ganfw_layer_args a = {
+      .layernorm = {.ndim = ndim, .shape = {1, 1, 1}, .eps = eps, .affine = affine != 0}};
+  for (int32_t d = 0; d < ndim; d++) a.layernorm.shape[d] = shape[d];
+  return add_layer(net, &ganfw_layer_layernorm, name, &a);
 }
 
 ganfw_status ganfw_net_custom(ganfw_net *net, const char *name, const ganfw_layer_def *def,
                               void *state) {
-  ganfw_status st = add_layer(net, &ganfw_layer_plugin, name, NULL, 0, NULL, 0);
+  ganfw_status st = add_layer(net, &ganfw_layer_plugin, name, NULL);
   if (st != GANFW_OK) {
     ganfw_plugin_layer_discard(def, state);
     return st;
@@ -441,6 +461,42 @@ static void near_name(const ganfw_net *net, const char *typed, char *buf, size_t
   buf[0] = 0;
   if (best && ganfw_suggest_near(strlen(typed), best_d))
     snprintf(buf, cap, " (did you mean '%s'?)", best);
+}
+
+ganfw_status ganfw_net_insert_custom(ganfw_net *net, const char *after, const char *name,
+                                     const ganfw_layer_def *def, void *state) {
+  const int32_t a = after && !net->built && !net->next_input ? node_index(net, after) : -2;
+  if (a == -2) {
+    ganfw_plugin_layer_discard(def, state);
+    char hint[96] = "";
+    if (after && !net->built) near_name(net, after, hint, sizeof hint);
+    return net->built ? ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                                        "net %s: layer '%s' inserted after net_build", net->name,
+                                        name ? name : "")
+           : net->next_input
+               ? ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                                 "net %s: layer '%s' inserted after net_input('%s')", net->name,
+                                 name ? name : "", net->next_input)
+               : ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                                 "net %s: layer '%s' inserted after '%s', which is no node of the "
+                                 "net%s",
+                                 net->name, name ? name : "", after ? after : "(null)", hint);
+  }
+  ganfw_status st = ganfw_net_custom(net, name, def, state); /* appended, reads the node before */
+  if (st != GANFW_OK) return st;
+  ganfw_layer *l = net->layers[net->n - 1];
+  memmove(&net->layers[a + 2], &net->layers[a + 1], (size_t)(net->n - 2 - a) * sizeof *net->layers);
+  net->layers[a + 1] = l; /* it reads node a, and the node after it reads it */
+  for (int32_t i = a + 2; i < net->n; i++)
+    for (int32_t k = 0; k < net->layers[i]->n_in; k++) {
+      char **in = &net->layers[i]->in_name[k];
+      if (!*in || strcmp(*in, after) != 0) continue;
+      char *d = dup_str(l->name);
+      if (!d) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+      free(*in);
+      *in = d;
+    }
+  return GANFW_OK;
 }
 
 /* 1 when node `target` is upstream of node `from` (from itself included), following the
@@ -594,8 +650,8 @@ ganfw_status ganfw_net_embedding(ganfw_net *net, const char *name, int64_t num, 
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "net %s, layer %s: embedding of %lld rows; at most %d are supported",
                            net->name, name ? name : "?", (long long)num, (int)INT32_MAX);
-  int64_t args[] = {num, dim};
-  return add_layer(net, &ganfw_layer_embedding, name, args, 2, NULL, 0);
+  const ganfw_layer_args a = {.embedding = {.num = num, .dim = dim}};
+  return add_layer(net, &ganfw_layer_embedding, name, &a);
 }
 
 ganfw_status ganfw_net_spectral_norm(ganfw_net *net, const char *layer, int32_t n_power_iterations,
@@ -654,6 +710,10 @@ ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w) {
                            "net %s: net_input('%s') was not followed by a layer; append the "
                            "layer that reads it, or drop the call",
                            net->name, net->next_input);
+  if (net->ctx && net->ctx->net_build_hook) { /* the config's model.insert */
+    ganfw_status st = net->ctx->net_build_hook(net->ctx->net_build_user, net);
+    if (st != GANFW_OK) return st;
+  }
   int64_t shape[GANFW_MAX_DIMS] = {1, c, h, w};
   if (c <= 0 || h <= 0 || w <= 0)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s: input shape [%lld,%lld,%lld] is empty",
@@ -779,11 +839,12 @@ void ganfw_net_output_shape(const ganfw_net *net, int64_t n, int64_t *out, int32
 int32_t ganfw_net_buffer_at(ganfw_net *net, int64_t i, ganfw_net_buffer *out) {
   for (int32_t k = 0; k < net->n; k++) {
     ganfw_layer *l = net->layers[k];
-    if (l->running_mean) {
+    ganfw_batchnorm_args *bn = ganfw_batchnorm_of(l);
+    if (bn && bn->running_mean) {
       if (i < 3) {
-        out->name = l->buffer_name[i];
-        out->tensor = i == 0 ? l->running_mean : i == 1 ? l->running_var : NULL;
-        out->counter = i == 2 ? &l->num_batches_tracked : NULL;
+        out->name = bn->buffer_name[i];
+        out->tensor = i == 0 ? bn->running_mean : i == 1 ? bn->running_var : NULL;
+        out->counter = i == 2 ? &bn->num_batches_tracked : NULL;
         return 1;
       }
       i -= 3;
@@ -925,14 +986,6 @@ static ganfw_exec exec_of(const ganfw_net *net) {
   return ex;
 }
 
-/* A failure the backend recorded in layer l's ops (CUDA: a failed launch or library call;
- * optional vt->last_error), named after the layer. */
-static ganfw_status backend_error(const ganfw_exec *ex, const ganfw_layer *l) {
-  if (!ex->be->vt->last_error) return GANFW_OK;
-  ganfw_status st = ex->be->vt->last_error(ex->be);
-  return st == GANFW_OK ? st : ganfw_error_wrap(st, "layer %s", l->qualified);
-}
-
 static void values_clear(ganfw_tensor **v, int32_t n) {
   for (int32_t s = 0; s < n; s++) {
     ganfw_tensor_destroy(v[s]);
@@ -982,11 +1035,9 @@ static ganfw_status recompute_bn_act(ganfw_net *net, const ganfw_exec *ex, ganfw
   const int32_t pass = ganfw_alloc_set_pass(net->ctx->alloc, GANFW_PASS_RECOMPUTE);
   ganfw_alloc_trace_op(net->ctx->alloc, 1, lb->qualified);
   ganfw_status st = lb->vt->forward(lb, &rex, x, &t, NULL);
-  if (st == GANFW_OK) st = backend_error(&rex, lb);
   ganfw_alloc_trace_op(net->ctx->alloc, 0, lb->qualified);
   ganfw_alloc_trace_op(net->ctx->alloc, 1, la->qualified);
   if (st == GANFW_OK) st = la->vt->forward(la, &rex, t, &y, NULL);
-  if (st == GANFW_OK) st = backend_error(&rex, la);
   ganfw_alloc_trace_op(net->ctx->alloc, 0, la->qualified);
   ganfw_alloc_set_pass(net->ctx->alloc, pass);
   ganfw_tensor_destroy(t); /* the activation ran in place on it, or copied it */
@@ -1034,7 +1085,6 @@ static ganfw_status run_nodes(ganfw_net *net, const ganfw_exec *ex, int32_t from
     if (st == GANFW_OK)
       st = l->vt->forward_n ? l->vt->forward_n(l, ex, l->n_in, x, &out, saved ? &saved[i] : NULL)
                             : l->vt->forward(l, ex, x[0], &out, saved ? &saved[i] : NULL);
-    if (st == GANFW_OK) st = backend_error(ex, l);
     ganfw_alloc_trace_op(net->ctx->alloc, 0, l->qualified);
     for (int32_t k = 0; k < l->n_in; k++)
       if (x[k]) ganfw_tensor_destroy(x[k]);
@@ -1069,9 +1119,9 @@ static ganfw_tensor *zero_grad_of(ganfw_net *net, const ganfw_exec *ex, int32_t 
     ganfw_tensor_destroy(z);
     return NULL;
   }
-  ex->be->vt->fill(ex->be, z->numel, f ? f->data : z->data, 0.0f);
-  ganfw_status st =
-      f ? ganfw_cast(ex->be, z->numel, GANFW_DTYPE_F32, f->data, z->dtype, z->data) : GANFW_OK;
+  ganfw_status st = ganfw_layer_fill(l, ex, z->numel, f ? f->data : z->data, 0.0f);
+  if (st == GANFW_OK && f)
+    st = ganfw_cast(ex->be, z->numel, GANFW_DTYPE_F32, f->data, z->dtype, z->data);
   ganfw_tensor_destroy(f);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(z);
@@ -1117,7 +1167,6 @@ static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_t
     st = l->vt->backward_n ? l->vt->backward_n(l, ex, &saved[i], dy, l->n_in, want, dx)
                            : l->vt->backward(l, ex, &saved[i], dy, want[0] ? &dx[0] : NULL,
                                              param_grads && l->trainable, accumulate);
-    if (st == GANFW_OK) st = backend_error(ex, l);
     ganfw_alloc_trace_op(net->ctx->alloc, 0, l->qualified);
     if (st == GANFW_OK && net->grad_hook && param_grads && l->trainable && l->nparams > 0)
       net->grad_hook(net->grad_hook_user, l->grad, l->nparams);
@@ -1330,10 +1379,11 @@ static ganfw_status tensor_nonfinite(ganfw_tensor *t, int32_t *bad) {
   if (!t || t->numel == 0) return GANFW_OK;
   ganfw_tensor *f = ganfw_tensor_as_dtype(t, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE);
   if (!f) return ganfw_error_code();
-  ganfw_backend *be = ganfw_tensor_ctx(f)->be;
-  *bad = be->vt->nonfinite(be, f->numel, f->data) != 0;
+  ganfw_op op = {.kind = GANFW_OP_NONFINITE, .shape.d = {f->numel}, .in = {f->data}};
+  ganfw_status st = ganfw_backend_run(ganfw_tensor_ctx(f)->be, &op);
+  *bad = st == GANFW_OK && op.result != 0;
   ganfw_tensor_destroy(f);
-  return GANFW_OK;
+  return st == GANFW_OK ? st : ganfw_error_wrap(st, "checking '%s' for NaN and inf", t->name);
 }
 
 /* 1 when layer l's parameters or buffers (BatchNorm's running statistics, spectral norm's u
@@ -1343,8 +1393,9 @@ static ganfw_status layer_state_nonfinite(ganfw_layer *l, int32_t *bad) {
   size_t n = 0;
   for (int32_t k = 0; k < GANFW_LAYER_MAX_PARAMS; k++) state[n++] = l->param[k];
   for (int32_t k = 0; k < GANFW_LAYER_MAX_EXTRA; k++) state[n++] = l->extra[k];
-  state[n++] = l->running_mean;
-  state[n++] = l->running_var;
+  const ganfw_batchnorm_args *bn = ganfw_batchnorm_of(l);
+  state[n++] = bn ? bn->running_mean : NULL;
+  state[n++] = bn ? bn->running_var : NULL;
   *bad = 0;
   for (size_t k = 0; k < n && !*bad; k++) {
     ganfw_status st = tensor_nonfinite(state[k], bad);

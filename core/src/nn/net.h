@@ -45,6 +45,10 @@ ganfw_status ganfw_net_instancenorm2d(ganfw_net *net, const char *name, int64_t 
                                       int32_t affine);
 ganfw_status ganfw_net_layernorm(ganfw_net *net, const char *name, int32_t ndim,
                                  const int64_t *shape, float eps, int32_t affine);
+/* nn.PixelShuffle(factor), or nn.PixelUnshuffle(factor) with unshuffle 1 (layers/pixel_shuffle.c,
+ * host->net_pixel_shuffle). */
+ganfw_status ganfw_net_pixel_shuffle(ganfw_net *net, const char *name, int64_t factor,
+                                     int32_t unshuffle);
 /* Graph nets (ganfw/host.h, ABI 1.3): the next layer's input, and the joins. */
 ganfw_status ganfw_net_input(ganfw_net *net, const char *from);
 ganfw_status ganfw_net_add(ganfw_net *net, const char *name, const char *const *inputs, int32_t n);
@@ -59,6 +63,21 @@ ganfw_status ganfw_net_spectral_norm_sigma(const ganfw_net *net, const char *lay
 /* A layer defined by a plugin (host->net_custom, see ganfw/host.h). */
 ganfw_status ganfw_net_custom(ganfw_net *net, const char *name, const ganfw_layer_def *def,
                               void *state);
+/* As net_custom, but the node is placed right after the node named `after` (a layer, or
+ * "input" for the net's first place) instead of at the end: it reads that node's output, and
+ * every node that read it reads the new node instead (after the last node, it becomes the
+ * net's output). Before net_build; `after` not being a node is an error with the nearest
+ * name. state's ownership is net_custom's, also on failure. */
+ganfw_status ganfw_net_insert_custom(ganfw_net *net, const char *after, const char *name,
+                                     const ganfw_layer_def *def, void *state);
+/* For a layer file that defines its own builder (layers/pixel_shuffle.c): appends a layer of
+ * type vt named `name` as the builders above do (NULL or "": its index; its input as
+ * net_input said), with no arguments, and hands it out in *out (owned by the net; NULL on
+ * failure) for the builder to set its args or impl. */
+typedef struct ganfw_layer ganfw_layer;
+typedef struct ganfw_layer_vt ganfw_layer_vt;
+ganfw_status ganfw_net_append(ganfw_net *net, const ganfw_layer_vt *vt, const char *name,
+                              ganfw_layer **out);
 ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w);
 /* The index of the node named `name` (-1: none), and whether a checkpoint segment may start
  * at node `start` (ganfw/host.h). */

@@ -1,6 +1,7 @@
 /* Activation layer (ReLU, LeakyReLU, Tanh, Sigmoid) on any shape. Runs in place when the
  * executor holds the only reference to its input, as PyTorch's inplace=True; keeps its
- * output for backward, which runs in place on dy the same way. Args: kind; fargs: alpha. */
+ * output for backward, which runs in place on dy the same way. Args: ganfw_activation_args
+ * (layer.h). */
 #include "nn/layer.h"
 
 static ganfw_status act_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim,
@@ -17,21 +18,46 @@ static ganfw_tensor *in_place_or_new(ganfw_layer *l, const ganfw_exec *ex, ganfw
   return ganfw_layer_tensor(l, ex, ex->dtype, x->ndim, x->shape, GANFW_MEM_ACTIVATION);
 }
 
+/* y = f(x) over n values in dtype; y may be x. */
+static ganfw_status act_forward_op(ganfw_layer *l, const ganfw_exec *ex, int32_t dtype, int64_t n,
+                                   const void *x, void *y) {
+  const ganfw_activation_args *a = &l->args.activation;
+  ganfw_op op = {.kind = GANFW_OP_ACT_FORWARD,
+                 .dtype = dtype,
+                 .mode = a->kind,
+                 .shape.d = {n},
+                 .in = {x},
+                 .out = {y},
+                 .sc = {a->alpha}};
+  return ganfw_layer_op(l, ex, &op);
+}
+
+/* dx from the output y and dy over n values in dtype; dx may be dy. */
+static ganfw_status act_backward_op(ganfw_layer *l, const ganfw_exec *ex, int32_t dtype, int64_t n,
+                                    const void *y, const void *dy, void *dx) {
+  const ganfw_activation_args *a = &l->args.activation;
+  ganfw_op op = {.kind = GANFW_OP_ACT_BACKWARD,
+                 .dtype = dtype,
+                 .mode = a->kind,
+                 .shape.d = {n},
+                 .in = {y, dy},
+                 .out = {dx},
+                 .sc = {a->alpha}};
+  return ganfw_layer_op(l, ex, &op);
+}
+
 /* f: x, y */
 static ganfw_status act_forward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
                                      int64_t rows, float *const *f) {
   const int64_t per_row = *(const int64_t *)arg;
-  ex->be->vt->act_forward(ex->be, (int32_t)l->arg[0], l->farg[0], rows * per_row, f[0], f[1]);
-  return GANFW_OK;
+  return act_forward_op(l, ex, GANFW_DTYPE_F32, rows * per_row, f[0], f[1]);
 }
 
 /* f: y, dy, dx */
 static ganfw_status act_backward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
                                       int64_t rows, float *const *f) {
   const int64_t per_row = *(const int64_t *)arg;
-  ex->be->vt->act_backward(ex->be, (int32_t)l->arg[0], l->farg[0], rows * per_row, f[0], f[1],
-                           f[2]);
-  return GANFW_OK;
+  return act_backward_op(l, ex, GANFW_DTYPE_F32, rows * per_row, f[0], f[1], f[2]);
 }
 
 static ganfw_status act_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
@@ -42,10 +68,7 @@ static ganfw_status act_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tens
   if (ganfw_layer_lp(ex, GANFW_LP_ACT)) { /* native 16-bit: the whole tensor at once */
     ganfw_layer_scratch sc = {0};
     const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
-    if (xh)
-      ex->be->vt->act_forward_lp(ex->be, ex->dtype, (int32_t)l->arg[0], l->farg[0], x->numel, xh,
-                                 t->data);
-    st = xh ? GANFW_OK : ganfw_error_code();
+    st = xh ? act_forward_op(l, ex, ex->dtype, x->numel, xh, t->data) : ganfw_error_code();
     ganfw_layer_scratch_release(&sc);
   } else {
     int64_t per_row = x->numel / x->shape[0];
@@ -71,10 +94,8 @@ static ganfw_status act_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_sav
   if (ganfw_layer_lp(ex, GANFW_LP_ACT)) { /* the saved output is in the compute dtype */
     ganfw_layer_scratch sc = {0};
     const void *dyh = ganfw_layer_lp_in(l, ex, &sc, dy);
-    if (dyh)
-      ex->be->vt->act_backward_lp(ex->be, ex->dtype, (int32_t)l->arg[0], l->farg[0], dy->numel,
-                                  saved->t[0]->data, dyh, g->data);
-    st = dyh ? GANFW_OK : ganfw_error_code();
+    st = dyh ? act_backward_op(l, ex, ex->dtype, dy->numel, saved->t[0]->data, dyh, g->data)
+             : ganfw_error_code();
     ganfw_layer_scratch_release(&sc);
   } else {
     int64_t per_row = dy->numel / dy->shape[0];

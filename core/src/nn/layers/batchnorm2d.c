@@ -1,8 +1,9 @@
 /* batchnorm2d layer: per-channel normalisation of x [N,C,H,W] with affine weight and bias
  * [C] and running statistics (PyTorch's BatchNorm2d). Train mode keeps x and the batch
  * mean and 1/std [C] for backward, whose input gradient goes over the output gradient where
- * the backend allows it. Args: C; fargs: eps, momentum, as the model asked for
- * them unless the run's config sets model.batchnorm_eps / model.batchnorm_momentum. In a
+ * the backend allows it. Args: ganfw_batchnorm_args (layer.h), its eps and momentum as the
+ * model asked for them unless the run's config sets model.batchnorm_eps /
+ * model.batchnorm_momentum; the running statistics live there too. In a
  * data-parallel run with dist.batchnorm: sync, train mode takes the statistics over the
  * global batch (SyncBatchNorm): each rank's per-channel sums are all-reduced before the
  * normalisation, and backward all-reduces the sums its input gradient needs. */
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/ops.h" /* defines: ganfw_be_batchnorm2d_backward_in_place */
 #include "base/error.h"
 #include "config/config.h"
 #include "dist/dist.h"
@@ -19,10 +21,11 @@
 
 static ganfw_status bn_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim, int64_t *out,
                              int32_t *out_ndim) {
-  if (in_ndim != 4 || in[1] != l->arg[0])
+  const int64_t C = l->args.batchnorm.channels;
+  if (in_ndim != 4 || in[1] != C)
     return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
                              "expects [N,%lld,H,W] input, gets %d dims with %lld channels",
-                             (long long)l->arg[0], (int)in_ndim, (long long)in[1]);
+                             (long long)C, (int)in_ndim, (long long)in[1]);
   for (int32_t d = 0; d < 4; d++) out[d] = in[d];
   *out_ndim = 4;
   return GANFW_OK;
@@ -46,32 +49,34 @@ static double bn_shortest(float v) {
   return strtod(buf, NULL);
 }
 
-/* model.<key> (farg i: 0 eps, 1 momentum), applied by the core to every BatchNorm2d a
- * model makes: when the config sets it, it replaces the model's value; when absent the
- * model's value stands and is recorded as the default (the first layer's, for the resolved
- * config). PyTorch's defaults, which the bundled models ask for: eps 1e-5, momentum 0.1. */
-static ganfw_status bn_config_value(ganfw_layer *l, const ganfw_cfg *model, const char *key,
-                                    int32_t i) {
+/* model.<key> for *value (eps when `is_eps`, else momentum), applied by the core to every
+ * BatchNorm2d a model makes: when the config sets it, it replaces the model's value; when
+ * absent the model's value stands and is recorded as the default (the first layer's, for the
+ * resolved config). PyTorch's defaults, which the bundled models ask for: eps 1e-5, momentum
+ * 0.1. */
+static ganfw_status bn_config_value(const ganfw_cfg *model, const char *key, int32_t is_eps,
+                                    float *value) {
   double v;
-  if (!ganfw_cfg_has(model, key)) return ganfw_cfg_float(model, key, bn_shortest(l->farg[i]), &v);
+  if (!ganfw_cfg_has(model, key)) return ganfw_cfg_float(model, key, bn_shortest(*value), &v);
   ganfw_status st = ganfw_cfg_float(model, key, 0.0, &v);
   if (st != GANFW_OK) return st;
-  const int ok = i == 0 ? v > 0 && v < 1 && (float)v > 0 : v >= 0 && v <= 1;
+  const int ok = is_eps ? v > 0 && v < 1 && (float)v > 0 : v >= 0 && v <= 1;
   if (!ok)
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "%s: model.%s must be %s (PyTorch's default %s), got %g",
                            ganfw_cfg_where(ganfw_cfg_child(model, key)), key,
-                           i == 0 ? "in (0, 1)" : "in [0, 1]", i == 0 ? "1e-5" : "0.1", v);
-  l->farg[i] = (float)v;
+                           is_eps ? "in (0, 1)" : "in [0, 1]", is_eps ? "1e-5" : "0.1", v);
+  *value = (float)v;
   return GANFW_OK;
 }
 
 static ganfw_status bn_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) {
-  const int64_t C = l->arg[0];
+  ganfw_batchnorm_args *bn = &l->args.batchnorm;
+  const int64_t C = bn->channels;
   if (l->ctx->config) {
     const ganfw_cfg *model = ganfw_cfg_child(ganfw_config_root(l->ctx->config), "model");
-    ganfw_status st = bn_config_value(l, model, "batchnorm_eps", 0);
-    if (st == GANFW_OK) st = bn_config_value(l, model, "batchnorm_momentum", 1);
+    ganfw_status st = bn_config_value(model, "batchnorm_eps", 1, &bn->eps);
+    if (st == GANFW_OK) st = bn_config_value(model, "batchnorm_momentum", 0, &bn->momentum);
     if (st != GANFW_OK) return st;
   }
   ganfw_status st = ganfw_layer_add_param(l, 0, "weight", 1, &C);
@@ -79,30 +84,30 @@ static ganfw_status bn_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) 
   if (st != GANFW_OK) return st;
   static const char *const names[3] = {"running_mean", "running_var", "num_batches_tracked"};
   for (int i = 0; i < 3; i++)
-    if (!(l->buffer_name[i] = buffer_name(l->name, names[i])))
+    if (!(bn->buffer_name[i] = buffer_name(l->name, names[i])))
       return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   char *q_mean = buffer_name(l->qualified, names[0]);
   char *q_var = buffer_name(l->qualified, names[1]);
   if (q_mean && q_var) {
-    l->running_mean = ganfw_tensor_create(l->ctx, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_PARAM, q_mean);
-    if (l->running_mean)
-      l->running_var = ganfw_tensor_create(l->ctx, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_PARAM, q_var);
+    bn->running_mean = ganfw_tensor_create(l->ctx, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_PARAM, q_mean);
+    if (bn->running_mean)
+      bn->running_var = ganfw_tensor_create(l->ctx, GANFW_DTYPE_F32, 1, &C, GANFW_MEM_PARAM, q_var);
   }
   free(q_mean);
   free(q_var);
-  if (!l->running_mean || !l->running_var)
+  if (!bn->running_mean || !bn->running_var)
     return ganfw_error_wrap(ganfw_error_code() ? ganfw_error_code() : GANFW_ERR_OOM,
                             "allocating the running statistics of %s", l->qualified);
-  ganfw_backend *be = l->ctx->be;
-  be->vt->fill(be, C, l->param[0]->data, 1.0f);
-  be->vt->fill(be, C, l->param[1]->data, 0.0f);
-  be->vt->fill(be, C, l->running_mean->data, 0.0f);
-  be->vt->fill(be, C, l->running_var->data, 1.0f);
-  l->num_batches_tracked = 0;
-  return GANFW_OK;
+  const ganfw_exec ex = ganfw_layer_init_exec(l);
+  st = ganfw_layer_fill(l, &ex, C, l->param[0]->data, 1.0f);
+  if (st == GANFW_OK) st = ganfw_layer_fill(l, &ex, C, l->param[1]->data, 0.0f);
+  if (st == GANFW_OK) st = ganfw_layer_fill(l, &ex, C, bn->running_mean->data, 0.0f);
+  if (st == GANFW_OK) st = ganfw_layer_fill(l, &ex, C, bn->running_var->data, 1.0f);
+  bn->num_batches_tracked = 0;
+  return st;
 }
 
-/* One kernel call over a chunk of channels (see ganfw_layer_channels_run). */
+/* One op over a chunk of channels (see ganfw_layer_channels_run). */
 typedef struct bn_call {
   int64_t N, HW;
   float *mean, *invstd; /* [C] batch statistics (train) */
@@ -114,54 +119,70 @@ static float *at(const ganfw_tensor *t, int64_t c0) {
   return t ? (float *)t->data + c0 : NULL;
 }
 
+/* The forward op over channels [c0, c0 + channels) of x and y ([N,channels,HW] in dtype):
+ * batch statistics in train mode (c->mean set), else the running ones. */
+static ganfw_status bn_forward_op(ganfw_layer *l, const ganfw_exec *ex, const bn_call *c,
+                                  int32_t dtype, int64_t c0, int64_t channels, const void *x,
+                                  void *y) {
+  const ganfw_batchnorm_args *bn = &l->args.batchnorm;
+  const float *gamma = at(l->param[0], c0), *beta = at(l->param[1], c0);
+  float *running_mean = at(bn->running_mean, c0), *running_var = at(bn->running_var, c0);
+  ganfw_op op;
+  if (!c->mean)
+    op = (ganfw_op){.kind = GANFW_OP_BATCHNORM2D_EVAL,
+                    .dtype = dtype,
+                    .shape.d = {c->N, channels, c->HW},
+                    .in = {x, gamma, beta, running_mean, running_var},
+                    .out = {y},
+                    .sc = {bn->eps}};
+  else
+    op = (ganfw_op){.kind = GANFW_OP_BATCHNORM2D_TRAIN,
+                    .dtype = dtype,
+                    .shape.d = {c->N, channels, c->HW},
+                    .in = {x, gamma, beta},
+                    .out = {y, c->update_stats ? running_mean : NULL,
+                            c->update_stats ? running_var : NULL, c->mean + c0, c->invstd + c0},
+                    .sc = {bn->momentum, bn->eps}};
+  return ganfw_layer_op(l, ex, &op);
+}
+
+/* The backward op over channels [c0, c0 + channels) of x, dy and dx (or NULL), in dtype. */
+static ganfw_status bn_backward_op(ganfw_layer *l, const ganfw_exec *ex, const bn_call *c,
+                                   int32_t dtype, int64_t c0, int64_t channels, const void *x,
+                                   const void *dy, void *dx) {
+  ganfw_op op = {.kind = GANFW_OP_BATCHNORM2D_BACKWARD,
+                 .dtype = dtype,
+                 .flags = c->accumulate ? GANFW_OP_ACCUMULATE : 0,
+                 .shape.d = {c->N, channels, c->HW},
+                 .in = {x, dy, at(l->param[0], c0), c->mean + c0, c->invstd + c0},
+                 .out = {dx},
+                 .grad = {c->param_grads ? at(l->grad[0], c0) : NULL,
+                          c->param_grads ? at(l->grad[1], c0) : NULL}};
+  return ganfw_layer_op(l, ex, &op);
+}
+
 /* f: x, y */
 static ganfw_status bn_forward_channels(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t c0,
                                         int64_t channels, float *const *f) {
-  const bn_call *c = arg;
-  const float eps = l->farg[0], momentum = l->farg[1];
-  if (!c->mean)
-    ex->be->vt->batchnorm2d_forward_eval(ex->be, c->N, channels, c->HW, f[0], at(l->param[0], c0),
-                                         at(l->param[1], c0), f[1], at(l->running_mean, c0),
-                                         at(l->running_var, c0), eps);
-  else
-    ex->be->vt->batchnorm2d_forward_train(ex->be, c->N, channels, c->HW, f[0], at(l->param[0], c0),
-                                          at(l->param[1], c0), f[1],
-                                          c->update_stats ? at(l->running_mean, c0) : NULL,
-                                          c->update_stats ? at(l->running_var, c0) : NULL, momentum,
-                                          eps, c->mean + c0, c->invstd + c0);
-  return GANFW_OK;
+  return bn_forward_op(l, ex, arg, GANFW_DTYPE_F32, c0, channels, f[0], f[1]);
 }
 
 /* f: x, dy, dx (or NULL) */
 static ganfw_status bn_backward_channels(ganfw_layer *l, const ganfw_exec *ex, void *arg,
                                          int64_t c0, int64_t channels, float *const *f) {
-  const bn_call *c = arg;
-  ex->be->vt->batchnorm2d_backward(ex->be, c->N, channels, c->HW, f[0], f[1], at(l->param[0], c0),
-                                   c->mean + c0, c->invstd + c0, f[2],
-                                   c->param_grads ? at(l->grad[0], c0) : NULL,
-                                   c->param_grads ? at(l->grad[1], c0) : NULL, c->accumulate);
-  return GANFW_OK;
+  return bn_backward_op(l, ex, arg, GANFW_DTYPE_F32, c0, channels, f[0], f[1], f[2]);
 }
 
-/* --- native 16-bit compute: the backend's _lp entries on the whole batch ---------------- */
+/* --- native 16-bit compute: the op in the compute dtype on the whole batch ---------------- */
 
 static ganfw_status bn_forward_lp(ganfw_layer *l, const ganfw_exec *ex, const bn_call *c,
                                   ganfw_tensor *x, ganfw_tensor *y) {
-  const float eps = l->farg[0], momentum = l->farg[1];
-  const int64_t C = x->shape[1];
   ganfw_layer_scratch sc = {0};
   const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
-  if (xh && !c->mean)
-    ex->be->vt->batchnorm2d_forward_eval_lp(ex->be, ex->dtype, c->N, C, c->HW, xh,
-                                            at(l->param[0], 0), at(l->param[1], 0), y->data,
-                                            l->running_mean->data, l->running_var->data, eps);
-  else if (xh)
-    ex->be->vt->batchnorm2d_forward_train_lp(
-        ex->be, ex->dtype, c->N, C, c->HW, xh, at(l->param[0], 0), at(l->param[1], 0), y->data,
-        c->update_stats ? l->running_mean->data : NULL,
-        c->update_stats ? l->running_var->data : NULL, momentum, eps, c->mean, c->invstd);
+  ganfw_status st =
+      xh ? bn_forward_op(l, ex, c, ex->dtype, 0, x->shape[1], xh, y->data) : ganfw_error_code();
   ganfw_layer_scratch_release(&sc);
-  return xh ? GANFW_OK : ganfw_error_code();
+  return st;
 }
 
 static ganfw_status bn_backward_lp(ganfw_layer *l, const ganfw_exec *ex, const bn_call *c,
@@ -169,13 +190,11 @@ static ganfw_status bn_backward_lp(ganfw_layer *l, const ganfw_exec *ex, const b
   ganfw_layer_scratch sc = {0};
   const void *xh = ganfw_layer_lp_in(l, ex, &sc, x);
   const void *dyh = xh ? ganfw_layer_lp_in(l, ex, &sc, dy) : NULL;
-  if (dyh)
-    ex->be->vt->batchnorm2d_backward_lp(
-        ex->be, ex->dtype, c->N, x->shape[1], c->HW, xh, dyh, at(l->param[0], 0), c->mean,
-        c->invstd, dx ? dx->data : NULL, c->param_grads ? at(l->grad[0], 0) : NULL,
-        c->param_grads ? at(l->grad[1], 0) : NULL, c->accumulate);
+  ganfw_status st =
+      dyh ? bn_backward_op(l, ex, c, ex->dtype, 0, x->shape[1], xh, dyh, dx ? dx->data : NULL)
+          : ganfw_error_code();
   ganfw_layer_scratch_release(&sc);
-  return dyh ? GANFW_OK : ganfw_error_code();
+  return st;
 }
 
 /* --- SyncBatchNorm: statistics over every rank's rows ------------------------------------ */
@@ -313,8 +332,9 @@ static ganfw_status bn_forward_sync(ganfw_layer *l, const ganfw_exec *ex, ganfw_
     return st;
   }
   const double count = (double)(N * HW) * d->size;
-  const float eps = l->farg[0], momentum = l->farg[1];
-  float *rm = l->running_mean->data, *rv = l->running_var->data;
+  const ganfw_batchnorm_args *bn = &l->args.batchnorm;
+  const float eps = bn->eps, momentum = bn->momentum;
+  float *rm = bn->running_mean->data, *rv = bn->running_var->data;
   double *dinv = sum; /* the sums are read before their slot is reused */
   for (int64_t k = 0; compute && k < C; k++) {
     const double m = sum[k] / count;
@@ -399,7 +419,7 @@ static ganfw_status bn_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tenso
     ganfw_tensor_destroy(t);
     return st;
   }
-  if (ex->train && ex->update_stats) l->num_batches_tracked++;
+  if (ex->train && ex->update_stats) l->args.batchnorm.num_batches_tracked++;
   if (saved && ex->train) {
     saved->t[0] = ganfw_tensor_retain(x);
     saved->t[1] = mean;
@@ -416,9 +436,8 @@ static ganfw_status bn_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tenso
  * the executor handed dy over (nobody else holds it), it has the compute dtype and the
  * backend's kernels allow dx == dy. */
 static int32_t in_place_ok(const ganfw_exec *ex, ganfw_tensor *dy) {
-  const ganfw_backend_vt *vt = ex->be->vt;
   return ganfw_tensor_exclusive(dy) && dy->dtype == ex->dtype &&
-         vt->batchnorm2d_backward_in_place && vt->batchnorm2d_backward_in_place(ex->be);
+         ganfw_be_batchnorm2d_backward_in_place(ex->be);
 }
 
 static ganfw_status bn_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,

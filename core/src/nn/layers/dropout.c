@@ -1,6 +1,6 @@
 /* dropout layer on any shape: in train mode zeroes each value with probability p (Philox
  * from the run's seed and offset) and scales the rest by 1/(1-p); keeps the u8 mask for
- * backward. Identity in eval mode. fargs: p. */
+ * backward. Identity in eval mode. Args: ganfw_dropout_args (layer.h). */
 #include "dist/dist.h"
 #include "nn/layer.h"
 #include "runtime/ctx.h"
@@ -21,7 +21,7 @@ static ganfw_tensor *in_place_or_new(ganfw_layer *l, const ganfw_exec *ex, ganfw
 
 static ganfw_status dropout_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
                                     ganfw_tensor **y, ganfw_saved *saved) {
-  const float p = l->farg[0];
+  const float p = l->args.dropout.p;
   if (!ex->train || p == 0.0f) {
     *y = ganfw_tensor_retain(x);
     return GANFW_OK;
@@ -46,8 +46,23 @@ static ganfw_status dropout_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_
   const uint64_t blocks = (uint64_t)((x->numel + 3) / 4);
   uint64_t offset =
       ganfw_ctx_rng_take(ex->ctx, (int64_t)(4 * blocks) * ranks) + (uint64_t)rank * blocks;
-  ex->be->vt->dropout_forward(ex->be, x->numel, p, ex->ctx->seed, offset, xf, yf, mask->data);
-  ganfw_layer_store_out(ex, &sc);
+  ganfw_op op = {.kind = GANFW_OP_DROPOUT_FORWARD,
+                 .seed = ex->ctx->seed,
+                 .offset = offset,
+                 .shape.d = {x->numel},
+                 .in = {xf},
+                 .out = {yf, mask->data},
+                 .sc = {p}};
+  ganfw_status st = ganfw_layer_op(l, ex, &op);
+  if (st == GANFW_OK)
+    st = ganfw_layer_store_out(l, ex, &sc);
+  else
+    ganfw_layer_scratch_release(&sc);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(mask);
+    ganfw_tensor_destroy(t);
+    return st;
+  }
   if (saved) {
     saved->t[0] = mask;
     saved->rng_offset = offset;
@@ -76,8 +91,20 @@ static ganfw_status dropout_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw
     ganfw_tensor_destroy(g);
     return st;
   }
-  ex->be->vt->dropout_backward(ex->be, dy->numel, l->farg[0], saved->t[0]->data, dyf, gf);
-  ganfw_layer_store_out(ex, &sc);
+  ganfw_op op = {.kind = GANFW_OP_DROPOUT_BACKWARD,
+                 .shape.d = {dy->numel},
+                 .in = {saved->t[0]->data, dyf},
+                 .out = {gf},
+                 .sc = {l->args.dropout.p}};
+  ganfw_status st = ganfw_layer_op(l, ex, &op);
+  if (st == GANFW_OK)
+    st = ganfw_layer_store_out(l, ex, &sc);
+  else
+    ganfw_layer_scratch_release(&sc);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(g);
+    return st;
+  }
   *dx = g;
   return GANFW_OK;
 }

@@ -8,7 +8,7 @@
  * a lookup by a discrete index), so that a net whose input is labels can still be asked for
  * an input gradient. Keeps x (a reference) for backward. Outputs are stored in the compute
  * dtype (16-bit ones converted in row chunks); the weight and its gradient stay f32.
- * Args: num, D. */
+ * Args: ganfw_embedding_args (layer.h), num and D. */
 #include <math.h>
 #include <stdio.h>
 
@@ -31,18 +31,20 @@ static ganfw_status emb_infer(const ganfw_layer *l, const int64_t *in, int32_t i
                              "give the labels as a [N,1,1,1] input",
                              dims);
   }
-  out[0] = in[0], out[1] = l->arg[1];
+  out[0] = in[0], out[1] = l->args.embedding.dim;
   *out_ndim = 2;
   return GANFW_OK;
 }
 
 static ganfw_status emb_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) {
   (void)in, (void)in_ndim;
-  const int64_t w[2] = {l->arg[0], l->arg[1]};
+  const ganfw_embedding_args *a = &l->args.embedding;
+  const int64_t w[2] = {a->num, a->dim};
   ganfw_status st = ganfw_layer_add_param(l, 0, "weight", 2, w);
   if (st == GANFW_OK)
-    ganfw_ctx_rng_normal(l->ctx, l->param[0]->numel, l->param[0]->data, 0.0f, 1.0f);
-  return st;
+    st = ganfw_ctx_rng_normal(l->ctx, l->param[0]->numel, l->param[0]->data, 0.0f, 1.0f);
+  return st == GANFW_OK ? st
+                        : ganfw_error_wrap(st, "layer %s: initialising the weight", l->qualified);
 }
 
 /* The ids of rows [n0, n0 + rows) (f32 device values) checked and stored as int32 into ids
@@ -50,7 +52,7 @@ static ganfw_status emb_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim)
 static ganfw_status emb_ids(ganfw_layer *l, const ganfw_exec *ex, const float *f, int64_t n0,
                             int64_t rows, int32_t *ids) {
   ganfw_backend *be = ex->be;
-  const int64_t num = l->arg[0];
+  const int64_t num = l->args.embedding.num;
   float v[ID_CHUNK];
   int32_t id[ID_CHUNK];
   for (int64_t i = 0; i < rows; i += ID_CHUNK) {
@@ -82,8 +84,13 @@ static ganfw_status emb_forward_rows(ganfw_layer *l, const ganfw_exec *ex, void 
   ganfw_tensor *ids = ganfw_layer_workspace(l, ex, (size_t)rows * sizeof(int32_t), &st);
   if (st != GANFW_OK) return st;
   st = emb_ids(l, ex, f[0], n0, rows, ids->data);
-  if (st == GANFW_OK)
-    ex->be->vt->embedding_forward(ex->be, rows, l->arg[1], ids->data, l->param[0]->data, f[1]);
+  if (st == GANFW_OK) {
+    ganfw_op op = {.kind = GANFW_OP_EMBEDDING_FORWARD,
+                   .shape.d = {rows, l->args.embedding.dim},
+                   .in = {ids->data, l->param[0]->data},
+                   .out = {f[1]}};
+    st = ganfw_layer_op(l, ex, &op);
+  }
   ganfw_tensor_destroy(ids);
   return st;
 }
@@ -96,16 +103,22 @@ static ganfw_status emb_backward_rows(ganfw_layer *l, const ganfw_exec *ex, void
   ganfw_tensor *ids = ganfw_layer_workspace(l, ex, (size_t)rows * sizeof(int32_t), &st);
   if (st != GANFW_OK) return st;
   st = emb_ids(l, ex, f[0], n0, rows, ids->data);
-  if (st == GANFW_OK)
-    ex->be->vt->embedding_backward(ex->be, rows, l->arg[0], l->arg[1], ids->data, f[1],
-                                   l->grad[0]->data, accumulate);
+  if (st == GANFW_OK) {
+    const ganfw_embedding_args *a = &l->args.embedding;
+    ganfw_op op = {.kind = GANFW_OP_EMBEDDING_BACKWARD,
+                   .flags = accumulate ? GANFW_OP_ACCUMULATE : 0,
+                   .shape.d = {rows, a->num, a->dim},
+                   .in = {ids->data, f[1]},
+                   .grad = {l->grad[0]->data}};
+    st = ganfw_layer_op(l, ex, &op);
+  }
   ganfw_tensor_destroy(ids);
   return st;
 }
 
 static ganfw_status emb_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
                                 ganfw_tensor **y, ganfw_saved *saved) {
-  const int64_t out[2] = {x->shape[0], l->arg[1]};
+  const int64_t out[2] = {x->shape[0], l->args.embedding.dim};
   ganfw_tensor *t = ganfw_layer_tensor(l, ex, ex->dtype, 2, out, GANFW_MEM_ACTIVATION);
   if (!t) return ganfw_error_code();
   ganfw_tensor *io[2] = {x, t};

@@ -34,19 +34,23 @@ static ganfw_pool2d_shape gap_shape(const int64_t *x, int64_t rows) {
 /* f: x, y */
 static ganfw_status gap_forward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
                                      int64_t rows, float *const *f) {
-  (void)l, (void)n0;
-  ganfw_pool2d_shape s = gap_shape(arg, rows);
-  ex->be->vt->avgpool2d_forward(ex->be, &s, f[0], f[1]);
-  return GANFW_OK;
+  (void)n0;
+  ganfw_op op = {.kind = GANFW_OP_AVGPOOL2D_FORWARD,
+                 .shape.pool = gap_shape(arg, rows),
+                 .in = {f[0]},
+                 .out = {f[1]}};
+  return ganfw_layer_op(l, ex, &op);
 }
 
 /* f: dy, dx */
 static ganfw_status gap_backward_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
                                       int64_t rows, float *const *f) {
-  (void)l, (void)n0;
-  ganfw_pool2d_shape s = gap_shape(arg, rows);
-  ex->be->vt->avgpool2d_backward(ex->be, &s, f[0], f[1]);
-  return GANFW_OK;
+  (void)n0;
+  ganfw_op op = {.kind = GANFW_OP_AVGPOOL2D_BACKWARD,
+                 .shape.pool = gap_shape(arg, rows),
+                 .in = {f[0]},
+                 .out = {f[1]}};
+  return ganfw_layer_op(l, ex, &op);
 }
 
 static ganfw_status gap_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,

@@ -1,13 +1,14 @@
 /* groupnorm layer (PyTorch's nn.GroupNorm(G, C, eps, affine)): x [N,C,H,W] (or [N,C]) with
  * each sample's C channels in G groups of C/G, each group normalised by its own mean and
- * biased variance, then weight and bias [C] per channel. Args: G, C, affine; fargs: eps.
+ * biased variance, then weight and bias [C] per channel. Args: ganfw_groupnorm_args
+ * (layer.h).
  * This file also holds the normalisation that instancenorm2d and layernorm share
  * (ganfw_norm_*, layer.h). */
 #include "nn/layer.h"
 
 /* --- the shared normalisation ------------------------------------------------------------- */
 
-/* One kernel call over rows of the batch (see ganfw_layer_rows_run). */
+/* One op over rows of the batch (see ganfw_layer_rows_run). */
 typedef struct norm_call {
   const ganfw_norm_view *v;
   double *mean, *invstd; /* [N*G] */
@@ -23,10 +24,12 @@ static ganfw_status norm_forward_rows(ganfw_layer *l, const ganfw_exec *ex, void
                                       int64_t rows, float *const *f) {
   const norm_call *c = arg;
   const ganfw_norm_view *v = c->v;
-  ex->be->vt->groupnorm_forward(ex->be, rows, v->C, v->HW, v->G, f[0], param_or_null(l, 0),
-                                param_or_null(l, 1), v->eps, f[1], c->mean + n0 * v->G,
-                                c->invstd + n0 * v->G);
-  return GANFW_OK;
+  ganfw_op op = {.kind = GANFW_OP_GROUPNORM_FORWARD,
+                 .shape.d = {rows, v->C, v->HW, v->G},
+                 .in = {f[0], param_or_null(l, 0), param_or_null(l, 1)},
+                 .out = {f[1], c->mean + n0 * v->G, c->invstd + n0 * v->G},
+                 .sc = {v->eps}};
+  return ganfw_layer_op(l, ex, &op);
 }
 
 /* f: x, dy, dx (or NULL) */
@@ -35,11 +38,14 @@ static ganfw_status norm_backward_rows(ganfw_layer *l, const ganfw_exec *ex, voi
   const norm_call *c = arg;
   const ganfw_norm_view *v = c->v;
   const int32_t pg = c->param_grads && l->grad[0];
-  ex->be->vt->groupnorm_backward(ex->be, rows, v->C, v->HW, v->G, f[0], f[1], param_or_null(l, 0),
-                                 c->mean + n0 * v->G, c->invstd + n0 * v->G, f[2],
-                                 pg ? l->grad[0]->data : NULL, pg ? l->grad[1]->data : NULL,
-                                 c->accumulate || n0 > 0);
-  return GANFW_OK;
+  ganfw_op op = {
+      .kind = GANFW_OP_GROUPNORM_BACKWARD,
+      .flags = c->accumulate || n0 > 0 ? GANFW_OP_ACCUMULATE : 0,
+      .shape.d = {rows, v->C, v->HW, v->G},
+      .in = {f[0], f[1], param_or_null(l, 0), c->mean + n0 * v->G, c->invstd + n0 * v->G},
+      .out = {f[2]},
+      .grad = {pg ? l->grad[0]->data : NULL, pg ? l->grad[1]->data : NULL}};
+  return ganfw_layer_op(l, ex, &op);
 }
 
 ganfw_status ganfw_norm_forward(ganfw_layer *l, const ganfw_exec *ex, const ganfw_norm_view *v,
@@ -99,10 +105,10 @@ ganfw_status ganfw_norm_add_affine(ganfw_layer *l, int32_t ndim, const int64_t *
   ganfw_status st = ganfw_layer_add_param(l, 0, "weight", ndim, shape);
   if (st == GANFW_OK) st = ganfw_layer_add_param(l, 1, "bias", ndim, shape);
   if (st != GANFW_OK) return st;
-  ganfw_backend *be = l->ctx->be;
-  be->vt->fill(be, l->param[0]->numel, l->param[0]->data, 1.0f);
-  be->vt->fill(be, l->param[1]->numel, l->param[1]->data, 0.0f);
-  return GANFW_OK;
+  const ganfw_exec ex = ganfw_layer_init_exec(l);
+  st = ganfw_layer_fill(l, &ex, l->param[0]->numel, l->param[0]->data, 1.0f);
+  if (st == GANFW_OK) st = ganfw_layer_fill(l, &ex, l->param[1]->numel, l->param[1]->data, 0.0f);
+  return st;
 }
 
 /* --- groupnorm ------------------------------------------------------------------------------ */
@@ -110,18 +116,19 @@ ganfw_status ganfw_norm_add_affine(ganfw_layer *l, int32_t ndim, const int64_t *
 static ganfw_norm_view gn_view(const ganfw_layer *l, const int64_t *in, int32_t in_ndim) {
   int64_t HW = 1;
   for (int32_t d = 2; d < in_ndim; d++) HW *= in[d];
-  ganfw_norm_view v = {.C = l->arg[1], .HW = HW, .G = l->arg[0], .eps = l->farg[0]};
+  const ganfw_groupnorm_args *a = &l->args.groupnorm;
+  ganfw_norm_view v = {.C = a->channels, .HW = HW, .G = a->groups, .eps = a->eps};
   return v;
 }
 
 static ganfw_status gn_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim, int64_t *out,
                              int32_t *out_ndim) {
-  if ((in_ndim != 4 && in_ndim != 2) || in[1] != l->arg[1])
+  const int64_t C = l->args.groupnorm.channels;
+  if ((in_ndim != 4 && in_ndim != 2) || in[1] != C)
     return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
                              "expects [N,%lld,H,W] or [N,%lld] input, gets %d dims with %lld "
                              "channels",
-                             (long long)l->arg[1], (long long)l->arg[1], (int)in_ndim,
-                             (long long)in[1]);
+                             (long long)C, (long long)C, (int)in_ndim, (long long)in[1]);
   for (int32_t d = 0; d < in_ndim; d++) out[d] = in[d];
   *out_ndim = in_ndim;
   return GANFW_OK;
@@ -129,7 +136,8 @@ static ganfw_status gn_infer(const ganfw_layer *l, const int64_t *in, int32_t in
 
 static ganfw_status gn_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) {
   (void)in, (void)in_ndim;
-  return l->arg[2] ? ganfw_norm_add_affine(l, 1, &l->arg[1]) : GANFW_OK;
+  const ganfw_groupnorm_args *a = &l->args.groupnorm;
+  return a->affine ? ganfw_norm_add_affine(l, 1, &a->channels) : GANFW_OK;
 }
 
 static ganfw_status gn_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,

@@ -1,20 +1,22 @@
 /* instancenorm2d layer (PyTorch's nn.InstanceNorm2d(C, eps, affine), track_running_stats
  * False): x [N,C,H,W], each sample's channel normalised over its H*W values, then weight
  * and bias [C] when affine. The group normalisation with one channel a group
- * (ganfw_norm_*, groupnorm.c). Args: C, affine; fargs: eps. */
+ * (ganfw_norm_*, groupnorm.c). Args: ganfw_instancenorm_args (layer.h). */
 #include "nn/layer.h"
 
 static ganfw_norm_view in_view(const ganfw_layer *l, const int64_t *in) {
-  ganfw_norm_view v = {.C = l->arg[0], .HW = in[2] * in[3], .G = l->arg[0], .eps = l->farg[0]};
+  const ganfw_instancenorm_args *a = &l->args.instancenorm;
+  ganfw_norm_view v = {.C = a->channels, .HW = in[2] * in[3], .G = a->channels, .eps = a->eps};
   return v;
 }
 
 static ganfw_status in_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim, int64_t *out,
                              int32_t *out_ndim) {
-  if (in_ndim != 4 || in[1] != l->arg[0])
+  const int64_t C = l->args.instancenorm.channels;
+  if (in_ndim != 4 || in[1] != C)
     return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
                              "expects [N,%lld,H,W] input, gets %d dims with %lld channels",
-                             (long long)l->arg[0], (int)in_ndim, (long long)in[1]);
+                             (long long)C, (int)in_ndim, (long long)in[1]);
   /* as PyTorch: one value per channel has no variance to normalise by */
   if (in[2] * in[3] < 2)
     return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
@@ -28,7 +30,8 @@ static ganfw_status in_infer(const ganfw_layer *l, const int64_t *in, int32_t in
 
 static ganfw_status in_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) {
   (void)in, (void)in_ndim;
-  return l->arg[1] ? ganfw_norm_add_affine(l, 1, &l->arg[0]) : GANFW_OK;
+  const ganfw_instancenorm_args *a = &l->args.instancenorm;
+  return a->affine ? ganfw_norm_add_affine(l, 1, &a->channels) : GANFW_OK;
 }
 
 static ganfw_status in_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,

@@ -12,10 +12,11 @@
 /* f: a, b, out */
 static ganfw_status add_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
                              int64_t rows, float *const *f) {
-  (void)l, (void)n0;
+  (void)n0;
   const int64_t per_row = *(const int64_t *)arg;
-  ex->be->vt->add(ex->be, rows * per_row, f[2], f[0], f[1]);
-  return GANFW_OK;
+  ganfw_op op = {
+      .kind = GANFW_OP_ADD, .shape.d = {rows * per_row}, .in = {f[0], f[1]}, .out = {f[2]}};
+  return ganfw_layer_op(l, ex, &op);
 }
 
 /* out = a + b element-wise, a and b of one shape; out may be a. */

@@ -2,18 +2,17 @@
  * of a sample: x [N,F] with shape [F], or x [N,C,H,W] with shape [C,H,W] (after a conv);
  * each sample normalised by its own mean and biased variance, then weight and bias of
  * `shape`, elementwise. The group normalisation with one group of D = F or C*H*W values
- * and D "channels" of one value each (ganfw_norm_*, groupnorm.c). Args: ndim (1..3), the
- * dims of shape, affine; fargs: eps. */
+ * and D "channels" of one value each (ganfw_norm_*, groupnorm.c). Args: ganfw_layernorm_args
+ * (layer.h). */
 #include <stdio.h>
 
 #include "nn/layer.h"
 
-#define LN_AFFINE 4 /* arg index of the affine flag; args 1..3 hold the shape */
-
 static ganfw_norm_view ln_view(const ganfw_layer *l) {
+  const ganfw_layernorm_args *a = &l->args.layernorm;
   int64_t D = 1;
-  for (int64_t d = 0; d < l->arg[0]; d++) D *= l->arg[1 + d];
-  ganfw_norm_view v = {.C = D, .HW = 1, .G = 1, .eps = l->farg[0]};
+  for (int32_t d = 0; d < a->ndim; d++) D *= a->shape[d];
+  ganfw_norm_view v = {.C = D, .HW = 1, .G = 1, .eps = a->eps};
   return v;
 }
 
@@ -27,12 +26,13 @@ static void shape_text(char *buf, size_t n, const int64_t *dims, int64_t nd) {
 
 static ganfw_status ln_infer(const ganfw_layer *l, const int64_t *in, int32_t in_ndim, int64_t *out,
                              int32_t *out_ndim) {
-  const int64_t nd = l->arg[0];
+  const ganfw_layernorm_args *a = &l->args.layernorm;
+  const int64_t nd = a->ndim;
   int same = in_ndim == nd + 1;
-  for (int64_t d = 0; same && d < nd; d++) same = in[1 + d] == l->arg[1 + d];
+  for (int64_t d = 0; same && d < nd; d++) same = in[1 + d] == a->shape[d];
   if (!same) {
     char want[96], got[96];
-    shape_text(want, sizeof want, l->arg + 1, nd);
+    shape_text(want, sizeof want, a->shape, nd);
     shape_text(got, sizeof got, in + 1, in_ndim - 1);
     return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
                              "normalises samples of shape %s, gets samples of shape %s; give "
@@ -46,7 +46,8 @@ static ganfw_status ln_infer(const ganfw_layer *l, const int64_t *in, int32_t in
 
 static ganfw_status ln_init(ganfw_layer *l, const int64_t *in, int32_t in_ndim) {
   (void)in, (void)in_ndim;
-  return l->arg[LN_AFFINE] ? ganfw_norm_add_affine(l, (int32_t)l->arg[0], l->arg + 1) : GANFW_OK;
+  const ganfw_layernorm_args *a = &l->args.layernorm;
+  return a->affine ? ganfw_norm_add_affine(l, a->ndim, a->shape) : GANFW_OK;
 }
 
 static ganfw_status ln_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,

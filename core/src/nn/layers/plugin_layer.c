@@ -5,7 +5,8 @@
  * (converted copies under AMP), keeps the input and output for backward as references when
  * the def asks, and owns the tensors the plugin puts in saved[]. Around each call it counts
  * the tensors the plugin creates through host->tensor_create (a scope on this thread, fed by
- * plugin/host.c), then checks them against the def's saved_bytes and workspace_bytes:
+ * plugin/host.c; views from host->tensor_reshape are recorded with no bytes of their own),
+ * then checks them against the def's saved_bytes and workspace_bytes:
  *   forward with a tape:  sum of saved[] nbytes == saved_bytes, peak - saved == workspace
  *   no-grad forward:      peak <= saved_bytes + workspace_bytes(forward)
  *   backward:             peak == workspace_bytes(backward) when it computes dx and every
@@ -107,6 +108,11 @@ static int32_t scope_find(const pl_scope *sc, const ganfw_tensor *t) {
   return -1;
 }
 
+/* The bytes t holds of its own: a view (host->tensor_reshape) holds none. */
+static int64_t own_bytes(const ganfw_tensor *t) {
+  return ganfw_tensor_is_view(t) ? 0 : t->nbytes;
+}
+
 void ganfw_plugin_layer_note_create(ganfw_tensor *t) {
   pl_scope *sc = pl_current;
   if (!sc || !t) return;
@@ -120,7 +126,7 @@ void ganfw_plugin_layer_note_create(ganfw_tensor *t) {
     sc->made = made, sc->cap = cap;
   }
   sc->made[sc->n++] = t;
-  sc->live += t->nbytes;
+  sc->live += own_bytes(t);
   if (sc->live > sc->peak) sc->peak = sc->live;
 }
 
@@ -134,7 +140,7 @@ int32_t ganfw_plugin_layer_note_destroy(ganfw_tensor *t) {
     return 0;
   }
   sc->made[i] = sc->made[--sc->n];
-  sc->live -= t->nbytes;
+  sc->live -= own_bytes(t);
   return 1;
 }
 
@@ -257,18 +263,21 @@ static ganfw_layer_call make_call(ganfw_layer *l, const ganfw_exec *ex, int32_t 
   return c;
 }
 
-/* The forward's checks of the saved slots: each a tensor this call created, once. */
+/* The forward's checks of the saved slots: each a tensor this call created, once, and not a
+ * view (a view holds no bytes of its own, so saved_bytes could not count what it keeps). */
 static ganfw_status check_saved(ganfw_layer *l, const pl_scope *sc, ganfw_tensor *const *kept) {
   for (int32_t i = 0; i < GANFW_CUSTOM_MAX_SAVED; i++) {
     if (!kept[i]) continue;
     int dup = 0;
     for (int32_t k = 0; k < i; k++) dup |= kept[k] == kept[i];
-    if (dup || scope_find(sc, kept[i]) < 0)
+    if (dup || scope_find(sc, kept[i]) < 0 || ganfw_tensor_is_view(kept[i]))
       return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
                                "forward put tensor '%s' in saved[%d], %s; saved[] takes tensors "
                                "the forward created with host->tensor_create, each once",
                                kept[i]->name, (int)i,
                                dup ? "which is already in an earlier slot"
+                               : ganfw_tensor_is_view(kept[i])
+                                   ? "a view from tensor_reshape (save the tensor it views)"
                                    : "which it did not create in this call");
   }
   return GANFW_OK;
@@ -531,13 +540,14 @@ ganfw_status ganfw_plugin_layer_add_tensor(ganfw_layer_init *li, int32_t buffer,
   if (count >= limit)
     return ganfw_layer_error(l, GANFW_ERR_INVALID_ARG, "%s '%s': a plugin layer has at most %d %s",
                              entry, name, limit, buffer ? "buffers" : "parameters");
+  const ganfw_exec ex = ganfw_layer_init_exec(l);
   ganfw_tensor *t = NULL;
   if (!buffer) {
     ganfw_status st = ganfw_layer_add_param(l, count, name, ndim, shape);
+    if (st == GANFW_OK)
+      st = ganfw_layer_fill(l, &ex, l->grad[count]->numel, l->grad[count]->data, 0.0f);
     if (st != GANFW_OK) return st;
     t = l->param[count];
-    ganfw_backend *be = l->ctx->be;
-    be->vt->fill(be, l->grad[count]->numel, l->grad[count]->data, 0.0f);
   } else {
     char *key = ganfw_name_join(l->name, name), *qualified = ganfw_name_join(l->qualified, name);
     if (key && qualified)
@@ -552,8 +562,8 @@ ganfw_status ganfw_plugin_layer_add_tensor(ganfw_layer_init *li, int32_t buffer,
     l->extra_name[count] = key;
     l->nextra = count + 1;
   }
-  ganfw_backend *be = l->ctx->be;
-  be->vt->fill(be, t->numel, t->data, 0.0f);
+  ganfw_status st = ganfw_layer_fill(l, &ex, t->numel, t->data, 0.0f);
+  if (st != GANFW_OK) return st;
   if (out) *out = t;
   return GANFW_OK;
 }

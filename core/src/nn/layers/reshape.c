@@ -1,6 +1,6 @@
 /* flatten ([N,C,H,W] -> [N,C*H*W]) and reshape ([N,F] -> [N,C,H,W]) layers: views that
- * share their input's memory; backward views dy back into the input shape. Args: 0 for
- * flatten; 1, C, H, W for reshape. */
+ * share their input's memory; backward views dy back into the input shape. Args:
+ * ganfw_reshape_args (layer.h). */
 #include <string.h>
 
 #include "nn/layer.h"
@@ -9,17 +9,18 @@ static ganfw_status reshape_infer(const ganfw_layer *l, const int64_t *in, int32
                                   int64_t *out, int32_t *out_ndim) {
   int64_t features = 1;
   for (int32_t d = 1; d < in_ndim; d++) features *= in[d];
+  const ganfw_reshape_args *a = &l->args.reshape;
   out[0] = in[0];
-  if (l->arg[0] == 0) {
+  if (a->flatten) {
     out[1] = features;
     *out_ndim = 2;
     return GANFW_OK;
   }
-  if (features != l->arg[1] * l->arg[2] * l->arg[3])
+  if (features != a->c * a->h * a->w)
     return ganfw_layer_error(
         l, GANFW_ERR_INVALID_ARG, "cannot reshape %lld features per sample into [%lld,%lld,%lld]",
-        (long long)features, (long long)l->arg[1], (long long)l->arg[2], (long long)l->arg[3]);
-  out[1] = l->arg[1], out[2] = l->arg[2], out[3] = l->arg[3];
+        (long long)features, (long long)a->c, (long long)a->h, (long long)a->w);
+  out[1] = a->c, out[2] = a->h, out[3] = a->w;
   *out_ndim = 4;
   return GANFW_OK;
 }

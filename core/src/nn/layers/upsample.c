@@ -1,6 +1,6 @@
 /* upsample layer (PyTorch's nn.Upsample(scale_factor=2, mode)): x [N,C,H,W] ->
  * y [N,C,2H,2W], mode nearest or bilinear (align_corners=False). Keeps nothing for
- * backward but the input shape. Args: mode. */
+ * backward but the input shape. Args: ganfw_upsample_args (layer.h). */
 #include <string.h>
 
 #include "nn/layer.h"
@@ -17,7 +17,7 @@ static ganfw_status up_infer(const ganfw_layer *l, const int64_t *in, int32_t in
   return GANFW_OK;
 }
 
-/* One kernel call over rows of the batch: C, H, W of the input. */
+/* One op over rows of the batch: C, H, W of the input. */
 typedef struct up_call {
   int64_t C, H, W;
 } up_call;
@@ -27,8 +27,12 @@ static ganfw_status up_forward_rows(ganfw_layer *l, const ganfw_exec *ex, void *
                                     int64_t rows, float *const *f) {
   const up_call *c = arg;
   (void)n0;
-  ex->be->vt->upsample2d_forward(ex->be, (int32_t)l->arg[0], rows * c->C, c->H, c->W, f[0], f[1]);
-  return GANFW_OK;
+  ganfw_op op = {.kind = GANFW_OP_UPSAMPLE2D_FORWARD,
+                 .mode = l->args.upsample.mode,
+                 .shape.d = {rows * c->C, c->H, c->W},
+                 .in = {f[0]},
+                 .out = {f[1]}};
+  return ganfw_layer_op(l, ex, &op);
 }
 
 /* f: dy, dx */
@@ -36,8 +40,12 @@ static ganfw_status up_backward_rows(ganfw_layer *l, const ganfw_exec *ex, void 
                                      int64_t rows, float *const *f) {
   const up_call *c = arg;
   (void)n0;
-  ex->be->vt->upsample2d_backward(ex->be, (int32_t)l->arg[0], rows * c->C, c->H, c->W, f[0], f[1]);
-  return GANFW_OK;
+  ganfw_op op = {.kind = GANFW_OP_UPSAMPLE2D_BACKWARD,
+                 .mode = l->args.upsample.mode,
+                 .shape.d = {rows * c->C, c->H, c->W},
+                 .in = {f[0]},
+                 .out = {f[1]}};
+  return ganfw_layer_op(l, ex, &op);
 }
 
 static ganfw_status up_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tensor *x,
