@@ -102,9 +102,17 @@ PIN(layer_add_param, 664);
 PIN(layer_add_buffer, 672);
 PIN(tensor_cat, 680); /* ABI 1.7 */
 PIN(tensor_narrow, 688);
+PIN(tensor_bmm, 696); /* ABI 1.8 */
+PIN(tensor_softmax, 704);
+PIN(tensor_softmax_backward, 712);
+PIN(tensor_permute, 720);
+PIN(tensor_reshape, 728);
+PIN(tensor_gather, 736);
+PIN(tensor_scatter_add, 744);
+PIN(net_pixel_shuffle, 752);
 
 /* One past the last entry: a new entry appended moves this (and gets a PIN line above). */
-#define GANFW_HOST_SIZE 696
+#define GANFW_HOST_SIZE 760
 _Static_assert(sizeof(ganfw_host) == GANFW_HOST_SIZE, "ganfw_host grew: pin the new entries");
 
 /* Structs of ABI 1.1 whose layout plugins see. */

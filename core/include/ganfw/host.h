@@ -59,6 +59,7 @@ typedef struct ganfw_param_info {
 #define GANFW_VT_TAG_MEMORY    0x67667402u /* "gft" + GANFW_PLUGIN_MEMORY */
 #define GANFW_VT_TAG_OBJECTIVE 0x67667403u /* "gft" + GANFW_PLUGIN_OBJECTIVE (ABI 1.4) */
 #define GANFW_VT_TAG_TRAINER   0x67667404u /* "gft" + GANFW_PLUGIN_TRAINER (ABI 1.6) */
+#define GANFW_VT_TAG_LAYER     0x67667405u /* "gft" + GANFW_PLUGIN_LAYER (ABI 1.8) */
 
 /* The allocator's statistics (host->memory_stats), in bytes. The caller sets struct_size;
  * the core fills only the members that fit in it and leaves the rest untouched. */
@@ -484,6 +485,55 @@ struct ganfw_host {
    * start + out->shape[dim] <= x->shape[dim] (the gradient of one part of a cat). */
   ganfw_status (*tensor_narrow)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
                                 int32_t dim, int64_t start);
+
+  /* --- added in minor 8 (ABI 1.8, 2026-12): attention, layouts and indexing; check
+   * GANFW_HOST_HAS before use ---
+   * What a layer such as SAGAN's self-attention needs, each on the tensors' device (CPU or
+   * CUDA, and the meta backend under `ganfw plan`), f32 and contiguous, with the backward
+   * written from the same entries (docs/ABI.md, "Writing a layer"). */
+
+  /* out[i] = op(a[i]) @ op(b[i]) for each of the B matrices of a batch, as torch.bmm:
+   * a [B,M,K] ([B,K,M] with trans_a: a[i] transposed), b [B,K,N] ([B,N,K] with trans_b),
+   * out [B,M,N]. accumulate 1 adds to out (beta = 1), 0 overwrites it. The backward of
+   * out = a @ b is da = dout @ b^T and db = a^T @ dout. */
+  ganfw_status (*tensor_bmm)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                             int32_t trans_a, const ganfw_tensor *b, int32_t trans_b,
+                             int32_t accumulate);
+  /* out = softmax(x, dim), or log_softmax with log 1, as torch (the max subtracted first);
+   * dim in [-ndim, ndim). out may be x. */
+  ganfw_status (*tensor_softmax)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                 int32_t dim, int32_t log);
+  /* dx from the forward's output y and dy: softmax: dx = y * (dy - sum(dy * y, dim));
+   * log_softmax: dx = dy - exp(y) * sum(dy, dim). dx may be dy. */
+  ganfw_status (*tensor_softmax_backward)(ganfw_ctx *ctx, ganfw_tensor *dx, const ganfw_tensor *y,
+                                          const ganfw_tensor *dy, int32_t dim, int32_t log);
+  /* out = x.permute(perm), copied contiguous: perm a permutation of [0, x->ndim), out's
+   * shape x's permuted (ndim <= 4). Its backward is the inverse permutation; transpose(a, b)
+   * is the permutation that swaps two dims. */
+  ganfw_status (*tensor_permute)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                 const int32_t *perm);
+  /* x.view(shape): a new tensor of another shape with x's element count sharing x's memory
+   * (no copy), keeping x alive; one reference, freed with tensor_destroy. NULL with the
+   * error recorded when the counts differ. */
+  ganfw_tensor *(*tensor_reshape)(ganfw_tensor *x, int32_t ndim, const int64_t *shape,
+                                  const char *name);
+  /* out = torch.gather(x, dim, index): index (GANFW_DTYPE_I32, out's shape; x's shape but
+   * in dim) holds values in [0, x->shape[dim]), checked; out[..i..] = x[..index[..i..]..]. */
+  ganfw_status (*tensor_gather)(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                int32_t dim, const ganfw_tensor *index);
+  /* out.scatter_add_(dim, index, src): out[..index[..i..]..] += src[..i..], index and src of
+   * one shape (out's but in dim), deterministic (in increasing i). The gather's backward:
+   * zero dx, then scatter_add dy into it. */
+  ganfw_status (*tensor_scatter_add)(ganfw_ctx *ctx, ganfw_tensor *out, int32_t dim,
+                                     const ganfw_tensor *index, const ganfw_tensor *src);
+  /* nn.PixelShuffle(factor): [N,C*r*r,H,W] -> [N,C,H*r,W*r] with r = factor, the sub-pixel
+   * upsampling of super-resolution and GAN generators; with unshuffle 1 nn.PixelUnshuffle(factor):
+   * [N,C,H*r,W*r] -> [N,C*r*r,H,W]. A layer appended like the minor 0 ones (factor 1 to 1024),
+   * running in the net's compute dtype; it keeps nothing for backward. An input whose channels
+   * (shuffle) or height and width (unshuffle) the factor does not divide is an error naming the
+   * node, at net_build. */
+  ganfw_status (*net_pixel_shuffle)(ganfw_net *net, const char *name, int64_t factor,
+                                    int32_t unshuffle);
 
   /* New entries go here, in a block dated with the minor version that added them. */
 };

@@ -1,13 +1,17 @@
 /* The host table handed to plugins (ganfw/host.h): config getters, tensors through the
  * run's allocator, foreach ops over tensor lists on the run's backend, Philox RNG, tensor math
- * (element-wise with broadcasting, sums over dims, per-channel affine) and layers defined by
- * plugins. Each foreach entry checks its lists once, then calls the backend's kernel per
- * tensor; each tensor_* entry checks its tensors and shapes, then calls one kernel. */
+ * (element-wise with broadcasting, sums over dims, per-channel affine, joins and slices), the
+ * ops of attention layers (batched products, softmax, permutes, views, gather and scatter_add)
+ * and layers defined by plugins. Each foreach entry checks its lists once, then calls the
+ * backend's kernel per tensor; each tensor_* entry checks its tensors and shapes, then calls one
+ * kernel. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "backend/ops.h"
 #include "config/config.h"
 #include "runtime/ctx.h"
 #include "base/error.h"
@@ -61,21 +65,21 @@ static ganfw_status check_lists(const char *op, int64_t n, int nlists,
 static ganfw_status host_fill(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, float v) {
   ganfw_status st = check_lists("foreach_fill", n, 1, (ganfw_tensor *const *const[]){x});
   for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    BE(x[i])->vt->fill(BE(x[i]), x[i]->numel, x[i]->data, v);
+    st = ganfw_be_fill(BE(x[i]), x[i]->numel, x[i]->data, v);
   return st;
 }
 
 static ganfw_status host_scale(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, float a) {
   ganfw_status st = check_lists("foreach_scale", n, 1, (ganfw_tensor *const *const[]){x});
   for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    BE(x[i])->vt->scale(BE(x[i]), x[i]->numel, x[i]->data, a);
+    st = ganfw_be_scale(BE(x[i]), x[i]->numel, x[i]->data, a);
   return st;
 }
 
 static ganfw_status host_add_scalar(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, float a) {
   ganfw_status st = check_lists("foreach_add_scalar", n, 1, (ganfw_tensor *const *const[]){x});
   for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    BE(x[i])->vt->add_scalar(BE(x[i]), x[i]->numel, x[i]->data, a);
+    st = ganfw_be_add_scalar(BE(x[i]), x[i]->numel, x[i]->data, a);
   return st;
 }
 
@@ -83,7 +87,7 @@ static ganfw_status host_axpy(ganfw_ctx *ctx, ganfw_tensor *const *y, float alph
                               ganfw_tensor *const *x, int64_t n) {
   ganfw_status st = check_lists("foreach_axpy", n, 2, (ganfw_tensor *const *const[]){y, x});
   for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    BE(y[i])->vt->axpy(BE(y[i]), y[i]->numel, y[i]->data, alpha, x[i]->data);
+    st = ganfw_be_axpy(BE(y[i]), y[i]->numel, y[i]->data, alpha, x[i]->data);
   return st;
 }
 
@@ -91,7 +95,7 @@ static ganfw_status host_mul(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tenso
                              int64_t n) {
   ganfw_status st = check_lists("foreach_mul", n, 2, (ganfw_tensor *const *const[]){y, x});
   for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    BE(y[i])->vt->mul(BE(y[i]), y[i]->numel, y[i]->data, y[i]->data, x[i]->data);
+    st = ganfw_be_mul(BE(y[i]), y[i]->numel, y[i]->data, y[i]->data, x[i]->data);
   return st;
 }
 
@@ -99,7 +103,7 @@ static ganfw_status host_addcmul(ganfw_ctx *ctx, ganfw_tensor *const *y, float v
                                  ganfw_tensor *const *a, ganfw_tensor *const *b, int64_t n) {
   ganfw_status st = check_lists("foreach_addcmul", n, 3, (ganfw_tensor *const *const[]){y, a, b});
   for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    BE(y[i])->vt->addcmul(BE(y[i]), y[i]->numel, y[i]->data, v, a[i]->data, b[i]->data);
+    st = ganfw_be_addcmul(BE(y[i]), y[i]->numel, y[i]->data, v, a[i]->data, b[i]->data);
   return st;
 }
 
@@ -107,7 +111,7 @@ static ganfw_status host_addcdiv(ganfw_ctx *ctx, ganfw_tensor *const *y, float v
                                  ganfw_tensor *const *a, ganfw_tensor *const *b, int64_t n) {
   ganfw_status st = check_lists("foreach_addcdiv", n, 3, (ganfw_tensor *const *const[]){y, a, b});
   for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    BE(y[i])->vt->addcdiv(BE(y[i]), y[i]->numel, y[i]->data, v, a[i]->data, b[i]->data);
+    st = ganfw_be_addcdiv(BE(y[i]), y[i]->numel, y[i]->data, v, a[i]->data, b[i]->data);
   return st;
 }
 
@@ -115,7 +119,7 @@ static ganfw_status host_sqrt(ganfw_ctx *ctx, ganfw_tensor *const *out, ganfw_te
                               int64_t n) {
   ganfw_status st = check_lists("foreach_sqrt", n, 2, (ganfw_tensor *const *const[]){out, x});
   for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    BE(x[i])->vt->sqrt(BE(x[i]), x[i]->numel, out[i]->data, x[i]->data);
+    st = ganfw_be_sqrt(BE(x[i]), x[i]->numel, out[i]->data, x[i]->data);
   return st;
 }
 
@@ -123,7 +127,7 @@ static ganfw_status host_lerp(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tens
                               float w, int64_t n) {
   ganfw_status st = check_lists("foreach_lerp", n, 2, (ganfw_tensor *const *const[]){y, x});
   for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    BE(y[i])->vt->lerp(BE(y[i]), y[i]->numel, y[i]->data, x[i]->data, w);
+    st = ganfw_be_lerp(BE(y[i]), y[i]->numel, y[i]->data, x[i]->data, w);
   return st;
 }
 
@@ -131,7 +135,7 @@ static ganfw_status host_maximum(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_t
                                  int64_t n) {
   ganfw_status st = check_lists("foreach_maximum", n, 2, (ganfw_tensor *const *const[]){y, x});
   for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    BE(y[i])->vt->maximum(BE(y[i]), y[i]->numel, y[i]->data, x[i]->data);
+    st = ganfw_be_maximum(BE(y[i]), y[i]->numel, y[i]->data, x[i]->data);
   return st;
 }
 
@@ -143,57 +147,61 @@ static ganfw_status host_copy(ganfw_ctx *ctx, ganfw_tensor *const *y, ganfw_tens
   return st;
 }
 
+/* The value ops (sum, sumsq, nonfinite) over a list, run as descriptors for their status:
+ * *acc gets the results summed (or, for nonfinite, 1 once any is). */
+static ganfw_status run_value(int32_t kind, ganfw_tensor *const *x, int64_t n, double *acc) {
+  ganfw_status st = GANFW_OK;
+  for (int64_t i = 0; st == GANFW_OK && i < n; i++) {
+    ganfw_op op = {.kind = kind, .shape.d = {x[i]->numel}, .in = {x[i]->data}};
+    st = ganfw_backend_run(BE(x[i]), &op);
+    *acc += op.result;
+  }
+  return st;
+}
+
 static ganfw_status host_sum(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, double *out) {
   ganfw_status st = check_lists("foreach_sum", n, 1, (ganfw_tensor *const *const[]){x});
-  double s = 0;
-  for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    s += BE(x[i])->vt->sum(BE(x[i]), x[i]->numel, x[i]->data);
-  *out = s;
-  return st;
+  *out = 0;
+  return st == GANFW_OK ? run_value(GANFW_OP_SUM, x, n, out) : st;
 }
 
 static ganfw_status host_norm(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n, double *out) {
   ganfw_status st = check_lists("foreach_norm", n, 1, (ganfw_tensor *const *const[]){x});
   double s = 0;
-  for (int64_t i = 0; st == GANFW_OK && i < n; i++)
-    s += BE(x[i])->vt->sumsq(BE(x[i]), x[i]->numel, x[i]->data);
+  if (st == GANFW_OK) st = run_value(GANFW_OP_SUMSQ, x, n, &s);
   *out = __builtin_sqrt(s);
   return st;
 }
 
+/* One answer per batch of buffers (NONFINITE_MANY: a GPU waits once for all of them). */
 static ganfw_status host_nonfinite(ganfw_ctx *ctx, ganfw_tensor *const *x, int64_t n,
                                    int32_t *out) {
   ganfw_status st = check_lists("foreach_nonfinite", n, 1, (ganfw_tensor *const *const[]){x});
   *out = 0;
   ganfw_backend *be = n > 0 ? BE(x[0]) : NULL; /* one context: one backend */
-  if (st == GANFW_OK && be && be->vt->nonfinite_many) {
-    enum { BATCH = 64 };
-    const float *p[BATCH];
-    int64_t numel[BATCH];
-    for (int64_t i = 0; i < n && !*out; i += BATCH) {
-      const int64_t k = n - i < BATCH ? n - i : BATCH;
-      for (int64_t j = 0; j < k; j++) p[j] = x[i + j]->data, numel[j] = x[i + j]->numel;
-      *out = be->vt->nonfinite_many(be, k, p, numel);
-    }
-    return st;
+  enum { BATCH = 64 };
+  const float *p[BATCH];
+  int64_t numel[BATCH];
+  for (int64_t i = 0; st == GANFW_OK && be && i < n && !*out; i += BATCH) {
+    const int64_t k = n - i < BATCH ? n - i : BATCH;
+    for (int64_t j = 0; j < k; j++) p[j] = x[i + j]->data, numel[j] = x[i + j]->numel;
+    ganfw_op op = {.kind = GANFW_OP_NONFINITE_MANY, .shape.d = {k}, .in = {p, numel}};
+    st = ganfw_backend_run(be, &op);
+    *out = op.result != 0;
   }
-  for (int64_t i = 0; st == GANFW_OK && i < n && !*out; i++)
-    *out = BE(x[i])->vt->nonfinite(BE(x[i]), x[i]->numel, x[i]->data);
   return st;
 }
 
 static ganfw_status host_rng_normal(ganfw_ctx *ctx, ganfw_tensor *t, float mean, float std) {
   ganfw_status st = check_lists("rng_normal", 1, 1, (ganfw_tensor *const *const[]){&t});
   if (st != GANFW_OK) return st;
-  ganfw_ctx_rng_normal(ctx, t->numel, t->data, mean, std);
-  return GANFW_OK;
+  return ganfw_ctx_rng_normal(ctx, t->numel, t->data, mean, std);
 }
 
 static ganfw_status host_rng_uniform(ganfw_ctx *ctx, ganfw_tensor *t, float lo, float hi) {
   ganfw_status st = check_lists("rng_uniform", 1, 1, (ganfw_tensor *const *const[]){&t});
   if (st != GANFW_OK) return st;
-  ganfw_ctx_rng_uniform(ctx, t->numel, t->data, lo, hi);
-  return GANFW_OK;
+  return ganfw_ctx_rng_uniform(ctx, t->numel, t->data, lo, hi);
 }
 
 /* tensor_create and tensor_destroy for plugins: the core's, reported to a plugin layer's
@@ -235,10 +243,8 @@ static ganfw_status check_tensor(const char *op, const char *role, ganfw_ctx *ct
   return GANFW_OK;
 }
 
-/* After a kernel: a launch failure the backend recorded (CUDA), named after the op. */
-static ganfw_status kernel_status(ganfw_backend *be, const char *op) {
-  if (!be->vt->last_error) return GANFW_OK;
-  ganfw_status st = be->vt->last_error(be);
+/* A kernel's status, named after the host op that ran it. */
+static ganfw_status kernel_status(ganfw_status st, const char *op) {
   return st == GANFW_OK ? st : ganfw_error_wrap(st, "%s", op);
 }
 
@@ -292,8 +298,7 @@ static ganfw_status host_binary(ganfw_ctx *ctx, const char *op_name, int32_t op,
   }
   s.same = a->numel == out->numel && b->numel == out->numel;
   ganfw_backend *be = ganfw_tensor_ctx(out)->be;
-  be->vt->binary(be, op, &s, out->data, a->data, b->data);
-  return kernel_status(be, op_name);
+  return kernel_status(ganfw_be_binary(be, op, &s, out->data, a->data, b->data), op_name);
 }
 
 static ganfw_status host_tensor_add(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
@@ -335,8 +340,7 @@ static ganfw_status host_unary(ganfw_ctx *ctx, const char *op_name, int32_t op, 
                            op_name, out->name, shape_str(out, so, sizeof so), x->name,
                            shape_str(x, sx, sizeof sx));
   ganfw_backend *be = ganfw_tensor_ctx(out)->be;
-  be->vt->unary(be, op, x->numel, out->data, x->data, a, b);
-  return kernel_status(be, op_name);
+  return kernel_status(ganfw_be_unary(be, op, x->numel, out->data, x->data, a, b), op_name);
 }
 
 static ganfw_status host_tensor_abs(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x) {
@@ -425,8 +429,8 @@ static ganfw_status host_reduce(ganfw_ctx *ctx, const char *op_name, int32_t mea
     if (reduced >> d & 1u) s.mask |= 1u << (4 - x->ndim + d);
   }
   ganfw_backend *be = ganfw_tensor_ctx(out)->be;
-  be->vt->reduce_sum(be, &s, mean ? 1.0 / (double)count : 1.0, x->data, out->data);
-  return kernel_status(be, op_name);
+  return kernel_status(
+      ganfw_be_reduce_sum(be, &s, mean ? 1.0 / (double)count : 1.0, x->data, out->data), op_name);
 }
 
 static ganfw_status host_tensor_sum(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
@@ -509,7 +513,7 @@ static ganfw_status host_tensor_cat(ganfw_ctx *ctx, ganfw_tensor *out,
                     (const float *)xs[i]->data, count, outer, count);
     at += xs[i]->shape[d];
   }
-  return st == GANFW_OK ? kernel_status(be, op) : ganfw_error_wrap(st, "%s", op);
+  return kernel_status(st, op);
 }
 
 static ganfw_status host_tensor_narrow(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
@@ -530,7 +534,7 @@ static ganfw_status host_tensor_narrow(ganfw_ctx *ctx, ganfw_tensor *out, const 
   const int64_t outer = span(x, 0, d), inner = span(x, d + 1, x->ndim);
   st = copy_slabs(be, out->data, out->shape[d] * inner, (const float *)x->data + start * inner,
                   x->shape[d] * inner, outer, out->shape[d] * inner);
-  return st == GANFW_OK ? kernel_status(be, op) : ganfw_error_wrap(st, "%s", op);
+  return kernel_status(st, op);
 }
 
 static ganfw_status host_tensor_channel_affine(ganfw_ctx *ctx, ganfw_tensor *out,
@@ -565,9 +569,359 @@ static ganfw_status host_tensor_channel_affine(ganfw_ctx *ctx, ganfw_tensor *out
   if (x->numel == 0) return GANFW_OK;
   ganfw_backend *be = ganfw_tensor_ctx(out)->be;
   const int64_t N = x->shape[0], inner = x->numel / (N * C);
-  be->vt->channel_affine(be, N, C, inner, x->data, scale ? scale->data : NULL,
-                         shift ? shift->data : NULL, out->data);
-  return kernel_status(be, op);
+  return kernel_status(ganfw_be_channel_affine(be, N, C, inner, x->data, scale ? scale->data : NULL,
+                                               shift ? shift->data : NULL, out->data),
+                       op);
+}
+
+/* --- attention, layouts and indexing (minor 8) ------------------------------------------- */
+
+/* 1 when the memory of a and b overlaps. */
+static int overlap(const ganfw_tensor *a, const ganfw_tensor *b) {
+  const char *pa = a->data, *pb = b->data;
+  return a->nbytes > 0 && b->nbytes > 0 && pa < pb + b->nbytes && pb < pa + a->nbytes;
+}
+
+/* The output `out_role` shares no memory with the input `in_role`; with same_ok it may also
+ * be that input itself (in place). */
+static ganfw_status check_apart(const char *op, const char *out_role, const ganfw_tensor *out,
+                                const char *in_role, const ganfw_tensor *in, int same_ok) {
+  if (!overlap(out, in) || (same_ok && out->data == in->data && out->nbytes == in->nbytes))
+    return GANFW_OK;
+  return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: %s '%s' shares memory with %s '%s'; %s", op,
+                         out_role, out->name, in_role, in->name,
+                         same_ok ? "it may be that tensor itself, but not a part of it"
+                                 : "give it a tensor of its own");
+}
+
+/* t[0..n) belong to one run. */
+static ganfw_status check_one_run(const char *op, const ganfw_tensor *const *t, int n) {
+  for (int i = 1; i < n; i++)
+    if (ganfw_tensor_ctx(t[i]) != ganfw_tensor_ctx(t[0]))
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: '%s' and '%s' belong to different runs",
+                             op, t[0]->name, t[i]->name);
+  return GANFW_OK;
+}
+
+/* 1 when a and b have one shape. */
+static int same_shape(const ganfw_tensor *a, const ganfw_tensor *b) {
+  return same_but(a, b, -1);
+}
+
+/* index is an int32 tensor of ctx's run (any run when ctx is NULL). */
+static ganfw_status check_index_tensor(const char *op, ganfw_ctx *ctx, const ganfw_tensor *index) {
+  if (!index) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: index is NULL", op);
+  if (index->dtype != GANFW_DTYPE_I32)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: index '%s' is %s, i32 is required (GANFW_DTYPE_I32)", op,
+                           index->name, ganfw_dtype_name(index->dtype));
+  if (ctx && ganfw_tensor_ctx(index) != ctx)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: index '%s' belongs to another run than the ctx passed", op,
+                           index->name);
+  return GANFW_OK;
+}
+
+/* Indices read back from the device at a time. */
+#define INDEX_CHUNK 16384
+
+/* Every value of index lies in [0, t->shape[dim]), the dim of t ('role') it indexes: read
+ * back a chunk at a time (a copy to the host, so it waits for the device; under `ganfw plan`
+ * the meta backend reads zeros). The error names the first value outside and where it is. */
+static ganfw_status check_index_values(const char *op, const ganfw_tensor *index, const char *role,
+                                       const ganfw_tensor *t, int32_t dim) {
+  const int64_t n = index->numel, limit = t->shape[dim];
+  if (n == 0) return GANFW_OK;
+  int32_t *v = malloc((size_t)(n < INDEX_CHUNK ? n : INDEX_CHUNK) * sizeof *v);
+  if (!v)
+    return ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory to check index '%s'", op,
+                           index->name);
+  ganfw_backend *be = BE(index);
+  ganfw_status st = GANFW_OK;
+  for (int64_t i = 0; i < n && st == GANFW_OK; i += INDEX_CHUNK) {
+    const int64_t k = n - i < INDEX_CHUNK ? n - i : INDEX_CHUNK;
+    st = be->vt->copy_d2h(be, v, (const int32_t *)index->data + i, (size_t)k * sizeof *v);
+    if (st != GANFW_OK) {
+      st = ganfw_error_wrap(st, "%s: reading index '%s'", op, index->name);
+      break;
+    }
+    for (int64_t j = 0; j < k; j++) {
+      if (v[j] >= 0 && v[j] < limit) continue;
+      char si[96], stt[96];
+      st = ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: index '%s' %s holds %d at element %lld, outside [0, %lld): the "
+                           "size of dim %d of %s '%s' %s",
+                           op, index->name, shape_str(index, si, sizeof si), (int)v[j],
+                           (long long)(i + j), (long long)limit, (int)dim, role, t->name,
+                           shape_str(t, stt, sizeof stt));
+      break;
+    }
+  }
+  free(v);
+  return st;
+}
+
+static ganfw_status host_tensor_bmm(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *a,
+                                    int32_t trans_a, const ganfw_tensor *b, int32_t trans_b,
+                                    int32_t accumulate) {
+  const char *op = "tensor_bmm";
+  ganfw_status st;
+  if ((st = check_tensor(op, "out", ctx, out)) || (st = check_tensor(op, "a", ctx, a)) ||
+      (st = check_tensor(op, "b", ctx, b)) ||
+      (st = check_one_run(op, (const ganfw_tensor *[]){out, a, b}, 3)))
+    return st;
+  char sa[96], sb[96], so[96];
+  const char *ta = trans_a ? " (transposed)" : "", *tb = trans_b ? " (transposed)" : "";
+  if (a->ndim != 3 || b->ndim != 3 || out->ndim != 3)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: a '%s' %s, b '%s' %s and out '%s' %s must each have 3 dims, a "
+                           "batch of matrices [B,rows,columns]",
+                           op, a->name, shape_str(a, sa, sizeof sa), b->name,
+                           shape_str(b, sb, sizeof sb), out->name, shape_str(out, so, sizeof so));
+  const int64_t B = a->shape[0];
+  const int64_t M = trans_a ? a->shape[2] : a->shape[1], K = trans_a ? a->shape[1] : a->shape[2];
+  const int64_t Kb = trans_b ? b->shape[2] : b->shape[1], N = trans_b ? b->shape[1] : b->shape[2];
+  if (b->shape[0] != B || Kb != K)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: a '%s' %s%s and b '%s' %s%s do not multiply: op(a) is "
+                           "[%lld,%lld,%lld] and op(b) [%lld,%lld,%lld], where torch.bmm needs "
+                           "[B,M,K] and [B,K,N]",
+                           op, a->name, shape_str(a, sa, sizeof sa), ta, b->name,
+                           shape_str(b, sb, sizeof sb), tb, (long long)B, (long long)M,
+                           (long long)K, (long long)b->shape[0], (long long)Kb, (long long)N);
+  if (out->shape[0] != B || out->shape[1] != M || out->shape[2] != N)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: out '%s' is %s, but op(a) @ op(b) of a '%s' %s%s and b '%s' "
+                           "%s%s is [%lld,%lld,%lld]",
+                           op, out->name, shape_str(out, so, sizeof so), a->name,
+                           shape_str(a, sa, sizeof sa), ta, b->name, shape_str(b, sb, sizeof sb),
+                           tb, (long long)B, (long long)M, (long long)N);
+  if ((st = check_apart(op, "out", out, "a", a, 0)) ||
+      (st = check_apart(op, "out", out, "b", b, 0)))
+    return st;
+  if (out->numel == 0) return GANFW_OK;
+  ganfw_op desc = {.kind = GANFW_OP_BMM,
+                   .mode = (trans_a ? 1 : 0) | (trans_b ? 2 : 0),
+                   .shape.d = {B, M, N, K},
+                   .in = {a->data, b->data},
+                   .out = {out->data},
+                   .sc = {1.0, accumulate ? 1.0 : 0.0}};
+  return kernel_status(ganfw_backend_run(BE(out), &desc), op);
+}
+
+/* The descriptor's [outer, dim, inner] of a softmax over `dim` of t[0], after checking that
+ * the n tensors t (roles role[]) have one shape and run and that dim is one of their dims. */
+static ganfw_status softmax_shape(const char *op, const ganfw_tensor *const *t,
+                                  const char *const *role, int n, int32_t dim, int64_t *d) {
+  ganfw_status st = check_one_run(op, t, n);
+  if (st != GANFW_OK) return st;
+  char s0[96], si[96];
+  for (int i = 1; i < n; i++)
+    if (!same_shape(t[i], t[0]))
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "%s: %s '%s' is %s, %s '%s' is %s: they need one shape", op, role[0],
+                             t[0]->name, shape_str(t[0], s0, sizeof s0), role[i], t[i]->name,
+                             shape_str(t[i], si, sizeof si));
+  const int32_t k = norm_dim(dim, t[0]->ndim);
+  if (k < 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: dim %d is outside %s '%s' %s; give one in [%d, %d)", op, (int)dim,
+                           role[0], t[0]->name, shape_str(t[0], s0, sizeof s0), (int)-t[0]->ndim,
+                           (int)t[0]->ndim);
+  d[0] = span(t[0], 0, k), d[1] = t[0]->shape[k], d[2] = span(t[0], k + 1, t[0]->ndim);
+  return GANFW_OK;
+}
+
+static ganfw_status host_tensor_softmax(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                        int32_t dim, int32_t log) {
+  const char *op = log ? "tensor_softmax (log)" : "tensor_softmax";
+  ganfw_status st;
+  int64_t d[3] = {0};
+  if ((st = check_tensor(op, "out", ctx, out)) || (st = check_tensor(op, "x", ctx, x)) ||
+      (st = softmax_shape(op, (const ganfw_tensor *[]){x, out}, (const char *[]){"x", "out"}, 2,
+                          dim, d)) ||
+      (st = check_apart(op, "out", out, "x", x, 1)))
+    return st;
+  if (x->numel == 0) return GANFW_OK;
+  ganfw_op desc = {.kind = GANFW_OP_SOFTMAX_FORWARD,
+                   .mode = log ? 1 : 0,
+                   .shape.d = {d[0], d[1], d[2]},
+                   .in = {x->data},
+                   .out = {out->data}};
+  return kernel_status(ganfw_backend_run(BE(out), &desc), op);
+}
+
+static ganfw_status host_tensor_softmax_backward(ganfw_ctx *ctx, ganfw_tensor *dx,
+                                                 const ganfw_tensor *y, const ganfw_tensor *dy,
+                                                 int32_t dim, int32_t log) {
+  const char *op = log ? "tensor_softmax_backward (log)" : "tensor_softmax_backward";
+  ganfw_status st;
+  int64_t d[3] = {0};
+  if ((st = check_tensor(op, "dx", ctx, dx)) || (st = check_tensor(op, "y", ctx, y)) ||
+      (st = check_tensor(op, "dy", ctx, dy)) ||
+      (st = softmax_shape(op, (const ganfw_tensor *[]){y, dy, dx},
+                          (const char *[]){"y", "dy", "dx"}, 3, dim, d)) ||
+      (st = check_apart(op, "dx", dx, "dy", dy, 1)) || (st = check_apart(op, "dx", dx, "y", y, 1)))
+    return st;
+  if (y->numel == 0) return GANFW_OK;
+  ganfw_op desc = {.kind = GANFW_OP_SOFTMAX_BACKWARD,
+                   .mode = log ? 1 : 0,
+                   .shape.d = {d[0], d[1], d[2]},
+                   .in = {y->data, dy->data},
+                   .out = {dx->data}};
+  return kernel_status(ganfw_backend_run(BE(dx), &desc), op);
+}
+
+static ganfw_status host_tensor_permute(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                        const int32_t *perm) {
+  const char *op = "tensor_permute";
+  ganfw_status st;
+  if ((st = check_tensor(op, "out", ctx, out)) || (st = check_tensor(op, "x", ctx, x)) ||
+      (st = check_one_run(op, (const ganfw_tensor *[]){out, x}, 2)))
+    return st;
+  const int32_t nd = x->ndim;
+  char sx[96], so[96], sp[64];
+  if (nd > 0 && !perm) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: perm is NULL", op);
+  /* perm as given, for the messages */
+  size_t at = (size_t)snprintf(sp, sizeof sp, "(");
+  for (int32_t k = 0; k < nd && at < sizeof sp; k++)
+    at += (size_t)snprintf(sp + at, sizeof sp - at, k ? ",%d" : "%d", (int)perm[k]);
+  if (at < sizeof sp) snprintf(sp + at, sizeof sp - at, ")");
+  int32_t p[GANFW_MAX_DIMS];
+  uint32_t seen = 0;
+  for (int32_t k = 0; k < nd; k++) {
+    p[k] = norm_dim(perm[k], nd);
+    if (p[k] < 0 || (seen >> p[k] & 1u))
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "%s: perm %s is not a permutation of the %d dims of x '%s' %s", op, sp,
+                             (int)nd, x->name, shape_str(x, sx, sizeof sx));
+    seen |= 1u << p[k];
+  }
+  int fits = out->ndim == nd;
+  for (int32_t k = 0; fits && k < nd; k++) fits = out->shape[k] == x->shape[p[k]];
+  if (!fits) {
+    ganfw_tensor want = {.ndim = nd};
+    for (int32_t k = 0; k < nd; k++) want.shape[k] = x->shape[p[k]];
+    char sw[96];
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: out '%s' is %s, but x '%s' %s permuted by %s is %s", op, out->name,
+                           shape_str(out, so, sizeof so), x->name, shape_str(x, sx, sizeof sx), sp,
+                           shape_str(&want, sw, sizeof sw));
+  }
+  if ((st = check_apart(op, "out", out, "x", x, 0))) return st;
+  if (x->numel == 0) return GANFW_OK;
+  /* four dims, padded in front with 1s that stay in place */
+  const int32_t pad = GANFW_MAX_DIMS - nd;
+  ganfw_op desc = {.kind = GANFW_OP_PERMUTE, .in = {x->data}, .out = {out->data}};
+  for (int32_t k = 0; k < GANFW_MAX_DIMS; k++) {
+    desc.shape.d[k] = k < pad ? 1 : x->shape[k - pad];
+    desc.mode |= (k < pad ? k : p[k - pad] + pad) << (2 * k);
+  }
+  return kernel_status(ganfw_backend_run(BE(out), &desc), op);
+}
+
+static ganfw_tensor *host_tensor_reshape(ganfw_tensor *x, int32_t ndim, const int64_t *shape,
+                                         const char *name) {
+  const char *op = "tensor_reshape";
+  if (!x) {
+    ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: x is NULL", op);
+    return NULL;
+  }
+  char sx[96], sw[96];
+  if (ndim < 0 || ndim > GANFW_MAX_DIMS || (ndim > 0 && !shape)) {
+    ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: a view of x '%s' %s with %d dims%s; give 0 to %d",
+                    op, x->name, shape_str(x, sx, sizeof sx), (int)ndim,
+                    ndim > 0 && !shape ? " and no shape" : "", GANFW_MAX_DIMS);
+    return NULL;
+  }
+  ganfw_tensor want = {.ndim = ndim};
+  int64_t count = 1;
+  int negative = 0;
+  for (int32_t k = 0; k < ndim; k++) {
+    want.shape[k] = shape[k];
+    negative |= shape[k] < 0;
+    count *= shape[k];
+  }
+  if (negative || count != x->numel) {
+    ganfw_error_set(
+        GANFW_ERR_INVALID_ARG, "%s: x '%s' %s has %lld elements, a view of it as %s %s", op,
+        x->name, shape_str(x, sx, sizeof sx), (long long)x->numel, shape_str(&want, sw, sizeof sw),
+        negative ? "has a negative size (every size must be given)" : "has another count");
+    return NULL;
+  }
+  ganfw_tensor *t = ganfw_tensor_view(x, ndim, shape, name ? name : x->name);
+  ganfw_plugin_layer_note_create(t);
+  return t;
+}
+
+static ganfw_status host_tensor_gather(ganfw_ctx *ctx, ganfw_tensor *out, const ganfw_tensor *x,
+                                       int32_t dim, const ganfw_tensor *index) {
+  const char *op = "tensor_gather";
+  ganfw_status st;
+  if ((st = check_tensor(op, "out", ctx, out)) || (st = check_tensor(op, "x", ctx, x)) ||
+      (st = check_index_tensor(op, ctx, index)) ||
+      (st = check_one_run(op, (const ganfw_tensor *[]){out, x, index}, 3)))
+    return st;
+  const int32_t d = norm_dim(dim, x->ndim);
+  char sx[96], si[96], so[96];
+  if (d < 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: dim %d is outside x '%s' %s; give one in [%d, %d)", op, (int)dim,
+                           x->name, shape_str(x, sx, sizeof sx), (int)-x->ndim, (int)x->ndim);
+  if (!same_but(index, x, d))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: index '%s' is %s and x '%s' is %s: index needs x's shape but in "
+                           "dim %d",
+                           op, index->name, shape_str(index, si, sizeof si), x->name,
+                           shape_str(x, sx, sizeof sx), (int)d);
+  if (!same_shape(out, index))
+    return ganfw_error_set(
+        GANFW_ERR_INVALID_ARG, "%s: out '%s' is %s and index '%s' is %s: out needs index's shape",
+        op, out->name, shape_str(out, so, sizeof so), index->name, shape_str(index, si, sizeof si));
+  if ((st = check_apart(op, "out", out, "x", x, 0))) return st;
+  if (out->numel == 0) return GANFW_OK;
+  if ((st = check_index_values(op, index, "x", x, d))) return st;
+  ganfw_op desc = {
+      .kind = GANFW_OP_GATHER,
+      .shape.d = {span(x, 0, d), x->shape[d], index->shape[d], span(x, d + 1, x->ndim)},
+      .in = {x->data, index->data},
+      .out = {out->data}};
+  return kernel_status(ganfw_backend_run(BE(out), &desc), op);
+}
+
+static ganfw_status host_tensor_scatter_add(ganfw_ctx *ctx, ganfw_tensor *out, int32_t dim,
+                                            const ganfw_tensor *index, const ganfw_tensor *src) {
+  const char *op = "tensor_scatter_add";
+  ganfw_status st;
+  if ((st = check_tensor(op, "out", ctx, out)) || (st = check_index_tensor(op, ctx, index)) ||
+      (st = check_tensor(op, "src", ctx, src)) ||
+      (st = check_one_run(op, (const ganfw_tensor *[]){out, index, src}, 3)))
+    return st;
+  const int32_t d = norm_dim(dim, out->ndim);
+  char so[96], si[96], ss[96];
+  if (d < 0)
+    return ganfw_error_set(
+        GANFW_ERR_INVALID_ARG, "%s: dim %d is outside out '%s' %s; give one in [%d, %d)", op,
+        (int)dim, out->name, shape_str(out, so, sizeof so), (int)-out->ndim, (int)out->ndim);
+  if (!same_shape(index, src))
+    return ganfw_error_set(
+        GANFW_ERR_INVALID_ARG, "%s: index '%s' is %s and src '%s' is %s: they need one shape", op,
+        index->name, shape_str(index, si, sizeof si), src->name, shape_str(src, ss, sizeof ss));
+  if (!same_but(index, out, d))
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: index '%s' is %s and out '%s' is %s: index needs out's shape but "
+                           "in dim %d",
+                           op, index->name, shape_str(index, si, sizeof si), out->name,
+                           shape_str(out, so, sizeof so), (int)d);
+  if ((st = check_apart(op, "out", out, "src", src, 0))) return st;
+  if (index->numel == 0) return GANFW_OK;
+  if ((st = check_index_values(op, index, "out", out, d))) return st;
+  ganfw_op desc = {
+      .kind = GANFW_OP_SCATTER_ADD,
+      .shape.d = {span(out, 0, d), out->shape[d], index->shape[d], span(out, d + 1, out->ndim)},
+      .in = {index->data, src->data},
+      .out = {out->data}};
+  return kernel_status(ganfw_backend_run(BE(out), &desc), op);
 }
 
 /* --- layers from plugins (minor 3) ------------------------------------------------------- */
@@ -759,6 +1113,14 @@ static const ganfw_host host_table = {
     .layer_add_buffer = host_layer_add_buffer,
     .tensor_cat = host_tensor_cat,
     .tensor_narrow = host_tensor_narrow,
+    .tensor_bmm = host_tensor_bmm,
+    .tensor_softmax = host_tensor_softmax,
+    .tensor_softmax_backward = host_tensor_softmax_backward,
+    .tensor_permute = host_tensor_permute,
+    .tensor_reshape = host_tensor_reshape,
+    .tensor_gather = host_tensor_gather,
+    .tensor_scatter_add = host_tensor_scatter_add,
+    .net_pixel_shuffle = ganfw_net_pixel_shuffle,
 };
 
 const ganfw_host *ganfw_host_table(void) {

@@ -118,6 +118,10 @@ int32_t ganfw_tensor_exclusive(const ganfw_tensor *t) {
   return 1;
 }
 
+int32_t ganfw_tensor_is_view(const ganfw_tensor *t) {
+  return ((const tensor_impl *)t->impl)->base != NULL;
+}
+
 int32_t ganfw_tensor_refcount(const ganfw_tensor *t) {
   return ((const tensor_impl *)t->impl)->refs;
 }

@@ -30,6 +30,8 @@ int32_t ganfw_tensor_exclusive(const ganfw_tensor *t);
  * shape of the same element count; it keeps `base` alive. */
 ganfw_tensor *ganfw_tensor_view(ganfw_tensor *base, int32_t ndim, const int64_t *shape,
                                 const char *name);
+/* 1 when t is a view (ganfw_tensor_view, ganfw_tensor_rows): its memory is another tensor's. */
+int32_t ganfw_tensor_is_view(const ganfw_tensor *t);
 ganfw_status ganfw_tensor_from_host(ganfw_tensor *t, const void *src, int64_t nbytes);
 ganfw_status ganfw_tensor_to_host(const ganfw_tensor *t, void *dst, int64_t nbytes);
 /* Host staging memory for a trainer's uploads: page-locked when ctx's backend offers it

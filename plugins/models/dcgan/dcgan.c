@@ -3,7 +3,10 @@
  * [N,nz,1,1] to an image [N,channels,S,S] in [-1,1] (Tanh); D maps an image to a logit
  * [N,1,1,1] (the example's final Sigmoid is left out: the trainer uses BCE-with-logits).
  * S is 64 (the example's four up/down stages) or 32 (one stage fewer). model.batchnorm:
- * false leaves out every BatchNorm2d (the Sequential indices then count without them). */
+ * false leaves out every BatchNorm2d (the Sequential indices then count without them).
+ * model.upsample: pixel_shuffle makes G's stride-2 stages sub-pixel convolutions (Shi et al.
+ * 2016, ESPCN): Conv2d(ch, 4*out, 3, 1, 1) then PixelShuffle(2), in place of each
+ * ConvTranspose2d(ch, out, 4, 2, 1). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +23,11 @@ typedef struct dcgan {
   const ganfw_host *host;
   ganfw_ctx *ctx;
   int64_t image_size, channels, nz, ngf, ndf;
-  int32_t batchnorm; /* 0: no BatchNorm2d layers */
-  int64_t classes;   /* model.conditional: the data set's K; G takes nz + K channels (the
-                        core joins the class one-hot to the noise) and D C + K (K one-hot
-                        maps after the image); 0: unconditional */
+  int32_t batchnorm;     /* 0: no BatchNorm2d layers */
+  int32_t pixel_shuffle; /* model.upsample: pixel_shuffle (1) or conv_transpose (0) */
+  int64_t classes;       /* model.conditional: the data set's K; G takes nz + K channels (the
+                            core joins the class one-hot to the noise) and D C + K (K one-hot
+                            maps after the image); 0: unconditional */
   ganfw_net *g, *d;
 } dcgan;
 
@@ -48,9 +52,18 @@ static const char *seq_next(seq *s) {
   return s->name;
 }
 
-/* Generator: ConvT(nz, ngf*2^k, 4, 1, 0) BN ReLU, then k stride-2 ConvT BN ReLU stages
- * halving the channels (4x4 -> S/2 x S/2), then ConvT(ngf, channels, 4, 2, 1) Tanh.
- * k = 3 for S = 64 (the example), 2 for S = 32. */
+/* One upsampling by 2 of G from `in` to `out` channels: ConvT(in, out, 4, 2, 1), or
+ * Conv(in, 4*out, 3, 1, 1) PixelShuffle(2) (model.upsample: pixel_shuffle). */
+static ganfw_status up2(dcgan *m, seq *s, int64_t in, int64_t out) {
+  const ganfw_host *h = m->host;
+  if (!m->pixel_shuffle) return h->net_conv_transpose2d(m->g, seq_next(s), in, out, 4, 2, 1, 0, 0);
+  ganfw_status st = h->net_conv2d(m->g, seq_next(s), in, 4 * out, 3, 1, 1, 0);
+  return st ? st : h->net_pixel_shuffle(m->g, seq_next(s), 2, 0);
+}
+
+/* Generator: ConvT(nz, ngf*2^k, 4, 1, 0) BN ReLU, then k stride-2 upsamplings (up2) BN ReLU
+ * halving the channels (4x4 -> S/2 x S/2), then up2(ngf, channels) Tanh. k = 3 for S = 64
+ * (the example), 2 for S = 32. */
 static ganfw_status build_generator(dcgan *m, int stages) {
   const ganfw_host *h = m->host;
   seq s = {0};
@@ -61,12 +74,12 @@ static ganfw_status build_generator(dcgan *m, int stages) {
     st = h->net_batchnorm2d(m->g, seq_next(&s), ch, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
   if (!st) st = h->net_activation(m->g, seq_next(&s), GANFW_ACT_RELU, 0.0f);
   for (int i = 0; i < stages && !st; i++, ch /= 2) {
-    st = h->net_conv_transpose2d(m->g, seq_next(&s), ch, ch / 2, 4, 2, 1, 0, 0);
+    st = up2(m, &s, ch, ch / 2);
     if (!st && m->batchnorm)
       st = h->net_batchnorm2d(m->g, seq_next(&s), ch / 2, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
     if (!st) st = h->net_activation(m->g, seq_next(&s), GANFW_ACT_RELU, 0.0f);
   }
-  if (!st) st = h->net_conv_transpose2d(m->g, seq_next(&s), m->ngf, m->channels, 4, 2, 1, 0, 0);
+  if (!st) st = up2(m, &s, m->ngf, m->channels);
   if (!st) st = h->net_activation(m->g, seq_next(&s), GANFW_ACT_TANH, 0.0f);
   if (!st) st = h->net_build(m->g, m->nz + m->classes, 1, 1);
   return st;
@@ -130,6 +143,18 @@ static ganfw_status read_config(dcgan *m, const ganfw_cfg *cfg, const ganfw_data
   if ((st = h->cfg_int(cfg, "ngf", 64, &m->ngf)) != GANFW_OK) return st;
   if ((st = h->cfg_int(cfg, "ndf", 64, &m->ndf)) != GANFW_OK) return st;
   if ((st = h->cfg_bool(cfg, "batchnorm", 1, &m->batchnorm)) != GANFW_OK) return st;
+  const char *upsample = NULL;
+  if ((st = h->cfg_string(cfg, "upsample", "conv_transpose", &upsample)) != GANFW_OK) return st;
+  m->pixel_shuffle = upsample && strcmp(upsample, "pixel_shuffle") == 0;
+  if (!m->pixel_shuffle && !(upsample && strcmp(upsample, "conv_transpose") == 0))
+    return h->error(m->ctx, GANFW_ERR_CONFIG,
+                    "dcgan: model.upsample is '%s'; use conv_transpose (the example's) or "
+                    "pixel_shuffle (Conv2d then PixelShuffle(2))",
+                    upsample ? upsample : "");
+  if (m->pixel_shuffle && !GANFW_HOST_HAS(h, net_pixel_shuffle))
+    return h->error(m->ctx, GANFW_ERR_PLUGIN,
+                    "dcgan: model.upsample: pixel_shuffle needs the host's net_pixel_shuffle (ABI "
+                    "1.8); use a newer ganfw core, or model.upsample: conv_transpose");
   int32_t conditional = 0;
   if ((st = h->cfg_bool(cfg, "conditional", 0, &conditional)) != GANFW_OK) return st;
   if (conditional) {
