@@ -27,6 +27,7 @@ endfunction()
 ganfw_test_plugin(tpmodel model.c)
 ganfw_test_plugin(tpsgd sgd.c)
 ganfw_test_plugin(tpmem memory.c)
+ganfw_test_plugin(tplayer layer.c)
 # The same name in a later search directory, with another version: the search-order test.
 ganfw_test_plugin(tpmodel model.c DIR ${GANFW_TEST_PLUGIN_DIR}/alt
                   TARGET ganfw_testplugin_tpmodel_alt DEFS [[TP_VERSION="9.9.9-alt"]])

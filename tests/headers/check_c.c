@@ -28,7 +28,10 @@ _Static_assert(sizeof(ganfw_param) == 3 * sizeof(void *), "ganfw_param is frozen
 _Static_assert(offsetof(ganfw_exec_options, struct_size) == 0, "options start with struct_size");
 _Static_assert(offsetof(ganfw_data_info, struct_size) == 0, "data info starts with struct_size");
 _Static_assert(sizeof(ganfw_status) == 4, "ganfw_status is int32_t");
-_Static_assert(GANFW_PLUGIN_KIND_COUNT == 5 && GANFW_DTYPE_COUNT == 5 && GANFW_MEM_COUNT == 8,
+_Static_assert(offsetof(ganfw_layer_plugin_vt, struct_size) == 0 &&
+                   offsetof(ganfw_layer_plugin_vt, kind) == 4,
+               "the layer plugin vtable starts with struct_size and its kind tag");
+_Static_assert(GANFW_PLUGIN_KIND_COUNT == 6 && GANFW_DTYPE_COUNT == 5 && GANFW_MEM_COUNT == 8,
                "enum counts");
 
 #define LAYOUT_VALUE(e) (e),

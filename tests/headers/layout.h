@@ -69,6 +69,9 @@
   X(offsetof(ganfw_host, layer_add_buffer))                                                        \
   X(sizeof(ganfw_objective_vt))                                                                    \
   X(offsetof(ganfw_objective_vt, loss))                                                            \
-  X(offsetof(ganfw_objective_vt, get_extension))
+  X(offsetof(ganfw_objective_vt, get_extension))                                                   \
+  X(sizeof(ganfw_layer_plugin_vt))                                                                 \
+  X(offsetof(ganfw_layer_plugin_vt, def))                                                          \
+  X(offsetof(ganfw_layer_plugin_vt, get_extension))
 
 #endif

@@ -11,6 +11,7 @@
 #include "memory.h"
 #include "objective.h"
 #include "trainer.h"
+#include "layer_plugin.h"
 
 #define GANFW_VERSION_STRING "0.1.0"
 

@@ -33,7 +33,7 @@ extern "C" {
 
 /* The one place the ABI version is written; CMake reads it from here (CMakeLists.txt). */
 #define GANFW_ABI_MAJOR 1
-#define GANFW_ABI_MINOR 7
+#define GANFW_ABI_MINOR 8
 
 #define GANFW_PLUGIN_ENTRY_SYMBOL "ganfw_plugin_entry"
 
@@ -51,6 +51,8 @@ enum {
   GANFW_PLUGIN_OBJECTIVE = 3, /* ABI 1.4: ganfw_objective_vt (ganfw/objective.h) */
   GANFW_PLUGIN_TRAINER = 4,   /* ABI 1.6: ganfw_trainer_vt (ganfw/trainer.h); a trainer built
                                  against a newer minor than the core's is refused */
+  GANFW_PLUGIN_LAYER = 5,     /* ABI 1.8: ganfw_layer_plugin_vt (ganfw/layer_plugin.h): a layer
+                                 a config inserts into any model's net by name */
   GANFW_PLUGIN_KIND_COUNT
 };
 
@@ -63,7 +65,8 @@ typedef struct ganfw_plugin_desc {
   const char *version;  /* the plugin's own version, e.g. "1.0.0" */
   const char *description;
   const void *vtable; /* ganfw_model_vt, ganfw_optim_vt, ganfw_memory_vt or (1.4)
-                         ganfw_objective_vt or (1.6) ganfw_trainer_vt, by kind */
+                         ganfw_objective_vt or (1.6) ganfw_trainer_vt or (1.8)
+                         ganfw_layer_plugin_vt, by kind */
 } ganfw_plugin_desc;
 
 typedef const ganfw_plugin_desc *(*ganfw_plugin_entry_fn)(void);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "ganfw/layer_plugin.h"
 #include "ganfw/memory.h"
 #include "ganfw/model.h"
 #include "ganfw/objective.h"
@@ -97,9 +98,17 @@
   R(s, trainer, generator, const char *, (void *self, int64_t *latent_dim), (self, latent_dim))    \
   R(s, trainer, get_extension, const void *, (const char *id), (id))
 
+#define LAYER_CALLS(R, V, s)                                                                       \
+  R(s, layer, def, const ganfw_layer_def *, (void), ())                                            \
+  R(s, layer, create, ganfw_status,                                                                \
+    (const ganfw_host *host, ganfw_ctx *ctx, const ganfw_cfg *cfg, void **state),                  \
+    (host, ctx, cfg, state))                                                                       \
+  R(s, layer, get_extension, const void *, (const char *id), (id))
+
 #define ALL_CALLS(R, V, s)                                                                         \
   MODEL_CALLS(R, V, s)                                                                             \
-  OPTIM_CALLS(R, V, s) MEMORY_CALLS(R, V, s) OBJECTIVE_CALLS(R, V, s) TRAINER_CALLS(R, V, s)
+  OPTIM_CALLS(R, V, s)                                                                             \
+  MEMORY_CALLS(R, V, s) OBJECTIVE_CALLS(R, V, s) TRAINER_CALLS(R, V, s) LAYER_CALLS(R, V, s)
 
 /* Bytes of `type` up to and including `member`: the lists above end at each vtable's end. */
 #define END_OF(type, member) (offsetof(type, member) + sizeof(((type *)0)->member))
@@ -113,6 +122,8 @@ _Static_assert(sizeof(ganfw_objective_vt) == END_OF(ganfw_objective_vt, get_exte
                "ganfw_objective_vt grew: add the member to OBJECTIVE_CALLS");
 _Static_assert(sizeof(ganfw_trainer_vt) == END_OF(ganfw_trainer_vt, get_extension),
                "ganfw_trainer_vt grew: add the member to TRAINER_CALLS");
+_Static_assert(sizeof(ganfw_layer_plugin_vt) == END_OF(ganfw_layer_plugin_vt, get_extension),
+               "ganfw_layer_plugin_vt grew: add the member to LAYER_CALLS");
 
 /* CALL_<kind>_<member>: an index per callback, and its name "<kind>.<member>". */
 #define CALL_ID(s, kind, member, ...) CALL_##kind##_##member,
@@ -142,6 +153,7 @@ typedef struct call_slot {
     ganfw_memory_vt memory;
     ganfw_objective_vt objective;
     ganfw_trainer_vt trainer;
+    ganfw_layer_plugin_vt layer;
   } orig;
   ganfw_plugin_frame frame[CALL_COUNT]; /* {name, path, call_names[i]} */
 } call_slot;
@@ -178,6 +190,7 @@ typedef struct slot_wrappers {
   ganfw_memory_vt memory;
   ganfw_objective_vt objective;
   ganfw_trainer_vt trainer;
+  ganfw_layer_plugin_vt layer;
 } slot_wrappers;
 #define WRAPPER(s, kind, member, ...) .member = w_##kind##_##member##_##s,
 #define SLOT_WRAPPERS(s)                                                                           \
@@ -185,7 +198,8 @@ typedef struct slot_wrappers {
          .optim = {OPTIM_CALLS(WRAPPER, WRAPPER, s)},                                              \
          .memory = {MEMORY_CALLS(WRAPPER, WRAPPER, s)},                                            \
          .objective = {OBJECTIVE_CALLS(WRAPPER, WRAPPER, s)},                                      \
-         .trainer = {TRAINER_CALLS(WRAPPER, WRAPPER, s)}},
+         .trainer = {TRAINER_CALLS(WRAPPER, WRAPPER, s)},                                          \
+         .layer = {LAYER_CALLS(WRAPPER, WRAPPER, s)}},
 static const slot_wrappers wrappers[SLOT_COUNT] = {SLOTS(SLOT_WRAPPERS)};
 
 /* Keeps the plugin's members of `vt` in slot s and puts s's wrapper in place of each one
@@ -217,6 +231,12 @@ static void swap_members(int32_t s, int32_t kind, void *vt) {
     ganfw_objective_vt *v = vt;
     slots[s].orig.objective = *v;
     OBJECTIVE_CALLS(SWAP, SWAP, s)
+    break;
+  }
+  case GANFW_PLUGIN_LAYER: {
+    ganfw_layer_plugin_vt *v = vt;
+    slots[s].orig.layer = *v;
+    LAYER_CALLS(SWAP, SWAP, s)
     break;
   }
   default: {

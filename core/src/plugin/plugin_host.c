@@ -26,6 +26,7 @@
 #include "ganfw/memory.h"
 #include "ganfw/objective.h"
 #include "ganfw/trainer.h"
+#include "ganfw/layer_plugin.h"
 #include "ganfw/model.h"
 #include "ganfw/optim.h"
 #include "plugin/plugin_call.h"
@@ -56,7 +57,8 @@ struct ganfw_plugin {
 
 /* --- kinds and their vtables --------------------------------------------------------- */
 
-static const char *const kind_names[] = {"model", "optimizer", "memory", "objective", "trainer"};
+static const char *const kind_names[] = {"model",     "optimizer", "memory",
+                                         "objective", "trainer",   "layer"};
 _Static_assert(sizeof(kind_names) / sizeof(kind_names[0]) == GANFW_PLUGIN_KIND_COUNT,
                "kind_names must name every GANFW_PLUGIN_* kind");
 
@@ -94,6 +96,9 @@ static const struct {
     {END_OF(ganfw_trainer_vt, step), sizeof(ganfw_trainer_vt), offsetof(ganfw_trainer_vt, kind),
      offsetof(ganfw_trainer_vt, get_extension), GANFW_VT_TAG_TRAINER, "step", "ganfw_trainer_vt",
      "GANFW_VT_TAG_TRAINER"},
+    {END_OF(ganfw_layer_plugin_vt, create), sizeof(ganfw_layer_plugin_vt),
+     offsetof(ganfw_layer_plugin_vt, kind), offsetof(ganfw_layer_plugin_vt, get_extension),
+     GANFW_VT_TAG_LAYER, "create", "ganfw_layer_plugin_vt", "GANFW_VT_TAG_LAYER"},
 };
 _Static_assert(sizeof(vt_rules) / sizeof(vt_rules[0]) == GANFW_PLUGIN_KIND_COUNT,
                "vt_rules must cover every GANFW_PLUGIN_* kind");
@@ -137,6 +142,12 @@ static const char *missing_member(int32_t kind, const void *vtable) {
     if (!vt->create) return "create";
     if (!vt->destroy) return "destroy";
     if (!vt->loss) return "loss";
+    return NULL;
+  }
+  case GANFW_PLUGIN_LAYER: {
+    const ganfw_layer_plugin_vt *vt = vtable;
+    if (!vt->def) return "def";
+    if (!vt->create) return "create";
     return NULL;
   }
   default: {
@@ -298,6 +309,29 @@ static ganfw_status check_config_keys(const ganfw_plugin_desc *d, const void *co
 
 /* --- checks on a loaded file ----------------------------------------------------------- */
 
+/* A layer plugin's def(): a ganfw_layer_def of at least the 1.3 size, with its type name and
+ * the callbacks net_custom requires (it checks them again at each insertion). */
+static ganfw_status check_layer_def(const ganfw_plugin_desc *d, const void *copy, const char *path,
+                                    const char *what) {
+  const ganfw_layer_def *def = ((const ganfw_layer_plugin_vt *)copy)->def();
+  const size_t min_def = END_OF(ganfw_layer_def, backward);
+  const char *why = NULL;
+  if (!def)
+    why = "def() returned NULL";
+  else if (def->struct_size < min_def)
+    why = "def()'s struct_size is below the ABI 1.3 size of a ganfw_layer_def";
+  else if (!def->type || !def->type[0])
+    why = "def() has no type name";
+  else if (!def->infer || !def->forward || !def->backward)
+    why = "def() lacks infer, forward or backward (all three are required)";
+  if (!why) return GANFW_OK;
+  return fail(what,
+              "layer plugin '%s' at %s: %s; return a static ganfw_layer_def with "
+              "struct_size = sizeof(ganfw_layer_def) (docs/ABI.md, \"Writing a layer\") and "
+              "rebuild the plugin against this ganfw's headers",
+              d->name, path, why);
+}
+
 /* Checks the descriptor `d` of the plugin at `path` and its vtable. `want_name` is the name
  * it was asked for (NULL when loaded by path). On success *vt_copy is the vtable copied into
  * a zeroed block of the core's size (malloc'd, the caller's). */
@@ -323,13 +357,18 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
   if (d->kind < 0 || d->kind >= GANFW_PLUGIN_KIND_COUNT)
     return fail(
         what,
-        "plugin %s declares kind %d, which this ganfw does not know (0 model, "
-        "1 optimizer, 2 memory, 3 objective, 4 trainer); set kind to a GANFW_PLUGIN_* value and %s",
+        "plugin %s declares kind %d, which this ganfw does not know (0 model, 1 optimizer, "
+        "2 memory, 3 objective, 4 trainer, 5 layer); set kind to a GANFW_PLUGIN_* value and %s",
         path, (int)d->kind, rebuild);
   if (d->kind == GANFW_PLUGIN_OBJECTIVE && d->abi_minor < 4)
     return fail(what,
                 "plugin %s declares kind 3 (objective) but was built for ABI %u.%u; objective "
                 "plugins exist from ABI 1.4: %s",
+                path, (unsigned)d->abi_major, (unsigned)d->abi_minor, rebuild);
+  if (d->kind == GANFW_PLUGIN_LAYER && d->abi_minor < 8)
+    return fail(what,
+                "plugin %s declares kind 5 (layer) but was built for ABI %u.%u; layer plugins "
+                "exist from ABI 1.8: %s",
                 path, (unsigned)d->abi_major, (unsigned)d->abi_minor, rebuild);
   /* A trainer drives the step through the step calls of its own minor: a newer one may
    * call what this core does not have, so it is refused rather than run half-way. */
@@ -396,10 +435,7 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
                 "to the vtable's (GANFW_PLUGIN_%s), and %s",
                 kind, d->name, path, kind, vt_rules[tagged_as].tag_name,
                 article(kind_names[tagged_as]), kind_names[tagged_as], vt_rules[tagged_as].type,
-                vt_rules[d->kind].type,
-                tagged_as == GANFW_PLUGIN_MODEL   ? "MODEL"
-                : tagged_as == GANFW_PLUGIN_OPTIM ? "OPTIM"
-                                                  : "MEMORY",
+                vt_rules[d->kind].type, vt_rules[tagged_as].tag_name + strlen("GANFW_VT_TAG_"),
                 rebuild);
   if (tagged_as < 0 && tag != 0)
     return fail(what,
@@ -425,7 +461,9 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
                 "%s plugin '%s' at %s: required vtable member '%s' is NULL; implement it (only "
                 "members marked (optional) in ganfw/%s.h may be NULL)",
                 kind, d->name, path, missing,
-                d->kind == GANFW_PLUGIN_OPTIM ? "optim" : kind_names[d->kind]);
+                d->kind == GANFW_PLUGIN_OPTIM   ? "optim"
+                : d->kind == GANFW_PLUGIN_LAYER ? "layer_plugin"
+                                                : kind_names[d->kind]);
   }
   if (d->kind == GANFW_PLUGIN_MODEL) {
     int32_t family = ((const ganfw_model_vt *)copy)->family;
@@ -438,6 +476,7 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
     }
   }
   ganfw_status st = check_config_keys(d, copy, path, what);
+  if (st == GANFW_OK && d->kind == GANFW_PLUGIN_LAYER) st = check_layer_def(d, copy, path, what);
   if (st != GANFW_OK) {
     free(copy);
     return st;

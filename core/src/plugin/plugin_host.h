@@ -48,7 +48,7 @@ const char *ganfw_plugin_path(const ganfw_plugin *p);
 /* FNV-1a (64 bits) of that file's bytes, read once when it was loaded (0: it could not be
  * read back). Two builds of one plugin differ here; data-parallel ranks compare it. */
 uint64_t ganfw_plugin_file_hash(const ganfw_plugin *p);
-/* The plugin's ganfw_model_vt, ganfw_optim_vt or ganfw_memory_vt by kind, as a zeroed copy of
+/* The plugin's vtable by kind (ganfw_model_vt, ... ganfw_layer_plugin_vt), as a zeroed copy of
  * the core's size: a member past the plugin's own struct_size is NULL (absent). Owned by p,
  * valid until ganfw_plugin_unload. Every call into a plugin goes through this copy. Once
  * the crash report is installed (plugin_crash.h, as the CLI does), each member that is set
@@ -70,7 +70,8 @@ ganfw_status ganfw_plugin_apply_config_keys(const ganfw_plugin *p, const ganfw_c
 const char *ganfw_plugin_name(const ganfw_plugin *p);
 int32_t ganfw_plugin_kind(const ganfw_plugin *p);
 
-/* "model", "optimizer", "memory"; "unknown" outside the range. Static strings. */
+/* "model", "optimizer", "memory", "objective", "trainer", "layer"; "unknown" outside the
+ * range. Static strings. */
 const char *ganfw_plugin_kind_name(int32_t kind);
 
 /* `ganfw plugins`: scans the search directories in the order ganfw_plugin_load uses and

@@ -159,6 +159,10 @@ static ganfw_status load_role_models(ganfw_run *run, const ganfw_cfg *model) {
     run->role_model_role[i] = role;
     run->role_model_cfg[i] = section;
     run->n_role_models = (int32_t)(i + 1);
+    snprintf(key, sizeof key, "model.nets.%s", role);
+    if ((st = ganfw_inserts_open(section, key, (const char *const *)run->plugin_dirs,
+                                 run->n_plugin_dirs, &run->role_inserts[i])) != GANFW_OK)
+      return st;
   }
   return GANFW_OK;
 }
@@ -184,6 +188,16 @@ static ganfw_status open_run(ganfw_run *run, const char *const *sets, int nsets)
                        &run->model)) != GANFW_OK)
     return st;
   if ((st = load_role_models(run, ganfw_cfg_child(root, "model"))) != GANFW_OK) return st;
+  if (run->n_role_models && ganfw_cfg_has(ganfw_cfg_child(root, "model"), "insert"))
+    return ganfw_error_set(
+        GANFW_ERR_CONFIG,
+        "%s: model.insert with model.nets: give each net its own list, as "
+        "model.nets.ROLE.insert",
+        ganfw_cfg_where(ganfw_cfg_child(ganfw_cfg_child(root, "model"), "insert")));
+  if (run->model && (st = ganfw_inserts_open(ganfw_cfg_child(root, "model"), "model",
+                                             (const char *const *)run->plugin_dirs,
+                                             run->n_plugin_dirs, &run->inserts)) != GANFW_OK)
+    return st;
   if ((st = load_named(run, ganfw_cfg_child(root, "optim"), "optim.plugin", GANFW_PLUGIN_OPTIM,
                        &run->optim)) != GANFW_OK)
     return st;
@@ -252,6 +266,8 @@ void ganfw_run_close(ganfw_run *run) {
   ganfw_plugin_unload(run->optim);
   ganfw_plugin_unload(run->model);
   for (int32_t i = 0; i < run->n_role_models; i++) ganfw_plugin_unload(run->role_model[i]);
+  ganfw_inserts_destroy(run->inserts);
+  for (int32_t i = 0; i < GANFW_MAX_ROLE_MODELS; i++) ganfw_inserts_destroy(run->role_inserts[i]);
   for (int64_t i = 0; i < run->n_plugin_dirs; i++) free(run->plugin_dirs[i]);
   free(run->plugin_dirs);
   ganfw_config_destroy(run->config);

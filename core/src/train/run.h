@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "runtime/ctx.h"
 #include "plugin/plugin_host.h"
+#include "train/insert.h"
 
 #define GANFW_MAX_MEMORY_PLUGINS 8
 #define GANFW_MAX_ROLE_MODELS    8
@@ -31,6 +32,10 @@ typedef struct ganfw_run {
   const char *role_model_role[GANFW_MAX_ROLE_MODELS];
   const ganfw_cfg *role_model_cfg[GANFW_MAX_ROLE_MODELS];
   int32_t n_role_models;
+  /* model.insert and model.nets.ROLE.insert (train/insert.h): layers from layer plugins the
+   * config inserts into the model's nets; NULL where there is no list */
+  ganfw_inserts *inserts;
+  ganfw_inserts *role_inserts[GANFW_MAX_ROLE_MODELS];
   ganfw_plugin *memory[GANFW_MAX_MEMORY_PLUGINS];
   const ganfw_cfg *memory_cfg[GANFW_MAX_MEMORY_PLUGINS];
   int32_t n_memory;

@@ -269,8 +269,11 @@ static ganfw_status create_role_models(ganfw_session *s) {
     if ((st = ganfw_cfg_string(section, "init_from", NULL, &path)) != GANFW_OK) return st;
     if ((st = ganfw_plugin_apply_config_keys(pl, section)) != GANFW_OK) return st;
     s->role_model[i].vt = ganfw_plugin_vtable(pl);
+    ganfw_inserts_arm(s->run->role_inserts[i], s->ctx, ganfw_plugin_name(pl));
     st = s->role_model[i].vt->create(ganfw_host_table(), s->ctx, section, &s->data_info,
                                      &s->role_model[i].self);
+    ganfw_status done = ganfw_inserts_finish(s->run->role_inserts[i], s->ctx, st == GANFW_OK);
+    if (done != GANFW_OK) return done;
     if (st != GANFW_OK) {
       s->role_model[i].self = NULL;
       char what[200];
@@ -470,7 +473,10 @@ static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
   if ((st = ganfw_plugin_apply_config_keys(s->run->model, ganfw_cfg_section(root, "model"))))
     return st;
   const ganfw_cfg *section = ganfw_cfg_section(root, "model");
+  ganfw_inserts_arm(s->run->inserts, s->ctx, model); /* model.insert, as it builds its nets */
   st = s->model_vt->create(ganfw_host_table(), s->ctx, section, &s->data_info, &s->model);
+  ganfw_status done = ganfw_inserts_finish(s->run->inserts, s->ctx, st == GANFW_OK);
+  if (done != GANFW_OK) return done; /* an item of model.insert, named as the hook said */
   if (st != GANFW_OK) {
     s->model = NULL;
     char what[160];
