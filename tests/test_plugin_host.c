@@ -736,6 +736,11 @@ static void test_wrong_kind_tag(void) {
                  "tagged GANFW_VT_TAG_OPTIM, an optimizer's ganfw_optim_vt");
   expect_refused("wrongtag", -1, "the descriptor says memory", "ganfw_memory_vt");
   expect_refused("wrongtagmodel", -1, "the descriptor says model", "tagged GANFW_VT_TAG_OPTIM");
+  /* The kind to set is the tag's own: it read GANFW_PLUGIN_MEMORY for these two. */
+  expect_refused("objtagoptim", -1, "tagged GANFW_VT_TAG_OBJECTIVE, an objective's",
+                 "set its kind to the vtable's (GANFW_PLUGIN_OBJECTIVE)");
+  expect_refused("trainertagoptim", -1, "tagged GANFW_VT_TAG_TRAINER, a trainer's",
+                 "set its kind to the vtable's (GANFW_PLUGIN_TRAINER)");
 }
 
 static void test_unknown_kind_tag(void) {
