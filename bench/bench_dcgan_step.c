@@ -28,7 +28,7 @@
 
 #include "base/error.h"
 #include "runtime/alloc.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 #include "train/run.h"
 #include "train/session.h"
 #include "runtime/tensor.h"

@@ -19,7 +19,7 @@
 #include "base/error.h"
 #include "ganfw/host.h"
 #include "nn/net.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
 #include "testutil.h"

@@ -1,4 +1,4 @@
-/* The offline arena layout of a step (core/src/tools/arena.c): lifetimes from a trace,
+/* The offline arena layout of a step (core/src/plan/arena.c): lifetimes from a trace,
  * persistent and kept blocks left out, the lower bound, no two blocks that live at the same
  * time sharing bytes (on a hand-made step and on many random ones, checked pair by pair and
  * against a bound computed here), the same layout for the same trace, and on the planned
@@ -12,7 +12,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "io/timeline.h"
-#include "tools/arena.h"
+#include "plan/arena.h"
 #include "tools/report.h"
 #include "testutil.h"
 

@@ -15,7 +15,7 @@
 #include "io/safetensors.h"
 #include "testutil.h"
 #include "tools/eval.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 #include "tools/sample.h"
 
 static char root[64];

@@ -14,7 +14,7 @@
 #include "testutil.h"
 #include "io/safetensors.h"
 #include "tools/eval.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 #include "tools/sample.h"
 #include "train/session.h"
 #include "train/train_program.h"

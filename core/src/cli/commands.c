@@ -29,7 +29,6 @@
 #include "train/train_program.h"
 #include "io/timeline.h"
 #include "io/trace_file.h"
-#include "tools/arena.h"
 #include "tools/report.h"
 
 /* --- option values ---------------------------------------------------------------------- */
@@ -811,9 +810,14 @@ static int cmd_plan(cli_args *args) {
   memset(&real, 0, sizeof real);
   ganfw_status st = ganfw_plan_make(config, args->sets, args->nsets, 0, NULL, &plan);
   if (st == GANFW_OK) ganfw_plan_print(config, &plan, stdout);
-  if (st == GANFW_OK && !plan.oom && plan.planned) ganfw_layout_print(&plan.layout, stdout);
-  if (st == GANFW_OK && !plan.oom && !plan.planned)
-    ganfw_arena_print_for(config, args->sets, args->nsets, stdout);
+  if (st == GANFW_OK && !plan.oom && plan.planned) ganfw_plan_print_layout(&plan.layout, stdout);
+  if (st == GANFW_OK && !plan.oom && !plan.planned) {
+    ganfw_probe_result traced; /* the arena a planned layout would use */
+    if (ganfw_report_plan(config, args->sets, args->nsets, &traced) == GANFW_OK)
+      ganfw_plan_print_arena(&traced, stdout);
+    ganfw_error_clear();
+    ganfw_probe_result_free(&traced);
+  }
   if (st == GANFW_OK && args->measure) {
     fflush(stdout);
     char *summary = NULL;

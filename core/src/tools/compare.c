@@ -19,10 +19,6 @@
 /* --set assignments a row adds device.memory_layout to */
 #define COMPARE_SETS_MAX 64
 
-const char *ganfw_compare_row_layout(const ganfw_compare_row *row) {
-  return row->r.planned ? "planned" : "caching";
-}
-
 /* One row: the config with the --set assignments (and device.memory_layout=layout when not
  * NULL), measured, then planned for the plan-vs-measured column and the report. */
 static void compare_one(const char *config, const char *layout, const char *const *sets, int nsets,

@@ -11,7 +11,7 @@
 #include "ganfw/status.h"
 #include "io/timeline.h"
 #include "runtime/trace_event.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 
 /* --- the flight recorder's picture (oom_record.c) ------------------------------------------ */
 

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "io/timeline.h"
+#include "plan/arena.h"
 #include "runtime/tensor.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -207,4 +209,33 @@ void ganfw_plan_print_vs(const ganfw_probe_result *p, const ganfw_probe_result *
   }
   if (m->steps_done > 0)
     fprintf(out, "(the real step took %.3f s: %.1f images/s)\n", m->step_seconds, m->images_per_s);
+}
+
+void ganfw_plan_print_layout(const ganfw_layout *l, FILE *out) {
+  fprintf(out,
+          "Arena (device.memory_layout: planned, %s): %lld of the step's %lld requests at "
+          "planned offsets in %.2f MiB, lower bound %.2f MiB (%.3fx); %.2f MiB below it for the "
+          "caching allocator; from step %lld\n",
+          l->strategy, (long long)l->n_planned, (long long)l->l.n, (double)l->l.arena_bytes / MIB,
+          (double)l->lower_bound / MIB,
+          l->lower_bound ? (double)l->l.arena_bytes / (double)l->lower_bound : 1.0,
+          (double)l->l.base_bytes / MIB, (long long)l->l.from_step);
+}
+
+void ganfw_plan_print_arena(const ganfw_probe_result *traced, FILE *out) {
+  ganfw_arena_plan a;
+  int64_t first = 0, count = 0;
+  memset(&a, 0, sizeof a);
+  if (!traced->oom &&
+      ganfw_timeline_find_step(traced->trace, traced->n_trace, 2, &first, &count) == GANFW_OK &&
+      ganfw_arena_plan_step(traced->trace + first, count, &a) == GANFW_OK)
+    fprintf(out,
+            "Arena (a layout of the step's step-local blocks, %s; not yet used by the "
+            "step): %lld blocks in %.2f MiB, lower bound %.2f MiB (%.3fx); %.2f MiB persistent "
+            "stay in the caching allocator%s\n",
+            a.strategy, (long long)a.n, (double)a.arena_bytes / MIB, (double)a.lower_bound / MIB,
+            a.lower_bound ? (double)a.arena_bytes / (double)a.lower_bound : 1.0,
+            (double)(a.persistent + a.kept) / MIB, ganfw_arena_plan_valid(&a) ? "" : " (INVALID)");
+  ganfw_error_clear();
+  ganfw_arena_plan_free(&a);
 }

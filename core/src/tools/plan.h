@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "tools/probe.h"
+#include "plan/probe.h"
 
 /* --- plan (plan.c) ---------------------------------------------------------------------- */
 
@@ -29,6 +29,15 @@ ganfw_status ganfw_plan_measure(const char *config, const char *const *sets, int
 
 /* The plan as tables: per category and phase, totals, and per layer at the peak. */
 void ganfw_plan_print(const char *config, const ganfw_probe_result *plan, FILE *out);
+/* The layout a planned run is served from (device.memory_layout: planned), one line:
+ * "Arena (device.memory_layout: planned, ...): N of the step's M requests at planned offsets
+ * in X MiB, ...". */
+void ganfw_plan_print_layout(const ganfw_layout *l, FILE *out);
+/* The step-local blocks of step 2 of `traced` (a traced plan, as ganfw_report_plan makes it)
+ * laid out in one arena (plan/arena.h), one line: "Arena (...): N blocks in X MiB, lower bound
+ * Y MiB (R x); ...". Writes nothing for a plan that ran out of memory or holds no step 2
+ * (the plan printed before it says why). */
+void ganfw_plan_print_arena(const ganfw_probe_result *traced, FILE *out);
 /* Plan against measured: peaks allocated and reserved, per phase, per category, with the
  * difference in percent of the measured value. */
 void ganfw_plan_print_vs(const ganfw_probe_result *plan, const ganfw_probe_result *measured,

@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "io/trace_file.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 
 enum { OUT_PNG = 0, OUT_SVG, OUT_JSON };
 

@@ -21,6 +21,10 @@ typedef struct page {
   int n_rows;
 } page;
 
+const char *ganfw_compare_row_layout(const ganfw_compare_row *row) {
+  return row->r.planned ? "planned" : "caching";
+}
+
 /* The timeline's SVG without an XML prolog, inline. */
 static ganfw_status timeline(FILE *f, const ganfw_report_part *p) {
   char *svg = NULL;

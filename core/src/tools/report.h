@@ -10,8 +10,24 @@
 
 #include "ganfw/status.h"
 #include "runtime/trace_event.h"
-#include "tools/compare.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
+
+/* One config's row of `ganfw compare` (tools/compare.h runs them), which the page's compare
+ * table shows. */
+typedef struct ganfw_compare_row {
+  const char *config;  /* borrowed from the caller */
+  char label[512];     /* config, and "(layout)" when compare set the layout */
+  ganfw_status status; /* GANFW_OK, or the failure other than OOM (see error) */
+  char error[512];
+  ganfw_probe_result r;                  /* r.oom: it ran out of memory (r.oom_report) */
+  int32_t planned;                       /* the plan of the same config ran: */
+  int64_t plan_allocated, plan_reserved; /* its peaks, for the plan-vs-measured column */
+  ganfw_probe_result plan; /* ... and the plan itself, by layer and traced (the report) */
+} ganfw_compare_row;
+
+/* The device.memory_layout a row ran with: "planned", or "caching" (also when the planned
+ * layout's segment did not fit under the memory_limit and the cache served the run). */
+const char *ganfw_compare_row_layout(const ganfw_compare_row *row);
 
 typedef struct ganfw_report_part {
   const char *name;            /* the config or run, a heading */

@@ -12,7 +12,7 @@
 #include "runtime/alloc.h"
 #include "ganfw/model.h"
 #include "ganfw/status.h"
-#include "tools/layout.h"
+#include "plan/layout.h"
 
 /* The phases of a step, measured apart, as its trainer names them (train/loop.h's
  * set_phase_hook): the gan trainer's "D step" and "G step", a trainer plugin's own

@@ -1,12 +1,12 @@
 /* The planned layout from a traced plan (see layout.h). */
-#include "tools/layout.h"
+#include "plan/layout.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "io/timeline.h"
-#include "tools/arena.h"
+#include "plan/arena.h"
 
 void ganfw_layout_free(ganfw_layout *l) {
   if (!l) return;
@@ -130,16 +130,4 @@ ganfw_status ganfw_layout_from_trace(const ganfw_trace_event *ev, int64_t n, gan
   }
   out->l.base_bytes = base;
   return GANFW_OK;
-}
-
-void ganfw_layout_print(const ganfw_layout *l, FILE *out) {
-  const double mib = 1024.0 * 1024.0;
-  fprintf(out,
-          "Arena (device.memory_layout: planned, %s): %lld of the step's %lld requests at "
-          "planned offsets in %.2f MiB, lower bound %.2f MiB (%.3fx); %.2f MiB below it for the "
-          "caching allocator; from step %lld\n",
-          l->strategy, (long long)l->n_planned, (long long)l->l.n, (double)l->l.arena_bytes / mib,
-          (double)l->lower_bound / mib,
-          l->lower_bound ? (double)l->l.arena_bytes / (double)l->lower_bound : 1.0,
-          (double)l->l.base_bytes / mib, (long long)l->l.from_step);
 }

@@ -2,7 +2,7 @@
  * backend and measures its memory (see probe.h): set-up bytes, per-phase and per-category
  * peaks, and, with a peak hook on the allocator, which layer holds which bytes at the
  * allocated peak. */
-#include "tools/probe.h"
+#include "plan/probe.h"
 #include "dist/dist.h"
 #include "train/dp.h"
 #include "train/zero.h"
