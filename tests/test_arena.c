@@ -11,7 +11,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "plan/arena.h"
 #include "tools/report.h"
 #include "testutil.h"
@@ -115,7 +115,7 @@ static int check_planned(const char *name, const char *dir) {
   ganfw_probe_result plan;
   int64_t first = 0, count = 0;
   if (ganfw_report_plan(cfg, sets, 1, &plan) != GANFW_OK || plan.oom ||
-      ganfw_timeline_find_step(plan.trace, plan.n_trace, 2, &first, &count) != GANFW_OK) {
+      ganfw_trace_find_step(plan.trace, plan.n_trace, 2, &first, &count) != GANFW_OK) {
     printf("\n  %s: does not plan (%s) ", name, plan.oom ? "out of memory" : ganfw_error_message());
     ganfw_error_clear();
     ganfw_probe_result_free(&plan);

@@ -16,7 +16,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "dist/dist.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "runtime/alloc.h"
 #include "tools/oom.h"
 #include "tools/plan.h"

@@ -13,7 +13,7 @@
 #include "backend/backend.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "io/trace_file.h"
 #include "runtime/alloc.h"
 #include "tools/plan.h"
@@ -154,7 +154,7 @@ static void test_alloc_steps(void) {
   /* a step drawn alone: its peak from its own events */
   int64_t first = 0, count = 0;
   ganfw_timeline_summary s;
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(ev, n, 2, &first, &count), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(ev, n, 2, &first, &count), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_timeline_summarize(ev + first, count, &s), GANFW_OK);
   CU_ASSERT_EQUAL(s.peak_allocated, 6 * MiB);
   CU_ASSERT_EQUAL(s.peak_stage, GANFW_STAGE_D_REAL);
@@ -574,7 +574,7 @@ static void test_memory_html(void) {
   ganfw_probe_result plan;
   CU_ASSERT_EQUAL_FATAL(ganfw_report_plan(cfg, NULL, 0, &plan), GANFW_OK);
   int64_t first = 0, count = 0;
-  CU_ASSERT_EQUAL_FATAL(ganfw_timeline_find_step(plan.trace, plan.n_trace, 2, &first, &count),
+  CU_ASSERT_EQUAL_FATAL(ganfw_trace_find_step(plan.trace, plan.n_trace, 2, &first, &count),
                         GANFW_OK);
   ganfw_timeline_summary sum;
   CU_ASSERT_EQUAL_FATAL(ganfw_timeline_summarize(plan.trace + first, count, &sum), GANFW_OK);

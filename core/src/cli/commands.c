@@ -27,7 +27,6 @@
 #include "train/loop.h"
 #include "train/trainer.h"
 #include "train/train_program.h"
-#include "io/timeline.h"
 #include "io/trace_file.h"
 #include "tools/report.h"
 
@@ -702,11 +701,11 @@ static ganfw_status run_report(const cli_args *args, const char *out_dir,
   snprintf(html, sizeof html, "%s/memory.html", out_dir);
   ganfw_report_part part = {.name = args->operands[0], .plan = plan->n_layers ? plan : NULL};
   if (ganfw_trace_read_memory_json(path, &ev, &n, &names) == GANFW_OK &&
-      ganfw_timeline_find_step(ev, n, 0, &first, &count) == GANFW_OK) {
+      ganfw_trace_find_step(ev, n, 0, &first, &count) == GANFW_OK) {
     part.ev = ev + first;
     part.n = count;
     part.caption = "the run's last traced step (device.trace)";
-  } else if (ganfw_timeline_find_step(plan->trace, plan->n_trace, 2, &first, &count) == GANFW_OK) {
+  } else if (ganfw_trace_find_step(plan->trace, plan->n_trace, 2, &first, &count) == GANFW_OK) {
     part.ev = plan->trace + first;
     part.n = count;
     part.caption = "the planned step (device.trace: true draws the run's own)";

@@ -34,7 +34,7 @@ typedef struct ganfw_arena_plan {
   const char *strategy; /* the layout kept, e.g. "greedy by size x lifetime, skyline" (static) */
 } ganfw_arena_plan;
 
-/* Lays out one step's events (as ganfw_timeline_find_step returns them). A FREE without
+/* Lays out one step's events (as ganfw_trace_find_step returns them). A FREE without
  * its ALLOC in the range (a block of an earlier step) is persistent, not an error.
  * GANFW_ERR_INVALID_ARG for a range that is not a step; GANFW_ERR_OOM without host memory;
  * GANFW_ERR_INTERNAL when the layout kept fails ganfw_arena_plan_valid (a bug). */

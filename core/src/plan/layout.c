@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "io/timeline.h"
 #include "plan/arena.h"
 
 void ganfw_layout_free(ganfw_layout *l) {
@@ -68,7 +67,7 @@ static int64_t base_bytes(const ganfw_trace_event *ev, int64_t n, const ganfw_la
 ganfw_status ganfw_layout_from_trace(const ganfw_trace_event *ev, int64_t n, ganfw_layout *out) {
   memset(out, 0, sizeof *out);
   int64_t f2 = 0, n2 = 0;
-  if (ganfw_timeline_find_step(ev, n, 2, &f2, &n2) != GANFW_OK)
+  if (ganfw_trace_find_step(ev, n, 2, &f2, &n2) != GANFW_OK)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "planned layout: the plan has no step 2");
   /* the requests as asked (rounded), not the cached blocks that served them */
   ganfw_trace_event *asked = malloc((size_t)n2 * sizeof *asked);

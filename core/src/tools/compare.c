@@ -9,7 +9,6 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "base/json.h"
-#include "io/timeline.h"
 #include "tools/plan.h"
 #include "tools/report.h"
 #include "runtime/tensor.h"
@@ -309,7 +308,7 @@ ganfw_status ganfw_compare_write_html(const ganfw_compare_row *rows, int n, cons
   for (int i = 0; i < n; i++) {
     const ganfw_probe_result *p = &rows[i].plan;
     int64_t first = 0, count = 0;
-    if (!rows[i].planned || ganfw_timeline_find_step(p->trace, p->n_trace, 2, &first, &count))
+    if (!rows[i].planned || ganfw_trace_find_step(p->trace, p->n_trace, 2, &first, &count))
       continue;
     parts[k++] = (ganfw_report_part){.name = rows[i].label,
                                      .caption = "step 2 (plan)",

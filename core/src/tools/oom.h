@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "ganfw/status.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "runtime/trace_event.h"
 #include "plan/probe.h"
 

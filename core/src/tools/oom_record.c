@@ -13,7 +13,7 @@
 #include "backend/backend.h" // defines: ganfw_meta_backend
 #include "base/error.h"
 #include "base/file.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "io/trace_file.h"
 #include "runtime/alloc.h"
 #include "runtime/ctx.h"
@@ -83,8 +83,8 @@ ganfw_status ganfw_oom_picture_make(const ganfw_probe_result *replay, ganfw_oom_
     st = setup_range(replay, out);
   } else {
     int64_t first = 0, count = 0;
-    st = ganfw_timeline_find_step(replay->trace, replay->n_trace,
-                                  k >= 0 ? replay->trace[k].step : 0, &first, &count);
+    st = ganfw_trace_find_step(replay->trace, replay->n_trace, k >= 0 ? replay->trace[k].step : 0,
+                               &first, &count);
     out->ev = replay->trace + first;
     out->n = count;
   }

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "io/timeline.h"
 #include "plan/arena.h"
 #include "runtime/tensor.h"
 
@@ -227,7 +226,7 @@ void ganfw_plan_print_arena(const ganfw_probe_result *traced, FILE *out) {
   int64_t first = 0, count = 0;
   memset(&a, 0, sizeof a);
   if (!traced->oom &&
-      ganfw_timeline_find_step(traced->trace, traced->n_trace, 2, &first, &count) == GANFW_OK &&
+      ganfw_trace_find_step(traced->trace, traced->n_trace, 2, &first, &count) == GANFW_OK &&
       ganfw_arena_plan_step(traced->trace + first, count, &a) == GANFW_OK)
     fprintf(out,
             "Arena (a layout of the step's step-local blocks, %s; not yet used by the "

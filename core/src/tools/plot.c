@@ -78,7 +78,7 @@ ganfw_status ganfw_plot(const ganfw_plot_args *a, FILE *log, ganfw_timeline_summ
   int64_t first = 0, count = 0;
   int32_t step = a->step;
   if (st == GANFW_OK && step == 0 && !is_run) step = 2; /* the measured step */
-  if (st == GANFW_OK) st = ganfw_timeline_find_step(ev, n, step, &first, &count);
+  if (st == GANFW_OK) st = ganfw_trace_find_step(ev, n, step, &first, &count);
   ganfw_timeline_summary sum;
   memset(&sum, 0, sizeof sum);
   if (st == GANFW_OK) st = ganfw_timeline_summarize(ev + first, count, &sum);

@@ -1,4 +1,4 @@
-/* `ganfw plot`: one training step's memory as a picture (PNG or SVG, io/timeline.h) or as a
+/* `ganfw plot`: one training step's memory as a picture (PNG or SVG, tools/timeline.h) or as a
  * Chrome trace (JSON, io/trace_file.h), from a traced run's memory.json or from a config's
  * plan (the step on the meta backend, before anything is allocated; --measure: a real step
  * on the config's device). `ganfw plan --plot FILE` is the config case. */
@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "ganfw/status.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 
 typedef struct ganfw_plot_args {
   const char *source;      /* RUN_DIR (traced: device.trace) or CONFIG */

@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "base/file.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "runtime/alloc.h"
 #include "tools/plan.h"
 

@@ -1,5 +1,5 @@
 /* memory.html: one self-contained page per run or comparison (no network, no script, the
- * pictures inline as SVG): the step's memory timeline (io/timeline.h), the plan's table of
+ * pictures inline as SVG): the step's memory timeline (tools/timeline.h), the plan's table of
  * who holds the bytes at the peak, per layer and category, and the compare table when there
  * is one. `ganfw CONFIG` writes it into the run folder; `ganfw compare ... --html FILE`
  * writes a comparison. */
@@ -32,7 +32,7 @@ const char *ganfw_compare_row_layout(const ganfw_compare_row *row);
 typedef struct ganfw_report_part {
   const char *name;            /* the config or run, a heading */
   const char *caption;         /* where the timeline is from, e.g. "step 3 (traced)" */
-  const ganfw_trace_event *ev; /* one step's events (ganfw_timeline_find_step); NULL: none */
+  const ganfw_trace_event *ev; /* one step's events (ganfw_trace_find_step); NULL: none */
   int64_t n;
   const ganfw_probe_result *plan; /* with layers: the by-layer table; NULL: none */
 } ganfw_report_part;

@@ -1,8 +1,9 @@
-/* The memory timeline of one step (io/timeline.h): the trace's step ranges, the replay that
- * finds the peak and its holders, and one picture laid out once as a list of primitives
- * (rects, axis-aligned lines, text, the stacked areas, the reserved line) that two back ends
- * draw: SVG text, and an RGB raster [h,w,3] with a built-in 5x8 bitmap font for the PNG. */
-#include "io/timeline.h"
+/* The memory timeline of one step (tools/timeline.h): the replay that finds the peak and its
+ * holders (a step's range of the trace is runtime/trace_event.c's), and one picture laid out once
+ * as a list of primitives (rects, axis-aligned lines, text, the stacked areas, the reserved line)
+ * that two back ends draw: SVG text, and an RGB raster [h,w,3] with a built-in 5x8 bitmap font for
+ * the PNG. */
+#include "tools/timeline.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,85 +19,6 @@
 
 /* --- the step's events -------------------------------------------------------------------- */
 
-/* "1-3, 7, 9-12" for the step numbers of the trace's STEP events (in trace order),
- * ending in "..." when they do not all fit. */
-static void list_steps(const ganfw_trace_event *ev, int64_t n, char *buf, size_t cap) {
-  size_t len = 0;
-  int have = 0, full = 0;
-  int32_t lo = 0, hi = 0;
-  buf[0] = '\0';
-  for (int64_t i = 0; i <= n && !full; i++) {
-    int is_step = i < n && ev[i].kind == GANFW_TEV_STEP && ev[i].step > 0;
-    if (i < n && !is_step) continue;
-    if (is_step && have && ev[i].step == hi + 1) {
-      hi = ev[i].step;
-      continue;
-    }
-    if (have) {
-      char piece[48];
-      if (lo == hi) {
-        snprintf(piece, sizeof piece, "%s%d", len ? ", " : "", lo);
-      } else {
-        snprintf(piece, sizeof piece, "%s%d-%d", len ? ", " : "", lo, hi);
-      }
-      size_t pl = strlen(piece);
-      if (len + pl + 6 > cap) {
-        snprintf(buf + len, cap - len, ", ...");
-        full = 1;
-        break;
-      }
-      memcpy(buf + len, piece, pl + 1);
-      len += pl;
-    }
-    if (is_step) {
-      lo = hi = ev[i].step;
-      have = 1;
-    }
-  }
-}
-
-ganfw_status ganfw_timeline_find_step(const ganfw_trace_event *ev, int64_t n, int32_t step,
-                                      int64_t *first, int64_t *count) {
-  if (!first || !count || n < 0 || (!ev && n > 0) || step < 0)
-    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
-                           "timeline: find_step needs events, n >= 0, step >= 0 (%d) and two "
-                           "outputs",
-                           step);
-  *first = 0;
-  *count = 0;
-  /* a STEP event with step <= 0 only ends the step before it (what follows is between
-   * steps); `closed` is the last step that such an event or a next step ended */
-  int64_t n_steps = 0, last = -1, closed = -1, found = -1;
-  for (int64_t i = 0; i < n; i++) {
-    if (ev[i].kind != GANFW_TEV_STEP) continue;
-    if (last >= 0) closed = last;
-    last = -1;
-    if (ev[i].step <= 0) continue;
-    n_steps++;
-    last = i;
-    if (step > 0 && found < 0 && ev[i].step == step) found = i;
-  }
-  if (n_steps == 0)
-    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
-                           "timeline: the trace holds no step (no step event among its %lld "
-                           "events); trace at least one training step",
-                           (long long)n);
-  if (step == 0) found = closed >= 0 ? closed : last;
-  if (found < 0) {
-    char steps[256];
-    list_steps(ev, n, steps, sizeof steps);
-    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
-                           "timeline: the trace has no step %d; it holds step%s %s (pick one of "
-                           "them, or 0 for the last complete step)",
-                           step, n_steps > 1 ? "s" : "", steps);
-  }
-  int64_t end = found + 1;
-  while (end < n && ev[end].kind != GANFW_TEV_STEP) end++;
-  *first = found;
-  *count = end - found;
-  return GANFW_OK;
-}
-
 static int is_block_event(int32_t kind) {
   return kind == GANFW_TEV_ALLOC || kind == GANFW_TEV_FREE || kind == GANFW_TEV_LIVE;
 }
@@ -107,19 +29,19 @@ static ganfw_status check_range(const ganfw_trace_event *ev, int64_t n) {
   if (!ev || n <= 0)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "timeline: an empty range of events (n = %lld); pass one step's "
-                           "events as ganfw_timeline_find_step returns them",
+                           "events as ganfw_trace_find_step returns them",
                            (long long)n);
   if (ev[0].kind != GANFW_TEV_STEP)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "timeline: the range starts with a \"%s\" event, not a step event; "
-                           "pass one step's events as ganfw_timeline_find_step returns them",
+                           "pass one step's events as ganfw_trace_find_step returns them",
                            ganfw_trace_kind_name(ev[0].kind));
   for (int64_t i = 1; i < n; i++) {
     const ganfw_trace_event *e = &ev[i];
     if (e->kind == GANFW_TEV_STEP)
       return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                              "timeline: event %lld of the range starts step %d after step %d: "
-                             "pass one step's events as ganfw_timeline_find_step returns them",
+                             "pass one step's events as ganfw_trace_find_step returns them",
                              (long long)i, e->step, ev[0].step);
     if (!is_block_event(e->kind)) continue;
     if (e->category < 0 || e->category >= GANFW_MEM_COUNT)
