@@ -114,7 +114,7 @@ static int check_planned(const char *name, const char *dir) {
   const char *sets[] = {set};
   ganfw_probe_result plan;
   int64_t first = 0, count = 0;
-  if (ganfw_report_plan(cfg, sets, 1, &plan) != GANFW_OK || plan.oom ||
+  if (ganfw_report_plan(gt_config(cfg, sets, 1), &plan) != GANFW_OK || plan.oom ||
       ganfw_trace_find_step(plan.trace, plan.n_trace, 2, &first, &count) != GANFW_OK) {
     printf("\n  %s: does not plan (%s) ", name, plan.oom ? "out of memory" : ganfw_error_message());
     ganfw_error_clear();

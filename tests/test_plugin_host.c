@@ -1016,7 +1016,7 @@ static void session_mixed_abi(const char *old_dir) {
   ganfw_session *s = NULL;
   ganfw_gan *gan = NULL;
   ganfw_data_info info = {sizeof info, 1, 2, 2, 0, 0};
-  ganfw_status st = ganfw_run_open(path, NULL, 0, &run);
+  ganfw_status st = ganfw_run_open_file(path, NULL, 0, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
   if (st == GANFW_OK) st = ganfw_gan_create(s, &gan);
   if (st != GANFW_OK) fprintf(stderr, "\n  %s\n", ganfw_error_message());

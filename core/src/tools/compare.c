@@ -19,7 +19,7 @@
 #define COMPARE_SETS_MAX 64
 
 /* One row: the config with the --set assignments (and device.memory_layout=layout when not
- * NULL), measured, then planned for the plan-vs-measured column and the report. */
+ * NULL), read once, measured, then planned for the plan-vs-measured column and the report. */
 static void compare_one(const char *config, const char *layout, const char *const *sets, int nsets,
                         const ganfw_probe_options *popt, const char *progress,
                         ganfw_compare_row *row, FILE *log) {
@@ -41,19 +41,21 @@ static void compare_one(const char *config, const char *layout, const char *cons
             (int)popt->warmup, (int)popt->steps);
     fflush(log);
   }
-  row->status = ganfw_probe_run(config, more, nmore, popt, &row->r);
+  ganfw_run_config *rc = NULL;
+  row->status = ganfw_run_config_open(config, more, nmore, &rc);
+  if (row->status == GANFW_OK) row->status = ganfw_probe_run(rc, popt, &row->r);
   if (row->status != GANFW_OK) {
     snprintf(row->error, sizeof row->error, "%s", ganfw_error_message());
     ganfw_error_clear();
   }
   /* the planner's calibration: its peak against the measured; kept for the report */
-  if (row->status == GANFW_OK && ganfw_report_plan(config, more, nmore, &row->plan) == GANFW_OK &&
-      !row->plan.oom) {
+  if (row->status == GANFW_OK && ganfw_report_plan(rc, &row->plan) == GANFW_OK && !row->plan.oom) {
     row->planned = 1;
     row->plan_allocated = row->plan.peak_allocated;
     row->plan_reserved = row->plan.peak_reserved;
   }
   ganfw_error_clear();
+  ganfw_run_config_free(rc);
   if (log && row->status != GANFW_OK)
     fprintf(log, "compare: %s failed: %s\n", row->label, row->error);
   else if (log && row->r.oom)

@@ -12,9 +12,8 @@
 
 #define MIB (1024.0 * 1024.0)
 
-ganfw_status ganfw_plan_make(const char *config, const char *const *sets, int nsets,
-                             int64_t batch_size, const char *extra_memory,
-                             ganfw_probe_result *out) {
+ganfw_status ganfw_plan_make(const ganfw_run_config *config, int64_t batch_size,
+                             const char *extra_memory, ganfw_probe_result *out) {
   ganfw_probe_options opt = {.meta = 1,
                              .warmup = 1,
                              .steps = 1,
@@ -22,7 +21,7 @@ ganfw_status ganfw_plan_make(const char *config, const char *const *sets, int ns
                              .limit_mode = GANFW_PROBE_LIMIT_CONFIG,
                              .batch_size = batch_size,
                              .extra_memory = extra_memory};
-  ganfw_status st = ganfw_probe_run(config, sets, nsets, &opt, out);
+  ganfw_status st = ganfw_probe_run(config, &opt, out);
   if (st != GANFW_OK || !out->oom || out->memory_limit == 0) return st;
   /* It does not fit: the figures of a plan without the limit, the OOM of this one. */
   ganfw_probe_result *limited = malloc(sizeof *limited);
@@ -34,7 +33,7 @@ ganfw_status ganfw_plan_make(const char *config, const char *const *sets, int ns
   /* The data shape the limited run found; none when it ran out before reading it (a limit
    * below the parameters): the unlimited run then reads it itself. */
   opt.info = limited->data.channels > 0 ? &limited->data : NULL;
-  st = ganfw_probe_run(config, sets, nsets, &opt, out);
+  st = ganfw_probe_run(config, &opt, out);
   if (st == GANFW_OK) {
     out->oom = 1;
     out->memory_limit = limited->memory_limit;
@@ -45,9 +44,8 @@ ganfw_status ganfw_plan_make(const char *config, const char *const *sets, int ns
   return st;
 }
 
-ganfw_status ganfw_plan_measure(const char *config, const char *const *sets, int nsets,
-                                const ganfw_probe_result *plan, FILE *summary,
-                                ganfw_probe_result *out) {
+ganfw_status ganfw_plan_measure(const ganfw_run_config *config, const ganfw_probe_result *plan,
+                                FILE *summary, ganfw_probe_result *out) {
   ganfw_probe_options opt = {.meta = 0,
                              .warmup = 1,
                              .steps = 1,
@@ -55,7 +53,7 @@ ganfw_status ganfw_plan_measure(const char *config, const char *const *sets, int
                              .batch_size = plan->batch_size,
                              .info = &plan->data,
                              .summary = summary};
-  return ganfw_probe_run(config, sets, nsets, &opt, out);
+  return ganfw_probe_run(config, &opt, out);
 }
 
 double ganfw_plan_diff_percent(int64_t plan, int64_t measured) {

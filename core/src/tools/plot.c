@@ -29,7 +29,8 @@ static ganfw_status write_svg(FILE *f, void *ud) {
   return ganfw_timeline_write_svg(f, j->ev, j->n, j->opt);
 }
 
-/* The events of a config's probe: set-up, one warm-up step, one measured step. */
+/* The events of a config's probe: set-up, one warm-up step, one measured step. The config
+ * is a->config, or read from a->source with a->sets. */
 static ganfw_status config_events(const ganfw_plot_args *a, ganfw_probe_result *res) {
   ganfw_probe_options opt = {.meta = !a->measure,
                              .warmup = 1,
@@ -37,7 +38,11 @@ static ganfw_status config_events(const ganfw_plot_args *a, ganfw_probe_result *
                              .layers = 0,
                              .limit_mode = GANFW_PROBE_LIMIT_CONFIG,
                              .trace = 1};
-  ganfw_status st = ganfw_probe_run(a->source, a->sets, a->nsets, &opt, res);
+  ganfw_run_config *read = NULL;
+  ganfw_status st =
+      a->config ? GANFW_OK : ganfw_run_config_open(a->source, a->sets, a->nsets, &read);
+  if (st == GANFW_OK) st = ganfw_probe_run(a->config ? a->config : read, &opt, res);
+  ganfw_run_config_free(read);
   if (st != GANFW_OK) return st;
   if (res->n_trace == 0)
     return ganfw_error_set(GANFW_ERR_INTERNAL, "%s: the plan recorded no allocator events",

@@ -10,6 +10,7 @@
 
 #include "ganfw/status.h"
 #include "tools/timeline.h"
+#include "train/run.h"
 
 typedef struct ganfw_plot_args {
   const char *source;      /* RUN_DIR (traced: device.trace) or CONFIG */
@@ -18,6 +19,8 @@ typedef struct ganfw_plot_args {
   int32_t measure;         /* CONFIG: a real step on the device instead of the plan */
   const char *const *sets; /* --set, for a CONFIG */
   int nsets;
+  /* the CONFIG source already read with its --set (`ganfw plan --plot`), or NULL: read here */
+  const ganfw_run_config *config;
 } ganfw_plot_args;
 
 /* Draws or exports the step and says what it wrote on `log` (one line: the step, its peak

@@ -164,13 +164,12 @@ ganfw_status ganfw_report_write_html(const char *path, const char *title,
   return ganfw_file_write_atomic(path, write_page, &pg);
 }
 
-ganfw_status ganfw_report_plan(const char *config, const char *const *sets, int nsets,
-                               ganfw_probe_result *out) {
+ganfw_status ganfw_report_plan(const ganfw_run_config *config, ganfw_probe_result *out) {
   ganfw_probe_options opt = {.meta = 1,
                              .warmup = 1,
                              .steps = 1,
                              .layers = 1,
                              .limit_mode = GANFW_PROBE_LIMIT_CONFIG,
                              .trace = 1};
-  return ganfw_probe_run(config, sets, nsets, &opt, out);
+  return ganfw_probe_run(config, &opt, out);
 }

@@ -46,7 +46,6 @@ ganfw_status ganfw_report_write_html(const char *path, const char *title,
 
 /* The plan of a config as ganfw_plan_make makes it (by layer), with its allocator events
  * traced (out->trace) over a warm-up and a measured step; step 2 is the one to draw. */
-ganfw_status ganfw_report_plan(const char *config, const char *const *sets, int nsets,
-                               ganfw_probe_result *out);
+ganfw_status ganfw_report_plan(const ganfw_run_config *config, ganfw_probe_result *out);
 
 #endif
