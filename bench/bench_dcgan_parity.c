@@ -189,7 +189,7 @@ static ganfw_status run(const parity_args *a) {
   char path[4096];
   ganfw_status st =
       init && inputs && weights ? GANFW_OK : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-  if (st == GANFW_OK) st = ganfw_run_open(a->config, a->sets, a->n_sets, &run);
+  if (st == GANFW_OK) st = ganfw_run_open_file(a->config, a->sets, a->n_sets, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK && (s->family != GANFW_MODEL_GAN || s->n_classes))
     st = ganfw_error_set(GANFW_ERR_UNSUPPORTED, "%s: not an unconditional GAN", a->config);

@@ -28,7 +28,7 @@
 
 #include "base/error.h"
 #include "runtime/alloc.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 #include "train/run.h"
 #include "train/session.h"
 #include "runtime/tensor.h"
@@ -445,7 +445,9 @@ int main(int argc, char **argv) {
   double *times = NULL;
   ganfw_data_info info = {
       .struct_size = sizeof info, .channels = a.channels, .height = a.height, .width = a.width};
-  ganfw_status st = ganfw_run_open(a.config, sets, nsets, &run);
+  ganfw_run_config *cfg = NULL; /* read once, for the run and its plan */
+  ganfw_status st = ganfw_run_config_open(a.config, sets, nsets, &cfg);
+  if (st == GANFW_OK) st = ganfw_run_open(cfg, &run);
   /* device.memory_layout: planned: the layout from the plan, as `ganfw CONFIG` makes it */
   if (st == GANFW_OK && run->ctx_opt.memory_layout == GANFW_LAYOUT_PLANNED) {
     const ganfw_probe_options popt = {.meta = 1,
@@ -453,7 +455,7 @@ int main(int argc, char **argv) {
                                       .steps = 1,
                                       .limit_mode = GANFW_PROBE_LIMIT_CONFIG,
                                       .info = &info}; /* the bench's shape, no data set */
-    st = ganfw_probe_run(a.config, sets, nsets, &popt, &plan);
+    st = ganfw_probe_run(cfg, &popt, &plan);
     if (st == GANFW_OK && plan.planned) run->ctx_opt.layout = &plan.layout.l;
   }
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
@@ -516,6 +518,7 @@ done:
   ganfw_gan_destroy(gan);
   ganfw_session_close(s);
   ganfw_run_close(run);
+  ganfw_run_config_free(cfg);
   ganfw_probe_result_free(&plan);
   return st == GANFW_OK ? 0 : fail(st);
 }

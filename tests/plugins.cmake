@@ -60,6 +60,12 @@ ganfw_test_plugin(wrongtag bad_desc.c DEFS [[TP_NAME="wrongtag"]] TP_KIND=2)
 ganfw_test_plugin(wrongtagmodel bad_desc.c DEFS [[TP_NAME="wrongtagmodel"]] TP_KIND=0)
 ganfw_test_plugin(badtag bad_desc.c DEFS [[TP_NAME="badtag"]] TP_VT_TAG=0x12345678)
 ganfw_test_plugin(notag bad_desc.c DEFS [[TP_NAME="notag"]] TP_VT_TAG=0)
+# An optimizer descriptor over vtables tagged as an objective's and a trainer's: the message
+# names the descriptor kind the tag belongs to.
+ganfw_test_plugin(objtagoptim bad_desc.c DEFS [[TP_NAME="objtagoptim"]]
+                  TP_VT_TAG=GANFW_VT_TAG_OBJECTIVE)
+ganfw_test_plugin(trainertagoptim bad_desc.c DEFS [[TP_NAME="trainertagoptim"]]
+                  TP_VT_TAG=GANFW_VT_TAG_TRAINER)
 # Malformed config-key tables (GANFW_EXT_CONFIG_KEYS).
 ganfw_test_plugin(badkeys bad_desc.c DEFS [[TP_NAME="badkeys"]] TP_BAD_KEYS=1)
 ganfw_test_plugin(badkeylist bad_desc.c DEFS [[TP_NAME="badkeylist"]] TP_BAD_KEYS=2)

@@ -22,7 +22,7 @@ int rt_open(rt_step *t, const char *name, const char *config, const ganfw_data_i
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   fputs(config, f);
   fclose(f);
-  ganfw_status st = ganfw_run_open(path, NULL, 0, &t->run);
+  ganfw_status st = ganfw_run_open_file(path, NULL, 0, &t->run);
   if (st == GANFW_OK) st = ganfw_session_open(t->run, 0, info, &t->s);
   unlink(path);
   rmdir(dir);

@@ -550,7 +550,7 @@ static void gan_open(gan_fx *f, const char *name, const char *memory, int64_t ba
           (long long)nz, (long long)nf, (long long)nf, (long long)batch, memory);
   fclose(fp);
   ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 32, .width = 32};
-  ganfw_status st = ganfw_run_open(path, NULL, 0, &f->run);
+  ganfw_status st = ganfw_run_open_file(path, NULL, 0, &f->run);
   if (st == GANFW_OK) st = ganfw_session_open(f->run, 0, &info, &f->s);
   if (st == GANFW_OK) st = ganfw_gan_create(f->s, &f->gan);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());

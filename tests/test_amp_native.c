@@ -21,7 +21,7 @@
 #include "base/error.h"
 #include "ganfw/host.h"
 #include "nn/net.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
 #include "testutil.h"
@@ -579,7 +579,7 @@ static void test_plan_follows_native_path(void) {
     memset(calls, 0, sizeof calls);
     ganfw_ctx_override_backend(k < 2 ? &lp_be : NULL);
     const int was = ganfw_cpu_lp_set(k != 2);
-    ganfw_status st = ganfw_probe_run(path, NULL, 0, &o, &res[k]);
+    ganfw_status st = ganfw_probe_run(gt_config(path, NULL, 0), &o, &res[k]);
     ganfw_cpu_lp_set(was);
     ganfw_ctx_override_backend(NULL);
     if (st != GANFW_OK) printf("\n  probe %d: %s", k, ganfw_error_message());

@@ -1,4 +1,4 @@
-/* The offline arena layout of a step (core/src/tools/arena.c): lifetimes from a trace,
+/* The offline arena layout of a step (core/src/plan/arena.c): lifetimes from a trace,
  * persistent and kept blocks left out, the lower bound, no two blocks that live at the same
  * time sharing bytes (on a hand-made step and on many random ones, checked pair by pair and
  * against a bound computed here), the same layout for the same trace, and on the planned
@@ -11,8 +11,8 @@
 
 #include "base/error.h"
 #include "base/log.h"
-#include "io/timeline.h"
-#include "tools/arena.h"
+#include "tools/timeline.h"
+#include "plan/arena.h"
 #include "tools/report.h"
 #include "testutil.h"
 
@@ -114,8 +114,8 @@ static int check_planned(const char *name, const char *dir) {
   const char *sets[] = {set};
   ganfw_probe_result plan;
   int64_t first = 0, count = 0;
-  if (ganfw_report_plan(cfg, sets, 1, &plan) != GANFW_OK || plan.oom ||
-      ganfw_timeline_find_step(plan.trace, plan.n_trace, 2, &first, &count) != GANFW_OK) {
+  if (ganfw_report_plan(gt_config(cfg, sets, 1), &plan) != GANFW_OK || plan.oom ||
+      ganfw_trace_find_step(plan.trace, plan.n_trace, 2, &first, &count) != GANFW_OK) {
     printf("\n  %s: does not plan (%s) ", name, plan.oom ? "out of memory" : ganfw_error_message());
     ganfw_error_clear();
     ganfw_probe_result_free(&plan);

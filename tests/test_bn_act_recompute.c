@@ -319,7 +319,7 @@ static void sess_open(sess *o, const char *memory, int32_t recompute) {
   fclose(f);
   memset(o, 0, sizeof *o);
   ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 32, .width = 32};
-  ganfw_status st = ganfw_run_open(path, NULL, 0, &o->run);
+  ganfw_status st = ganfw_run_open_file(path, NULL, 0, &o->run);
   if (st == GANFW_OK) st = ganfw_session_open(o->run, 0, &info, &o->s);
   if (st == GANFW_OK) st = ganfw_gan_create(o->s, &o->gan);
   if (st == GANFW_OK) {
@@ -397,11 +397,11 @@ static void test_dcgan_plan(void) {
   snprintf(data_set, sizeof data_set, "data.path=%s/mnist", dir);
   const char *sets[] = {data_set};
   ganfw_probe_result on, off;
-  ganfw_status st = ganfw_plan_make(path, sets, 1, 0, NULL, &on);
+  ganfw_status st = ganfw_plan_make(gt_config(path, sets, 1), 0, NULL, &on);
   if (st != GANFW_OK) printf("\n  plan: %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   CU_ASSERT_EQUAL_FATAL(setenv("GANFW_BN_ACT_RECOMPUTE", "0", 1), 0);
-  st = ganfw_plan_make(path, sets, 1, 0, NULL, &off);
+  st = ganfw_plan_make(gt_config(path, sets, 1), 0, NULL, &off);
   unsetenv("GANFW_BN_ACT_RECOMPUTE");
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   CU_ASSERT_EQUAL_FATAL(on.n_phases, 2);

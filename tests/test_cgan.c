@@ -82,7 +82,7 @@ static int suite_clean(void) {
 static ganfw_status train(const char *config, const char *const *sets, int nsets) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
-  ganfw_status st = ganfw_run_open(path_in(config), sets, nsets, &run);
+  ganfw_status st = ganfw_run_open_file(path_in(config), sets, nsets, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
   if (st == GANFW_OK) st = ganfw_train(s);
@@ -128,7 +128,8 @@ static void test_generator_input(void) {
   CU_ASSERT_EQUAL_FATAL(
       ganfw_sample_data_info(path_in("c/checkpoints/step_00000006.safetensors"), &info), GANFW_OK);
   CU_ASSERT_EQUAL(info.num_classes, 10);
-  CU_ASSERT_EQUAL_FATAL(ganfw_run_open(path_in("c/config.resolved.yaml"), NULL, 0, &run), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_run_open_file(path_in("c/config.resolved.yaml"), NULL, 0, &run),
+                        GANFW_OK);
   CU_ASSERT_EQUAL_FATAL(ganfw_session_open(run, 0, &info, &s), GANFW_OK);
   CU_ASSERT_EQUAL(s->n_classes, 10);
   int32_t used = 0;

@@ -64,7 +64,7 @@ static void write_config(const char *name, const char *out_dir) {
 static ganfw_status train(const char *config, const char *const *sets, int nsets) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
-  ganfw_status st = ganfw_run_open(config, sets, nsets, &run);
+  ganfw_status st = ganfw_run_open_file(config, sets, nsets, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
   if (st == GANFW_OK) st = ganfw_train(s);
@@ -180,7 +180,7 @@ static void test_eval_memory(void) {
   ganfw_session *s = NULL;
   ganfw_classifier *cls = NULL;
   ganfw_dataset *test = NULL;
-  CU_ASSERT_EQUAL_FATAL(ganfw_run_open(path_in("mem.yaml"), NULL, 0, &run), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_run_open_file(path_in("mem.yaml"), NULL, 0, &run), GANFW_OK);
   CU_ASSERT_EQUAL_FATAL(ganfw_session_open(run, 1, NULL, &s), GANFW_OK);
   CU_ASSERT_EQUAL_FATAL(ganfw_classifier_create(s, &cls), GANFW_OK);
   CU_ASSERT_EQUAL_FATAL(ganfw_classifier_open_test_split(s, &test), GANFW_OK);
@@ -569,7 +569,7 @@ static ganfw_status open_with_model(const char *model_yaml) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
   ganfw_error_clear();
-  ganfw_status st = ganfw_run_open(path_in("bad.yaml"), NULL, 0, &run);
+  ganfw_status st = ganfw_run_open_file(path_in("bad.yaml"), NULL, 0, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   ganfw_session_close(s);
   ganfw_run_close(run);

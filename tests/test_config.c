@@ -574,6 +574,55 @@ static void test_set(void) {
   ganfw_config_destroy(c);
 }
 
+/* A copy is the config its file and assignments make (positions, --set places, resolved
+ * text), reads of its own, and lives without the original; more assignments apply to the
+ * copy alone. */
+static void test_copy(void) {
+  const char *path = fixture("sub/top.yaml");
+  const char *set1[] = {"optim.lr=0.01"}, *both[] = {"optim.lr=0.01", "train.batch_size=8"};
+  ganfw_config *orig = NULL, *fresh = NULL, *copy = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_load(path, &orig), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_set(orig, set1[0]), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_load(path, &fresh), GANFW_OK);
+  for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL_FATAL(ganfw_config_set(fresh, both[i]), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_config_copy(orig, both + 1, 1, &copy), GANFW_OK);
+  char *want = resolved_text(fresh), *got = resolved_text(copy), *before = resolved_text(orig);
+  CU_ASSERT_STRING_EQUAL(got, want);
+  CU_ASSERT_PTR_NULL(strstr(before, "batch_size: 8"));
+  CU_ASSERT_STRING_EQUAL(ganfw_config_file(copy), ganfw_config_file(orig));
+
+  /* reading the copy records defaults and marks keys in the copy only */
+  const ganfw_cfg *r = ganfw_config_root(copy);
+  int64_t i;
+  CU_ASSERT_EQUAL(ganfw_cfg_int(r, "train.never_written", 7, &i), GANFW_OK);
+  char *after = resolved_text(orig);
+  CU_ASSERT_STRING_EQUAL(after, before);
+  CU_ASSERT_EQUAL(ganfw_config_check_unused(orig), GANFW_ERR_CONFIG);
+
+  /* the copy's places need nothing of the original */
+  ganfw_config_destroy(orig);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(ganfw_cfg_where(ganfw_cfg_child(r, "model.ngf")), "config/sub/top.yaml:3:8"));
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(ganfw_cfg_where(ganfw_cfg_child(r, "model.plugin")), "config/sub/../base.yaml:3:11"));
+  CU_ASSERT_STRING_EQUAL(ganfw_cfg_where(ganfw_cfg_child(r, "optim.lr")), "--set optim.lr=0.01");
+  CU_ASSERT_STRING_EQUAL(ganfw_cfg_where(ganfw_cfg_child(r, "train.batch_size")),
+                         "--set train.batch_size=8");
+
+  /* a bad assignment is ganfw_config_set's error, and no copy */
+  ganfw_config *bad = (ganfw_config *)&bad;
+  const char *novalue[] = {"novalue"};
+  CU_ASSERT_EQUAL(ganfw_config_copy(copy, novalue, 1, &bad), GANFW_ERR_CONFIG);
+  ASSERT_MSG_HAS("--set 'novalue': expected section.key=value");
+  CU_ASSERT_PTR_NULL(bad);
+  free(want);
+  free(got);
+  free(before);
+  free(after);
+  ganfw_config_destroy(copy);
+  ganfw_config_destroy(fresh);
+}
+
 /* --- unread keys ------------------------------------------------------------------------------ */
 
 static void test_unread_keys(void) {
@@ -1141,6 +1190,7 @@ static CU_TestInfo tests[] = {
     {"extends_chain", test_extends_chain},
     {"extends_errors", test_extends_errors},
     {"set", test_set},
+    {"copy", test_copy},
     {"extends_drop_and_replace", test_extends_drop_and_replace},
     {"set_drop", test_set_drop},
     {"ranges", test_ranges},

@@ -260,7 +260,7 @@ static void write_config(const char *name, const char *out_dir, int workers) {
 static ganfw_status train(const char *config, const char *const *sets, int nsets) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
-  ganfw_status st = ganfw_run_open(config, sets, nsets, &run);
+  ganfw_status st = ganfw_run_open_file(config, sets, nsets, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
   if (st == GANFW_OK) st = ganfw_train(s);

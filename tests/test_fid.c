@@ -405,7 +405,7 @@ static const char *path_in(const char *rel_path) {
 static ganfw_status train(const char *config) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
-  ganfw_status st = ganfw_run_open(config, NULL, 0, &run);
+  ganfw_status st = ganfw_run_open_file(config, NULL, 0, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_train(s);
   if (st != GANFW_OK) printf("\n  %s: %s\n", config, ganfw_error_message());

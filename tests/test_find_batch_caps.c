@@ -108,7 +108,7 @@ static ganfw_find_batch_result *find(const char *config, const char *const *sets
   size_t len = 0;
   FILE *mem = open_memstream(text, &len);
   CU_ASSERT_PTR_NOT_NULL_FATAL(mem);
-  ganfw_status st = ganfw_find_batch(config, sets, nsets, opt, res, mem);
+  ganfw_status st = ganfw_find_batch(gt_config(config, sets, nsets), opt, res, mem);
   fclose(mem);
   if (st != GANFW_OK) printf("\n  find-batch: %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
@@ -188,7 +188,7 @@ static void test_capped_multiple_of_micro_batches(void) {
   ganfw_find_batch_options opt = {.margin = 0.05, .confirm = 0};
   ganfw_find_batch_result *res = calloc(1, sizeof *res);
   CU_ASSERT_PTR_NOT_NULL_FATAL(res);
-  ganfw_status st = ganfw_find_batch(path_in("gan.yaml"), sets, 2, &opt, res, NULL);
+  ganfw_status st = ganfw_find_batch(gt_config(path_in("gan.yaml"), sets, 2), &opt, res, NULL);
   if (st == GANFW_ERR_PLUGIN) {
     printf("\n  accumulate: skipped (%s)", ganfw_error_message());
   } else {
@@ -250,7 +250,8 @@ static int64_t scripted_host(void *ud, char *source, size_t n) {
  * less free than batch 40 needs plans against the host's figure, and says so. */
 static void test_capped_by_host_memory(void) {
   ganfw_probe_result plan40;
-  ganfw_status st = ganfw_plan_make(path_in("gan.yaml"), NULL, 0, N_IMAGES, NULL, &plan40);
+  ganfw_status st =
+      ganfw_plan_make(gt_config(path_in("gan.yaml"), NULL, 0), N_IMAGES, NULL, &plan40);
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   const int64_t need = plan40.peak_reserved;
   ganfw_probe_result_free(&plan40);

@@ -58,7 +58,7 @@ static void write_classifier(const char *name, const char *out_dir, const char *
 
 static ganfw_status open_session(const char *config, ganfw_run **run, ganfw_session **s) {
   *s = NULL;
-  ganfw_status st = ganfw_run_open(config, NULL, 0, run);
+  ganfw_status st = ganfw_run_open_file(config, NULL, 0, run);
   if (st == GANFW_OK) st = ganfw_session_open(*run, 1, NULL, s);
   if (st == GANFW_OK) st = ganfw_config_check_unused((*run)->config);
   return st;
@@ -227,9 +227,9 @@ static void test_freeze_bytes(void) {
 static void test_plan_shows_savings(void) {
   CU_ASSERT_FATAL(expected_grad_bytes > 0);
   ganfw_probe_result pa, pb;
-  ganfw_status st = ganfw_plan_make(path_in("plain.yaml"), NULL, 0, 0, NULL, &pa);
+  ganfw_status st = ganfw_plan_make(gt_config(path_in("plain.yaml"), NULL, 0), 0, NULL, &pa);
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-  st = ganfw_plan_make(path_in("frozen.yaml"), NULL, 0, 0, NULL, &pb);
+  st = ganfw_plan_make(gt_config(path_in("frozen.yaml"), NULL, 0), 0, NULL, &pb);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   const int64_t dg = pa.peak_category[GANFW_MEM_GRAD] - pb.peak_category[GANFW_MEM_GRAD];

@@ -2,10 +2,14 @@
  * in core/src/ names its folder ("nn/net.h") and points at the same folder or one below it
  * in this order, never up:
  *
- *   cli > tools > train > data > io > plugin > nn > dist > runtime > config > backend > base
+ *   cli > tools > plan > train > data > io > plugin > nn > dist > runtime > config > backend
+ *       > base
  *
- * (backend/cpu/ and backend/cuda/ are backend/). The checker walks the source tree; a second
- * test runs it on a small tree with one upward include, so that it can be seen to fail. */
+ * (backend/cpu/ and backend/cuda/ are backend/). plan/ (the probe, the layout, the arena)
+ * drives the trainer and is what the tools print; it includes nothing from tools/. The order
+ * is total and an include between folders must go strictly down it, so no circle of includes
+ * can pass through two folders. The checker walks the source tree; a second test runs it on a
+ * small tree with upward includes, so that it can be seen to fail. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,11 +19,11 @@
 
 #include "testutil.h"
 
-static const char *const rooms[] = {"base",   "backend", "config", "runtime", "dist",  "nn",
-                                    "plugin", "io",      "data",   "train",   "tools", "cli"};
+static const char *const rooms[] = {"base", "backend", "config", "runtime", "dist",  "nn", "plugin",
+                                    "io",   "data",    "train",  "plan",    "tools", "cli"};
 enum { ROOM_COUNT = sizeof rooms / sizeof rooms[0] };
 
-/* The rank of the folder a path starts with ("nn/net.h" -> 4), -1 when unknown. */
+/* The rank of the folder a path starts with ("nn/net.h" -> 5), -1 when unknown. */
 static int room_rank(const char *path) {
   for (int i = 0; i < ROOM_COUNT; i++) {
     size_t n = strlen(rooms[i]);
@@ -125,13 +129,14 @@ static void write_file(const char *path, const char *text) {
 }
 
 /* The checker itself: a tree with one downward, one same-folder and one upward include
- * reports exactly the upward one; an unqualified include is reported too. */
+ * reports exactly the upward one; an unqualified include is reported too, and so is plan/
+ * including tools/. */
 static void test_checker_finds_upward_include(void) {
   char root[] = "/tmp/ganfw_layering_XXXXXX";
   CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(root));
   char p[1024];
-  const char *dirs[] = {"nn", "runtime", "train"};
-  for (int i = 0; i < 3; i++) {
+  const char *dirs[] = {"nn", "runtime", "train", "plan", "tools"};
+  for (int i = 0; i < 5; i++) {
     snprintf(p, sizeof p, "%s/%s", root, dirs[i]);
     CU_ASSERT_EQUAL_FATAL(mkdir(p, 0700), 0);
   }
@@ -151,12 +156,30 @@ static void test_checker_finds_upward_include(void) {
   walk(root, "", &r2);
   CU_ASSERT_EQUAL(r2.violations, 2);
 
-  const char *files[] = {"nn/net.c", "runtime/ctx.c", "train/run.c"};
-  for (int i = 0; i < 3; i++) {
+  /* The circle plan/ was cut out of: the tools may include the planner, never the reverse. */
+  snprintf(p, sizeof p, "%s/train/run.c", root);
+  write_file(p, "#include \"train/run.h\"\n");
+  snprintf(p, sizeof p, "%s/tools/report.c", root);
+  write_file(p, "#include \"plan/probe.h\"\n#include \"train/run.h\"\n");
+  snprintf(p, sizeof p, "%s/plan/arena.c", root);
+  write_file(p, "#include \"train/run.h\"\n#include \"tools/report.h\"\n");
+  layer_report r3 = {0};
+  walk(root, "", &r3);
+  CU_ASSERT_EQUAL(r3.files, 5);
+  CU_ASSERT_EQUAL(r3.violations, 2); /* runtime/ctx.c's and plan/arena.c's */
+  snprintf(p, sizeof p, "%s/plan", root);
+  layer_report r4 = {0};
+  walk(p, "plan", &r4);
+  CU_ASSERT_EQUAL(r4.violations, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(r4.first, "plan/arena.c: include \"tools/report.h\" points up"));
+
+  const char *files[] = {"nn/net.c", "runtime/ctx.c", "train/run.c", "tools/report.c",
+                         "plan/arena.c"};
+  for (int i = 0; i < 5; i++) {
     snprintf(p, sizeof p, "%s/%s", root, files[i]);
     unlink(p);
   }
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 5; i++) {
     snprintf(p, sizeof p, "%s/%s", root, dirs[i]);
     rmdir(p);
   }

@@ -73,7 +73,7 @@ static ganfw_tensor *upload(ganfw_session *s, const float *v, int32_t ndim, cons
 static ganfw_status sess_open_file(sess *o, const char *path) {
   memset(o, 0, sizeof *o);
   ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 32, .width = 32};
-  ganfw_status st = ganfw_run_open(path, NULL, 0, &o->run);
+  ganfw_status st = ganfw_run_open_file(path, NULL, 0, &o->run);
   if (st == GANFW_OK) st = ganfw_session_open(o->run, 0, &info, &o->s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(o->run->config);
   if (st == GANFW_OK) st = ganfw_gan_create(o->s, &o->gan);

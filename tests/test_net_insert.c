@@ -188,7 +188,7 @@ static ganfw_status open_session(const char *config, ganfw_run **run, ganfw_sess
   *run = NULL, *s = NULL;
   ganfw_data_info info = {
       .struct_size = sizeof info, .channels = 1, .height = 28, .width = 28, .num_classes = 10};
-  ganfw_status st = ganfw_run_open(config, NULL, 0, run);
+  ganfw_status st = ganfw_run_open_file(config, NULL, 0, run);
   if (st == GANFW_OK) st = ganfw_session_open(*run, 0, &info, s);
   if (st == GANFW_OK) st = ganfw_config_check_unused((*run)->config);
   if (st != GANFW_OK) printf("\n    %s", ganfw_error_message());
@@ -282,7 +282,8 @@ static void test_model_insert_nets(void) {
   char both[1024];
   snprintf(both, sizeof both, "%s  insert: [{after: classifier.features.0, plugin: tplayer}]\n",
            "model:\n  nets:\n    student: {plugin: cnn, blocks: [{channels: 2}], linear: []}\n");
-  CU_ASSERT_EQUAL(ganfw_run_open(write_config("both.yaml", both), NULL, 0, &run), GANFW_ERR_CONFIG);
+  CU_ASSERT_EQUAL(ganfw_run_open_file(write_config("both.yaml", both), NULL, 0, &run),
+                  GANFW_ERR_CONFIG);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "model.insert with model.nets"));
   ganfw_run_close(run);
 }
@@ -302,7 +303,7 @@ static void test_model_insert_items(void) {
     char body[512];
     snprintf(body, sizeof body, "model:\n  plugin: dcgan\n  insert: [%s]\n", cases[i].item);
     ganfw_run *run = NULL;
-    CU_ASSERT_EQUAL(ganfw_run_open(write_config("item.yaml", body), NULL, 0, &run),
+    CU_ASSERT_EQUAL(ganfw_run_open_file(write_config("item.yaml", body), NULL, 0, &run),
                     GANFW_ERR_CONFIG);
     if (!strstr(ganfw_error_message(), cases[i].want))
       printf("\n    %s: %s", cases[i].item, ganfw_error_message());

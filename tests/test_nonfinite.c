@@ -85,7 +85,7 @@ static void write_configs(void) {
 static ganfw_status train(const char *config, const char *const *sets, int nsets) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
-  ganfw_status st = ganfw_run_open(path_in(config), sets, nsets, &run);
+  ganfw_status st = ganfw_run_open_file(path_in(config), sets, nsets, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
   if (st == GANFW_OK) st = ganfw_train(s);
@@ -377,7 +377,7 @@ static void test_gan_step_inf_pixel(void) {
     ganfw_session *s = NULL;
     ganfw_gan *gan = NULL;
     ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 32, .width = 32};
-    ganfw_status st = ganfw_run_open(path_in("step.yaml"), NULL, 0, &run);
+    ganfw_status st = ganfw_run_open_file(path_in("step.yaml"), NULL, 0, &run);
     if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
     if (st == GANFW_OK) st = ganfw_gan_create(s, &gan);
     CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);

@@ -16,7 +16,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "dist/dist.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "runtime/alloc.h"
 #include "tools/oom.h"
 #include "tools/plan.h"
@@ -284,7 +284,7 @@ static const char *mib_text(int64_t bytes) {
 static void test_plan_small_limit(void) {
   const char *cfg = write_dcgan("limit20", 64, "20MiB");
   ganfw_probe_result plan;
-  CU_ASSERT_EQUAL_FATAL(ganfw_plan_make(cfg, NULL, 0, 0, NULL, &plan), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_plan_make(gt_config(cfg, NULL, 0), 0, NULL, &plan), GANFW_OK);
   ganfw_probe_result_free(&plan);
   CU_ASSERT_EQUAL(plan.oom, 1);
   HAS(plan.oom_report, "tried to allocate 1.00 KiB");
@@ -295,7 +295,8 @@ static void test_plan_small_limit(void) {
                                              "ed"));
   /* its picture: the set-up replayed, a request under a MiB labelled in KiB */
   ganfw_probe_result replay;
-  CU_ASSERT_EQUAL_FATAL(ganfw_oom_setup_replay(cfg, NULL, 0, plan.memory_limit, &replay), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_oom_setup_replay(gt_config(cfg, NULL, 0), plan.memory_limit, &replay),
+                        GANFW_OK);
   CU_ASSERT_EQUAL(replay.oom, 1);
   ganfw_oom_picture pic;
   CU_ASSERT_EQUAL_FATAL(ganfw_oom_picture_make(&replay, &pic), GANFW_OK);
@@ -317,7 +318,7 @@ static void test_plan_small_limit(void) {
 static void test_state_advice(void) {
   const char *cfg = write_dcgan("state", 256, "256MiB");
   ganfw_probe_result plan;
-  CU_ASSERT_EQUAL_FATAL(ganfw_plan_make(cfg, NULL, 0, 0, NULL, &plan), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_plan_make(gt_config(cfg, NULL, 0), 0, NULL, &plan), GANFW_OK);
   ganfw_probe_result_free(&plan);
   CU_ASSERT_EQUAL_FATAL(plan.oom, 1);
   CU_ASSERT_STRING_EQUAL(plan.oom_where, "set-up");
@@ -328,7 +329,7 @@ static void test_state_advice(void) {
   CU_ASSERT_EQUAL(sc[GANFW_MEM_OPTIM_STATE], 2 * sc[GANFW_MEM_GRAD]); /* Adam: two moments */
 
   static char advice[8192], want[512];
-  ganfw_oom_advice(cfg, NULL, 0, advice, sizeof advice);
+  ganfw_oom_advice(gt_config(cfg, NULL, 0), advice, sizeof advice);
   snprintf(want, sizeof want,
            "The model's state alone does not fit: parameters %s + gradients %s + optimizer "
            "state %s (adam) = %s, %s over memory_limit 256.00 MiB before any activation",
@@ -354,7 +355,7 @@ static void test_state_advice(void) {
    * gradients and the gradient buckets stay whole on every rank: over 256 MiB already */
   ganfw_dist_simulate(2);
   ganfw_probe_result dp;
-  ganfw_status st = ganfw_plan_make(cfg, NULL, 0, 0, "{plugin: zero}", &dp);
+  ganfw_status st = ganfw_plan_make(gt_config(cfg, NULL, 0), 0, "{plugin: zero}", &dp);
   ganfw_dist_simulate(1);
   ganfw_probe_result_free(&dp);
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
@@ -375,7 +376,7 @@ static void test_state_advice(void) {
   int ranks = 2;
   while (floor_bytes + sc[GANFW_MEM_OPTIM_STATE] / ranks > limit300) ranks *= 2;
   cfg = write_dcgan("state300", 256, "300MiB");
-  ganfw_oom_advice(cfg, NULL, 0, advice, sizeof advice);
+  ganfw_oom_advice(gt_config(cfg, NULL, 0), advice, sizeof advice);
   snprintf(want, sizeof want, "zero on %d ranks", ranks);
   HAS(advice, want);
   snprintf(want, sizeof want, "memory: [{plugin: zero}] on %d ranks (ganfw launch -n %d)", ranks,
@@ -394,7 +395,7 @@ static void test_find_batch_no_fit(void) {
   ganfw_find_batch_options opt = {.margin = 0.05, .confirm = 0};
   ganfw_find_batch_result *res = calloc(1, sizeof *res);
   CU_ASSERT_PTR_NOT_NULL_FATAL(res);
-  CU_ASSERT_EQUAL(ganfw_find_batch(cfg, NULL, 0, &opt, res, f), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_find_batch(gt_config(cfg, NULL, 0), &opt, res, f), GANFW_OK);
   fclose(f);
   CU_ASSERT_EQUAL(res->batch, 0);
   HAS(text, "No batch size fits");
@@ -415,12 +416,13 @@ static void test_find_batch_no_fit(void) {
 static void test_setup_recorder(void) {
   const char *cfg = write_dcgan("state", 256, "256MiB");
   ganfw_probe_result plan;
-  CU_ASSERT_EQUAL_FATAL(ganfw_report_plan(cfg, NULL, 0, &plan), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_report_plan(gt_config(cfg, NULL, 0), &plan), GANFW_OK);
   CU_ASSERT_EQUAL(plan.oom, 1);
   CU_ASSERT_EQUAL(plan.n_trace, 0);
 
   ganfw_probe_result replay;
-  CU_ASSERT_EQUAL_FATAL(ganfw_oom_setup_replay(cfg, NULL, 0, plan.memory_limit, &replay), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_oom_setup_replay(gt_config(cfg, NULL, 0), plan.memory_limit, &replay),
+                        GANFW_OK);
   CU_ASSERT_EQUAL(replay.oom, 1);
   CU_ASSERT_TRUE(replay.n_trace > 0);
   /* the allocator's report of the replay is the plan's (after its "optimizer ...: ") */
@@ -447,7 +449,8 @@ static void test_setup_recorder(void) {
 
   /* the recorder without the advice: report.txt, and why there is no picture */
   static char written[8192];
-  ganfw_status st = ganfw_oom_record(path_in("other.yaml"), &plan, path_in("rec_noadvice"),
+  const char *other = write_dcgan("other", 256, "256MiB"); /* no advice was made for it */
+  ganfw_status st = ganfw_oom_record(gt_config(other, NULL, 0), &plan, path_in("rec_noadvice"),
                                      "the message", "", written, sizeof written);
   CU_ASSERT_EQUAL(st, GANFW_ERR_CONFIG);
   HAS(ganfw_error_message(), "ran out of memory in the set-up, which keeps no events");
@@ -456,9 +459,9 @@ static void test_setup_recorder(void) {
 
   /* after the advice, as `ganfw CONFIG` calls them: the set-up drawn */
   static char advice[8192];
-  ganfw_oom_advice(cfg, NULL, 0, advice, sizeof advice);
-  st = ganfw_oom_record(cfg, &plan, path_in("rec/nested"), "the message", advice, written,
-                        sizeof written);
+  ganfw_oom_advice(gt_config(cfg, NULL, 0), advice, sizeof advice);
+  st = ganfw_oom_record(gt_config(cfg, NULL, 0), &plan, path_in("rec/nested"), "the message",
+                        advice, written, sizeof written);
   CU_ASSERT_EQUAL(st, GANFW_OK);
   HAS(written, "oom/step.png");
   CU_ASSERT_TRUE(file_exists(path_in("rec/nested/oom/report.txt")));
@@ -573,7 +576,7 @@ static void test_picture_marks(void) {
 static void test_step_recorder(void) {
   const char *cfg = write_dcgan("step", 64, "50MiB");
   ganfw_probe_result plan;
-  CU_ASSERT_EQUAL_FATAL(ganfw_report_plan(cfg, NULL, 0, &plan), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_report_plan(gt_config(cfg, NULL, 0), &plan), GANFW_OK);
   CU_ASSERT_EQUAL_FATAL(plan.oom, 1);
   ganfw_oom_picture pic;
   CU_ASSERT_EQUAL_FATAL(ganfw_oom_picture_make(&plan, &pic), GANFW_OK);
@@ -593,9 +596,9 @@ static void test_step_recorder(void) {
   HAS(svg, ">memory_limit 50.00 MiB</text>");
   free(svg);
   static char written[8192];
-  CU_ASSERT_EQUAL(
-      ganfw_oom_record(cfg, &plan, path_in("rec_step"), "msg", "", written, sizeof written),
-      GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_oom_record(gt_config(cfg, NULL, 0), &plan, path_in("rec_step"), "msg", "",
+                                   written, sizeof written),
+                  GANFW_OK);
   CU_ASSERT_TRUE(file_exists(path_in("rec_step/oom/step.png")));
   ganfw_oom_picture_free(&pic);
   ganfw_probe_result_free(&plan);

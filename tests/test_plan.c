@@ -419,7 +419,7 @@ static void check_config(const char *path, int *checked) {
   const char *sets[] = {data_set};
   ganfw_probe_result plan, real;
   memset(&real, 0, sizeof real);
-  ganfw_status st = ganfw_plan_make(path, sets, 1, 0, NULL, &plan);
+  ganfw_status st = ganfw_plan_make(gt_config(path, sets, 1), 0, NULL, &plan);
   if (st == GANFW_ERR_PLUGIN) { /* a strategy another part of the tree has not built yet */
     printf("\n  %s: skipped (%s)", path, ganfw_error_message());
     ganfw_probe_result_free(&plan);
@@ -429,7 +429,7 @@ static void check_config(const char *path, int *checked) {
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   CU_ASSERT(plan.peak_allocated > plan.setup_allocated);
   CU_ASSERT(plan.n_layers > 0);
-  st = ganfw_plan_measure(path, sets, 1, &plan, NULL, &real);
+  st = ganfw_plan_measure(gt_config(path, sets, 1), &plan, NULL, &real);
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   /* a config that does not fit its memory_limit: the real step runs out as well, and the
    * plan is compared with a real step without the limit */
@@ -437,7 +437,7 @@ static void check_config(const char *path, int *checked) {
   if (plan.oom) {
     const char *nolimit[] = {data_set, "device.memory_limit=0"};
     ganfw_probe_result_free(&real);
-    st = ganfw_plan_measure(path, nolimit, 2, &plan, NULL, &real);
+    st = ganfw_plan_measure(gt_config(path, nolimit, 2), &plan, NULL, &real);
     CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
     CU_ASSERT_EQUAL(real.oom, 0);
   }
@@ -468,12 +468,12 @@ static void test_planned_layout_configs(void) {
     ganfw_probe_options opt = {
         .meta = 1, .warmup = 1, .steps = 1, .layout = GANFW_PROBE_LAYOUT_PLANNED};
     ganfw_probe_result plan, real, cache;
-    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path, sets, 1, &opt, &plan), GANFW_OK);
+    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(gt_config(path, sets, 1), &opt, &plan), GANFW_OK);
     opt.meta = 0;
     opt.steps = 2;
-    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path, sets, 1, &opt, &real), GANFW_OK);
+    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(gt_config(path, sets, 1), &opt, &real), GANFW_OK);
     opt.layout = GANFW_PROBE_LAYOUT_CACHING;
-    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path, sets, 1, &opt, &cache), GANFW_OK);
+    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(gt_config(path, sets, 1), &opt, &cache), GANFW_OK);
     CU_ASSERT_EQUAL(plan.planned, 1);
     CU_ASSERT_EQUAL(real.planned, 1);
     CU_ASSERT_EQUAL(cache.planned, 0);
@@ -520,7 +520,7 @@ static void test_plan_beyond_the_machine(void) {
   const char *sets[] = {"train.batch_size=1000000", "device.memory_limit=64TiB", "model.nz=100",
                         "model.ngf=64", "model.ndf=64"}; /* about 0.5 MiB a sample */
   ganfw_probe_result plan;
-  ganfw_status st = ganfw_plan_make(path_in("small.yaml"), sets, 5, 0, NULL, &plan);
+  ganfw_status st = ganfw_plan_make(gt_config(path_in("small.yaml"), sets, 5), 0, NULL, &plan);
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   CU_ASSERT_EQUAL(plan.oom, 0);
   CU_ASSERT(plan.capacity > 0);
@@ -541,7 +541,7 @@ static void test_find_batch(void) {
   char *text = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&text, &len);
-  ganfw_status st = ganfw_find_batch(path_in("fb.yaml"), NULL, 0, &opt, res, mem);
+  ganfw_status st = ganfw_find_batch(gt_config(path_in("fb.yaml"), NULL, 0), &opt, res, mem);
   fclose(mem);
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   printf("\n%s", text);
@@ -562,11 +562,11 @@ static void test_find_batch(void) {
                               .memory_limit = res->limit,
                               .batch_size = res->batch + 1};
   ganfw_probe_result r;
-  CU_ASSERT_EQUAL(ganfw_probe_run(path_in("fb.yaml"), NULL, 0, &popt, &r), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_probe_run(gt_config(path_in("fb.yaml"), NULL, 0), &popt, &r), GANFW_OK);
   CU_ASSERT_EQUAL(r.oom, 1);
   ganfw_probe_result_free(&r);
   popt.meta = 0;
-  ganfw_status pst = ganfw_probe_run(path_in("fb.yaml"), NULL, 0, &popt, &r);
+  ganfw_status pst = ganfw_probe_run(gt_config(path_in("fb.yaml"), NULL, 0), &popt, &r);
   if (pst != GANFW_OK)
     printf("\n  the real step at batch %lld: %s\n", (long long)popt.batch_size,
            ganfw_error_message());
@@ -578,7 +578,8 @@ static void test_find_batch(void) {
   ganfw_find_batch_result *res2 = calloc(1, sizeof *res2);
   CU_ASSERT_PTR_NOT_NULL_FATAL(res2);
   opt = (ganfw_find_batch_options){.margin = 0.3, .confirm = 0};
-  CU_ASSERT_EQUAL(ganfw_find_batch(path_in("fb.yaml"), NULL, 0, &opt, res2, NULL), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_find_batch(gt_config(path_in("fb.yaml"), NULL, 0), &opt, res2, NULL),
+                  GANFW_OK);
   CU_ASSERT(res2->batch < res->batch);
   CU_ASSERT_EQUAL(res2->limit, (int64_t)((24 << 20) * 0.7));
   CU_ASSERT_EQUAL(res2->confirmed, 0);
@@ -592,7 +593,7 @@ static void test_find_batch(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(res);
   const char *accum[] = {"memory=[{plugin: accumulate, steps: 4}]"};
   opt = (ganfw_find_batch_options){.margin = 0.0, .confirm = 0};
-  st = ganfw_find_batch(path_in("fb.yaml"), accum, 1, &opt, res, NULL);
+  st = ganfw_find_batch(gt_config(path_in("fb.yaml"), accum, 1), &opt, res, NULL);
   if (st == GANFW_ERR_PLUGIN) {
     printf("\n  accumulate: skipped (%s)", ganfw_error_message());
   } else {
@@ -632,7 +633,7 @@ static void test_oom_advice_cli(void) {
   printf("\n%s", out);
   /* the library call: a line per variant, each saying whether it fits */
   char advice[4096];
-  ganfw_oom_advice(path_in("tight.yaml"), NULL, 0, advice, sizeof advice);
+  ganfw_oom_advice(gt_config(path_in("tight.yaml"), NULL, 0), advice, sizeof advice);
   CU_ASSERT_PTR_NOT_NULL(strstr(advice, "does not fit"));
   CU_ASSERT_PTR_NOT_NULL(strstr(advice, "batch 32"));
 }

@@ -736,6 +736,11 @@ static void test_wrong_kind_tag(void) {
                  "tagged GANFW_VT_TAG_OPTIM, an optimizer's ganfw_optim_vt");
   expect_refused("wrongtag", -1, "the descriptor says memory", "ganfw_memory_vt");
   expect_refused("wrongtagmodel", -1, "the descriptor says model", "tagged GANFW_VT_TAG_OPTIM");
+  /* The kind to set is the tag's own: it read GANFW_PLUGIN_MEMORY for these two. */
+  expect_refused("objtagoptim", -1, "tagged GANFW_VT_TAG_OBJECTIVE, an objective's",
+                 "set its kind to the vtable's (GANFW_PLUGIN_OBJECTIVE)");
+  expect_refused("trainertagoptim", -1, "tagged GANFW_VT_TAG_TRAINER, a trainer's",
+                 "set its kind to the vtable's (GANFW_PLUGIN_TRAINER)");
 }
 
 static void test_unknown_kind_tag(void) {
@@ -1011,7 +1016,7 @@ static void session_mixed_abi(const char *old_dir) {
   ganfw_session *s = NULL;
   ganfw_gan *gan = NULL;
   ganfw_data_info info = {sizeof info, 1, 2, 2, 0, 0};
-  ganfw_status st = ganfw_run_open(path, NULL, 0, &run);
+  ganfw_status st = ganfw_run_open_file(path, NULL, 0, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
   if (st == GANFW_OK) st = ganfw_gan_create(s, &gan);
   if (st != GANFW_OK) fprintf(stderr, "\n  %s\n", ganfw_error_message());

@@ -841,10 +841,10 @@ static void test_plan_config(void) {
     CU_ASSERT_EQUAL_FATAL(write_config("plan.yaml", plugins, memory[k]), 0);
     ganfw_probe_result plan, real;
     memset(&real, 0, sizeof real);
-    ganfw_status st = ganfw_plan_make(path_in("plan.yaml"), NULL, 0, 0, NULL, &plan);
+    ganfw_status st = ganfw_plan_make(gt_config(path_in("plan.yaml"), NULL, 0), 0, NULL, &plan);
     if (st != GANFW_OK) printf("\n    plan: %s", ganfw_error_message());
     CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
-    st = ganfw_plan_measure(path_in("plan.yaml"), NULL, 0, &plan, NULL, &real);
+    st = ganfw_plan_measure(gt_config(path_in("plan.yaml"), NULL, 0), &plan, NULL, &real);
     if (st != GANFW_OK) printf("\n    measure: %s", ganfw_error_message());
     CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
     printf("\n    %s: plan %lld B, measured %lld B allocated (%+.2f%%); reserved %+.2f%%",

@@ -290,7 +290,7 @@ static void write_config(const char *extra) {
 static ganfw_status train(const char *const *sets, int nsets) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
-  ganfw_status st = ganfw_run_open(path_in("gan.yaml"), sets, nsets, &run);
+  ganfw_status st = ganfw_run_open_file(path_in("gan.yaml"), sets, nsets, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
   if (st == GANFW_OK) st = ganfw_train(s);
@@ -448,7 +448,7 @@ static void test_param_groups_session(void) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
   const char *cosine[] = {"optim.schedule=cosine"};
-  CU_ASSERT_EQUAL_FATAL(ganfw_run_open(path_in("gan.yaml"), cosine, 1, &run), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_run_open_file(path_in("gan.yaml"), cosine, 1, &run), GANFW_OK);
   ganfw_status st = ganfw_session_open(run, 1, NULL, &s);
   if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);

@@ -327,7 +327,7 @@ static int column_of(const char *path, const char *name) {
 static ganfw_status train(const char *config, int gan) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
-  ganfw_status st = ganfw_run_open(config, NULL, 0, &run);
+  ganfw_status st = ganfw_run_open_file(config, NULL, 0, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
   if (st == GANFW_OK) st = ganfw_train(s);

@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 #include "io/png_io.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "testutil.h"
 
 #define MiB ((int64_t)1 << 20)
@@ -171,37 +171,37 @@ static void test_find_step(void) {
   add(&b, GANFW_TEV_LIVE, GANFW_MEM_PARAM, MiB, 0x10, "w");
 
   int64_t first = -1, count = -1;
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, b.n, 1, &first, &count), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, b.n, 1, &first, &count), GANFW_OK);
   CU_ASSERT(first == 1 && count == 4);
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, b.n, 2, &first, &count), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, b.n, 2, &first, &count), GANFW_OK);
   CU_ASSERT(first == 5 && count == 3);
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, b.n, 3, &first, &count), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, b.n, 3, &first, &count), GANFW_OK);
   CU_ASSERT(first == 8 && count == 2);
   /* 0: the last complete step (3 is not followed by another step event) */
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, b.n, 0, &first, &count), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, b.n, 0, &first, &count), GANFW_OK);
   CU_ASSERT(first == 5 && count == 3);
   /* a trace of one step: that step */
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, 5, 0, &first, &count), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, 5, 0, &first, &count), GANFW_OK);
   CU_ASSERT(first == 1 && count == 4);
 
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, b.n, 7, &first, &count), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, b.n, 7, &first, &count), GANFW_ERR_INVALID_ARG);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "no step 7"));
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "steps 1-3"));
   CU_ASSERT(first == 0 && count == 0);
 
   /* the steps are listed as ranges */
   b.ev[8].step = 5;
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, b.n, 4, &first, &count), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, b.n, 4, &first, &count), GANFW_ERR_INVALID_ARG);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "steps 1-2, 5"));
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, b.n, 5, &first, &count), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, b.n, 5, &first, &count), GANFW_OK);
   CU_ASSERT(first == 8 && count == 2);
 
   /* no step event at all */
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, 1, 0, &first, &count), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, 1, 0, &first, &count), GANFW_ERR_INVALID_ARG);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "no step"));
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, 0, 0, &first, &count), GANFW_ERR_INVALID_ARG);
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, b.n, 1, NULL, &count), GANFW_ERR_INVALID_ARG);
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(b.ev, b.n, -1, &first, &count), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, 0, 0, &first, &count), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, b.n, 1, NULL, &count), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(b.ev, b.n, -1, &first, &count), GANFW_ERR_INVALID_ARG);
 
   /* a step event with step 0 ends a step (what follows is between steps, e.g. a sample) */
   builder m = {0};
@@ -211,13 +211,13 @@ static void test_find_step(void) {
   add(&m, GANFW_TEV_ALLOC, GANFW_MEM_ACTIVATION, MiB, 0x40, "sample");
   begin_step(&m, 2, GANFW_STAGE_G, GANFW_PASS_FORWARD); /* 4: runs out of memory */
   add(&m, GANFW_TEV_OOM, GANFW_MEM_ACTIVATION, MiB, 0, "b");
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(m.ev, m.n, 1, &first, &count), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(m.ev, m.n, 1, &first, &count), GANFW_OK);
   CU_ASSERT(first == 0 && count == 2);
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(m.ev, m.n, 0, &first, &count), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(m.ev, m.n, 0, &first, &count), GANFW_OK);
   CU_ASSERT(first == 0 && count == 2); /* step 2 is open */
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(m.ev, m.n, 2, &first, &count), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(m.ev, m.n, 2, &first, &count), GANFW_OK);
   CU_ASSERT(first == 4 && count == 2);
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(m.ev, m.n, 3, &first, &count), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(m.ev, m.n, 3, &first, &count), GANFW_ERR_INVALID_ARG);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "steps 1-2"));
 }
 

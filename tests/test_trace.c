@@ -13,7 +13,7 @@
 #include "backend/backend.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "io/trace_file.h"
 #include "runtime/alloc.h"
 #include "tools/plan.h"
@@ -154,7 +154,7 @@ static void test_alloc_steps(void) {
   /* a step drawn alone: its peak from its own events */
   int64_t first = 0, count = 0;
   ganfw_timeline_summary s;
-  CU_ASSERT_EQUAL(ganfw_timeline_find_step(ev, n, 2, &first, &count), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_trace_find_step(ev, n, 2, &first, &count), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_timeline_summarize(ev + first, count, &s), GANFW_OK);
   CU_ASSERT_EQUAL(s.peak_allocated, 6 * MiB);
   CU_ASSERT_EQUAL(s.peak_stage, GANFW_STAGE_D_REAL);
@@ -195,8 +195,8 @@ static void test_plot_peak_exact(void) {
   char cfg[512]; /* path_in's buffers rotate */
   snprintf(cfg, sizeof cfg, "%s", path_in("small.yaml"));
   ganfw_probe_result plan, real;
-  CU_ASSERT_EQUAL_FATAL(ganfw_plan_make(cfg, NULL, 0, 0, NULL, &plan), GANFW_OK);
-  CU_ASSERT_EQUAL_FATAL(ganfw_plan_measure(cfg, NULL, 0, &plan, NULL, &real), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_plan_make(gt_config(cfg, NULL, 0), 0, NULL, &plan), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_plan_measure(gt_config(cfg, NULL, 0), &plan, NULL, &real), GANFW_OK);
   ganfw_timeline_summary s;
   ganfw_plot_args pa = {.source = cfg, .output = path_in("plan.svg")};
   CU_ASSERT_EQUAL_FATAL(ganfw_plot(&pa, NULL, &s), GANFW_OK);
@@ -250,7 +250,7 @@ static void test_chrome_trace(void) {
   char cfg[512]; /* path_in's buffers rotate */
   snprintf(cfg, sizeof cfg, "%s", path_in("small.yaml"));
   ganfw_probe_result plan;
-  CU_ASSERT_EQUAL_FATAL(ganfw_plan_make(cfg, NULL, 0, 0, NULL, &plan), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_plan_make(gt_config(cfg, NULL, 0), 0, NULL, &plan), GANFW_OK);
   CU_ASSERT_EQUAL(run_ganfw((const char *[]){"plot", cfg, "-o", path_in("trace.json"), NULL}), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "trace.json: step 2"));
   /* the largest sum of the category counters, the slices and the layer names */
@@ -572,9 +572,9 @@ static void test_memory_html(void) {
   /* what the page must hold: the planned step's peak in the title, one path per category
    * the step has, the by-layer table; and nothing it would fetch */
   ganfw_probe_result plan;
-  CU_ASSERT_EQUAL_FATAL(ganfw_report_plan(cfg, NULL, 0, &plan), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_report_plan(gt_config(cfg, NULL, 0), &plan), GANFW_OK);
   int64_t first = 0, count = 0;
-  CU_ASSERT_EQUAL_FATAL(ganfw_timeline_find_step(plan.trace, plan.n_trace, 2, &first, &count),
+  CU_ASSERT_EQUAL_FATAL(ganfw_trace_find_step(plan.trace, plan.n_trace, 2, &first, &count),
                         GANFW_OK);
   ganfw_timeline_summary sum;
   CU_ASSERT_EQUAL_FATAL(ganfw_timeline_summarize(plan.trace + first, count, &sum), GANFW_OK);

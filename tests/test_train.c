@@ -52,7 +52,7 @@ static void write_config(void) {
 static ganfw_status train(const char *const *sets, int nsets) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
-  ganfw_status st = ganfw_run_open(path_in("gan.yaml"), sets, nsets, &run);
+  ganfw_status st = ganfw_run_open_file(path_in("gan.yaml"), sets, nsets, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
   if (st == GANFW_OK) st = ganfw_train(s);

@@ -15,7 +15,7 @@
 #include "io/safetensors.h"
 #include "testutil.h"
 #include "tools/eval.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 #include "tools/sample.h"
 
 static char root[64];
@@ -164,9 +164,11 @@ static void test_plan_is_exact(void) {
   write_config("plan.yaml", masked, extra);
   ganfw_probe_options opt = {.meta = 1, .warmup = 1, .steps = 1, .real_data = 0};
   ganfw_probe_result plan, real;
-  CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path_in("plan.yaml"), NULL, 0, &opt, &plan), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(gt_config(path_in("plan.yaml"), NULL, 0), &opt, &plan),
+                        GANFW_OK);
   opt.meta = 0;
-  CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path_in("plan.yaml"), NULL, 0, &opt, &real), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(gt_config(path_in("plan.yaml"), NULL, 0), &opt, &real),
+                        GANFW_OK);
   CU_ASSERT_EQUAL(plan.peak_allocated, real.peak_allocated);
   CU_ASSERT_EQUAL(plan.n_phases, 2);
   CU_ASSERT_EQUAL(real.n_phases, 2);

@@ -14,7 +14,7 @@
 #include "testutil.h"
 #include "io/safetensors.h"
 #include "tools/eval.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 #include "tools/sample.h"
 #include "train/session.h"
 #include "train/train_program.h"
@@ -236,8 +236,10 @@ static void test_update_every(void) {
   /* the plan's step updates every net: the same bytes as without the key */
   ganfw_probe_options opt = {.meta = 1, .warmup = 1, .steps = 1, .real_data = 0};
   ganfw_probe_result with, without;
-  CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path_in("every.yaml"), sets + 2, 1, &opt, &with), GANFW_OK);
-  CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path_in("every.yaml"), NULL, 0, &opt, &without), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(gt_config(path_in("every.yaml"), sets + 2, 1), &opt, &with),
+                        GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(gt_config(path_in("every.yaml"), NULL, 0), &opt, &without),
+                        GANFW_OK);
   CU_ASSERT_EQUAL(with.peak_allocated, without.peak_allocated);
   CU_ASSERT_EQUAL(with.peak_category[GANFW_MEM_OPTIM_STATE],
                   without.peak_category[GANFW_MEM_OPTIM_STATE]);
@@ -266,9 +268,11 @@ static void test_plan_is_exact(void) {
     write_config("plan.yaml", 1, extra);
     ganfw_probe_options opt = {.meta = 1, .warmup = 1, .steps = 1, .real_data = 0};
     ganfw_probe_result plan, real;
-    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path_in("plan.yaml"), NULL, 0, &opt, &plan), GANFW_OK);
+    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(gt_config(path_in("plan.yaml"), NULL, 0), &opt, &plan),
+                          GANFW_OK);
     opt.meta = 0;
-    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(path_in("plan.yaml"), NULL, 0, &opt, &real), GANFW_OK);
+    CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(gt_config(path_in("plan.yaml"), NULL, 0), &opt, &real),
+                          GANFW_OK);
     CU_ASSERT_EQUAL(plan.peak_allocated, real.peak_allocated);
     CU_ASSERT_EQUAL(plan.n_phases, 2);
     CU_ASSERT_EQUAL(real.n_phases, 2);

@@ -32,6 +32,35 @@ static void gt_fail(const char *msg) {
 }
 
 /* --- the runner --------------------------------------------------------------------------- */
+/* --- configs ------------------------------------------------------------------------------- */
+
+static ganfw_run_config **gt_configs;
+static size_t gt_n_configs, gt_cap_configs;
+
+static void gt_configs_free(void) {
+  for (size_t i = 0; i < gt_n_configs; i++) ganfw_run_config_free(gt_configs[i]);
+  free(gt_configs);
+  gt_configs = NULL;
+  gt_n_configs = gt_cap_configs = 0;
+}
+
+const ganfw_run_config *gt_config(const char *path, const char *const *sets, int nsets) {
+  ganfw_run_config *rc = NULL;
+  ganfw_status st = ganfw_run_config_open(path, sets, nsets, &rc);
+  if (st != GANFW_OK) fprintf(stderr, "\n  %s: %s\n", path, ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  if (gt_n_configs == gt_cap_configs) {
+    size_t cap = gt_cap_configs ? 2 * gt_cap_configs : 16;
+    ganfw_run_config **grown = realloc(gt_configs, cap * sizeof *grown);
+    if (!grown) ganfw_run_config_free(rc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(grown);
+    gt_configs = grown;
+    gt_cap_configs = cap;
+  }
+  gt_configs[gt_n_configs++] = rc;
+  return rc;
+}
+
 int gt_run(const char *suite, CU_TestInfo *tests) {
   return gt_run_fixture(suite, tests, NULL, NULL);
 }
@@ -78,6 +107,7 @@ int gt_run_fixture(const char *suite, CU_TestInfo *tests, CU_InitializeFunc init
     printf("\n");
   }
   CU_cleanup_registry();
+  gt_configs_free();
   return bad ? 1 : 0;
 }
 
@@ -492,7 +522,7 @@ static int write_idx_pair(const char *dir, const char *prefix, int n, uint64_t s
 ganfw_status gt_train(const char *config, const char *const *sets, int nsets) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
-  ganfw_status st = ganfw_run_open(config, sets, nsets, &run);
+  ganfw_status st = ganfw_run_open_file(config, sets, nsets, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
   if (st == GANFW_OK) st = ganfw_config_check_unused(run->config);
   if (st == GANFW_OK) st = ganfw_train(s);
@@ -633,7 +663,7 @@ void gt_ref_gan_session(const char *config_text, const char *ref, ganfw_run **ru
   fputs(config_text, f);
   fclose(f);
   ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 32, .width = 32};
-  ganfw_status st = ganfw_run_open(path, NULL, 0, run);
+  ganfw_status st = ganfw_run_open_file(path, NULL, 0, run);
   if (st == GANFW_OK) st = ganfw_session_open(*run, 0, &info, s);
   unlink(path);
   rmdir(dir);

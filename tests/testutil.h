@@ -23,6 +23,13 @@ int gt_run_fixture(const char *suite, CU_TestInfo *tests, CU_InitializeFunc init
     return gt_run(suite, tests);                                                                   \
   }
 
+/* --- configs ----------------------------------------------------------------------------- */
+/* The config at `path` with the --set assignments sets[0..nsets), read now (train/run.h), as
+ * the planner and the tools take it; owned by the runner, which frees it after the suite's
+ * last test. A config that cannot be read is a fatal CUnit failure naming the message. */
+typedef struct ganfw_run_config ganfw_run_config;
+const ganfw_run_config *gt_config(const char *path, const char *const *sets, int nsets);
+
 /* --- reference tensors ---------------------------------------------------------------- */
 typedef struct gt_ref gt_ref;
 /* Opens $GANFW_REF_DIR/<name>.safetensors. Returns NULL (and records a CUnit failure

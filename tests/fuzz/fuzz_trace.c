@@ -1,12 +1,12 @@
 /* Fuzz harness of the trace reader (io/trace_file.c): the input is written as memory.json of
  * a scratch directory and read back as `ganfw plot RUN` reads it; the events it yields are
- * then found, summed and drawn as ganfw plot does (io/timeline.c), the SVG to /dev/null. */
+ * then found, summed and drawn as ganfw plot does (tools/timeline.c), the SVG to /dev/null. */
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "base/error.h"
 #include "fuzz_util.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "io/trace_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ganfw_status st = ganfw_trace_read_memory_json(path, &ev, &n, &names);
   FZ_CHECK(st == GANFW_OK ? n > 0 && ev != NULL : ev == NULL && names == NULL && n == 0);
   int64_t first = 0, count = 0;
-  if (st == GANFW_OK && ganfw_timeline_find_step(ev, n, 0, &first, &count) == GANFW_OK) {
+  if (st == GANFW_OK && ganfw_trace_find_step(ev, n, 0, &first, &count) == GANFW_OK) {
     FZ_CHECK(first >= 0 && count >= 1 && first + count <= n);
     ganfw_timeline_summary s;
     if (ganfw_timeline_summarize(ev + first, count, &s) == GANFW_OK) {

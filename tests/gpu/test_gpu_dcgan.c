@@ -41,7 +41,7 @@ static int run_steps(const char *device, const char *name, ganfw_gan_stats out[S
   ganfw_gan *gan = NULL;
   ganfw_tensor *x = NULL, *z = NULL;
   ganfw_data_info info = {.struct_size = sizeof info, .channels = 1, .height = 32, .width = 32};
-  ganfw_status st = ganfw_run_open(config, sets, 3, &run);
+  ganfw_status st = ganfw_run_open_file(config, sets, 3, &run);
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
   if (st == GANFW_OK) st = ganfw_gan_create(s, &gan);
   if (st == GANFW_OK) {

@@ -27,9 +27,7 @@
 #include "train/loop.h"
 #include "train/trainer.h"
 #include "train/train_program.h"
-#include "io/timeline.h"
 #include "io/trace_file.h"
-#include "tools/arena.h"
 #include "tools/report.h"
 
 /* --- option values ---------------------------------------------------------------------- */
@@ -309,11 +307,11 @@ static int cmd_plugins(cli_args *args) {
 /* Everything a run does before its first step: config, plugins, data (unless `info` gives
  * its shape), model, optimizers; then every key must have been read by someone. *session
  * may be NULL on failure. */
-static ganfw_status prepare(const cli_args *args, const ganfw_data_info *info,
+static ganfw_status prepare(const ganfw_run_config *cfg, const ganfw_data_info *info,
                             const ganfw_alloc_layout *layout, ganfw_run **run,
                             ganfw_session **session) {
   *session = NULL;
-  ganfw_status st = ganfw_run_open(args->operands[0], args->sets, args->nsets, run);
+  ganfw_status st = ganfw_run_open(cfg, run);
   if (st == GANFW_OK) (*run)->ctx_opt.layout = layout; /* device.memory_layout: planned */
   if (st == GANFW_OK) st = ganfw_session_open(*run, info == NULL, info, session);
   if (st == GANFW_OK) st = ganfw_config_check_unused((*run)->config);
@@ -372,9 +370,12 @@ static int data_missing(const ganfw_run *run, char *msg, size_t n, int *unreadab
  * and does not make a valid config invalid (exit 0); the model is then built for the data
  * set's nominal shape. */
 static int cmd_validate(cli_args *args) {
+  ganfw_run_config *cfg = NULL;
   ganfw_run *run = NULL;
   ganfw_session *session = NULL;
-  ganfw_status st = prepare(args, NULL, NULL, &run, &session);
+  ganfw_status st = ganfw_run_config_open(args->operands[0], args->sets, args->nsets, &cfg);
+  if (st != GANFW_OK) return cli_fail(st);
+  st = prepare(cfg, NULL, NULL, &run, &session);
   static char data_msg[4096];
   int no_data = 0, unreadable = 0;
   ganfw_data_info info;
@@ -386,7 +387,7 @@ static int cmd_validate(cli_args *args) {
     no_data = 1;
     int32_t level = ganfw_log_level(); /* the first attempt said its start-up lines */
     if (level < GANFW_LOG_WARN) ganfw_log_set_level(GANFW_LOG_WARN);
-    st = prepare(args, &info, NULL, &run, &session);
+    st = prepare(cfg, &info, NULL, &run, &session);
     ganfw_log_set_level(level);
   }
   if (st == GANFW_OK) {
@@ -403,6 +404,7 @@ static int cmd_validate(cli_args *args) {
   if (unreadable) st = ganfw_error_wrap(GANFW_ERR_CONFIG, "the data set is there but unreadable");
   ganfw_session_close(session);
   ganfw_run_close(run);
+  ganfw_run_config_free(cfg);
   return st == GANFW_OK ? EXIT_OK : cli_fail(st);
 }
 
@@ -411,14 +413,14 @@ static int cmd_validate(cli_args *args) {
 /* The OOM message with the planner's advice; a training run's folder (out_dir not NULL)
  * also gets the flight recorder's oom/ files from the run's traced plan, which the message
  * names. */
-static int fail_oom(const cli_args *args, const char *out_dir, const ganfw_probe_result *plan) {
+static int fail_oom(const ganfw_run_config *cfg, const char *out_dir,
+                    const ganfw_probe_result *plan) {
   static char msg[8192], advice[4096], written[4096 * 3];
   snprintf(msg, sizeof msg, "%s", ganfw_error_message());
-  ganfw_oom_advice(args->operands[0], args->sets, args->nsets, advice, sizeof advice);
+  ganfw_oom_advice(cfg, advice, sizeof advice);
   fprintf(stderr, "ganfw: %s: %s%s\n", ganfw_status_name(GANFW_ERR_OOM), msg, advice);
   if (out_dir) {
-    ganfw_status st =
-        ganfw_oom_record(args->operands[0], plan, out_dir, msg, advice, written, sizeof written);
+    ganfw_status st = ganfw_oom_record(cfg, plan, out_dir, msg, advice, written, sizeof written);
     if (*written) fprintf(stderr, "ganfw: the failing step: %s\n", written);
     if (st != GANFW_OK)
       fprintf(stderr, "ganfw: the OOM flight recorder stopped: %s\n", ganfw_error_message());
@@ -431,9 +433,9 @@ static int fail_oom(const cli_args *args, const char *out_dir, const ganfw_probe
  * by layer and traced, for memory.html); memory.json compares it with the run's (its
  * "calibration"). Returns 1 when the plan was made (its verdict decides whether the run
  * starts: plan_fits_device, host_fits), 0 when it failed: the run reports that itself. */
-static int predict(const cli_args *args, ganfw_probe_result *plan, ganfw_calibration *cal) {
+static int predict(const ganfw_run_config *cfg, ganfw_probe_result *plan, ganfw_calibration *cal) {
   memset(cal, 0, sizeof *cal);
-  const int made = ganfw_report_plan(args->operands[0], args->sets, args->nsets, plan) == GANFW_OK;
+  const int made = ganfw_report_plan(cfg, plan) == GANFW_OK;
   if (made && !plan->oom) {
     cal->have = 1;
     cal->allocated = plan->peak_allocated;
@@ -633,18 +635,18 @@ static int host_fits(const ganfw_probe_result *plan, const ganfw_session *s, int
 
 /* The OOM message host_fits recorded, with the planner's advice under the `room` bytes the
  * host's limit leaves for the step (planned as device.memory_limit=room). */
-static int fail_host(const cli_args *args, int64_t room) {
+static int fail_host(const ganfw_run_config *cfg, int64_t room) {
   static char msg[8192], advice[4096];
   snprintf(msg, sizeof msg, "%s", ganfw_error_message());
   advice[0] = '\0';
   if (room > 0) {
-    const char *sets[CLI_MAX_ARGS + 1];
     char limit[64];
-    int n = 0;
-    for (int i = 0; i < args->nsets; i++) sets[n++] = args->sets[i];
+    const char *set = limit;
+    ganfw_run_config *limited = NULL;
     snprintf(limit, sizeof limit, "device.memory_limit=%lld", (long long)room);
-    sets[n++] = limit;
-    ganfw_oom_advice(args->operands[0], sets, n, advice, sizeof advice);
+    if (ganfw_run_config_derive(cfg, &set, 1, &limited) == GANFW_OK)
+      ganfw_oom_advice(limited, advice, sizeof advice);
+    ganfw_run_config_free(limited);
   }
   fprintf(stderr, "ganfw: %s: %s%s%s\n", ganfw_status_name(GANFW_ERR_OOM), msg, room > 0 ? ":" : "",
           advice);
@@ -676,18 +678,17 @@ static int fail_planning_host(const ganfw_probe_result *plan) {
 
 /* A run that the plan refused before anything was allocated: the OOM message and advice,
  * and the flight recorder's oom/ files in the run folder (made for them; rank 0 only). */
-static int fail_planned(const cli_args *args, const ganfw_probe_result *plan) {
+static int fail_planned(const ganfw_run_config *cfg, const ganfw_probe_result *plan) {
   static char msg[8192], out_dir[4096];
   snprintf(msg, sizeof msg, "%s", ganfw_error_message());
   ganfw_run *run = NULL;
   out_dir[0] = '\0';
-  if (ganfw_dist_world_rank() == 0 &&
-      ganfw_run_open(args->operands[0], args->sets, args->nsets, &run) == GANFW_OK &&
-      run->out_dir && ganfw_mkdirs(run->out_dir) == GANFW_OK)
+  if (ganfw_dist_world_rank() == 0 && ganfw_run_open(cfg, &run) == GANFW_OK && run->out_dir &&
+      ganfw_mkdirs(run->out_dir) == GANFW_OK)
     snprintf(out_dir, sizeof out_dir, "%s", run->out_dir);
   ganfw_run_close(run);
   ganfw_error_set(GANFW_ERR_OOM, "%s", msg);
-  return fail_oom(args, *out_dir ? out_dir : NULL, plan);
+  return fail_oom(cfg, *out_dir ? out_dir : NULL, plan);
 }
 
 /* <out_dir>/memory.html after a run: its own last traced step when it was traced, else the
@@ -703,11 +704,11 @@ static ganfw_status run_report(const cli_args *args, const char *out_dir,
   snprintf(html, sizeof html, "%s/memory.html", out_dir);
   ganfw_report_part part = {.name = args->operands[0], .plan = plan->n_layers ? plan : NULL};
   if (ganfw_trace_read_memory_json(path, &ev, &n, &names) == GANFW_OK &&
-      ganfw_timeline_find_step(ev, n, 0, &first, &count) == GANFW_OK) {
+      ganfw_trace_find_step(ev, n, 0, &first, &count) == GANFW_OK) {
     part.ev = ev + first;
     part.n = count;
     part.caption = "the run's last traced step (device.trace)";
-  } else if (ganfw_timeline_find_step(plan->trace, plan->n_trace, 2, &first, &count) == GANFW_OK) {
+  } else if (ganfw_trace_find_step(plan->trace, plan->n_trace, 2, &first, &count) == GANFW_OK) {
     part.ev = plan->trace + first;
     part.n = count;
     part.caption = "the planned step (device.trace: true draws the run's own)";
@@ -724,7 +725,7 @@ static ganfw_status run_report(const cli_args *args, const char *out_dir,
 /* Whether the plan lets the run start: a step that does not fit the device, or on the CPU
  * the host's limits, is refused before anything is allocated (the message and advice
  * printed, *rc the exit code). */
-static int plan_allows(const cli_args *args, const ganfw_probe_result *plan, int *rc) {
+static int plan_allows(const ganfw_run_config *cfg, const ganfw_probe_result *plan, int *rc) {
   int64_t room = 0;
   int measured = 0;
   if (plan->oom && plan->config_memory_limit == 0 && plan->device_type == GANFW_DEVICE_CPU) {
@@ -732,11 +733,11 @@ static int plan_allows(const cli_args *args, const ganfw_probe_result *plan, int
     return 0;
   }
   if (!plan_fits_device(plan)) {
-    *rc = fail_planned(args, plan);
+    *rc = fail_planned(cfg, plan);
     return 0;
   }
   if (plan->device_type == GANFW_DEVICE_CPU && !host_fits(plan, NULL, &room, &measured)) {
-    *rc = fail_host(args, room);
+    *rc = fail_host(cfg, room);
     return 0;
   }
   return 1;
@@ -747,7 +748,7 @@ static int plan_allows(const cli_args *args, const ganfw_probe_result *plan, int
  * mapped when they were measured (a shortfall later is the allocator's, which says so).
  * On a shortfall the session and run are closed (NULL), the message printed, *rc the exit
  * code. */
-static int host_allows(const cli_args *args, const ganfw_probe_result *plan, ganfw_run **run,
+static int host_allows(const ganfw_run_config *cfg, const ganfw_probe_result *plan, ganfw_run **run,
                        ganfw_session **session, int *rc) {
   int64_t room = 0;
   int measured = 0;
@@ -763,29 +764,20 @@ static int host_allows(const cli_args *args, const ganfw_probe_result *plan, gan
   *session = NULL;
   *run = NULL;
   ganfw_error_set(GANFW_ERR_OOM, "%s", msg);
-  *rc = fail_host(args, room);
+  *rc = fail_host(cfg, room);
   return 0;
 }
 
-/* `ganfw CONFIG`: the plan decides first (plan_allows, then host_allows with the session
- * made), then the run. */
-static int cmd_train(cli_args *args) {
+/* The run of `cfg` that the plan (`planned`: made) allowed to start, with the OOM advice
+ * and recorder when it runs out of memory; returns the exit code. */
+static int train_planned(const cli_args *args, const ganfw_run_config *cfg,
+                         ganfw_probe_result *plan, int planned, const ganfw_calibration *cal) {
   ganfw_run *run = NULL;
   ganfw_session *session = NULL;
-  ganfw_calibration cal;
-  ganfw_probe_result plan;
   int rc = EXIT_OK;
-  const int planned = predict(args, &plan, &cal);
-  if (planned && !plan_allows(args, &plan, &rc)) {
-    ganfw_probe_result_free(&plan);
-    return rc;
-  }
-  ganfw_status st = prepare(args, NULL, plan.planned ? &plan.layout.l : NULL, &run, &session);
-  if (st == GANFW_OK && planned && !host_allows(args, &plan, &run, &session, &rc)) {
-    ganfw_probe_result_free(&plan);
-    return rc;
-  }
-  if (st == GANFW_OK) session->predicted = cal;
+  ganfw_status st = prepare(cfg, NULL, plan->planned ? &plan->layout.l : NULL, &run, &session);
+  if (st == GANFW_OK && planned && !host_allows(cfg, plan, &run, &session, &rc)) return rc;
+  if (st == GANFW_OK) session->predicted = *cal;
   if (st == GANFW_OK) st = ganfw_train(session);
   static char oom_msg[8192], out_dir[4096];
   if (st == GANFW_ERR_OOM) snprintf(oom_msg, sizeof oom_msg, "%s", ganfw_error_message());
@@ -794,32 +786,52 @@ static int cmd_train(cli_args *args) {
   if (in_run) snprintf(out_dir, sizeof out_dir, "%s", run->out_dir);
   ganfw_session_close(session);
   ganfw_run_close(run);
-  if (st == GANFW_OK && in_run) st = run_report(args, out_dir, &plan);
+  if (st == GANFW_OK && in_run) st = run_report(args, out_dir, plan);
   if (st == GANFW_ERR_OOM) { /* advice needs the memory back first */
     ganfw_error_set(GANFW_ERR_OOM, "%s", oom_msg);
-    rc = fail_oom(args, in_run ? out_dir : NULL, &plan);
-  } else {
-    rc = st == GANFW_OK ? EXIT_OK : cli_fail(st);
+    return fail_oom(cfg, in_run ? out_dir : NULL, plan);
   }
+  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+}
+
+/* `ganfw CONFIG`: the config read once, for the plan and the run; the plan decides first
+ * (plan_allows, then host_allows with the session made), then the run. */
+static int cmd_train(cli_args *args) {
+  ganfw_run_config *cfg = NULL;
+  ganfw_status st = ganfw_run_config_open(args->operands[0], args->sets, args->nsets, &cfg);
+  if (st != GANFW_OK) return cli_fail(st);
+  ganfw_calibration cal;
+  ganfw_probe_result plan;
+  int rc = EXIT_OK;
+  const int planned = predict(cfg, &plan, &cal);
+  if (!planned || plan_allows(cfg, &plan, &rc)) rc = train_planned(args, cfg, &plan, planned, &cal);
   ganfw_probe_result_free(&plan);
+  ganfw_run_config_free(cfg);
   return rc;
 }
 
 static int cmd_plan(cli_args *args) {
   const char *config = args->operands[0];
+  ganfw_run_config *cfg = NULL;
+  ganfw_status st = ganfw_run_config_open(config, args->sets, args->nsets, &cfg);
+  if (st != GANFW_OK) return cli_fail(st);
   ganfw_probe_result plan, real;
   memset(&real, 0, sizeof real);
-  ganfw_status st = ganfw_plan_make(config, args->sets, args->nsets, 0, NULL, &plan);
+  st = ganfw_plan_make(cfg, 0, NULL, &plan);
   if (st == GANFW_OK) ganfw_plan_print(config, &plan, stdout);
-  if (st == GANFW_OK && !plan.oom && plan.planned) ganfw_layout_print(&plan.layout, stdout);
-  if (st == GANFW_OK && !plan.oom && !plan.planned)
-    ganfw_arena_print_for(config, args->sets, args->nsets, stdout);
+  if (st == GANFW_OK && !plan.oom && plan.planned) ganfw_plan_print_layout(&plan.layout, stdout);
+  if (st == GANFW_OK && !plan.oom && !plan.planned) {
+    ganfw_probe_result traced; /* the arena a planned layout would use */
+    if (ganfw_report_plan(cfg, &traced) == GANFW_OK) ganfw_plan_print_arena(&traced, stdout);
+    ganfw_error_clear();
+    ganfw_probe_result_free(&traced);
+  }
   if (st == GANFW_OK && args->measure) {
     fflush(stdout);
     char *summary = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&summary, &len);
-    st = ganfw_plan_measure(config, args->sets, args->nsets, &plan, mem, &real);
+    st = ganfw_plan_measure(cfg, &plan, mem, &real);
     if (mem) fclose(mem);
     if (st == GANFW_OK) ganfw_plan_print_vs(&plan, &real, stdout);
     if (st == GANFW_OK && summary && *summary)
@@ -827,22 +839,27 @@ static int cmd_plan(cli_args *args) {
     free(summary);
   }
   if (st == GANFW_OK && args->plan_plot) {
-    ganfw_plot_args pa = {
-        .source = config, .output = args->plan_plot, .sets = args->sets, .nsets = args->nsets};
+    ganfw_plot_args pa = {.source = config, .output = args->plan_plot, .config = cfg};
     fflush(stdout);
     st = ganfw_plot(&pa, stdout, NULL);
   }
   ganfw_probe_result_free(&plan);
   ganfw_probe_result_free(&real);
+  ganfw_run_config_free(cfg);
   return st == GANFW_OK ? EXIT_OK : cli_fail(st);
 }
 
 /* Exit code 1 when no batch size fits or the confirming step ran out of memory. */
 static int cmd_find_batch(cli_args *args) {
+  ganfw_run_config *cfg = NULL;
+  ganfw_status st = ganfw_run_config_open(args->operands[0], args->sets, args->nsets, &cfg);
+  if (st != GANFW_OK) return cli_fail(st);
   ganfw_find_batch_result *res = malloc(sizeof *res);
-  if (!res) return cli_fail(ganfw_error_set(GANFW_ERR_OOM, "out of host memory"));
-  ganfw_status st =
-      ganfw_find_batch(args->operands[0], args->sets, args->nsets, &args->find, res, stdout);
+  if (!res) {
+    ganfw_run_config_free(cfg);
+    return cli_fail(ganfw_error_set(GANFW_ERR_OOM, "out of host memory"));
+  }
+  st = ganfw_find_batch(cfg, &args->find, res, stdout);
   int rc = EXIT_OK;
   if (st != GANFW_OK)
     rc = cli_fail(st);
@@ -850,6 +867,7 @@ static int cmd_find_batch(cli_args *args) {
     rc = EXIT_RUNTIME;
   ganfw_find_batch_free(res);
   free(res);
+  ganfw_run_config_free(cfg);
   return rc;
 }
 

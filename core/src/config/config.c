@@ -424,6 +424,66 @@ const char *ganfw_config_file(const ganfw_config *c) {
   return c ? c->file : NULL;
 }
 
+/* `n` and its subtree as nodes of `dst`, every field but the formatted places (made again
+ * when asked for); file names interned in dst. NULL when out of memory (error recorded). */
+static ganfw_cfg *clone_node(ganfw_config *dst, const ganfw_cfg *n) {
+  const char *file = cfg_intern(dst, n->file);
+  ganfw_cfg *c = file ? cfg_node_new(n->kind, file, n->line, n->col) : NULL;
+  if (!c) return NULL;
+  c->key_line = n->key_line;
+  c->key_col = n->key_col;
+  c->quoted = n->quoted;
+  c->is_null = n->is_null;
+  c->used = n->used;
+  c->defaulted = n->defaulted;
+  int ok = !n->text || (c->text = strdup(n->text)) != NULL;
+  if (ok && n->n_names > 0) {
+    ok = grow((void **)&c->names, &c->cap_names, n->n_names, sizeof *c->names);
+    for (int64_t i = 0; ok && i < n->n_names; i++) {
+      c->names[i].declared = n->names[i].declared;
+      ok = (c->names[i].name = strdup(n->names[i].name)) != NULL;
+      if (ok) c->n_names = i + 1;
+    }
+  }
+  for (int64_t i = 0; ok && i < n->n; i++) {
+    const ganfw_cfg *it = n->items[i];
+    ganfw_cfg *item = clone_node(dst, it);
+    ok = item && (n->kind == GANFW_CFG_KIND_MAP
+                      ? cfg_map_append(c, it->key, it->key_line, it->key_col, item)
+                      : cfg_list_append(c, item)) == GANFW_OK;
+  }
+  if (!ok) {
+    cfg_node_free(c);
+    oom();
+    return NULL;
+  }
+  return c;
+}
+
+ganfw_status ganfw_config_copy(const ganfw_config *c, const char *const *sets, int nsets,
+                               ganfw_config **out) {
+  if (!out) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "config: copy: out is NULL");
+  *out = NULL;
+  if (!c || !c->root) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "config: copy: no config");
+  ganfw_config *d = cfg_config_new();
+  const char *file = d ? cfg_intern(d, c->file) : NULL;
+  ganfw_cfg *root = file ? clone_node(d, c->root) : NULL;
+  if (!root) {
+    ganfw_config_destroy(d);
+    return GANFW_ERR_OOM;
+  }
+  cfg_config_set_root(d, root, file);
+  for (int i = 0; i < nsets; i++) {
+    ganfw_status st = ganfw_config_set(d, sets[i]);
+    if (st != GANFW_OK) {
+      ganfw_config_destroy(d);
+      return st;
+    }
+  }
+  *out = d;
+  return GANFW_OK;
+}
+
 /* --- positions and paths ------------------------------------------------------------------ */
 
 const char *ganfw_cfg_where(const ganfw_cfg *node) {

@@ -40,6 +40,15 @@ ganfw_status ganfw_config_load(const char *path, ganfw_config **out);
 ganfw_status ganfw_config_load_string(const char *text, const char *name, ganfw_config **out);
 void ganfw_config_destroy(ganfw_config *c); /* accepts NULL */
 
+/* A copy of `c` as it stands, node for node (values, places in the files, read marks and
+ * recorded defaults), owning its own nodes and file names, with the --set assignments
+ * sets[0..nsets) then applied to it as ganfw_config_set does: of a config no one has read,
+ * the config that loading its file with the earlier assignments and these would give,
+ * without reading the file again. *out owned by the caller, NULL on failure (errors as
+ * ganfw_config_set's, GANFW_ERR_OOM). */
+ganfw_status ganfw_config_copy(const ganfw_config *c, const char *const *sets, int nsets,
+                               ganfw_config **out);
+
 /* Applies one command-line override "section.key=value": the value is parsed as YAML (a
  * scalar, or a flow list/map such as "[0.5,0.999]" or "{lr: 1e-3}"); missing sections are
  * created; a map value merges into an existing map like `extends:`, anything else

@@ -75,30 +75,32 @@ static const char *article(const char *word) {
 #define END_OF(type, member) (offsetof(type, member) + sizeof(((type *)0)->member))
 
 /* Per kind: the smallest vtable a plugin may hand us (up to its last required member), the
- * core's own size (the copy), where the kind tag and get_extension sit. */
+ * core's own size (the copy), where the kind tag and get_extension sit, the ABI minor the kind
+ * exists from and the kind's GANFW_PLUGIN_<enum_name>. */
 static const struct {
   size_t min_size, core_size, tag_offset, ext_offset;
-  uint32_t tag;
-  const char *last_required, *type, *tag_name;
+  uint32_t tag, since_minor;
+  const char *last_required, *type, *tag_name, *enum_name;
 } vt_rules[] = {
     {END_OF(ganfw_model_vt, net), sizeof(ganfw_model_vt), offsetof(ganfw_model_vt, kind),
-     offsetof(ganfw_model_vt, get_extension), GANFW_VT_TAG_MODEL, "net", "ganfw_model_vt",
-     "GANFW_VT_TAG_MODEL"},
+     offsetof(ganfw_model_vt, get_extension), GANFW_VT_TAG_MODEL, 0, "net", "ganfw_model_vt",
+     "GANFW_VT_TAG_MODEL", "MODEL"},
     {END_OF(ganfw_optim_vt, step), sizeof(ganfw_optim_vt), offsetof(ganfw_optim_vt, kind),
-     offsetof(ganfw_optim_vt, get_extension), GANFW_VT_TAG_OPTIM, "step", "ganfw_optim_vt",
-     "GANFW_VT_TAG_OPTIM"},
+     offsetof(ganfw_optim_vt, get_extension), GANFW_VT_TAG_OPTIM, 0, "step", "ganfw_optim_vt",
+     "GANFW_VT_TAG_OPTIM", "OPTIM"},
     {END_OF(ganfw_memory_vt, configure), sizeof(ganfw_memory_vt), offsetof(ganfw_memory_vt, kind),
-     offsetof(ganfw_memory_vt, get_extension), GANFW_VT_TAG_MEMORY, "configure", "ganfw_memory_vt",
-     "GANFW_VT_TAG_MEMORY"},
+     offsetof(ganfw_memory_vt, get_extension), GANFW_VT_TAG_MEMORY, 0, "configure",
+     "ganfw_memory_vt", "GANFW_VT_TAG_MEMORY", "MEMORY"},
     {END_OF(ganfw_objective_vt, loss), sizeof(ganfw_objective_vt),
      offsetof(ganfw_objective_vt, kind), offsetof(ganfw_objective_vt, get_extension),
-     GANFW_VT_TAG_OBJECTIVE, "loss", "ganfw_objective_vt", "GANFW_VT_TAG_OBJECTIVE"},
+     GANFW_VT_TAG_OBJECTIVE, 4, "loss", "ganfw_objective_vt", "GANFW_VT_TAG_OBJECTIVE",
+     "OBJECTIVE"},
     {END_OF(ganfw_trainer_vt, step), sizeof(ganfw_trainer_vt), offsetof(ganfw_trainer_vt, kind),
-     offsetof(ganfw_trainer_vt, get_extension), GANFW_VT_TAG_TRAINER, "step", "ganfw_trainer_vt",
-     "GANFW_VT_TAG_TRAINER"},
+     offsetof(ganfw_trainer_vt, get_extension), GANFW_VT_TAG_TRAINER, 6, "step", "ganfw_trainer_vt",
+     "GANFW_VT_TAG_TRAINER", "TRAINER"},
     {END_OF(ganfw_layer_plugin_vt, create), sizeof(ganfw_layer_plugin_vt),
      offsetof(ganfw_layer_plugin_vt, kind), offsetof(ganfw_layer_plugin_vt, get_extension),
-     GANFW_VT_TAG_LAYER, "create", "ganfw_layer_plugin_vt", "GANFW_VT_TAG_LAYER"},
+     GANFW_VT_TAG_LAYER, 8, "create", "ganfw_layer_plugin_vt", "GANFW_VT_TAG_LAYER", "LAYER"},
 };
 _Static_assert(sizeof(vt_rules) / sizeof(vt_rules[0]) == GANFW_PLUGIN_KIND_COUNT,
                "vt_rules must cover every GANFW_PLUGIN_* kind");
@@ -332,12 +334,11 @@ static ganfw_status check_layer_def(const ganfw_plugin_desc *d, const void *copy
               d->name, path, why);
 }
 
-/* Checks the descriptor `d` of the plugin at `path` and its vtable. `want_name` is the name
- * it was asked for (NULL when loaded by path). On success *vt_copy is the vtable copied into
- * a zeroed block of the core's size (malloc'd, the caller's). */
-static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, const char *want_name,
-                               int32_t expected_kind, const char *what, void **vt_copy) {
-  const char *rebuild = "rebuild the plugin against this ganfw's headers";
+static const char *const rebuild = "rebuild the plugin against this ganfw's headers";
+
+/* The descriptor's own fields: present, of this ABI major, large enough, of a known kind
+ * and of a minor that has that kind. */
+static ganfw_status check_abi(const ganfw_plugin_desc *d, const char *path, const char *what) {
   if (!d)
     return fail(what,
                 "plugin %s: " GANFW_PLUGIN_ENTRY_SYMBOL "() returned NULL instead of its "
@@ -360,23 +361,16 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
         "plugin %s declares kind %d, which this ganfw does not know (0 model, 1 optimizer, "
         "2 memory, 3 objective, 4 trainer, 5 layer); set kind to a GANFW_PLUGIN_* value and %s",
         path, (int)d->kind, rebuild);
-  if (d->kind == GANFW_PLUGIN_OBJECTIVE && d->abi_minor < 4)
+  uint32_t since = vt_rules[d->kind].since_minor;
+  if (d->abi_minor < since)
     return fail(what,
-                "plugin %s declares kind 3 (objective) but was built for ABI %u.%u; objective "
-                "plugins exist from ABI 1.4: %s",
-                path, (unsigned)d->abi_major, (unsigned)d->abi_minor, rebuild);
-  if (d->kind == GANFW_PLUGIN_LAYER && d->abi_minor < 8)
-    return fail(what,
-                "plugin %s declares kind 5 (layer) but was built for ABI %u.%u; layer plugins "
-                "exist from ABI 1.8: %s",
-                path, (unsigned)d->abi_major, (unsigned)d->abi_minor, rebuild);
+                "plugin %s declares kind %d (%s) but was built for ABI %u.%u; %s plugins exist "
+                "from ABI %d.%u: %s",
+                path, (int)d->kind, kind_names[d->kind], (unsigned)d->abi_major,
+                (unsigned)d->abi_minor, kind_names[d->kind], GANFW_ABI_MAJOR, (unsigned)since,
+                rebuild);
   /* A trainer drives the step through the step calls of its own minor: a newer one may
    * call what this core does not have, so it is refused rather than run half-way. */
-  if (d->kind == GANFW_PLUGIN_TRAINER && d->abi_minor < 6)
-    return fail(what,
-                "plugin %s declares kind 4 (trainer) but was built for ABI %u.%u; trainer "
-                "plugins exist from ABI 1.6: %s",
-                path, (unsigned)d->abi_major, (unsigned)d->abi_minor, rebuild);
   if (d->kind == GANFW_PLUGIN_TRAINER && d->abi_minor > GANFW_ABI_MINOR)
     return fail(what,
                 "trainer plugin %s was built for ABI %u.%u, newer than this ganfw's %d.%d: a "
@@ -384,6 +378,13 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
                 "of ABI %u.%u or later, or rebuild the plugin against this ganfw's headers",
                 path, (unsigned)d->abi_major, (unsigned)d->abi_minor, GANFW_ABI_MAJOR,
                 GANFW_ABI_MINOR, (unsigned)d->abi_major, (unsigned)d->abi_minor);
+  return GANFW_OK;
+}
+
+/* The kind the caller asked for (expected_kind, -1: any) and the name it was found by
+ * (want_name, NULL when loaded by path). */
+static ganfw_status check_identity(const ganfw_plugin_desc *d, const char *path,
+                                   const char *want_name, int32_t expected_kind, const char *what) {
   const char *kind = kind_names[d->kind];
   const char *shown = d->name && d->name[0] ? d->name : (want_name ? want_name : "?");
   if (expected_kind >= 0 && d->kind != expected_kind) {
@@ -407,6 +408,14 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
                 "%s" PLUGIN_SUFFIX "); rename the file to " PLUGIN_PREFIX "%s" PLUGIN_SUFFIX
                 " and ask for '%s', or fix the name in its descriptor",
                 path, d->name, want_name, want_name, d->name, d->name);
+  return GANFW_OK;
+}
+
+/* The vtable as the plugin hands it: present, at least its kind's required size, and
+ * tagged (where its size reaches the tag) as its descriptor's kind or untagged. */
+static ganfw_status check_vtable_head(const ganfw_plugin_desc *d, const char *path,
+                                      const char *what) {
+  const char *kind = kind_names[d->kind];
   if (!d->vtable)
     return fail(what, "%s plugin '%s' at %s has a NULL vtable; point it at its %s and %s", kind,
                 d->name, path, vt_rules[d->kind].type, rebuild);
@@ -435,8 +444,7 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
                 "to the vtable's (GANFW_PLUGIN_%s), and %s",
                 kind, d->name, path, kind, vt_rules[tagged_as].tag_name,
                 article(kind_names[tagged_as]), kind_names[tagged_as], vt_rules[tagged_as].type,
-                vt_rules[d->kind].type, vt_rules[tagged_as].tag_name + strlen("GANFW_VT_TAG_"),
-                rebuild);
+                vt_rules[d->kind].type, vt_rules[tagged_as].enum_name, rebuild);
   if (tagged_as < 0 && tag != 0)
     return fail(what,
                 "%s plugin '%s' at %s: vtable kind tag is 0x%08x, not %s (0x%08x); set the "
@@ -447,36 +455,52 @@ static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, con
    * built for. A field a newer minor adds means its default when left 0, so that a 1.0
    * plugin's source, which never set the tag, rebuilds and runs unchanged against today's
    * headers (tests/abi10, built both ways). A tag that is set is checked above. */
+  return GANFW_OK;
+}
 
-  /* From here on only the zeroed, core-sized copy is read: a member past the plugin's
-   * struct_size is NULL, whatever follows its vtable in its memory. */
-  size_t core_size = vt_rules[d->kind].core_size;
-  void *copy = calloc(1, core_size);
-  if (!copy) return fail(what, "plugin %s: out of host memory while loading it", path);
-  memcpy(copy, d->vtable, vt_size < core_size ? vt_size : core_size);
+/* The members of the core-sized copy `copy`: every required one set, a model's family known,
+ * a declared config-key table well formed. */
+static ganfw_status check_vtable_copy(const ganfw_plugin_desc *d, const void *copy,
+                                      const char *path, const char *what) {
   const char *missing = missing_member(d->kind, copy);
-  if (missing) {
-    free(copy);
+  if (missing)
     return fail(what,
                 "%s plugin '%s' at %s: required vtable member '%s' is NULL; implement it (only "
                 "members marked (optional) in ganfw/%s.h may be NULL)",
-                kind, d->name, path, missing,
+                kind_names[d->kind], d->name, path, missing,
                 d->kind == GANFW_PLUGIN_OPTIM   ? "optim"
                 : d->kind == GANFW_PLUGIN_LAYER ? "layer_plugin"
                                                 : kind_names[d->kind]);
-  }
   if (d->kind == GANFW_PLUGIN_MODEL) {
     int32_t family = ((const ganfw_model_vt *)copy)->family;
-    if (family < 0 || family >= GANFW_MODEL_FAMILY_COUNT) {
-      free(copy);
+    if (family < 0 || family >= GANFW_MODEL_FAMILY_COUNT)
       return fail(what,
                   "model plugin '%s' at %s declares family %d, which this ganfw does not know; "
                   "set it to GANFW_MODEL_GAN, GANFW_MODEL_CLASSIFIER or GANFW_MODEL_NETS and %s",
                   d->name, path, (int)family, rebuild);
-    }
   }
   ganfw_status st = check_config_keys(d, copy, path, what);
   if (st == GANFW_OK && d->kind == GANFW_PLUGIN_LAYER) st = check_layer_def(d, copy, path, what);
+  return st;
+}
+
+/* Checks the descriptor `d` of the plugin at `path` and its vtable. `want_name` is the name
+ * it was asked for (NULL when loaded by path). On success *vt_copy is the vtable copied into
+ * a zeroed block of the core's size (malloc'd, the caller's). */
+static ganfw_status check_desc(const ganfw_plugin_desc *d, const char *path, const char *want_name,
+                               int32_t expected_kind, const char *what, void **vt_copy) {
+  ganfw_status st = check_abi(d, path, what);
+  if (st == GANFW_OK) st = check_identity(d, path, want_name, expected_kind, what);
+  if (st == GANFW_OK) st = check_vtable_head(d, path, what);
+  if (st != GANFW_OK) return st;
+  /* From here on only the zeroed, core-sized copy is read: a member past the plugin's
+   * struct_size is NULL, whatever follows its vtable in its memory. */
+  uint32_t vt_size = *(const uint32_t *)d->vtable;
+  size_t core_size = vt_rules[d->kind].core_size;
+  void *copy = calloc(1, core_size);
+  if (!copy) return fail(what, "plugin %s: out of host memory while loading it", path);
+  memcpy(copy, d->vtable, vt_size < core_size ? vt_size : core_size);
+  st = check_vtable_copy(d, copy, path, what);
   if (st != GANFW_OK) {
     free(copy);
     return st;

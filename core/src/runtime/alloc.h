@@ -189,7 +189,7 @@ void ganfw_oom_report_format(const ganfw_alloc *a, const ganfw_oom_report *r, ch
 typedef void (*ganfw_oom_hook)(void *ud, const ganfw_oom_report *r, char *buf, size_t n);
 void ganfw_alloc_set_oom_hook(ganfw_alloc *a, ganfw_oom_hook fn, void *ud);
 
-/* --- inspection for planners (core/src/tools/probe.c) ----------------------------------------
+/* --- inspection for planners (core/src/plan/probe.c) ----------------------------------------
  * Calls fn once per live block with its address, rounded size, category and owner (NULL
  * when unnamed; borrowed, valid during the call). Order unspecified. O(live blocks). */
 typedef void (*ganfw_alloc_block_fn)(void *ud, const void *ptr, size_t size, int32_t category,
@@ -235,7 +235,7 @@ void ganfw_alloc_trace_op(ganfw_alloc *a, int32_t begin, const char *layer);
 ganfw_status ganfw_alloc_trace_copy(const ganfw_alloc *a, ganfw_trace_event **out, int64_t *n);
 
 /* --- planned layout (device.memory_layout: planned) ----------------------------------------
- * One step's requests in order, as a traced plan of the step saw them (tools/layout.c): a
+ * One step's requests in order, as a traced plan of the step saw them (plan/layout.c): a
  * step-local block gets an offset in one arena, laid out offline so that blocks that live
  * at the same time never overlap; the others (persistent tensors, blocks the step keeps)
  * are served by the caching allocator as usual. ganfw_alloc_set_layout reserves one

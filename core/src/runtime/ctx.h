@@ -32,7 +32,7 @@ typedef struct ganfw_ctx_options {
   int32_t memory_layout;
   /* the planned layout the allocator gets before anything is allocated (borrowed; NULL:
    * none, the caching allocator serves everything); made by the caller from a plan of the
-   * config (tools/layout.h), not a config key */
+   * config (plan/layout.h), not a config key */
   const ganfw_alloc_layout *layout;
 } ganfw_ctx_options;
 

@@ -1,11 +1,14 @@
 /* The names a trace's events use (kinds, stages, passes, and the memory categories declared
- * in alloc.h) and the copy of their owner names (see trace_event.h): apart from the
- * allocator, so that a trace's readers link without it. */
+ * in alloc.h), the copy of their owner names and the range of one step (see trace_event.h):
+ * apart from the allocator, so that a trace's readers link without it. Its messages say
+ * "timeline:", as the pictures of a step (tools/timeline.c) always have. */
 #include "runtime/trace_event.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/error.h"
 #include "runtime/alloc.h"
 
 static const char *const category_names[] = {
@@ -75,4 +78,85 @@ int ganfw_trace_own_names(ganfw_trace_event *ev, int64_t n, char **pool) {
   }
   *pool = p;
   return 0;
+}
+
+/* --- one step of a trace ---------------------------------------------------------------- */
+
+/* "1-3, 7, 9-12" for the step numbers of the trace's STEP events (in trace order),
+ * ending in "..." when they do not all fit. */
+static void list_steps(const ganfw_trace_event *ev, int64_t n, char *buf, size_t cap) {
+  size_t len = 0;
+  int have = 0, full = 0;
+  int32_t lo = 0, hi = 0;
+  buf[0] = '\0';
+  for (int64_t i = 0; i <= n && !full; i++) {
+    int is_step = i < n && ev[i].kind == GANFW_TEV_STEP && ev[i].step > 0;
+    if (i < n && !is_step) continue;
+    if (is_step && have && ev[i].step == hi + 1) {
+      hi = ev[i].step;
+      continue;
+    }
+    if (have) {
+      char piece[48];
+      if (lo == hi) {
+        snprintf(piece, sizeof piece, "%s%d", len ? ", " : "", lo);
+      } else {
+        snprintf(piece, sizeof piece, "%s%d-%d", len ? ", " : "", lo, hi);
+      }
+      size_t pl = strlen(piece);
+      if (len + pl + 6 > cap) {
+        snprintf(buf + len, cap - len, ", ...");
+        full = 1;
+        break;
+      }
+      memcpy(buf + len, piece, pl + 1);
+      len += pl;
+    }
+    if (is_step) {
+      lo = hi = ev[i].step;
+      have = 1;
+    }
+  }
+}
+
+ganfw_status ganfw_trace_find_step(const ganfw_trace_event *ev, int64_t n, int32_t step,
+                                   int64_t *first, int64_t *count) {
+  if (!first || !count || n < 0 || (!ev && n > 0) || step < 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "timeline: find_step needs events, n >= 0, step >= 0 (%d) and two "
+                           "outputs",
+                           step);
+  *first = 0;
+  *count = 0;
+  /* a STEP event with step <= 0 only ends the step before it (what follows is between
+   * steps); `closed` is the last step that such an event or a next step ended */
+  int64_t n_steps = 0, last = -1, closed = -1, found = -1;
+  for (int64_t i = 0; i < n; i++) {
+    if (ev[i].kind != GANFW_TEV_STEP) continue;
+    if (last >= 0) closed = last;
+    last = -1;
+    if (ev[i].step <= 0) continue;
+    n_steps++;
+    last = i;
+    if (step > 0 && found < 0 && ev[i].step == step) found = i;
+  }
+  if (n_steps == 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "timeline: the trace holds no step (no step event among its %lld "
+                           "events); trace at least one training step",
+                           (long long)n);
+  if (step == 0) found = closed >= 0 ? closed : last;
+  if (found < 0) {
+    char steps[256];
+    list_steps(ev, n, steps, sizeof steps);
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "timeline: the trace has no step %d; it holds step%s %s (pick one of "
+                           "them, or 0 for the last complete step)",
+                           step, n_steps > 1 ? "s" : "", steps);
+  }
+  int64_t end = found + 1;
+  while (end < n && ev[end].kind != GANFW_TEV_STEP) end++;
+  *first = found;
+  *count = end - found;
+  return GANFW_OK;
 }

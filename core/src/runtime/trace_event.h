@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "ganfw/status.h"
+
 enum {
   GANFW_TEV_ALLOC = 0,     /* a block handed out: size = its rounded bytes */
   GANFW_TEV_FREE,          /* a block given back */
@@ -69,5 +71,13 @@ const char *ganfw_trace_pass_name(int32_t pass);
  * events at the copies, so that they outlive the allocator they came from. *pool is NULL
  * when no event has an owner. Returns 0, or -1 when out of host memory (nothing changed). */
 int ganfw_trace_own_names(ganfw_trace_event *ev, int64_t n, char **pool);
+
+/* Picks one step out of a whole trace: [*first, *first + *count) are the events from the
+ * GANFW_TEV_STEP event of step `step` up to the next STEP event (or the end). step 0
+ * picks the last step whose events are complete (followed by another STEP event, or the
+ * last step when the trace ends without one). GANFW_ERR_INVALID_ARG naming the steps the
+ * trace holds when it has no such step (or no STEP event at all). */
+ganfw_status ganfw_trace_find_step(const ganfw_trace_event *ev, int64_t n, int32_t step,
+                                   int64_t *first, int64_t *count);
 
 #endif

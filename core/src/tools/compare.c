@@ -9,7 +9,6 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "base/json.h"
-#include "io/timeline.h"
 #include "tools/plan.h"
 #include "tools/report.h"
 #include "runtime/tensor.h"
@@ -19,12 +18,8 @@
 /* --set assignments a row adds device.memory_layout to */
 #define COMPARE_SETS_MAX 64
 
-const char *ganfw_compare_row_layout(const ganfw_compare_row *row) {
-  return row->r.planned ? "planned" : "caching";
-}
-
 /* One row: the config with the --set assignments (and device.memory_layout=layout when not
- * NULL), measured, then planned for the plan-vs-measured column and the report. */
+ * NULL), read once, measured, then planned for the plan-vs-measured column and the report. */
 static void compare_one(const char *config, const char *layout, const char *const *sets, int nsets,
                         const ganfw_probe_options *popt, const char *progress,
                         ganfw_compare_row *row, FILE *log) {
@@ -46,19 +41,21 @@ static void compare_one(const char *config, const char *layout, const char *cons
             (int)popt->warmup, (int)popt->steps);
     fflush(log);
   }
-  row->status = ganfw_probe_run(config, more, nmore, popt, &row->r);
+  ganfw_run_config *rc = NULL;
+  row->status = ganfw_run_config_open(config, more, nmore, &rc);
+  if (row->status == GANFW_OK) row->status = ganfw_probe_run(rc, popt, &row->r);
   if (row->status != GANFW_OK) {
     snprintf(row->error, sizeof row->error, "%s", ganfw_error_message());
     ganfw_error_clear();
   }
   /* the planner's calibration: its peak against the measured; kept for the report */
-  if (row->status == GANFW_OK && ganfw_report_plan(config, more, nmore, &row->plan) == GANFW_OK &&
-      !row->plan.oom) {
+  if (row->status == GANFW_OK && ganfw_report_plan(rc, &row->plan) == GANFW_OK && !row->plan.oom) {
     row->planned = 1;
     row->plan_allocated = row->plan.peak_allocated;
     row->plan_reserved = row->plan.peak_reserved;
   }
   ganfw_error_clear();
+  ganfw_run_config_free(rc);
   if (log && row->status != GANFW_OK)
     fprintf(log, "compare: %s failed: %s\n", row->label, row->error);
   else if (log && row->r.oom)
@@ -313,7 +310,7 @@ ganfw_status ganfw_compare_write_html(const ganfw_compare_row *rows, int n, cons
   for (int i = 0; i < n; i++) {
     const ganfw_probe_result *p = &rows[i].plan;
     int64_t first = 0, count = 0;
-    if (!rows[i].planned || ganfw_timeline_find_step(p->trace, p->n_trace, 2, &first, &count))
+    if (!rows[i].planned || ganfw_trace_find_step(p->trace, p->n_trace, 2, &first, &count))
       continue;
     parts[k++] = (ganfw_report_part){.name = rows[i].label,
                                      .caption = "step 2 (plan)",

@@ -7,7 +7,8 @@
 
 #include <stdio.h>
 
-#include "tools/probe.h"
+#include "plan/probe.h"
+#include "tools/report.h" /* ganfw_compare_row */
 
 typedef struct ganfw_compare_options {
   int32_t warmup; /* steps before measuring (default 2) */
@@ -17,21 +18,6 @@ typedef struct ganfw_compare_options {
   const char *layouts[2];
   int32_t n_layouts;
 } ganfw_compare_options;
-
-typedef struct ganfw_compare_row {
-  const char *config;  /* borrowed from the caller */
-  char label[512];     /* config, and "(layout)" when compare set the layout */
-  ganfw_status status; /* GANFW_OK, or the failure other than OOM (see error) */
-  char error[512];
-  ganfw_probe_result r;                  /* r.oom: it ran out of memory (r.oom_report) */
-  int32_t planned;                       /* the plan of the same config ran: */
-  int64_t plan_allocated, plan_reserved; /* its peaks, for the plan-vs-measured column */
-  ganfw_probe_result plan; /* ... and the plan itself, by layer and traced (the report) */
-} ganfw_compare_row;
-
-/* The device.memory_layout a row ran with: "planned", or "caching" (also when the planned
- * layout's segment did not fit under the memory_limit and the cache served the run). */
-const char *ganfw_compare_row_layout(const ganfw_compare_row *row);
 
 /* Runs configs[0..n) one after the other (each with the --set assignments) into rows
  * (n * max(1, opt->n_layouts) of them, filled by this call: each config's rows together,

@@ -164,7 +164,7 @@ ganfw_status ganfw_eval(const ganfw_eval_args *a, FILE *out) {
   ganfw_data_info info = {0};
   int64_t step = -1, batch = a->batch;
   double saved_acc = -1;
-  if (st == GANFW_OK) st = ganfw_run_open(config, a->sets, a->nsets, &run);
+  if (st == GANFW_OK) st = ganfw_run_open_file(config, a->sets, a->nsets, &run);
   if (st == GANFW_OK) {
     if (a->checkpoint)
       snprintf(ckpt, sizeof ckpt, "%s", a->checkpoint);

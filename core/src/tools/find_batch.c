@@ -19,9 +19,7 @@
 #define DEFAULT_MAX ((int64_t)1 << 20)
 
 typedef struct search {
-  const char *config;
-  const char *const *sets;
-  int nsets;
+  const ganfw_run_config *config;
   ganfw_find_batch_result *res;
   ganfw_data_info info;
   int32_t have_info;
@@ -65,9 +63,8 @@ static const char *grouped(int64_t v, char buf[32]) {
  * res->data_size, data_cap and data_cap_why. */
 static ganfw_status data_cap_of(search *s) {
   ganfw_find_batch_result *res = s->res;
-  ganfw_config *cfg = NULL;
-  ganfw_status st = ganfw_config_load(s->config, &cfg);
-  for (int i = 0; st == GANFW_OK && i < s->nsets; i++) st = ganfw_config_set(cfg, s->sets[i]);
+  ganfw_config *cfg = NULL; /* a copy to read: the command's config stays unread */
+  ganfw_status st = ganfw_config_copy(ganfw_run_config_tree(s->config), NULL, 0, &cfg);
   const ganfw_cfg *data = st == GANFW_OK ? ganfw_cfg_section(ganfw_config_root(cfg), "data") : NULL;
   const char *kind = NULL, *path = NULL, *why = NULL;
   ganfw_loader_config lc;
@@ -112,7 +109,7 @@ static ganfw_status try_batch(search *s, int64_t b, int32_t *fits) {
                              .batch_size = b,
                              .info = s->have_info ? &s->info : NULL};
   ganfw_probe_result r;
-  ganfw_status st = ganfw_probe_run(s->config, s->sets, s->nsets, &opt, &r);
+  ganfw_status st = ganfw_probe_run(s->config, &opt, &r);
   if (st != GANFW_OK) {
     ganfw_probe_result_free(&r);
     return st;
@@ -143,7 +140,7 @@ static ganfw_status budget_of(search *s, const ganfw_find_batch_options *opt, in
   ganfw_probe_options popt = {
       .meta = 1, .warmup = 0, .steps = 1, .limit_mode = GANFW_PROBE_LIMIT_NONE};
   ganfw_probe_result r;
-  ganfw_status st = ganfw_probe_run(s->config, s->sets, s->nsets, &popt, &r);
+  ganfw_status st = ganfw_probe_run(s->config, &popt, &r);
   ganfw_probe_result_free(&r);
   if (st != GANFW_OK) return st;
   s->info = r.data;
@@ -232,15 +229,15 @@ static int try_cmp(const void *x, const void *y) {
   return p->batch < q->batch ? -1 : p->batch > q->batch;
 }
 
-static void print_result(const char *config, const ganfw_find_batch_options *opt,
+static void print_result(const ganfw_run_config *config, const ganfw_find_batch_options *opt,
                          ganfw_find_batch_result *res, FILE *out) {
   char a[32];
   fprintf(out,
           "find-batch %s: budget %.2f MiB (%s) less %.0f%% margin = %.2f MiB; batch sizes "
           "in multiples of %lld, at most %s (%s)\n\n",
-          config, (double)res->budget / MIB, res->budget_source, 100.0 * opt->margin,
-          (double)res->limit / MIB, (long long)res->granularity, grouped(res->data_cap, a),
-          res->data_cap_what);
+          ganfw_run_config_path(config), (double)res->budget / MIB, res->budget_source,
+          100.0 * opt->margin, (double)res->limit / MIB, (long long)res->granularity,
+          grouped(res->data_cap, a), res->data_cap_what);
   ganfw_find_batch_try sorted[GANFW_FIND_BATCH_MAX_TRIES];
   memcpy(sorted, res->tries, (size_t)res->n_tries * sizeof *sorted);
   qsort(sorted, (size_t)res->n_tries, sizeof *sorted, try_cmp);
@@ -275,14 +272,13 @@ static void print_result(const char *config, const ganfw_find_batch_options *opt
             res->data_cap_what, res->data_cap_why);
 }
 
-ganfw_status ganfw_find_batch(const char *config, const char *const *sets, int nsets,
-                              const ganfw_find_batch_options *opt, ganfw_find_batch_result *res,
-                              FILE *out) {
+ganfw_status ganfw_find_batch(const ganfw_run_config *config, const ganfw_find_batch_options *opt,
+                              ganfw_find_batch_result *res, FILE *out) {
   memset(res, 0, sizeof *res);
   if (!(opt->margin >= 0.0 && opt->margin <= 0.9))
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "find-batch: --margin %g must be in [0, 0.9]",
                            opt->margin);
-  search s = {.config = config, .sets = sets, .nsets = nsets, .res = res};
+  search s = {.config = config, .res = res};
   int64_t start = 0;
   ganfw_status st = budget_of(&s, opt, &start);
   if (st == GANFW_OK) st = data_cap_of(&s);
@@ -291,7 +287,7 @@ ganfw_status ganfw_find_batch(const char *config, const char *const *sets, int n
   if (out) print_result(config, opt, res, out);
   char why[4096]; /* no batch fits: say so when the model's state alone is the reason */
   if (out && res->batch == 0 &&
-      ganfw_oom_state_advice(config, sets, nsets, res->limit, "the plans' limit", why, sizeof why))
+      ganfw_oom_state_advice(config, res->limit, "the plans' limit", why, sizeof why))
     fprintf(out, "%s\n", why + (why[0] == '\n'));
   if (res->batch == 0 || !opt->confirm) return GANFW_OK;
   char source[128];
@@ -321,7 +317,7 @@ ganfw_status ganfw_find_batch(const char *config, const char *const *sets, int n
     fprintf(out, "Confirming with one real step at batch %lld ...\n", (long long)res->batch);
     fflush(out);
   }
-  st = ganfw_probe_run(config, sets, nsets, &ropt, &res->real);
+  st = ganfw_probe_run(config, &ropt, &res->real);
   if (st != GANFW_OK) return st;
   res->confirmed = 1;
   if (out && res->real.oom)

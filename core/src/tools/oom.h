@@ -9,9 +9,9 @@
 #include <stdint.h>
 
 #include "ganfw/status.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "runtime/trace_event.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 
 /* --- the flight recorder's picture (oom_record.c) ------------------------------------------ */
 
@@ -45,15 +45,15 @@ void ganfw_oom_picture_free(ganfw_oom_picture *pic); /* accepts NULL */
  * events the limited run made, unless a planned layout's segment came first. An OOM is
  * not an error; a request that does not fail leaves oom 0. Free with
  * ganfw_probe_result_free (also after a failure). */
-ganfw_status ganfw_oom_setup_replay(const char *config, const char *const *sets, int nsets,
-                                    int64_t memory_limit, ganfw_probe_result *out);
+ganfw_status ganfw_oom_setup_replay(const ganfw_run_config *config, int64_t memory_limit,
+                                    ganfw_probe_result *out);
 
 /* The set-up replay (as ganfw_oom_setup_replay makes it) that the last ganfw_oom_advice
- * made for `config`, when its plan ran out of memory in the set-up; NULL otherwise.
- * ganfw_oom_record draws a set-up failure from it: the plan it is given holds no events
- * there, and the advice, which has the --set assignments, comes first. Owned by the
- * advice, valid until its next call. */
-const ganfw_probe_result *ganfw_oom_advice_setup_replay(const char *config);
+ * made for a config of the same file as `config`, when its plan ran out of memory in the
+ * set-up; NULL otherwise. ganfw_oom_record draws a set-up failure from it: the plan it is
+ * given holds no events there, and the advice comes first. Owned by the advice, valid until
+ * its next call. */
+const ganfw_probe_result *ganfw_oom_advice_setup_replay(const ganfw_run_config *config);
 
 /* --- the model's state (oom_advice.c) ----------------------------------------------------------
  */
@@ -66,7 +66,7 @@ const ganfw_probe_result *ganfw_oom_advice_setup_replay(const char *config);
  * ZeRO over ranks, memory: [{plugin: zero}]), each planned on the meta backend, a variant
  * fitting when its planned reserved peak is within the budget; returns 1. Returns 0 with
  * buf "" when the state fits or the config cannot be planned. */
-int ganfw_oom_state_advice(const char *config, const char *const *sets, int nsets, int64_t budget,
-                           const char *budget_name, char *buf, size_t n);
+int ganfw_oom_state_advice(const ganfw_run_config *config, int64_t budget, const char *budget_name,
+                           char *buf, size_t n);
 
 #endif

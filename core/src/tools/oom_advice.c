@@ -17,8 +17,7 @@
 #include "tools/plan.h"
 #include "train/run.h"
 
-#define MIB          (1024.0 * 1024.0)
-#define CLI_SETS_MAX 64 /* --set assignments a variant adds one to */
+#define MIB (1024.0 * 1024.0)
 
 typedef struct variant {
   const char *label;  /* "amp f16" */
@@ -66,10 +65,10 @@ typedef struct config_facts {
   char out_dir[4096];    /* run.out_dir; "" when none */
 } config_facts;
 
-static void facts_of(const char *config, const char *const *sets, int nsets, config_facts *f) {
+static void facts_of(const ganfw_run_config *config, config_facts *f) {
   memset(f, 0, sizeof *f);
   ganfw_run *run = NULL;
-  if (ganfw_run_open(config, sets, nsets, &run) == GANFW_OK) {
+  if (ganfw_run_open(config, &run) == GANFW_OK) {
     for (int32_t i = 0; i < run->n_memory; i++) {
       const char *name = ganfw_plugin_name(run->memory[i]);
       for (size_t k = 0; k < sizeof strategies / sizeof strategies[0]; k++)
@@ -95,14 +94,16 @@ static void fit_add(fitting *fit, const char *how) {
   if (fit->n < MAX_FITS) snprintf(fit->how[fit->n++], sizeof fit->how[0], "%s", how);
 }
 
-/* The config with `sets` and up to two more --set assignments. */
-static int with_sets(const char *const *sets, int nsets, const char *a, const char *b,
-                     const char **more) {
-  int nmore = 0;
-  for (int i = 0; i < nsets && nmore < CLI_SETS_MAX; i++) more[nmore++] = sets[i];
-  if (a) more[nmore++] = a;
-  if (b) more[nmore++] = b;
-  return nmore;
+/* `config`, or `config` with one more --set assignment (NULL: none), in *planned; *owned is
+ * the derived config to free (NULL when none was needed). */
+static ganfw_status with_set(const ganfw_run_config *config, const char *set,
+                             const ganfw_run_config **planned, ganfw_run_config **owned) {
+  *owned = NULL;
+  *planned = config;
+  if (!set) return GANFW_OK;
+  ganfw_status st = ganfw_run_config_derive(config, &set, 1, owned);
+  *planned = *owned;
+  return st;
 }
 
 /* Whether a plan fits the budget: without OOM under the limit, or (no limit) its reserved
@@ -113,15 +114,17 @@ static int plan_fits(const ganfw_probe_result *r, int64_t budget, int32_t limite
 
 /* One line for a planned variant (the config with the memory entry, the batch or one more
  * --set); nothing when it could not be planned. A variant that fits goes to *fit with `how`. */
-static void advise(const char *config, const char *const *sets, int nsets, const char *label,
-                   int64_t batch, const char *entry, const char *extra_set, const char *how,
-                   int64_t budget, int32_t limited, fitting *fit, char *buf, size_t n,
-                   size_t *len) {
-  const char *more[CLI_SETS_MAX + 2];
-  int nmore = with_sets(sets, nsets, extra_set, NULL, more);
+static void advise(const ganfw_run_config *config, const char *label, int64_t batch,
+                   const char *entry, const char *extra_set, const char *how, int64_t budget,
+                   int32_t limited, fitting *fit, char *buf, size_t n, size_t *len) {
+  const ganfw_run_config *planned;
+  ganfw_run_config *owned;
   ganfw_probe_result r;
-  ganfw_status st = ganfw_plan_make(config, more, nmore, batch, entry, &r);
+  memset(&r, 0, sizeof r);
+  ganfw_status st = with_set(config, extra_set, &planned, &owned);
+  if (st == GANFW_OK) st = ganfw_plan_make(planned, batch, entry, &r);
   ganfw_probe_result_free(&r);
+  ganfw_run_config_free(owned);
   if (st != GANFW_OK) return;
   int fits = plan_fits(&r, budget, limited);
   app(buf, n, len, "\n  %-24s peak %.2f MiB allocated, %.2f MiB reserved: %s", label,
@@ -169,16 +172,18 @@ static int state_verdict(const ganfw_probe_result *r, int64_t budget, int32_t li
 
 /* Plans the config with one more --set and an extra memory entry on `ranks` ranks (1: as
  * it is), as `ganfw plan --ranks` does. */
-static ganfw_status plan_variant(const char *config, const char *const *sets, int nsets,
-                                 const char *extra_set, const char *entry, int32_t ranks,
-                                 ganfw_probe_result *r) {
-  const char *more[CLI_SETS_MAX + 2];
-  int nmore = with_sets(sets, nsets, extra_set, NULL, more);
+static ganfw_status plan_variant(const ganfw_run_config *config, const char *extra_set,
+                                 const char *entry, int32_t ranks, ganfw_probe_result *r) {
+  const ganfw_run_config *planned;
+  ganfw_run_config *owned;
+  memset(r, 0, sizeof *r);
+  ganfw_status st = with_set(config, extra_set, &planned, &owned);
   const int32_t prev = ganfw_dist_world_size();
   if (ranks > 1) ganfw_dist_simulate(ranks);
-  ganfw_status st = ganfw_plan_make(config, more, nmore, 0, entry, r);
+  if (st == GANFW_OK) st = ganfw_plan_make(planned, 0, entry, r);
   if (ranks > 1) ganfw_dist_simulate(prev);
   ganfw_probe_result_free(r);
+  ganfw_run_config_free(owned);
   return st;
 }
 
@@ -186,12 +191,12 @@ static ganfw_status plan_variant(const char *config, const char *const *sets, in
  * of the state stays whole on each, and a data-parallel run adds its gradient buckets. One
  * plan on 2 ranks gives that floor; when the floor fits, the fewest ranks whose share fits
  * (a power of two, as many as the batch allows) are planned too. */
-static void advise_zero(const char *config, const char *const *sets, int nsets,
-                        const ganfw_probe_result *base, int64_t budget, int32_t limited,
-                        fitting *fit, char *buf, size_t n, size_t *len) {
+static void advise_zero(const ganfw_run_config *config, const ganfw_probe_result *base,
+                        int64_t budget, int32_t limited, fitting *fit, char *buf, size_t n,
+                        size_t *len) {
   ganfw_probe_result r;
   if (base->batch_size % 2 != 0 ||
-      plan_variant(config, sets, nsets, NULL, "{plugin: zero}", 2, &r) != GANFW_OK) {
+      plan_variant(config, NULL, "{plugin: zero}", 2, &r) != GANFW_OK) {
     ganfw_error_clear();
     return;
   }
@@ -213,8 +218,7 @@ static void advise_zero(const char *config, const char *const *sets, int nsets,
   while (ranks < 4096 && floor_bytes + optim / ranks > budget &&
          base->batch_size % (ranks * 2) == 0)
     ranks *= 2;
-  if (ranks > 2 &&
-      plan_variant(config, sets, nsets, NULL, "{plugin: zero}", ranks, &r) != GANFW_OK) {
+  if (ranks > 2 && plan_variant(config, NULL, "{plugin: zero}", ranks, &r) != GANFW_OK) {
     ganfw_error_clear();
     return;
   }
@@ -231,10 +235,9 @@ static void advise_zero(const char *config, const char *const *sets, int nsets,
 
 /* When base's state alone is over the budget: the state by category, by how much it is
  * over, and a line per remedy; returns 1. Returns 0 (writing nothing) when it fits. */
-static int advise_state(const char *config, const char *const *sets, int nsets,
-                        const ganfw_probe_result *base, const config_facts *f, int64_t budget,
-                        int32_t limited, const char *budget_name, fitting *fit, char *buf, size_t n,
-                        size_t *len) {
+static int advise_state(const ganfw_run_config *config, const ganfw_probe_result *base,
+                        const config_facts *f, int64_t budget, int32_t limited,
+                        const char *budget_name, fitting *fit, char *buf, size_t n, size_t *len) {
   const int64_t *sc = base->setup_category;
   const int64_t state = state_bytes(base);
   if (state <= budget || state <= 0) return 0;
@@ -269,7 +272,7 @@ static int advise_state(const char *config, const char *const *sets, int nsets,
   /* an optimizer with less state */
   for (size_t i = 0; i < sizeof optimizers / sizeof optimizers[0]; i++) {
     ganfw_probe_result r;
-    if (plan_variant(config, sets, nsets, optimizers[i].set, NULL, 1, &r) != GANFW_OK) {
+    if (plan_variant(config, optimizers[i].set, NULL, 1, &r) != GANFW_OK) {
       ganfw_error_clear();
       continue;
     }
@@ -287,29 +290,29 @@ static int advise_state(const char *config, const char *const *sets, int nsets,
 
   /* ZeRO over ranks */
   if (!f->has_zero && sc[GANFW_MEM_OPTIM_STATE] > 0)
-    advise_zero(config, sets, nsets, base, budget, limited, fit, buf, n, len);
+    advise_zero(config, base, budget, limited, fit, buf, n, len);
   return 1;
 }
 
-int ganfw_oom_state_advice(const char *config, const char *const *sets, int nsets, int64_t budget,
-                           const char *budget_name, char *buf, size_t n) {
+int ganfw_oom_state_advice(const ganfw_run_config *config, int64_t budget, const char *budget_name,
+                           char *buf, size_t n) {
   if (!buf || n == 0) return 0;
   buf[0] = '\0';
   ganfw_probe_options opt = {
       .meta = 1, .warmup = 0, .steps = 1, .limit_mode = GANFW_PROBE_LIMIT_NONE};
   ganfw_probe_result base;
-  ganfw_status st = ganfw_probe_run(config, sets, nsets, &opt, &base);
+  ganfw_status st = ganfw_probe_run(config, &opt, &base);
   ganfw_probe_result_free(&base);
   if (st != GANFW_OK) {
     ganfw_error_clear();
     return 0;
   }
   config_facts f;
-  facts_of(config, sets, nsets, &f);
+  facts_of(config, &f);
   fitting fit = {.n = 0};
   size_t len = 0;
-  int over = advise_state(config, sets, nsets, &base, &f, budget, 0,
-                          budget_name ? budget_name : "the budget", &fit, buf, n, &len);
+  int over = advise_state(config, &base, &f, budget, 0, budget_name ? budget_name : "the budget",
+                          &fit, buf, n, &len);
   if (over && fit.n > 0) {
     app(buf, n, &len, "\nTry:");
     for (int i = 0; i < fit.n; i++) app(buf, n, &len, "%s %s", i ? "," : "", fit.how[i]);
@@ -326,34 +329,34 @@ int ganfw_oom_state_advice(const char *config, const char *const *sets, int nset
 static ganfw_probe_result setup_replay;
 static char setup_config[4096];
 
-const ganfw_probe_result *ganfw_oom_advice_setup_replay(const char *config) {
-  if (!config || !setup_config[0] || strcmp(config, setup_config) != 0) return NULL;
+const ganfw_probe_result *ganfw_oom_advice_setup_replay(const ganfw_run_config *config) {
+  if (!config || !setup_config[0] || strcmp(ganfw_run_config_path(config), setup_config) != 0)
+    return NULL;
   return setup_replay.n_trace > 0 ? &setup_replay : NULL;
 }
 
-static void keep_setup_replay(const char *config, const char *const *sets, int nsets,
-                              int64_t budget) {
+static void keep_setup_replay(const ganfw_run_config *config, int64_t budget) {
   ganfw_probe_result_free(&setup_replay);
   setup_config[0] = '\0';
-  if (ganfw_oom_setup_replay(config, sets, nsets, budget, &setup_replay) == GANFW_OK)
-    snprintf(setup_config, sizeof setup_config, "%s", config);
+  if (ganfw_oom_setup_replay(config, budget, &setup_replay) == GANFW_OK)
+    snprintf(setup_config, sizeof setup_config, "%s", ganfw_run_config_path(config));
   else
     ganfw_probe_result_free(&setup_replay);
 }
 
-void ganfw_oom_advice(const char *config, const char *const *sets, int nsets, char *buf, size_t n) {
+void ganfw_oom_advice(const ganfw_run_config *config, char *buf, size_t n) {
   if (!buf || n == 0) return;
   buf[0] = '\0';
   /* the base plan: batch size, budget (memory_limit, or the device's free memory) */
   ganfw_probe_result base;
-  ganfw_status st = ganfw_plan_make(config, sets, nsets, 0, NULL, &base);
+  ganfw_status st = ganfw_plan_make(config, 0, NULL, &base);
   ganfw_probe_result_free(&base);
   if (st != GANFW_OK) {
     ganfw_error_clear();
     return;
   }
   config_facts f;
-  facts_of(config, sets, nsets, &f);
+  facts_of(config, &f);
   int32_t limited = base.config_memory_limit > 0;
   int64_t budget = limited ? base.config_memory_limit : base.free_bytes;
   size_t len = 0;
@@ -367,8 +370,8 @@ void ganfw_oom_advice(const char *config, const char *const *sets, int nsets, ch
   for (size_t i = 0; i < sizeof strategies / sizeof strategies[0]; i++) {
     if (f.has_strategy[i]) continue;
     snprintf(how, sizeof how, "%s (memory: [%s])", strategies[i].label, strategies[i].entry);
-    advise(config, sets, nsets, strategies[i].label, 0, strategies[i].entry, NULL, how, budget,
-           limited, &fit, buf, n, &len);
+    advise(config, strategies[i].label, 0, strategies[i].entry, NULL, how, budget, limited, &fit,
+           buf, n, &len);
   }
   int64_t g = base.micro_batches > 0 ? base.micro_batches : 1;
   int64_t half = base.batch_size / 2 / g * g;
@@ -377,15 +380,15 @@ void ganfw_oom_advice(const char *config, const char *const *sets, int nsets, ch
     snprintf(label, sizeof label, "batch %lld", (long long)half);
     snprintf(how, sizeof how, "batch %lld (train.batch_size: %lld)", (long long)half,
              (long long)half);
-    advise(config, sets, nsets, label, half, NULL, NULL, how, budget, limited, &fit, buf, n, &len);
+    advise(config, label, half, NULL, NULL, how, budget, limited, &fit, buf, n, &len);
   }
   /* large cached blocks kept whole: only the planner knows whether that is enough */
   if (!f.has_max_split)
-    advise(config, sets, nsets, "max_split_size 64 MiB", 0, NULL, "device.max_split_size=64MiB",
+    advise(config, "max_split_size 64 MiB", 0, NULL, "device.max_split_size=64MiB",
            "max_split_size 64 MiB (device.max_split_size: 64MiB)", budget, limited, &fit, buf, n,
            &len);
   const int over =
-      advise_state(config, sets, nsets, &base, &f, budget, limited,
+      advise_state(config, &base, &f, budget, limited,
                    limited ? "memory_limit" : "the free device memory", &fit, buf, n, &len);
   if (fit.n == 0 && over) {
     app(buf, n, &len,
@@ -400,7 +403,6 @@ void ganfw_oom_advice(const char *config, const char *const *sets, int nsets, ch
     for (int i = 0; i < fit.n; i++) app(buf, n, &len, "%s %s", i ? "," : "", fit.how[i]);
     app(buf, n, &len, ".");
   }
-  if (base.oom && strcmp(base.oom_where, "set-up") == 0)
-    keep_setup_replay(config, sets, nsets, budget);
+  if (base.oom && strcmp(base.oom_where, "set-up") == 0) keep_setup_replay(config, budget);
   ganfw_error_clear();
 }

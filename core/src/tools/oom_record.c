@@ -13,7 +13,7 @@
 #include "backend/backend.h" // defines: ganfw_meta_backend
 #include "base/error.h"
 #include "base/file.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "io/trace_file.h"
 #include "runtime/alloc.h"
 #include "runtime/ctx.h"
@@ -83,8 +83,8 @@ ganfw_status ganfw_oom_picture_make(const ganfw_probe_result *replay, ganfw_oom_
     st = setup_range(replay, out);
   } else {
     int64_t first = 0, count = 0;
-    st = ganfw_timeline_find_step(replay->trace, replay->n_trace,
-                                  k >= 0 ? replay->trace[k].step : 0, &first, &count);
+    st = ganfw_trace_find_step(replay->trace, replay->n_trace, k >= 0 ? replay->trace[k].step : 0,
+                               &first, &count);
     out->ev = replay->trace + first;
     out->n = count;
   }
@@ -164,18 +164,18 @@ static ganfw_status serve_setup(ganfw_alloc *a, const ganfw_trace_event *ev, int
   return st == GANFW_ERR_OOM && out->oom ? GANFW_OK : st;
 }
 
-ganfw_status ganfw_oom_setup_replay(const char *config, const char *const *sets, int nsets,
-                                    int64_t memory_limit, ganfw_probe_result *out) {
+ganfw_status ganfw_oom_setup_replay(const ganfw_run_config *config, int64_t memory_limit,
+                                    ganfw_probe_result *out) {
   memset(out, 0, sizeof *out);
   out->meta = 1;
   out->memory_limit = memory_limit;
   ganfw_probe_options opt = {
       .meta = 1, .warmup = 0, .steps = 1, .limit_mode = GANFW_PROBE_LIMIT_NONE, .trace = 1};
   ganfw_probe_result plan;
-  ganfw_status st = ganfw_probe_run(config, sets, nsets, &opt, &plan);
+  ganfw_status st = ganfw_probe_run(config, &opt, &plan);
   int32_t no_retry = 0;
   ganfw_run *run = NULL;
-  if (st == GANFW_OK && (st = ganfw_run_open(config, sets, nsets, &run)) == GANFW_OK)
+  if (st == GANFW_OK && (st = ganfw_run_open(config, &run)) == GANFW_OK)
     no_retry = run->ctx_opt.empty_cache == GANFW_EMPTY_CACHE_NEVER;
   ganfw_run_close(run);
   ganfw_alloc *a = NULL;
@@ -193,9 +193,10 @@ ganfw_status ganfw_oom_setup_replay(const char *config, const char *const *sets,
   return st;
 }
 
-ganfw_status ganfw_oom_record(const char *config, const ganfw_probe_result *replay,
+ganfw_status ganfw_oom_record(const ganfw_run_config *config, const ganfw_probe_result *replay,
                               const char *out_dir, const char *report, const char *advice,
                               char *written, size_t n) {
+  const char *path_of_config = ganfw_run_config_path(config);
   if (n) written[0] = '\0';
   char dir[4096], path[4200];
   if (snprintf(dir, sizeof dir, "%s/oom", out_dir) >= (int)sizeof dir)
@@ -216,10 +217,10 @@ ganfw_status ganfw_oom_record(const char *config, const ganfw_probe_result *repl
     char why[1024];
     snprintf(why, sizeof why, "%s", ganfw_error_message());
     ganfw_oom_picture_free(&pic);
-    return ganfw_error_set(st, "%s: %s (oom/report.txt holds the message)", config, why);
+    return ganfw_error_set(st, "%s: %s (oom/report.txt holds the message)", path_of_config, why);
   }
   char title[4600];
-  snprintf(title, sizeof title, "%s: %s (replayed on the planner)", config,
+  snprintf(title, sizeof title, "%s: %s (replayed on the planner)", path_of_config,
            !replay->oom ? "the step did not run out of memory when replayed"
            : pic.setup  ? "out of memory in the set-up"
                         : "out of memory");

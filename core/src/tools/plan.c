@@ -7,13 +7,13 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "plan/arena.h"
 #include "runtime/tensor.h"
 
 #define MIB (1024.0 * 1024.0)
 
-ganfw_status ganfw_plan_make(const char *config, const char *const *sets, int nsets,
-                             int64_t batch_size, const char *extra_memory,
-                             ganfw_probe_result *out) {
+ganfw_status ganfw_plan_make(const ganfw_run_config *config, int64_t batch_size,
+                             const char *extra_memory, ganfw_probe_result *out) {
   ganfw_probe_options opt = {.meta = 1,
                              .warmup = 1,
                              .steps = 1,
@@ -21,7 +21,7 @@ ganfw_status ganfw_plan_make(const char *config, const char *const *sets, int ns
                              .limit_mode = GANFW_PROBE_LIMIT_CONFIG,
                              .batch_size = batch_size,
                              .extra_memory = extra_memory};
-  ganfw_status st = ganfw_probe_run(config, sets, nsets, &opt, out);
+  ganfw_status st = ganfw_probe_run(config, &opt, out);
   if (st != GANFW_OK || !out->oom || out->memory_limit == 0) return st;
   /* It does not fit: the figures of a plan without the limit, the OOM of this one. */
   ganfw_probe_result *limited = malloc(sizeof *limited);
@@ -33,7 +33,7 @@ ganfw_status ganfw_plan_make(const char *config, const char *const *sets, int ns
   /* The data shape the limited run found; none when it ran out before reading it (a limit
    * below the parameters): the unlimited run then reads it itself. */
   opt.info = limited->data.channels > 0 ? &limited->data : NULL;
-  st = ganfw_probe_run(config, sets, nsets, &opt, out);
+  st = ganfw_probe_run(config, &opt, out);
   if (st == GANFW_OK) {
     out->oom = 1;
     out->memory_limit = limited->memory_limit;
@@ -44,9 +44,8 @@ ganfw_status ganfw_plan_make(const char *config, const char *const *sets, int ns
   return st;
 }
 
-ganfw_status ganfw_plan_measure(const char *config, const char *const *sets, int nsets,
-                                const ganfw_probe_result *plan, FILE *summary,
-                                ganfw_probe_result *out) {
+ganfw_status ganfw_plan_measure(const ganfw_run_config *config, const ganfw_probe_result *plan,
+                                FILE *summary, ganfw_probe_result *out) {
   ganfw_probe_options opt = {.meta = 0,
                              .warmup = 1,
                              .steps = 1,
@@ -54,7 +53,7 @@ ganfw_status ganfw_plan_measure(const char *config, const char *const *sets, int
                              .batch_size = plan->batch_size,
                              .info = &plan->data,
                              .summary = summary};
-  return ganfw_probe_run(config, sets, nsets, &opt, out);
+  return ganfw_probe_run(config, &opt, out);
 }
 
 double ganfw_plan_diff_percent(int64_t plan, int64_t measured) {
@@ -207,4 +206,33 @@ void ganfw_plan_print_vs(const ganfw_probe_result *p, const ganfw_probe_result *
   }
   if (m->steps_done > 0)
     fprintf(out, "(the real step took %.3f s: %.1f images/s)\n", m->step_seconds, m->images_per_s);
+}
+
+void ganfw_plan_print_layout(const ganfw_layout *l, FILE *out) {
+  fprintf(out,
+          "Arena (device.memory_layout: planned, %s): %lld of the step's %lld requests at "
+          "planned offsets in %.2f MiB, lower bound %.2f MiB (%.3fx); %.2f MiB below it for the "
+          "caching allocator; from step %lld\n",
+          l->strategy, (long long)l->n_planned, (long long)l->l.n, (double)l->l.arena_bytes / MIB,
+          (double)l->lower_bound / MIB,
+          l->lower_bound ? (double)l->l.arena_bytes / (double)l->lower_bound : 1.0,
+          (double)l->l.base_bytes / MIB, (long long)l->l.from_step);
+}
+
+void ganfw_plan_print_arena(const ganfw_probe_result *traced, FILE *out) {
+  ganfw_arena_plan a;
+  int64_t first = 0, count = 0;
+  memset(&a, 0, sizeof a);
+  if (!traced->oom &&
+      ganfw_trace_find_step(traced->trace, traced->n_trace, 2, &first, &count) == GANFW_OK &&
+      ganfw_arena_plan_step(traced->trace + first, count, &a) == GANFW_OK)
+    fprintf(out,
+            "Arena (a layout of the step's step-local blocks, %s; not yet used by the "
+            "step): %lld blocks in %.2f MiB, lower bound %.2f MiB (%.3fx); %.2f MiB persistent "
+            "stay in the caching allocator%s\n",
+            a.strategy, (long long)a.n, (double)a.arena_bytes / MIB, (double)a.lower_bound / MIB,
+            a.lower_bound ? (double)a.arena_bytes / (double)a.lower_bound : 1.0,
+            (double)(a.persistent + a.kept) / MIB, ganfw_arena_plan_valid(&a) ? "" : " (INVALID)");
+  ganfw_error_clear();
+  ganfw_arena_plan_free(&a);
 }

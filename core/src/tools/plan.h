@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "tools/probe.h"
+#include "plan/probe.h"
 
 /* --- plan (plan.c) ---------------------------------------------------------------------- */
 
@@ -17,18 +17,26 @@
  * has oom = 1 with the report, and its peaks and layers come from a second plan without
  * the limit. batch_size > 0 replaces train.batch_size; extra_memory as in
  * ganfw_probe_options. Free *out with ganfw_probe_result_free. */
-ganfw_status ganfw_plan_make(const char *config, const char *const *sets, int nsets,
-                             int64_t batch_size, const char *extra_memory, ganfw_probe_result *out);
+ganfw_status ganfw_plan_make(const ganfw_run_config *config, int64_t batch_size,
+                             const char *extra_memory, ganfw_probe_result *out);
 
 /* One real step on the config's device after one warm-up step, with the plan's data
  * shape (noise instead of the data set), for comparing with the plan. With `summary` not
  * NULL the allocator's memory_summary after the step is written there. */
-ganfw_status ganfw_plan_measure(const char *config, const char *const *sets, int nsets,
-                                const ganfw_probe_result *plan, FILE *summary,
-                                ganfw_probe_result *out);
+ganfw_status ganfw_plan_measure(const ganfw_run_config *config, const ganfw_probe_result *plan,
+                                FILE *summary, ganfw_probe_result *out);
 
 /* The plan as tables: per category and phase, totals, and per layer at the peak. */
 void ganfw_plan_print(const char *config, const ganfw_probe_result *plan, FILE *out);
+/* The layout a planned run is served from (device.memory_layout: planned), one line:
+ * "Arena (device.memory_layout: planned, ...): N of the step's M requests at planned offsets
+ * in X MiB, ...". */
+void ganfw_plan_print_layout(const ganfw_layout *l, FILE *out);
+/* The step-local blocks of step 2 of `traced` (a traced plan, as ganfw_report_plan makes it)
+ * laid out in one arena (plan/arena.h), one line: "Arena (...): N blocks in X MiB, lower bound
+ * Y MiB (R x); ...". Writes nothing for a plan that ran out of memory or holds no step 2
+ * (the plan printed before it says why). */
+void ganfw_plan_print_arena(const ganfw_probe_result *traced, FILE *out);
 /* Plan against measured: peaks allocated and reserved, per phase, per category, with the
  * difference in percent of the measured value. */
 void ganfw_plan_print_vs(const ganfw_probe_result *plan, const ganfw_probe_result *measured,
@@ -94,14 +102,13 @@ typedef struct ganfw_find_batch_result {
  * result is the largest multiple of the granularity that fits, such that the next multiple
  * does not (or data_cap rounded down: capped). Prints the table of tries and what capped
  * the search to `out` when not NULL. Free *res with ganfw_find_batch_free. */
-ganfw_status ganfw_find_batch(const char *config, const char *const *sets, int nsets,
-                              const ganfw_find_batch_options *opt, ganfw_find_batch_result *res,
-                              FILE *out);
+ganfw_status ganfw_find_batch(const ganfw_run_config *config, const ganfw_find_batch_options *opt,
+                              ganfw_find_batch_result *res, FILE *out);
 void ganfw_find_batch_free(ganfw_find_batch_result *res);
 
 /* --- OOM advice (oom_advice.c) ------------------------------------------------------------- */
 
-/* After a run of `config` (with `sets`) ran out of memory: plans the config with each
+/* After a run of `config` ran out of memory: plans the config with each
  * memory strategy whose plugin is installed added (amp f16, checkpoint segments=2,
  * accumulate steps=2; one already in the config is left out) and with half the batch, and
  * writes one line per variant into buf ("  + amp f16: peak 310.00 MiB reserved, fits in
@@ -110,7 +117,7 @@ void ganfw_find_batch_free(ganfw_find_batch_result *res);
  * out in its set-up it keeps the set-up replayed for the recorder
  * (ganfw_oom_advice_setup_replay). buf is always NUL-terminated; "" when no variant could
  * be planned. */
-void ganfw_oom_advice(const char *config, const char *const *sets, int nsets, char *buf, size_t n);
+void ganfw_oom_advice(const ganfw_run_config *config, char *buf, size_t n);
 
 /* --- the OOM flight recorder (oom_record.c) ------------------------------------------------ */
 
@@ -122,7 +129,7 @@ void ganfw_oom_advice(const char *config, const char *const *sets, int nsets, ch
  * request and the limit marked: tools/oom.h). out_dir is made when missing. `written`
  * receives the paths written, comma separated, also when a later file failed (whose error
  * is returned). */
-ganfw_status ganfw_oom_record(const char *config, const ganfw_probe_result *replay,
+ganfw_status ganfw_oom_record(const ganfw_run_config *config, const ganfw_probe_result *replay,
                               const char *out_dir, const char *report, const char *advice,
                               char *written, size_t n);
 

@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "base/file.h"
 #include "io/trace_file.h"
-#include "tools/probe.h"
+#include "plan/probe.h"
 
 enum { OUT_PNG = 0, OUT_SVG, OUT_JSON };
 
@@ -29,7 +29,8 @@ static ganfw_status write_svg(FILE *f, void *ud) {
   return ganfw_timeline_write_svg(f, j->ev, j->n, j->opt);
 }
 
-/* The events of a config's probe: set-up, one warm-up step, one measured step. */
+/* The events of a config's probe: set-up, one warm-up step, one measured step. The config
+ * is a->config, or read from a->source with a->sets. */
 static ganfw_status config_events(const ganfw_plot_args *a, ganfw_probe_result *res) {
   ganfw_probe_options opt = {.meta = !a->measure,
                              .warmup = 1,
@@ -37,7 +38,11 @@ static ganfw_status config_events(const ganfw_plot_args *a, ganfw_probe_result *
                              .layers = 0,
                              .limit_mode = GANFW_PROBE_LIMIT_CONFIG,
                              .trace = 1};
-  ganfw_status st = ganfw_probe_run(a->source, a->sets, a->nsets, &opt, res);
+  ganfw_run_config *read = NULL;
+  ganfw_status st =
+      a->config ? GANFW_OK : ganfw_run_config_open(a->source, a->sets, a->nsets, &read);
+  if (st == GANFW_OK) st = ganfw_probe_run(a->config ? a->config : read, &opt, res);
+  ganfw_run_config_free(read);
   if (st != GANFW_OK) return st;
   if (res->n_trace == 0)
     return ganfw_error_set(GANFW_ERR_INTERNAL, "%s: the plan recorded no allocator events",
@@ -78,7 +83,7 @@ ganfw_status ganfw_plot(const ganfw_plot_args *a, FILE *log, ganfw_timeline_summ
   int64_t first = 0, count = 0;
   int32_t step = a->step;
   if (st == GANFW_OK && step == 0 && !is_run) step = 2; /* the measured step */
-  if (st == GANFW_OK) st = ganfw_timeline_find_step(ev, n, step, &first, &count);
+  if (st == GANFW_OK) st = ganfw_trace_find_step(ev, n, step, &first, &count);
   ganfw_timeline_summary sum;
   memset(&sum, 0, sizeof sum);
   if (st == GANFW_OK) st = ganfw_timeline_summarize(ev + first, count, &sum);

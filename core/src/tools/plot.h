@@ -1,4 +1,4 @@
-/* `ganfw plot`: one training step's memory as a picture (PNG or SVG, io/timeline.h) or as a
+/* `ganfw plot`: one training step's memory as a picture (PNG or SVG, tools/timeline.h) or as a
  * Chrome trace (JSON, io/trace_file.h), from a traced run's memory.json or from a config's
  * plan (the step on the meta backend, before anything is allocated; --measure: a real step
  * on the config's device). `ganfw plan --plot FILE` is the config case. */
@@ -9,7 +9,8 @@
 #include <stdio.h>
 
 #include "ganfw/status.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
+#include "train/run.h"
 
 typedef struct ganfw_plot_args {
   const char *source;      /* RUN_DIR (traced: device.trace) or CONFIG */
@@ -18,6 +19,8 @@ typedef struct ganfw_plot_args {
   int32_t measure;         /* CONFIG: a real step on the device instead of the plan */
   const char *const *sets; /* --set, for a CONFIG */
   int nsets;
+  /* the CONFIG source already read with its --set (`ganfw plan --plot`), or NULL: read here */
+  const ganfw_run_config *config;
 } ganfw_plot_args;
 
 /* Draws or exports the step and says what it wrote on `log` (one line: the step, its peak

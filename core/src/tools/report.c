@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "base/file.h"
-#include "io/timeline.h"
+#include "tools/timeline.h"
 #include "runtime/alloc.h"
 #include "tools/plan.h"
 
@@ -20,6 +20,10 @@ typedef struct page {
   const ganfw_compare_row *rows;
   int n_rows;
 } page;
+
+const char *ganfw_compare_row_layout(const ganfw_compare_row *row) {
+  return row->r.planned ? "planned" : "caching";
+}
 
 /* The timeline's SVG without an XML prolog, inline. */
 static ganfw_status timeline(FILE *f, const ganfw_report_part *p) {
@@ -160,13 +164,12 @@ ganfw_status ganfw_report_write_html(const char *path, const char *title,
   return ganfw_file_write_atomic(path, write_page, &pg);
 }
 
-ganfw_status ganfw_report_plan(const char *config, const char *const *sets, int nsets,
-                               ganfw_probe_result *out) {
+ganfw_status ganfw_report_plan(const ganfw_run_config *config, ganfw_probe_result *out) {
   ganfw_probe_options opt = {.meta = 1,
                              .warmup = 1,
                              .steps = 1,
                              .layers = 1,
                              .limit_mode = GANFW_PROBE_LIMIT_CONFIG,
                              .trace = 1};
-  return ganfw_probe_run(config, sets, nsets, &opt, out);
+  return ganfw_probe_run(config, &opt, out);
 }

@@ -116,7 +116,7 @@ ganfw_status ganfw_sample_source(const char *what, const char *config_opt, char 
   int found = 0;
   if ((st = metadata_info(ckpt, info, &found)) != GANFW_OK) return st;
   if (!found && !config_opt) return no_metadata(ckpt);
-  if ((st = ganfw_run_open(config, NULL, 0, run)) != GANFW_OK) return st;
+  if ((st = ganfw_run_open_file(config, NULL, 0, run)) != GANFW_OK) return st;
   if (config_opt && (st = config_shape(*run, ckpt, found, info)) != GANFW_OK) {
     ganfw_run_close(*run);
     *run = NULL;

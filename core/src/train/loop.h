@@ -33,7 +33,7 @@ typedef struct ganfw_loop {
   int64_t step, total;           /* steps taken, steps of the run */
   ganfw_file_appender *eval_csv; /* open when the trainer evaluates; rank 0 */
   int32_t memory_written;        /* memory.json was written before the last evaluation */
-  /* The planner's loop (tools/probe.c): open() leaves out the test split, which only a
+  /* The planner's loop (plan/probe.c): open() leaves out the test split, which only a
    * run's evaluations read. A trainer allocates on the device in open() only what its
    * steps hold (a sample grid's inputs come at the first grid), so the plan is the run's. */
   int32_t planning;

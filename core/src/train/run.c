@@ -1,4 +1,5 @@
-/* A run's set-up (see run.h): config, core keys, plugin search path, plugins. */
+/* A run's set-up (see run.h): the command's config read once, then per run a copy of it,
+ * core keys, plugin search path, plugins. */
 #include "train/run.h"
 
 #include <errno.h>
@@ -8,6 +9,61 @@
 #include <unistd.h>
 
 #include "base/error.h"
+
+/* --- the command's config ------------------------------------------------------------------ */
+
+struct ganfw_run_config {
+  ganfw_config *config; /* as loaded and --set; only copied */
+};
+
+static ganfw_status run_config_new(ganfw_config *config, ganfw_run_config **out) {
+  *out = calloc(1, sizeof **out);
+  if (!*out) {
+    ganfw_config_destroy(config);
+    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  }
+  (*out)->config = config;
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_run_config_open(const char *path, const char *const *sets, int nsets,
+                                   ganfw_run_config **out) {
+  *out = NULL;
+  ganfw_config *config = NULL;
+  ganfw_status st = ganfw_config_load(path, &config);
+  /* An unreadable config file is the user's to fix, like a wrong key: exit code 2. */
+  if (st == GANFW_ERR_IO) return ganfw_error_wrap(GANFW_ERR_CONFIG, "config");
+  for (int i = 0; st == GANFW_OK && i < nsets; i++) st = ganfw_config_set(config, sets[i]);
+  if (st != GANFW_OK) {
+    ganfw_config_destroy(config);
+    return st;
+  }
+  return run_config_new(config, out);
+}
+
+ganfw_status ganfw_run_config_derive(const ganfw_run_config *base, const char *const *sets,
+                                     int nsets, ganfw_run_config **out) {
+  *out = NULL;
+  ganfw_config *config = NULL;
+  ganfw_status st = ganfw_config_copy(base->config, sets, nsets, &config);
+  return st == GANFW_OK ? run_config_new(config, out) : st;
+}
+
+void ganfw_run_config_free(ganfw_run_config *rc) {
+  if (!rc) return;
+  ganfw_config_destroy(rc->config);
+  free(rc);
+}
+
+const char *ganfw_run_config_path(const ganfw_run_config *rc) {
+  return ganfw_config_file(rc->config);
+}
+
+const ganfw_config *ganfw_run_config_tree(const ganfw_run_config *rc) {
+  return rc->config;
+}
+
+/* --- a run -------------------------------------------------------------------------------- */
 
 /* The folder a relative path in `node` starts from: that of the config file it was written
  * in ("a/b.yaml:3:5" -> "a"), or the working directory (".") for a value from --set. */
@@ -171,13 +227,10 @@ const char *ganfw_run_model_name(const ganfw_run *run) {
   return run->model ? ganfw_plugin_name(run->model) : run->n_role_models ? "model.nets" : "none";
 }
 
-static ganfw_status open_run(ganfw_run *run, const char *const *sets, int nsets) {
-  ganfw_status st = ganfw_config_load(run->config_path, &run->config);
-  /* An unreadable config file is the user's to fix, like a wrong key: exit code 2. */
-  if (st == GANFW_ERR_IO) return ganfw_error_wrap(GANFW_ERR_CONFIG, "config");
+static ganfw_status open_run(ganfw_run *run, const ganfw_run_config *rc) {
+  ganfw_status st = ganfw_config_copy(rc->config, NULL, 0, &run->config);
   if (st != GANFW_OK) return st;
-  for (int i = 0; i < nsets; i++)
-    if ((st = ganfw_config_set(run->config, sets[i])) != GANFW_OK) return st;
+  run->config_path = ganfw_config_file(run->config);
   const ganfw_cfg *root = ganfw_config_root(run->config);
   if ((st = check_sections(root)) != GANFW_OK) return st;
   if ((st = ganfw_ctx_options_from_config(root, &run->ctx_opt)) != GANFW_OK) return st;
@@ -243,19 +296,27 @@ static ganfw_status open_run(ganfw_run *run, const char *const *sets, int nsets)
   return GANFW_OK;
 }
 
-ganfw_status ganfw_run_open(const char *config_path, const char *const *sets, int nsets,
-                            ganfw_run **out) {
+ganfw_status ganfw_run_open(const ganfw_run_config *rc, ganfw_run **out) {
   *out = NULL;
   ganfw_run *run = calloc(1, sizeof *run);
   if (!run) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-  run->config_path = config_path;
-  ganfw_status st = open_run(run, sets, nsets);
+  ganfw_status st = open_run(run, rc);
   if (st != GANFW_OK) {
     ganfw_run_close(run);
     return st;
   }
   *out = run;
   return GANFW_OK;
+}
+
+ganfw_status ganfw_run_open_file(const char *path, const char *const *sets, int nsets,
+                                 ganfw_run **out) {
+  ganfw_run_config *rc = NULL;
+  *out = NULL;
+  ganfw_status st = ganfw_run_config_open(path, sets, nsets, &rc);
+  if (st == GANFW_OK) st = ganfw_run_open(rc, out);
+  ganfw_run_config_free(rc);
+  return st;
 }
 
 void ganfw_run_close(ganfw_run *run) {

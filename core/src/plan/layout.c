@@ -1,12 +1,11 @@
 /* The planned layout from a traced plan (see layout.h). */
-#include "tools/layout.h"
+#include "plan/layout.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
-#include "io/timeline.h"
-#include "tools/arena.h"
+#include "plan/arena.h"
 
 void ganfw_layout_free(ganfw_layout *l) {
   if (!l) return;
@@ -68,7 +67,7 @@ static int64_t base_bytes(const ganfw_trace_event *ev, int64_t n, const ganfw_la
 ganfw_status ganfw_layout_from_trace(const ganfw_trace_event *ev, int64_t n, ganfw_layout *out) {
   memset(out, 0, sizeof *out);
   int64_t f2 = 0, n2 = 0;
-  if (ganfw_timeline_find_step(ev, n, 2, &f2, &n2) != GANFW_OK)
+  if (ganfw_trace_find_step(ev, n, 2, &f2, &n2) != GANFW_OK)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "planned layout: the plan has no step 2");
   /* the requests as asked (rounded), not the cached blocks that served them */
   ganfw_trace_event *asked = malloc((size_t)n2 * sizeof *asked);
@@ -130,16 +129,4 @@ ganfw_status ganfw_layout_from_trace(const ganfw_trace_event *ev, int64_t n, gan
   }
   out->l.base_bytes = base;
   return GANFW_OK;
-}
-
-void ganfw_layout_print(const ganfw_layout *l, FILE *out) {
-  const double mib = 1024.0 * 1024.0;
-  fprintf(out,
-          "Arena (device.memory_layout: planned, %s): %lld of the step's %lld requests at "
-          "planned offsets in %.2f MiB, lower bound %.2f MiB (%.3fx); %.2f MiB below it for the "
-          "caching allocator; from step %lld\n",
-          l->strategy, (long long)l->n_planned, (long long)l->l.n, (double)l->l.arena_bytes / mib,
-          (double)l->lower_bound / mib,
-          l->lower_bound ? (double)l->l.arena_bytes / (double)l->lower_bound : 1.0,
-          (double)l->l.base_bytes / mib, (long long)l->l.from_step);
 }

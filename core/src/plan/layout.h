@@ -1,13 +1,12 @@
 /* device.memory_layout: planned. The layout the allocator serves a step from
  * (runtime/alloc.h, ganfw_alloc_set_layout), made from a traced plan of the config on the
- * caching allocator (its steps 1 and 2, tools/probe.c): the step's step-local blocks laid
- * out by tools/arena.c, the other requests left to the cache, the room the cache needs
+ * caching allocator (its steps 1 and 2, plan/probe.c): the step's step-local blocks laid
+ * out by plan/arena.c, the other requests left to the cache, the room the cache needs
  * below the arena, and the first step the layout holds for. */
 #ifndef GANFW_LAYOUT_H
 #define GANFW_LAYOUT_H
 
 #include <stdint.h>
-#include <stdio.h>
 
 #include "ganfw/status.h"
 #include "runtime/alloc.h"
@@ -26,7 +25,5 @@ typedef struct ganfw_layout {
  * trace has no step 2; GANFW_ERR_OOM without host memory. */
 ganfw_status ganfw_layout_from_trace(const ganfw_trace_event *ev, int64_t n, ganfw_layout *out);
 void ganfw_layout_free(ganfw_layout *l); /* accepts NULL */
-/* One line for `ganfw plan`: "Arena (device.memory_layout: planned, ...): ...". */
-void ganfw_layout_print(const ganfw_layout *l, FILE *out);
 
 #endif

@@ -4,8 +4,8 @@
  * bands, reserved bytes as a line above, the peak marked with the layers that held it.
  * As SVG text (inline in memory.html, or step.svg) or as a PNG (the project's libpng
  * writer, labels in a built-in bitmap font). `ganfw plot` and `ganfw plan --plot` use it. */
-#ifndef GANFW_IO_TIMELINE_H
-#define GANFW_IO_TIMELINE_H
+#ifndef GANFW_TIMELINE_H
+#define GANFW_TIMELINE_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -45,16 +45,8 @@ typedef struct ganfw_timeline_summary {
   int32_t n_oom_top;
 } ganfw_timeline_summary;
 
-/* Picks one step out of a whole trace: [*first, *first + *n) are the events from the
- * GANFW_TEV_STEP event of step `step` up to the next STEP event (or the end). step 0
- * picks the last step whose events are complete (followed by another STEP event, or the
- * last step when the trace ends without one). GANFW_ERR_INVALID_ARG naming the steps the
- * trace holds when it has no such step (or no STEP event at all). */
-ganfw_status ganfw_timeline_find_step(const ganfw_trace_event *ev, int64_t n, int32_t step,
-                                      int64_t *first, int64_t *count);
-
-/* Replays one step's events (as ganfw_timeline_find_step returns them: a STEP event, the
- * LIVE snapshot, then the step's own events) into *out. Live bytes per category start
+/* Replays one step's events (as ganfw_trace_find_step (runtime/trace_event.h) returns them: a STEP
+ * event, the LIVE snapshot, then the step's own events) into *out. Live bytes per category start
  * from the LIVE events; ALLOC adds, FREE subtracts (both carry size and category); the
  * reserved line is each event's `reserved`. The holders at the peak come from the blocks
  * live right after the peak event, summed per (owner, category), largest first (ties: by

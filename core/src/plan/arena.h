@@ -12,7 +12,6 @@
 #define GANFW_ARENA_H
 
 #include <stdint.h>
-#include <stdio.h>
 
 #include "ganfw/status.h"
 #include "runtime/trace_event.h"
@@ -35,7 +34,7 @@ typedef struct ganfw_arena_plan {
   const char *strategy; /* the layout kept, e.g. "greedy by size x lifetime, skyline" (static) */
 } ganfw_arena_plan;
 
-/* Lays out one step's events (as ganfw_timeline_find_step returns them). A FREE without
+/* Lays out one step's events (as ganfw_trace_find_step returns them). A FREE without
  * its ALLOC in the range (a block of an earlier step) is persistent, not an error.
  * GANFW_ERR_INVALID_ARG for a range that is not a step; GANFW_ERR_OOM without host memory;
  * GANFW_ERR_INTERNAL when the layout kept fails ganfw_arena_plan_valid (a bug). */
@@ -45,10 +44,5 @@ void ganfw_arena_plan_free(ganfw_arena_plan *p); /* accepts NULL */
 /* 1 when no two blocks whose lifetimes meet overlap in the arena and every block lies inside
  * it (the check the tests and the planner itself run); 0 otherwise. */
 int ganfw_arena_plan_valid(const ganfw_arena_plan *p);
-
-/* The config's planned step (step 2 of a traced plan) laid out, as one line for `ganfw plan`:
- * "Arena (...): N step-local blocks in X MiB, lower bound Y MiB (R x); ...". Writes nothing
- * when the config cannot be planned (the plan above says why). */
-void ganfw_arena_print_for(const char *config, const char *const *sets, int nsets, FILE *out);
 
 #endif

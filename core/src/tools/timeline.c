@@ -1,8 +1,9 @@
-/* The memory timeline of one step (io/timeline.h): the trace's step ranges, the replay that
- * finds the peak and its holders, and one picture laid out once as a list of primitives
- * (rects, axis-aligned lines, text, the stacked areas, the reserved line) that two back ends
- * draw: SVG text, and an RGB raster [h,w,3] with a built-in 5x8 bitmap font for the PNG. */
-#include "io/timeline.h"
+/* The memory timeline of one step (tools/timeline.h): the replay that finds the peak and its
+ * holders (a step's range of the trace is runtime/trace_event.c's), and one picture laid out once
+ * as a list of primitives (rects, axis-aligned lines, text, the stacked areas, the reserved line)
+ * that two back ends draw: SVG text, and an RGB raster [h,w,3] with a built-in 5x8 bitmap font for
+ * the PNG. */
+#include "tools/timeline.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,85 +19,6 @@
 
 /* --- the step's events -------------------------------------------------------------------- */
 
-/* "1-3, 7, 9-12" for the step numbers of the trace's STEP events (in trace order),
- * ending in "..." when they do not all fit. */
-static void list_steps(const ganfw_trace_event *ev, int64_t n, char *buf, size_t cap) {
-  size_t len = 0;
-  int have = 0, full = 0;
-  int32_t lo = 0, hi = 0;
-  buf[0] = '\0';
-  for (int64_t i = 0; i <= n && !full; i++) {
-    int is_step = i < n && ev[i].kind == GANFW_TEV_STEP && ev[i].step > 0;
-    if (i < n && !is_step) continue;
-    if (is_step && have && ev[i].step == hi + 1) {
-      hi = ev[i].step;
-      continue;
-    }
-    if (have) {
-      char piece[48];
-      if (lo == hi) {
-        snprintf(piece, sizeof piece, "%s%d", len ? ", " : "", lo);
-      } else {
-        snprintf(piece, sizeof piece, "%s%d-%d", len ? ", " : "", lo, hi);
-      }
-      size_t pl = strlen(piece);
-      if (len + pl + 6 > cap) {
-        snprintf(buf + len, cap - len, ", ...");
-        full = 1;
-        break;
-      }
-      memcpy(buf + len, piece, pl + 1);
-      len += pl;
-    }
-    if (is_step) {
-      lo = hi = ev[i].step;
-      have = 1;
-    }
-  }
-}
-
-ganfw_status ganfw_timeline_find_step(const ganfw_trace_event *ev, int64_t n, int32_t step,
-                                      int64_t *first, int64_t *count) {
-  if (!first || !count || n < 0 || (!ev && n > 0) || step < 0)
-    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
-                           "timeline: find_step needs events, n >= 0, step >= 0 (%d) and two "
-                           "outputs",
-                           step);
-  *first = 0;
-  *count = 0;
-  /* a STEP event with step <= 0 only ends the step before it (what follows is between
-   * steps); `closed` is the last step that such an event or a next step ended */
-  int64_t n_steps = 0, last = -1, closed = -1, found = -1;
-  for (int64_t i = 0; i < n; i++) {
-    if (ev[i].kind != GANFW_TEV_STEP) continue;
-    if (last >= 0) closed = last;
-    last = -1;
-    if (ev[i].step <= 0) continue;
-    n_steps++;
-    last = i;
-    if (step > 0 && found < 0 && ev[i].step == step) found = i;
-  }
-  if (n_steps == 0)
-    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
-                           "timeline: the trace holds no step (no step event among its %lld "
-                           "events); trace at least one training step",
-                           (long long)n);
-  if (step == 0) found = closed >= 0 ? closed : last;
-  if (found < 0) {
-    char steps[256];
-    list_steps(ev, n, steps, sizeof steps);
-    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
-                           "timeline: the trace has no step %d; it holds step%s %s (pick one of "
-                           "them, or 0 for the last complete step)",
-                           step, n_steps > 1 ? "s" : "", steps);
-  }
-  int64_t end = found + 1;
-  while (end < n && ev[end].kind != GANFW_TEV_STEP) end++;
-  *first = found;
-  *count = end - found;
-  return GANFW_OK;
-}
-
 static int is_block_event(int32_t kind) {
   return kind == GANFW_TEV_ALLOC || kind == GANFW_TEV_FREE || kind == GANFW_TEV_LIVE;
 }
@@ -107,19 +29,19 @@ static ganfw_status check_range(const ganfw_trace_event *ev, int64_t n) {
   if (!ev || n <= 0)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "timeline: an empty range of events (n = %lld); pass one step's "
-                           "events as ganfw_timeline_find_step returns them",
+                           "events as ganfw_trace_find_step returns them",
                            (long long)n);
   if (ev[0].kind != GANFW_TEV_STEP)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "timeline: the range starts with a \"%s\" event, not a step event; "
-                           "pass one step's events as ganfw_timeline_find_step returns them",
+                           "pass one step's events as ganfw_trace_find_step returns them",
                            ganfw_trace_kind_name(ev[0].kind));
   for (int64_t i = 1; i < n; i++) {
     const ganfw_trace_event *e = &ev[i];
     if (e->kind == GANFW_TEV_STEP)
       return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                              "timeline: event %lld of the range starts step %d after step %d: "
-                             "pass one step's events as ganfw_timeline_find_step returns them",
+                             "pass one step's events as ganfw_trace_find_step returns them",
                              (long long)i, e->step, ev[0].step);
     if (!is_block_event(e->kind)) continue;
     if (e->category < 0 || e->category >= GANFW_MEM_COUNT)
@@ -493,6 +415,9 @@ typedef struct frame {
   double panel_x, panel_r;                       /* the legend's column */
   int64_t npx;                                   /* the plot's width in pixel columns */
   double top_mib;                                /* the y axis' end */
+  double ystep;                                  /* MiB between the y axis' ticks */
+  int n_ticks;                                   /* ... of which there are this many */
+  double xscale;                                 /* pixels per event */
 } frame;
 
 static double y_of(const frame *fr, double bytes) {
@@ -691,10 +616,9 @@ static void legend_holders(pic *p, const frame *fr, double y, const char *what, 
   }
 }
 
-static ganfw_status pic_build(pic *p, const ganfw_trace_event *ev, int64_t n,
-                              const ganfw_timeline_options *opt) {
-  ganfw_status st = ganfw_timeline_summarize(ev, n, &p->s);
-  if (st) return st;
+/* The picture's size (opt's, or 1100 x 560), the categories it draws and where everything
+ * goes: the plot, the rows above it, the legend's column, the y axis' ticks. */
+static ganfw_status pic_layout(pic *p, int64_t n, const ganfw_timeline_options *opt, frame *fr) {
   const ganfw_timeline_summary *s = &p->s;
   int32_t w = opt && opt->width ? opt->width : 1100, h = opt && opt->height ? opt->height : 560;
   if (w < 400 || w > 4096 || h < 240 || h > 4096)
@@ -706,56 +630,59 @@ static ganfw_status pic_build(pic *p, const ganfw_trace_event *ev, int64_t n,
   p->h = h;
   for (int c = 0; c < GANFW_MEM_COUNT; c++)
     if (s->peak_category[c] > 0) p->drawn[p->n_drawn++] = c;
-
-  frame fr;
   int32_t panel_w = w / 4 < 170 ? 170 : w / 4 > 300 ? 300 : w / 4;
-  fr.x0 = 60;
-  fr.x1 = w - panel_w - 24;
-  fr.npx = (int64_t)(fr.x1 - fr.x0);
-  fr.panel_x = fr.x1 + 16;
-  fr.panel_r = w - 8;
-  fr.band_top = 30;
-  fr.peak_row = 46;
-  fr.fail_row = 60;
-  fr.data_top = s->oom_index >= 0 ? 76 : 62; /* room for the failure's label */
-  fr.data_bot = h - 34;
+  fr->x0 = 60;
+  fr->x1 = w - panel_w - 24;
+  fr->npx = (int64_t)(fr->x1 - fr->x0);
+  fr->panel_x = fr->x1 + 16;
+  fr->panel_r = w - 8;
+  fr->band_top = 30;
+  fr->peak_row = 46;
+  fr->fail_row = 60;
+  fr->data_top = s->oom_index >= 0 ? 76 : 62; /* room for the failure's label */
+  fr->data_bot = h - 34;
   double ymax = (double)y_needed(s, opt) / MIB;
   if (ymax <= 0) ymax = 1;
-  int max_ticks = (int)((fr.data_bot - fr.data_top) / 45);
+  int max_ticks = (int)((fr->data_bot - fr->data_top) / 45);
   max_ticks = max_ticks < 2 ? 2 : max_ticks > 8 ? 8 : max_ticks;
-  int n_ticks;
-  double ystep = y_step(ymax, max_ticks, &n_ticks);
-  fr.top_mib = ystep * n_ticks;
-  st = build_segments(p, &fr, ev, n);
-  if (st) return st;
+  fr->ystep = y_step(ymax, max_ticks, &fr->n_ticks);
+  fr->top_mib = fr->ystep * fr->n_ticks;
+  fr->xscale = (double)fr->npx / (double)n;
+  return GANFW_OK;
+}
 
-  char heading[512], line[512], clipped[512];
+/* The heading (opt->title, or "step N") into heading, and the <title>: the heading, then
+ * ": peak X MiB allocated". */
+static ganfw_status pic_title(pic *p, const ganfw_timeline_options *opt, char *heading,
+                              size_t cap) {
   int has_title = opt && opt->title && opt->title[0];
   if (has_title) {
-    snprintf(heading, sizeof heading, "%s", opt->title);
+    snprintf(heading, cap, "%s", opt->title);
   } else {
-    snprintf(heading, sizeof heading, "step %d", s->step);
+    snprintf(heading, cap, "step %d", p->s.step);
   }
-  double peak_mib = (double)s->peak_allocated / MIB;
   const char *title_src = has_title ? opt->title : heading;
   size_t tl = strlen(title_src) + 64;
   p->title = malloc(tl);
   if (!p->title) return ganfw_error_set(GANFW_ERR_OOM, "timeline: out of host memory");
-  snprintf(p->title, tl, "%s: peak %.2f MiB allocated", title_src, peak_mib);
+  snprintf(p->title, tl, "%s: peak %.2f MiB allocated", title_src,
+           (double)p->s.peak_allocated / MIB);
+  return GANFW_OK;
+}
 
-  pic_rect(p, 0, 0, w, h, RGB_BACKGROUND, "background");
-
-  /* the phases: runs of events with equal (stage, pass) */
-  double xscale = (double)fr.npx / (double)n;
+/* Under everything: the background, the phases' bands (runs of events with equal stage and
+ * pass), the grid, the stacked categories and the reserved line. */
+static void draw_plot(pic *p, const frame *fr, const ganfw_trace_event *ev, int64_t n) {
+  pic_rect(p, 0, 0, p->w, p->h, RGB_BACKGROUND, "background");
   for (int64_t a = 0, i = 1; i <= n; i++) {
     if (i < n && ev[i].stage == ev[a].stage && ev[i].pass == ev[a].pass) continue;
-    pic_rect(p, round1(fr.x0 + a * xscale), fr.band_top, round1(fr.x0 + i * xscale), fr.data_bot,
-             band_rgb(ev[a].stage, ev[a].pass), "phase");
+    pic_rect(p, round1(fr->x0 + a * fr->xscale), fr->band_top, round1(fr->x0 + i * fr->xscale),
+             fr->data_bot, band_rgb(ev[a].stage, ev[a].pass), "phase");
     a = i;
   }
-  for (int t = 1; t <= n_ticks; t++) {
-    double y = y_of(&fr, t * ystep * MIB);
-    pic_line(p, fr.x0, y, fr.x1, y, RGB_GRID, 1, 0, "grid");
+  for (int t = 1; t <= fr->n_ticks; t++) {
+    double y = y_of(fr, t * fr->ystep * MIB);
+    pic_line(p, fr->x0, y, fr->x1, y, RGB_GRID, 1, 0, "grid");
   }
   for (int32_t d = 0; d < p->n_drawn; d++) {
     pic_item *it = pic_push(p, ITEM_AREA);
@@ -770,43 +697,51 @@ static ganfw_status pic_build(pic *p, const ganfw_trace_event *ev, int64_t n,
     res_it->width = 1.5;
     res_it->cls = "reserved";
   }
+}
 
-  /* axes */
-  pic_line(p, fr.x0, fr.data_top, fr.x0, fr.data_bot, RGB_INK, 1, 0, "axis");
-  pic_line(p, fr.x0, fr.data_bot, fr.x1, fr.data_bot, RGB_INK, 1, 0, "axis");
-  for (int t = 0; t <= n_ticks; t++) {
-    double y = y_of(&fr, t * ystep * MIB);
-    pic_line(p, fr.x0 - 4, y, fr.x0, y, RGB_INK, 1, 0, NULL);
-    pic_text(p, fr.x0 - 7, round(y) - 3, ANCHOR_END, 1, RGB_INK, NULL, "%g", t * ystep);
+/* The axes: MiB up the left with a label per tick, the events' indices along the bottom. */
+static void draw_axes(pic *p, const frame *fr, int64_t n) {
+  pic_line(p, fr->x0, fr->data_top, fr->x0, fr->data_bot, RGB_INK, 1, 0, "axis");
+  pic_line(p, fr->x0, fr->data_bot, fr->x1, fr->data_bot, RGB_INK, 1, 0, "axis");
+  for (int t = 0; t <= fr->n_ticks; t++) {
+    double y = y_of(fr, t * fr->ystep * MIB);
+    pic_line(p, fr->x0 - 4, y, fr->x0, y, RGB_INK, 1, 0, NULL);
+    pic_text(p, fr->x0 - 7, round(y) - 3, ANCHOR_END, 1, RGB_INK, NULL, "%g", t * fr->ystep);
   }
-  pic_text(p, fr.x0 - 7, fr.band_top + 3, ANCHOR_END, 1, RGB_INK, NULL, "MiB");
-  int64_t xs = x_step(n, (double)fr.npx, 70);
+  pic_text(p, fr->x0 - 7, fr->band_top + 3, ANCHOR_END, 1, RGB_INK, NULL, "MiB");
+  int64_t xs = x_step(n, (double)fr->npx, 70);
   for (int64_t i = 0; i <= n; i += xs) {
-    double x = round1(fr.x0 + i * xscale);
-    pic_line(p, x, fr.data_bot, x, fr.data_bot + 4, RGB_INK, 1, 0, NULL);
-    pic_text(p, x, fr.data_bot + 6, ANCHOR_MIDDLE, 1, RGB_INK, NULL, "%lld", (long long)i);
+    double x = round1(fr->x0 + i * fr->xscale);
+    pic_line(p, x, fr->data_bot, x, fr->data_bot + 4, RGB_INK, 1, 0, NULL);
+    pic_text(p, x, fr->data_bot + 6, ANCHOR_MIDDLE, 1, RGB_INK, NULL, "%lld", (long long)i);
     if (i > INT64_MAX - xs) break;
   }
-  pic_text(p, fr.x1, fr.data_bot + 19, ANCHOR_END, 1, RGB_SOFT_INK, NULL,
+  pic_text(p, fr->x1, fr->data_bot + 19, ANCHOR_END, 1, RGB_SOFT_INK, NULL,
            "event (index in the step)");
+}
 
-  /* the peak: a line through the plot, its label in a row below the phase labels */
-  double px = event_x(p, s->peak_index, n);
-  pic_line(p, px, fr.band_top, px, fr.data_bot, RGB_INK, 1, 1, "peak");
-  snprintf(line, sizeof line, "peak %.2f MiB", peak_mib);
+/* The peak: a line through the plot, its label in a row below the phase labels. */
+static void draw_peak(pic *p, const frame *fr, int64_t n) {
+  double px = event_x(p, p->s.peak_index, n);
+  pic_line(p, px, fr->band_top, px, fr->data_bot, RGB_INK, 1, 1, "peak");
+  char line[64];
+  snprintf(line, sizeof line, "peak %.2f MiB", (double)p->s.peak_allocated / MIB);
   double lw = text_width(line, 1), lx = px + 5;
-  if (lx + lw > fr.x1) lx = px - 5 - lw;
+  if (lx + lw > fr->x1) lx = px - 5 - lw;
   if (lx < 2) lx = 2;
-  pic_rect(p, lx - 3, fr.peak_row - 3, lx + lw + 3, fr.peak_row + 10, RGB_BACKGROUND, NULL);
-  pic_text(p, lx, fr.peak_row, ANCHOR_START, 1, RGB_INK, "peak-label", "%s", line);
-  double keep0 = px - 3, keep1 = px + 3; /* phase labels do not cross the peak's line */
-  draw_limit(p, &fr, opt ? opt->memory_limit : 0);
-  draw_failure(p, &fr, n);
+  pic_rect(p, lx - 3, fr->peak_row - 3, lx + lw + 3, fr->peak_row + 10, RGB_BACKGROUND, NULL);
+  pic_text(p, lx, fr->peak_row, ANCHOR_START, 1, RGB_INK, "peak-label", "%s", line);
+}
 
-  /* the phases' labels where their band has room */
+/* Each phase's label where its band has room (the brief one when the long one does not fit):
+ * at the band's start, else just after the peak's line, else just before it, never across
+ * that line. */
+static void draw_phase_labels(pic *p, const frame *fr, const ganfw_trace_event *ev, int64_t n) {
+  const double px = event_x(p, p->s.peak_index, n);
+  const double keep0 = px - 3, keep1 = px + 3;
   for (int64_t a = 0, i = 1; i <= n; i++) {
     if (i < n && ev[i].stage == ev[a].stage && ev[i].pass == ev[a].pass) continue;
-    double b0 = fr.x0 + a * xscale, b1 = fr.x0 + i * xscale;
+    double b0 = fr->x0 + a * fr->xscale, b1 = fr->x0 + i * fr->xscale;
     char label[64];
     phase_label(label, sizeof label, ev[a].stage, ev[a].pass, 0);
     double tw = text_width(label, 1);
@@ -816,73 +751,102 @@ static ganfw_status pic_build(pic *p, const ganfw_trace_event *ev, int64_t n,
     }
     a = i;
     if (tw + 6 > b1 - b0) continue;
-    /* at the band's start, else just after the peak's line, else just before it */
     double cand[3] = {round(b0 + 3), round(keep1 + 1), round(keep0 - 1 - tw)}, tx = -1;
     for (int c = 0; c < 3 && tx < 0; c++)
       if (cand[c] >= b0 + 3 - 0.5 && cand[c] + tw <= b1 - 3 + 0.5 &&
           (cand[c] + tw <= keep0 || cand[c] >= keep1))
         tx = cand[c];
     if (tx < 0) continue;
-    pic_text(p, tx, fr.band_top + 3, ANCHOR_START, 1, RGB_SOFT_INK, "phase-label", "%s", label);
+    pic_text(p, tx, fr->band_top + 3, ANCHOR_START, 1, RGB_SOFT_INK, "phase-label", "%s", label);
   }
+}
 
-  /* the heading */
-  size_t max_title = (size_t)((w - 16) / 12);
+/* The heading at the top left, and beside it the peaks and the number of events, or the
+ * allocated peak alone, or nothing, as the width allows. */
+static void draw_heading(pic *p, const char *heading, int64_t n) {
+  const ganfw_timeline_summary *s = &p->s;
+  char line[512], clipped[512];
+  size_t max_title = (size_t)((p->w - 16) / 12);
   clip_text(clipped, sizeof clipped, heading, max_title, 0);
   pic_text(p, 8, 6, ANCHOR_START, 2, RGB_INK, "heading", "%s", clipped);
   double sx = 8 + text_width(clipped, 2) + 14;
+  double peak_mib = (double)s->peak_allocated / MIB;
   snprintf(line, sizeof line, "peak %.2f MiB allocated, %.2f MiB reserved, %lld events", peak_mib,
            (double)s->peak_reserved / MIB, (long long)n);
-  if (sx + text_width(line, 1) > w - 8)
+  if (sx + text_width(line, 1) > p->w - 8)
     snprintf(line, sizeof line, "peak %.2f MiB allocated", peak_mib);
-  if (sx + text_width(line, 1) <= w - 8)
+  if (sx + text_width(line, 1) <= p->w - 8)
     pic_text(p, sx, 13, ANCHOR_START, 1, RGB_SOFT_INK, NULL, "%s", line);
+}
 
-  /* the legend: categories with their own peaks, reserved, the peak; then the holders */
-  double y = fr.data_top, lxp = fr.panel_x, right = fr.panel_r;
+/* One row of the legend: a mark drawn by the caller, `name` after it, `value` at the right. */
+static void legend_row(pic *p, const frame *fr, double y, const char *name, const char *value) {
+  pic_text(p, fr->panel_x + 16, y + 1, ANCHOR_START, 1, RGB_INK, NULL, "%s", name);
+  pic_text(p, fr->panel_r, y + 1, ANCHOR_END, 1, RGB_INK, NULL, "%s", value);
+}
+
+/* The legend: the categories with their own peaks, reserved, the allocated peak, the limit
+ * and the failed request; then who held the bytes: when the step failed, then (not at the
+ * peak, which may have passed), else at the peak. */
+static void draw_legend(pic *p, const frame *fr, const ganfw_timeline_options *opt) {
+  const ganfw_timeline_summary *s = &p->s;
+  double y = fr->data_top, lxp = fr->panel_x;
+  char value[64];
   pic_text(p, lxp, y, ANCHOR_START, 1, RGB_INK, NULL, "peak per category");
   y += 16;
   for (int32_t d = 0; d < p->n_drawn; d++) {
     int32_t c = p->drawn[d];
     pic_rect(p, lxp, y, lxp + 10, y + 8, cat_rgb[c], NULL);
-    pic_text(p, lxp + 16, y + 1, ANCHOR_START, 1, RGB_INK, NULL, "%s", ganfw_mem_category_name(c));
-    pic_text(p, right, y + 1, ANCHOR_END, 1, RGB_INK, NULL, "%.2f MiB",
-             (double)s->peak_category[c] / MIB);
+    snprintf(value, sizeof value, "%.2f MiB", (double)s->peak_category[c] / MIB);
+    legend_row(p, fr, y, ganfw_mem_category_name(c), value);
     y += 14;
   }
   pic_line(p, lxp, y + 4, lxp + 10, y + 4, RGB_RESERVED, 2, 0, NULL);
-  pic_text(p, lxp + 16, y + 1, ANCHOR_START, 1, RGB_INK, NULL, "reserved");
-  pic_text(p, right, y + 1, ANCHOR_END, 1, RGB_INK, NULL, "%.2f MiB",
-           (double)s->peak_reserved / MIB);
+  snprintf(value, sizeof value, "%.2f MiB", (double)s->peak_reserved / MIB);
+  legend_row(p, fr, y, "reserved", value);
   y += 14;
   pic_line(p, lxp + 5.5, y, lxp + 5.5, y + 9, RGB_INK, 1, 1, NULL);
-  pic_text(p, lxp + 16, y + 1, ANCHOR_START, 1, RGB_INK, NULL, "peak allocated");
-  pic_text(p, right, y + 1, ANCHOR_END, 1, RGB_INK, NULL, "%.2f MiB", peak_mib);
+  snprintf(value, sizeof value, "%.2f MiB", (double)s->peak_allocated / MIB);
+  legend_row(p, fr, y, "peak allocated", value);
   y += 14;
   if (opt && opt->memory_limit > 0) {
     pic_line(p, lxp, y + 4.5, lxp + 10, y + 4.5, RGB_LIMIT, 2, 0, NULL);
-    pic_text(p, lxp + 16, y + 1, ANCHOR_START, 1, RGB_INK, NULL, "memory_limit");
-    pic_text(p, right, y + 1, ANCHOR_END, 1, RGB_INK, NULL, "%.2f MiB",
-             (double)opt->memory_limit / MIB);
+    snprintf(value, sizeof value, "%.2f MiB", (double)opt->memory_limit / MIB);
+    legend_row(p, fr, y, "memory_limit", value);
     y += 14;
   }
   if (s->oom_index >= 0) {
     pic_rect(p, lxp + 2, y, lxp + 9, y + 9, RGB_FAILED, NULL);
-    pic_text(p, lxp + 16, y + 1, ANCHOR_START, 1, RGB_INK, NULL, "failed request");
-    char size[32];
-    pic_text(p, right, y + 1, ANCHOR_END, 1, RGB_INK, NULL, "%s",
-             bytes_text(size, sizeof size, max64(s->oom_bytes, 0)));
+    legend_row(p, fr, y, "failed request", bytes_text(value, sizeof value, max64(s->oom_bytes, 0)));
     y += 14;
   }
   y += 10;
-
-  /* who held the bytes: when the step failed, then (not at the peak, which may have passed) */
   if (s->oom_index >= 0)
-    legend_holders(p, &fr, y, "live at the failure", s->oom_index, s->oom_stage, s->oom_pass,
+    legend_holders(p, fr, y, "live at the failure", s->oom_index, s->oom_stage, s->oom_pass,
                    s->oom_top, s->n_oom_top);
   else
-    legend_holders(p, &fr, y, "at the peak", s->peak_index, s->peak_stage, s->peak_pass, s->top,
+    legend_holders(p, fr, y, "at the peak", s->peak_index, s->peak_stage, s->peak_pass, s->top,
                    s->n_top);
+}
+
+/* The picture of one step as primitives, in the order they are drawn. */
+static ganfw_status pic_build(pic *p, const ganfw_trace_event *ev, int64_t n,
+                              const ganfw_timeline_options *opt) {
+  ganfw_status st = ganfw_timeline_summarize(ev, n, &p->s);
+  frame fr;
+  char heading[512];
+  if (st == GANFW_OK) st = pic_layout(p, n, opt, &fr);
+  if (st == GANFW_OK) st = build_segments(p, &fr, ev, n);
+  if (st == GANFW_OK) st = pic_title(p, opt, heading, sizeof heading);
+  if (st) return st;
+  draw_plot(p, &fr, ev, n);
+  draw_axes(p, &fr, n);
+  draw_peak(p, &fr, n);
+  draw_limit(p, &fr, opt ? opt->memory_limit : 0);
+  draw_failure(p, &fr, n);
+  draw_phase_labels(p, &fr, ev, n);
+  draw_heading(p, heading, n);
+  draw_legend(p, &fr, opt);
   if (p->oom) return ganfw_error_set(GANFW_ERR_OOM, "timeline: out of host memory");
   return GANFW_OK;
 }

@@ -12,7 +12,8 @@
 #include "runtime/alloc.h"
 #include "ganfw/model.h"
 #include "ganfw/status.h"
-#include "tools/layout.h"
+#include "plan/layout.h"
+#include "train/run.h"
 
 /* The phases of a step, measured apart, as its trainer names them (train/loop.h's
  * set_phase_hook): the gan trainer's "D step" and "G step", a trainer plugin's own
@@ -127,13 +128,13 @@ typedef struct ganfw_probe_result {
   int64_t num_planned, num_unplanned, planned_steps, unplanned_steps; /* the allocator's */
 } ganfw_probe_result;
 
-/* Opens `config_path` with the --set assignments, builds the session (on the meta backend
- * when opt->meta) and runs opt->warmup then opt->steps training steps as `ganfw CONFIG`
- * does (a GAN step measured as a D phase and a G phase). An OOM anywhere is reported in
- * out->oom (GANFW_OK is returned); other failures return their status with the message.
- * Free out with ganfw_probe_result_free (also after a failure). */
-ganfw_status ganfw_probe_run(const char *config_path, const char *const *sets, int nsets,
-                             const ganfw_probe_options *opt, ganfw_probe_result *out);
+/* Opens a run of `config` (train/run.h), builds the session (on the meta backend when
+ * opt->meta) and runs opt->warmup then opt->steps training steps as `ganfw CONFIG` does (a
+ * GAN step measured as a D phase and a G phase). An OOM anywhere is reported in out->oom
+ * (GANFW_OK is returned); other failures return their status with the message. Free out
+ * with ganfw_probe_result_free (also after a failure). */
+ganfw_status ganfw_probe_run(const ganfw_run_config *config, const ganfw_probe_options *opt,
+                             ganfw_probe_result *out);
 void ganfw_probe_result_free(ganfw_probe_result *r); /* the layers; accepts NULL */
 
 /* "D step", "G step", "step" (classifier) or "set-up" (phase -1). Static strings. */

@@ -2,7 +2,7 @@
  * backend and measures its memory (see probe.h): set-up bytes, per-phase and per-category
  * peaks, and, with a peak hook on the allocator, which layer holds which bytes at the
  * allocated peak. */
-#include "tools/probe.h"
+#include "plan/probe.h"
 #include "dist/dist.h"
 #include "train/dp.h"
 #include "train/zero.h"
@@ -264,9 +264,9 @@ static ganfw_status add_extra_memory(probe *p) {
   return GANFW_OK;
 }
 
-static ganfw_status open_run(probe *p, const char *path, const char *const *sets, int nsets) {
+static ganfw_status open_run(probe *p, const ganfw_run_config *config) {
   const ganfw_probe_options *opt = p->opt;
-  ganfw_status st = ganfw_run_open(path, sets, nsets, &p->run);
+  ganfw_status st = ganfw_run_open(config, &p->run);
   if (st != GANFW_OK) return st;
   if (opt->batch_size > 0) {
     char set[64];
@@ -495,7 +495,7 @@ static ganfw_status run_steps(probe *p) {
 /* device.memory_layout: planned: the layout from a traced plan of the same config and
  * batch on the caching allocator without a memory_limit, for the run's allocator. No
  * layout (the cache alone) when that plan runs out of memory: the run will say where. */
-static ganfw_status plan_layout(probe *p, const char *path, const char *const *sets, int nsets) {
+static ganfw_status plan_layout(probe *p, const ganfw_run_config *config) {
   const ganfw_probe_options *opt = p->opt;
   const int32_t mode = opt->layout == GANFW_PROBE_LAYOUT_CONFIG    ? p->run->ctx_opt.memory_layout
                        : opt->layout == GANFW_PROBE_LAYOUT_PLANNED ? GANFW_LAYOUT_PLANNED
@@ -512,7 +512,7 @@ static ganfw_status plan_layout(probe *p, const char *path, const char *const *s
   po.limit_mode = GANFW_PROBE_LIMIT_NONE; /* the layout does not depend on the limit, and it
                                             may fit one that the cache does not */
   ganfw_probe_result plan;
-  ganfw_status st = ganfw_probe_run(path, sets, nsets, &po, &plan);
+  ganfw_status st = ganfw_probe_run(config, &po, &plan);
   if (st == GANFW_OK && !plan.oom &&
       (st = ganfw_layout_from_trace(plan.trace, plan.n_trace, &p->out->layout)) == GANFW_OK) {
     p->out->planned = 1;
@@ -522,11 +522,11 @@ static ganfw_status plan_layout(probe *p, const char *path, const char *const *s
   return st;
 }
 
-static ganfw_status probe_body(probe *p, const char *path, const char *const *sets, int nsets) {
+static ganfw_status probe_body(probe *p, const ganfw_run_config *config) {
   ganfw_probe_result *out = p->out;
-  ganfw_status st = open_run(p, path, sets, nsets);
+  ganfw_status st = open_run(p, config);
   if (st != GANFW_OK) return st;
-  if ((st = plan_layout(p, path, sets, nsets)) != GANFW_OK) return st;
+  if ((st = plan_layout(p, config)) != GANFW_OK) return st;
   if ((st = set_up(p)) != GANFW_OK) {
     if (is_oom(st)) record_oom(p, "set-up");
     return st;
@@ -566,8 +566,8 @@ static ganfw_status probe_body(probe *p, const char *path, const char *const *se
   return st;
 }
 
-ganfw_status ganfw_probe_run(const char *config_path, const char *const *sets, int nsets,
-                             const ganfw_probe_options *opt, ganfw_probe_result *out) {
+ganfw_status ganfw_probe_run(const ganfw_run_config *config, const ganfw_probe_options *opt,
+                             ganfw_probe_result *out) {
   memset(out, 0, sizeof *out);
   out->meta = opt->meta;
   if (opt->steps < 1 || opt->warmup < 0)
@@ -575,7 +575,7 @@ ganfw_status ganfw_probe_run(const char *config_path, const char *const *sets, i
   probe p = {.opt = opt, .out = out};
   const int32_t level = ganfw_log_level(); /* a plan is quiet: its set-up is not a run's */
   if (opt->meta && level < GANFW_LOG_WARN) ganfw_log_set_level(GANFW_LOG_WARN);
-  ganfw_status st = probe_body(&p, config_path, sets, nsets);
+  ganfw_status st = probe_body(&p, config);
   ganfw_log_set_level(level);
   if (p.s && p.s->ctx) ganfw_alloc_set_peak_hook(p.s->ctx->alloc, NULL, NULL);
   ganfw_loop_close(&p.L);

@@ -22,14 +22,12 @@
  * multi-start of the same budget closed about half). Deterministic: every tie breaks by block
  * index. The layout kept is checked with ganfw_arena_plan_valid (O(n^2): milliseconds at 3000
  * blocks); an invalid one is an internal error. */
-#include "tools/arena.h"
+#include "plan/arena.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
-#include "io/timeline.h"
-#include "tools/report.h"
 
 /* Pointer -> open block, for matching FREE events to their ALLOC. */
 typedef struct open_slot {
@@ -432,26 +430,4 @@ ganfw_status ganfw_arena_plan_step(const ganfw_trace_event *ev, int64_t n, ganfw
                            strategy);
   }
   return GANFW_OK;
-}
-
-void ganfw_arena_print_for(const char *config, const char *const *sets, int nsets, FILE *out) {
-  ganfw_probe_result plan;
-  ganfw_arena_plan a;
-  int64_t first = 0, count = 0;
-  memset(&a, 0, sizeof a);
-  if (ganfw_report_plan(config, sets, nsets, &plan) == GANFW_OK && !plan.oom &&
-      ganfw_timeline_find_step(plan.trace, plan.n_trace, 2, &first, &count) == GANFW_OK &&
-      ganfw_arena_plan_step(plan.trace + first, count, &a) == GANFW_OK) {
-    const double mib = 1024.0 * 1024.0;
-    fprintf(out,
-            "Arena (a layout of the step's step-local blocks, %s; not yet used by the "
-            "step): %lld blocks in %.2f MiB, lower bound %.2f MiB (%.3fx); %.2f MiB persistent "
-            "stay in the caching allocator%s\n",
-            a.strategy, (long long)a.n, (double)a.arena_bytes / mib, (double)a.lower_bound / mib,
-            a.lower_bound ? (double)a.arena_bytes / (double)a.lower_bound : 1.0,
-            (double)(a.persistent + a.kept) / mib, ganfw_arena_plan_valid(&a) ? "" : " (INVALID)");
-  }
-  ganfw_error_clear();
-  ganfw_arena_plan_free(&a);
-  ganfw_probe_result_free(&plan);
 }
