@@ -412,6 +412,70 @@ static void test_wrong_kind(void) {
   CU_ASSERT(is_unloaded(path));
 }
 
+/* A file loaded twice is one plugin with two holds: the second load reads nothing, a load
+ * asking for another kind is refused as a first load would be, and the file stays mapped
+ * until the last hold is given up. */
+static void test_loaded_twice(void) {
+  const char *dirs[] = {tp_dir()};
+  const char *path = tp_file(tp_dir(), "tpsgd");
+  ganfw_plugin *a = NULL, *b = NULL, *m = (ganfw_plugin *)&m;
+  CU_ASSERT_EQUAL_FATAL(ganfw_plugin_load("tpsgd", GANFW_PLUGIN_OPTIM, "a", dirs, 1, &a), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_plugin_load(path, -1, "b", NULL, 0, &b), GANFW_OK);
+  CU_ASSERT_PTR_EQUAL(a, b);
+  CU_ASSERT_EQUAL(ganfw_plugin_load("tpsgd", GANFW_PLUGIN_MODEL, "model.plugin", dirs, 1, &m),
+                  GANFW_ERR_PLUGIN);
+  CU_ASSERT_PTR_NULL(m);
+  char want[PATH_MAX + 128];
+  snprintf(want, sizeof want,
+           "'tpsgd' at %s is an optimizer plugin, but model.plugin needs a model plugin", path);
+  CU_ASSERT(contains(ganfw_error_message(), want));
+  ganfw_plugin_unload(a);
+  CU_ASSERT_FALSE(is_unloaded(path));
+  CU_ASSERT_STRING_EQUAL(ganfw_plugin_name(b), "tpsgd");
+  CU_ASSERT_PTR_EQUAL(ganfw_plugin_retain(b), b);
+  ganfw_plugin_unload(b);
+  CU_ASSERT_FALSE(is_unloaded(path));
+  ganfw_plugin_unload(b);
+  CU_ASSERT(is_unloaded(path));
+}
+
+/* A command's config keeps the plugins its runs loaded: its next run, and a variant
+ * derived from it, share them; freeing the config unloads them. */
+static void test_run_config_keeps_plugins(void) {
+  char dir[] = "/tmp/ganfw_plugin_keep_XXXXXX", path[PATH_MAX];
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/keep.yaml", dir);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f, "plugin_path: [%s]\nmodel: {plugin: tpmodel}\noptim: {plugin: tpsgd}\n", tp_dir());
+  fclose(f);
+  const char *model = tp_file(tp_dir(), "tpmodel"), *optim = tp_file(tp_dir(), "tpsgd");
+  ganfw_run_config *rc = NULL, *variant = NULL;
+  ganfw_run *run = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_run_config_open(path, NULL, 0, &rc), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_run_open(rc, &run), GANFW_OK);
+  const ganfw_plugin *first = run->model;
+  ganfw_run_close(run);
+  CU_ASSERT_FALSE(is_unloaded(model));
+  CU_ASSERT_FALSE(is_unloaded(optim));
+  CU_ASSERT_EQUAL_FATAL(ganfw_run_open(rc, &run), GANFW_OK);
+  CU_ASSERT_PTR_EQUAL(run->model, first);
+  ganfw_run_close(run);
+  const char *no_optim[] = {"~optim"};
+  CU_ASSERT_EQUAL_FATAL(ganfw_run_config_derive(rc, no_optim, 1, &variant), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_run_open(variant, &run), GANFW_OK);
+  CU_ASSERT_PTR_EQUAL(run->model, first);
+  CU_ASSERT_PTR_NULL(run->optim);
+  ganfw_run_close(run);
+  ganfw_run_config_free(variant);
+  CU_ASSERT_FALSE(is_unloaded(model));
+  ganfw_run_config_free(rc);
+  CU_ASSERT(is_unloaded(model));
+  CU_ASSERT(is_unloaded(optim));
+  unlink(path);
+  rmdir(dir);
+}
+
 /* A copy of a valid plugin with the ELF header's e_machine changed to another CPU. */
 static void test_wrong_architecture(void) {
   char dir[] = "/tmp/ganfw_plugin_host_XXXXXX";
@@ -1154,6 +1218,8 @@ static CU_TestInfo tests[] = {
     {"required member NULL", test_null_required_member},
     {"unknown model family", test_unknown_model_family},
     {"wrong kind", test_wrong_kind},
+    {"a file loaded twice is shared", test_loaded_twice},
+    {"a command's config keeps its plugins loaded", test_run_config_keeps_plugins},
     {"wrong architecture", test_wrong_architecture},
     {"not found lists the search path", test_not_found},
     {"search order", test_search_order},

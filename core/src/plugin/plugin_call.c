@@ -166,6 +166,10 @@ void ganfw_plugin_call_naming(int32_t on) {
   naming = on;
 }
 
+int32_t ganfw_plugin_call_naming_on(void) {
+  return naming != 0;
+}
+
 /* w_<kind>_<member>_<slot>: the wrappers. */
 #define WRAP_R(s, kind, member, ret, params, args)                                                 \
   static ret w_##kind##_##member##_##s params {                                                    \

@@ -12,6 +12,8 @@
 /* Turns on the wrappers below for plugins loaded from now on (the CLI does, when it installs
  * the crash report; a program that embeds the core gets the plugin's own members). */
 void ganfw_plugin_call_naming(int32_t on);
+/* Whether they are on: 1 or 0. */
+int32_t ganfw_plugin_call_naming_on(void);
 
 /* A slot of wrappers for one plugin file: `handle` (its dlopen handle, shared by every load
  * of the same file), `name` and `path` (copied). Each member of the vtable copy `vt` of

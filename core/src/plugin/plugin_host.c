@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,7 +54,18 @@ struct ganfw_plugin {
   int32_t slot;     /* its call-naming wrappers in vt (plugin_call.h), -1: none */
   /* FNV-1a of the file's bytes when it was loaded (0: unreadable), for the ranks' check */
   uint64_t file_hash;
+  int32_t named;             /* the call naming was on when it was loaded (plugin_call.h) */
+  int32_t refs;              /* its holders: each load that found it loaded, each retain */
+  struct ganfw_plugin *next; /* the list of loaded plugins */
 };
+
+/* Every plugin loaded now, each file once per call-naming mode: a load of a file that is
+ * loaded (the plan before a training run, then the run) shares it instead of mapping,
+ * hashing and checking the file again, unless the naming was turned on or off in between
+ * (it applies to the plugins loaded from then on). Loads happen on the main thread; the lock
+ * only keeps the list whole. */
+static ganfw_plugin *loaded;
+static pthread_mutex_t loaded_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* --- kinds and their vtables --------------------------------------------------------- */
 
@@ -566,6 +578,12 @@ static ganfw_status open_and_check(char *path, const char *want_name, int32_t ex
         p->vt_size = *(const uint32_t *)desc->vtable;
         p->slot = ganfw_plugin_call_wrap(handle, desc->name, path, desc->kind, vt);
         p->file_hash = file_fnv1a(path); /* the bytes dlopen just mapped */
+        p->named = ganfw_plugin_call_naming_on();
+        p->refs = 1;
+        pthread_mutex_lock(&loaded_lock);
+        p->next = loaded;
+        loaded = p;
+        pthread_mutex_unlock(&loaded_lock);
         *out = p;
         return GANFW_OK;
       }
@@ -583,6 +601,22 @@ static int ends_with(const char *s, const char *suffix);
  * ganfw_<name>.so part before the descriptor is read). */
 static ganfw_status load_file(char *path, const char *want_name, int32_t expected_kind,
                               const char *what, ganfw_plugin **out) {
+  pthread_mutex_lock(&loaded_lock);
+  const int32_t named = ganfw_plugin_call_naming_on();
+  ganfw_plugin *p = loaded;
+  while (p && (p->named != named || strcmp(p->path, path) != 0)) p = p->next;
+  if (p) p->refs++;
+  pthread_mutex_unlock(&loaded_lock);
+  if (p) { /* checked when it was loaded; what this caller asks of it is checked here */
+    ganfw_status st = check_identity(p->desc, path, want_name, expected_kind, what);
+    free(path);
+    if (st != GANFW_OK) {
+      ganfw_plugin_unload(p);
+      return st;
+    }
+    *out = p;
+    return GANFW_OK;
+  }
   char file_name[NAME_MAX + 1];
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   size_t np = strlen(PLUGIN_PREFIX), ns = strlen(PLUGIN_SUFFIX), nb = strlen(base);
@@ -837,8 +871,24 @@ ganfw_status ganfw_plugin_load(const char *name, int32_t expected_kind, const ch
   return st;
 }
 
+ganfw_plugin *ganfw_plugin_retain(ganfw_plugin *p) {
+  pthread_mutex_lock(&loaded_lock);
+  p->refs++;
+  pthread_mutex_unlock(&loaded_lock);
+  return p;
+}
+
 void ganfw_plugin_unload(ganfw_plugin *p) {
   if (!p) return;
+  pthread_mutex_lock(&loaded_lock);
+  const int last = --p->refs == 0;
+  if (last) {
+    ganfw_plugin **at = &loaded;
+    while (*at && *at != p) at = &(*at)->next;
+    if (*at) *at = p->next;
+  }
+  pthread_mutex_unlock(&loaded_lock);
+  if (!last) return;
   ganfw_plugin_call_unwrap(p->slot);
   dlclose(p->handle);
   free(p->vt);

@@ -30,16 +30,22 @@ typedef struct ganfw_plugin ganfw_plugin;
  * be NULL.
  *
  * On success *out is owned by the caller and freed with ganfw_plugin_unload; everything
- * the descriptor points to is valid until then. On failure *out is NULL, nothing is left
- * loaded and GANFW_ERR_PLUGIN (GANFW_ERR_INVALID_ARG for a NULL name or out) is returned
- * with one message naming the file and what to do.
+ * the descriptor points to is valid until then. A file that is loaded already (found at the
+ * same path by a load not yet unloaded) is not read again: *out is that plugin, shared, once
+ * it is the kind and name asked for here, and each load is matched by its own unload. On
+ * failure *out is NULL, nothing more is left loaded and GANFW_ERR_PLUGIN
+ * (GANFW_ERR_INVALID_ARG for a NULL name or out) is returned with one message naming the file
+ * and what to do.
  *
  * A plugin whose abi_minor is newer than the core's is accepted without a message: it must
  * itself check host->struct_size before using host entries this core lacks. */
 ganfw_status ganfw_plugin_load(const char *name, int32_t expected_kind, const char *what,
                                const char *const *dirs, int64_t ndirs, ganfw_plugin **out);
-/* Unloads (dlclose) and frees; accepts NULL. */
+/* Gives up one hold on p (a load or a retain); the last one unloads it (dlclose) and frees
+ * it. Accepts NULL. */
 void ganfw_plugin_unload(ganfw_plugin *p);
+/* One more hold on p, which stays loaded until ganfw_plugin_unload matches it; returns p. */
+ganfw_plugin *ganfw_plugin_retain(ganfw_plugin *p);
 
 /* Borrowed from the plugin, valid until ganfw_plugin_unload. */
 const ganfw_plugin_desc *ganfw_plugin_desc_of(const ganfw_plugin *p);

@@ -12,17 +12,54 @@
 
 /* --- the command's config ------------------------------------------------------------------ */
 
+/* The plugins a command's runs loaded, one hold on each, so that its next runs share them
+ * (ganfw_plugin_load) instead of loading their files again. */
+typedef struct kept_plugins {
+  ganfw_plugin **p;
+  int64_t n, cap;
+} kept_plugins;
+
 struct ganfw_run_config {
   ganfw_config *config; /* as loaded and --set; only copied */
+  kept_plugins *kept;   /* own, or the base's of a derived config */
+  kept_plugins own;
 };
 
-static ganfw_status run_config_new(ganfw_config *config, ganfw_run_config **out) {
+static int grow_kept(kept_plugins *k) {
+  int64_t cap = k->cap ? 2 * k->cap : 8;
+  ganfw_plugin **p = realloc(k->p, (size_t)cap * sizeof *p);
+  if (!p) return 0;
+  k->p = p;
+  k->cap = cap;
+  return 1;
+}
+
+/* A hold on p (NULL: none) unless one is kept; out of host memory it is only not kept. */
+static void keep(kept_plugins *k, ganfw_plugin *p) {
+  for (int64_t i = 0; p && i < k->n; i++)
+    if (k->p[i] == p) return;
+  if (!p || (k->n == k->cap && !grow_kept(k))) return;
+  k->p[k->n++] = ganfw_plugin_retain(p);
+}
+
+static void keep_run(kept_plugins *k, const ganfw_run *run) {
+  keep(k, run->model);
+  keep(k, run->optim);
+  keep(k, run->objective);
+  keep(k, run->trainer);
+  for (int32_t i = 0; i < run->n_role_models; i++) keep(k, run->role_model[i]);
+  for (int32_t i = 0; i < run->n_memory; i++) keep(k, run->memory[i]);
+}
+
+static ganfw_status run_config_new(ganfw_config *config, kept_plugins *kept,
+                                   ganfw_run_config **out) {
   *out = calloc(1, sizeof **out);
   if (!*out) {
     ganfw_config_destroy(config);
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   }
   (*out)->config = config;
+  (*out)->kept = kept ? kept : &(*out)->own;
   return GANFW_OK;
 }
 
@@ -38,7 +75,7 @@ ganfw_status ganfw_run_config_open(const char *path, const char *const *sets, in
     ganfw_config_destroy(config);
     return st;
   }
-  return run_config_new(config, out);
+  return run_config_new(config, NULL, out);
 }
 
 ganfw_status ganfw_run_config_derive(const ganfw_run_config *base, const char *const *sets,
@@ -46,11 +83,13 @@ ganfw_status ganfw_run_config_derive(const ganfw_run_config *base, const char *c
   *out = NULL;
   ganfw_config *config = NULL;
   ganfw_status st = ganfw_config_copy(base->config, sets, nsets, &config);
-  return st == GANFW_OK ? run_config_new(config, out) : st;
+  return st == GANFW_OK ? run_config_new(config, base->kept, out) : st;
 }
 
 void ganfw_run_config_free(ganfw_run_config *rc) {
   if (!rc) return;
+  for (int64_t i = 0; i < rc->own.n; i++) ganfw_plugin_unload(rc->own.p[i]);
+  free(rc->own.p);
   ganfw_config_destroy(rc->config);
   free(rc);
 }
@@ -305,6 +344,7 @@ ganfw_status ganfw_run_open(const ganfw_run_config *rc, ganfw_run **out) {
     ganfw_run_close(run);
     return st;
   }
+  keep_run(rc->kept, run);
   *out = run;
   return GANFW_OK;
 }

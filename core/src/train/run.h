@@ -46,7 +46,9 @@ typedef struct ganfw_run {
 /* One command's config: its file read once, with its `extends:` bases and the --set
  * assignments applied (config/config.h), for the runs the command opens from it. No one reads
  * it itself: each run reads a copy of its own (marks, defaults and unread keys are the run's),
- * so that a plan before a training run leaves the run's config as the file made it. */
+ * so that a plan before a training run leaves the run's config as the file made it. The
+ * plugins its runs load stay loaded with it, and its later runs share them
+ * (plugin/plugin_host.h) instead of loading their files again. */
 typedef struct ganfw_run_config ganfw_run_config;
 
 /* Loads `path` and applies sets[0..nsets) in order. An unreadable file is GANFW_ERR_CONFIG
@@ -55,7 +57,8 @@ typedef struct ganfw_run_config ganfw_run_config;
 ganfw_status ganfw_run_config_open(const char *path, const char *const *sets, int nsets,
                                    ganfw_run_config **out);
 /* `base` with more --set assignments (a variant a tool plans), without reading the file
- * again. *out owned by the caller, and valid while `base` is. */
+ * again; the plugins its runs load are kept with base's. *out owned by the caller, and
+ * valid while `base` is. */
 ganfw_status ganfw_run_config_derive(const ganfw_run_config *base, const char *const *sets,
                                      int nsets, ganfw_run_config **out);
 void ganfw_run_config_free(ganfw_run_config *rc); /* accepts NULL */
@@ -65,8 +68,9 @@ const char *ganfw_run_config_path(const ganfw_run_config *rc);
  * mark its keys for every later run. Borrowed, valid while rc is. */
 const ganfw_config *ganfw_run_config_tree(const ganfw_run_config *rc);
 
-/* Reads the core's keys of a copy of rc's config and loads every plugin it names. *out is
- * owned by the caller (ganfw_run_close) and does not need rc after this call. */
+/* Reads the core's keys of a copy of rc's config and loads every plugin it names (kept with
+ * rc for its next runs). *out is owned by the caller (ganfw_run_close) and does not need rc
+ * after this call. */
 ganfw_status ganfw_run_open(const ganfw_run_config *rc, ganfw_run **out);
 /* ganfw_run_config_open and ganfw_run_open, for a caller that opens one run of the file. */
 ganfw_status ganfw_run_open_file(const char *path, const char *const *sets, int nsets,
