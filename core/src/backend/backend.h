@@ -73,6 +73,14 @@ ganfw_status ganfw_op_dispatch(const ganfw_op_fn *table, ganfw_backend *be, ganf
 #define GANFW_LP_BATCHNORM 4u /* batchnorm2d */
 #define GANFW_LP_ACT       8u /* activations */
 
+/* The GANFW_LP_* group of an op kind; 0 for the ops that have none. */
+uint32_t ganfw_op_lp_group(int32_t kind);
+/* What every backend's supports() shares: 0 when op's flags ask a question other than
+ * those in `questions` (GANFW_OP_IN_PLACE...); every op in f32; in f16 and bf16 the casts,
+ * the ops that only move elements (ganfw_op_any_dtype) and those of the `lp_groups` the
+ * backend computes natively in op's dtype. */
+int32_t ganfw_op_supported(const ganfw_op *op, uint32_t lp_groups, uint32_t questions);
+
 struct ganfw_backend {
   const ganfw_backend_vt *vt;
   void *impl; /* the backend's own state */

@@ -37,6 +37,36 @@ size_t ganfw_backend_workspace(ganfw_backend *be, const ganfw_op *op) {
   return in_range(op) ? be->vt->workspace(be, op) : 0;
 }
 
+uint32_t ganfw_op_lp_group(int32_t kind) {
+  switch (kind) {
+  case GANFW_OP_CONV2D_FORWARD:
+  case GANFW_OP_CONV2D_BACKWARD:
+  case GANFW_OP_CONVT2D_FORWARD:
+  case GANFW_OP_CONVT2D_BACKWARD:
+    return GANFW_LP_CONV;
+  case GANFW_OP_LINEAR_FORWARD:
+  case GANFW_OP_LINEAR_BACKWARD:
+    return GANFW_LP_LINEAR;
+  case GANFW_OP_BATCHNORM2D_TRAIN:
+  case GANFW_OP_BATCHNORM2D_EVAL:
+  case GANFW_OP_BATCHNORM2D_BACKWARD:
+    return GANFW_LP_BATCHNORM;
+  case GANFW_OP_ACT_FORWARD:
+  case GANFW_OP_ACT_BACKWARD:
+    return GANFW_LP_ACT;
+  default:
+    return 0;
+  }
+}
+
+int32_t ganfw_op_supported(const ganfw_op *op, uint32_t lp_groups, uint32_t questions) {
+  if (op->flags & ~(GANFW_OP_ACCUMULATE | questions)) return 0;
+  if (op->dtype == GANFW_DTYPE_F32) return 1;
+  if (op->dtype != GANFW_DTYPE_F16 && op->dtype != GANFW_DTYPE_BF16) return 0;
+  if (op->kind == GANFW_OP_CAST_FROM_F32 || op->kind == GANFW_OP_CAST_TO_F32) return 1;
+  return ganfw_op_any_dtype(op->kind) || (ganfw_op_lp_group(op->kind) & lp_groups) != 0;
+}
+
 static const char *dtype_name(int32_t dtype) {
   return dtype == GANFW_DTYPE_F32    ? "f32"
          : dtype == GANFW_DTYPE_F16  ? "f16"

@@ -67,39 +67,14 @@ const char *ganfw_cpu_lp_describe(int32_t dtype) {
   return line;
 }
 
-/* The 16-bit group an op belongs to (GANFW_LP_*), 0 for the ops that run in f32 only. */
-static uint32_t group_of(int32_t kind) {
-  switch (kind) {
-  case GANFW_OP_CONV2D_FORWARD:
-  case GANFW_OP_CONV2D_BACKWARD:
-  case GANFW_OP_CONVT2D_FORWARD:
-  case GANFW_OP_CONVT2D_BACKWARD:
-    return GANFW_LP_CONV;
-  case GANFW_OP_BATCHNORM2D_TRAIN:
-  case GANFW_OP_BATCHNORM2D_EVAL:
-  case GANFW_OP_BATCHNORM2D_BACKWARD:
-    return GANFW_LP_BATCHNORM;
-  case GANFW_OP_ACT_FORWARD:
-  case GANFW_OP_ACT_BACKWARD:
-    return GANFW_LP_ACT;
-  default:
-    return 0;
-  }
-}
-
 /* Every op in f32 (a cast in f32 is a copy); in f16 and bf16 the casts, the ops that only
- * move elements (ganfw_op_any_dtype) and the groups of lp_groups(). The one question a flag
- * asks that the CPU answers yes is BatchNorm's in-place backward (dx over dy: batchnorm2d.c
- * says why it is safe). */
+ * move elements and the groups of lp_groups(). The one question a flag asks that the CPU
+ * answers yes is BatchNorm's in-place backward (dx over dy: batchnorm2d.c says why it is
+ * safe). */
 static int32_t cpu_supports(ganfw_backend *be, const ganfw_op *op) {
-  const uint32_t questions = op->flags & ~GANFW_OP_ACCUMULATE;
-  if (questions && (questions != GANFW_OP_IN_PLACE || op->kind != GANFW_OP_BATCHNORM2D_BACKWARD))
-    return 0;
-  if (op->dtype == GANFW_DTYPE_F32) return 1;
-  if (op->dtype != GANFW_DTYPE_F16 && op->dtype != GANFW_DTYPE_BF16) return 0;
-  if (op->kind == GANFW_OP_CAST_FROM_F32 || op->kind == GANFW_OP_CAST_TO_F32) return 1;
-  if (ganfw_op_any_dtype(op->kind)) return 1;
-  return (group_of(op->kind) & lp_groups(op->dtype)) != 0;
+  (void)be;
+  const uint32_t in_place = op->kind == GANFW_OP_BATCHNORM2D_BACKWARD ? GANFW_OP_IN_PLACE : 0;
+  return ganfw_op_supported(op, lp_groups(op->dtype), in_place);
 }
 
 static size_t cpu_workspace(ganfw_backend *be, const ganfw_op *op) {

@@ -112,29 +112,6 @@ static uint32_t lp_groups(const ganfw_cuda_state *cs, int32_t dtype) {
   return 0;
 }
 
-/* The GANFW_LP_* group of an op kind; 0 for the f32-only ones. */
-static uint32_t lp_group_of(int32_t kind) {
-  switch (kind) {
-  case GANFW_OP_CONV2D_FORWARD:
-  case GANFW_OP_CONV2D_BACKWARD:
-  case GANFW_OP_CONVT2D_FORWARD:
-  case GANFW_OP_CONVT2D_BACKWARD:
-    return GANFW_LP_CONV;
-  case GANFW_OP_LINEAR_FORWARD:
-  case GANFW_OP_LINEAR_BACKWARD:
-    return GANFW_LP_LINEAR;
-  case GANFW_OP_BATCHNORM2D_TRAIN:
-  case GANFW_OP_BATCHNORM2D_EVAL:
-  case GANFW_OP_BATCHNORM2D_BACKWARD:
-    return GANFW_LP_BATCHNORM;
-  case GANFW_OP_ACT_FORWARD:
-  case GANFW_OP_ACT_BACKWARD:
-    return GANFW_LP_ACT;
-  default:
-    return 0;
-  }
-}
-
 /* --- the table ------------------------------------------------------------------------ */
 
 static void cuda_set_threads(ganfw_backend *be, int threads) {
@@ -153,12 +130,7 @@ static const ganfw_op_fn cuda_ops[GANFW_OP_COUNT] = {
  * No question a flag asks is answered yes: BatchNorm's backward does not write dx over dy
  * (GANFW_OP_IN_PLACE), dx gets its own tensor. */
 static int32_t cuda_supports(ganfw_backend *be, const ganfw_op *op) {
-  if (op->flags & ~GANFW_OP_ACCUMULATE) return 0;
-  if (op->dtype == GANFW_DTYPE_F32) return 1;
-  if (op->dtype != GANFW_DTYPE_F16 && op->dtype != GANFW_DTYPE_BF16) return 0;
-  if (op->kind == GANFW_OP_CAST_FROM_F32 || op->kind == GANFW_OP_CAST_TO_F32) return 1;
-  if (ganfw_op_any_dtype(op->kind)) return 1;
-  return (lp_groups(ganfw_cuda_state_of(be), op->dtype) & lp_group_of(op->kind)) != 0;
+  return ganfw_op_supported(op, lp_groups(ganfw_cuda_state_of(be), op->dtype), 0);
 }
 
 /* vt->workspace: a convolution's (forward and backward alike), planned in op's dtype; 0 for
