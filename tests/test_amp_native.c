@@ -69,42 +69,19 @@ static void store(int32_t dtype, int64_t n, float *f, void *h) {
   free(f);
 }
 
-/* The group of GANFW_LP_* an op kind belongs to, 0 for the ops with no native 16-bit form. */
-static uint32_t lp_group(int32_t kind) {
-  switch (kind) {
-  case GANFW_OP_CONV2D_FORWARD:
-  case GANFW_OP_CONV2D_BACKWARD:
-  case GANFW_OP_CONVT2D_FORWARD:
-  case GANFW_OP_CONVT2D_BACKWARD:
-    return GANFW_LP_CONV;
-  case GANFW_OP_LINEAR_FORWARD:
-  case GANFW_OP_LINEAR_BACKWARD:
-    return GANFW_LP_LINEAR;
-  case GANFW_OP_BATCHNORM2D_TRAIN:
-  case GANFW_OP_BATCHNORM2D_EVAL:
-  case GANFW_OP_BATCHNORM2D_BACKWARD:
-    return GANFW_LP_BATCHNORM;
-  case GANFW_OP_ACT_FORWARD:
-  case GANFW_OP_ACT_BACKWARD:
-    return GANFW_LP_ACT;
-  default:
-    return 0;
-  }
-}
-
 /* 1 when op is one of this backend's native 16-bit ops (a group the test switched on). */
 static int32_t lp_native(const ganfw_op *op) {
   const uint32_t groups = op->dtype == GANFW_DTYPE_F16    ? groups_f16
                           : op->dtype == GANFW_DTYPE_BF16 ? groups_bf16
                                                           : 0;
-  return (lp_group(op->kind) & groups) != 0;
+  return (ganfw_op_lp_group(op->kind) & groups) != 0;
 }
 
 /* Every op in f32 and every other op as the CPU has them; the grouped ops in 16 bits only
  * where the test switched their group on (whatever the CPU's own native kernels are). */
 static int32_t lp_supports(ganfw_backend *be, const ganfw_op *op) {
   (void)be;
-  if (op->dtype != GANFW_DTYPE_F32 && lp_group(op->kind)) return lp_native(op);
+  if (op->dtype != GANFW_DTYPE_F32 && ganfw_op_lp_group(op->kind)) return lp_native(op);
   return cpu()->vt->supports(cpu(), op);
 }
 
@@ -112,11 +89,12 @@ static int32_t lp_supports(ganfw_backend *be, const ganfw_op *op) {
  * in a convolution, as the CUDA backend asks; every other op: the CPU's. */
 static size_t lp_workspace(ganfw_backend *be, const ganfw_op *op) {
   (void)be;
-  if (op->dtype == GANFW_DTYPE_F32 || !lp_group(op->kind)) return cpu()->vt->workspace(cpu(), op);
+  if (op->dtype == GANFW_DTYPE_F32 || !ganfw_op_lp_group(op->kind))
+    return cpu()->vt->workspace(cpu(), op);
   ganfw_op f32 = *op;
   f32.dtype = GANFW_DTYPE_F32;
   size_t bytes = cpu()->vt->workspace(cpu(), &f32);
-  if (lp_native(op) && lp_group(op->kind) == GANFW_LP_CONV) {
+  if (lp_native(op) && ganfw_op_lp_group(op->kind) == GANFW_LP_CONV) {
     const ganfw_conv2d_shape *s = &op->shape.conv;
     const ganfw_convt2d_shape *t = &op->shape.convt;
     const int transposed =
@@ -345,7 +323,7 @@ static ganfw_status copy_h2d_async(ganfw_backend *be, void *dst, const void *src
  * every other op; a grouped op in 16 bits whose group is off is refused as a backend does. */
 static ganfw_status lp_run(ganfw_backend *be, ganfw_op *op) {
   if (op->kind == GANFW_OP_NONFINITE_MANY) return nonfinite_many(op);
-  if (op->dtype != GANFW_DTYPE_F32 && lp_group(op->kind)) {
+  if (op->dtype != GANFW_DTYPE_F32 && ganfw_op_lp_group(op->kind)) {
     if (!lp_supports(be, op))
       return ganfw_error_set(GANFW_ERR_UNSUPPORTED, "the %s backend cannot run %s in %s",
                              be->vt->name, ganfw_op_name(op->kind), ganfw_dtype_name(op->dtype));

@@ -461,44 +461,27 @@ static inline int32_t ganfw_be_nonfinite(ganfw_backend *be, int64_t n, const flo
   return ganfw_backend_run(be, &op) == GANFW_OK ? (int32_t)op.result : 1;
 }
 
+/* f32 -> dtype (CAST_FROM_F32) or dtype -> f32 (CAST_TO_F32), dtype f16 or bf16. */
+static inline ganfw_status ganfw_be_cast(ganfw_backend *be, int32_t kind, int32_t dtype, int64_t n,
+                                         const void *x, void *y) {
+  ganfw_op op = {.kind = kind, .dtype = dtype, .shape.d = {n}, .in = {x}, .out = {y}};
+  return ganfw_backend_run(be, &op);
+}
 static inline ganfw_status ganfw_be_f32_to_f16(ganfw_backend *be, int64_t n, const float *x,
                                                uint16_t *y) {
-  ganfw_op op = {.kind = GANFW_OP_CAST_FROM_F32,
-                 .dtype = GANFW_DTYPE_F16,
-                 .shape.d = {n},
-                 .in = {x},
-                 .out = {y}};
-  return ganfw_backend_run(be, &op);
+  return ganfw_be_cast(be, GANFW_OP_CAST_FROM_F32, GANFW_DTYPE_F16, n, x, y);
 }
-
 static inline ganfw_status ganfw_be_f16_to_f32(ganfw_backend *be, int64_t n, const uint16_t *x,
                                                float *y) {
-  ganfw_op op = {.kind = GANFW_OP_CAST_TO_F32,
-                 .dtype = GANFW_DTYPE_F16,
-                 .shape.d = {n},
-                 .in = {x},
-                 .out = {y}};
-  return ganfw_backend_run(be, &op);
+  return ganfw_be_cast(be, GANFW_OP_CAST_TO_F32, GANFW_DTYPE_F16, n, x, y);
 }
-
 static inline ganfw_status ganfw_be_f32_to_bf16(ganfw_backend *be, int64_t n, const float *x,
                                                 uint16_t *y) {
-  ganfw_op op = {.kind = GANFW_OP_CAST_FROM_F32,
-                 .dtype = GANFW_DTYPE_BF16,
-                 .shape.d = {n},
-                 .in = {x},
-                 .out = {y}};
-  return ganfw_backend_run(be, &op);
+  return ganfw_be_cast(be, GANFW_OP_CAST_FROM_F32, GANFW_DTYPE_BF16, n, x, y);
 }
-
 static inline ganfw_status ganfw_be_bf16_to_f32(ganfw_backend *be, int64_t n, const uint16_t *x,
                                                 float *y) {
-  ganfw_op op = {.kind = GANFW_OP_CAST_TO_F32,
-                 .dtype = GANFW_DTYPE_BF16,
-                 .shape.d = {n},
-                 .in = {x},
-                 .out = {y}};
-  return ganfw_backend_run(be, &op);
+  return ganfw_be_cast(be, GANFW_OP_CAST_TO_F32, GANFW_DTYPE_BF16, n, x, y);
 }
 
 static inline ganfw_status ganfw_be_rng_uniform(ganfw_backend *be, int64_t n, uint64_t seed,
