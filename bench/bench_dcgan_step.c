@@ -1,8 +1,11 @@
 /* Times ganfw's whole DC-GAN training step (ganfw_gan_step: D on real and on G(z), D's Adam
  * step, G through D, G's Adam step) on a random real batch [N,C,H,W] in [-1,1] and noise
- * [N,nz,1,1], without a data set. bench/dcgan_torch.py is the PyTorch twin and
- * bench/run_dcgan.sh runs both alternately. Prints one machine-readable line:
- *   ganfw median_ms=... min_ms=... rss_mib=... gflops=... alloc_peak_mib=...
+ * [N,nz,1,1], without a data set. Given a classifier's config (configs/resnet20_fashion.yaml
+ * with --channels 1 --size 28x28) it times ganfw_classifier_step instead, on the same kind of
+ * batch with labels i % classes (--classes, default 10), and counts the step's FLOPs from the
+ * convolutions and GEMMs of its first step; bench/run_resnet.sh runs it against PyTorch.
+ * bench/dcgan_torch.py is the PyTorch twin and bench/run_dcgan.sh runs both alternately. Prints one
+ * machine-readable line: ganfw median_ms=... min_ms=... rss_mib=... gflops=... alloc_peak_mib=...
  *         alloc_reserved_peak_mib=...
  * alloc_peak_mib and alloc_reserved_peak_mib are the allocator's allocated and reserved
  * peaks over the timed steps (reset after the warm-up, as the PyTorch twins reset
@@ -10,7 +13,7 @@
  *
  *   build/bench/bench_dcgan_step [CONFIG] [--steps S] [--warmup W] [--threads T]
  *                                [--batch N] [--channels C] [--size HxW] [--layers] [--profile]
- *                                [--layout caching|planned]
+ *                                [--layout caching|planned] [--classes K]
  *
  * CONFIG defaults to configs/dcgan.yaml (run from the repository root; the plugins come
  * from the build tree). --layers also prints the per-layer FLOP table; --profile times every
@@ -40,7 +43,7 @@ typedef struct bench_args {
   const char *config;
   int steps, warmup, threads, layers, profile;
   long long batch;
-  int channels, height, width;
+  int channels, height, width, classes;
   const char *layout; /* NULL: the config's device.memory_layout */
 } bench_args;
 
@@ -60,7 +63,7 @@ static int usage(const char *why) {
           "bench_dcgan_step: %s\n"
           "usage: bench_dcgan_step [CONFIG] [--steps S] [--warmup W] [--threads T] [--batch N]\n"
           "                        [--channels C] [--size HxW] [--layers] [--profile]\n"
-          "                        [--layout caching|planned]\n",
+          "                        [--layout caching|planned] [--classes K]\n",
           why);
   return 2;
 }
@@ -73,7 +76,7 @@ static long long number(const char *v, long long min) {
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
-  *a = (bench_args){"configs/dcgan.yaml", 20, 5, 0, 0, 0, 0, 1, 32, 32, NULL};
+  *a = (bench_args){"configs/dcgan.yaml", 20, 5, 0, 0, 0, 0, 1, 32, 32, 10, NULL};
   for (int i = 1; i < argc; i++) {
     const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (o[0] != '-') {
@@ -96,6 +99,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                   : strcmp(o, "--warmup") == 0   ? &a->warmup
                   : strcmp(o, "--threads") == 0  ? &a->threads
                   : strcmp(o, "--channels") == 0 ? &a->channels
+                  : strcmp(o, "--classes") == 0  ? &a->classes
                                                  : NULL;
       if (!slot && strcmp(o, "--batch") != 0) {
         fprintf(stderr, "bench_dcgan_step: unknown option '%s'\n", o);
@@ -381,6 +385,7 @@ static void prof_install(ganfw_backend *be) {
   prof_vt.copy_d2d = p_copy_d2d;
   be->vt = &prof_vt;
   n_prof = 0;
+  memset(prof, 0, sizeof prof);
 }
 
 static void prof_remove(ganfw_backend *be) {
@@ -409,6 +414,32 @@ static void prof_print(int steps, double total_ms) {
   }
   printf("# %-48s %9.2f ms %5.1f%%\n", "outside the ops (executor, allocator, host)",
          (total_ms - ops) / steps, 100.0 * (total_ms - ops) / total_ms);
+}
+
+/* The FLOPs of the ops timed so far (a classifier's first step: every conv pass and GEMM),
+ * with the table by op and shape when `print`; the table is emptied. */
+static double prof_flops(int print) {
+  double total = 0;
+  for (int i = 0; i < n_prof; i++) {
+    total += prof[i].flops;
+    if (print && prof[i].flops > 0)
+      printf("# %-48s %8.1f MFLOP x %lld calls\n", prof[i].key,
+             prof[i].flops * 1e-6 / (double)prof[i].calls, (long long)prof[i].calls);
+  }
+  if (print) printf("# total %.3f GFLOP per step\n", total * 1e-9);
+  n_prof = 0;
+  return total;
+}
+
+/* Labels [N] (int32): image i has class i % classes. */
+static ganfw_status fill_labels(ganfw_tensor *labels, int classes) {
+  const int64_t n = labels->shape[0];
+  int32_t *v = malloc((size_t)n * sizeof *v);
+  if (!v) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  for (int64_t i = 0; i < n; i++) v[i] = (int32_t)(i % classes);
+  ganfw_status st = ganfw_tensor_from_host(labels, v, n * (int64_t)sizeof *v);
+  free(v);
+  return st;
 }
 
 static int fail(ganfw_status st) {
@@ -440,11 +471,15 @@ int main(int argc, char **argv) {
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
   ganfw_gan *gan = NULL;
+  ganfw_classifier *cls = NULL;
   ganfw_probe_result plan = {0};
   ganfw_tensor *x = NULL, *z = NULL;
   double *times = NULL;
-  ganfw_data_info info = {
-      .struct_size = sizeof info, .channels = a.channels, .height = a.height, .width = a.width};
+  ganfw_data_info info = {.struct_size = sizeof info,
+                          .channels = a.channels,
+                          .height = a.height,
+                          .width = a.width,
+                          .num_classes = a.classes};
   ganfw_run_config *cfg = NULL; /* read once, for the run and its plan */
   ganfw_status st = ganfw_run_config_open(a.config, sets, nsets, &cfg);
   if (st == GANFW_OK) st = ganfw_run_open(cfg, &run);
@@ -459,9 +494,12 @@ int main(int argc, char **argv) {
     if (st == GANFW_OK && plan.planned) run->ctx_opt.layout = &plan.layout.l;
   }
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
-  if (st == GANFW_OK && s->family != GANFW_MODEL_GAN)
-    st = ganfw_error_set(GANFW_ERR_UNSUPPORTED, "%s: the model is not a GAN", a.config);
-  if (st == GANFW_OK) st = ganfw_gan_create(s, &gan);
+  if (st == GANFW_OK && s->family != GANFW_MODEL_GAN && s->family != GANFW_MODEL_CLASSIFIER)
+    st = ganfw_error_set(GANFW_ERR_UNSUPPORTED, "%s: the model is neither a GAN nor a classifier",
+                         a.config);
+  if (st == GANFW_OK)
+    st =
+        s->family == GANFW_MODEL_GAN ? ganfw_gan_create(s, &gan) : ganfw_classifier_create(s, &cls);
   if (st != GANFW_OK) goto done;
 
   const ganfw_host *host = ganfw_host_table();
@@ -469,29 +507,46 @@ int main(int argc, char **argv) {
   int64_t xs[4] = {n, s->data_info.channels, s->data_info.height, s->data_info.width};
   int64_t zs[4] = {n, s->nz, 1, 1};
   x = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "batch");
-  z = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, zs, GANFW_MEM_DATA, "noise");
+  if (gan)
+    z = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, zs, GANFW_MEM_DATA, "noise");
+  else
+    z = ganfw_tensor_create(s->ctx, GANFW_DTYPE_I32, 1, &n, GANFW_MEM_DATA, "labels");
   times = malloc((size_t)a.steps * sizeof *times);
   if (!x || !z || !times) {
     st = ganfw_error_code() ? ganfw_error_code()
                             : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
     goto done;
   }
-  /* One real batch for the whole run, as the PyTorch twin; fresh noise every step. */
+  /* One real batch for the whole run, as the PyTorch twin; fresh noise every step (a
+   * classifier's labels: image i has class i % classes). */
   if ((st = host->rng_uniform(s->ctx, x, -1.0f, 1.0f)) != GANFW_OK) goto done;
-  const double flops = step_flops(s, n, a.layers);
+  if (cls && (st = fill_labels(z, a.classes)) != GANFW_OK) goto done;
+  double flops = gan ? step_flops(s, n, a.layers) : 0;
 
   double total_ms = 0;
   for (int i = 0; i < a.warmup + a.steps; i++) {
+    /* A classifier's FLOPs are counted from its ops in the first step. */
+    if (cls && i == 0) prof_install(s->ctx->be);
     if (a.profile && i == a.warmup) prof_install(s->ctx->be);
     if (i == a.warmup) ganfw_alloc_reset_peak(s->ctx->alloc);
     double t0 = now_ms();
-    ganfw_gan_stats gs;
-    if ((st = host->rng_normal(s->ctx, z, 0.0f, 1.0f)) != GANFW_OK) goto done;
-    ganfw_alloc_trace_step(s->ctx->alloc, i + 1); /* the planned layout's step */
-    st = ganfw_gan_step(gan, x, z, &gs);
+    if (gan) {
+      ganfw_gan_stats gs;
+      if ((st = host->rng_normal(s->ctx, z, 0.0f, 1.0f)) != GANFW_OK) goto done;
+      ganfw_alloc_trace_step(s->ctx->alloc, i + 1); /* the planned layout's step */
+      st = ganfw_gan_step(gan, x, z, &gs);
+    } else {
+      ganfw_classifier_stats cs;
+      ganfw_alloc_trace_step(s->ctx->alloc, i + 1);
+      st = ganfw_classifier_step(cls, x, z, &cs);
+    }
     ganfw_alloc_trace_step_end(s->ctx->alloc);
     if (st != GANFW_OK) goto done;
     double t1 = now_ms();
+    if (cls && i == 0) {
+      flops = prof_flops(a.layers);
+      prof_remove(s->ctx->be);
+    }
     if (i >= a.warmup) times[i - a.warmup] = t1 - t0, total_ms += t1 - t0;
   }
   if (a.profile) prof_print(a.steps, total_ms);
@@ -516,6 +571,7 @@ done:
   ganfw_tensor_destroy(x);
   ganfw_tensor_destroy(z);
   ganfw_gan_destroy(gan);
+  ganfw_classifier_destroy(cls);
   ganfw_session_close(s);
   ganfw_run_close(run);
   ganfw_run_config_free(cfg);
