@@ -2,12 +2,12 @@
  * op.h): with x, w, dy in f16 or bf16 they must give exactly the bits of converting every
  * 16-bit input to f32, running the f32 op on whole tensors and rounding every 16-bit output
  * once: the conversions inside the kernels are exact, the products and their order are the
- * f32 kernels'. Shapes cover im2col + GEMM (strides 1 and 2, padding, odd sizes), the
- * Winograd path (batches that do and do not fill 16 lanes), and dense convs (the kernel
- * covers the input: DC-GAN's 4x4 -> 1x1 and the generator's 1x1 -> 4x4), with and without
- * a bias, backward with and without accumulation and each gradient alone. Every buffer is
- * allocated to its exact size (ASan sees an overrun), the workspace to exactly what the
- * backend's workspace asks for the 16-bit op. The suite also runs once per SIMD level
+ * f32 kernels'. Shapes cover the direct stride-1 kernels (odd sizes, ResNet's 3x3), im2col
+ * + GEMM (stride 2, padding, odd sizes), the Winograd path (batches that do and do not fill 16
+ * lanes), and dense convs (the kernel covers the input: DC-GAN's 4x4 -> 1x1 and the generator's 1x1
+ * -> 4x4), with and without a bias, backward with and without accumulation and each gradient alone.
+ * Every buffer is allocated to its exact size (ASan sees an overrun), the workspace to exactly what
+ * the backend's workspace asks for the 16-bit op. The suite also runs once per SIMD level
  * (tests/isa.cmake). */
 #include <math.h>
 #include <stdio.h>
@@ -26,7 +26,8 @@ typedef struct lp_case {
 } lp_case;
 
 static const lp_case cases[] = {
-    {2, 3, 7, 5, 4, 3, 3, 1, 1, 1, 1, 1},     /* im2col, stride 1, odd sizes */
+    {2, 3, 7, 5, 4, 3, 3, 1, 1, 1, 1, 1},     /* direct, stride 1, odd sizes */
+    {6, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1, 0}, /* direct, ResNet's 3x3 */
     {3, 2, 9, 9, 5, 4, 4, 2, 2, 1, 1, 0},     /* im2col, stride 2 */
     {1, 4, 6, 6, 3, 3, 3, 2, 1, 0, 1, 1},     /* one image, mixed strides */
     {32, 64, 8, 8, 64, 4, 4, 2, 2, 1, 1, 1},  /* Winograd, lanes filled */

@@ -17,8 +17,11 @@
  * ganfw_cpu_conv2d_winograd_use picks: those where it is faster and its workspace (the
  * transformed weights, 2.25x the weights, and chunks of transformed tiles) fits within
  * im2col's, so that the workspace a conv reports, and every memory figure and plan built on
- * it, is the same for both paths. GANFW_CONV_IM2COL=1 in the environment (read once) keeps
- * every conv on im2col + GEMM, for benchmarks and tests.
+ * it, is the same for both paths. Stride-1 convs (ResNet's 3x3 layers) go to the direct
+ * kernels of conv_direct.c, on the same terms: ganfw_cpu_conv2d_direct_use takes the shapes
+ * with at most 128 channels each way whose workspace fits within im2col's.
+ * GANFW_CONV_IM2COL=1 in the environment (read once) keeps every conv on im2col + GEMM, for
+ * benchmarks and tests.
  * The same kernels take f16 and bf16 activations (an op's dtype, for amp; the ops are at the
  * end of this file): the conversions happen where the kernels copy (into pad_plane and
  * gather_dy, out of scatter_out and col2im, around the Winograd transforms). The GEMMs
@@ -35,6 +38,7 @@
 #endif
 
 #include "backend/cpu/cast.h"
+#include "backend/cpu/conv_direct.h"
 #include "backend/cpu/conv_internal.h"
 #include "backend/cpu/conv_winograd.h"
 #include "backend/cpu/cpu_ops.h"
@@ -345,6 +349,12 @@ static int conv_winograd(const ganfw_conv2d_shape *s, ganfw_conv_pass pass) {
   return !im2col_forced && !conv_is_dense(s) && ganfw_cpu_conv2d_winograd_use(s, pass);
 }
 
+/* 1 when `pass` of this shape runs on the direct kernels (conv_direct.c). */
+static int conv_direct(const ganfw_conv2d_shape *s, ganfw_conv_pass pass) {
+  pthread_once(&im2col_once, read_im2col_env);
+  return !im2col_forced && !conv_is_dense(s) && ganfw_cpu_conv2d_direct_use(s, pass);
+}
+
 size_t ganfw_cpu_conv2d_im2col_workspace(const ganfw_conv2d_shape *s) {
   if (conv_is_dense(s)) return 0;
   const int64_t chunk = conv_chunk(s), ld = conv_ld(chunk, s->P * s->Q);
@@ -456,6 +466,10 @@ void ganfw_cpu_conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s,
     ganfw_cpu_conv2d_winograd_forward(s, dt, x, w, b, y, lw ? lw->stage : NULL, ws);
     return;
   }
+  if (conv_direct(s, GANFW_CONV_PASS_FORWARD)) {
+    ganfw_cpu_conv2d_direct_forward(s, dt, x, w, b, y, ws);
+    return;
+  }
   if (conv_is_dense(s)) {
     /* y[N, K] = x[N, CRS] * w[K, CRS]^T (+ b): start from the bias, then add. A 16-bit x and
      * y go through f32 copies (dense convs are small: DC-GAN's 4x4 -> 1x1). */
@@ -512,6 +526,14 @@ void ganfw_cpu_conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s
                                        accumulate, bdx, lw ? lw->stage : NULL, ws);
     if (wino_dx) dx = NULL;
     if (wino_dw) dw = NULL;
+  }
+  const int direct_dx = dx && conv_direct(s, GANFW_CONV_PASS_DATA);
+  const int direct_dw = dw && conv_direct(s, GANFW_CONV_PASS_FILTER);
+  if (direct_dx || direct_dw) {
+    ganfw_cpu_conv2d_direct_backward(s, dt, x, w, dy, direct_dx ? dx : NULL, direct_dw ? dw : NULL,
+                                     accumulate, bdx, ws);
+    if (direct_dx) dx = NULL;
+    if (direct_dw) dw = NULL;
   }
   if (conv_is_dense(s)) {
     /* dy is [N, K]: dx[N, CRS] = dy * w[K, CRS]; dw[K, CRS] (+)= dy^T * x[N, CRS]. A 16-bit

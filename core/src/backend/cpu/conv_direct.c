@@ -1,0 +1,293 @@
+/* conv2d of stride 1 on the CPU by direct kernels, x [N,C,H,W] * w [K,C,R,S] -> y [N,K,P,Q]
+ * and its backward, for ResNet's 3x3 "same" layers: their 16-64 channels make thin GEMMs,
+ * and im2col copies every input R*S times.
+ *
+ * Flat planes: each input channel is copied once into a zero-padded plane of row pitch
+ * wp = W + 2*pad_w. Output (p, q) then reads in[(p + r)*wp + q + s], so with the flat index
+ * f = p*wp + q an output row's neighbours are the next lanes, and a vector of 16 outputs
+ * reads 16 consecutive floats at offset r*wp + s for each kernel tap: no gathers. The wp - Q
+ * columns past each row's end are computed and dropped (2 of 30 at 28x28, 2 of 16 at 14x14,
+ * 2 of 9 at 7x7).
+ *   forward        y[k][f] = sum_c sum_t w[k][c][t] * xpad[c][f + off_t], off_t = r*wp + s;
+ *                  a task is 8 output channels of one image, in register tiles of
+ *                  8 channels x 3 vectors (AVX-512)
+ *   backward-data  the same kernels: dx is the stride-1 conv of dy padded by R-1-pad_h and
+ *                  S-1-pad_w with w transposed to [C][K] and flipped
+ *   backward-filt  dw[k][c][r][s] = sum_n sum_f dyf[k][f] * xpad[c][f + r*wp + s], dyf dy
+ *                  in rows of pitch wp with zeros past each row; a task is (8 k, c, r) over
+ *                  a chunk of images, the lanes summed at the chunk's end
+ * Every element is summed in an order fixed by the shape alone (not the thread count, not
+ * the SIMD level), with fused multiply-adds. Weights are packed [K/8][C][R*S][8]. The
+ * workspace (ganfw_cpu_conv2d_direct_workspace) holds the packed weights and a chunk's
+ * planes, within im2col's (so every memory figure and plan is the same for both paths);
+ * 16-bit activations are converted into the planes and out of the register tiles. */
+#include <math.h>
+#include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "backend/cpu/cast.h"
+#include "backend/cpu/conv_direct.h"
+#include "backend/cpu/cpu_ops.h"
+
+#define DK_LANES 16
+/* Output channels per task and per packed weight block. */
+#define DK_KB 8
+/* Vectors per register tile (AVX-512); DK_ROW: floats of a tile's output row. */
+#define DK_VB  3
+#define DK_ROW (DK_VB * DK_LANES)
+/* Largest kernel size. */
+#define DK_SMAX 7
+/* A chunk's planes take at most this many bytes (and a filter chunk DK_FILTER_BYTES, so
+ * that its images stay in a core's cache while every task reads them). */
+#define DK_CHUNK_BYTES  ((size_t)4 << 20)
+#define DK_FILTER_BYTES ((size_t)768 << 10)
+/* Work below this many multiply-adds stays on one thread. */
+#define DK_PARALLEL_MIN_MACS (1 << 21)
+#define DK_UNROLL            _Pragma("GCC unroll 16")
+
+typedef float dk_v __attribute__((vector_size(DK_LANES * sizeof(float))));
+
+/* A stride-1 pass on flat planes: cin padded planes in, cout channels out (ho x wo). */
+typedef struct dk_geo {
+  int64_t cin, cout, hi, wi, ph, pw, ho, wo;
+  int64_t wp;    /* row pitch of the padded planes */
+  int64_t nv;    /* vectors covering ho*wp flat outputs */
+  int64_t plane; /* floats of one padded plane, with slack for the last vector's taps */
+  int64_t nrs;   /* kernel taps R*S */
+  int64_t off[DK_SMAX * DK_SMAX];
+} dk_geo;
+
+/* The weight-gradient pass: x's padded planes and dy flat in rows of pitch wp. */
+typedef struct dk_fgeo {
+  int64_t cin, cout; /* C, and K rounded up to 8 (dyf's channels) */
+  int64_t S, wp, nv, plane, fplane;
+} dk_fgeo;
+
+static int64_t round16(int64_t n) {
+  return (n + 15) / 16 * 16;
+}
+
+static dk_geo dk_geometry(int64_t cin, int64_t cout, int64_t hi, int64_t wi, int64_t R, int64_t S,
+                          int64_t ph, int64_t pw) {
+  dk_geo g = {.cin = cin, .cout = cout, .hi = hi, .wi = wi, .ph = ph, .pw = pw, .nrs = R * S};
+  g.wp = wi + 2 * pw;
+  g.ho = hi + 2 * ph - R + 1, g.wo = g.wp - S + 1;
+  g.nv = (g.ho * g.wp + DK_LANES - 1) / DK_LANES;
+  const int64_t rows = (hi + 2 * ph) * g.wp, reach = (R - 1) * g.wp + S - 1 + g.nv * DK_LANES;
+  g.plane = round16(rows > reach ? rows : reach);
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t s = 0; s < S; s++) g.off[r * S + s] = r * g.wp + s;
+  return g;
+}
+
+static dk_geo dk_forward_geo(const ganfw_conv2d_shape *s) {
+  return dk_geometry(s->C, s->K, s->H, s->W, s->R, s->S, s->pad_h, s->pad_w);
+}
+
+static dk_geo dk_data_geo(const ganfw_conv2d_shape *s) {
+  return dk_geometry(s->K, s->C, s->P, s->Q, s->R, s->S, s->R - 1 - s->pad_h, s->S - 1 - s->pad_w);
+}
+
+static dk_fgeo dk_filter_geo(const ganfw_conv2d_shape *s) {
+  const dk_geo x = dk_forward_geo(s);
+  return (dk_fgeo){.cin = s->C,
+                   .cout = (s->K + DK_KB - 1) / DK_KB * DK_KB,
+                   .S = s->S,
+                   .wp = x.wp,
+                   .nv = x.nv,
+                   .plane = x.plane,
+                   .fplane = round16(x.nv * DK_LANES)};
+}
+
+/* Floats of the packed weights of either direction. */
+static int64_t dk_weight_floats(const ganfw_conv2d_shape *s) {
+  const int64_t k8 = (s->K + DK_KB - 1) / DK_KB * DK_KB, c8 = (s->C + DK_KB - 1) / DK_KB * DK_KB;
+  const int64_t a = k8 * s->C, b = c8 * s->K;
+  return round16((a > b ? a : b) * s->R * s->S);
+}
+
+/* Floats one image takes in each pass's chunk. */
+static int64_t dk_forward_image(const ganfw_conv2d_shape *s) {
+  const dk_geo g = dk_forward_geo(s);
+  return g.cin * g.plane;
+}
+
+static int64_t dk_data_image(const ganfw_conv2d_shape *s) {
+  const dk_geo g = dk_data_geo(s);
+  return g.cin * g.plane;
+}
+
+static int64_t dk_filter_image(const ganfw_conv2d_shape *s) {
+  const dk_fgeo g = dk_filter_geo(s);
+  return g.cin * g.plane + g.cout * g.fplane;
+}
+
+/* Images per chunk of a pass whose image takes `per` floats: within `cap` bytes and within
+ * what im2col's workspace leaves beside the packed weights, at least one. */
+static int64_t dk_chunk(const ganfw_conv2d_shape *s, int64_t per, size_t cap) {
+  const size_t im2col = ganfw_cpu_conv2d_im2col_workspace(s);
+  const size_t weights = (size_t)dk_weight_floats(s) * sizeof(float);
+  size_t bytes = im2col > weights ? im2col - weights : 0;
+  if (bytes > cap) bytes = cap;
+  int64_t n = (int64_t)(bytes / ((size_t)per * sizeof(float)));
+  if (n > s->N) n = s->N;
+  return n < 1 ? 1 : n;
+}
+
+static int64_t dk_max3(int64_t a, int64_t b, int64_t c) {
+  const int64_t m = a > b ? a : b;
+  return m > c ? m : c;
+}
+
+size_t ganfw_cpu_conv2d_direct_workspace(const ganfw_conv2d_shape *s) {
+  const int64_t f = dk_forward_image(s), d = dk_data_image(s), w = dk_filter_image(s);
+  const int64_t area =
+      dk_max3(dk_chunk(s, f, DK_CHUNK_BYTES) * f, dk_chunk(s, d, DK_CHUNK_BYTES) * d,
+              dk_chunk(s, w, DK_FILTER_BYTES) * w);
+  return (size_t)(dk_weight_floats(s) + area) * sizeof(float);
+}
+
+int ganfw_cpu_conv2d_direct_fits(const ganfw_conv2d_shape *s) {
+  return s->stride_h == 1 && s->stride_w == 1 && s->R >= 1 && s->R <= DK_SMAX && s->S >= 1 &&
+         s->S <= DK_SMAX && s->pad_h >= 0 && s->pad_h < s->R && s->pad_w >= 0 && s->pad_w < s->S &&
+         s->P >= 1 && s->Q >= 1 &&
+         ganfw_cpu_conv2d_direct_workspace(s) <= ganfw_cpu_conv2d_im2col_workspace(s);
+}
+
+/* The shapes measured faster than im2col + GEMM (bench_conv ... direct): all that fit up to
+ * 128 channels each way, where the GEMMs are thin. */
+int ganfw_cpu_conv2d_direct_use(const ganfw_conv2d_shape *s, ganfw_conv_pass pass) {
+  (void)pass;
+  return ganfw_cpu_conv2d_direct_fits(s) && s->C <= 128 && s->K <= 128;
+}
+
+/* The kernels, once per SIMD level (isa.h); a pass runs the level in use. */
+#define GANFW_ISA_BODY "backend/cpu/conv_direct_kernels.h"
+#include "backend/cpu/isa_each.h"
+
+typedef void (*dk_task_fn)(const dk_geo *g, const float *in, const float *wb, int64_t k0,
+                           const float *bias, int32_t dt, void *out);
+static const dk_task_fn dk_task_by_isa[GANFW_CPU_ISA_COUNT] = GANFW_ISA_TABLE(dk_task);
+typedef void (*dk_filter_fn)(const dk_fgeo *g, const float *xpl, const float *dyf, int64_t nb,
+                             int64_t k0, int64_t c, int64_t r, float part[DK_KB][DK_SMAX]);
+static const dk_filter_fn dk_filter_by_isa[GANFW_CPU_ISA_COUNT] = GANFW_ISA_TABLE(dk_filter_task);
+
+/* Plane i of image `src` ([cin][hi][wi], dtype dt) into pl, padded with zeros. */
+static void dk_pack_plane(const dk_geo *g, int32_t dt, const void *src, float *pl) {
+  memset(pl, 0, (size_t)g->plane * sizeof *pl);
+  for (int64_t h = 0; h < g->hi; h++)
+    ganfw_cpu_row_to_f32(dt, g->wi, ganfw_cpu_elem(dt, src, h * g->wi),
+                         pl + (h + g->ph) * g->wp + g->pw);
+}
+
+/* The nb images from `src` (each [cin][hi][wi]) as padded planes [nb][cin][plane]. */
+static void dk_pack(const dk_geo *g, int32_t dt, const void *src, int64_t nb, float *planes) {
+  const int64_t n_planes = nb * g->cin, per = g->hi * g->wi;
+#pragma omp parallel for schedule(static)                                                          \
+    num_threads(ganfw_cpu_threads()) if (n_planes * g->plane >= 65536)
+  for (int64_t i = 0; i < n_planes; i++)
+    dk_pack_plane(g, dt, ganfw_cpu_elem(dt, src, i * per), planes + i * g->plane);
+}
+
+/* wb[kb][c][t][j] = w[kb*8 + j][c][t] (forward) or w[c][kb*8 + j][R*S - 1 - t] (transpose:
+ * backward-data, whose output channels are w's input channels), zeros past cout. */
+static void dk_pack_weights(const ganfw_conv2d_shape *s, const dk_geo *g, int transpose,
+                            const float *w, float *wb) {
+  const int64_t nrs = g->nrs, blocks = (g->cout + DK_KB - 1) / DK_KB;
+  for (int64_t kb = 0; kb < blocks; kb++)
+    for (int64_t c = 0; c < g->cin; c++)
+      for (int64_t t = 0; t < nrs; t++)
+        for (int64_t j = 0; j < DK_KB; j++) {
+          const int64_t k = kb * DK_KB + j;
+          float v = 0.0f;
+          if (k < g->cout)
+            v = transpose ? w[(c * s->C + k) * nrs + nrs - 1 - t] : w[(k * s->C + c) * nrs + t];
+          wb[((kb * g->cin + c) * nrs + t) * DK_KB + j] = v;
+        }
+}
+
+/* out = the stride-1 conv of `in` (N images [cin][hi][wi] in dt) by the packed weights wb,
+ * + bias, into N images [cout][ho][wo] in dt, chunk by chunk. */
+static void dk_run(const ganfw_conv2d_shape *s, const dk_geo *g, int32_t dt, const void *in,
+                   const float *wb, const float *bias, void *out, float *planes) {
+  const int64_t per = g->cin * g->plane, chunk = dk_chunk(s, per, DK_CHUNK_BYTES);
+  const int64_t blocks = (g->cout + DK_KB - 1) / DK_KB, in_img = g->cin * g->hi * g->wi;
+  const int64_t out_img = g->cout * g->ho * g->wo;
+  const dk_task_fn task = dk_task_by_isa[ganfw_cpu_isa_level()];
+  for (int64_t n0 = 0; n0 < s->N; n0 += chunk) {
+    const int64_t nb = s->N - n0 < chunk ? s->N - n0 : chunk;
+    dk_pack(g, dt, ganfw_cpu_elem(dt, in, n0 * in_img), nb, planes);
+    const int parallel =
+        nb * blocks > 1 && nb * g->cout * g->cin * g->nrs * g->ho * g->wo >= DK_PARALLEL_MIN_MACS;
+#pragma omp parallel for schedule(static) num_threads(ganfw_cpu_threads()) if (parallel)
+    for (int64_t i = 0; i < nb * blocks; i++) {
+      const int64_t n = i / blocks, kb = i % blocks;
+      task(g, planes + n * per, wb + kb * g->cin * g->nrs * DK_KB, kb * DK_KB, bias, dt,
+           ganfw_cpu_elem_mut(dt, out, (n0 + n) * out_img));
+    }
+  }
+}
+
+void ganfw_cpu_conv2d_direct_forward(const ganfw_conv2d_shape *s, int32_t dt, const void *x,
+                                     const float *w, const float *b, void *y, void *ws) {
+  const dk_geo g = dk_forward_geo(s);
+  float *wb = ws, *planes = wb + dk_weight_floats(s);
+  dk_pack_weights(s, &g, 0, w, wb);
+  dk_run(s, &g, dt, x, wb, b, y, planes);
+}
+
+/* dyf [nb][cout8][fplane]: dy's rows at pitch wp, zeros elsewhere. */
+static void dk_pack_dy(const ganfw_conv2d_shape *s, const dk_fgeo *g, int32_t dt, const void *dy,
+                       int64_t nb, float *dyf) {
+  const int64_t n_planes = nb * g->cout, PQ = s->P * s->Q;
+#pragma omp parallel for schedule(static)                                                          \
+    num_threads(ganfw_cpu_threads()) if (n_planes * g->fplane >= 65536)
+  for (int64_t i = 0; i < n_planes; i++) {
+    float *pl = dyf + i * g->fplane;
+    const int64_t n = i / g->cout, k = i % g->cout;
+    memset(pl, 0, (size_t)g->fplane * sizeof *pl);
+    if (k >= s->K) continue;
+    for (int64_t p = 0; p < s->P; p++)
+      ganfw_cpu_row_to_f32(dt, s->Q, ganfw_cpu_elem(dt, dy, (n * s->K + k) * PQ + p * s->Q),
+                           pl + p * g->wp);
+  }
+}
+
+void ganfw_cpu_conv2d_direct_backward(const ganfw_conv2d_shape *s, int32_t dt, const void *x,
+                                      const float *w, const void *dy, void *dx, float *dw,
+                                      int accumulate, const float *bdx, void *ws) {
+  float *wb = ws, *area = wb + dk_weight_floats(s);
+  if (dx) {
+    const dk_geo g = dk_data_geo(s);
+    dk_pack_weights(s, &g, 1, w, wb);
+    dk_run(s, &g, dt, dy, wb, bdx, dx, area);
+  }
+  if (!dw) return;
+  const dk_fgeo g = dk_filter_geo(s);
+  const dk_geo xg = dk_forward_geo(s);
+  const int64_t per = g.cin * g.plane + g.cout * g.fplane,
+                chunk = dk_chunk(s, per, DK_FILTER_BYTES);
+  const int64_t blocks = g.cout / DK_KB, R = s->R, tasks = blocks * g.cin * R;
+  const int64_t CHW = s->C * s->H * s->W, KPQ = s->K * s->P * s->Q, crs = s->C * R * s->S;
+  const dk_filter_fn task = dk_filter_by_isa[ganfw_cpu_isa_level()];
+  float *xpl = area, *dyf = area + chunk * g.cin * g.plane;
+  for (int64_t n0 = 0; n0 < s->N; n0 += chunk) {
+    const int64_t nb = s->N - n0 < chunk ? s->N - n0 : chunk;
+    dk_pack(&xg, dt, ganfw_cpu_elem(dt, x, n0 * CHW), nb, xpl);
+    dk_pack_dy(s, &g, dt, ganfw_cpu_elem(dt, dy, n0 * KPQ), nb, dyf);
+    const int first = n0 == 0 && !accumulate;
+    const int parallel = tasks > 1 && nb * s->K * crs * g.nv * DK_LANES >= DK_PARALLEL_MIN_MACS;
+#pragma omp parallel for schedule(static) num_threads(ganfw_cpu_threads()) if (parallel)
+    for (int64_t i = 0; i < tasks; i++) {
+      const int64_t kb = i / (g.cin * R), c = i / R % g.cin, r = i % R;
+      float part[DK_KB][DK_SMAX];
+      task(&g, xpl, dyf, nb, kb * DK_KB, c, r, part);
+      for (int64_t j = 0; j < DK_KB && kb * DK_KB + j < s->K; j++) {
+        float *d = dw + (kb * DK_KB + j) * crs + (c * R + r) * s->S;
+        for (int64_t q = 0; q < s->S; q++) d[q] = first ? part[j][q] : d[q] + part[j][q];
+      }
+    }
+  }
+}

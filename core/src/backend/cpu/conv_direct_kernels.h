@@ -1,0 +1,192 @@
+/* The vector kernels of conv_direct.c, compiled once per SIMD level by isa_each.h. No
+ * include guard: included once per level. Each name below becomes that level's
+ * (GANFW_ISA: dk_x -> dk_x_portable, dk_x_avx2, dk_x_avx512).
+ *
+ * Every output element is one lane of one accumulator, summed with fused multiply-adds in
+ * the same order at every level (over the input channels, then the kernel's rows and
+ * columns; a weight gradient over the images, then the planes' vectors, then the lanes),
+ * so the levels differ only in how many accumulators they keep in registers: the bits are
+ * the same (tests/test_conv_direct.c). */
+#define dk_fma         GANFW_ISA(dk_fma)
+#define dk_tile_8_1    GANFW_ISA(dk_tile_8_1)
+#define dk_tile_8_2    GANFW_ISA(dk_tile_8_2)
+#define dk_tile_8_3    GANFW_ISA(dk_tile_8_3)
+#define dk_tile_4_1    GANFW_ISA(dk_tile_4_1)
+#define dk_tile_1_1    GANFW_ISA(dk_tile_1_1)
+#define dk_block       GANFW_ISA(dk_block)
+#define dk_task        GANFW_ISA(dk_task)
+#define dk_ftile_8_3   GANFW_ISA(dk_ftile_8_3)
+#define dk_ftile_2_3   GANFW_ISA(dk_ftile_2_3)
+#define dk_ftile_8_1   GANFW_ISA(dk_ftile_8_1)
+#define dk_ftile_2_1   GANFW_ISA(dk_ftile_2_1)
+#define dk_filter_task GANFW_ISA(dk_filter_task)
+
+/* *acc = a * b + *acc, rounded once, lane by lane (through pointers: vectors of 64 bytes
+ * passed by value change the ABI below AVX-512). */
+static inline __attribute__((always_inline)) void dk_fma(dk_v *acc, const dk_v *a, const dk_v *b) {
+#if defined(__AVX512F__)
+  *acc = (dk_v)_mm512_fmadd_ps((__m512)*a, (__m512)*b, (__m512)*acc);
+#elif defined(__FMA__)
+  const float *pa = (const float *)a, *pb = (const float *)b;
+  float *pc = (float *)acc;
+  _mm256_storeu_ps(pc,
+                   _mm256_fmadd_ps(_mm256_loadu_ps(pa), _mm256_loadu_ps(pb), _mm256_loadu_ps(pc)));
+  _mm256_storeu_ps(pc + 8, _mm256_fmadd_ps(_mm256_loadu_ps(pa + 8), _mm256_loadu_ps(pb + 8),
+                                           _mm256_loadu_ps(pc + 8)));
+#else
+  for (int l = 0; l < DK_LANES; l++) (*acc)[l] = fmaf((*a)[l], (*b)[l], (*acc)[l]);
+#endif
+}
+
+/* out[k*ostride + v*16 + lane], k < KN, v < VB: the sum over the cin input channels and the
+ * nrs kernel taps of wb[(c*nrs + t)*8 + k] * in[c*plane + off[t] + v*16 + lane]. */
+#define DK_TILE(KN, VB)                                                                            \
+  static void dk_tile_##KN##_##VB(const float *in, int64_t plane, int64_t cin, const int64_t *off, \
+                                  int64_t nrs, const float *wb, float *out, int64_t ostride) {     \
+    dk_v acc[KN][VB];                                                                              \
+    DK_UNROLL for (int k = 0; k < KN; k++) DK_UNROLL for (int v = 0; v < VB; v++) acc[k][v] =      \
+        (dk_v){0};                                                                                 \
+    for (int64_t c = 0; c < cin; c++) {                                                            \
+      const float *ic = in + c * plane, *wc = wb + c * nrs * DK_KB;                                \
+      for (int64_t t = 0; t < nrs; t++) {                                                          \
+        const float *src = ic + off[t], *wt = wc + t * DK_KB;                                      \
+        dk_v xv[VB];                                                                               \
+        DK_UNROLL for (int v = 0; v < VB; v++) memcpy(&xv[v], src + v * DK_LANES, sizeof xv[v]);   \
+        DK_UNROLL for (int k = 0; k < KN; k++) {                                                   \
+          const dk_v wk = (dk_v){0} + wt[k];                                                       \
+          DK_UNROLL for (int v = 0; v < VB; v++) dk_fma(&acc[k][v], &wk, &xv[v]);                  \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    DK_UNROLL for (int k = 0; k < KN; k++) DK_UNROLL for (int v = 0; v < VB; v++)                  \
+        memcpy(out + k * ostride + v * DK_LANES, &acc[k][v], sizeof acc[k][v]);                    \
+  }
+#if defined(__AVX512F__)
+DK_TILE(8, 1)
+DK_TILE(8, 2)
+DK_TILE(8, 3)
+#elif defined(__AVX2__)
+DK_TILE(4, 1)
+#else
+DK_TILE(1, 1)
+#endif
+#undef DK_TILE
+
+/* out[k*ostride + 0 .. vb*16) for the 8 channels of a block, vb <= DK_VB vectors from `in`
+ * (cin channels `plane` floats apart, nrs taps at off[]). */
+static void dk_block(const float *in, int64_t plane, int64_t cin, const int64_t *off, int64_t nrs,
+                     const float *wb, int64_t vb, float *out, int64_t ostride) {
+#if defined(__AVX512F__)
+  switch (vb) {
+  case 1:
+    dk_tile_8_1(in, plane, cin, off, nrs, wb, out, ostride);
+    break;
+  case 2:
+    dk_tile_8_2(in, plane, cin, off, nrs, wb, out, ostride);
+    break;
+  default:
+    dk_tile_8_3(in, plane, cin, off, nrs, wb, out, ostride);
+    break;
+  }
+#elif defined(__AVX2__)
+  for (int64_t v = 0; v < vb; v++)
+    for (int k = 0; k < DK_KB; k += 4)
+      dk_tile_4_1(in + v * DK_LANES, plane, cin, off, nrs, wb + k, out + k * ostride + v * DK_LANES,
+                  ostride);
+#else
+  for (int64_t v = 0; v < vb; v++)
+    for (int k = 0; k < DK_KB; k++)
+      dk_tile_1_1(in + v * DK_LANES, plane, cin, off, nrs, wb + k, out + k * ostride + v * DK_LANES,
+                  ostride);
+#endif
+}
+
+/* Output channels [k0, k0 + 8) ∩ [0, cout) of one image: out [cout][ho][wo] in dtype dt
+ * (+ bias[k] when bias is not NULL, added before the rounding) from the image's padded
+ * planes `in` and the block's packed weights wb. */
+static void dk_task(const dk_geo *g, const float *in, const float *wb, int64_t k0,
+                    const float *bias, int32_t dt, void *out) {
+  float tmp[DK_KB * DK_ROW] __attribute__((aligned(64)));
+  const int64_t kn = g->cout - k0 < DK_KB ? g->cout - k0 : DK_KB, flat = g->ho * g->wp;
+  for (int64_t v0 = 0; v0 < g->nv; v0 += DK_VB) {
+    const int64_t vb = g->nv - v0 < DK_VB ? g->nv - v0 : DK_VB;
+    dk_block(in + v0 * DK_LANES, g->plane, g->cin, g->off, g->nrs, wb, vb, tmp, DK_ROW);
+    /* the block's flat positions [f0, f1) of the output rows, row pitch wp */
+    const int64_t f0 = v0 * DK_LANES, f1 = f0 + vb * DK_LANES < flat ? f0 + vb * DK_LANES : flat;
+    for (int64_t p = f0 / g->wp; p * g->wp < f1; p++) {
+      const int64_t q0 = f0 > p * g->wp ? f0 - p * g->wp : 0;
+      const int64_t q1 = f1 - p * g->wp < g->wo ? f1 - p * g->wp : g->wo;
+      if (q1 <= q0) continue;
+      for (int64_t k = 0; k < kn; k++) {
+        float *src = tmp + k * DK_ROW + (p * g->wp + q0 - f0);
+        if (bias)
+          for (int64_t q = 0; q < q1 - q0; q++) src[q] += bias[k0 + k];
+        ganfw_cpu_row_from_f32(dt, q1 - q0, src,
+                               ganfw_cpu_elem_mut(dt, out, ((k0 + k) * g->ho + p) * g->wo + q0));
+      }
+    }
+  }
+}
+
+/* part[k][s] = sum over the nb images, the nv vectors and then the lanes of
+ * dy[n][k0 + k][f] * x[n][c][r*wp + s0 + s + f], k < KN, s < SS, for one (c, r): dy flat
+ * in rows of pitch wp with zeros outside the output (fplane floats per channel), x the
+ * padded planes (plane floats per channel). Accumulators go to acc[k][s] as 16 lanes. */
+#define DK_FTILE(KN, SS)                                                                           \
+  static void dk_ftile_##KN##_##SS(const dk_fgeo *g, const float *xpl, const float *dyf,           \
+                                   int64_t nb, int64_t k0, int64_t c, int64_t r, int64_t s0,       \
+                                   dk_v out[][DK_SMAX]) {                                          \
+    dk_v acc[KN][SS];                                                                              \
+    DK_UNROLL for (int k = 0; k < KN; k++) DK_UNROLL for (int s = 0; s < SS; s++) acc[k][s] =      \
+        (dk_v){0};                                                                                 \
+    for (int64_t n = 0; n < nb; n++) {                                                             \
+      const float *xr = xpl + (n * g->cin + c) * g->plane + r * g->wp + s0;                        \
+      const float *dk = dyf + (n * g->cout + k0) * g->fplane;                                      \
+      for (int64_t v = 0; v < g->nv; v++) {                                                        \
+        dk_v xv[SS];                                                                               \
+        DK_UNROLL for (int s = 0; s < SS; s++)                                                     \
+            memcpy(&xv[s], xr + s + v * DK_LANES, sizeof xv[s]);                                   \
+        DK_UNROLL for (int k = 0; k < KN; k++) {                                                   \
+          dk_v d;                                                                                  \
+          memcpy(&d, dk + k * g->fplane + v * DK_LANES, sizeof d);                                 \
+          DK_UNROLL for (int s = 0; s < SS; s++) dk_fma(&acc[k][s], &d, &xv[s]);                   \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    DK_UNROLL for (int k = 0; k < KN; k++) DK_UNROLL for (int s = 0; s < SS; s++) out[k][s0 + s] = \
+        acc[k][s];                                                                                 \
+  }
+#if defined(__AVX512F__)
+DK_FTILE(8, 3)
+DK_FTILE(8, 1)
+#else
+DK_FTILE(2, 3)
+DK_FTILE(2, 1)
+#endif
+#undef DK_FTILE
+
+/* The lanes of the accumulators of output channels [k0, k0 + 8) for input channel c and
+ * kernel row r, summed in lane order into part[k][s] (s < S). */
+static void dk_filter_task(const dk_fgeo *g, const float *xpl, const float *dyf, int64_t nb,
+                           int64_t k0, int64_t c, int64_t r, float part[DK_KB][DK_SMAX]) {
+  dk_v acc[DK_KB][DK_SMAX];
+#if defined(__AVX512F__)
+  if (g->S == 3)
+    dk_ftile_8_3(g, xpl, dyf, nb, k0, c, r, 0, acc);
+  else
+    for (int64_t s = 0; s < g->S; s++) dk_ftile_8_1(g, xpl, dyf, nb, k0, c, r, s, acc);
+#else
+  for (int k = 0; k < DK_KB; k += 2) {
+    if (g->S == 3)
+      dk_ftile_2_3(g, xpl, dyf, nb, k0 + k, c, r, 0, acc + k);
+    else
+      for (int64_t s = 0; s < g->S; s++) dk_ftile_2_1(g, xpl, dyf, nb, k0 + k, c, r, s, acc + k);
+  }
+#endif
+  for (int k = 0; k < DK_KB; k++)
+    for (int64_t s = 0; s < g->S; s++) {
+      float t = acc[k][s][0];
+      for (int l = 1; l < DK_LANES; l++) t += acc[k][s][l];
+      part[k][s] = t;
+    }
+}
