@@ -75,7 +75,9 @@ static dk_geo dk_geometry(int64_t cin, int64_t cout, int64_t hi, int64_t wi, int
   g.wp = wi + 2 * pw;
   g.ho = hi + 2 * ph - R + 1, g.wo = g.wp - S + 1;
   g.nv = (g.ho * g.wp + DK_LANES - 1) / DK_LANES;
-  const int64_t rows = (hi + 2 * ph) * g.wp, reach = (R - 1) * g.wp + S - 1 + g.nv * DK_LANES;
+  /* the taps of the last vector reach S - 1 floats past it, the AVX-512 weight-gradient
+   * tile loads one whole vector past it */
+  const int64_t rows = (hi + 2 * ph) * g.wp, reach = (R - 1) * g.wp + g.nv * DK_LANES + DK_LANES;
   g.plane = round16(rows > reach ? rows : reach);
   for (int64_t r = 0; r < R; r++)
     for (int64_t s = 0; s < S; s++) g.off[r * S + s] = r * g.wp + s;
@@ -174,12 +176,30 @@ typedef void (*dk_filter_fn)(const dk_fgeo *g, const float *xpl, const float *dy
                              int64_t k0, int64_t c, int64_t r, float part[DK_KB][DK_SMAX]);
 static const dk_filter_fn dk_filter_by_isa[GANFW_CPU_ISA_COUNT] = GANFW_ISA_TABLE(dk_filter_task);
 
-/* Plane i of image `src` ([cin][hi][wi], dtype dt) into pl, padded with zeros. */
+/* n values of a row in dtype dt into f32 at dst: f32 by a plain loop (rows are short, 7 to 56
+ * values in ResNets, where a library call costs as much as the copy). */
+static inline void dk_row_in(int32_t dt, int64_t n, const void *src, float *dst) {
+  if (dt == GANFW_DTYPE_F32) {
+    const float *s = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = s[i];
+  } else {
+    ganfw_cpu_row_to_f32(dt, n, src, dst);
+  }
+}
+
+/* One input plane (hi x wi, dtype dt) into pl at row pitch wp, with zeros in the padding
+ * around it and in the slack after it, each float written once. */
 static void dk_pack_plane(const dk_geo *g, int32_t dt, const void *src, float *pl) {
-  memset(pl, 0, (size_t)g->plane * sizeof *pl);
-  for (int64_t h = 0; h < g->hi; h++)
-    ganfw_cpu_row_to_f32(dt, g->wi, ganfw_cpu_elem(dt, src, h * g->wi),
-                         pl + (h + g->ph) * g->wp + g->pw);
+  const int64_t top = g->ph * g->wp, right = g->wp - g->pw - g->wi;
+  for (int64_t i = 0; i < top + g->pw; i++) pl[i] = 0.0f;
+  float *row = pl + top + g->pw;
+  for (int64_t h = 0; h < g->hi; h++, row += g->wp) {
+    dk_row_in(dt, g->wi, ganfw_cpu_elem(dt, src, h * g->wi), row);
+    /* the right padding of this row and the left padding of the next */
+    for (int64_t j = g->wi; j < g->wi + right + g->pw; j++) row[j] = 0.0f;
+  }
+  /* written so far: [0, row); the bottom padding and the slack */
+  for (float *p = row, *end = pl + g->plane; p < end; p++) *p = 0.0f;
 }
 
 /* The nb images from `src` (each [cin][hi][wi]) as padded planes [nb][cin][plane]. */
@@ -247,11 +267,14 @@ static void dk_pack_dy(const ganfw_conv2d_shape *s, const dk_fgeo *g, int32_t dt
   for (int64_t i = 0; i < n_planes; i++) {
     float *pl = dyf + i * g->fplane;
     const int64_t n = i / g->cout, k = i % g->cout;
-    memset(pl, 0, (size_t)g->fplane * sizeof *pl);
-    if (k >= s->K) continue;
-    for (int64_t p = 0; p < s->P; p++)
-      ganfw_cpu_row_to_f32(dt, s->Q, ganfw_cpu_elem(dt, dy, (n * s->K + k) * PQ + p * s->Q),
-                           pl + p * g->wp);
+    int64_t done = 0; /* floats written */
+    if (k < s->K) {
+      for (int64_t p = 0; p < s->P; p++, done = p * g->wp) {
+        dk_row_in(dt, s->Q, ganfw_cpu_elem(dt, dy, (n * s->K + k) * PQ + p * s->Q), pl + done);
+        for (int64_t q = s->Q; q < g->wp; q++) pl[done + q] = 0.0f;
+      }
+    }
+    for (int64_t j = done; j < g->fplane; j++) pl[j] = 0.0f;
   }
 }
 
