@@ -15,7 +15,8 @@
 #define dk_tile_1_1    GANFW_ISA(dk_tile_1_1)
 #define dk_block       GANFW_ISA(dk_block)
 #define dk_task        GANFW_ISA(dk_task)
-#define dk_ftile_8_3   GANFW_ISA(dk_ftile_8_3)
+#define dk_ftile3_8    GANFW_ISA(dk_ftile3_8)
+#define dk_ftile3_4    GANFW_ISA(dk_ftile3_4)
 #define dk_ftile_2_3   GANFW_ISA(dk_ftile_2_3)
 #define dk_ftile_8_1   GANFW_ISA(dk_ftile_8_1)
 #define dk_ftile_2_1   GANFW_ISA(dk_ftile_2_1)
@@ -66,7 +67,29 @@ DK_TILE(8, 1)
 DK_TILE(8, 2)
 DK_TILE(8, 3)
 #elif defined(__AVX2__)
-DK_TILE(4, 1)
+/* AVX2: dk_tile for 4 output channels and one 16-lane vector as two registers of 8 (the
+ * generic tile's 64-byte vectors compile to stack traffic at this level). */
+static void dk_tile_4_1(const float *in, int64_t plane, int64_t cin, const int64_t *off,
+                        int64_t nrs, const float *wb, float *out, int64_t ostride) {
+  __m256 acc[4][2];
+  DK_UNROLL for (int k = 0; k < 4; k++) acc[k][0] = acc[k][1] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < cin; c++) {
+    const float *ic = in + c * plane, *wc = wb + c * nrs * DK_KB;
+    for (int64_t t = 0; t < nrs; t++) {
+      const float *src = ic + off[t], *wt = wc + t * DK_KB;
+      const __m256 x0 = _mm256_loadu_ps(src), x1 = _mm256_loadu_ps(src + 8);
+      DK_UNROLL for (int k = 0; k < 4; k++) {
+        const __m256 wk = _mm256_broadcast_ss(wt + k);
+        acc[k][0] = _mm256_fmadd_ps(wk, x0, acc[k][0]);
+        acc[k][1] = _mm256_fmadd_ps(wk, x1, acc[k][1]);
+      }
+    }
+  }
+  DK_UNROLL for (int k = 0; k < 4; k++) {
+    _mm256_storeu_ps(out + k * ostride, acc[k][0]);
+    _mm256_storeu_ps(out + k * ostride + 8, acc[k][1]);
+  }
+}
 #else
 DK_TILE(1, 1)
 #endif
@@ -163,6 +186,8 @@ static void dk_task(const dk_geo *g, const float *in, const float *wb, int64_t k
   }
 #if defined(__AVX512F__)
 DK_FTILE(8, 1)
+#elif defined(__AVX2__)
+DK_FTILE(2, 1)
 #else
 DK_FTILE(2, 3)
 DK_FTILE(2, 1)
@@ -203,6 +228,37 @@ static void dk_ftile3_8(const dk_fgeo *g, const float *xpl, const float *dyf, in
 }
 #endif
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+/* AVX2: dk_ftile for 4 output channels and S = 3, a 16-lane vector as two halves of 8
+ * lanes, each over all images and vectors (12 accumulators, 3 + 4 loads per 12
+ * multiply-adds); every lane sums what the generic tile's does, in the same order. */
+static void dk_ftile3_4(const dk_fgeo *g, const float *xpl, const float *dyf, int64_t nb,
+                        int64_t k0, int64_t c, int64_t r, dk_v out[][DK_SMAX]) {
+  for (int half = 0; half < 2; half++) {
+    __m256 acc[4][3];
+    DK_UNROLL for (int k = 0; k < 4; k++) DK_UNROLL for (int s = 0; s < 3; s++) acc[k][s] =
+        _mm256_setzero_ps();
+    for (int64_t n = 0; n < nb; n++) {
+      const float *xr = xpl + (n * g->cin + c) * g->plane + r * g->wp + 8 * half;
+      const float *dk = dyf + (n * g->cout + k0) * g->fplane + 8 * half;
+      for (int64_t v = 0; v < g->nv; v++) {
+        const float *xv = xr + v * DK_LANES;
+        const __m256 x0 = _mm256_loadu_ps(xv), x1 = _mm256_loadu_ps(xv + 1);
+        const __m256 x2 = _mm256_loadu_ps(xv + 2);
+        DK_UNROLL for (int k = 0; k < 4; k++) {
+          const __m256 d = _mm256_loadu_ps(dk + k * g->fplane + v * DK_LANES);
+          acc[k][0] = _mm256_fmadd_ps(d, x0, acc[k][0]);
+          acc[k][1] = _mm256_fmadd_ps(d, x1, acc[k][1]);
+          acc[k][2] = _mm256_fmadd_ps(d, x2, acc[k][2]);
+        }
+      }
+    }
+    DK_UNROLL for (int k = 0; k < 4; k++) DK_UNROLL for (int s = 0; s < 3; s++)
+        memcpy((float *)&out[k][s] + 8 * half, &acc[k][s], sizeof acc[k][s]);
+  }
+}
+#endif
+
 /* The lanes of the accumulators of output channels [k0, k0 + 8) for input channel c and
  * kernel row r, summed in lane order into part[k][s] (s < S). */
 static void dk_filter_task(const dk_fgeo *g, const float *xpl, const float *dyf, int64_t nb,
@@ -213,6 +269,15 @@ static void dk_filter_task(const dk_fgeo *g, const float *xpl, const float *dyf,
     dk_ftile3_8(g, xpl, dyf, nb, k0, c, r, acc);
   else
     for (int64_t s = 0; s < g->S; s++) dk_ftile_8_1(g, xpl, dyf, nb, k0, c, r, s, acc);
+#elif defined(__AVX2__)
+  for (int k = 0; k < DK_KB; k += 4) {
+    if (g->S == 3)
+      dk_ftile3_4(g, xpl, dyf, nb, k0 + k, c, r, acc + k);
+    else
+      for (int64_t s = 0; s < g->S; s++)
+        for (int j = 0; j < 4; j += 2)
+          dk_ftile_2_1(g, xpl, dyf, nb, k0 + k + j, c, r, s, acc + k + j);
+  }
 #else
   for (int k = 0; k < DK_KB; k += 2) {
     if (g->S == 3)
