@@ -23,6 +23,7 @@
 #include "backend/cpu/cast.h"
 #include "backend/cpu/conv_direct.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/isa.h"
 #include "backend/ops.h"
 
@@ -244,34 +245,94 @@ static void test_other_shapes(void) {
   for (int i = 4; i < CASES; i++) run_case(&cases[i], 1000 + 1000 * (uint64_t)i);
 }
 
-/* f16 and bf16 activations: the bits of the f32 kernels on the converted inputs, rounded. */
-static void test_16bit(void) {
-  const ganfw_conv2d_shape s = case_shape(&cases[5]);
-  const sizes z = sizes_of(&s);
-  const int32_t dts[2] = {GANFW_DTYPE_F16, GANFW_DTYPE_BF16};
-  void *ws = ws_alloc(ganfw_cpu_conv2d_direct_workspace(&s));
-  for (int d = 0; d < 2; d++) {
-    const int32_t dt = dts[d];
-    float *x = frand(z.nx, 5), *w = frand(z.nw, 6), *b = frand(s.K, 7), *dy = frand(z.ny, 8);
-    uint16_t *xh = gt_alloc((size_t)z.nx * 2), *dyh = gt_alloc((size_t)z.ny * 2);
-    uint16_t *yh = gt_alloc((size_t)z.ny * 2), *dxh = gt_alloc((size_t)z.nx * 2);
-    ganfw_cpu_row_from_f32(dt, z.nx, x, xh), ganfw_cpu_row_to_f32(dt, z.nx, xh, x);
-    ganfw_cpu_row_from_f32(dt, z.ny, dy, dyh), ganfw_cpu_row_to_f32(dt, z.ny, dyh, dy);
-    float *y = falloc(z.ny), *dx = falloc(z.nx), *dw = falloc(z.nw), *dwh = falloc(z.nw);
-    ganfw_cpu_conv2d_direct_forward(&s, GANFW_DTYPE_F32, x, w, b, y, ws);
-    ganfw_cpu_conv2d_direct_backward(&s, GANFW_DTYPE_F32, x, w, dy, dx, dw, 0, NULL, ws);
-    ganfw_cpu_conv2d_direct_forward(&s, dt, xh, w, b, yh, ws);
-    ganfw_cpu_conv2d_direct_backward(&s, dt, xh, w, dyh, dxh, dwh, 0, NULL, ws);
+/* Norm-relative difference of n values. */
+static double rel_norm(const float *got, const float *want, int64_t n) {
+  double d = 0, m = 0;
+  for (int64_t i = 0; i < n; i++)
+    d += ((double)got[i] - want[i]) * ((double)got[i] - want[i]), m += (double)want[i] * want[i];
+  return m > 0 ? sqrt(d / m) : sqrt(d);
+}
+
+/* f16 and bf16 activations: the bits of the f32 kernels on the converted inputs, rounded
+ * (bf16 below the avx512 level: without dot products). bf16 on AVX-512 BF16 dot products,
+ * where the CPU has them: the products are exact and only the order of the f32 sums differs,
+ * so each output is within a rounding of the f32 one (2^-8 norm-relative, the bound of
+ * tests/test_cpu_lp_conv.c), and the bits do not depend on the thread count. */
+static void run_16bit(const ganfw_conv2d_shape *s, int32_t dt, int dot) {
+  const sizes z = sizes_of(s);
+  void *ws = ws_alloc(ganfw_cpu_conv2d_direct_workspace(s));
+  float *x = frand(z.nx, 5), *w = frand(z.nw, 6), *b = frand(s->K, 7), *dy = frand(z.ny, 8);
+  uint16_t *xh = gt_alloc((size_t)z.nx * 2), *dyh = gt_alloc((size_t)z.ny * 2);
+  uint16_t *yh = gt_alloc((size_t)z.ny * 2), *dxh = gt_alloc((size_t)z.nx * 2);
+  ganfw_cpu_row_from_f32(dt, z.nx, x, xh), ganfw_cpu_row_to_f32(dt, z.nx, xh, x);
+  ganfw_cpu_row_from_f32(dt, z.ny, dy, dyh), ganfw_cpu_row_to_f32(dt, z.ny, dyh, dy);
+  if (dot) { /* amp's weights are bf16 values */
+    uint16_t *wh = gt_alloc((size_t)z.nw * 2);
+    ganfw_cpu_row_from_f32(dt, z.nw, w, wh), ganfw_cpu_row_to_f32(dt, z.nw, wh, w);
+    gt_free(wh);
+  }
+  float *y = falloc(z.ny), *dx = falloc(z.nx), *dw = falloc(z.nw), *dwh = falloc(z.nw);
+  const ganfw_cpu_isa was = ganfw_cpu_isa_level();
+  if (!dot) ganfw_cpu_isa_force(GANFW_CPU_ISA_AVX2); /* no dot products below avx512 */
+  ganfw_cpu_conv2d_direct_forward(s, GANFW_DTYPE_F32, x, w, b, y, ws);
+  ganfw_cpu_conv2d_direct_backward(s, GANFW_DTYPE_F32, x, w, dy, dx, dw, 0, NULL, ws);
+  ganfw_cpu_conv2d_direct_forward(s, dt, xh, w, b, yh, ws);
+  ganfw_cpu_conv2d_direct_backward(s, dt, xh, w, dyh, dxh, dwh, 0, NULL, ws);
+  float *yf = falloc(z.ny), *dxf = falloc(z.nx);
+  ganfw_cpu_row_to_f32(dt, z.ny, yh, yf), ganfw_cpu_row_to_f32(dt, z.nx, dxh, dxf);
+  if (!dot) {
     uint16_t *want = gt_alloc((size_t)(z.nx > z.ny ? z.nx : z.ny) * 2);
     ganfw_cpu_row_from_f32(dt, z.ny, y, want);
     CU_ASSERT(memcmp(want, yh, (size_t)z.ny * 2) == 0);
     ganfw_cpu_row_from_f32(dt, z.nx, dx, want);
     CU_ASSERT(memcmp(want, dxh, (size_t)z.nx * 2) == 0);
     CU_ASSERT(memcmp(dw, dwh, (size_t)z.nw * sizeof *dw) == 0);
-    gt_free(x), gt_free(w), gt_free(b), gt_free(dy), gt_free(xh), gt_free(dyh), gt_free(yh);
-    gt_free(dxh), gt_free(y), gt_free(dx), gt_free(dw), gt_free(dwh), gt_free(want);
+    gt_free(want);
+  } else {
+    const double ey = rel_norm(yf, y, z.ny), ex = rel_norm(dxf, dx, z.nx);
+    const double ew = rel_norm(dwh, dw, z.nw);
+    printf("\n    bf16 dot products N%lld C%lld K%lld %lldx%lld k%lld: y %.2e dx %.2e dw %.2e",
+           (long long)s->N, (long long)s->C, (long long)s->K, (long long)s->H, (long long)s->W,
+           (long long)s->R, ey, ex, ew);
+    CU_ASSERT(ey <= 1.0 / 256 && ex <= 1.0 / 256 && ew <= 1.0 / 256);
+    CU_ASSERT(ey > 0 || ex > 0 || ew > 0); /* the dot products did run */
+    /* 1 and 3 threads: the same bits */
+    uint16_t *y1 = gt_alloc((size_t)z.ny * 2), *dx1 = gt_alloc((size_t)z.nx * 2);
+    float *dw1 = falloc(z.nw);
+    for (int t = 1; t <= 3; t += 2) {
+      ganfw_cpu_set_threads(NULL, t);
+      ganfw_cpu_conv2d_direct_forward(s, dt, xh, w, b, y1, ws);
+      ganfw_cpu_conv2d_direct_backward(s, dt, xh, w, dyh, dx1, dw1, 0, NULL, ws);
+      CU_ASSERT(memcmp(y1, yh, (size_t)z.ny * 2) == 0);
+      CU_ASSERT(memcmp(dx1, dxh, (size_t)z.nx * 2) == 0);
+      CU_ASSERT(memcmp(dw1, dwh, (size_t)z.nw * 4) == 0);
+    }
+    ganfw_cpu_set_threads(NULL, 2);
+    gt_free(y1), gt_free(dx1), gt_free(dw1);
   }
+  ganfw_cpu_isa_force(was);
+  gt_free(x), gt_free(w), gt_free(b), gt_free(dy), gt_free(xh), gt_free(dyh), gt_free(yh);
+  gt_free(dxh), gt_free(y), gt_free(dx), gt_free(dw), gt_free(dwh), gt_free(yf), gt_free(dxf);
   free(ws);
+}
+
+static void test_16bit(void) {
+  for (int i = 0; i < CASES; i++) {
+    const ganfw_conv2d_shape s = case_shape(&cases[i]);
+    run_16bit(&s, GANFW_DTYPE_F16, 0);
+    run_16bit(&s, GANFW_DTYPE_BF16, 0);
+  }
+}
+
+static void test_bf16_dot(void) {
+  if (!ganfw_cpu_have_bf16_dot()) {
+    printf("\n  no bf16 dot products at this SIMD level: skipped");
+    return;
+  }
+  for (int i = 0; i < CASES; i++) {
+    const ganfw_conv2d_shape s = case_shape(&cases[i]);
+    run_16bit(&s, GANFW_DTYPE_BF16, 1);
+  }
 }
 
 /* Shapes the kernels do not take, and ResNet-20's at batch 128 that they do, within
@@ -394,6 +455,7 @@ static CU_TestInfo tests[] = {{"fits", test_fits},
                               {"resnet_shapes", test_resnet_shapes},
                               {"other_shapes", test_other_shapes},
                               {"16bit", test_16bit},
+                              {"bf16_dot", test_bf16_dot},
                               CU_TEST_INFO_NULL};
 
 int main(void) {

@@ -27,7 +27,7 @@
  * gather_dy, out of scatter_out and col2im, around the Winograd transforms). The GEMMs
  * are f32, where the result has the bits of converting whole tensors around the f32 ops
  * (tests/test_cpu_lp_conv.c), except a bf16 conv's on a CPU with bf16 dot products
- * (gemm.c's _dt variants). */
+ * (gemm.c's _dt variants, and conv_direct.c's own dot-product tiles). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

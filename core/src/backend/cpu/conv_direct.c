@@ -30,6 +30,7 @@
 #include "backend/cpu/cast.h"
 #include "backend/cpu/conv_direct.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/gemm_bf16.h"
 
 #define DK_LANES 16
 /* Output channels per task and per packed weight block. */
@@ -165,6 +166,32 @@ int ganfw_cpu_conv2d_direct_use(const ganfw_conv2d_shape *s, ganfw_conv_pass pas
   return ganfw_cpu_conv2d_direct_fits(s) && s->C <= 128 && s->K <= 128;
 }
 
+/* The output rows of a register tile tmp [8][DK_ROW] holding the flat positions of vectors
+ * [v0, v0 + vb): out [cout][ho][wo] (dtype dt) of channels [k0, k0 + 8) ∩ [0, cout) where
+ * those positions lie in the image (+ bias[k] when bias is not NULL, before the rounding). */
+static void dk_store(const dk_geo *g, float *tmp, int64_t v0, int64_t vb, int64_t k0,
+                     const float *bias, int32_t dt, void *out) {
+  const int64_t kn = g->cout - k0 < DK_KB ? g->cout - k0 : DK_KB, flat = g->ho * g->wp;
+  const int64_t f0 = v0 * DK_LANES, f1 = f0 + vb * DK_LANES < flat ? f0 + vb * DK_LANES : flat;
+  for (int64_t p = f0 / g->wp; p * g->wp < f1; p++) {
+    const int64_t q0 = f0 > p * g->wp ? f0 - p * g->wp : 0;
+    const int64_t q1 = f1 - p * g->wp < g->wo ? f1 - p * g->wp : g->wo;
+    if (q1 <= q0) continue;
+    for (int64_t k = 0; k < kn; k++) {
+      float *src = tmp + k * DK_ROW + (p * g->wp + q0 - f0);
+      const int64_t at = ((k0 + k) * g->ho + p) * g->wo + q0;
+      if (bias)
+        for (int64_t q = 0; q < q1 - q0; q++) src[q] += bias[k0 + k];
+      if (dt == GANFW_DTYPE_F32) { /* short rows: a loop, not a library call */
+        float *d = (float *)out + at;
+        for (int64_t q = 0; q < q1 - q0; q++) d[q] = src[q];
+      } else {
+        ganfw_cpu_row_from_f32(dt, q1 - q0, src, ganfw_cpu_elem_mut(dt, out, at));
+      }
+    }
+  }
+}
+
 /* The kernels, once per SIMD level (isa.h); a pass runs the level in use. */
 #define GANFW_ISA_BODY "backend/cpu/conv_direct_kernels.h"
 #include "backend/cpu/isa_each.h"
@@ -250,10 +277,261 @@ static void dk_run(const ganfw_conv2d_shape *s, const dk_geo *g, int32_t dt, con
   }
 }
 
+/* --- bf16 on AVX-512 BF16 dot products ------------------------------------------------------
+ * With bf16 activations on a CPU with vdpbf16ps (ganfw_cpu_have_bf16_dot), each instruction
+ * multiplies 16 pairs and adds both products to an f32 lane: twice the multiply-adds of an
+ * f32 FMA. Forward and backward-data pair consecutive input channels: their planes are
+ * interleaved (channel 2i in the low half of each 32-bit word, 2i+1 in the high half) and
+ * the weights packed as pairs [K/8][C/2][R*S][8], rounded to bf16 (exact for amp's bf16
+ * weights). Backward-filter pairs consecutive flat positions: dy and x planes stay plain bf16
+ * and a lane sums the products at positions 2l and 2l+1. Sums in f32, the instruction's
+ * subnormals flushed, as gemm_bf16.c; tests/test_conv_direct.c bounds the error. */
+#if GANFW_CPU_ISA_MULTI
+#define DKB_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+/* The nb images of `src` (bf16, each [cin][hi][wi]) as planes of channel pairs
+ * [nb][(cin+1)/2][plane] (32-bit words), zeros in the padding and slack. */
+static void dkb_pack_pairs(const dk_geo *g, const uint16_t *src, int64_t nb, uint32_t *planes) {
+  const int64_t cpn = (g->cin + 1) / 2, hw = g->hi * g->wi;
+#pragma omp parallel for schedule(static)                                                          \
+    num_threads(ganfw_cpu_threads()) if (nb * cpn * g->plane >= 65536)
+  for (int64_t i = 0; i < nb * cpn; i++) {
+    const int64_t n = i / cpn, cp = i % cpn;
+    uint32_t *pl = planes + i * g->plane;
+    const uint16_t *a = src + (n * g->cin + 2 * cp) * hw;
+    const uint16_t *b = 2 * cp + 1 < g->cin ? a + hw : NULL;
+    memset(pl, 0, (size_t)g->plane * sizeof *pl);
+    for (int64_t h = 0; h < g->hi; h++) {
+      uint32_t *row = pl + (h + g->ph) * g->wp + g->pw;
+      const uint16_t *ra = a + h * g->wi, *rb = b ? b + h * g->wi : NULL;
+      for (int64_t w = 0; w < g->wi; w++)
+        row[w] = (uint32_t)ra[w] | (rb ? (uint32_t)rb[w] << 16 : 0u);
+    }
+  }
+}
+
+/* wb[kb][cp][t][j]: the bf16 pair (w of input channel 2cp, of 2cp+1) of output channel
+ * kb*8 + j at tap t, as dk_pack_weights (transpose: backward-data). */
+static void dkb_pack_weights(const ganfw_conv2d_shape *s, const dk_geo *g, int transpose,
+                             const float *w, uint32_t *wb) {
+  const int64_t nrs = g->nrs, blocks = (g->cout + DK_KB - 1) / DK_KB, cpn = (g->cin + 1) / 2;
+  for (int64_t kb = 0; kb < blocks; kb++)
+    for (int64_t cp = 0; cp < cpn; cp++)
+      for (int64_t t = 0; t < nrs; t++)
+        for (int64_t j = 0; j < DK_KB; j++) {
+          const int64_t k = kb * DK_KB + j;
+          uint32_t pair = 0;
+          for (int64_t h = 0; h < 2; h++) {
+            const int64_t c = 2 * cp + h;
+            if (k >= g->cout || c >= g->cin) continue;
+            const float v =
+                transpose ? w[(c * s->C + k) * nrs + nrs - 1 - t] : w[(k * s->C + c) * nrs + t];
+            pair |= (uint32_t)ganfw_f32_to_bf16_scalar(v) << (16 * h);
+          }
+          wb[((kb * cpn + cp) * nrs + t) * DK_KB + j] = pair;
+        }
+}
+
+/* dk_tile on channel pairs: out[k][v*16 + lane] += the pair products, k < 8, v < VB. */
+#define DKB_TILE(VB)                                                                               \
+  DKB_TARGET static void dkb_tile_##VB(const uint32_t *in, int64_t plane, int64_t cpn,             \
+                                       const int64_t *off, int64_t nrs, const uint32_t *wb,        \
+                                       float *out) {                                               \
+    __m512 acc[DK_KB][VB];                                                                         \
+    DK_UNROLL for (int k = 0; k < DK_KB; k++) DK_UNROLL for (int v = 0; v < VB; v++) acc[k][v] =   \
+        _mm512_setzero_ps();                                                                       \
+    for (int64_t cp = 0; cp < cpn; cp++) {                                                         \
+      const uint32_t *ic = in + cp * plane, *wc = wb + cp * nrs * DK_KB;                           \
+      for (int64_t t = 0; t < nrs; t++) {                                                          \
+        const uint32_t *src = ic + off[t], *wt = wc + t * DK_KB;                                   \
+        __m512bh xv[VB];                                                                           \
+        DK_UNROLL for (int v = 0; v < VB; v++) xv[v] =                                             \
+            (__m512bh)_mm512_loadu_si512(src + v * DK_LANES);                                      \
+        DK_UNROLL for (int k = 0; k < DK_KB; k++) {                                                \
+          const __m512bh wk = (__m512bh)_mm512_set1_epi32((int)wt[k]);                             \
+          DK_UNROLL for (int v = 0; v < VB; v++) acc[k][v] =                                       \
+              _mm512_dpbf16_ps(acc[k][v], xv[v], wk);                                              \
+        }                                                                                          \
+      }                                                                                            \
+    }                                                                                              \
+    DK_UNROLL for (int k = 0; k < DK_KB; k++) DK_UNROLL for (int v = 0; v < VB; v++)               \
+        _mm512_storeu_ps(out + k * DK_ROW + v * DK_LANES, acc[k][v]);                              \
+  }
+DKB_TILE(1)
+DKB_TILE(2)
+DKB_TILE(3)
+#undef DKB_TILE
+
+/* dk_task on channel pairs, with a bf16 output. */
+DKB_TARGET static void dkb_task(const dk_geo *g, const uint32_t *in, const uint32_t *wb, int64_t k0,
+                                const float *bias, void *out) {
+  float tmp[DK_KB * DK_ROW] __attribute__((aligned(64)));
+  const int64_t cpn = (g->cin + 1) / 2;
+  for (int64_t v0 = 0; v0 < g->nv; v0 += DK_VB) {
+    const int64_t vb = g->nv - v0 < DK_VB ? g->nv - v0 : DK_VB;
+    const uint32_t *at = in + v0 * DK_LANES;
+    if (vb == 1) dkb_tile_1(at, g->plane, cpn, g->off, g->nrs, wb, tmp);
+    if (vb == 2) dkb_tile_2(at, g->plane, cpn, g->off, g->nrs, wb, tmp);
+    if (vb == 3) dkb_tile_3(at, g->plane, cpn, g->off, g->nrs, wb, tmp);
+    dk_store(g, tmp, v0, vb, k0, bias, GANFW_DTYPE_BF16, out);
+  }
+}
+
+/* dk_run for bf16 on dot products; wb and planes in the same places of the workspace (a
+ * pair plane of 32-bit words takes the bytes of one f32 plane of the two channels' one). */
+static void dkb_run(const ganfw_conv2d_shape *s, const dk_geo *g, const uint16_t *in,
+                    const uint32_t *wb, const float *bias, uint16_t *out, float *area) {
+  const int64_t per = g->cin * g->plane, chunk = dk_chunk(s, per, DK_CHUNK_BYTES);
+  const int64_t cpn = (g->cin + 1) / 2, blocks = (g->cout + DK_KB - 1) / DK_KB;
+  const int64_t in_img = g->cin * g->hi * g->wi, out_img = g->cout * g->ho * g->wo;
+  uint32_t *planes = (uint32_t *)(void *)area;
+  for (int64_t n0 = 0; n0 < s->N; n0 += chunk) {
+    const int64_t nb = s->N - n0 < chunk ? s->N - n0 : chunk;
+    dkb_pack_pairs(g, in + n0 * in_img, nb, planes);
+    const int parallel =
+        nb * blocks > 1 && nb * g->cout * g->cin * g->nrs * g->ho * g->wo >= DK_PARALLEL_MIN_MACS;
+#pragma omp parallel for schedule(static) num_threads(ganfw_cpu_threads()) if (parallel)
+    for (int64_t i = 0; i < nb * blocks; i++) {
+      const int64_t n = i / blocks, kb = i % blocks;
+      dkb_task(g, planes + n * cpn * g->plane, wb + kb * cpn * g->nrs * DK_KB, kb * DK_KB, bias,
+               out + (n0 + n) * out_img);
+    }
+  }
+}
+
+/* The weight-gradient pass's sizes in bf16 elements: vectors of 32 positions, plain x planes
+ * (the taps of the last vector, and the two more a tile of 3 loads, reach past it) and dy
+ * planes. 0 when they do not fit in the bytes of the f32 planes. */
+typedef struct dkb_fsizes {
+  int64_t nv, xplane, fplane;
+} dkb_fsizes;
+
+static dkb_fsizes dkb_filter_sizes(const ganfw_conv2d_shape *s) {
+  const dk_fgeo g = dk_filter_geo(s);
+  dkb_fsizes z = {.nv = (s->P * g.wp + 31) / 32};
+  const int64_t reach = (s->R - 1) * g.wp + s->S + 1 + z.nv * 32 + 32;
+  const int64_t rows = (s->H + 2 * s->pad_h) * g.wp;
+  z.xplane = (reach > rows ? reach : rows + 32) / 32 * 32 + 32;
+  z.fplane = (z.nv + 1) * 32;
+  if (z.xplane > 2 * g.plane || z.fplane > 2 * g.fplane) z.nv = 0;
+  return z;
+}
+
+/* part[k][s] for output channels [k0, k0 + 8), input channel c, kernel row r: the sum over
+ * the nb images, the 32-position vectors and the lanes of dy[k][f] * x[c][r*wp + s + f],
+ * pairs of positions per lane. */
+DKB_TARGET static void dkb_filter_task(const dk_fgeo *g, int64_t nv, int64_t xplane, int64_t fplane,
+                                       const uint16_t *x, const uint16_t *dyf, int64_t nb,
+                                       int64_t k0, int64_t c, int64_t r,
+                                       float part[DK_KB][DK_SMAX]) {
+  __m512 acc[DK_KB][DK_SMAX];
+  for (int64_t s0 = 0; s0 < g->S; s0 += 3) {
+    const int64_t ss = g->S - s0 < 3 ? g->S - s0 : 3;
+    __m512 a[DK_KB][3];
+    DK_UNROLL for (int k = 0; k < DK_KB; k++) DK_UNROLL for (int q = 0; q < 3; q++) a[k][q] =
+        _mm512_setzero_ps();
+    for (int64_t n = 0; n < nb; n++) {
+      const uint16_t *xr = x + (n * g->cin + c) * xplane + r * g->wp + s0;
+      const uint16_t *dk = dyf + (n * g->cout + k0) * fplane;
+      for (int64_t v = 0; v < nv; v++) {
+        const uint16_t *xv = xr + v * 32;
+        const __m512bh x0 = (__m512bh)_mm512_loadu_si512(xv);
+        const __m512bh x1 = (__m512bh)_mm512_loadu_si512(xv + 1);
+        const __m512bh x2 = (__m512bh)_mm512_loadu_si512(xv + 2);
+        DK_UNROLL for (int k = 0; k < DK_KB; k++) {
+          __m512i di = _mm512_loadu_si512(dk + k * fplane + v * 32);
+          __asm__("" : "+v"(di)); /* one load into a register, not one per use */
+          const __m512bh d = (__m512bh)di;
+          a[k][0] = _mm512_dpbf16_ps(a[k][0], d, x0);
+          a[k][1] = _mm512_dpbf16_ps(a[k][1], d, x1);
+          a[k][2] = _mm512_dpbf16_ps(a[k][2], d, x2);
+        }
+      }
+    }
+    for (int k = 0; k < DK_KB; k++)
+      for (int64_t q = 0; q < ss; q++) acc[k][s0 + q] = a[k][q];
+  }
+  for (int k = 0; k < DK_KB; k++)
+    for (int64_t q = 0; q < g->S; q++) {
+      float l[DK_LANES];
+      _mm512_storeu_ps(l, acc[k][q]);
+      float t = l[0];
+      for (int i = 1; i < DK_LANES; i++) t += l[i];
+      part[k][q] = t;
+    }
+}
+
+/* The weight gradient on bf16 dot products, as the f32 pass below: x's planes plain bf16
+ * (xplane elements), dy flat (fplane elements), in the bytes of the f32 ones. */
+static void dkb_filter(const ganfw_conv2d_shape *s, const uint16_t *x, const uint16_t *dy,
+                       float *dw, int accumulate, float *area) {
+  const dk_fgeo g = dk_filter_geo(s);
+  const dk_geo xg = dk_forward_geo(s);
+  const int64_t per = g.cin * g.plane + g.cout * g.fplane,
+                chunk = dk_chunk(s, per, DK_FILTER_BYTES);
+  const dkb_fsizes z = dkb_filter_sizes(s);
+  const int64_t nv = z.nv, xplane = z.xplane, fplane = z.fplane;
+  const int64_t blocks = g.cout / DK_KB, R = s->R, tasks = blocks * g.cin * R;
+  const int64_t HW = s->H * s->W, PQ = s->P * s->Q, crs = s->C * R * s->S;
+  uint16_t *xpl = (uint16_t *)(void *)area;
+  uint16_t *dyf = (uint16_t *)(void *)(area + chunk * g.cin * g.plane);
+  for (int64_t n0 = 0; n0 < s->N; n0 += chunk) {
+    const int64_t nb = s->N - n0 < chunk ? s->N - n0 : chunk;
+#pragma omp parallel for schedule(static) num_threads(ganfw_cpu_threads()) if (nb * g.cin > 1)
+    for (int64_t i = 0; i < nb * g.cin; i++) {
+      uint16_t *pl = xpl + i * xplane;
+      memset(pl, 0, (size_t)xplane * sizeof *pl);
+      for (int64_t h = 0; h < s->H; h++)
+        memcpy(pl + (h + xg.ph) * xg.wp + xg.pw, x + (n0 * g.cin + i) * HW + h * s->W,
+               (size_t)s->W * sizeof *pl);
+    }
+#pragma omp parallel for schedule(static) num_threads(ganfw_cpu_threads()) if (nb * g.cout > 1)
+    for (int64_t i = 0; i < nb * g.cout; i++) {
+      uint16_t *pl = dyf + i * fplane;
+      const int64_t n = i / g.cout, k = i % g.cout;
+      memset(pl, 0, (size_t)fplane * sizeof *pl);
+      if (k < s->K)
+        for (int64_t p = 0; p < s->P; p++)
+          memcpy(pl + p * g.wp, dy + ((n0 + n) * s->K + k) * PQ + p * s->Q,
+                 (size_t)s->Q * sizeof *pl);
+    }
+    const int first = n0 == 0 && !accumulate;
+    const int parallel = tasks > 1 && nb * s->K * crs * nv * 32 >= DK_PARALLEL_MIN_MACS;
+#pragma omp parallel for schedule(static) num_threads(ganfw_cpu_threads()) if (parallel)
+    for (int64_t i = 0; i < tasks; i++) {
+      const int64_t kb = i / (g.cin * R), c = i / R % g.cin, r = i % R;
+      float part[DK_KB][DK_SMAX];
+      dkb_filter_task(&g, nv, xplane, fplane, xpl, dyf, nb, kb * DK_KB, c, r, part);
+      for (int64_t j = 0; j < DK_KB && kb * DK_KB + j < s->K; j++) {
+        float *d = dw + (kb * DK_KB + j) * crs + (c * R + r) * s->S;
+        for (int64_t q = 0; q < s->S; q++) d[q] = first ? part[j][q] : d[q] + part[j][q];
+      }
+    }
+  }
+}
+#endif
+
+/* 1 when the passes of this shape in dtype dt run on bf16 dot products. */
+static int dk_bf16(const ganfw_conv2d_shape *s, int32_t dt) {
+#if GANFW_CPU_ISA_MULTI
+  return dt == GANFW_DTYPE_BF16 && ganfw_cpu_have_bf16_dot() && dkb_filter_sizes(s).nv > 0;
+#else
+  (void)s, (void)dt;
+  return 0;
+#endif
+}
+
 void ganfw_cpu_conv2d_direct_forward(const ganfw_conv2d_shape *s, int32_t dt, const void *x,
                                      const float *w, const float *b, void *y, void *ws) {
   const dk_geo g = dk_forward_geo(s);
   float *wb = ws, *planes = wb + dk_weight_floats(s);
+#if GANFW_CPU_ISA_MULTI
+  if (dk_bf16(s, dt)) {
+    dkb_pack_weights(s, &g, 0, w, (uint32_t *)ws);
+    dkb_run(s, &g, x, (const uint32_t *)ws, b, y, planes);
+    return;
+  }
+#endif
   dk_pack_weights(s, &g, 0, w, wb);
   dk_run(s, &g, dt, x, wb, b, y, planes);
 }
@@ -282,6 +560,17 @@ void ganfw_cpu_conv2d_direct_backward(const ganfw_conv2d_shape *s, int32_t dt, c
                                       const float *w, const void *dy, void *dx, float *dw,
                                       int accumulate, const float *bdx, void *ws) {
   float *wb = ws, *area = wb + dk_weight_floats(s);
+#if GANFW_CPU_ISA_MULTI
+  if (dk_bf16(s, dt)) {
+    if (dx) {
+      const dk_geo g = dk_data_geo(s);
+      dkb_pack_weights(s, &g, 1, w, (uint32_t *)ws);
+      dkb_run(s, &g, dy, (const uint32_t *)ws, bdx, dx, area);
+    }
+    if (dw) dkb_filter(s, x, dy, dw, accumulate, area);
+    return;
+  }
+#endif
   if (dx) {
     const dk_geo g = dk_data_geo(s);
     dk_pack_weights(s, &g, 1, w, wb);

@@ -130,29 +130,10 @@ static void dk_block(const float *in, int64_t plane, int64_t cin, const int64_t 
 static void dk_task(const dk_geo *g, const float *in, const float *wb, int64_t k0,
                     const float *bias, int32_t dt, void *out) {
   float tmp[DK_KB * DK_ROW] __attribute__((aligned(64)));
-  const int64_t kn = g->cout - k0 < DK_KB ? g->cout - k0 : DK_KB, flat = g->ho * g->wp;
   for (int64_t v0 = 0; v0 < g->nv; v0 += DK_VB) {
     const int64_t vb = g->nv - v0 < DK_VB ? g->nv - v0 : DK_VB;
     dk_block(in + v0 * DK_LANES, g->plane, g->cin, g->off, g->nrs, wb, vb, tmp, DK_ROW);
-    /* the block's flat positions [f0, f1) of the output rows, row pitch wp */
-    const int64_t f0 = v0 * DK_LANES, f1 = f0 + vb * DK_LANES < flat ? f0 + vb * DK_LANES : flat;
-    for (int64_t p = f0 / g->wp; p * g->wp < f1; p++) {
-      const int64_t q0 = f0 > p * g->wp ? f0 - p * g->wp : 0;
-      const int64_t q1 = f1 - p * g->wp < g->wo ? f1 - p * g->wp : g->wo;
-      if (q1 <= q0) continue;
-      for (int64_t k = 0; k < kn; k++) {
-        float *src = tmp + k * DK_ROW + (p * g->wp + q0 - f0);
-        const int64_t at = ((k0 + k) * g->ho + p) * g->wo + q0;
-        if (bias)
-          for (int64_t q = 0; q < q1 - q0; q++) src[q] += bias[k0 + k];
-        if (dt == GANFW_DTYPE_F32) { /* short rows: a loop, not a library call */
-          float *d = (float *)out + at;
-          for (int64_t q = 0; q < q1 - q0; q++) d[q] = src[q];
-        } else {
-          ganfw_cpu_row_from_f32(dt, q1 - q0, src, ganfw_cpu_elem_mut(dt, out, at));
-        }
-      }
-    }
+    dk_store(g, tmp, v0, vb, k0, bias, dt, out);
   }
 }
 
