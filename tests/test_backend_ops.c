@@ -204,6 +204,41 @@ static void test_meta_asks_its_shadow(void) {
   CU_ASSERT_EQUAL(ganfw_backend_run(meta, &op), GANFW_OK);
 }
 
+/* The algorithm a convolution's pass runs on: the CPU answers for conv2d and convT (whose
+ * forward is its adjoint conv2d's backward-data), the meta backend what the CPU answers,
+ * and ops without a choice get NULL. */
+static void test_algorithm(void) {
+  ganfw_backend *cpu = ganfw_cpu_backend(), *meta = ganfw_meta_backend(NULL);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(meta);
+  ganfw_conv2d_shape r = {.N = 8,
+                          .C = 16,
+                          .H = 14,
+                          .W = 14,
+                          .K = 16,
+                          .R = 3,
+                          .S = 3,
+                          .stride_h = 1,
+                          .stride_w = 1,
+                          .pad_h = 1,
+                          .pad_w = 1};
+  CU_ASSERT_EQUAL_FATAL(ganfw_conv2d_shape_init(&r), GANFW_OK);
+  ganfw_op op = {.kind = GANFW_OP_CONV2D_FORWARD, .shape.conv = r};
+  for (int32_t p = 0; p < GANFW_OP_PASS_COUNT; p++) {
+    CU_ASSERT_STRING_EQUAL(ganfw_backend_algorithm(cpu, &op, p), "direct");
+    CU_ASSERT_STRING_EQUAL(ganfw_backend_algorithm(meta, &op, p), "direct");
+  }
+  CU_ASSERT_PTR_NULL(ganfw_backend_algorithm(cpu, &op, GANFW_OP_PASS_COUNT));
+  r.stride_h = r.stride_w = 2; /* strided: im2col */
+  CU_ASSERT_EQUAL_FATAL(ganfw_conv2d_shape_init(&r), GANFW_OK);
+  op.shape.conv = r;
+  CU_ASSERT_STRING_EQUAL(ganfw_backend_algorithm(cpu, &op, GANFW_OP_PASS_FORWARD), "im2col+gemm");
+  const ganfw_op t = {.kind = GANFW_OP_CONVT2D_FORWARD, .shape.convt = convt_shape()};
+  const char *tf = ganfw_backend_algorithm(cpu, &t, GANFW_OP_PASS_FORWARD);
+  CU_ASSERT_PTR_NOT_NULL(tf);
+  const ganfw_op gemm = {.kind = GANFW_OP_GEMM};
+  CU_ASSERT_PTR_NULL(ganfw_backend_algorithm(cpu, &gemm, GANFW_OP_PASS_FORWARD));
+}
+
 /* The table: memory members and three op entries, at most 20 members in all. */
 static void test_table_size(void) {
   const size_t members = sizeof(ganfw_backend_vt) / sizeof(void *);
@@ -223,6 +258,7 @@ static CU_TestInfo tests[] = {
     {"meta runs every op", test_meta_runs_every_op},
     {"meta workspace is the cpu's", test_meta_workspace_is_cpus},
     {"meta asks its shadow", test_meta_asks_its_shadow},
+    {"algorithm", test_algorithm},
     {"table size", test_table_size},
     CU_TEST_INFO_NULL,
 };

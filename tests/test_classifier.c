@@ -138,6 +138,18 @@ static void test_learns(void) {
   CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
   CU_ASSERT(exists("a/config.resolved.yaml"));
   CU_ASSERT(exists("a/memory.json"));
+  { /* memory.json says which algorithm each convolution's passes ran on */
+    FILE *m = fopen(path_in("a/memory.json"), "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    static char text[1 << 16];
+    const size_t len = fread(text, 1, sizeof text - 1, m);
+    text[len] = '\0';
+    fclose(m);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"algorithms\": ["));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(text, "\"type\": \"conv2d\", \"batch\": 20, \"forward\": \"direct\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"weight_gradient\": \"direct\""));
+  }
   CU_ASSERT(exists("a/checkpoints/step_00000006.safetensors"));
   CU_ASSERT(exists("a/checkpoints/step_00000036.safetensors"));
   CU_ASSERT(exists("a/checkpoints/best.safetensors"));

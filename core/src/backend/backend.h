@@ -52,12 +52,22 @@ typedef struct ganfw_backend_vt {
    * whose device failed answers that failure from then on. Fills op->result for the ops
    * that answer a value. */
   ganfw_status (*run)(ganfw_backend *be, ganfw_op *op);
+  /* (optional) The algorithm run picks for pass `pass` (GANFW_OP_PASS_*) of op, a
+   * convolution's forward or backward (kind, dtype and shape read), as a static string for
+   * the log and memory.json ("direct", "im2col+gemm", ...); NULL where there is no choice or
+   * the backend does not say. */
+  const char *(*algorithm)(ganfw_backend *be, const ganfw_op *op, int32_t pass);
 } ganfw_backend_vt;
+
+/* The passes of a convolution, for vt->algorithm. */
+enum { GANFW_OP_PASS_FORWARD, GANFW_OP_PASS_DATA, GANFW_OP_PASS_FILTER, GANFW_OP_PASS_COUNT };
 
 /* Runs op on be (vt->run) after checking its kind is in range. */
 ganfw_status ganfw_backend_run(ganfw_backend *be, ganfw_op *op);
 int32_t ganfw_backend_supports(ganfw_backend *be, const ganfw_op *op);
 size_t ganfw_backend_workspace(ganfw_backend *be, const ganfw_op *op);
+/* vt->algorithm, or NULL where the backend has none. */
+const char *ganfw_backend_algorithm(ganfw_backend *be, const ganfw_op *op, int32_t pass);
 
 /* A backend's kernels, one per op kind: each backend keeps one table indexed by
  * GANFW_OP_*, made from GANFW_OP_LIST so that a kernel it lacks fails the build. */

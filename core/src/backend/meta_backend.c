@@ -64,6 +64,10 @@ static size_t meta_workspace(ganfw_backend *be, const ganfw_op *op) {
   return ganfw_backend_workspace(shadow_of(be), op);
 }
 
+static const char *meta_algorithm(ganfw_backend *be, const ganfw_op *op, int32_t pass) {
+  return ganfw_backend_algorithm(shadow_of(be), op, pass);
+}
+
 static ganfw_status meta_run(ganfw_backend *be, ganfw_op *op) {
   op->result = 0.0;
   return GANFW_OK;
@@ -82,6 +86,7 @@ static const ganfw_backend_vt meta_vt = {
     .supports = meta_supports,
     .workspace = meta_workspace,
     .run = meta_run,
+    .algorithm = meta_algorithm,
 };
 
 /* One meta backend per shadow (there are few real backends: cpu, cuda). */

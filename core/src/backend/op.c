@@ -37,6 +37,10 @@ size_t ganfw_backend_workspace(ganfw_backend *be, const ganfw_op *op) {
   return in_range(op) ? be->vt->workspace(be, op) : 0;
 }
 
+const char *ganfw_backend_algorithm(ganfw_backend *be, const ganfw_op *op, int32_t pass) {
+  return in_range(op) && be->vt->algorithm ? be->vt->algorithm(be, op, pass) : NULL;
+}
+
 uint32_t ganfw_op_lp_group(int32_t kind) {
   switch (kind) {
   case GANFW_OP_CONV2D_FORWARD:

@@ -267,7 +267,17 @@ ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out) {
 void ganfw_ctx_destroy(ganfw_ctx *ctx) {
   if (!ctx) return;
   ganfw_alloc_destroy(ctx->alloc);
+  free(ctx->algorithms);
   free(ctx);
+}
+
+void ganfw_ctx_note_algorithm(ganfw_ctx *ctx, const char *json) {
+  const size_t had = ctx->algorithms ? strlen(ctx->algorithms) : 0, add = strlen(json);
+  char *p = realloc(ctx->algorithms, had + add + 3);
+  if (!p) return;
+  if (had) memcpy(p + had, ",\n", 2);
+  memcpy(p + had + (had ? 2 : 0), json, add + 1);
+  ctx->algorithms = p;
 }
 
 uint64_t ganfw_ctx_rng_take(ganfw_ctx *ctx, int64_t n) {

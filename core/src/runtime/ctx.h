@@ -72,6 +72,10 @@ struct ganfw_ctx {
    * (train/insert.c). NULL: nothing is inserted. */
   ganfw_status (*net_build_hook)(void *user, ganfw_net *net);
   void *net_build_user;
+  /* The algorithms the backend chose for the layers that have a choice (convolutions), as
+   * JSON objects separated by ",\n" for memory.json's "algorithms" (ganfw_ctx_note_algorithm);
+   * NULL while there is none. Owned. */
+  char *algorithms;
 };
 
 /* Reads the `device` section and `seed` of a config into options; config errors name the
@@ -80,6 +84,8 @@ ganfw_status ganfw_ctx_options_from_config(const ganfw_cfg *root, ganfw_ctx_opti
 /* Creates the backend and the allocator. *out is owned by the caller (ganfw_ctx_destroy). */
 ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out);
 void ganfw_ctx_destroy(ganfw_ctx *ctx); /* accepts NULL */
+/* Appends one JSON object to ctx->algorithms; out of memory drops it (the report only). */
+void ganfw_ctx_note_algorithm(ganfw_ctx *ctx, const char *json);
 /* For tests: every context created afterwards runs on `be` (a backend table built by the
  * test, e.g. the CPU's with extra entries) instead of the one device.type picks; with
  * options.meta it is the meta backend's shadow. NULL: pick by device.type again. Not for

@@ -224,7 +224,7 @@ static ganfw_status before_last_eval(loop_run *r) {
   ganfw_session *s = r->L.s;
   ganfw_status st = ganfw_dp_gather_peaks(s, &s->predicted);
   if (st == GANFW_OK && ganfw_dp_writes(s))
-    st = ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir, &s->predicted);
+    st = ganfw_write_memory_json(s->ctx->alloc, s->ctx->algorithms, s->run->out_dir, &s->predicted);
   if (st == GANFW_OK) r->L.memory_written = 1;
   return st;
 }
@@ -354,8 +354,8 @@ ganfw_status ganfw_train(ganfw_session *s) {
   if (s->ctx && !L->memory_written && ganfw_dp_writes(s)) {
     ganfw_error_saved first;
     ganfw_error_save(&first, st);
-    st = ganfw_error_first(&first,
-                           ganfw_write_memory_json(s->ctx->alloc, s->run->out_dir, &s->predicted));
+    st = ganfw_error_first(&first, ganfw_write_memory_json(s->ctx->alloc, s->ctx->algorithms,
+                                                           s->run->out_dir, &s->predicted));
   }
   close_run(&r);
   return st;

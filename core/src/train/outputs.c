@@ -137,13 +137,21 @@ static void ranks_json(const ganfw_calibration *cal, char *buf, size_t n) {
   if (len < n) snprintf(buf + len, n - len, "\n  ]");
 }
 
-ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *dir,
+ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *algorithms, const char *dir,
                                      const ganfw_calibration *cal) {
-  char more[2048 + 160 * GANFW_CALIBRATION_MAX_RANKS] = "";
-  if (cal && cal->have) calibration_json(a, cal, more, sizeof more);
-  if (cal && cal->n_ranks > 1) ranks_json(cal, more, sizeof more);
+  const size_t cap = 2048 + 160 * GANFW_CALIBRATION_MAX_RANKS + (algorithms ? strlen(algorithms) : 0);
+  char *more = calloc(1, cap + 64);
+  if (!more) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory for memory.json");
+  if (cal && cal->have) calibration_json(a, cal, more, cap);
+  if (cal && cal->n_ranks > 1) ranks_json(cal, more, cap);
+  if (algorithms) {
+    const size_t len = strlen(more);
+    snprintf(more + len, cap + 64 - len, "%s  \"algorithms\": [\n%s\n  ]", len ? ",\n" : "",
+             algorithms);
+  }
   memory_job mj = {a, *more ? more : NULL};
   ganfw_status st = write_in(dir, "memory.json", write_memory, &mj);
+  free(more);
   if (st == GANFW_OK && ganfw_alloc_trace_length(a) == 0) {
     char path[4096]; /* an earlier traced run's trace.json would not describe this run */
     if (ganfw_path_join(path, sizeof path, dir, "trace.json") == GANFW_OK) unlink(path);

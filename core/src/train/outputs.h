@@ -42,8 +42,9 @@ void ganfw_calibration_take(ganfw_calibration *cal, const ganfw_alloc *a);
 /* Writes the allocator's stats and trace to <dir>/memory.json atomically, with the
  * planner's prediction against the allocator's peaks under "calibration" when cal->have
  * (cal may be NULL), and with device.trace the same events as a Chrome trace in
- * <dir>/trace.json. */
-ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *dir,
+ * <dir>/trace.json. The layers'
+ * backend algorithms (ctx->algorithms: JSON objects, or NULL) go under "algorithms". */
+ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *algorithms, const char *dir,
                                      const ganfw_calibration *cal);
 
 /* Rewrites the CSV file `path` atomically for a resumed run: `header` (NULL: the file's own

@@ -41,6 +41,7 @@
 #include "backend/cpu/conv_direct.h"
 #include "backend/cpu/conv_internal.h"
 #include "backend/cpu/conv_winograd.h"
+#include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/isa.h"
 
@@ -353,6 +354,18 @@ static int conv_winograd(const ganfw_conv2d_shape *s, ganfw_conv_pass pass) {
 static int conv_direct(const ganfw_conv2d_shape *s, ganfw_conv_pass pass) {
   pthread_once(&im2col_once, read_im2col_env);
   return !im2col_forced && !conv_is_dense(s) && ganfw_cpu_conv2d_direct_use(s, pass);
+}
+
+const char *ganfw_cpu_conv2d_algorithm(const ganfw_conv2d_shape *s, int32_t dt, int32_t pass) {
+  const ganfw_conv_pass p = (ganfw_conv_pass)pass;
+  const int bf16_dot = dt == GANFW_DTYPE_BF16 && ganfw_cpu_have_bf16_dot();
+  if (conv_is_dense(s)) return bf16_dot ? "gemm (dense, bf16 dot products)" : "gemm (dense)";
+  if (conv_winograd(s, p))
+    return bf16_dot ? "winograd F(2x2,2x2) polyphase (bf16 dot products)"
+                    : "winograd F(2x2,2x2) polyphase";
+  if (conv_direct(s, p))
+    return ganfw_cpu_conv2d_direct_bf16(s, dt) ? "direct (bf16 dot products)" : "direct";
+  return bf16_dot ? "im2col+gemm (bf16 dot products)" : "im2col+gemm";
 }
 
 size_t ganfw_cpu_conv2d_im2col_workspace(const ganfw_conv2d_shape *s) {

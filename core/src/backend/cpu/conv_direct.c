@@ -511,8 +511,7 @@ static void dkb_filter(const ganfw_conv2d_shape *s, const uint16_t *x, const uin
 }
 #endif
 
-/* 1 when the passes of this shape in dtype dt run on bf16 dot products. */
-static int dk_bf16(const ganfw_conv2d_shape *s, int32_t dt) {
+int ganfw_cpu_conv2d_direct_bf16(const ganfw_conv2d_shape *s, int32_t dt) {
 #if GANFW_CPU_ISA_MULTI
   return dt == GANFW_DTYPE_BF16 && ganfw_cpu_have_bf16_dot() && dkb_filter_sizes(s).nv > 0;
 #else
@@ -526,7 +525,7 @@ void ganfw_cpu_conv2d_direct_forward(const ganfw_conv2d_shape *s, int32_t dt, co
   const dk_geo g = dk_forward_geo(s);
   float *wb = ws, *planes = wb + dk_weight_floats(s);
 #if GANFW_CPU_ISA_MULTI
-  if (dk_bf16(s, dt)) {
+  if (ganfw_cpu_conv2d_direct_bf16(s, dt)) {
     dkb_pack_weights(s, &g, 0, w, (uint32_t *)ws);
     dkb_run(s, &g, x, (const uint32_t *)ws, b, y, planes);
     return;
@@ -561,7 +560,7 @@ void ganfw_cpu_conv2d_direct_backward(const ganfw_conv2d_shape *s, int32_t dt, c
                                       int accumulate, const float *bdx, void *ws) {
   float *wb = ws, *area = wb + dk_weight_floats(s);
 #if GANFW_CPU_ISA_MULTI
-  if (dk_bf16(s, dt)) {
+  if (ganfw_cpu_conv2d_direct_bf16(s, dt)) {
     if (dx) {
       const dk_geo g = dk_data_geo(s);
       dkb_pack_weights(s, &g, 1, w, (uint32_t *)ws);

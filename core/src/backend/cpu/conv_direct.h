@@ -16,6 +16,8 @@ int ganfw_cpu_conv2d_direct_use(const ganfw_conv2d_shape *s, ganfw_conv_pass pas
 /* Workspace bytes of the passes of a shape that fits (at most ganfw_cpu_conv2d_im2col_workspace).
  */
 size_t ganfw_cpu_conv2d_direct_workspace(const ganfw_conv2d_shape *s);
+/* 1 when the passes of this shape in dtype dt run on bf16 dot products. */
+int ganfw_cpu_conv2d_direct_bf16(const ganfw_conv2d_shape *s, int32_t dt);
 /* y = conv2d(x, w) (+ b), x and y in dtype dt, w in f32. */
 void ganfw_cpu_conv2d_direct_forward(const ganfw_conv2d_shape *s, int32_t dt, const void *x,
                                      const float *w, const float *b, void *y, void *ws);

@@ -45,6 +45,14 @@ static void convt_backward(ganfw_backend *be, const ganfw_convt2d_shape *s, int3
     ganfw_cpu_conv2d_backward_dt(be, &c, dt, dy, NULL, x, NULL, dw, NULL, accumulate, NULL, lw, ws);
 }
 
+const char *ganfw_cpu_convt2d_algorithm(const ganfw_convt2d_shape *s, int32_t dt, int32_t pass) {
+  const ganfw_conv2d_shape c = convt_as_conv(s);
+  const int32_t swapped[GANFW_OP_PASS_COUNT] = {GANFW_OP_PASS_DATA, GANFW_OP_PASS_FORWARD,
+                                                GANFW_OP_PASS_FILTER};
+  return pass >= 0 && pass < GANFW_OP_PASS_COUNT ? ganfw_cpu_conv2d_algorithm(&c, dt, swapped[pass])
+                                                 : NULL;
+}
+
 /* The workspace of the adjoint conv2d in dt. */
 size_t ganfw_cpu_convt2d_workspace(const ganfw_convt2d_shape *s, int32_t dt) {
   const ganfw_conv2d_shape c = convt_as_conv(s);

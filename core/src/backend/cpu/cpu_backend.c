@@ -90,6 +90,23 @@ static size_t cpu_workspace(ganfw_backend *be, const ganfw_op *op) {
   }
 }
 
+/* The convolutions' algorithms (conv2d.c); a convT's passes are its adjoint conv2d's with
+ * forward and backward-data swapped. */
+static const char *cpu_algorithm(ganfw_backend *be, const ganfw_op *op, int32_t pass) {
+  (void)be;
+  if (pass < 0 || pass >= GANFW_OP_PASS_COUNT) return NULL;
+  switch (op->kind) {
+  case GANFW_OP_CONV2D_FORWARD:
+  case GANFW_OP_CONV2D_BACKWARD:
+    return ganfw_cpu_conv2d_algorithm(&op->shape.conv, op->dtype, pass);
+  case GANFW_OP_CONVT2D_FORWARD:
+  case GANFW_OP_CONVT2D_BACKWARD:
+    return ganfw_cpu_convt2d_algorithm(&op->shape.convt, op->dtype, pass);
+  default:
+    return NULL;
+  }
+}
+
 static const ganfw_op_fn cpu_ops[GANFW_OP_COUNT] = {
 #define CPU_OP_(K, name) [GANFW_OP_##K] = ganfw_cpu_op_##name,
     GANFW_OP_LIST(CPU_OP_)
@@ -113,6 +130,7 @@ static const ganfw_backend_vt cpu_vt = {
     .supports = cpu_supports,
     .workspace = cpu_workspace,
     .run = cpu_run,
+    .algorithm = cpu_algorithm,
 };
 
 static ganfw_backend cpu_backend = {.vt = &cpu_vt, .impl = 0};

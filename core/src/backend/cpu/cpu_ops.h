@@ -56,6 +56,10 @@ void ganfw_cpu_gemm_single_dt(int32_t dt, int trans_a, int trans_b, int64_t M, i
  * f16 or bf16: that plus the f32 copies the 16-bit kernels convert into), the same for its
  * forward and backward (conv2d.c, conv_transpose2d.c). */
 size_t ganfw_cpu_conv2d_workspace(const ganfw_conv2d_shape *s, int32_t dt);
+/* The algorithm of pass (GANFW_OP_PASS_*) of a convolution with activations in dt, as
+ * backend.h's vt->algorithm answers it. */
+const char *ganfw_cpu_conv2d_algorithm(const ganfw_conv2d_shape *s, int32_t dt, int32_t pass);
+const char *ganfw_cpu_convt2d_algorithm(const ganfw_convt2d_shape *s, int32_t dt, int32_t pass);
 size_t ganfw_cpu_convt2d_workspace(const ganfw_convt2d_shape *s, int32_t dt);
 
 #endif

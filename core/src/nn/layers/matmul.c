@@ -5,6 +5,10 @@
  * chunks with the weights rounded to the compute dtype. The ops' slots (op.h):
  *   forward   in: x, w, b;  out: y;  ws
  *   backward  in: x, w, dy; out: dx; grad: dw, db; ws (the forward's size) */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
 #include "nn/layer.h"
 
 /* One op over rows of the batch (see ganfw_layer_rows_run). */
@@ -106,6 +110,29 @@ static ganfw_status backward_lp(ganfw_layer *l, const ganfw_exec *ex, const matm
   return st;
 }
 
+/* Once per layer, on a real backend: the algorithm of each pass the backend chose for the
+ * whole batch (a convolution's), in the log and in memory.json (ctx->algorithms). */
+static void note_algorithms(ganfw_layer *l, const ganfw_exec *ex, const matmul_call *c,
+                            int64_t rows, int32_t dtype) {
+  if (l->algorithms_noted || strcmp(ex->be->vt->name, "meta") == 0) return;
+  l->algorithms_noted = 1;
+  const ganfw_op op = matmul_op(l, c, rows, 0, dtype);
+  const char *a[GANFW_OP_PASS_COUNT];
+  for (int32_t p = 0; p < GANFW_OP_PASS_COUNT; p++) a[p] = ganfw_backend_algorithm(ex->be, &op, p);
+  if (!a[0] || !a[1] || !a[2]) return;
+  const char *name = l->qualified ? l->qualified : l->name;
+  ganfw_log(GANFW_LOG_INFO,
+            "%s (%s, batch %lld): forward %s, input gradient %s, weight "
+            "gradient %s",
+            name, l->vt->type, (long long)rows, a[0], a[1], a[2]);
+  char json[512];
+  snprintf(json, sizeof json,
+           "    {\"layer\": \"%s\", \"type\": \"%s\", \"batch\": %lld, \"forward\": \"%s\", "
+           "\"input_gradient\": \"%s\", \"weight_gradient\": \"%s\"}",
+           name, l->vt->type, (long long)rows, a[0], a[1], a[2]);
+  ganfw_ctx_note_algorithm(ex->ctx, json);
+}
+
 ganfw_status ganfw_matmul_forward(ganfw_layer *l, const ganfw_exec *ex, const ganfw_matmul_kind *k,
                                   ganfw_tensor *x, int32_t out_ndim, const int64_t *out,
                                   ganfw_tensor **y, ganfw_saved *saved) {
@@ -113,7 +140,8 @@ ganfw_status ganfw_matmul_forward(ganfw_layer *l, const ganfw_exec *ex, const ga
   if (!t) return ganfw_error_code();
   matmul_call c = {.k = k, .in = x->shape};
   ganfw_status st = ganfw_spectral_forward_begin(l, ex, saved);
-  if (st == GANFW_OK && ganfw_layer_lp_matmul(ex, k->lp_group, x)) {
+  const int lp = st == GANFW_OK && ganfw_layer_lp_matmul(ex, k->lp_group, x);
+  if (lp) {
     st = forward_lp(l, ex, &c, x, t);
   } else if (st == GANFW_OK) {
     ganfw_layer_scratch ps = {0};
@@ -128,6 +156,7 @@ ganfw_status ganfw_matmul_forward(ganfw_layer *l, const ganfw_exec *ex, const ga
     return st;
   }
   if (saved) saved->t[0] = ganfw_tensor_retain(x);
+  note_algorithms(l, ex, &c, x->shape[0], lp ? ex->dtype : GANFW_DTYPE_F32);
   *y = t;
   return GANFW_OK;
 }
