@@ -60,12 +60,6 @@ static float *falloc(int64_t n) {
   return gt_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
 }
 
-static float *frand(int64_t n, uint64_t seed) {
-  float *p = falloc(n);
-  gt_fill_uniform(p, n, -1.0f, 1.0f, seed);
-  return p;
-}
-
 /* A workspace of exactly `bytes` from malloc, so that ASan flags any access past it. */
 static void *ws_alloc(size_t bytes) {
   void *p = malloc(bytes ? bytes : 1);
@@ -98,52 +92,10 @@ static sizes sizes_of(const ganfw_conv2d_shape *s) {
   return (sizes){s->N * s->C * s->H * s->W, s->K * s->C * s->R * s->S, s->N * s->K * s->P * s->Q};
 }
 
-/* Double sums: y = conv(x, w) + b, dx and dw for the upstream gradient dy. */
-static void conv_ref(const ganfw_conv2d_shape *s, const float *x, const float *w, const float *b,
-                     const float *dy, double *y, double *dx, double *dw) {
-  const sizes z = sizes_of(s);
-  memset(dx, 0, (size_t)z.nx * sizeof *dx);
-  memset(dw, 0, (size_t)z.nw * sizeof *dw);
-  for (int64_t n = 0; n < s->N; n++)
-    for (int64_t k = 0; k < s->K; k++)
-      for (int64_t p = 0; p < s->P; p++)
-        for (int64_t q = 0; q < s->Q; q++) {
-          const int64_t yi = ((n * s->K + k) * s->P + p) * s->Q + q;
-          double acc = b[k];
-          const double g = dy[yi];
-          for (int64_t c = 0; c < s->C; c++)
-            for (int64_t r = 0; r < s->R; r++) {
-              const int64_t h = p - s->pad_h + r;
-              if (h < 0 || h >= s->H) continue;
-              for (int64_t t = 0; t < s->S; t++) {
-                const int64_t v = q - s->pad_w + t;
-                if (v < 0 || v >= s->W) continue;
-                const int64_t xi = ((n * s->C + c) * s->H + h) * s->W + v;
-                const int64_t wi = ((k * s->C + c) * s->R + r) * s->S + t;
-                acc += (double)x[xi] * w[wi];
-                dx[xi] += g * w[wi];
-                dw[wi] += g * x[xi];
-              }
-            }
-          y[yi] = acc;
-        }
-}
-
-/* max |got - want| / max(|want|, REF_FLOOR * max |want|). */
-static double rel_err(const float *got, const double *want, int64_t n) {
-  double scale = 0.0, err = 0.0;
-  for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
-  const double floor = fmax(REF_FLOOR * scale, 1e-30);
-  for (int64_t i = 0; i < n; i++) {
-    const double e = fabs((double)got[i] - want[i]) / fmax(fabs(want[i]), floor);
-    if (!(e <= err)) err = e; /* NaN wins */
-  }
-  return err;
-}
-
 static void check_pass(const dk_case *c, const char *pass, const float *direct, const float *im2col,
                        const double *want, int64_t n) {
-  const double ed = rel_err(direct, want, n), ei = rel_err(im2col, want, n);
+  const double ed = gt_rel_err(direct, want, n, REF_FLOOR),
+               ei = gt_rel_err(im2col, want, n, REF_FLOOR);
   const double bound = ERR_RATIO * fmax(ei, FLT_EPSILON);
   printf("\n    %-32s %-4s direct %.2e  im2col %.2e  ratio %5.2f", c->name, pass, ed, ei,
          ed / fmax(ei, FLT_EPSILON));
@@ -183,12 +135,12 @@ static int same_bits(const results *a, const results *b, const sizes *z) {
 static void run_case(const dk_case *c, uint64_t seed) {
   const ganfw_conv2d_shape s = case_shape(c);
   const sizes z = sizes_of(&s);
-  float *x = frand(z.nx, seed), *w = frand(z.nw, seed + 1), *b = frand(s.K, seed + 2);
-  float *dy = frand(z.ny, seed + 3), *dw0 = frand(z.nw, seed + 4);
+  float *x = gt_frand(z.nx, seed), *w = gt_frand(z.nw, seed + 1), *b = gt_frand(s.K, seed + 2);
+  float *dy = gt_frand(z.ny, seed + 3), *dw0 = gt_frand(z.nw, seed + 4);
   double *yr = malloc((size_t)z.ny * sizeof *yr), *dxr = malloc((size_t)z.nx * sizeof *dxr);
   double *dwr = malloc((size_t)z.nw * sizeof *dwr), *dwa = malloc((size_t)z.nw * sizeof *dwa);
   CU_ASSERT_FATAL(yr && dxr && dwr && dwa);
-  conv_ref(&s, x, w, b, dy, yr, dxr, dwr);
+  gt_conv2d_ref(&s, x, w, b, dy, yr, dxr, dwr);
   for (int64_t i = 0; i < z.nw; i++) dwa[i] = dwr[i] + dw0[i];
 
   void *wsd = ws_alloc(ganfw_cpu_conv2d_direct_workspace(&s));
@@ -261,7 +213,8 @@ static double rel_norm(const float *got, const float *want, int64_t n) {
 static void run_16bit(const ganfw_conv2d_shape *s, int32_t dt, int dot) {
   const sizes z = sizes_of(s);
   void *ws = ws_alloc(ganfw_cpu_conv2d_direct_workspace(s));
-  float *x = frand(z.nx, 5), *w = frand(z.nw, 6), *b = frand(s->K, 7), *dy = frand(z.ny, 8);
+  float *x = gt_frand(z.nx, 5), *w = gt_frand(z.nw, 6), *b = gt_frand(s->K, 7),
+        *dy = gt_frand(z.ny, 8);
   uint16_t *xh = gt_alloc((size_t)z.nx * 2), *dyh = gt_alloc((size_t)z.ny * 2);
   uint16_t *yh = gt_alloc((size_t)z.ny * 2), *dxh = gt_alloc((size_t)z.nx * 2);
   ganfw_cpu_row_from_f32(dt, z.nx, x, xh), ganfw_cpu_row_to_f32(dt, z.nx, xh, x);
@@ -397,7 +350,8 @@ static int dispatch_checks(void) {
   for (int p = 0; p < GANFW_CONV_PASS_COUNT; p++)
     fails += !ganfw_cpu_conv2d_direct_use(&s, (ganfw_conv_pass)p);
   const sizes z = sizes_of(&s);
-  float *x = frand(z.nx, 1), *w = frand(z.nw, 2), *b = frand(s.K, 3), *dy = frand(z.ny, 4);
+  float *x = gt_frand(z.nx, 1), *w = gt_frand(z.nw, 2), *b = gt_frand(s.K, 3),
+        *dy = gt_frand(z.ny, 4);
   float *y0 = falloc(z.ny), *dx0 = falloc(z.nx), *dw0 = falloc(z.nw);
   float *y1 = falloc(z.ny), *dx1 = falloc(z.nx), *dw1 = falloc(z.nw), *db = falloc(s.K);
   const size_t wsc = ganfw_be_conv2d_workspace(cpu(), &s);

@@ -58,12 +58,6 @@ static float *falloc(int64_t n) {
   return gt_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
 }
 
-static float *frand(int64_t n, uint64_t seed) {
-  float *p = falloc(n);
-  gt_fill_uniform(p, n, -1.0f, 1.0f, seed);
-  return p;
-}
-
 /* A workspace of exactly `bytes` from malloc, so that ASan flags any access past it. */
 static void *ws_alloc(size_t bytes) {
   void *p = malloc(bytes ? bytes : 1);
@@ -88,49 +82,6 @@ static ganfw_conv2d_shape case_shape(const wg_case *c) {
   return s;
 }
 
-/* Direct double sums: y = conv(x, w) + b, dx and dw for the upstream gradient dy. */
-static void conv_ref(const ganfw_conv2d_shape *s, const float *x, const float *w, const float *b,
-                     const float *dy, double *y, double *dx, double *dw) {
-  const int64_t nx = s->N * s->C * s->H * s->W, nw = s->K * s->C * 16;
-  memset(dx, 0, (size_t)nx * sizeof *dx);
-  memset(dw, 0, (size_t)nw * sizeof *dw);
-  for (int64_t n = 0; n < s->N; n++)
-    for (int64_t k = 0; k < s->K; k++)
-      for (int64_t p = 0; p < s->P; p++)
-        for (int64_t q = 0; q < s->Q; q++) {
-          const int64_t yi = ((n * s->K + k) * s->P + p) * s->Q + q;
-          double acc = b[k];
-          const double g = dy[yi];
-          for (int64_t c = 0; c < s->C; c++)
-            for (int64_t r = 0; r < 4; r++) {
-              const int64_t h = 2 * p - s->pad_h + r;
-              if (h < 0 || h >= s->H) continue;
-              for (int64_t t = 0; t < 4; t++) {
-                const int64_t v = 2 * q - s->pad_w + t;
-                if (v < 0 || v >= s->W) continue;
-                const int64_t xi = ((n * s->C + c) * s->H + h) * s->W + v;
-                const int64_t wi = ((k * s->C + c) * 4 + r) * 4 + t;
-                acc += (double)x[xi] * w[wi];
-                dx[xi] += g * w[wi];
-                dw[wi] += g * x[xi];
-              }
-            }
-          y[yi] = acc;
-        }
-}
-
-/* max |got - want| / max(|want|, REF_FLOOR * max |want|). */
-static double rel_err(const float *got, const double *want, int64_t n) {
-  double scale = 0.0, err = 0.0;
-  for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
-  const double floor = fmax(REF_FLOOR * scale, 1e-30);
-  for (int64_t i = 0; i < n; i++) {
-    const double e = fabs((double)got[i] - want[i]) / fmax(fabs(want[i]), floor);
-    if (!(e <= err)) err = e; /* NaN wins */
-  }
-  return err;
-}
-
 /* The errors of one pass, Winograd's and im2col's, the largest over the draws. */
 typedef struct pass_err {
   double wino, im2col;
@@ -138,8 +89,8 @@ typedef struct pass_err {
 
 static void add_err(pass_err *e, const float *wino, const float *im2col, const double *want,
                     int64_t n) {
-  e->wino = fmax(e->wino, rel_err(wino, want, n));
-  e->im2col = fmax(e->im2col, rel_err(im2col, want, n));
+  e->wino = fmax(e->wino, gt_rel_err(wino, want, n, REF_FLOOR));
+  e->im2col = fmax(e->im2col, gt_rel_err(im2col, want, n, REF_FLOOR));
 }
 
 static void check_pass(const wg_case *c, const char *pass, pass_err e, int draws) {
@@ -162,12 +113,12 @@ static void run_draw(const ganfw_conv2d_shape *s, uint64_t seed, void *wsw, void
                      pass_err e[4]) {
   const int64_t nx = s->N * s->C * s->H * s->W, nw = s->K * s->C * 16;
   const int64_t ny = s->N * s->K * s->P * s->Q;
-  float *x = frand(nx, seed), *w = frand(nw, seed + 1), *b = frand(s->K, seed + 2);
-  float *dy = frand(ny, seed + 3), *dw0 = frand(nw, seed + 4);
+  float *x = gt_frand(nx, seed), *w = gt_frand(nw, seed + 1), *b = gt_frand(s->K, seed + 2);
+  float *dy = gt_frand(ny, seed + 3), *dw0 = gt_frand(nw, seed + 4);
   double *yr = malloc((size_t)ny * sizeof *yr), *dxr = malloc((size_t)nx * sizeof *dxr);
   double *dwr = malloc((size_t)nw * sizeof *dwr), *dwa = malloc((size_t)nw * sizeof *dwa);
   CU_ASSERT_FATAL(yr && dxr && dwr && dwa);
-  conv_ref(s, x, w, b, dy, yr, dxr, dwr);
+  gt_conv2d_ref(s, x, w, b, dy, yr, dxr, dwr);
   for (int64_t i = 0; i < nw; i++) dwa[i] = dwr[i] + dw0[i];
 
   float *yw = falloc(ny), *dxw = falloc(nx), *dww = falloc(nw), *dwaw = falloc(nw);
@@ -242,7 +193,7 @@ static void test_odd_shapes(void) {
 static void test_threads(void) {
   const ganfw_conv2d_shape s = case_shape(&cases[6]);
   const int64_t nx = s.N * s.C * s.H * s.W, nw = s.K * s.C * 16, ny = s.N * s.K * s.P * s.Q;
-  float *x = frand(nx, 7), *w = frand(nw, 8), *dy = frand(ny, 9);
+  float *x = gt_frand(nx, 7), *w = gt_frand(nw, 8), *dy = gt_frand(ny, 9);
   float *y[2], *dx[2], *dw[2];
   void *ws = ws_alloc(ganfw_cpu_conv2d_winograd_workspace(&s));
   for (int t = 0; t < 2; t++) {
@@ -331,7 +282,7 @@ static int dispatch_checks(void) {
   for (int p = 0; p < GANFW_CONV_PASS_COUNT; p++)
     fails += !ganfw_cpu_conv2d_winograd_use(&s, (ganfw_conv_pass)p);
   const int64_t nx = s.N * s.C * s.H * s.W, nw = s.K * s.C * 16, ny = s.N * s.K * s.P * s.Q;
-  float *x = frand(nx, 1), *w = frand(nw, 2), *b = frand(s.K, 3), *dy = frand(ny, 4);
+  float *x = gt_frand(nx, 1), *w = gt_frand(nw, 2), *b = gt_frand(s.K, 3), *dy = gt_frand(ny, 4);
   float *y0 = falloc(ny), *dx0 = falloc(nx), *dw0 = falloc(nw);
   float *y1 = falloc(ny), *dx1 = falloc(nx), *dw1 = falloc(nw), *db = falloc(s.K);
   const size_t wsw = ganfw_cpu_conv2d_winograd_workspace(&s);

@@ -3,6 +3,8 @@
  * tolerant comparisons, a central-difference gradient check and seeded random data. */
 #include "testutil.h"
 
+#include "backend/op.h"
+
 #include <CUnit/Basic.h>
 #include <math.h>
 #include <stdio.h>
@@ -470,6 +472,53 @@ void *gt_alloc(size_t bytes) {
 
 void gt_free(void *p) {
   free(p);
+}
+
+float *gt_frand(int64_t n, uint64_t seed) {
+  float *p = gt_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  gt_fill_uniform(p, n, -1.0f, 1.0f, seed);
+  return p;
+}
+
+void gt_conv2d_ref(const ganfw_conv2d_shape *s, const float *x, const float *w, const float *b,
+                   const float *dy, double *y, double *dx, double *dw) {
+  const int64_t nx = s->N * s->C * s->H * s->W, nw = s->K * s->C * s->R * s->S;
+  memset(dx, 0, (size_t)nx * sizeof *dx);
+  memset(dw, 0, (size_t)nw * sizeof *dw);
+  for (int64_t n = 0; n < s->N; n++)
+    for (int64_t k = 0; k < s->K; k++)
+      for (int64_t p = 0; p < s->P; p++)
+        for (int64_t q = 0; q < s->Q; q++) {
+          const int64_t yi = ((n * s->K + k) * s->P + p) * s->Q + q;
+          double acc = b ? b[k] : 0.0;
+          const double g = dy[yi];
+          for (int64_t c = 0; c < s->C; c++)
+            for (int64_t r = 0; r < s->R; r++) {
+              const int64_t h = p * s->stride_h - s->pad_h + r;
+              if (h < 0 || h >= s->H) continue;
+              for (int64_t t = 0; t < s->S; t++) {
+                const int64_t v = q * s->stride_w - s->pad_w + t;
+                if (v < 0 || v >= s->W) continue;
+                const int64_t xi = ((n * s->C + c) * s->H + h) * s->W + v;
+                const int64_t wi = ((k * s->C + c) * s->R + r) * s->S + t;
+                acc += (double)x[xi] * w[wi];
+                dx[xi] += g * w[wi];
+                dw[wi] += g * x[xi];
+              }
+            }
+          y[yi] = acc;
+        }
+}
+
+double gt_rel_err(const float *got, const double *want, int64_t n, double floor) {
+  double scale = 0.0, err = 0.0;
+  for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+  const double f = fmax(floor * scale, 1e-30);
+  for (int64_t i = 0; i < n; i++) {
+    const double e = fabs((double)got[i] - want[i]) / fmax(fabs(want[i]), f);
+    if (!(e <= err)) err = e; /* NaN wins */
+  }
+  return err;
 }
 
 /* --- data sets ------------------------------------------------------------------------ */

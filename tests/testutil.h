@@ -117,6 +117,17 @@ int gt_write_mnist(const char *dir, int n_train, int n_test, uint64_t seed);
 /* An aligned, zeroed buffer freed with gt_free. Aborts on failure (a test, not the core). */
 void *gt_alloc(size_t bytes);
 void gt_free(void *p);
+/* n floats (at least one) uniform in [-1, 1) from `seed`, freed with gt_free. */
+float *gt_frand(int64_t n, uint64_t seed);
+
+/* --- convolutions ----------------------------------------------------------------------- */
+typedef struct ganfw_conv2d_shape ganfw_conv2d_shape;
+/* Double sums of conv2d (backend/op.h's shape, any kernel, stride and padding):
+ * y = conv(x, w) + b, and dx, dw for the upstream gradient dy. */
+void gt_conv2d_ref(const ganfw_conv2d_shape *s, const float *x, const float *w, const float *b,
+                   const float *dy, double *y, double *dx, double *dw);
+/* max |got - want| / max(|want|, floor * max |want|) over n values (NaN wins). */
+double gt_rel_err(const float *got, const double *want, int64_t n, double floor);
 
 /* 1 when every parameter, gradient, running statistic and counter of the two nets (built
  * alike) is bitwise equal; prints the first difference. */
