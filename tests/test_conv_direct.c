@@ -329,6 +329,13 @@ static void test_fits(void) {
   CU_ASSERT(!ganfw_cpu_conv2d_direct_use(&t, GANFW_CONV_PASS_FORWARD));
 }
 
+/* Within 1e-4 of each other, relative to the larger magnitude (another path's rounding). */
+static int close_to(const float *a, const float *b, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!(fabsf(a[i] - b[i]) <= 1e-4f * fmaxf(1.0f, fabsf(b[i])))) return 0;
+  return 1;
+}
+
 /* --- the dispatch in conv2d.c and conv_transpose2d.c, in a child process forked before
  * anything read GANFW_CONV_IM2COL: the ops give exactly the direct kernels' results in
  * im2col's workspace. Returns the number of failed checks. */
@@ -387,6 +394,26 @@ static int dispatch_checks(void) {
   fails += memcmp(dx0, dx1, (size_t)z.nx * sizeof *dx0) != 0;
   fails += memcmp(y0, y1, (size_t)z.ny * sizeof *y0) != 0;
   fails += memcmp(dw0, dw1, (size_t)z.nw * sizeof *dw0) != 0;
+  /* device.cudnn_benchmark: the first call of each pass times its paths and keeps one; the
+   * results are those of a path (close to the direct kernels'), an accumulating dw adds to
+   * what was there, and later calls take the kept path (the same bits) */
+  ganfw_cpu_set_conv_benchmark(1);
+  float *yb = falloc(z.ny), *dxb = falloc(z.nx), *dwb = gt_frand(z.nw, 9);
+  float *y2 = falloc(z.ny), *dx2 = falloc(z.nx), *dw2 = falloc(z.nw);
+  float *dwa = falloc(z.nw);
+  memcpy(dwa, dwb, (size_t)z.nw * sizeof *dwa);
+  ganfw_be_conv2d_forward(cpu(), &s, x, w, NULL, yb, ws);
+  ganfw_be_conv2d_backward(cpu(), &s, x, w, dy, dxb, dwb, NULL, 1, ws);
+  ganfw_be_conv2d_forward(cpu(), &s, x, w, NULL, y2, ws);
+  ganfw_be_conv2d_backward(cpu(), &s, x, w, dy, dx2, dw2, NULL, 0, ws);
+  ganfw_cpu_set_conv_benchmark(0);
+  for (int64_t i = 0; i < z.nw; i++) dwa[i] += dw0[i];
+  fails += !close_to(yb, y0, z.ny) + !close_to(dxb, dx0, z.nx) + !close_to(dwb, dwa, z.nw);
+  fails += memcmp(y2, yb, (size_t)z.ny * sizeof *y2) != 0;
+  fails += memcmp(dx2, dxb, (size_t)z.nx * sizeof *dx2) != 0;
+  for (int64_t i = 0; i < z.nw; i++) dw2[i] += dwa[i] - dw0[i]; /* the same sum, as added */
+  fails += !close_to(dw2, dwb, z.nw);
+  gt_free(yb), gt_free(dxb), gt_free(dwb), gt_free(y2), gt_free(dx2), gt_free(dw2), gt_free(dwa);
   printf("\ndispatch checks in a child process: %d failed\n", fails);
   fflush(stdout);
   gt_free(x), gt_free(w), gt_free(b), gt_free(dy), gt_free(y0), gt_free(dx0), gt_free(dw0);

@@ -98,6 +98,10 @@ struct ganfw_backend {
 
 /* The CPU backend (core/src/backend/cpu/cpu_backend.c). Static: no create/destroy needed. */
 ganfw_backend *ganfw_cpu_backend(void);
+/* device.cudnn_benchmark on the CPU (cpu/conv2d.c): 1 times each f32 convolution pass's
+ * paths on its first call and keeps the fastest for the process; 0 (the default) takes them
+ * by the shape rules, the same on every run. */
+void ganfw_cpu_set_conv_benchmark(int32_t on);
 /* One line on how the CPU backend computes in `dtype` (f16 or bf16) on this machine: which
  * layers run natively, and the conversions and products it uses. */
 const char *ganfw_cpu_lp_describe(int32_t dtype);

@@ -223,9 +223,9 @@ ganfw_status ganfw_ctx_create(const ganfw_ctx_options *opt, ganfw_ctx **out) {
     free(ctx);
     return st;
   }
-  if (opt->cudnn_benchmark && ctx->device_type == GANFW_DEVICE_CPU && !opt->meta)
-    ganfw_log(GANFW_LOG_WARN, "device.cudnn_benchmark is for CUDA's cuDNN: it does nothing on "
-                              "the CPU (drop it, or set device.type: cuda)");
+  /* device.cudnn_benchmark on the CPU: its convolutions' paths timed at first use */
+  if (ctx->device_type == GANFW_DEVICE_CPU && !opt->meta)
+    ganfw_cpu_set_conv_benchmark(opt->cudnn_benchmark);
   /* device.threads: auto (0) is the cores this process may use, not all of the machine's */
   ctx->threads = opt->threads > 0 ? opt->threads : ganfw_cpus_available()->usable;
   ctx->empty_cache = opt->empty_cache;

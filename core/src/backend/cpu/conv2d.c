@@ -29,8 +29,10 @@
  * (tests/test_cpu_lp_conv.c), except a bf16 conv's on a CPU with bf16 dot products
  * (gemm.c's _dt variants, and conv_direct.c's own dot-product tiles). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
@@ -44,6 +46,7 @@
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/isa.h"
+#include "base/log.h"
 
 /* Chunk buffers are sized to hold at most this many bytes each (col and the GEMM
  * output), or one image when a single image is larger. */
@@ -344,26 +347,153 @@ static void read_im2col_env(void) {
   im2col_forced = v && *v && strcmp(v, "0") != 0;
 }
 
-/* 1 when `pass` of this shape runs on the Winograd kernels. */
-static int conv_winograd(const ganfw_conv2d_shape *s, ganfw_conv_pass pass) {
+/* --- measured choice (device.cudnn_benchmark on the CPU) ----------------------------------
+ * By default each pass takes its path by the shape rules the kernels' files give (measured
+ * once, offline: bench_conv and bench_dcgan_step --profile), the same bits on every run.
+ * With the benchmark on, the first call of each (shape, pass) instead times every path that
+ * computes it within im2col's workspace (im2col + GEMM, Winograd, direct), keeps the
+ * fastest for the rest of the process and logs the times; the result then depends on what
+ * the timing found. */
+enum { CONV_IM2COL, CONV_WINOGRAD, CONV_DIRECT, CONV_ALGOS };
+static const char *const conv_algo_name[CONV_ALGOS] = {"im2col+gemm", "winograd", "direct"};
+
+#define CONV_BENCH_MAX 256
+typedef struct conv_bench_entry {
+  ganfw_conv2d_shape s;
+  int32_t pass, algo;
+} conv_bench_entry;
+static int conv_bench_on;
+static pthread_mutex_t conv_bench_mu = PTHREAD_MUTEX_INITIALIZER;
+static conv_bench_entry conv_bench[CONV_BENCH_MAX];
+static int conv_bench_n;
+/* While a measurement runs, the path it forces on this thread (-1: none). */
+static _Thread_local int conv_forced = -1;
+
+void ganfw_cpu_set_conv_benchmark(int32_t on) {
+  conv_bench_on = on != 0;
+}
+
+static int same_shape(const ganfw_conv2d_shape *a, const ganfw_conv2d_shape *b) {
+  return a->N == b->N && a->C == b->C && a->H == b->H && a->W == b->W && a->K == b->K &&
+         a->R == b->R && a->S == b->S && a->stride_h == b->stride_h && a->stride_w == b->stride_w &&
+         a->pad_h == b->pad_h && a->pad_w == b->pad_w;
+}
+
+/* The measured path of (s, pass), or -1. */
+static int conv_bench_find(const ganfw_conv2d_shape *s, ganfw_conv_pass pass) {
+  int algo = -1;
+  pthread_mutex_lock(&conv_bench_mu);
+  for (int i = 0; i < conv_bench_n && algo < 0; i++)
+    if (conv_bench[i].pass == (int32_t)pass && same_shape(&conv_bench[i].s, s))
+      algo = conv_bench[i].algo;
+  pthread_mutex_unlock(&conv_bench_mu);
+  return algo;
+}
+
+/* 1 when path `algo` computes `pass` of s within im2col's workspace. */
+static int conv_can(const ganfw_conv2d_shape *s, ganfw_conv_pass pass, int algo) {
+  const size_t room = ganfw_cpu_conv2d_im2col_workspace(s);
+  switch (algo) {
+  case CONV_WINOGRAD:
+    return ganfw_cpu_conv2d_winograd_fits(s) && ganfw_cpu_conv2d_winograd_workspace(s) <= room;
+  case CONV_DIRECT:
+    return ganfw_cpu_conv2d_direct_fits(s) && (s->stride_h == 1 || pass != GANFW_CONV_PASS_DATA);
+  default:
+    return 1;
+  }
+}
+
+/* The path `pass` of this shape takes with activations in dt: forced (a measurement),
+ * measured (f32 only: a 16-bit call's workspace layout follows the rules), or by the
+ * rules. */
+static int conv_path(const ganfw_conv2d_shape *s, ganfw_conv_pass pass, int32_t dt) {
   pthread_once(&im2col_once, read_im2col_env);
-  return !im2col_forced && !conv_is_dense(s) && ganfw_cpu_conv2d_winograd_use(s, pass);
+  if (im2col_forced || conv_is_dense(s)) return CONV_IM2COL;
+  if (conv_forced >= 0) return conv_forced;
+  const int measured = conv_bench_on && dt == GANFW_DTYPE_F32 ? conv_bench_find(s, pass) : -1;
+  if (measured >= 0) return measured;
+  if (ganfw_cpu_conv2d_winograd_use(s, pass)) return CONV_WINOGRAD;
+  if (ganfw_cpu_conv2d_direct_use(s, pass)) return CONV_DIRECT;
+  return CONV_IM2COL;
+}
+
+/* 1 when `pass` of this shape runs on the Winograd kernels. */
+static int conv_winograd(const ganfw_conv2d_shape *s, ganfw_conv_pass pass, int32_t dt) {
+  return conv_path(s, pass, dt) == CONV_WINOGRAD;
 }
 
 /* 1 when `pass` of this shape runs on the direct kernels (conv_direct.c). */
-static int conv_direct(const ganfw_conv2d_shape *s, ganfw_conv_pass pass) {
+static int conv_direct(const ganfw_conv2d_shape *s, ganfw_conv_pass pass, int32_t dt) {
+  return conv_path(s, pass, dt) == CONV_DIRECT;
+}
+
+/* 1 when (s, pass) is still to be measured: the benchmark is on, the call is f32, no
+ * measurement runs, the shape has a choice and no time yet. */
+static int conv_bench_due(const ganfw_conv2d_shape *s, ganfw_conv_pass pass, int32_t dt) {
   pthread_once(&im2col_once, read_im2col_env);
-  return !im2col_forced && !conv_is_dense(s) && ganfw_cpu_conv2d_direct_use(s, pass);
+  if (!conv_bench_on || dt != GANFW_DTYPE_F32 || conv_forced >= 0 || im2col_forced ||
+      conv_is_dense(s))
+    return 0;
+  int choices = 0;
+  for (int a = 0; a < CONV_ALGOS; a++) choices += conv_can(s, pass, a);
+  return choices > 1 && conv_bench_find(s, pass) < 0;
+}
+
+static double conv_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef void (*conv_pass_fn)(void *call, ganfw_conv_pass pass);
+
+/* Times run(call, pass) on every path that can take it (the best of 2 after a warm-up),
+ * keeps the fastest and logs them all. */
+static void conv_bench_measure(const ganfw_conv2d_shape *s, ganfw_conv_pass pass, conv_pass_fn run,
+                               void *call) {
+  static const char *const pass_name[] = {"forward", "input gradient", "weight gradient"};
+  double best[CONV_ALGOS];
+  int pick = CONV_IM2COL;
+  for (int a = 0; a < CONV_ALGOS; a++) {
+    best[a] = -1;
+    if (!conv_can(s, pass, a)) continue;
+    conv_forced = a;
+    run(call, pass);
+    for (int r = 0; r < 2; r++) {
+      const double t0 = conv_now();
+      run(call, pass);
+      const double t = conv_now() - t0;
+      if (best[a] < 0 || t < best[a]) best[a] = t;
+    }
+    if (best[a] < best[pick]) pick = a;
+  }
+  conv_forced = -1;
+  char times[160] = "";
+  size_t len = 0;
+  for (int a = 0; a < CONV_ALGOS && len < sizeof times; a++)
+    if (best[a] >= 0)
+      len += (size_t)snprintf(times + len, sizeof times - len, "%s%s %.2f ms", len ? ", " : "",
+                              conv_algo_name[a], best[a] * 1e3);
+  ganfw_log(GANFW_LOG_INFO,
+            "conv benchmark (device.cudnn_benchmark): %lld->%lld %lldx%lld, %lldx%lld kernel, "
+            "stride %lld, batch %lld, %s: %s: %s",
+            (long long)s->C, (long long)s->K, (long long)s->H, (long long)s->W, (long long)s->R,
+            (long long)s->S, (long long)s->stride_h, (long long)s->N, pass_name[pass], times,
+            conv_algo_name[pick]);
+  pthread_mutex_lock(&conv_bench_mu);
+  if (conv_bench_n < CONV_BENCH_MAX)
+    conv_bench[conv_bench_n++] = (conv_bench_entry){*s, (int32_t)pass, pick};
+  pthread_mutex_unlock(&conv_bench_mu);
 }
 
 const char *ganfw_cpu_conv2d_algorithm(const ganfw_conv2d_shape *s, int32_t dt, int32_t pass) {
   const ganfw_conv_pass p = (ganfw_conv_pass)pass;
   const int bf16_dot = dt == GANFW_DTYPE_BF16 && ganfw_cpu_have_bf16_dot();
   if (conv_is_dense(s)) return bf16_dot ? "gemm (dense, bf16 dot products)" : "gemm (dense)";
-  if (conv_winograd(s, p))
+  if (conv_winograd(s, p, dt))
     return bf16_dot ? "winograd F(2x2,2x2) polyphase (bf16 dot products)"
                     : "winograd F(2x2,2x2) polyphase";
-  if (conv_direct(s, p))
+  if (conv_direct(s, p, dt))
     return ganfw_cpu_conv2d_direct_bf16(s, dt) ? "direct (bf16 dot products)" : "direct";
   return bf16_dot ? "im2col+gemm (bf16 dot products)" : "im2col+gemm";
 }
@@ -470,16 +600,46 @@ static void conv_gemm(ganfw_backend *be, int32_t dt, int64_t groups, int ta, int
     ganfw_cpu_gemm_dt(be, dt, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
+/* One conv2d pass's arguments, for conv_bench_measure: forward (y), backward-data (dx) or
+ * backward-filter (dw, overwritten). */
+typedef struct conv_call {
+  ganfw_backend *be;
+  const ganfw_conv2d_shape *s;
+  int32_t dt;
+  const void *x;
+  const float *w, *b;
+  const void *dy;
+  void *y, *dx;
+  float *dw, *db;
+  int accumulate;
+  const float *bdx;
+  const conv_lp_ws *lw;
+  void *ws;
+} conv_call;
+
+static void conv_call_run(void *p, ganfw_conv_pass pass) {
+  const conv_call *c = p;
+  if (pass == GANFW_CONV_PASS_FORWARD)
+    ganfw_cpu_conv2d_forward_dt(c->be, c->s, c->dt, c->x, c->w, c->b, c->y, c->lw, c->ws);
+  else
+    ganfw_cpu_conv2d_backward_dt(c->be, c->s, c->dt, c->x, c->w, c->dy, c->dx, c->dw, NULL, 0,
+                                 c->bdx, c->lw, c->ws);
+}
+
 void ganfw_cpu_conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s, int32_t dt,
                                  const void *x, const float *w, const float *b, void *y,
                                  const conv_lp_ws *lw, void *ws) {
   const int64_t N = s->N, K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q;
   const int64_t CHW = s->C * s->H * s->W;
-  if (conv_winograd(s, GANFW_CONV_PASS_FORWARD)) {
+  if (conv_bench_due(s, GANFW_CONV_PASS_FORWARD, dt)) {
+    conv_call c = {be, s, dt, x, w, b, NULL, y, NULL, NULL, NULL, 0, NULL, lw, ws};
+    conv_bench_measure(s, GANFW_CONV_PASS_FORWARD, conv_call_run, &c);
+  }
+  if (conv_winograd(s, GANFW_CONV_PASS_FORWARD, dt)) {
     ganfw_cpu_conv2d_winograd_forward(s, dt, x, w, b, y, lw ? lw->stage : NULL, ws);
     return;
   }
-  if (conv_direct(s, GANFW_CONV_PASS_FORWARD)) {
+  if (conv_direct(s, GANFW_CONV_PASS_FORWARD, dt)) {
     ganfw_cpu_conv2d_direct_forward(s, dt, x, w, b, y, ws);
     return;
   }
@@ -531,8 +691,24 @@ void ganfw_cpu_conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s
   const int64_t N = s->N, K = s->K, CRS = s->C * s->R * s->S, PQ = s->P * s->Q;
   const int64_t CHW = s->C * s->H * s->W;
   if (db) ganfw_cpu_conv_bias_grad(N, K, PQ, dt, dy, db, accumulate);
-  const int wino_dx = dx && conv_winograd(s, GANFW_CONV_PASS_DATA);
-  const int wino_dw = dw && conv_winograd(s, GANFW_CONV_PASS_FILTER);
+  if (dx && conv_bench_due(s, GANFW_CONV_PASS_DATA, dt)) {
+    conv_call c = {be, s, dt, x, w, NULL, dy, NULL, dx, NULL, NULL, 0, bdx, lw, ws};
+    conv_bench_measure(s, GANFW_CONV_PASS_DATA, conv_call_run, &c);
+  }
+  if (dw && conv_bench_due(s, GANFW_CONV_PASS_FILTER, dt)) {
+    /* the measurements overwrite dw: keep what an accumulating call adds to */
+    const size_t bytes = (size_t)(K * CRS) * sizeof *dw;
+    float *keep = accumulate ? malloc(bytes) : NULL;
+    if (keep || !accumulate) {
+      if (keep) memcpy(keep, dw, bytes);
+      conv_call c = {be, s, dt, x, w, NULL, dy, NULL, NULL, dw, NULL, 0, NULL, lw, ws};
+      conv_bench_measure(s, GANFW_CONV_PASS_FILTER, conv_call_run, &c);
+      if (keep) memcpy(dw, keep, bytes);
+      free(keep);
+    }
+  }
+  const int wino_dx = dx && conv_winograd(s, GANFW_CONV_PASS_DATA, dt);
+  const int wino_dw = dw && conv_winograd(s, GANFW_CONV_PASS_FILTER, dt);
   if (wino_dx || wino_dw) {
     /* The passes Winograd does not take stay on im2col + GEMM below. */
     ganfw_cpu_conv2d_winograd_backward(s, dt, x, w, dy, wino_dx ? dx : NULL, wino_dw ? dw : NULL,
@@ -540,8 +716,8 @@ void ganfw_cpu_conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s
     if (wino_dx) dx = NULL;
     if (wino_dw) dw = NULL;
   }
-  const int direct_dx = dx && conv_direct(s, GANFW_CONV_PASS_DATA);
-  const int direct_dw = dw && conv_direct(s, GANFW_CONV_PASS_FILTER);
+  const int direct_dx = dx && conv_direct(s, GANFW_CONV_PASS_DATA, dt);
+  const int direct_dw = dw && conv_direct(s, GANFW_CONV_PASS_FILTER, dt);
   if (direct_dx || direct_dw) {
     ganfw_cpu_conv2d_direct_backward(s, dt, x, w, dy, direct_dx ? dx : NULL, direct_dw ? dw : NULL,
                                      accumulate, bdx, ws);
@@ -635,7 +811,9 @@ static conv_lp_sizes conv_lp_layout(const ganfw_conv2d_shape *s) {
   /* When both passes that read the weights run on Winograd, their f32 copy lies in V, which
    * is free until the weights are transformed. */
   size_t spare = 0;
-  if (conv_winograd(s, GANFW_CONV_PASS_FORWARD) && conv_winograd(s, GANFW_CONV_PASS_DATA)) {
+  if (ganfw_cpu_conv2d_winograd_use(s, GANFW_CONV_PASS_FORWARD) &&
+      ganfw_cpu_conv2d_winograd_use(s, GANFW_CONV_PASS_DATA) && !conv_is_dense(s) &&
+      !im2col_forced) {
     const size_t at = ganfw_cpu_conv2d_winograd_spare(s, &spare);
     if (spare >= z.w) z.w_at = at, z.w = 0;
   }
