@@ -56,17 +56,6 @@ static const dk_case cases[] = {
 };
 #define CASES ((int)(sizeof cases / sizeof cases[0]))
 
-static float *falloc(int64_t n) {
-  return gt_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-}
-
-/* A workspace of exactly `bytes` from malloc, so that ASan flags any access past it. */
-static void *ws_alloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  CU_ASSERT_FATAL(p != NULL);
-  return p;
-}
-
 static ganfw_conv2d_shape case_shape(const dk_case *c) {
   ganfw_conv2d_shape s = {.N = c->N,
                           .C = c->C,
@@ -111,7 +100,7 @@ typedef struct results {
 static results run_direct(const ganfw_conv2d_shape *s, const float *x, const float *w,
                           const float *b, const float *dy, const float *dw0, void *ws) {
   const sizes z = sizes_of(s);
-  results r = {falloc(z.ny), falloc(z.nx), falloc(z.nw), falloc(z.nw)};
+  results r = {gt_falloc(z.ny), gt_falloc(z.nx), gt_falloc(z.nw), gt_falloc(z.nw)};
   for (int64_t i = 0; i < z.nx; i++) r.dx[i] = NAN; /* outputs are overwritten */
   for (int64_t i = 0; i < z.nw; i++) r.dw[i] = NAN;
   memcpy(r.dwa, dw0, (size_t)z.nw * sizeof *dw0);
@@ -143,12 +132,12 @@ static void run_case(const dk_case *c, uint64_t seed) {
   gt_conv2d_ref(&s, x, w, b, dy, yr, dxr, dwr);
   for (int64_t i = 0; i < z.nw; i++) dwa[i] = dwr[i] + dw0[i];
 
-  void *wsd = ws_alloc(ganfw_cpu_conv2d_direct_workspace(&s));
-  void *wsi = ws_alloc(ganfw_be_conv2d_workspace(cpu(), &s));
+  void *wsd = gt_malloc_exact(ganfw_cpu_conv2d_direct_workspace(&s));
+  void *wsi = gt_malloc_exact(ganfw_be_conv2d_workspace(cpu(), &s));
   CU_ASSERT(ganfw_cpu_conv2d_direct_workspace(&s) <= ganfw_be_conv2d_workspace(cpu(), &s));
   ganfw_cpu_set_threads(NULL, 2);
   results d = run_direct(&s, x, w, b, dy, dw0, wsd);
-  results i2 = {falloc(z.ny), falloc(z.nx), falloc(z.nw), falloc(z.nw)};
+  results i2 = {gt_falloc(z.ny), gt_falloc(z.nx), gt_falloc(z.nw), gt_falloc(z.nw)};
   memcpy(i2.dwa, dw0, (size_t)z.nw * sizeof *dw0);
   ganfw_be_conv2d_forward(cpu(), &s, x, w, b, i2.y, wsi);
   ganfw_be_conv2d_backward(cpu(), &s, x, w, dy, i2.dx, i2.dw, NULL, 0, wsi);
@@ -159,7 +148,7 @@ static void run_case(const dk_case *c, uint64_t seed) {
   check_pass(c, "dw+=", d.dwa, i2.dwa, dwa, z.nw);
 
   /* dx alone and dw alone: the bits of both together */
-  float *dx1 = falloc(z.nx), *dw1 = falloc(z.nw);
+  float *dx1 = gt_falloc(z.nx), *dw1 = gt_falloc(z.nw);
   ganfw_cpu_conv2d_direct_backward(&s, GANFW_DTYPE_F32, x, w, dy, dx1, NULL, 0, NULL, wsd);
   ganfw_cpu_conv2d_direct_backward(&s, GANFW_DTYPE_F32, x, w, dy, NULL, dw1, 0, NULL, wsd);
   CU_ASSERT(memcmp(dx1, d.dx, (size_t)z.nx * sizeof *dx1) == 0);
@@ -212,7 +201,7 @@ static double rel_norm(const float *got, const float *want, int64_t n) {
  * tests/test_cpu_lp_conv.c), and the bits do not depend on the thread count. */
 static void run_16bit(const ganfw_conv2d_shape *s, int32_t dt, int dot) {
   const sizes z = sizes_of(s);
-  void *ws = ws_alloc(ganfw_cpu_conv2d_direct_workspace(s));
+  void *ws = gt_malloc_exact(ganfw_cpu_conv2d_direct_workspace(s));
   float *x = gt_frand(z.nx, 5), *w = gt_frand(z.nw, 6), *b = gt_frand(s->K, 7),
         *dy = gt_frand(z.ny, 8);
   uint16_t *xh = gt_alloc((size_t)z.nx * 2), *dyh = gt_alloc((size_t)z.ny * 2);
@@ -224,14 +213,14 @@ static void run_16bit(const ganfw_conv2d_shape *s, int32_t dt, int dot) {
     ganfw_cpu_row_from_f32(dt, z.nw, w, wh), ganfw_cpu_row_to_f32(dt, z.nw, wh, w);
     gt_free(wh);
   }
-  float *y = falloc(z.ny), *dx = falloc(z.nx), *dw = falloc(z.nw), *dwh = falloc(z.nw);
+  float *y = gt_falloc(z.ny), *dx = gt_falloc(z.nx), *dw = gt_falloc(z.nw), *dwh = gt_falloc(z.nw);
   const ganfw_cpu_isa was = ganfw_cpu_isa_level();
   if (!dot) ganfw_cpu_isa_force(GANFW_CPU_ISA_AVX2); /* no dot products below avx512 */
   ganfw_cpu_conv2d_direct_forward(s, GANFW_DTYPE_F32, x, w, b, y, ws);
   ganfw_cpu_conv2d_direct_backward(s, GANFW_DTYPE_F32, x, w, dy, dx, dw, 0, NULL, ws);
   ganfw_cpu_conv2d_direct_forward(s, dt, xh, w, b, yh, ws);
   ganfw_cpu_conv2d_direct_backward(s, dt, xh, w, dyh, dxh, dwh, 0, NULL, ws);
-  float *yf = falloc(z.ny), *dxf = falloc(z.nx);
+  float *yf = gt_falloc(z.ny), *dxf = gt_falloc(z.nx);
   ganfw_cpu_row_to_f32(dt, z.ny, yh, yf), ganfw_cpu_row_to_f32(dt, z.nx, dxh, dxf);
   if (!dot) {
     uint16_t *want = gt_alloc((size_t)(z.nx > z.ny ? z.nx : z.ny) * 2);
@@ -251,7 +240,7 @@ static void run_16bit(const ganfw_conv2d_shape *s, int32_t dt, int dot) {
     CU_ASSERT(ey > 0 || ex > 0 || ew > 0); /* the dot products did run */
     /* 1 and 3 threads: the same bits */
     uint16_t *y1 = gt_alloc((size_t)z.ny * 2), *dx1 = gt_alloc((size_t)z.nx * 2);
-    float *dw1 = falloc(z.nw);
+    float *dw1 = gt_falloc(z.nw);
     for (int t = 1; t <= 3; t += 2) {
       ganfw_cpu_set_threads(NULL, t);
       ganfw_cpu_conv2d_direct_forward(s, dt, xh, w, b, y1, ws);
@@ -359,8 +348,8 @@ static int dispatch_checks(void) {
   const sizes z = sizes_of(&s);
   float *x = gt_frand(z.nx, 1), *w = gt_frand(z.nw, 2), *b = gt_frand(s.K, 3),
         *dy = gt_frand(z.ny, 4);
-  float *y0 = falloc(z.ny), *dx0 = falloc(z.nx), *dw0 = falloc(z.nw);
-  float *y1 = falloc(z.ny), *dx1 = falloc(z.nx), *dw1 = falloc(z.nw), *db = falloc(s.K);
+  float *y0 = gt_falloc(z.ny), *dx0 = gt_falloc(z.nx), *dw0 = gt_falloc(z.nw);
+  float *y1 = gt_falloc(z.ny), *dx1 = gt_falloc(z.nx), *dw1 = gt_falloc(z.nw), *db = gt_falloc(s.K);
   const size_t wsc = ganfw_be_conv2d_workspace(cpu(), &s);
   fails += wsc != ganfw_cpu_conv2d_im2col_workspace(&s); /* the same for both paths */
   fails += wsc < ganfw_cpu_conv2d_direct_workspace(&s);
@@ -398,9 +387,9 @@ static int dispatch_checks(void) {
    * results are those of a path (close to the direct kernels'), an accumulating dw adds to
    * what was there, and later calls take the kept path (the same bits) */
   ganfw_cpu_set_conv_benchmark(1);
-  float *yb = falloc(z.ny), *dxb = falloc(z.nx), *dwb = gt_frand(z.nw, 9);
-  float *y2 = falloc(z.ny), *dx2 = falloc(z.nx), *dw2 = falloc(z.nw);
-  float *dwa = falloc(z.nw);
+  float *yb = gt_falloc(z.ny), *dxb = gt_falloc(z.nx), *dwb = gt_frand(z.nw, 9);
+  float *y2 = gt_falloc(z.ny), *dx2 = gt_falloc(z.nx), *dw2 = gt_falloc(z.nw);
+  float *dwa = gt_falloc(z.nw);
   memcpy(dwa, dwb, (size_t)z.nw * sizeof *dwa);
   ganfw_be_conv2d_forward(cpu(), &s, x, w, NULL, yb, ws);
   ganfw_be_conv2d_backward(cpu(), &s, x, w, dy, dxb, dwb, NULL, 1, ws);

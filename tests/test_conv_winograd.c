@@ -54,17 +54,6 @@ static const wg_case cases[] = {
 };
 #define CASES ((int)(sizeof cases / sizeof cases[0]))
 
-static float *falloc(int64_t n) {
-  return gt_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-}
-
-/* A workspace of exactly `bytes` from malloc, so that ASan flags any access past it. */
-static void *ws_alloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  CU_ASSERT_FATAL(p != NULL);
-  return p;
-}
-
 static ganfw_conv2d_shape case_shape(const wg_case *c) {
   ganfw_conv2d_shape s = {.N = c->N,
                           .C = c->C,
@@ -121,8 +110,8 @@ static void run_draw(const ganfw_conv2d_shape *s, uint64_t seed, void *wsw, void
   gt_conv2d_ref(s, x, w, b, dy, yr, dxr, dwr);
   for (int64_t i = 0; i < nw; i++) dwa[i] = dwr[i] + dw0[i];
 
-  float *yw = falloc(ny), *dxw = falloc(nx), *dww = falloc(nw), *dwaw = falloc(nw);
-  float *yi = falloc(ny), *dxi = falloc(nx), *dwi = falloc(nw), *dwai = falloc(nw);
+  float *yw = gt_falloc(ny), *dxw = gt_falloc(nx), *dww = gt_falloc(nw), *dwaw = gt_falloc(nw);
+  float *yi = gt_falloc(ny), *dxi = gt_falloc(nx), *dwi = gt_falloc(nw), *dwai = gt_falloc(nw);
   for (int64_t i = 0; i < nx; i++) dxw[i] = NAN; /* outputs are overwritten */
   for (int64_t i = 0; i < nw; i++) dww[i] = NAN;
   memcpy(dwaw, dw0, (size_t)nw * sizeof *dw0);
@@ -139,7 +128,7 @@ static void run_draw(const ganfw_conv2d_shape *s, uint64_t seed, void *wsw, void
   add_err(&e[2], dww, dwi, dwr, nw);
   add_err(&e[3], dwaw, dwai, dwa, nw);
 
-  float *dx1 = falloc(nx), *dw1 = falloc(nw);
+  float *dx1 = gt_falloc(nx), *dw1 = gt_falloc(nw);
   ganfw_cpu_conv2d_winograd_backward(s, GANFW_DTYPE_F32, x, w, dy, dx1, NULL, 0, NULL, NULL, wsw);
   ganfw_cpu_conv2d_winograd_backward(s, GANFW_DTYPE_F32, x, w, dy, NULL, dw1, 0, NULL, NULL, wsw);
   CU_ASSERT(same(dx1, dxw, nx));
@@ -163,8 +152,8 @@ static void run_case(const wg_case *c, uint64_t seed) {
   if (ny < fewest) fewest = ny;
   int draws = (int)((DRAW_VALUES + fewest - 1) / fewest);
   if (draws > MAX_DRAWS) draws = MAX_DRAWS;
-  void *wsw = ws_alloc(ganfw_cpu_conv2d_winograd_workspace(&s));
-  void *wsi = ws_alloc(ganfw_be_conv2d_workspace(cpu(), &s));
+  void *wsw = gt_malloc_exact(ganfw_cpu_conv2d_winograd_workspace(&s));
+  void *wsi = gt_malloc_exact(ganfw_be_conv2d_workspace(cpu(), &s));
   if (c->tiny) {
     for (int p = 0; p < GANFW_CONV_PASS_COUNT; p++)
       CU_ASSERT(!ganfw_cpu_conv2d_winograd_use(&s, (ganfw_conv_pass)p));
@@ -195,10 +184,10 @@ static void test_threads(void) {
   const int64_t nx = s.N * s.C * s.H * s.W, nw = s.K * s.C * 16, ny = s.N * s.K * s.P * s.Q;
   float *x = gt_frand(nx, 7), *w = gt_frand(nw, 8), *dy = gt_frand(ny, 9);
   float *y[2], *dx[2], *dw[2];
-  void *ws = ws_alloc(ganfw_cpu_conv2d_winograd_workspace(&s));
+  void *ws = gt_malloc_exact(ganfw_cpu_conv2d_winograd_workspace(&s));
   for (int t = 0; t < 2; t++) {
     ganfw_cpu_set_threads(NULL, t + 1);
-    y[t] = falloc(ny), dx[t] = falloc(nx), dw[t] = falloc(nw);
+    y[t] = gt_falloc(ny), dx[t] = gt_falloc(nx), dw[t] = gt_falloc(nw);
     ganfw_cpu_conv2d_winograd_forward(&s, GANFW_DTYPE_F32, x, w, NULL, y[t], NULL, ws);
     ganfw_cpu_conv2d_winograd_backward(&s, GANFW_DTYPE_F32, x, w, dy, dx[t], dw[t], 0, NULL, NULL,
                                        ws);
@@ -283,8 +272,8 @@ static int dispatch_checks(void) {
     fails += !ganfw_cpu_conv2d_winograd_use(&s, (ganfw_conv_pass)p);
   const int64_t nx = s.N * s.C * s.H * s.W, nw = s.K * s.C * 16, ny = s.N * s.K * s.P * s.Q;
   float *x = gt_frand(nx, 1), *w = gt_frand(nw, 2), *b = gt_frand(s.K, 3), *dy = gt_frand(ny, 4);
-  float *y0 = falloc(ny), *dx0 = falloc(nx), *dw0 = falloc(nw);
-  float *y1 = falloc(ny), *dx1 = falloc(nx), *dw1 = falloc(nw), *db = falloc(s.K);
+  float *y0 = gt_falloc(ny), *dx0 = gt_falloc(nx), *dw0 = gt_falloc(nw);
+  float *y1 = gt_falloc(ny), *dx1 = gt_falloc(nx), *dw1 = gt_falloc(nw), *db = gt_falloc(s.K);
   const size_t wsw = ganfw_cpu_conv2d_winograd_workspace(&s);
   const size_t wsc = ganfw_be_conv2d_workspace(cpu(), &s);
   fails += wsc < wsw;

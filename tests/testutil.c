@@ -474,8 +474,18 @@ void gt_free(void *p) {
   free(p);
 }
 
+float *gt_falloc(int64_t n) {
+  return gt_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+}
+
+void *gt_malloc_exact(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  CU_ASSERT_FATAL(p != NULL);
+  return p;
+}
+
 float *gt_frand(int64_t n, uint64_t seed) {
-  float *p = gt_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  float *p = gt_falloc(n);
   gt_fill_uniform(p, n, -1.0f, 1.0f, seed);
   return p;
 }

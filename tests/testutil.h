@@ -117,8 +117,13 @@ int gt_write_mnist(const char *dir, int n_train, int n_test, uint64_t seed);
 /* An aligned, zeroed buffer freed with gt_free. Aborts on failure (a test, not the core). */
 void *gt_alloc(size_t bytes);
 void gt_free(void *p);
+/* n zeroed floats (at least one), freed with gt_free. */
+float *gt_falloc(int64_t n);
 /* n floats (at least one) uniform in [-1, 1) from `seed`, freed with gt_free. */
 float *gt_frand(int64_t n, uint64_t seed);
+/* Exactly `bytes` (at least one) from malloc, freed with free, so that ASan flags any access
+ * past them (a kernel's workspace); a failed allocation fails the test. */
+void *gt_malloc_exact(size_t bytes);
 
 /* --- convolutions ----------------------------------------------------------------------- */
 typedef struct ganfw_conv2d_shape ganfw_conv2d_shape;
