@@ -335,7 +335,7 @@ double gt_ref_scalar(gt_ref *r, const char *key) {
 }
 
 /* --- comparisons --------------------------------------------------------------------------- */
-static double gt_rel_err(double a, double b, double floor) {
+static double rel_err1(double a, double b, double floor) {
   if (a == b) return 0.0; /* equal, including equal infinities */
   if (isnan(a) || isnan(b) || isinf(a) || isinf(b)) return INFINITY;
   double den = fabs(b) > floor ? fabs(b) : floor;
@@ -347,7 +347,7 @@ static double gt_worst(const float *a, const float *b, int64_t n, double floor, 
   double worst = 0.0;
   *at = n > 0 ? 0 : -1;
   for (int64_t i = 0; i < n; i++) {
-    double e = gt_rel_err(a[i], b[i], floor);
+    double e = rel_err1(a[i], b[i], floor);
     if (e > worst || (isinf(e) && !isinf(worst))) {
       worst = e;
       *at = i;
