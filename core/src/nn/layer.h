@@ -203,7 +203,7 @@ struct ganfw_layer {
   char *in_name[GANFW_NODE_MAX_INPUTS];
   int32_t in[GANFW_NODE_MAX_INPUTS];
   int64_t in_c[GANFW_NODE_MAX_INPUTS]; /* dim 1 of each input's shape, set by net_build */
-  void *impl; /* the layer type's own state (plugin layers), freed by vt->release */
+  void *impl;               /* the layer type's own state (plugin layers), freed by vt->release */
   int32_t algorithms_noted; /* its backend algorithms are in the log and ctx->algorithms */
 };
 

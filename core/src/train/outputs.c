@@ -139,7 +139,8 @@ static void ranks_json(const ganfw_calibration *cal, char *buf, size_t n) {
 
 ganfw_status ganfw_write_memory_json(const ganfw_alloc *a, const char *algorithms, const char *dir,
                                      const ganfw_calibration *cal) {
-  const size_t cap = 2048 + 160 * GANFW_CALIBRATION_MAX_RANKS + (algorithms ? strlen(algorithms) : 0);
+  const size_t cap =
+      2048 + 160 * GANFW_CALIBRATION_MAX_RANKS + (algorithms ? strlen(algorithms) : 0);
   char *more = calloc(1, cap + 64);
   if (!more) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory for memory.json");
   if (cal && cal->have) calibration_json(a, cal, more, cap);
