@@ -63,6 +63,20 @@ typedef struct ganfw_layer_vt {
                              ganfw_tensor *dy, int32_t n, const int32_t *want, ganfw_tensor **dx);
   /* (optional) Frees l->impl (the net frees everything else of the layer). */
   void (*release)(ganfw_layer *l);
+  /* (optional) The backward of the backward, for penalties on an input gradient (WGAN-GP,
+   * R1; net.h's ganfw_net_backward_of_backward). After a backward that kept its record
+   * (saved, and dy, the gradient that backward received), u[k] is the penalty's gradient
+   * with respect to the input gradient dx[k] that backward made (f32, NULL: zero). Sets
+   *   *du: the penalty's gradient with respect to dy: the layer's forward linearised at its
+   *        input applied to u (a JVP without bias), f32 of dy's shape, NULL when zero;
+   *   ax[k]: the penalty's gradient with respect to input k of the forward, through dx's
+   *        dependence on it (f32, NULL when zero: conv, linear, piecewise-linear layers);
+   * and with param_grads adds the penalty's gradient with respect to the parameters to
+   * grad[]. Layers without it are refused on a penalised net (ganfw_net_double_backward_check),
+   * and so is BatchNorm in training mode (whose member says so). */
+  ganfw_status (*backward2)(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                            ganfw_tensor *dy, int32_t n, ganfw_tensor *const *u, ganfw_tensor **du,
+                            ganfw_tensor **ax, int32_t param_grads);
 } ganfw_layer_vt;
 
 /* Inputs of one node: add and concat take up to this many. */
@@ -260,6 +274,54 @@ ganfw_status ganfw_matmul_backward(ganfw_layer *l, const ganfw_exec *ex, const g
                                    ganfw_saved *saved, ganfw_tensor *dy, ganfw_tensor **dx,
                                    int32_t param_grads, int32_t accumulate);
 
+/* The double backward of a matmul layer (ganfw_layer_vt.backward2): *du = the op's forward of
+ * u[0] without bias, and with param_grads the weight gradient of u[0] against dy added
+ * (through spectral norm's chain when the layer has it). */
+ganfw_status ganfw_matmul_backward2(ganfw_layer *l, const ganfw_exec *ex,
+                                    const ganfw_matmul_kind *k, ganfw_saved *saved,
+                                    ganfw_tensor *dy, ganfw_tensor *const *u, ganfw_tensor **du,
+                                    int32_t param_grads);
+
+/* f32 arithmetic for the double-backward members (layer_grad2.c): each call runs one backend
+ * op through ganfw_layer_op on f32 device buffers, and does nothing once c->st holds an
+ * error, so that a member writes its formula as a list of calls and checks c->st once.
+ * Buffers from ganfw_g2_buf are released by ganfw_g2_end. */
+#define GANFW_G2_MAX 24
+typedef struct ganfw_g2 {
+  ganfw_layer *l;
+  const ganfw_exec *ex;
+  ganfw_status st;
+  ganfw_tensor *t[GANFW_G2_MAX];
+  int32_t n;
+} ganfw_g2;
+/* An f32 workspace buffer of n floats (NULL once c->st holds an error). */
+float *ganfw_g2_buf(ganfw_g2 *c, int64_t n);
+/* t's values as f32: t's own data when it is f32, else a converted workspace copy. */
+float *ganfw_g2_f32(ganfw_g2 *c, ganfw_tensor *t);
+/* A new f32 tensor (category activation) of `like`'s shape (the caller owns it), or NULL. */
+ganfw_tensor *ganfw_g2_tensor(ganfw_g2 *c, const ganfw_tensor *like);
+/* Over R rows of m values: out = a op b (GANFW_BINARY_*), where a and b are [R,m] or, with
+ * a_col / b_col 1, [R,1] broadcast along the row. out is [R,m] and may be a [R,m] operand. */
+void ganfw_g2_bin(ganfw_g2 *c, int32_t op, int64_t R, int64_t m, float *out, const float *a,
+                  int32_t a_col, const float *b, int32_t b_col);
+/* out[r] = scale * sum of x[r][0..m) (out [R]). */
+void ganfw_g2_rowsum(ganfw_g2 *c, int64_t R, int64_t m, double scale, const float *x, float *out);
+/* out = f(x) over n values (GANFW_UNARY_*, scalars a, b); out may be x. */
+void ganfw_g2_unary(ganfw_g2 *c, int32_t f, int64_t n, float *out, const float *x, float a,
+                    float b);
+/* y += v * a * b over n values. */
+void ganfw_g2_addcmul(ganfw_g2 *c, int64_t n, float *y, float v, const float *a, const float *b);
+/* Releases the buffers; returns c->st. */
+ganfw_status ganfw_g2_end(ganfw_g2 *c);
+/* backward2 of a layer whose forward is linear in its inputs and reads no parameter and no
+ * random draw (reshape, global_avg_pool, add, concat, upsample, pixel shuffle): the
+ * linearisation is the forward itself, run in f32 on u without a tape; no ax, no parameter
+ * gradients. */
+ganfw_status ganfw_layer_backward2_by_forward(ganfw_layer *l, const ganfw_exec *ex,
+                                              ganfw_saved *saved, ganfw_tensor *dy, int32_t n,
+                                              ganfw_tensor *const *u, ganfw_tensor **du,
+                                              ganfw_tensor **ax, int32_t param_grads);
+
 /* *acc += g for the executor's gradients of a node that feeds several others
  * (layers/join.c): in place when the executor holds the only reference to *acc, else *acc
  * is replaced by a new tensor holding the sum (in the compute dtype). l names the node. */
@@ -335,6 +397,11 @@ ganfw_status ganfw_norm_forward(ganfw_layer *l, const ganfw_exec *ex, const ganf
 ganfw_status ganfw_norm_backward(ganfw_layer *l, const ganfw_exec *ex, const ganfw_norm_view *v,
                                  ganfw_saved *saved, ganfw_tensor *dy, ganfw_tensor **dx,
                                  int32_t param_grads, int32_t accumulate);
+/* The normalisation's double backward (ganfw_layer_vt.backward2), for groupnorm,
+ * instancenorm2d and layernorm alike. */
+ganfw_status ganfw_norm_backward2(ganfw_layer *l, const ganfw_exec *ex, const ganfw_norm_view *v,
+                                  ganfw_saved *saved, ganfw_tensor *dy, ganfw_tensor *const *u,
+                                  ganfw_tensor **du, ganfw_tensor **ax, int32_t param_grads);
 /* Adds the affine parameters "weight" (ones) and "bias" (zeros) of shape shape[0..ndim), as
  * PyTorch's reset_parameters does. */
 ganfw_status ganfw_norm_add_affine(ganfw_layer *l, int32_t ndim, const int64_t *shape);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "backend/ops.h"
 #include "base/suggest.h"
 #include "nn/layer.h"
 #include "runtime/alloc.h"
@@ -72,6 +73,11 @@ struct ganfw_tape {
    * output was released from saved[i].t[k] after the forward (recomputed before node i's
    * backward), or -1. */
   int32_t *hole;
+  /* A backward kept for a second one (ganfw_net_backward_keep): the gradient each node's
+   * backward received (references; [n]), the saved records left in place. */
+  ganfw_tensor **gy;
+  int32_t kept;
+  int32_t full; /* ganfw_tape_set_full: every node recorded even on a checkpointed net */
 };
 
 static char *dup_str(const char *s) {
@@ -930,6 +936,7 @@ int32_t ganfw_net_checkpoint_layout(const ganfw_net *net, int32_t *starts, int32
 }
 
 static void tape_free(ganfw_tape *t) {
+  free(t->gy);
   free(t->saved);
   free(t->seg_start);
   free(t->seg_in);
@@ -947,8 +954,9 @@ ganfw_tape *ganfw_tape_create(ganfw_net *net) {
     t->seg_in = calloc(n, sizeof *t->seg_in);
     t->seg_rng = calloc(n, sizeof *t->seg_rng);
     t->hole = malloc(n * GANFW_SAVED_MAX * sizeof *t->hole);
+    t->gy = calloc(n, sizeof *t->gy);
   }
-  if (!t || !t->saved || !t->seg_start || !t->seg_in || !t->seg_rng || !t->hole) {
+  if (!t || !t->saved || !t->seg_start || !t->seg_in || !t->seg_rng || !t->hole || !t->gy) {
     if (t) tape_free(t);
     ganfw_error_set(GANFW_ERR_OOM, "out of host memory for a tape of net %s", net->name);
     return NULL;
@@ -965,10 +973,17 @@ void ganfw_tape_clear(ganfw_tape *tape) {
     ganfw_saved_clear(&tape->saved[i]);
     ganfw_tensor_destroy(tape->seg_in[i]);
     tape->seg_in[i] = NULL;
+    ganfw_tensor_destroy(tape->gy[i]);
+    tape->gy[i] = NULL;
     for (int32_t k = 0; k < GANFW_SAVED_MAX; k++) tape->hole[i * GANFW_SAVED_MAX + k] = -1;
   }
   tape->n_seg = 0;
   tape->recorded = 0;
+  tape->kept = 0;
+}
+
+void ganfw_tape_set_full(ganfw_tape *tape, int32_t on) {
+  tape->full = on;
 }
 
 void ganfw_tape_destroy(ganfw_tape *tape) {
@@ -1136,7 +1151,7 @@ static ganfw_tensor *zero_grad_of(ganfw_net *net, const ganfw_exec *ex, int32_t 
  * upstream needs stay NULL. */
 static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_tape *tape,
                                    int32_t from, int32_t to, int32_t flags, int32_t accumulate,
-                                   int64_t batch, ganfw_tensor **g) {
+                                   int64_t batch, int32_t keep, ganfw_tensor **g) {
   ganfw_saved *saved = tape->saved;
   const int32_t param_grads = (flags & GANFW_BWD_PARAM_GRAD) != 0;
   const int32_t input_grad = (flags & GANFW_BWD_INPUT_GRAD) != 0;
@@ -1163,6 +1178,7 @@ static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_t
     ganfw_tensor *dx[GANFW_NODE_MAX_INPUTS] = {NULL};
     for (int32_t k = 0; k < l->n_in; k++)
       want[k] = input_grad || (l->in[k] >= 0 && net->up_train[l->in[k]]);
+    if (keep) tape->gy[i] = ganfw_tensor_retain(dy); /* shared: no layer overwrites it */
     ganfw_alloc_trace_op(net->ctx->alloc, 1, l->qualified);
     st = l->vt->backward_n ? l->vt->backward_n(l, ex, &saved[i], dy, l->n_in, want, dx)
                            : l->vt->backward(l, ex, &saved[i], dy, want[0] ? &dx[0] : NULL,
@@ -1170,7 +1186,7 @@ static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_t
     ganfw_alloc_trace_op(net->ctx->alloc, 0, l->qualified);
     if (st == GANFW_OK && net->grad_hook && param_grads && l->trainable && l->nparams > 0)
       net->grad_hook(net->grad_hook_user, l->grad, l->nparams);
-    ganfw_saved_clear(&saved[i]);
+    if (!keep) ganfw_saved_clear(&saved[i]);
     ganfw_tensor_destroy(dy);
     for (int32_t k = 0; k < l->n_in; k++) {
       if (!dx[k]) continue;
@@ -1237,7 +1253,8 @@ static ganfw_status backward_segments(ganfw_net *net, const ganfw_exec *ex, ganf
     ganfw_alloc_set_pass(ctx->alloc, GANFW_PASS_BACKWARD);
     ctx->rng_offset = rng_now;
     values_clear(v, net->n + 1); /* the segment's output again: the next segment's input */
-    if (st == GANFW_OK) st = backward_nodes(net, ex, tape, from, to, flags, accumulate, batch, g);
+    if (st == GANFW_OK)
+      st = backward_nodes(net, ex, tape, from, to, flags, accumulate, batch, 0, g);
     if (st != GANFW_OK) return st;
   }
   return GANFW_OK;
@@ -1287,7 +1304,7 @@ ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape
   ganfw_exec ex = exec_of(net);
   v[0] = ganfw_tensor_retain(x);
   const int32_t pass = ganfw_alloc_set_pass(net->ctx->alloc, GANFW_PASS_FORWARD);
-  st = tape && net->n_ckpt > 0
+  st = tape && net->n_ckpt > 0 && !tape->full
            ? forward_segments(net, &ex, tape, v)
            : run_nodes(net, &ex, 0, net->n, tape ? tape->saved : NULL, tape ? tape->hole : NULL, v);
   ganfw_alloc_set_pass(net->ctx->alloc, pass);
@@ -1340,7 +1357,7 @@ ganfw_status ganfw_net_forward_node(ganfw_net *net, ganfw_tensor *x, int32_t nod
 ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *dy, int32_t flags,
                                 ganfw_tensor **dx) {
   if (dx) *dx = NULL;
-  if (!tape || tape->net != net || !tape->recorded)
+  if (!tape || tape->net != net || !tape->recorded || tape->kept)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
                            "net %s: backward needs the tape of a forward of this net", net->name);
   ganfw_tensor **g = values_new(net), **v = tape->n_seg > 0 ? values_new(net) : NULL;
@@ -1358,7 +1375,7 @@ ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *
   ganfw_status st =
       tape->n_seg > 0
           ? backward_segments(net, &ex, tape, flags, accumulate, tape->batch, v, g)
-          : backward_nodes(net, &ex, tape, 0, net->n, flags, accumulate, tape->batch, g);
+          : backward_nodes(net, &ex, tape, 0, net->n, flags, accumulate, tape->batch, 0, g);
   ganfw_tape_clear(tape);
   ganfw_alloc_set_pass(net->ctx->alloc, pass);
   values_free(v, net->n + 1);
@@ -1368,6 +1385,187 @@ ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *
     g[0] = NULL;
   }
   values_free(g, net->n + 1);
+  return st;
+}
+
+/* --- double backward: penalties on the input gradient ------------------------------------ */
+
+ganfw_status ganfw_net_double_backward_check(const ganfw_net *net) {
+  for (int32_t i = 0; i < net->n; i++) {
+    const ganfw_layer *l = net->layers[i];
+    char where[256];
+    ganfw_net_layer_describe(net, i, where, sizeof where);
+    if (l->vt == &ganfw_layer_batchnorm2d)
+      return ganfw_error_set(
+          GANFW_ERR_CONFIG,
+          "%s: BatchNorm in training mode mixes the samples of a batch, so the gradient "
+          "penalty of one sample depends on the others (the WGAN-GP paper drops it from the "
+          "critic); a penalised net needs a critic without BatchNorm: use layer norm, instance "
+          "norm or none (model.d_norm: layernorm | instancenorm | none for dcgan)",
+          where);
+    if (!l->vt->backward2)
+      return ganfw_error_set(GANFW_ERR_UNSUPPORTED,
+                             "%s has no double backward (the gradient of its input gradient), "
+                             "which a penalty on the input gradient (gp, r1, r2) needs; %s",
+                             where,
+                             l->vt == &ganfw_layer_plugin
+                                 ? "a plugin layer gets one through ganfw_layer_def's backward2 "
+                                   "member; this one does not set it"
+                                 : "remove the layer from the penalised net or the penalty");
+  }
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_net_backward_keep(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *dy,
+                                     ganfw_tensor **dx) {
+  *dx = NULL;
+  if (!tape || tape->net != net || !tape->recorded || tape->kept || tape->n_seg > 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: a kept backward needs the full tape (ganfw_tape_set_full) of "
+                           "a forward of this net",
+                           net->name);
+  ganfw_status st = ganfw_net_double_backward_check(net);
+  if (st != GANFW_OK) {
+    ganfw_tape_clear(tape);
+    return st;
+  }
+  ganfw_tensor **g = values_new(net);
+  if (!g) {
+    ganfw_tape_clear(tape);
+    return ganfw_error_code();
+  }
+  ganfw_exec ex = exec_of(net);
+  g[SLOT(net->n - 1)] = ganfw_tensor_retain(dy);
+  const int32_t pass = ganfw_alloc_set_pass(net->ctx->alloc, GANFW_PASS_BACKWARD);
+  st = backward_nodes(net, &ex, tape, 0, net->n, GANFW_BWD_INPUT_GRAD, 0, tape->batch, 1, g);
+  ganfw_alloc_set_pass(net->ctx->alloc, pass);
+  if (st == GANFW_OK) {
+    *dx = g[0];
+    g[0] = NULL;
+    tape->kept = 1;
+  } else {
+    ganfw_tape_clear(tape);
+  }
+  values_free(g, net->n + 1);
+  return st;
+}
+
+/* *acc += t (f32 tensors of one shape), or *acc = t when *acc is empty; takes t. */
+static ganfw_status add_f32(ganfw_net *net, ganfw_tensor **acc, ganfw_tensor *t) {
+  if (!*acc) {
+    *acc = t;
+    return GANFW_OK;
+  }
+  ganfw_status st = ganfw_be_add(net->ctx->be, t->numel, (*acc)->data, (*acc)->data, t->data);
+  ganfw_tensor_destroy(t);
+  return st;
+}
+
+/* Zeros (f32) of the shape of slot s's value for a batch. */
+static ganfw_tensor *zeros_of_slot(ganfw_net *net, int32_t s, int64_t batch) {
+  int64_t shape[GANFW_MAX_DIMS];
+  int32_t ndim = s == 0 ? net->in_ndim : net->ndim[s - 1];
+  memcpy(shape, s == 0 ? net->in_shape : net->shape[s - 1], sizeof shape);
+  shape[0] = batch;
+  ganfw_tensor *z = ganfw_tensor_create(net->ctx, GANFW_DTYPE_F32, ndim, shape,
+                                        GANFW_MEM_ACTIVATION, "double backward zeros");
+  if (z && ganfw_be_fill(net->ctx->be, z->numel, z->data, 0.0f) != GANFW_OK) {
+    ganfw_tensor_destroy(z);
+    return NULL;
+  }
+  return z;
+}
+
+/* Writes zeros into the parameter gradients nothing wrote since zero_grad. */
+static ganfw_status grads_zero(ganfw_net *net) {
+  for (int32_t i = 0; i < net->n; i++) {
+    ganfw_layer *l = net->layers[i];
+    for (int32_t p = 0; p < l->nparams && l->trainable; p++) {
+      ganfw_tensor *g = l->grad[p];
+      ganfw_status st = g ? ganfw_be_fill(net->ctx->be, g->numel, g->data, 0.0f) : GANFW_OK;
+      if (st != GANFW_OK) return st;
+    }
+  }
+  net->grads_valid = 1;
+  return GANFW_OK;
+}
+
+/* The up sweep: tangents t (slots as SLOT) from the input to the output through each node's
+ * backward2, with the forward adjoints ax summed into r. */
+static ganfw_status up_sweep(ganfw_net *net, const ganfw_exec *ex, ganfw_tape *tape,
+                             ganfw_tensor **t, ganfw_tensor **r) {
+  for (int32_t i = 0; i < net->n; i++) {
+    ganfw_layer *l = net->layers[i];
+    ganfw_tensor *u[GANFW_NODE_MAX_INPUTS] = {NULL}, *ax[GANFW_NODE_MAX_INPUTS] = {NULL};
+    ganfw_tensor *du = NULL;
+    ganfw_status st = GANFW_OK;
+    int32_t any = 0;
+    for (int32_t k = 0; k < l->n_in; k++) any |= t[SLOT(l->in[k])] != NULL;
+    for (int32_t k = 0; k < l->n_in && any && st == GANFW_OK; k++) {
+      u[k] = t[SLOT(l->in[k])];
+      if (u[k])
+        ganfw_tensor_retain(u[k]); /* shared: no layer runs in place on a tangent */
+      else if (!(u[k] = zeros_of_slot(net, SLOT(l->in[k]), tape->batch)))
+        st = ganfw_error_code();
+    }
+    if (any && st == GANFW_OK) {
+      ganfw_alloc_trace_op(net->ctx->alloc, 1, l->qualified);
+      st = l->vt->backward2(l, ex, &tape->saved[i], tape->gy[i], l->n_in, u, &du, ax, l->trainable);
+      ganfw_alloc_trace_op(net->ctx->alloc, 0, l->qualified);
+    }
+    for (int32_t k = 0; k < l->n_in; k++) {
+      ganfw_tensor_destroy(u[k]);
+      const int32_t s = SLOT(l->in[k]);
+      if (net->last_use[s] == i) {
+        ganfw_tensor_destroy(t[s]);
+        t[s] = NULL;
+      }
+      if (!ax[k]) continue;
+      if (st == GANFW_OK && s > 0)
+        st = add_f32(net, &r[s], ax[k]);
+      else
+        ganfw_tensor_destroy(ax[k]);
+    }
+    ganfw_tensor_destroy(tape->gy[i]);
+    tape->gy[i] = NULL;
+    t[SLOT(i)] = du;
+    if (st != GANFW_OK) return st;
+  }
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_net_backward_of_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *gdx) {
+  if (!tape || tape->net != net || !tape->kept)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: the backward of a backward needs the tape of "
+                           "ganfw_net_backward_keep",
+                           net->name);
+  ganfw_tensor **t = values_new(net), **r = t ? values_new(net) : NULL;
+  ganfw_status st = r ? GANFW_OK : ganfw_error_code();
+  ganfw_exec ex = exec_of(net);
+  const int32_t pass = ganfw_alloc_set_pass(net->ctx->alloc, GANFW_PASS_BACKWARD);
+  if (st == GANFW_OK && !net->grads_valid) st = grads_zero(net);
+  if (st == GANFW_OK) {
+    t[0] = ganfw_tensor_as_dtype(gdx, GANFW_DTYPE_F32, GANFW_MEM_ACTIVATION);
+    st = t[0] ? up_sweep(net, &ex, tape, t, r) : ganfw_error_code();
+  }
+  /* the down sweep: the forward adjoints through the forward's own backward */
+  int32_t top = -1;
+  for (int32_t i = 0; i < net->n && st == GANFW_OK; i++)
+    if (r[SLOT(i)]) top = i;
+  for (int32_t i = 0; i <= top && st == GANFW_OK; i++) {
+    ganfw_tensor *c = r[SLOT(i)];
+    if (!c || c->dtype == net->dtype) continue;
+    r[SLOT(i)] = ganfw_tensor_as_dtype(c, net->dtype, GANFW_MEM_ACTIVATION);
+    ganfw_tensor_destroy(c);
+    if (!r[SLOT(i)]) st = ganfw_error_code();
+  }
+  if (st == GANFW_OK && top >= 0)
+    st = backward_nodes(net, &ex, tape, 0, top + 1, GANFW_BWD_PARAM_GRAD, 1, tape->batch, 0, r);
+  ganfw_alloc_set_pass(net->ctx->alloc, pass);
+  ganfw_tape_clear(tape);
+  values_free(t, net->n + 1);
+  values_free(r, net->n + 1);
   return st;
 }
 

@@ -185,6 +185,28 @@ ganfw_status ganfw_net_forward_node(ganfw_net *net, ganfw_tensor *x, int32_t nod
 ganfw_status ganfw_net_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *dy, int32_t flags,
                                 ganfw_tensor **dx);
 
+/* --- double backward: penalties on the input gradient (WGAN-GP, R1) ---------------------
+ * PyTorch's torch.autograd.grad(D(x).sum(), x, create_graph=True) followed by a backward of
+ * a loss on that gradient, in two calls on one tape:
+ *   ganfw_tape_set_full(tape, 1); ganfw_net_forward(net, x, tape, &y);
+ *   ganfw_net_backward_keep(net, tape, dy, &gx);        gx: d<y, dy>/dx; the tape is kept
+ *   ... the penalty P(gx) and its gradient v = dP/dgx (of gx's shape) ...
+ *   ganfw_net_backward_of_backward(net, tape, v);       adds dP/dparams to the gradients
+ * The first is an input-gradient backward that leaves every layer's record on the tape and
+ * keeps the gradient each node received (the second tape: the penalty's own bytes). The
+ * second runs each layer's backward2 (layer.h) from the input to the output, carrying the
+ * tangent of the input gradient forward and adding the parameter terms, then a backward of
+ * the forward from the adjoints that the curved layers (tanh, sigmoid, the norms) leave on
+ * their inputs; it consumes the tape. Tangents are f32 whatever the compute dtype. */
+/* A tape that records every node even on a checkpointed net (on 1), as a kept backward needs. */
+void ganfw_tape_set_full(ganfw_tape *tape, int32_t on);
+/* GANFW_OK when every layer has a double backward; else an error naming the first one
+ * that has not (a plugin layer without it) or that is refused (BatchNorm). */
+ganfw_status ganfw_net_double_backward_check(const ganfw_net *net);
+ganfw_status ganfw_net_backward_keep(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *dy,
+                                     ganfw_tensor **dx);
+ganfw_status ganfw_net_backward_of_backward(ganfw_net *net, ganfw_tape *tape, ganfw_tensor *gdx);
+
 /* --- non-finite values (the slow path after a step's loss or gradient went NaN or inf) ---
  * Nothing here runs on a good step: the trainers call these only once a loss or a
  * gradient is known to be non-finite, to name where it started. */

@@ -110,9 +110,49 @@ static ganfw_status act_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_sav
   return GANFW_OK;
 }
 
+/* backward gave dx = f'(x) dy, with f' read from the output y. For the penalty's gradient u
+ * of dx: du = f'(x) u (the backward's own op on u), and ax = f''(x) u dy: 0 for the
+ * piecewise-linear ReLU and LeakyReLU, -2 y f'(x) u dy for tanh (f' = 1 - y^2) and
+ * (1 - 2y) f'(x) u dy for the sigmoid (f' = y (1 - y)). */
+static ganfw_status act_backward2(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                  ganfw_tensor *dy, int32_t n, ganfw_tensor *const *u,
+                                  ganfw_tensor **du, ganfw_tensor **ax, int32_t param_grads) {
+  (void)n, (void)param_grads;
+  *du = NULL;
+  if (!u[0]) return GANFW_OK;
+  const int32_t kind = l->args.activation.kind;
+  const int32_t curved = kind == GANFW_ACT_TANH || kind == GANFW_ACT_SIGMOID;
+  ganfw_g2 c = {.l = l, .ex = ex};
+  const int64_t m = u[0]->numel;
+  const float *y = ganfw_g2_f32(&c, saved->t[0]);
+  ganfw_tensor *t = ganfw_g2_tensor(&c, u[0]);
+  ganfw_tensor *a = curved ? ganfw_g2_tensor(&c, u[0]) : NULL;
+  if (c.st == GANFW_OK) c.st = act_backward_op(l, ex, GANFW_DTYPE_F32, m, y, u[0]->data, t->data);
+  if (curved) {
+    const float *g = ganfw_g2_f32(&c, dy);
+    float *w = ganfw_g2_buf(&c, m);
+    ganfw_g2_bin(&c, GANFW_BINARY_MUL, 1, m, w, u[0]->data, 0, g, 0);
+    if (c.st == GANFW_OK) c.st = act_backward_op(l, ex, GANFW_DTYPE_F32, m, y, w, w);
+    if (c.st == GANFW_OK && kind == GANFW_ACT_TANH) c.st = ganfw_layer_fill(l, ex, m, a->data, 0);
+    if (c.st == GANFW_OK && kind == GANFW_ACT_SIGMOID)
+      ganfw_g2_unary(&c, GANFW_UNARY_MUL_SCALAR, m, a->data, w, 1.0f, 0.0f);
+    ganfw_g2_addcmul(&c, m, a->data, -2.0f, y, w);
+  }
+  ganfw_status st = ganfw_g2_end(&c);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(t);
+    ganfw_tensor_destroy(a);
+    return st;
+  }
+  *du = t;
+  ax[0] = a;
+  return GANFW_OK;
+}
+
 const ganfw_layer_vt ganfw_layer_activation = {
     .type = "activation",
     .infer = act_infer,
     .forward = act_forward,
     .backward = act_backward,
+    .backward2 = act_backward2,
 };

@@ -121,12 +121,20 @@ static ganfw_status conv_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_sa
   return ganfw_matmul_backward(l, ex, &conv_kind, saved, dy, dx, param_grads, accumulate);
 }
 
+static ganfw_status conv_backward2(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                   ganfw_tensor *dy, int32_t n, ganfw_tensor *const *u,
+                                   ganfw_tensor **du, ganfw_tensor **ax, int32_t param_grads) {
+  (void)n, (void)ax;
+  return ganfw_matmul_backward2(l, ex, &conv_kind, saved, dy, u, du, param_grads);
+}
+
 const ganfw_layer_vt ganfw_layer_conv2d = {
     .type = "conv2d",
     .infer = conv_infer,
     .init = conv_init,
     .forward = conv_forward,
     .backward = conv_backward,
+    .backward2 = conv_backward2,
 };
 
 const ganfw_layer_vt ganfw_layer_conv_transpose2d = {
@@ -135,4 +143,5 @@ const ganfw_layer_vt ganfw_layer_conv_transpose2d = {
     .init = conv_init,
     .forward = conv_forward,
     .backward = conv_backward,
+    .backward2 = conv_backward2,
 };

@@ -109,9 +109,23 @@ static ganfw_status dropout_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw
   return GANFW_OK;
 }
 
+/* Dropout is the diagonal map dx = mask dy / (1-p) with the forward's mask: its
+ * linearisation applied to u is the same map, the backward's own op in f32. */
+static ganfw_status dropout_backward2(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                      ganfw_tensor *dy, int32_t n, ganfw_tensor *const *u,
+                                      ganfw_tensor **du, ganfw_tensor **ax, int32_t param_grads) {
+  (void)dy, (void)n, (void)ax, (void)param_grads;
+  *du = NULL;
+  if (!u[0]) return GANFW_OK;
+  ganfw_exec f32 = *ex;
+  f32.dtype = GANFW_DTYPE_F32;
+  return dropout_backward(l, &f32, saved, u[0], du, 0, 0);
+}
+
 const ganfw_layer_vt ganfw_layer_dropout = {
     .type = "dropout",
     .infer = dropout_infer,
     .forward = dropout_forward,
     .backward = dropout_backward,
+    .backward2 = dropout_backward2,
 };

@@ -95,4 +95,5 @@ const ganfw_layer_vt ganfw_layer_global_avg_pool = {
     .infer = gap_infer,
     .forward = gap_forward,
     .backward = gap_backward,
+    .backward2 = ganfw_layer_backward2_by_forward,
 };

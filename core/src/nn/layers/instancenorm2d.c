@@ -47,10 +47,19 @@ static ganfw_status in_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_save
   return ganfw_norm_backward(l, ex, &v, saved, dy, dx, param_grads, accumulate);
 }
 
+static ganfw_status in_backward2(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                 ganfw_tensor *dy, int32_t n, ganfw_tensor *const *u,
+                                 ganfw_tensor **du, ganfw_tensor **ax, int32_t param_grads) {
+  (void)n;
+  ganfw_norm_view v = in_view(l, saved->t[0]->shape);
+  return ganfw_norm_backward2(l, ex, &v, saved, dy, u, du, ax, param_grads);
+}
+
 const ganfw_layer_vt ganfw_layer_instancenorm2d = {
     .type = "instancenorm2d",
     .infer = in_infer,
     .init = in_init,
     .forward = in_forward,
     .backward = in_backward,
+    .backward2 = in_backward2,
 };

@@ -108,6 +108,7 @@ const ganfw_layer_vt ganfw_layer_add = {
     .infer_n = add_infer,
     .forward_n = add_forward,
     .backward_n = add_backward,
+    .backward2 = ganfw_layer_backward2_by_forward,
 };
 
 /* --- concat ------------------------------------------------------------------------------ */
@@ -211,4 +212,5 @@ const ganfw_layer_vt ganfw_layer_concat = {
     .infer_n = concat_infer,
     .forward_n = concat_forward,
     .backward_n = concat_backward,
+    .backward2 = ganfw_layer_backward2_by_forward,
 };

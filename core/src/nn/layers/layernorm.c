@@ -63,10 +63,19 @@ static ganfw_status ln_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_save
   return ganfw_norm_backward(l, ex, &v, saved, dy, dx, param_grads, accumulate);
 }
 
+static ganfw_status ln_backward2(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                 ganfw_tensor *dy, int32_t n, ganfw_tensor *const *u,
+                                 ganfw_tensor **du, ganfw_tensor **ax, int32_t param_grads) {
+  (void)n;
+  ganfw_norm_view v = ln_view(l);
+  return ganfw_norm_backward2(l, ex, &v, saved, dy, u, du, ax, param_grads);
+}
+
 const ganfw_layer_vt ganfw_layer_layernorm = {
     .type = "layernorm",
     .infer = ln_infer,
     .init = ln_init,
     .forward = ln_forward,
     .backward = ln_backward,
+    .backward2 = ln_backward2,
 };

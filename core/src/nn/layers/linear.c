@@ -53,10 +53,18 @@ static ganfw_status linear_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_
   return ganfw_matmul_backward(l, ex, &linear_kind, saved, dy, dx, param_grads, accumulate);
 }
 
+static ganfw_status linear_backward2(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                     ganfw_tensor *dy, int32_t n, ganfw_tensor *const *u,
+                                     ganfw_tensor **du, ganfw_tensor **ax, int32_t param_grads) {
+  (void)n, (void)ax;
+  return ganfw_matmul_backward2(l, ex, &linear_kind, saved, dy, u, du, param_grads);
+}
+
 const ganfw_layer_vt ganfw_layer_linear = {
     .type = "linear",
     .infer = linear_infer,
     .init = linear_init,
     .forward = linear_forward,
     .backward = linear_backward,
+    .backward2 = linear_backward2,
 };

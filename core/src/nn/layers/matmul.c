@@ -191,3 +191,58 @@ ganfw_status ganfw_matmul_backward(ganfw_layer *l, const ganfw_exec *ex, const g
   if (dx) *dx = g;
   return GANFW_OK;
 }
+
+/* --- double backward (penalties on an input gradient) ------------------------------------- */
+
+/* f: u, du */
+static ganfw_status jvp_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
+                             int64_t rows, float *const *f) {
+  const matmul_call *c = arg;
+  ganfw_op op = matmul_op(l, c, rows, 0, GANFW_DTYPE_F32);
+  op.in[0] = f[0], op.in[1] = c->p[0], op.in[2] = NULL; /* linear in the input: no bias */
+  op.out[0] = f[1];
+  return run_with_workspace(l, ex, c, rows, &op);
+}
+
+/* f: u, dy: the weight gradient of u against dy, added */
+static ganfw_status weight_rows(ganfw_layer *l, const ganfw_exec *ex, void *arg, int64_t n0,
+                                int64_t rows, float *const *f) {
+  const matmul_call *c = arg;
+  ganfw_op op = matmul_op(l, c, rows, 1, GANFW_DTYPE_F32);
+  op.flags = GANFW_OP_ACCUMULATE;
+  op.in[0] = f[0], op.in[1] = NULL, op.in[2] = f[1];
+  op.grad[0] = c->dw;
+  return run_with_workspace(l, ex, c, rows, &op);
+}
+
+/* backward gave dx = W^T dy (conv's backward-data; the bias does not enter). For the
+ * penalty's gradient u of dx: d<u, W^T dy>/d dy = W u (the forward without bias), and
+ * d<u, W^T dy>/dW = the weight gradient of input u against output gradient dy. dx does not
+ * depend on the layer's input: no ax. */
+ganfw_status ganfw_matmul_backward2(ganfw_layer *l, const ganfw_exec *ex,
+                                    const ganfw_matmul_kind *k, ganfw_saved *saved,
+                                    ganfw_tensor *dy, ganfw_tensor *const *u, ganfw_tensor **du,
+                                    int32_t param_grads) {
+  *du = NULL;
+  if (!u[0]) return GANFW_OK;
+  ganfw_tensor *t =
+      ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, dy->ndim, dy->shape, GANFW_MEM_ACTIVATION);
+  if (!t) return ganfw_error_code();
+  matmul_call c = {.k = k, .in = u[0]->shape, .accumulate = 1};
+  ganfw_status st = ganfw_spectral_backward_begin(l, ex, saved, param_grads, 1, &c.dw);
+  ganfw_layer_scratch ps = {0};
+  if (st == GANFW_OK) st = ganfw_layer_f32_params(l, ex, &ps, c.p);
+  ganfw_tensor *jvp[2] = {u[0], t};
+  if (st == GANFW_OK) st = ganfw_layer_rows_run(l, ex, jvp, 1, 2, jvp_rows, &c);
+  ganfw_layer_scratch_release(&ps);
+  ganfw_tensor *wg[2] = {u[0], dy};
+  if (st == GANFW_OK && param_grads) st = ganfw_layer_rows_run(l, ex, wg, 2, 2, weight_rows, &c);
+  if (st == GANFW_OK) st = ganfw_spectral_backward_end(l, ex, saved, param_grads, 1);
+  ganfw_spectral_release(l);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(t);
+    return st;
+  }
+  *du = t;
+  return GANFW_OK;
+}

@@ -124,6 +124,7 @@ static const ganfw_layer_vt pixel_shuffle_vt = {
     .forward = ps_forward,
     .backward = ps_backward,
     .release = ps_release,
+    .backward2 = ganfw_layer_backward2_by_forward,
 };
 
 static const ganfw_layer_vt pixel_unshuffle_vt = {
@@ -132,6 +133,7 @@ static const ganfw_layer_vt pixel_unshuffle_vt = {
     .forward = ps_forward,
     .backward = ps_backward,
     .release = ps_release,
+    .backward2 = ganfw_layer_backward2_by_forward,
 };
 
 ganfw_status ganfw_net_pixel_shuffle(ganfw_net *net, const char *name, int64_t factor,

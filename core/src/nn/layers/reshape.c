@@ -53,4 +53,5 @@ const ganfw_layer_vt ganfw_layer_reshape = {
     .infer = reshape_infer,
     .forward = reshape_forward,
     .backward = reshape_backward,
+    .backward2 = ganfw_layer_backward2_by_forward,
 };

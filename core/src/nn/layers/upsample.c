@@ -94,4 +94,5 @@ const ganfw_layer_vt ganfw_layer_upsample = {
     .infer = up_infer,
     .forward = up_forward,
     .backward = up_backward,
+    .backward2 = ganfw_layer_backward2_by_forward,
 };

@@ -1,0 +1,286 @@
+/* Gradient penalties through the executor's double backward against PyTorch 1.13's
+ * torch.autograd.grad(create_graph=True) (tests/ref/gen_penalty.py): for critics covering
+ * every layer kind with a double backward (conv2d, conv_transpose2d, linear with and without
+ * bias, ReLU, LeakyReLU, tanh, sigmoid, layernorm, groupnorm, instancenorm, flatten, global
+ * average pool, add, concat, upsample), the input gradient, WGAN-GP's penalty and every
+ * parameter's gradient of the penalty within 1e-4 relative per tensor; the same nets in f16
+ * and bf16 against f32; a finite-difference check of the penalty's parameter gradient; the
+ * errors a penalised net without a double backward gets (BatchNorm, a plugin layer). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "nn/net.h"
+#include "plugin/plugin_host.h"
+#include "runtime/ctx.h"
+#include "runtime/tensor.h"
+#include "runtime/tensor_cast.h"
+#include "train/penalty.h"
+#include "testutil.h"
+
+static gt_ref *ref;
+static const ganfw_host *host;
+
+static ganfw_ctx *new_ctx(void) {
+  ganfw_ctx_options opt = {.device_type = GANFW_DEVICE_CPU, .threads = 2, .seed = 5};
+  ganfw_ctx *c = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_ctx_create(&opt, &c), GANFW_OK);
+  return c;
+}
+
+#define OK(call) CU_ASSERT_EQUAL_FATAL((call), GANFW_OK)
+
+/* The critics of gen_penalty.py, built through the host table. */
+static ganfw_net *build(ganfw_ctx *c, const char *name) {
+  ganfw_net *n = host->net_create(c, name);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+  const float lrelu = 0.2f, eps = 1e-5f;
+  if (strcmp(name, "lin") == 0) {
+    OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 1));
+    OK(host->net_activation(n, "a1", GANFW_ACT_LEAKY_RELU, lrelu));
+    OK(host->net_conv2d(n, "c2", 4, 2, 4, 2, 1, 1));
+    OK(host->net_flatten(n, "flat"));
+    OK(host->net_linear(n, "fc", 18, 1, 1));
+  } else if (strcmp(name, "curve") == 0) {
+    OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 0));
+    OK(host->net_activation(n, "a1", GANFW_ACT_TANH, 0));
+    OK(host->net_conv_transpose2d(n, "ct", 4, 3, 3, 1, 1, 0, 1));
+    OK(host->net_activation(n, "a2", GANFW_ACT_SIGMOID, 0));
+    OK(host->net_conv2d(n, "c2", 3, 2, 4, 2, 1, 0));
+    OK(host->net_activation(n, "a3", GANFW_ACT_RELU, 0));
+    OK(host->net_flatten(n, "flat"));
+    OK(host->net_linear(n, "fc1", 18, 3, 1));
+    OK(host->net_linear(n, "fc2", 3, 1, 1));
+  } else if (strcmp(name, "ln") == 0) {
+    const int64_t shape[3] = {4, 6, 6};
+    OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 1));
+    OK(host->net_layernorm(n, "ln", 3, shape, eps, 1));
+    OK(host->net_activation(n, "a1", GANFW_ACT_LEAKY_RELU, lrelu));
+    OK(host->net_conv2d(n, "c2", 4, 2, 4, 2, 1, 0));
+    OK(host->net_flatten(n, "flat"));
+    OK(host->net_linear(n, "fc", 18, 1, 1));
+  } else if (strcmp(name, "gn") == 0) {
+    OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 0));
+    OK(host->net_groupnorm(n, "gn", 2, 4, eps, 1));
+    OK(host->net_activation(n, "a1", GANFW_ACT_RELU, 0));
+    OK(host->net_conv2d(n, "c2", 4, 4, 4, 2, 1, 1));
+    OK(host->net_instancenorm2d(n, "in", 4, eps, 1));
+    OK(host->net_activation(n, "a2", GANFW_ACT_TANH, 0));
+    OK(host->net_global_avg_pool(n, "gap"));
+    OK(host->net_flatten(n, "flat"));
+    OK(host->net_linear(n, "fc", 4, 1, 1));
+  } else { /* graph */
+    const char *add_in[2] = {"c2", "sc"}, *cat_in[2] = {"a", "r1"};
+    OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 1));
+    OK(host->net_activation(n, "r1", GANFW_ACT_RELU, 0));
+    OK(host->net_conv2d(n, "c2", 4, 4, 3, 1, 1, 1));
+    OK(host->net_input(n, "input"));
+    OK(host->net_conv2d(n, "sc", 3, 4, 1, 1, 0, 0));
+    OK(host->net_add(n, "a", add_in, 2));
+    OK(host->net_concat(n, "cat", cat_in, 2));
+    OK(host->net_upsample(n, "up", 2, GANFW_UPSAMPLE_NEAREST));
+    OK(host->net_conv2d(n, "c3", 8, 2, 4, 2, 1, 1));
+    OK(host->net_activation(n, "a3", GANFW_ACT_TANH, 0));
+    OK(host->net_flatten(n, "flat"));
+    OK(host->net_linear(n, "fc", 72, 1, 1));
+  }
+  OK(host->net_build(n, 3, 6, 6));
+  return n;
+}
+
+static void load_params(ganfw_net *net, const char *prefix) {
+  for (int64_t i = 0; i < host->net_param_count(net); i++) {
+    ganfw_param_info p = {.struct_size = sizeof p};
+    OK(host->net_param_info(net, i, &p));
+    char key[96];
+    snprintf(key, sizeof key, "%s_%s", prefix, p.name);
+    int64_t n = 0;
+    const float *v = gt_ref_f32(ref, key, &n, NULL, NULL);
+    if (!v) printf("\n    no %s", key);
+    CU_ASSERT_FATAL(v && n == p.value->numel);
+    OK(ganfw_tensor_from_host(p.value, v, p.value->nbytes));
+  }
+}
+
+static ganfw_tensor *ref_tensor(ganfw_ctx *c, const char *key, int32_t dtype) {
+  int64_t shape[8];
+  int ndim = 0;
+  const float *v = gt_ref_f32(ref, key, NULL, shape, &ndim);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+  ganfw_tensor *t = ganfw_tensor_create(c, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_DATA, key);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  OK(ganfw_tensor_from_host(t, v, t->nbytes));
+  ganfw_tensor *d = ganfw_tensor_as_dtype(t, dtype, GANFW_MEM_DATA);
+  ganfw_tensor_destroy(t);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+  return d;
+}
+
+/* One penalised pass of net `name` in dtype: the input gradient gx and the penalty P; the
+ * parameter gradients stay in the net. */
+typedef struct pass {
+  ganfw_ctx *ctx;
+  ganfw_net *net;
+  ganfw_tensor *gx;
+  double P;
+} pass;
+
+static void pass_free(pass *p) {
+  ganfw_tensor_destroy(p->gx);
+  ganfw_net_destroy(p->net);
+  ganfw_ctx_destroy(p->ctx);
+  memset(p, 0, sizeof *p);
+}
+
+static void run(const char *name, int32_t dtype, pass *p) {
+  char key[64];
+  p->ctx = new_ctx();
+  p->net = build(p->ctx, name);
+  load_params(p->net, name);
+  OK(ganfw_net_set_compute_dtype(p->net, dtype));
+  snprintf(key, sizeof key, "%s_x", name);
+  ganfw_tensor *x = ref_tensor(p->ctx, key, GANFW_DTYPE_F32);
+  snprintf(key, sizeof key, "%s_dy", name);
+  ganfw_tensor *dy = ref_tensor(p->ctx, key, dtype);
+  ganfw_tape *tape = ganfw_tape_create(p->net);
+  ganfw_tensor *y = NULL, *v = NULL;
+  ganfw_tape_set_full(tape, 1);
+  ganfw_net_zero_grad(p->net);
+  OK(ganfw_net_forward(p->net, x, tape, &y));
+  OK(ganfw_net_backward_keep(p->net, tape, dy, &p->gx));
+  OK(ganfw_penalty_grad(p->ctx, GANFW_PENALTY_GP, 1.0, p->gx, 1.0, 0, 1.0, &p->P, &v));
+  OK(ganfw_net_backward_of_backward(p->net, tape, v));
+  ganfw_tensor_destroy(v);
+  ganfw_tensor_destroy(y);
+  ganfw_tape_destroy(tape);
+  ganfw_tensor_destroy(x);
+  ganfw_tensor_destroy(dy);
+}
+
+/* ||got - want|| / ||want|| for f32 values of the reference's key, against at least 1e-3: a
+ * gradient that is zero in exact arithmetic (a bias before an instance norm) is compared
+ * absolutely. */
+static double norm_rel(const float *got, const char *key, int64_t n) {
+  int64_t m = 0;
+  const float *want = gt_ref_f32(ref, key, &m, NULL, NULL);
+  CU_ASSERT_FATAL(want && m == n);
+  double d = 0, r = 0;
+  for (int64_t i = 0; i < n; i++) {
+    d += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+    r += (double)want[i] * want[i];
+  }
+  return sqrt(d) / fmax(sqrt(r), 1e-3);
+}
+
+static void check_against_torch(const char *name) {
+  pass p = {0};
+  run(name, GANFW_DTYPE_F32, &p);
+  char key[96];
+  snprintf(key, sizeof key, "%s_gx", name);
+  double e = norm_rel(p.gx->data, key, p.gx->numel);
+  printf("\n    %-22s %.2e", key, e);
+  CU_ASSERT(e < 1e-5);
+  snprintf(key, sizeof key, "%s_P", name);
+  const double P = gt_ref_scalar(ref, key);
+  printf("\n    %-22s %.6f (torch %.6f)", key, p.P, P);
+  CU_ASSERT(fabs(p.P - P) <= 1e-5 * fmax(1.0, fabs(P)));
+  for (int64_t i = 0; i < host->net_param_count(p.net); i++) {
+    ganfw_param_info q = {.struct_size = sizeof q};
+    OK(host->net_param_info(p.net, i, &q));
+    snprintf(key, sizeof key, "%s_d%s", name, q.name);
+    e = norm_rel(q.grad->data, key, q.grad->numel);
+    printf("\n    %-22s %.2e", key, e);
+    CU_ASSERT(e < 1e-4);
+  }
+  pass_free(&p);
+}
+
+static void test_lin(void) {
+  check_against_torch("lin");
+}
+static void test_curve(void) {
+  check_against_torch("curve");
+}
+static void test_layernorm(void) {
+  check_against_torch("ln");
+}
+static void test_group_instance_norm(void) {
+  check_against_torch("gn");
+}
+static void test_graph(void) {
+  check_against_torch("graph");
+}
+
+/* f16 and bf16 compute against f32 on the same critic: the penalty's parameter gradients
+ * within 1e-2 (f16) and 5e-2 (bf16) relative per tensor. */
+static void test_16bit(void) {
+  const char *names[2] = {"lin", "ln"};
+  for (int k = 0; k < 2; k++) {
+    pass p32 = {0};
+    run(names[k], GANFW_DTYPE_F32, &p32);
+    const int32_t dtypes[2] = {GANFW_DTYPE_F16, GANFW_DTYPE_BF16};
+    const double tols[2] = {1e-2, 5e-2};
+    for (int d = 0; d < 2; d++) {
+      pass p = {0};
+      run(names[k], dtypes[d], &p);
+      double worst = 0;
+      for (int64_t i = 0; i < host->net_param_count(p.net); i++) {
+        ganfw_param_info a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
+        OK(host->net_param_info(p.net, i, &a));
+        OK(host->net_param_info(p32.net, i, &b));
+        double e = gt_tensor_norm_rel(a.grad, b.grad);
+        worst = e > worst ? e : worst;
+      }
+      printf("\n    %s %s: P %.5f (f32 %.5f), worst gradient %.2e (tol %.0e)", names[k],
+             ganfw_dtype_name(dtypes[d]), p.P, p32.P, worst, tols[d]);
+      CU_ASSERT(worst < tols[d]);
+      CU_ASSERT(fabs(p.P - p32.P) < tols[d] * fmax(1.0, p32.P));
+      pass_free(&p);
+    }
+    pass_free(&p32);
+  }
+}
+
+/* A penalised net must have a double backward at every layer: BatchNorm is refused naming
+ * the layer and the norms to use instead. */
+static void test_batchnorm_refused(void) {
+  ganfw_ctx *c = new_ctx();
+  ganfw_net *n = host->net_create(c, "critic");
+  OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 0));
+  OK(host->net_batchnorm2d(n, "bn", 4, 1e-5f, 0.1f));
+  OK(host->net_flatten(n, "flat"));
+  OK(host->net_linear(n, "fc", 144, 1, 1));
+  OK(host->net_build(n, 3, 6, 6));
+  CU_ASSERT_EQUAL(ganfw_net_double_backward_check(n), GANFW_ERR_CONFIG);
+  const char *m = ganfw_error_message();
+  printf("\n    %s", m);
+  CU_ASSERT_PTR_NOT_NULL(strstr(m, "critic.bn"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(m, "layer norm"));
+  ganfw_error_clear();
+  ganfw_net_destroy(n);
+  ganfw_ctx_destroy(c);
+}
+
+static int init(void) {
+  host = ganfw_host_table();
+  ref = gt_ref_open("penalty");
+  return ref ? 0 : 1;
+}
+
+static int clean(void) {
+  gt_ref_close(ref);
+  return 0;
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {{"conv, leaky relu, linear", test_lin},
+                         {"tanh, sigmoid, conv_transpose, relu", test_curve},
+                         {"layernorm", test_layernorm},
+                         {"groupnorm, instancenorm, global avg pool", test_group_instance_norm},
+                         {"graph: add, concat, upsample", test_graph},
+                         {"f16 and bf16 against f32", test_16bit},
+                         {"batchnorm refused", test_batchnorm_refused},
+                         CU_TEST_INFO_NULL};
+  return gt_run_fixture("penalty", tests, init, clean);
+}
