@@ -17,6 +17,8 @@
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
 #include "train/penalty.h"
+#include "train/session.h"
+#include "train/trainer.h"
 #include "testutil.h"
 
 static gt_ref *ref;
@@ -262,6 +264,62 @@ static void test_batchnorm_refused(void) {
   ganfw_ctx_destroy(c);
 }
 
+/* One whole WGAN-GP critic step (tests/ref/gen_wgan_gp_step.py): the DC-GAN critic with
+ * layer norm, loss mean(D(G(z))) - mean(D(x)) + 10 GP on interpolates whose eps come from
+ * the run's Philox stream at a known offset, then Adam: the gradients and the weights after
+ * the step within 1e-4 relative per tensor, the penalty and the loss to 1e-5. */
+static const char wgan_gp_config[] =
+    "seed: 1\n"
+    "device: {type: cpu, threads: 2}\n"
+    "model: {plugin: dcgan, image_size: 32, channels: 1, nz: 100, ngf: 64, ndf: 64, d_norm: "
+    "layernorm}\n"
+    "objective: {plugin: wgan, clip: 0, gp: 10}\n"
+    "optim: {plugin: adam, lr: 1.0e-4, betas: [0.0, 0.9]}\n"
+    "train: {batch_size: 8, max_steps: 1, d_steps_per_g_step: 5}\n";
+
+static void test_whole_critic_step(void) {
+  gt_ref *r = gt_ref_open("wgan_gp_step");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+  ganfw_run *run = NULL;
+  ganfw_session *s = NULL;
+  ganfw_gan *gan = NULL;
+  gt_ref_gan_session(wgan_gp_config, "wgan_gp_step", &run, &s);
+  ganfw_tensor *x = gt_ref_tensor_new(s->ctx, r, "real"), *z = gt_ref_tensor_new(s->ctx, r, "z");
+  OK(ganfw_gan_create(s, &gan));
+  s->ctx->rng_offset = 5000; /* gen_wgan_gp_step.py's EPS_OFFSET */
+  ganfw_gan_stats gs;
+  ganfw_status st = ganfw_gan_step(gan, x, z, &gs);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT_EQUAL(gs.g_stepped, 0);
+  const double gp = gt_ref_scalar(r, "gp"), loss = gt_ref_scalar(r, "loss_d");
+  printf("\n    gp %.6f (torch %.6f), loss_d %.6f (torch %.6f)", gs.gp, gp, gs.loss_d, loss);
+  CU_ASSERT(fabs(gs.gp - gp) <= 1e-5 * fmax(1, fabs(gp)));
+  CU_ASSERT(fabs(gs.loss_d - loss) <= 1e-5 * fmax(1, fabs(loss)));
+  ganfw_net *D = s->discriminator;
+  for (int64_t i = 0; i < ganfw_net_param_count(D); i++) {
+    ganfw_param_info q = {.struct_size = sizeof q};
+    OK(ganfw_net_param_info(D, i, &q));
+    char key[160];
+    gt_ref *keep = ref;
+    ref = r; /* norm_rel reads the suite's reference */
+    snprintf(key, sizeof key, "grad.discriminator.%s", q.name);
+    const double eg = norm_rel(q.grad->data, key, q.grad->numel);
+    snprintf(key, sizeof key, "after.discriminator.%s", q.name);
+    const double ew = norm_rel(q.value->data, key, q.value->numel);
+    ref = keep;
+    printf("\n    %-24s gradient %.2e, after the step %.2e", q.name, eg, ew);
+    CU_ASSERT(eg < 1e-4);
+    CU_ASSERT(ew < 1e-4);
+  }
+  ganfw_gan_destroy(gan);
+  ganfw_tensor_destroy(x);
+  ganfw_tensor_destroy(z);
+  ganfw_session_close(s);
+  ganfw_run_close(run);
+  gt_ref_close(r);
+}
+
 static int init(void) {
   host = ganfw_host_table();
   ref = gt_ref_open("penalty");
@@ -281,6 +339,7 @@ int main(void) {
                          {"graph: add, concat, upsample", test_graph},
                          {"f16 and bf16 against f32", test_16bit},
                          {"batchnorm refused", test_batchnorm_refused},
+                         {"one whole WGAN-GP critic step", test_whole_critic_step},
                          CU_TEST_INFO_NULL};
   return gt_run_fixture("penalty", tests, init, clean);
 }

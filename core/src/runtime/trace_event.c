@@ -34,7 +34,8 @@ static const char *const tev_names[] = {"alloc",  "free",       "segment_alloc",
                                         "op_end", "empty_cache"};
 _Static_assert(sizeof(tev_names) / sizeof(tev_names[0]) == GANFW_TEV_COUNT,
                "tev_names must name every trace event kind");
-static const char *const stage_names[] = {"setup", "D real", "D fake", "G", "classifier", "eval"};
+static const char *const stage_names[] = {"setup",      "D real", "D fake",   "G",
+                                          "classifier", "eval",   "D penalty"};
 _Static_assert(sizeof(stage_names) / sizeof(stage_names[0]) == GANFW_STAGE_COUNT,
                "stage_names must name every stage");
 static const char *const pass_names[] = {"", "forward", "backward", "recompute", "optimizer"};

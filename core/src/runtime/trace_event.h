@@ -32,6 +32,7 @@ enum {
   GANFW_STAGE_G,          /* a GAN's G step */
   GANFW_STAGE_CLASSIFIER, /* a classifier's training step */
   GANFW_STAGE_EVAL,       /* evaluation on the test split */
+  GANFW_STAGE_D_PENALTY,  /* a GAN's D step: a penalty on D's input gradient (gp, r1, r2) */
   GANFW_STAGE_COUNT
 };
 enum {

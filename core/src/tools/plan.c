@@ -179,7 +179,7 @@ void ganfw_plan_print(const char *config, const ganfw_probe_result *p, FILE *out
 }
 
 static void vs_row(FILE *out, const char *name, int64_t plan, int64_t measured) {
-  fprintf(out, "%-22s %12.2f %12.2f %+9.2f%%\n", name, (double)plan / MIB, (double)measured / MIB,
+  fprintf(out, "%-26s %8.2f %12.2f %+9.2f%%\n", name, (double)plan / MIB, (double)measured / MIB,
           ganfw_plan_diff_percent(plan, measured));
 }
 
@@ -191,7 +191,7 @@ void ganfw_plan_print_vs(const ganfw_probe_result *p, const ganfw_probe_result *
     print_first_line(m->oom_report, out);
     fprintf(out, "\n");
   }
-  fprintf(out, "%-22s %12s %12s %10s\n", "MiB", "plan", "measured", "diff");
+  fprintf(out, "%-26s %8s %12s %10s\n", "MiB", "plan", "measured", "diff");
   vs_row(out, "peak allocated", p->peak_allocated, m->peak_allocated);
   vs_row(out, "peak reserved", p->peak_reserved, m->peak_reserved);
   for (int32_t k = 0; k < p->n_phases; k++) {

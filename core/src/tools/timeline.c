@@ -242,7 +242,8 @@ static const uint32_t cat_rgb[] = {0x4e79a7, 0xf28e2b, 0x76b7b2, 0xe15759,
                                    0xedc948, 0x59a14f, 0xb07aa1, 0xff9da7};
 _Static_assert(sizeof cat_rgb / sizeof cat_rgb[0] == GANFW_MEM_COUNT, "a colour per category");
 /* A hue per stage; the pass sets how much white it is mixed with. */
-static const uint32_t stage_rgb[] = {0xb4b4b4, 0x6fa8dc, 0xf6a45c, 0x7cc47c, 0xb48fd8, 0xd8c068};
+static const uint32_t stage_rgb[] = {0xb4b4b4, 0x6fa8dc, 0xf6a45c, 0x7cc47c,
+                                     0xb48fd8, 0xd8c068, 0xd86f6f};
 _Static_assert(sizeof stage_rgb / sizeof stage_rgb[0] == GANFW_STAGE_COUNT, "a hue per stage");
 static const double pass_white[] = {0.84, 0.76, 0.62, 0.70, 0.54};
 _Static_assert(sizeof pass_white / sizeof pass_white[0] == GANFW_PASS_COUNT, "a tint per pass");

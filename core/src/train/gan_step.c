@@ -16,13 +16,15 @@
 #include "train/dp.h"
 #include "train/ema.h"
 #include "train/nonfinite.h"
+#include "train/penalty.h"
 #include "train/trainer.h"
 
 struct ganfw_gan {
   ganfw_session *s;
   ganfw_ctx *ctx;
   ganfw_tape *tape_real, *tape_fake, *tape_g, *tape_dg;
-  int64_t n;                            /* batch size the targets were made for */
+  ganfw_tape *tape_gp; /* D on a penalty's input (objective.gp, r1, r2): every node kept */
+  int64_t n;           /* batch size the targets were made for */
   ganfw_tensor *real_t, *fake_t, *ones; /* BCE targets [N] */
   ganfw_tensor *loss;                   /* one float */
   float *host_logits;                   /* [N] */
@@ -82,12 +84,15 @@ ganfw_status ganfw_gan_create(ganfw_session *s, ganfw_gan **out) {
   g->tape_fake = ganfw_tape_create(s->discriminator);
   g->tape_dg = ganfw_tape_create(s->discriminator);
   g->tape_g = ganfw_tape_create(s->generator);
+  g->tape_gp = ganfw_tape_create(s->discriminator);
+  if (g->tape_gp) ganfw_tape_set_full(g->tape_gp, 1);
   int64_t one = 1;
   g->loss = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 1, &one, GANFW_MEM_OTHER, "loss");
   ganfw_status st = GANFW_OK;
   for (int32_t i = 0; i < s->n_optim && i < 2 && st == GANFW_OK; i++)
     st = ganfw_grad_list_init(&g->grads[i], &s->optim[i]);
-  if (!g->tape_real || !g->tape_fake || !g->tape_dg || !g->tape_g || !g->loss || st) {
+  if (!g->tape_real || !g->tape_fake || !g->tape_dg || !g->tape_g || !g->tape_gp || !g->loss ||
+      st) {
     ganfw_gan_destroy(g);
     return ganfw_error_code() ? ganfw_error_code()
                               : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
@@ -116,6 +121,7 @@ void ganfw_gan_destroy(ganfw_gan *g) {
   ganfw_tape_destroy(g->tape_fake);
   ganfw_tape_destroy(g->tape_g);
   ganfw_tape_destroy(g->tape_dg);
+  ganfw_tape_destroy(g->tape_gp);
   ganfw_tensor_destroy(g->real_t);
   ganfw_tensor_destroy(g->fake_t);
   ganfw_tensor_destroy(g->ones);
@@ -251,6 +257,7 @@ static ganfw_status d_learn(ganfw_gan *g, ganfw_tape *tape, ganfw_tensor *x, int
 }
 
 /* The loss scale of optimizer `opt`: the product of every strategy's factor. */
+
 static double loss_scale(ganfw_session *s, int32_t opt) {
   double scale = 1.0;
   for (int32_t i = 0; i < s->n_memory; i++)
@@ -278,6 +285,125 @@ static ganfw_status loss_nonfinite(ganfw_gan *g, const char *role, const char *n
            isnan(value) ? NAN : value, micro, where); /* "nan", never "-nan" */
   ganfw_status st = ganfw_nonfinite_act(g->s, role, what, note, sizeof note);
   if (st == GANFW_OK) note_nonfinite(out, note);
+  return st;
+}
+
+/* x_hat = fake + eps (real - fake) with eps ~ U(0, 1) per sample from the run's Philox
+ * stream (WGAN-GP's interpolates), f32, as a new tensor. */
+static ganfw_status interpolate(ganfw_gan *g, ganfw_tensor *real, ganfw_tensor *fake,
+                                ganfw_tensor **out) {
+  ganfw_ctx *ctx = g->ctx;
+  ganfw_backend *be = ctx->be;
+  *out = NULL;
+  const int64_t n = real->shape[0], inner = real->numel / n;
+  ganfw_tensor *f = ganfw_tensor_as_dtype(fake, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE);
+  ganfw_tensor *r = f ? ganfw_tensor_as_dtype(real, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE) : NULL;
+  ganfw_tensor *eps =
+      r ? ganfw_tensor_create(ctx, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_WORKSPACE, "penalty.eps")
+        : NULL;
+  ganfw_tensor *x = eps ? ganfw_tensor_create(ctx, GANFW_DTYPE_F32, real->ndim, real->shape,
+                                              GANFW_MEM_ACTIVATION, "penalty.x_hat")
+                        : NULL;
+  ganfw_status st = x ? ganfw_ctx_rng_uniform(ctx, n, eps->data, 0.0f, 1.0f) : ganfw_error_code();
+  ganfw_bcast_shape same = {
+      .dim = {1, 1, 1, real->numel}, .sa = {0, 0, 0, 1}, .sb = {0, 0, 0, 1}, .same = 1};
+  ganfw_bcast_shape rows = {.dim = {1, 1, n, inner}, .sa = {0, 0, inner, 1}, .sb = {0, 0, 1, 0}};
+  if (st == GANFW_OK) st = ganfw_be_binary(be, GANFW_BINARY_SUB, &same, x->data, r->data, f->data);
+  if (st == GANFW_OK)
+    st = ganfw_be_binary(be, GANFW_BINARY_MUL, &rows, x->data, x->data, eps->data);
+  if (st == GANFW_OK) st = ganfw_be_binary(be, GANFW_BINARY_ADD, &same, x->data, x->data, f->data);
+  ganfw_tensor_destroy(eps);
+  ganfw_tensor_destroy(r);
+  ganfw_tensor_destroy(f);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(x);
+    return st;
+  }
+  *out = x;
+  return GANFW_OK;
+}
+
+/* One penalty on D's input gradient at x (train/penalty.h): D forward with every node kept,
+ * its input gradient under the loss scale, the penalty of weight `weight` over the image's
+ * channels, and its backward into D's parameter gradients, scaled as the step's losses (1/M
+ * per micro-batch, 1/ranks). *value is the penalty (the global batch's mean); no backward
+ * when it is not finite and no strategy scales the loss (the caller stops or skips). */
+static ganfw_status d_penalty(ganfw_gan *g, ganfw_tensor *x, int32_t kind, double weight, int32_t M,
+                              double *value) {
+  ganfw_session *s = g->s;
+  ganfw_net *D = s->discriminator;
+  ganfw_tensor *logits = NULL, *dy = NULL, *gx = NULL, *v = NULL;
+  const double scale = loss_scale(s, 1);
+  ganfw_status st = ganfw_net_forward(D, x, g->tape_gp, &logits);
+  if (st == GANFW_OK) {
+    ganfw_tensor *ones = ganfw_tensor_create(g->ctx, GANFW_DTYPE_F32, logits->ndim, logits->shape,
+                                             GANFW_MEM_WORKSPACE, "penalty.dy");
+    st = ones ? ganfw_be_fill(g->ctx->be, ones->numel, ones->data, (float)scale)
+              : ganfw_error_code();
+    if (st == GANFW_OK && !(dy = ganfw_tensor_as_dtype(ones, logits->dtype, GANFW_MEM_ACTIVATION)))
+      st = ganfw_error_code();
+    ganfw_tensor_destroy(ones);
+  }
+  if (st == GANFW_OK) st = ganfw_net_backward_keep(D, g->tape_gp, dy, &gx);
+  if (st == GANFW_OK)
+    st = ganfw_penalty_grad(g->ctx, kind, weight, gx, scale, s->data_info.channels,
+                            1.0 / M / ganfw_dp_ranks(s), value, &v);
+  if (st == GANFW_OK) st = ganfw_dp_mean(s, value, 1, "the step's penalty");
+  if (st == GANFW_OK && !loss_bad(s, *value)) st = ganfw_net_backward_of_backward(D, g->tape_gp, v);
+  ganfw_tape_clear(g->tape_gp);
+  ganfw_tensor_destroy(v);
+  ganfw_tensor_destroy(gx);
+  ganfw_tensor_destroy(dy);
+  ganfw_tensor_destroy(logits);
+  return st;
+}
+
+/* The penalties of micro-batch k on D's inputs xk (real) and fin (fake) that this step has:
+ * gp on the interpolates, r1 on the reals, r2 on the fakes (these two on every
+ * objective.r1_every-th D step, their weight times r1_every). Adds each penalty / M to out;
+ * *bad = 1 on a non-finite one without loss scaling (after loss_nonfinite decided). */
+static ganfw_status d_penalties(ganfw_gan *g, ganfw_tensor *xk, ganfw_tensor *fin, int32_t k,
+                                int32_t M, int32_t *bad, ganfw_gan_stats *out) {
+  ganfw_session *s = g->s;
+  const int32_t lazy_turn = g->steps % s->penalty_every == 0;
+  const double every = (double)s->penalty_every;
+  struct {
+    int32_t kind;
+    double weight;
+    double *sum;
+    const char *name;
+  } p[3] = {{GANFW_PENALTY_GP, s->penalty_gp, &out->gp, "gp"},
+            {GANFW_PENALTY_R1, lazy_turn ? s->penalty_r1 * every : 0, &out->r1, "r1"},
+            {GANFW_PENALTY_R2, lazy_turn ? s->penalty_r2 * every : 0, &out->r2, "r2"}};
+  ganfw_status st = GANFW_OK;
+  if (p[0].weight > 0 || p[1].weight > 0 || p[2].weight > 0) {
+    if (g->hook) g->hook(g->hook_user, 2, "D step, penalty");
+    ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_D_PENALTY);
+  }
+  for (int i = 0; i < 3 && st == GANFW_OK && !*bad; i++) {
+    if (p[i].weight <= 0) continue;
+    ganfw_tensor *x = NULL;
+    if (p[i].kind == GANFW_PENALTY_GP)
+      st = interpolate(g, xk, fin, &x);
+    else
+      x = ganfw_tensor_retain(p[i].kind == GANFW_PENALTY_R1 ? xk : fin);
+    const uint64_t rng = g->ctx->rng_offset;
+    double value = 0;
+    if (st == GANFW_OK) st = d_penalty(g, x, p[i].kind, p[i].weight, M, &value);
+    if (st == GANFW_OK && loss_bad(s, value)) {
+      *bad = 1;
+      char name[32];
+      snprintf(name, sizeof name, "%s (penalty)", p[i].name);
+      const ganfw_nonfinite_hop hops[] = {{s->discriminator, rng, "the penalty's input"}};
+      st = loss_nonfinite(g, "discriminator", name, value, k, M, hops, 1, x, out);
+    }
+    ganfw_tensor_destroy(x);
+    *p[i].sum += value / M;
+  }
+  if (p[0].weight > 0 || p[1].weight > 0 || p[2].weight > 0) {
+    if (g->hook) g->hook(g->hook_user, 0, "D step");
+    ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_D_FAKE);
+  }
   return st;
 }
 
@@ -531,8 +657,9 @@ ganfw_status ganfw_gan_d_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z,
       g->kept_fake = ganfw_tensor_retain(fake);
       g->kept_rng = rng_g;
     }
-    const uint64_t rng_fake = g->ctx->rng_offset;
     if (st == GANFW_OK && !bad && !(fin = d_input(s, fake, mk))) st = ganfw_error_code();
+    if (st == GANFW_OK && !bad) st = d_penalties(g, xk, fin, k, M, &bad, out);
+    const uint64_t rng_fake = g->ctx->rng_offset;
     if (k == M - 1) ganfw_dp_arm(s, 1); /* D's last backward of the step: buckets start */
     if (st == GANFW_OK && !bad)
       st = d_learn(g, g->tape_fake, fin, GANFW_OBJ_D_FAKE, dloss, &loss_fake, &p_fake,

@@ -654,6 +654,51 @@ static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model, in
   return GANFW_OK;
 }
 
+/* objective.gp, r1, r2, r1_every: penalties on D's input gradient (train/penalty.h). gp is
+ * WGAN-GP's: refused with another objective, and beside weight clipping. */
+static ganfw_status read_penalties(ganfw_session *s, const ganfw_cfg *section) {
+  ganfw_status st;
+  s->penalty_every = 1;
+  if ((st = ganfw_cfg_float_in(section, "gp", 0, 0, 1e6, 0, &s->penalty_gp)) ||
+      (st = ganfw_cfg_float_in(section, "r1", 0, 0, 1e6, 0, &s->penalty_r1)) ||
+      (st = ganfw_cfg_float_in(section, "r2", 0, 0, 1e6, 0, &s->penalty_r2)))
+    return st;
+  const ganfw_cfg *every = ganfw_cfg_child(section, "r1_every");
+  if (every && s->penalty_r1 == 0 && s->penalty_r2 == 0)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "%s: objective.r1_every spaces the r1 and r2 penalties; set r1 (or r2) "
+                           "or remove it",
+                           ganfw_cfg_where(every));
+  if (every && (st = ganfw_cfg_int_in(section, "r1_every", 1, 1, 1000000, &s->penalty_every)))
+    return st;
+  if (s->penalty_gp > 0) {
+    const ganfw_cfg *gp = ganfw_cfg_child(section, "gp");
+    if (strcmp(s->objective_name, "wgan") != 0)
+      return ganfw_error_set(
+          GANFW_ERR_CONFIG,
+          "%s: objective.gp is WGAN-GP's penalty, (||grad D(x_hat)|| - 1)^2, which keeps a "
+          "Wasserstein critic 1-Lipschitz; objective '%s' scores samples by a %s, which "
+          "that constraint does not serve: use `plugin: wgan`, or r1 (the zero-centred "
+          "penalty on reals that StyleGAN2 uses with its logistic loss)",
+          ganfw_cfg_where(gp), s->objective_name,
+          strcmp(s->objective_name, "hinge") == 0 ? "margin" : "probability or target value");
+    const ganfw_cfg *clip = ganfw_cfg_child(section, "clip");
+    double c = 0.01; /* wgan's default */
+    if (clip && (st = ganfw_cfg_float(section, "clip", 0.01, &c)) != GANFW_OK) return st;
+    if (c != 0)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: objective.gp replaces weight clipping (the WGAN-GP paper drops "
+                             "it); clipping is %s %g: set `clip: 0`",
+                             ganfw_cfg_where(gp), clip ? "set to" : "on by default at", c);
+  }
+  const char *key = s->penalty_gp > 0 ? "gp" : s->penalty_r1 > 0 ? "r1" : "r2";
+  if ((s->penalty_gp > 0 || s->penalty_r1 > 0 || s->penalty_r2 > 0) &&
+      (st = ganfw_net_double_backward_check(s->discriminator)) != GANFW_OK)
+    return ganfw_error_wrap(st, "%s: objective.%s penalises the discriminator's input gradient",
+                            ganfw_cfg_where(ganfw_cfg_child(section, key)), key);
+  return GANFW_OK;
+}
+
 /* objective: {plugin: NAME, ...}: a GAN's losses from an objective plugin (run.c loaded
  * it). Refused for a classifier, without a plugin name, and beside train.label_smoothing
  * (the built-in BCE's key). */
@@ -689,7 +734,7 @@ static ganfw_status create_objective(ganfw_session *s, const ganfw_cfg *root) {
     return plugin_error(st, section, "objective", what);
   }
   s->objective_vt = vt;
-  return GANFW_OK;
+  return read_penalties(s, section);
 }
 
 /* model.conditional (a GAN model's key that the core reads too): the classes of the data set

@@ -130,6 +130,11 @@ typedef struct ganfw_session {
   const ganfw_objective_vt *objective_vt; /* objective.plugin; NULL: the built-in BCE */
   void *objective;
   const char *objective_name;
+  /* Penalties on D's input gradient (objective.gp, r1, r2, r1_every; train/penalty.h): 0
+   * weights are off. r1 and r2 run on every r1_every-th D step with their weight times
+   * r1_every (StyleGAN2's lazy regularisation). */
+  double penalty_gp, penalty_r1, penalty_r2;
+  int64_t penalty_every;
   ganfw_ema *ema;                        /* train.ema: the generator's averages; NULL when off */
   ganfw_schedule schedule;               /* optim.schedule, for every optimizer */
   struct ganfw_group_spec *param_groups; /* optim.param_groups (train/param_groups.h) */

@@ -127,9 +127,10 @@ static void columns(void *self, int32_t tail, char *buf, size_t cap) {
     snprintf(buf, cap, "loss_d,loss_g,d_x,d_g_z1,d_g_z2,lr_g,lr_d");
     return;
   }
-  snprintf(buf, cap, "skipped_d,skipped_g,nonfinite_skips%s%s",
+  snprintf(buf, cap, "skipped_d,skipped_g,nonfinite_skips%s%s%s%s%s",
            ganfw_dist_parallel(s->dist) ? ",comm_seconds" : "",
-           clipping(s) ? ",grad_norm_g,grad_norm_d" : "");
+           clipping(s) ? ",grad_norm_g,grad_norm_d" : "", s->penalty_gp > 0 ? ",gp" : "",
+           s->penalty_r1 > 0 ? ",r1" : "", s->penalty_r2 > 0 ? ",r2" : "");
 }
 
 static int32_t row(void *self, int32_t tail, const ganfw_loop_row *c, double *v) {
@@ -155,13 +156,25 @@ static int32_t row(void *self, int32_t tail, const ganfw_loop_row *c, double *v)
     v[n++] = gs->grad_norm_g;
     v[n++] = gs->grad_norm_d;
   }
+  if (s->penalty_gp > 0) v[n++] = gs->gp;
+  if (s->penalty_r1 > 0) v[n++] = gs->r1;
+  if (s->penalty_r2 > 0) v[n++] = gs->r2;
   return n;
 }
 
 static void progress(void *self, char *text, size_t cap) {
-  const ganfw_gan_stats *gs = &((gan_run *)self)->last;
-  snprintf(text, cap, "loss_d %.4f loss_g %.4f D(x) %.3f D(G(z)) %.3f/%.3f", gs->loss_d, gs->loss_g,
-           gs->d_x, gs->d_g_z1, gs->d_g_z2);
+  const gan_run *r = self;
+  const ganfw_gan_stats *gs = &r->last;
+  int k = snprintf(text, cap, "loss_d %.4f loss_g %.4f D(x) %.3f D(G(z)) %.3f/%.3f", gs->loss_d,
+                   gs->loss_g, gs->d_x, gs->d_g_z1, gs->d_g_z2);
+  const struct {
+    double on, v;
+    const char *name;
+  } p[3] = {{r->s->penalty_gp, gs->gp, "gp"},
+            {r->s->penalty_r1, gs->r1, "r1"},
+            {r->s->penalty_r2, gs->r2, "r2"}};
+  for (int i = 0; i < 3 && k > 0 && (size_t)k < cap; i++)
+    if (p[i].on > 0) k += snprintf(text + k, cap - (size_t)k, " %s %.4f", p[i].name, p[i].v);
 }
 
 static void set_phase_hook(void *self, ganfw_phase_hook hook, void *user) {

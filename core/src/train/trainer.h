@@ -21,6 +21,10 @@ typedef struct ganfw_gan_stats {
   char nonfinite[1024];
   int32_t g_stepped;               /* 0 on the D-only steps of train.d_steps_per_g_step */
   double grad_norm_g, grad_norm_d; /* before clipping (train.clip_grad_norm), else 0 */
+  /* The penalties on D's input gradient (objective.gp, r1, r2) as added to loss_d's
+   * gradient, weights and lazy factor included; r1 and r2 are 0 on the steps between their
+   * turns (objective.r1_every). loss_d does not include them. */
+  double gp, r1, r2;
 } ganfw_gan_stats;
 
 /* The step's working set over a session (borrowed; it must outlive the result). */

@@ -4,6 +4,9 @@
  * [N,1,1,1] (the example's final Sigmoid is left out: the trainer uses BCE-with-logits).
  * S is 64 (the example's four up/down stages) or 32 (one stage fewer). model.batchnorm:
  * false leaves out every BatchNorm2d (the Sequential indices then count without them).
+ * model.d_norm (batchnorm, layernorm, instancenorm, none; default batchnorm, or none with
+ * model.batchnorm: false) sets D's alone: the WGAN-GP critic uses nn.LayerNorm([C,H,W]),
+ * since a penalty on D's input gradient refuses BatchNorm.
  * model.upsample: pixel_shuffle makes G's stride-2 stages sub-pixel convolutions (Shi et al.
  * 2016, ESPCN): Conv2d(ch, 4*out, 3, 1, 1) then PixelShuffle(2), in place of each
  * ConvTranspose2d(ch, out, 4, 2, 1). */
@@ -18,12 +21,18 @@
 #define DCGAN_BN_MOMENTUM 0.1f
 #define DCGAN_LEAKY_SLOPE 0.2f
 #define DCGAN_INIT_STD    0.02f
+#define DCGAN_LN_EPS      1e-5f /* nn.LayerNorm's and nn.InstanceNorm2d's default */
+
+/* model.d_norm: what follows each stride-2 conv of D after the first. */
+enum { DCGAN_NORM_NONE = 0, DCGAN_NORM_BATCH, DCGAN_NORM_LAYER, DCGAN_NORM_INSTANCE };
+static const char *const dcgan_norm_names[] = {"none", "batchnorm", "layernorm", "instancenorm"};
 
 typedef struct dcgan {
   const ganfw_host *host;
   ganfw_ctx *ctx;
   int64_t image_size, channels, nz, ngf, ndf;
   int32_t batchnorm;     /* 0: no BatchNorm2d layers */
+  int32_t d_norm;        /* model.d_norm: the discriminator's normalisation (DCGAN_NORM_*) */
   int32_t pixel_shuffle; /* model.upsample: pixel_shuffle (1) or conv_transpose (0) */
   int64_t classes;       /* model.conditional: the data set's K; G takes nz + K channels (the
                             core joins the class one-hot to the noise) and D C + K (K one-hot
@@ -95,8 +104,13 @@ static ganfw_status build_discriminator(dcgan *m, int stages) {
   if (!st) st = h->net_activation(m->d, seq_next(&s), GANFW_ACT_LEAKY_RELU, DCGAN_LEAKY_SLOPE);
   for (int i = 0; i < stages && !st; i++, ch *= 2) {
     st = h->net_conv2d(m->d, seq_next(&s), ch, ch * 2, 4, 2, 1, 0);
-    if (!st && m->batchnorm)
+    const int64_t side = m->image_size >> (i + 2), ln[3] = {ch * 2, side, side};
+    if (!st && m->d_norm == DCGAN_NORM_BATCH)
       st = h->net_batchnorm2d(m->d, seq_next(&s), ch * 2, DCGAN_BN_EPS, DCGAN_BN_MOMENTUM);
+    if (!st && m->d_norm == DCGAN_NORM_LAYER)
+      st = h->net_layernorm(m->d, seq_next(&s), 3, ln, DCGAN_LN_EPS, 1);
+    if (!st && m->d_norm == DCGAN_NORM_INSTANCE)
+      st = h->net_instancenorm2d(m->d, seq_next(&s), ch * 2, DCGAN_LN_EPS, 1);
     if (!st) st = h->net_activation(m->d, seq_next(&s), GANFW_ACT_LEAKY_RELU, DCGAN_LEAKY_SLOPE);
   }
   if (!st) st = h->net_conv2d(m->d, seq_next(&s), ch, 1, 4, 1, 0, 0);
@@ -110,7 +124,8 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 /* The example's weights_init: conv and transposed-conv weights N(0, 0.02); BatchNorm
- * weights N(1, 0.02) and biases 0. (No conv here has a bias.) */
+ * weights N(1, 0.02) and biases 0. (No conv here has a bias.) Layer and instance norms keep
+ * PyTorch's reset_parameters (ones and zeros). */
 static ganfw_status weights_init(dcgan *m, ganfw_net *net) {
   const ganfw_host *h = m->host;
   int64_t n = h->net_param_count(net);
@@ -143,6 +158,24 @@ static ganfw_status read_config(dcgan *m, const ganfw_cfg *cfg, const ganfw_data
   if ((st = h->cfg_int(cfg, "ngf", 64, &m->ngf)) != GANFW_OK) return st;
   if ((st = h->cfg_int(cfg, "ndf", 64, &m->ndf)) != GANFW_OK) return st;
   if ((st = h->cfg_bool(cfg, "batchnorm", 1, &m->batchnorm)) != GANFW_OK) return st;
+  const char *d_norm = NULL;
+  if ((st = h->cfg_string(cfg, "d_norm", dcgan_norm_names[m->batchnorm ? DCGAN_NORM_BATCH : 0],
+                          &d_norm)) != GANFW_OK)
+    return st;
+  m->d_norm = -1;
+  for (int i = 0; i < 4 && d_norm; i++)
+    if (strcmp(d_norm, dcgan_norm_names[i]) == 0) m->d_norm = i;
+  if (m->d_norm < 0)
+    return h->error(m->ctx, GANFW_ERR_CONFIG,
+                    "dcgan: model.d_norm is '%s'; use batchnorm (the example's), layernorm "
+                    "(nn.LayerNorm over [C,H,W], the WGAN-GP critic's), instancenorm or none",
+                    d_norm ? d_norm : "");
+  if ((m->d_norm == DCGAN_NORM_LAYER && !GANFW_HOST_HAS(h, net_layernorm)) ||
+      (m->d_norm == DCGAN_NORM_INSTANCE && !GANFW_HOST_HAS(h, net_instancenorm2d)))
+    return h->error(m->ctx, GANFW_ERR_PLUGIN,
+                    "dcgan: model.d_norm: %s needs a newer ganfw core (its host table has no "
+                    "builder for it)",
+                    d_norm);
   const char *upsample = NULL;
   if ((st = h->cfg_string(cfg, "upsample", "conv_transpose", &upsample)) != GANFW_OK) return st;
   m->pixel_shuffle = upsample && strcmp(upsample, "pixel_shuffle") == 0;
