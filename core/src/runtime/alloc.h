@@ -275,6 +275,10 @@ ganfw_status ganfw_alloc_set_layout(ganfw_alloc *a, const ganfw_alloc_layout *l)
 #define GANFW_LAYOUT_LOOKAHEAD 8
 int64_t ganfw_alloc_layout_match(const ganfw_alloc_layout *l, int64_t k, int64_t size,
                                  int32_t category);
+/* A step that leaves out a section the layout recorded (a lazy penalty on the steps between
+ * its turns): the next `requests` planned requests are passed over, so that the step's
+ * later requests meet their planned places. Nothing without a layout or outside a step. */
+void ganfw_alloc_arena_skip(ganfw_alloc *a, int64_t requests);
 /* The arena's first byte; NULL without a layout. */
 const void *ganfw_alloc_arena_base(const ganfw_alloc *a);
 

@@ -225,6 +225,12 @@ int ganfw_arena_malloc(ganfw_alloc *a, size_t size, int32_t category, const char
   return 1;
 }
 
+void ganfw_alloc_arena_skip(ganfw_alloc *a, int64_t requests) {
+  arena_state *r = a ? a->ar : NULL;
+  if (!r || !r->in_step || requests <= 0) return;
+  r->next = r->next + requests < r->n ? r->next + requests : r->n;
+}
+
 int64_t ganfw_arena_find(const ganfw_alloc *a, const void *ptr) {
   const arena_state *r = a->ar;
   const char *p = ptr;

@@ -40,6 +40,10 @@ struct ganfw_gan {
   ganfw_grad_list grads[2];  /* [0] G's, [1] D's: one non-finite check a step */
   ganfw_net_stats *stats[2]; /* G's, D's BatchNorm statistics before the step (skip) */
   ganfw_phase_hook hook;     /* the planner's: the D and G halves start */
+  int32_t every_penalty;     /* the next step runs r1 and r2 whatever r1_every says */
+  int64_t lazy_requests;     /* allocator requests r1 and r2 made when they last ran (-1:
+                                not yet): a step between their turns passes over as many
+                                of a planned layout's (ganfw_alloc_arena_skip) */
   void *hook_user;
 };
 
@@ -86,6 +90,7 @@ ganfw_status ganfw_gan_create(ganfw_session *s, ganfw_gan **out) {
   g->tape_g = ganfw_tape_create(s->generator);
   g->tape_gp = ganfw_tape_create(s->discriminator);
   if (g->tape_gp) ganfw_tape_set_full(g->tape_gp, 1);
+  g->lazy_requests = -1;
   int64_t one = 1;
   g->loss = ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 1, &one, GANFW_MEM_OTHER, "loss");
   ganfw_status st = GANFW_OK;
@@ -288,6 +293,13 @@ static ganfw_status loss_nonfinite(ganfw_gan *g, const char *role, const char *n
   return st;
 }
 
+/* Requests the allocator served so far. */
+static int64_t alloc_requests(ganfw_alloc *a) {
+  ganfw_alloc_stats st;
+  ganfw_alloc_get_stats(a, &st);
+  return st.num_allocs;
+}
+
 /* x_hat = fake + eps (real - fake) with eps ~ U(0, 1) per sample from the run's Philox
  * stream (WGAN-GP's interpolates), f32, as a new tensor. */
 static ganfw_status interpolate(ganfw_gan *g, ganfw_tensor *real, ganfw_tensor *fake,
@@ -365,7 +377,7 @@ static ganfw_status d_penalty(ganfw_gan *g, ganfw_tensor *x, int32_t kind, doubl
 static ganfw_status d_penalties(ganfw_gan *g, ganfw_tensor *xk, ganfw_tensor *fin, int32_t k,
                                 int32_t M, int32_t *bad, ganfw_gan_stats *out) {
   ganfw_session *s = g->s;
-  const int32_t lazy_turn = g->steps % s->penalty_every == 0;
+  const int32_t lazy_turn = g->steps % s->penalty_every == 0 || g->every_penalty;
   const double every = (double)s->penalty_every;
   struct {
     int32_t kind;
@@ -380,7 +392,12 @@ static ganfw_status d_penalties(ganfw_gan *g, ganfw_tensor *xk, ganfw_tensor *fi
     if (g->hook) g->hook(g->hook_user, 2, "D step, penalty");
     ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_D_PENALTY);
   }
+  const int32_t lazy = s->penalty_r1 > 0 || s->penalty_r2 > 0;
+  int64_t requests = 0;
   for (int i = 0; i < 3 && st == GANFW_OK && !*bad; i++) {
+    if (i == 1 && lazy && !lazy_turn && g->lazy_requests > 0)
+      ganfw_alloc_arena_skip(g->ctx->alloc, g->lazy_requests); /* the plan has them here */
+    if (i == 1 && lazy && lazy_turn) requests = alloc_requests(g->ctx->alloc);
     if (p[i].weight <= 0) continue;
     ganfw_tensor *x = NULL;
     if (p[i].kind == GANFW_PENALTY_GP)
@@ -400,6 +417,8 @@ static ganfw_status d_penalties(ganfw_gan *g, ganfw_tensor *xk, ganfw_tensor *fi
     ganfw_tensor_destroy(x);
     *p[i].sum += value / M;
   }
+  if (st == GANFW_OK && !*bad && lazy && lazy_turn)
+    g->lazy_requests = alloc_requests(g->ctx->alloc) - requests;
   if (p[0].weight > 0 || p[1].weight > 0 || p[2].weight > 0) {
     if (g->hook) g->hook(g->hook_user, 0, "D step");
     ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_D_FAKE);
@@ -804,6 +823,7 @@ ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganf
     out->grad_norm_g = g->grad_norm[0];
   }
   if (st == GANFW_OK) g->steps++;
+  g->every_penalty = 0;
   if (st == GANFW_OK && out->nonfinite_g) st = ganfw_net_stats_restore(nets[0], g->stats[0]);
   if (st == GANFW_OK && out->nonfinite_d) st = ganfw_net_stats_restore(nets[1], g->stats[1]);
   for (int32_t i = 0; i < s->n_memory && st == GANFW_OK; i++)
@@ -813,6 +833,10 @@ ganfw_status ganfw_gan_step(ganfw_gan *g, ganfw_tensor *x, ganfw_tensor *z, ganf
 
 void ganfw_gan_set_step(ganfw_gan *g, int64_t step) {
   g->steps = step;
+}
+
+void ganfw_gan_every_penalty(ganfw_gan *g) {
+  g->every_penalty = 1;
 }
 
 void ganfw_gan_set_phase_hook(ganfw_gan *g, ganfw_phase_hook hook, void *user) {

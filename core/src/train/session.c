@@ -728,13 +728,15 @@ static ganfw_status create_objective(ganfw_session *s, const ganfw_cfg *root) {
   if (st != GANFW_OK) return st;
   const ganfw_objective_vt *vt = ganfw_plugin_vtable(s->run->objective);
   s->objective_name = ganfw_plugin_name(s->run->objective);
+  /* before the plugin reads its keys: a key absent from the config is still absent here */
+  if ((st = read_penalties(s, section)) != GANFW_OK) return st;
   if ((st = vt->create(ganfw_host_table(), s->ctx, section, &s->objective)) != GANFW_OK) {
     char what[160];
     snprintf(what, sizeof what, "objective '%s'", s->objective_name);
     return plugin_error(st, section, "objective", what);
   }
   s->objective_vt = vt;
-  return read_penalties(s, section);
+  return GANFW_OK;
 }
 
 /* model.conditional (a GAN model's key that the core reads too): the classes of the data set

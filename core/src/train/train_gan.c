@@ -181,10 +181,12 @@ static void set_phase_hook(void *self, ganfw_phase_hook hook, void *user) {
   ganfw_gan_set_phase_hook(((gan_run *)self)->gan, hook, user);
 }
 
-/* The next step has a G half whatever train.d_steps_per_g_step says. */
+/* The next step has a G half whatever train.d_steps_per_g_step says, and every penalty
+ * whatever objective.r1_every says. */
 static void every_phase(void *self) {
   gan_run *r = self;
   ganfw_gan_set_step(r->gan, r->s->train.d_steps_per_g_step - 1);
+  ganfw_gan_every_penalty(r->gan);
 }
 
 static void report(void *self, ganfw_step_report *out) {

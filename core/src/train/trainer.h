@@ -53,6 +53,9 @@ void ganfw_gan_set_step(ganfw_gan *g, int64_t step);
 
 /* ganfw_gan_step reports the start of its halves to `hook` (NULL: none): phase 0 "D step",
  * phase 1 "G step" (on the steps that have one). */
+/* The next step runs every penalty (objective.r1 and r2 whatever r1_every says), as a
+ * plan's step must to show its phase. */
+void ganfw_gan_every_penalty(ganfw_gan *g);
 void ganfw_gan_set_phase_hook(ganfw_gan *g, ganfw_phase_hook hook, void *user);
 
 /* Global-norm gradient clipping of optimizer `opt`'s gradients as PyTorch's
