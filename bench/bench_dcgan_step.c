@@ -28,7 +28,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "backend/backend.h"
 #include "base/error.h"
 #include "runtime/alloc.h"
 #include "plan/probe.h"
@@ -449,6 +451,13 @@ static int fail(ganfw_status st) {
 }
 
 int main(int argc, char **argv) {
+  /* as the ganfw CLI (cli/main.c): OpenBLAS's kernels for this CPU when it took it for a
+   * generic one, unless OPENBLAS_CORETYPE says otherwise */
+  const char *core = getenv("OPENBLAS_CORETYPE") ? NULL : ganfw_cpu_blas_core_hint();
+  if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0) {
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE");
+  }
   bench_args a;
   int rc = parse_args(argc, argv, &a);
   if (rc >= 0) return rc;

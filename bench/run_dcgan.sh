@@ -6,7 +6,9 @@
 #   bench/run_dcgan.sh [ROUNDS=3] [THREADS=2]
 #   env: BUILD_DIR (default build/), STEPS (20), WARMUP (5), BATCH (64),
 #        CONFIG (configs/dcgan.yaml), PYTHON (/usr/bin/python3, Debian's torch),
-#        LAYOUT (caching or planned: ganfw's device.memory_layout; default the config's)
+#        LAYOUT (caching or planned: ganfw's device.memory_layout; default the config's),
+#        TORCH (bench/dcgan_torch.py: the PyTorch twin; bench/wgan_gp_torch.py for
+#        CONFIG=configs/wgan_gp_fashion.yaml)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -18,6 +20,7 @@ warmup=${WARMUP:-5}
 batch=${BATCH:-64}
 config=${CONFIG:-configs/dcgan.yaml}
 python=${PYTHON:-/usr/bin/python3}
+torch_script=${TORCH:-bench/dcgan_torch.py}
 bench=$build/bench/bench_dcgan_step
 
 if [[ ! -x $bench || ! -e $build/plugins/ganfw_dcgan.so || ! -e $build/plugins/ganfw_adam.so ]]; then
@@ -32,7 +35,7 @@ median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; e
 maxof() { sort -g | tail -1; }
 minof() { sort -g | head -1; }
 
-echo "# DC-GAN-32 step, batch $batch, $threads thread(s), $rounds rounds of $warmup warm-up + $steps timed steps"
+echo "# $config against $torch_script: GAN step, batch $batch, $threads thread(s), $rounds rounds of $warmup warm-up + $steps timed steps"
 echo "# $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 err=$(mktemp)
 trap 'rm -f "$err"' EXIT
@@ -43,7 +46,7 @@ for ((r = 1; r <= rounds; r++)); do
     cat "$err" >&2
     exit 1
   fi
-  if ! t=$("$python" bench/dcgan_torch.py "${args[@]}" 2>"$err" | grep '^torch '); then
+  if ! t=$("$python" "$torch_script" "${args[@]}" 2>"$err" | grep '^torch '); then
     cat "$err" >&2
     exit 1
   fi

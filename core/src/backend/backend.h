@@ -102,6 +102,13 @@ ganfw_backend *ganfw_cpu_backend(void);
  * paths on its first call and keeps the fastest for the process; 0 (the default) takes them
  * by the shape rules, the same on every run. */
 void ganfw_cpu_set_conv_benchmark(int32_t on);
+/* The OPENBLAS_CORETYPE that this CPU should have when OpenBLAS (a DYNAMIC_ARCH build) took it
+ * for a generic one: a CPU newer than the library (Sapphire Rapids under OpenBLAS 0.3.21,
+ * seen in a VM as "Intel(R) Xeon(R) Processor") gets Prescott's SSE3 kernels, a third of
+ * the speed of SkylakeX's. "SkylakeX" with AVX-512, "Haswell" with AVX2 and FMA; NULL when
+ * OpenBLAS chose a specific core or the CPU has neither. The library reads the variable when
+ * it loads: the CLI starts itself again with it set (cli/main.c). */
+const char *ganfw_cpu_blas_core_hint(void);
 /* One line on how the CPU backend computes in `dtype` (f16 or bf16) on this machine: which
  * layers run natively, and the conversions and products it uses. */
 const char *ganfw_cpu_lp_describe(int32_t dtype);

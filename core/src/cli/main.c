@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "backend/backend.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "dist/dist.h"
@@ -238,17 +239,23 @@ char **cli_argv;
  * waits for it. Both libraries read their settings only when they load, so unless the
  * user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set; OPENBLAS_NUM_THREADS set), ganfw
  * starts itself again at once with GOMP_SPINCOUNT=GANFW_SPINCOUNT (a short poll, then a
- * futex sleep; bench/run_load.sh measures it) and OPENBLAS_NUM_THREADS=1 (no pool).
+ * futex sleep; bench/run_load.sh measures it) and OPENBLAS_NUM_THREADS=1 (no pool), and
+ * with OPENBLAS_CORETYPE when OpenBLAS did not know the CPU (ganfw_cpu_blas_core_hint).
  * Nothing is done before: no file, no MPI. */
 #define GANFW_SPINCOUNT "1000"
 static void set_wait_policy(char **argv) {
   const int spin = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT") &&
                    setenv("GOMP_SPINCOUNT", GANFW_SPINCOUNT, 1) == 0;
   const int pool = !getenv("OPENBLAS_NUM_THREADS") && setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0;
-  if (!spin && !pool) return;
+  /* OpenBLAS took this CPU for a generic one (ganfw_cpu_blas_core_hint): its kernels for the
+   * SIMD the CPU has, unless the user chose a core */
+  const char *core = getenv("OPENBLAS_CORETYPE") ? NULL : ganfw_cpu_blas_core_hint();
+  const int blas = core && setenv("OPENBLAS_CORETYPE", core, 1) == 0;
+  if (!spin && !pool && !blas) return;
   execv("/proc/self/exe", argv); /* returns only on failure: run on with the libraries' defaults */
   if (spin) unsetenv("GOMP_SPINCOUNT");
   if (pool) unsetenv("OPENBLAS_NUM_THREADS");
+  if (blas) unsetenv("OPENBLAS_CORETYPE");
 }
 
 int main(int argc, char **argv) {

@@ -14,12 +14,30 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <strings.h>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/isa.h"
 
-/* OpenBLAS's own thread control (declared in its cblas.h, repeated for other providers). */
+/* OpenBLAS's own thread control and core name (declared in its cblas.h, repeated for other
+ * providers). */
 void openblas_set_num_threads(int num_threads);
+char *openblas_get_corename(void);
+
+const char *ganfw_cpu_blas_core_hint(void) {
+  static const char *const generic[] = {"prescott", "core2", "penryn", "dunnington",
+                                        "nehalem",  "atom",  "unknown"};
+  const char *core = openblas_get_corename();
+  int is_generic = 0;
+  for (size_t i = 0; core && i < sizeof generic / sizeof generic[0]; i++)
+    is_generic |= strcasecmp(core, generic[i]) == 0;
+  if (!is_generic) return NULL;
+  const ganfw_cpu_isa level = ganfw_cpu_isa_supported();
+  return level >= GANFW_CPU_ISA_AVX512 ? "SkylakeX"
+         : level >= GANFW_CPU_ISA_AVX2 ? "Haswell"
+                                       : NULL;
+}
 
 /* Products below this many multiply-adds are one OpenBLAS call on the calling thread:
  * starting a team costs microseconds, and far more when the cores are shared. */
