@@ -24,8 +24,14 @@ before the fake forward runs. The real batch
 and the noise count as saved tensors (0.25 and 0.02 MiB). Under bf16 autocast torch 1.13 runs
 conv_transpose2d in f32, so G's saved tensors stay f32 and only D's halve.
 
+With --wgan-gp the step is configs/wgan_gp_fashion.yaml's (bench/wgan_gp_torch.py's critic
+with LayerNorm and its order): the D step runs the gradient penalty between the real and the
+fake half, D(x_hat) then torch.autograd.grad(create_graph=True) and the penalty's backward, and
+a row "penalty" measures that part alone; with create_graph autograd also saves what the
+double backward needs (the first backward's graph), and the hook sees those tensors too.
+
   /usr/bin/python3 bench/dcgan_saved_torch.py [--batch 64] [--image 32] [--channels 1]
-                                              [--dtype f32|bf16]
+                                              [--dtype f32|bf16] [--wgan-gp]
 """
 import argparse
 import contextlib
@@ -39,6 +45,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dcgan_torch import Discriminator, Generator, weights_init  # noqa: E402 (no side effects)
+from wgan_gp_torch import Critic, gradient_penalty  # noqa: E402 (no side effects)
 
 MIB = float(1 << 20)
 
@@ -116,11 +123,13 @@ def main():
                     help="dcgan_torch.py's G and D are the 32x32 ones")
     ap.add_argument("--channels", type=int, default=1)
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    ap.add_argument("--wgan-gp", action="store_true")
     a = ap.parse_args()
     nz, ngf, ndf, n = 100, 64, 64, a.batch
 
     torch.manual_seed(1)
-    G, D = Generator(nz, ngf, a.channels), Discriminator(a.channels, ndf)
+    G = Generator(nz, ngf, a.channels)
+    D = Critic(a.channels, ndf) if a.wgan_gp else Discriminator(a.channels, ndf)
     G.apply(weights_init)
     D.apply(weights_init)
     x = torch.rand(n, a.channels, a.image, a.image) * 2 - 1
@@ -131,18 +140,33 @@ def main():
     bce = F.binary_cross_entropy_with_logits
     meter, rows = SavedMeter([G, D]), {}
 
-    # D step: real, then fake = G(z) without a graph (the example's fake.detach()).
-    D.zero_grad(set_to_none=True)
-    with meter.measure():
-        with amp:
-            loss = bce(D(x).float(), real_t)
-        loss.backward()
-        with torch.no_grad(), amp:
+    if a.wgan_gp:  # the critic step of bench/wgan_gp_torch.py, and its penalty alone
+        D.zero_grad(set_to_none=True)
+        with torch.no_grad():
             fake = G(z)
-        with amp:
-            loss = bce(D(fake).float(), fake_t)
-        loss.backward()
-    rows["D"] = dict(vars(meter))  # (Adam's steps save nothing for backward: left out)
+        with meter.measure():
+            gradient_penalty(D, x, fake).backward()
+        rows["penalty"] = dict(vars(meter))
+        D.zero_grad(set_to_none=True)
+        with meter.measure():
+            (-D(x).mean()).backward()
+            with torch.no_grad():
+                fake = G(z)
+            gradient_penalty(D, x, fake).backward()
+            D(fake).mean().backward()
+        rows["D"] = dict(vars(meter))
+    else:  # D step: real, then fake = G(z) without a graph (the example's fake.detach()).
+        D.zero_grad(set_to_none=True)
+        with meter.measure():
+            with amp:
+                loss = bce(D(x).float(), real_t)
+            loss.backward()
+            with torch.no_grad(), amp:
+                fake = G(z)
+            with amp:
+                loss = bce(D(fake).float(), fake_t)
+            loss.backward()
+        rows["D"] = dict(vars(meter))  # (Adam's steps save nothing for backward: left out)
 
     # G step: G(z) with a graph, D on it, backward through D (its parameters frozen) into G.
     G.zero_grad(set_to_none=True)

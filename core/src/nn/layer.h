@@ -77,6 +77,10 @@ typedef struct ganfw_layer_vt {
   ganfw_status (*backward2)(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
                             ganfw_tensor *dy, int32_t n, ganfw_tensor *const *u, ganfw_tensor **du,
                             ganfw_tensor **ax, int32_t param_grads);
+  /* (optional) 0 when backward2 does not read dy (it then gets NULL), so that a kept
+   * backward does not keep it: the second tape holds only the gradients some layer reads.
+   * NULL: dy is read. */
+  int32_t (*backward2_reads_dy)(const ganfw_layer *l);
 } ganfw_layer_vt;
 
 /* Inputs of one node: add and concat take up to this many. */
@@ -317,6 +321,8 @@ ganfw_status ganfw_g2_end(ganfw_g2 *c);
  * random draw (reshape, global_avg_pool, add, concat, upsample, pixel shuffle): the
  * linearisation is the forward itself, run in f32 on u without a tape; no ax, no parameter
  * gradients. */
+/* backward2_reads_dy of the layers whose backward2 does not read dy: 0. */
+int32_t ganfw_layer_backward2_no_dy(const ganfw_layer *l);
 ganfw_status ganfw_layer_backward2_by_forward(ganfw_layer *l, const ganfw_exec *ex,
                                               ganfw_saved *saved, ganfw_tensor *dy, int32_t n,
                                               ganfw_tensor *const *u, ganfw_tensor **du,

@@ -1178,7 +1178,8 @@ static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_t
     ganfw_tensor *dx[GANFW_NODE_MAX_INPUTS] = {NULL};
     for (int32_t k = 0; k < l->n_in; k++)
       want[k] = input_grad || (l->in[k] >= 0 && net->up_train[l->in[k]]);
-    if (keep) tape->gy[i] = ganfw_tensor_retain(dy); /* shared: no layer overwrites it */
+    if (keep && (!l->vt->backward2_reads_dy || l->vt->backward2_reads_dy(l)))
+      tape->gy[i] = ganfw_tensor_retain(dy); /* shared: no layer overwrites it */
     ganfw_alloc_trace_op(net->ctx->alloc, 1, l->qualified);
     st = l->vt->backward_n ? l->vt->backward_n(l, ex, &saved[i], dy, l->n_in, want, dx)
                            : l->vt->backward(l, ex, &saved[i], dy, want[0] ? &dx[0] : NULL,

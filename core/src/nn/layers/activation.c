@@ -149,10 +149,16 @@ static ganfw_status act_backward2(ganfw_layer *l, const ganfw_exec *ex, ganfw_sa
   return GANFW_OK;
 }
 
+/* Only the curved activations read dy in backward2. */
+static int32_t act_backward2_reads_dy(const ganfw_layer *l) {
+  return l->args.activation.kind == GANFW_ACT_TANH || l->args.activation.kind == GANFW_ACT_SIGMOID;
+}
+
 const ganfw_layer_vt ganfw_layer_activation = {
     .type = "activation",
     .infer = act_infer,
     .forward = act_forward,
     .backward = act_backward,
     .backward2 = act_backward2,
+    .backward2_reads_dy = act_backward2_reads_dy,
 };

@@ -128,4 +128,5 @@ const ganfw_layer_vt ganfw_layer_dropout = {
     .forward = dropout_forward,
     .backward = dropout_backward,
     .backward2 = dropout_backward2,
+    .backward2_reads_dy = ganfw_layer_backward2_no_dy,
 };

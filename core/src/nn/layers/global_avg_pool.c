@@ -96,4 +96,5 @@ const ganfw_layer_vt ganfw_layer_global_avg_pool = {
     .forward = gap_forward,
     .backward = gap_backward,
     .backward2 = ganfw_layer_backward2_by_forward,
+    .backward2_reads_dy = ganfw_layer_backward2_no_dy,
 };

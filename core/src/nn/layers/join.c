@@ -109,6 +109,7 @@ const ganfw_layer_vt ganfw_layer_add = {
     .forward_n = add_forward,
     .backward_n = add_backward,
     .backward2 = ganfw_layer_backward2_by_forward,
+    .backward2_reads_dy = ganfw_layer_backward2_no_dy,
 };
 
 /* --- concat ------------------------------------------------------------------------------ */
@@ -213,4 +214,5 @@ const ganfw_layer_vt ganfw_layer_concat = {
     .forward_n = concat_forward,
     .backward_n = concat_backward,
     .backward2 = ganfw_layer_backward2_by_forward,
+    .backward2_reads_dy = ganfw_layer_backward2_no_dy,
 };

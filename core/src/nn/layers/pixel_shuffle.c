@@ -125,6 +125,7 @@ static const ganfw_layer_vt pixel_shuffle_vt = {
     .backward = ps_backward,
     .release = ps_release,
     .backward2 = ganfw_layer_backward2_by_forward,
+    .backward2_reads_dy = ganfw_layer_backward2_no_dy,
 };
 
 static const ganfw_layer_vt pixel_unshuffle_vt = {
@@ -134,6 +135,7 @@ static const ganfw_layer_vt pixel_unshuffle_vt = {
     .backward = ps_backward,
     .release = ps_release,
     .backward2 = ganfw_layer_backward2_by_forward,
+    .backward2_reads_dy = ganfw_layer_backward2_no_dy,
 };
 
 ganfw_status ganfw_net_pixel_shuffle(ganfw_net *net, const char *name, int64_t factor,

@@ -95,4 +95,5 @@ const ganfw_layer_vt ganfw_layer_upsample = {
     .forward = up_forward,
     .backward = up_backward,
     .backward2 = ganfw_layer_backward2_by_forward,
+    .backward2_reads_dy = ganfw_layer_backward2_no_dy,
 };
