@@ -7,6 +7,10 @@
 #    of tree against it (cmake, compiler and flags from the header tests/example_common.cmake
 #    generates), then runs the installed ganfw on it;
 #  - tests/gpu/test_gpu_tensor_math.c (CUDA builds) runs the layer on the device.
+if(TARGET test_ref_penalty) # the plugin layer's double backward against PyTorch
+  target_sources(test_ref_penalty PRIVATE ${PROJECT_SOURCE_DIR}/examples/pixelnorm/pixelnorm.c)
+  target_include_directories(test_ref_penalty PRIVATE ${PROJECT_SOURCE_DIR}/examples/pixelnorm)
+endif()
 if(TARGET test_plugin_layer)
   set(GANFW_PIXELNORM_DIR ${PROJECT_SOURCE_DIR}/examples/pixelnorm)
   target_sources(test_plugin_layer PRIVATE ${GANFW_PIXELNORM_DIR}/pixelnorm.c)

@@ -16,6 +16,7 @@
 #include "runtime/ctx.h"
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
+#include "pixelnorm.h"
 #include "train/penalty.h"
 #include "train/session.h"
 #include "train/trainer.h"
@@ -72,6 +73,15 @@ static ganfw_net *build(ganfw_ctx *c, const char *name) {
     OK(host->net_global_avg_pool(n, "gap"));
     OK(host->net_flatten(n, "flat"));
     OK(host->net_linear(n, "fc", 4, 1, 1));
+  } else if (strcmp(name, "pn") == 0) { /* the plugin layer of examples/pixelnorm */
+    OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 1));
+    void *state = pixelnorm_state_create(host, c, 4, 1e-8f, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(state);
+    OK(host->net_custom(n, "pn", pixelnorm_def(), state));
+    OK(host->net_activation(n, "a1", GANFW_ACT_LEAKY_RELU, lrelu));
+    OK(host->net_conv2d(n, "c2", 4, 2, 4, 2, 1, 0));
+    OK(host->net_flatten(n, "flat"));
+    OK(host->net_linear(n, "fc", 18, 1, 1));
   } else { /* graph */
     const char *add_in[2] = {"c2", "sc"}, *cat_in[2] = {"a", "r1"};
     OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 1));
@@ -214,6 +224,12 @@ static void test_graph(void) {
   check_against_torch("graph");
 }
 
+/* A plugin layer's backward2 (ABI 1.9; examples/pixelnorm's), its byte figure checked by the
+ * core as for backward. */
+static void test_plugin_layer(void) {
+  check_against_torch("pn");
+}
+
 /* f16 and bf16 compute against f32 on the same critic: the penalty's parameter gradients
  * within 1e-2 (f16) and 5e-2 (bf16) relative per tensor. */
 static void test_16bit(void) {
@@ -259,6 +275,28 @@ static void test_batchnorm_refused(void) {
   printf("\n    %s", m);
   CU_ASSERT_PTR_NOT_NULL(strstr(m, "critic.bn"));
   CU_ASSERT_PTR_NOT_NULL(strstr(m, "layer norm"));
+  ganfw_error_clear();
+  ganfw_net_destroy(n);
+  ganfw_ctx_destroy(c);
+}
+
+/* A plugin layer whose def has no backward2 (one of ABI 1.8) is refused naming it. */
+static void test_plugin_without_backward2_refused(void) {
+  ganfw_ctx *c = new_ctx();
+  ganfw_net *n = host->net_create(c, "critic");
+  static ganfw_layer_def old;
+  old = *pixelnorm_def();
+  old.backward2 = NULL;
+  OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 0));
+  OK(host->net_custom(n, "pn", &old, pixelnorm_state_create(host, c, 4, 1e-8f, 0)));
+  OK(host->net_flatten(n, "flat"));
+  OK(host->net_linear(n, "fc", 144, 1, 1));
+  OK(host->net_build(n, 3, 6, 6));
+  CU_ASSERT_EQUAL(ganfw_net_double_backward_check(n), GANFW_ERR_UNSUPPORTED);
+  const char *m = ganfw_error_message();
+  printf("\n    %s", m);
+  CU_ASSERT_PTR_NOT_NULL(strstr(m, "critic.pn (pixelnorm"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(m, "backward2"));
   ganfw_error_clear();
   ganfw_net_destroy(n);
   ganfw_ctx_destroy(c);
@@ -338,7 +376,10 @@ int main(void) {
                          {"groupnorm, instancenorm, global avg pool", test_group_instance_norm},
                          {"graph: add, concat, upsample", test_graph},
                          {"f16 and bf16 against f32", test_16bit},
+                         {"a plugin layer's backward2 (pixelnorm)", test_plugin_layer},
                          {"batchnorm refused", test_batchnorm_refused},
+                         {"a plugin layer without backward2 refused",
+                          test_plugin_without_backward2_refused},
                          {"one whole WGAN-GP critic step", test_whole_critic_step},
                          CU_TEST_INFO_NULL};
   return gt_run_fixture("penalty", tests, init, clean);

@@ -11,7 +11,9 @@
  *   backward          4PC + 4PC [affine] + 4P
  *                     (g * x, g = dy * weight, then the per-pixel mean; before them the
  *                     parameters' gradients hold 4PC + 4C at most, which is less)
- * A backward without dx (the net's first layer) or without parameter gradients holds less. */
+ * A backward without dx (the net's first layer) or without parameter gradients holds less.
+ *   backward2         4PC + (4PC + 4C) [affine] + 20P   (a temporary, g, five per-pixel
+ *                     buffers, and dweight's sums) */
 #include "pixelnorm.h"
 
 #include <stdlib.h>
@@ -57,6 +59,8 @@ static int64_t pn_workspace_bytes(void *state, const int64_t *in, int32_t ndim, 
   int64_t P, C;
   dims_of(in, ndim, &P, &C);
   if (!backward) return 4 * P * C;
+  if (backward == 2) /* backward2: t, g [affine], five per-pixel buffers, dweight's sums */
+    return 4 * P * C + (pn->affine ? 4 * P * C + 4 * C : 0) + 5 * 4 * P;
   return 4 * P * C + (pn->affine ? 4 * P * C : 0) + 4 * P;
 }
 
@@ -167,6 +171,73 @@ static ganfw_status pn_backward(void *state, const ganfw_layer_call *call, const
   return st;
 }
 
+/* The backward of backward, for penalties on D's input gradient. Per pixel, over the C
+ * channels, with g = dy (* weight), u the penalty's gradient of dx, and the means
+ * A = mean_c(u g), B = mean_c(x g), D = mean_c(x u):
+ *   J u      = r u - r^3 x D                    (dx = J g with J symmetric: the forward's JVP)
+ *   du       = J u (* weight)
+ *   dweight += sum over n,h,w of (J u) dy
+ *   ax       = (3 r^5 B D - r^3 A) x - r^3 (D g + B u)
+ * (d<u, dx>/dx with g fixed, from dr/dx = -r^3 x / C). */
+static ganfw_status pn_backward2(void *state, const ganfw_layer_call *call, const ganfw_tensor *x,
+                                 const ganfw_tensor *y, ganfw_tensor *const *saved,
+                                 const ganfw_tensor *dy, const ganfw_tensor *u, ganfw_tensor *du,
+                                 ganfw_tensor *ax) {
+  const pixelnorm *pn = state;
+  const ganfw_host *h = pn->host;
+  ganfw_ctx *ctx = call->ctx;
+  const ganfw_tensor *r = saved[0];
+  (void)y;
+  int64_t pshape[4];
+  pixel_shape(x, pshape);
+  ganfw_tensor *t = make(pn, call, x->ndim, x->shape, GANFW_MEM_WORKSPACE);
+  ganfw_tensor *g = pn->affine ? make(pn, call, x->ndim, x->shape, GANFW_MEM_WORKSPACE) : NULL;
+  ganfw_tensor *m[5] = {NULL}; /* D, A, B, K, r^3 */
+  ganfw_status st = t && (g || !pn->affine) ? GANFW_OK : GANFW_ERR_OOM;
+  for (int k = 0; k < 5 && st == GANFW_OK; k++)
+    if (!(m[k] = make(pn, call, x->ndim, pshape, GANFW_MEM_WORKSPACE))) st = GANFW_ERR_OOM;
+  ganfw_tensor *D = m[0], *A = m[1], *B = m[2], *K = m[3], *r3 = m[4];
+  const ganfw_tensor *gv = pn->affine ? g : dy;
+  const int32_t channel_dim = 1;
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, r3, r, r);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, r3, r3, r);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, t, x, u);
+  if (st == GANFW_OK) st = h->tensor_mean(ctx, D, t, &channel_dim, 1);
+  /* du = J u = r u - r^3 x D */
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, du, u, r);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, t, x, D);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, t, t, r3);
+  if (st == GANFW_OK) st = h->tensor_sub(ctx, du, du, t);
+  if (st == GANFW_OK && pn->affine && call->param_grads) {
+    st = h->tensor_mul(ctx, t, du, dy);
+    if (st == GANFW_OK) st = channel_grad(pn, call, t, call->grad[0]);
+  }
+  if (st == GANFW_OK && pn->affine) st = h->tensor_channel_affine(ctx, du, du, call->param[0], NULL);
+  /* ax */
+  if (st == GANFW_OK && g) st = h->tensor_channel_affine(ctx, g, dy, call->param[0], NULL);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, t, u, gv);
+  if (st == GANFW_OK) st = h->tensor_mean(ctx, A, t, &channel_dim, 1);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, t, x, gv);
+  if (st == GANFW_OK) st = h->tensor_mean(ctx, B, t, &channel_dim, 1);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, K, B, D); /* K = (3 r^2 B D - A) r^3 */
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, K, K, r);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, K, K, r);
+  if (st == GANFW_OK) st = h->tensor_mul_scalar(ctx, K, K, 3.0f);
+  if (st == GANFW_OK) st = h->tensor_sub(ctx, K, K, A);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, K, K, r3);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, ax, x, K);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, t, gv, D);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, t, t, r3);
+  if (st == GANFW_OK) st = h->tensor_sub(ctx, ax, ax, t);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, t, u, B);
+  if (st == GANFW_OK) st = h->tensor_mul(ctx, t, t, r3);
+  if (st == GANFW_OK) st = h->tensor_sub(ctx, ax, ax, t);
+  for (int k = 0; k < 5; k++) h->tensor_destroy(m[k]);
+  h->tensor_destroy(g);
+  h->tensor_destroy(t);
+  return st;
+}
+
 static void pn_destroy(void *state) {
   free(state);
 }
@@ -182,6 +253,7 @@ static const ganfw_layer_def pixelnorm_layer = {
     .forward = pn_forward,
     .backward = pn_backward,
     .destroy = pn_destroy,
+    .backward2 = pn_backward2,
 };
 
 const ganfw_layer_def *pixelnorm_def(void) {

@@ -125,7 +125,8 @@ _Static_assert(offsetof(ganfw_memory_stats, num_ooms) == 56 + 2 * 8 * GANFW_MEM_
 _Static_assert(offsetof(ganfw_layer_def, type) == 8, "layer_def.type");
 _Static_assert(offsetof(ganfw_layer_def, infer) == 16, "layer_def.infer");
 _Static_assert(offsetof(ganfw_layer_def, backward) == 56, "layer_def.backward");
-_Static_assert(sizeof(ganfw_layer_def) == 72, "ganfw_layer_def grew: pin the new members");
+_Static_assert(offsetof(ganfw_layer_def, backward2) == 72, "layer_def.backward2"); /* ABI 1.9 */
+_Static_assert(sizeof(ganfw_layer_def) == 80, "ganfw_layer_def grew: pin the new members");
 _Static_assert(offsetof(ganfw_layer_call, ctx) == 32, "layer_call.ctx");
 _Static_assert(offsetof(ganfw_layer_call, buffer) == 64, "layer_call.buffer");
 _Static_assert(sizeof(ganfw_layer_call) == 72, "ganfw_layer_call grew: pin the new members");

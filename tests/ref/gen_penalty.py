@@ -18,6 +18,8 @@ state_dict names. The nets cover every layer kind with a double backward:
   graph: c1 = conv(3,4,k3,p1); r1 = relu(c1); c2 = conv(4,4,k3,p1); sc = conv(3,4,k1)(x);
          a = c2 + sc; cat = concat(a, r1); up = upsample2x nearest(cat);
          c3 = conv(8,2,k4,s2,p1)(up) tanh; flatten linear(72,1)
+  pn:    conv(3,4,k3,p1,bias) pixelnorm(affine; the plugin layer of examples/pixelnorm)
+         leaky_relu(0.2) conv(4,2,k4,s2,p1) flatten linear(18,1)
 """
 import os
 
@@ -111,7 +113,26 @@ def _graph(g):
     return p, f
 
 
-NETS = {"lin": _lin, "curve": _curve, "ln": _ln, "gn": _gn, "graph": _graph}
+def _pixelnorm(x, w, b, eps=1e-8):
+    """examples/pixelnorm: x * (mean_c x^2 + eps)^(-1/2), then * w[c] + b[c]."""
+    y = x * (x.pow(2).mean(dim=1, keepdim=True) + eps).rsqrt()
+    return y * w.view(1, -1, 1, 1) + b.view(1, -1, 1, 1)
+
+
+def _pn(g):
+    p = {"c1.weight": _p(g, 4, 3, 3, 3), "c1.bias": _p(g, 4)}
+    p["pn.weight"], p["pn.bias"] = _affine(g, 4)
+    p.update({"c2.weight": _p(g, 2, 4, 4, 4), "fc.weight": _p(g, 1, 18), "fc.bias": _p(g, 1)})
+
+    def f(x):
+        h = F.conv2d(x, p["c1.weight"], p["c1.bias"], padding=1)
+        h = F.leaky_relu(_pixelnorm(h, p["pn.weight"], p["pn.bias"]), 0.2)
+        h = F.conv2d(h, p["c2.weight"], stride=2, padding=1)
+        return F.linear(h.flatten(1), p["fc.weight"], p["fc.bias"])
+    return p, f
+
+
+NETS = {"lin": _lin, "curve": _curve, "ln": _ln, "gn": _gn, "graph": _graph, "pn": _pn}
 
 
 def generate(out_dir):

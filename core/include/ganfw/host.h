@@ -147,9 +147,10 @@ typedef struct ganfw_layer_def {
   int64_t (*saved_bytes)(void *state, const int64_t *in, int32_t in_ndim);
   /* (optional: 0) Bytes a call needs beyond that: the most bytes the tensors it creates hold
    * at once, less saved_bytes in a forward (backward 0), or all of it in a backward
-   * (backward 1). A forward with a tape, and a backward that computes dx and every
-   * parameter gradient, must hit their figures exactly; a no-grad forward (saved NULL) and a
-   * backward that computes less may stay below. */
+   * (backward 1), or in backward2 (backward 2, ABI 1.9). A forward with a tape, and a
+   * backward (or backward2) that computes dx and every parameter gradient, must hit their
+   * figures exactly; a no-grad forward (saved NULL) and a backward that computes less may
+   * stay below. */
   int64_t (*workspace_bytes)(void *state, const int64_t *in, int32_t in_ndim, int32_t backward);
   /* (optional) Declares the parameters (host->layer_add_param: f32, with gradients, in the
    * state_dict as "<node>.<name>") and buffers (host->layer_add_buffer) and sets their
@@ -176,6 +177,21 @@ typedef struct ganfw_layer_def {
    * fails) and calls it once, at net_destroy; when NULL, state stays the plugin's and must
    * outlive the net. */
   void (*destroy)(void *state);
+  /* (optional, ABI 1.9) The backward of backward, for penalties on a discriminator's input
+   * gradient (objective.gp, r1, r2): a layer without it is refused on a penalised net, naming
+   * it. x, y, saved and dy are what backward got; u (the input's shape) is the penalty's
+   * gradient with respect to the dx that backward made. Writes (all f32, overwritten):
+   *   du (the output's shape): the forward linearised at x applied to u, J(x) u, without
+   *      the parts that do not depend on the input (a bias);
+   *   ax (the input's shape): the gradient of <u, dx> with respect to x with dy held fixed,
+   *      zeros for a layer whose dx does not depend on x (linear in its input);
+   * and, when call->param_grads, adds the gradient of <u, dx> with respect to each parameter
+   * to call->grad[i] (call->accumulate is 1). workspace_bytes(state, in, ndim, 2) reports the
+   * most bytes its tensors hold at once; the core checks it as for backward. */
+  ganfw_status (*backward2)(void *state, const ganfw_layer_call *call, const ganfw_tensor *x,
+                            const ganfw_tensor *y, ganfw_tensor *const *saved,
+                            const ganfw_tensor *dy, const ganfw_tensor *u, ganfw_tensor *du,
+                            ganfw_tensor *ax);
 } ganfw_layer_def;
 
 typedef struct ganfw_host ganfw_host;

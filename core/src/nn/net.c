@@ -1409,9 +1409,9 @@ ganfw_status ganfw_net_double_backward_check(const ganfw_net *net) {
                              "%s has no double backward (the gradient of its input gradient), "
                              "which a penalty on the input gradient (gp, r1, r2) needs; %s",
                              where,
-                             l->vt == &ganfw_layer_plugin
+                             l->vt->forward == ganfw_layer_plugin.forward
                                  ? "a plugin layer gets one through ganfw_layer_def's backward2 "
-                                   "member; this one does not set it"
+                                   "member (ABI 1.9); this one does not set it"
                                  : "remove the layer from the penalised net or the penalty");
   }
   return GANFW_OK;

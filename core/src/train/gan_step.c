@@ -377,16 +377,17 @@ static ganfw_status d_penalty(ganfw_gan *g, ganfw_tensor *x, int32_t kind, doubl
 static ganfw_status d_penalties(ganfw_gan *g, ganfw_tensor *xk, ganfw_tensor *fin, int32_t k,
                                 int32_t M, int32_t *bad, ganfw_gan_stats *out) {
   ganfw_session *s = g->s;
-  const int32_t lazy_turn = g->steps % s->penalty_every == 0 || g->every_penalty;
-  const double every = (double)s->penalty_every;
+  if (s->penalty_gp <= 0 && s->penalty_r1 <= 0 && s->penalty_r2 <= 0) return GANFW_OK;
+  const int64_t every = s->penalty_every > 0 ? s->penalty_every : 1;
+  const int32_t lazy_turn = g->steps % every == 0 || g->every_penalty;
   struct {
     int32_t kind;
     double weight;
     double *sum;
     const char *name;
   } p[3] = {{GANFW_PENALTY_GP, s->penalty_gp, &out->gp, "gp"},
-            {GANFW_PENALTY_R1, lazy_turn ? s->penalty_r1 * every : 0, &out->r1, "r1"},
-            {GANFW_PENALTY_R2, lazy_turn ? s->penalty_r2 * every : 0, &out->r2, "r2"}};
+            {GANFW_PENALTY_R1, lazy_turn ? s->penalty_r1 * (double)every : 0, &out->r1, "r1"},
+            {GANFW_PENALTY_R2, lazy_turn ? s->penalty_r2 * (double)every : 0, &out->r2, "r2"}};
   ganfw_status st = GANFW_OK;
   if (p[0].weight > 0 || p[1].weight > 0 || p[2].weight > 0) {
     if (g->hook) g->hook(g->hook_user, 2, "D step, penalty");

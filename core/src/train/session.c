@@ -1169,6 +1169,7 @@ ganfw_status ganfw_session_open(ganfw_run *run, int32_t with_data, const ganfw_d
   ganfw_session *s = calloc(1, sizeof *s);
   if (!s) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   s->run = run;
+  s->penalty_every = 1; /* objective.r1_every's default, also without an objective section */
   ganfw_status st = open_session(s, with_data, info);
   if (st != GANFW_OK) {
     ganfw_session_close(s);

@@ -34,11 +34,12 @@ enum {
   PL_FORWARD,
   PL_BACKWARD,
   PL_DESTROY,
+  PL_BACKWARD2,
   PL_CALL_COUNT
 };
 static const char *const pl_call_names[] = {
     "layer.infer",   "layer.saved_bytes", "layer.workspace_bytes", "layer.init",
-    "layer.forward", "layer.backward",    "layer.destroy"};
+    "layer.forward", "layer.backward",    "layer.destroy",         "layer.backward2"};
 _Static_assert(sizeof(pl_call_names) / sizeof(pl_call_names[0]) == PL_CALL_COUNT,
                "pl_call_names must name every PL_* call");
 
@@ -431,6 +432,69 @@ static ganfw_status pl_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_save
   return GANFW_OK;
 }
 
+/* The def's backward2 (ganfw_layer_vt.backward2): f32 copies of x, y and dy as for backward;
+ * du and ax are made here in f32 (the executor's tangents are f32) and both handed back (the
+ * executor's second backward of the forward starts from ax). */
+static ganfw_status pl_backward2(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
+                                 ganfw_tensor *dy, int32_t n, ganfw_tensor *const *u,
+                                 ganfw_tensor **du, ganfw_tensor **ax, int32_t param_grads) {
+  (void)n;
+  *du = NULL;
+  if (!u[0]) return GANFW_OK;
+  const ganfw_layer_def *d = def_of(l);
+  ganfw_tensor *xf = NULL, *yf = NULL, *dyf = NULL, *dut = NULL, *axt = NULL;
+  ganfw_status st = GANFW_OK;
+  if (saved->t[0] &&
+      !(xf = ganfw_tensor_as_dtype(saved->t[0], GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
+    st = ganfw_error_code();
+  if (st == GANFW_OK && saved->t[1] &&
+      !(yf = ganfw_tensor_as_dtype(saved->t[1], GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
+    st = ganfw_error_code();
+  if (st == GANFW_OK && !(dyf = ganfw_tensor_as_dtype(dy, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
+    st = ganfw_error_code();
+  if (st == GANFW_OK &&
+      (!(dut = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, dy->ndim, dy->shape,
+                                  GANFW_MEM_ACTIVATION)) ||
+       !(axt = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, saved->ndim, saved->shape,
+                                  GANFW_MEM_ACTIVATION))))
+    st = ganfw_error_code();
+  if (st == GANFW_OK) {
+    ganfw_tensor *grad[GANFW_LAYER_MAX_PARAMS];
+    const ganfw_layer_call call = make_call(l, ex, param_grads, 1, grad);
+    pl_scope sc;
+    scope_begin(&sc);
+    const ganfw_plugin_frame *prev = enter(l, PL_BACKWARD2);
+    st = d->backward2(state_of(l), &call, xf, yf, saved->t + 2, dyf, u[0], dut, axt);
+    ganfw_plugin_leave(prev);
+    scope_end(&sc);
+    if (st != GANFW_OK)
+      st = ganfw_error_wrap(st, "layer %s (%s): backward2", l->qualified, l->vt->type);
+    st = scope_finish(l, &sc, "backward2", NULL, 0, st);
+    const int64_t want = reported_workspace(l, saved->shape, saved->ndim, 2);
+    const int32_t full = call.param_grads || l->nparams == 0;
+    if (st == GANFW_OK && (full ? sc.peak != want : sc.peak > want)) {
+      char in[96];
+      st = ganfw_layer_error(l, GANFW_ERR_INVALID_ARG,
+                             "backward2's tensors held %lld bytes at most for input %s, but the "
+                             "plugin's workspace_bytes (backward2, 2) reports %lld; it must "
+                             "return that peak, so that `ganfw plan` is exact",
+                             (long long)sc.peak,
+                             shape_str(saved->shape, saved->ndim, in, sizeof in), (long long)want);
+    }
+  }
+  ganfw_tensor_destroy(dyf);
+  ganfw_tensor_destroy(yf);
+  ganfw_tensor_destroy(xf);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(dut);
+    ganfw_tensor_destroy(axt);
+    return st;
+  }
+  *du = dut;
+  ax[0] = axt;
+  return GANFW_OK;
+}
+
 static void pl_release(ganfw_layer *l) {
   pl_impl *p = l->impl;
   if (!p) return;
@@ -496,6 +560,7 @@ ganfw_status ganfw_plugin_layer_attach(ganfw_layer *l, const ganfw_layer_def *de
   }
   p->vt = ganfw_layer_plugin;
   p->vt.type = p->type;
+  if (p->def.backward2) p->vt.backward2 = pl_backward2; /* a def of ABI 1.9 that has one */
   l->impl = p;
   l->vt = &p->vt;
   return GANFW_OK;
