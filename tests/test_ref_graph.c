@@ -61,20 +61,6 @@ static ganfw_net *dup_net(ganfw_ctx *c) {
   return net;
 }
 
-/* Loads every parameter of net from the reference's "<prefix>_<state_dict name>". */
-static void load_params(ganfw_net *net, const char *prefix) {
-  for (int64_t i = 0; i < host->net_param_count(net); i++) {
-    ganfw_param_info p = {.struct_size = sizeof p};
-    CU_ASSERT_EQUAL_FATAL(host->net_param_info(net, i, &p), GANFW_OK);
-    char key[96];
-    snprintf(key, sizeof key, "%s_%s", prefix, p.name);
-    int64_t n = 0;
-    const float *v = gt_ref_f32(ref, key, &n, NULL, NULL);
-    CU_ASSERT_FATAL(v && n == p.value->numel);
-    CU_ASSERT_EQUAL(ganfw_tensor_from_host(p.value, v, p.value->nbytes), GANFW_OK);
-  }
-}
-
 static ganfw_tensor *ref_tensor(ganfw_ctx *c, const char *key, int32_t dtype) {
   int64_t shape[8];
   int ndim = 0;
@@ -108,7 +94,7 @@ static void run(const char *prefix, int32_t dtype, run_out *r) {
   char key[64];
   r->ctx = new_ctx(0);
   r->net = strcmp(prefix, "g") == 0 ? graph_net(r->ctx, "g") : dup_net(r->ctx);
-  load_params(r->net, prefix);
+  gt_ref_load_params(ref, r->net, prefix);
   CU_ASSERT_EQUAL_FATAL(ganfw_net_set_compute_dtype(r->net, dtype), GANFW_OK);
   snprintf(key, sizeof key, "%s_x", prefix);
   ganfw_tensor *x = ref_tensor(r->ctx, key, GANFW_DTYPE_F32);

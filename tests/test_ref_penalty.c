@@ -101,28 +101,9 @@ static ganfw_net *build(ganfw_ctx *c, const char *name) {
   return n;
 }
 
-static void load_params(ganfw_net *net, const char *prefix) {
-  for (int64_t i = 0; i < host->net_param_count(net); i++) {
-    ganfw_param_info p = {.struct_size = sizeof p};
-    OK(host->net_param_info(net, i, &p));
-    char key[96];
-    snprintf(key, sizeof key, "%s_%s", prefix, p.name);
-    int64_t n = 0;
-    const float *v = gt_ref_f32(ref, key, &n, NULL, NULL);
-    if (!v) printf("\n    no %s", key);
-    CU_ASSERT_FATAL(v && n == p.value->numel);
-    OK(ganfw_tensor_from_host(p.value, v, p.value->nbytes));
-  }
-}
-
+/* The reference's key as a tensor of dtype. */
 static ganfw_tensor *ref_tensor(ganfw_ctx *c, const char *key, int32_t dtype) {
-  int64_t shape[8];
-  int ndim = 0;
-  const float *v = gt_ref_f32(ref, key, NULL, shape, &ndim);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(v);
-  ganfw_tensor *t = ganfw_tensor_create(c, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_DATA, key);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-  OK(ganfw_tensor_from_host(t, v, t->nbytes));
+  ganfw_tensor *t = gt_ref_tensor_new(c, ref, key);
   ganfw_tensor *d = ganfw_tensor_as_dtype(t, dtype, GANFW_MEM_DATA);
   ganfw_tensor_destroy(t);
   CU_ASSERT_PTR_NOT_NULL_FATAL(d);
@@ -149,7 +130,7 @@ static void run(const char *name, int32_t dtype, pass *p) {
   char key[64];
   p->ctx = new_ctx();
   p->net = build(p->ctx, name);
-  load_params(p->net, name);
+  gt_ref_load_params(ref, p->net, name);
   OK(ganfw_net_set_compute_dtype(p->net, dtype));
   snprintf(key, sizeof key, "%s_x", name);
   ganfw_tensor *x = ref_tensor(p->ctx, key, GANFW_DTYPE_F32);
@@ -370,17 +351,17 @@ static int clean(void) {
 }
 
 int main(void) {
-  CU_TestInfo tests[] = {{"conv, leaky relu, linear", test_lin},
-                         {"tanh, sigmoid, conv_transpose, relu", test_curve},
-                         {"layernorm", test_layernorm},
-                         {"groupnorm, instancenorm, global avg pool", test_group_instance_norm},
-                         {"graph: add, concat, upsample", test_graph},
-                         {"f16 and bf16 against f32", test_16bit},
-                         {"a plugin layer's backward2 (pixelnorm)", test_plugin_layer},
-                         {"batchnorm refused", test_batchnorm_refused},
-                         {"a plugin layer without backward2 refused",
-                          test_plugin_without_backward2_refused},
-                         {"one whole WGAN-GP critic step", test_whole_critic_step},
-                         CU_TEST_INFO_NULL};
+  CU_TestInfo tests[] = {
+      {"conv, leaky relu, linear", test_lin},
+      {"tanh, sigmoid, conv_transpose, relu", test_curve},
+      {"layernorm", test_layernorm},
+      {"groupnorm, instancenorm, global avg pool", test_group_instance_norm},
+      {"graph: add, concat, upsample", test_graph},
+      {"f16 and bf16 against f32", test_16bit},
+      {"a plugin layer's backward2 (pixelnorm)", test_plugin_layer},
+      {"batchnorm refused", test_batchnorm_refused},
+      {"a plugin layer without backward2 refused", test_plugin_without_backward2_refused},
+      {"one whole WGAN-GP critic step", test_whole_critic_step},
+      CU_TEST_INFO_NULL};
   return gt_run_fixture("penalty", tests, init, clean);
 }

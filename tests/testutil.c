@@ -712,6 +712,20 @@ ganfw_tensor *gt_ref_tensor_new(ganfw_ctx *ctx, gt_ref *r, const char *key) {
   return t;
 }
 
+void gt_ref_load_params(gt_ref *r, ganfw_net *net, const char *prefix) {
+  for (int64_t i = 0; i < ganfw_net_param_count(net); i++) {
+    ganfw_param_info p = {.struct_size = sizeof p};
+    CU_ASSERT_EQUAL_FATAL(ganfw_net_param_info(net, i, &p), GANFW_OK);
+    char key[160];
+    snprintf(key, sizeof key, "%s_%s", prefix, p.name);
+    int64_t n = 0;
+    const float *v = gt_ref_f32(r, key, &n, NULL, NULL);
+    if (!v) printf("\n    the reference has no %s", key);
+    CU_ASSERT_FATAL(v && n == p.value->numel);
+    CU_ASSERT_EQUAL(ganfw_tensor_from_host(p.value, v, p.value->nbytes), GANFW_OK);
+  }
+}
+
 void gt_ref_gan_session(const char *config_text, const char *ref, ganfw_run **run,
                         ganfw_session **s) {
   char dir[] = "/tmp/ganfw_refgan_XXXXXX", path[256], ref_path[4096];

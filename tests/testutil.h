@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "ganfw/status.h"
+#include "ganfw/host.h"
 #include "ganfw/tensor.h"
 
 /* A suite file defines `static CU_TestInfo tests[] = {{"name", fn}, ..., CU_TEST_INFO_NULL};`
@@ -54,6 +55,9 @@ double gt_ref_scalar(gt_ref *r, const char *key);
  * caller; a missing key is a fatal CUnit failure. */
 typedef struct ganfw_ctx ganfw_ctx;
 ganfw_tensor *gt_ref_tensor_new(ganfw_ctx *ctx, gt_ref *r, const char *key);
+/* Every parameter of net from the reference's "<prefix>_<state_dict name>" (each must be
+ * there with the parameter's element count). */
+void gt_ref_load_params(gt_ref *r, ganfw_net *net, const char *prefix);
 
 /* --- GAN sessions from reference weights ------------------------------------------------ */
 /* A GAN session of 1x32x32 images built from `config_text` (written to a temporary file

@@ -371,20 +371,27 @@ static ganfw_status pl_forward(ganfw_layer *l, const ganfw_exec *ex, ganfw_tenso
   return GANFW_OK;
 }
 
+/* f32 views of what a backward reads: the kept input and output (NULL when not kept) and dy,
+ * each the tensor itself (retained) when f32, else a converted workspace copy. */
+static ganfw_status kept_f32(const ganfw_saved *saved, ganfw_tensor *dy, ganfw_tensor **xf,
+                             ganfw_tensor **yf, ganfw_tensor **dyf) {
+  if (saved->t[0] &&
+      !(*xf = ganfw_tensor_as_dtype(saved->t[0], GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
+    return ganfw_error_code();
+  if (saved->t[1] &&
+      !(*yf = ganfw_tensor_as_dtype(saved->t[1], GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
+    return ganfw_error_code();
+  if (!(*dyf = ganfw_tensor_as_dtype(dy, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
+    return ganfw_error_code();
+  return GANFW_OK;
+}
+
 static ganfw_status pl_backward(ganfw_layer *l, const ganfw_exec *ex, ganfw_saved *saved,
                                 ganfw_tensor *dy, ganfw_tensor **dx, int32_t param_grads,
                                 int32_t accumulate) {
   const ganfw_layer_def *d = def_of(l);
   ganfw_tensor *xf = NULL, *yf = NULL, *dyf = NULL, *dxt = NULL, *dxf = NULL;
-  ganfw_status st = GANFW_OK;
-  if (saved->t[0] &&
-      !(xf = ganfw_tensor_as_dtype(saved->t[0], GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
-    st = ganfw_error_code();
-  if (st == GANFW_OK && saved->t[1] &&
-      !(yf = ganfw_tensor_as_dtype(saved->t[1], GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
-    st = ganfw_error_code();
-  if (st == GANFW_OK && !(dyf = ganfw_tensor_as_dtype(dy, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
-    st = ganfw_error_code();
+  ganfw_status st = kept_f32(saved, dy, &xf, &yf, &dyf);
   if (st == GANFW_OK && dx) {
     dxt = ganfw_layer_tensor(l, ex, ex->dtype, saved->ndim, saved->shape, GANFW_MEM_ACTIVATION);
     if (dxt)
@@ -443,20 +450,11 @@ static ganfw_status pl_backward2(ganfw_layer *l, const ganfw_exec *ex, ganfw_sav
   if (!u[0]) return GANFW_OK;
   const ganfw_layer_def *d = def_of(l);
   ganfw_tensor *xf = NULL, *yf = NULL, *dyf = NULL, *dut = NULL, *axt = NULL;
-  ganfw_status st = GANFW_OK;
-  if (saved->t[0] &&
-      !(xf = ganfw_tensor_as_dtype(saved->t[0], GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
-    st = ganfw_error_code();
-  if (st == GANFW_OK && saved->t[1] &&
-      !(yf = ganfw_tensor_as_dtype(saved->t[1], GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
-    st = ganfw_error_code();
-  if (st == GANFW_OK && !(dyf = ganfw_tensor_as_dtype(dy, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE)))
-    st = ganfw_error_code();
-  if (st == GANFW_OK &&
-      (!(dut = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, dy->ndim, dy->shape,
-                                  GANFW_MEM_ACTIVATION)) ||
-       !(axt = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, saved->ndim, saved->shape,
-                                  GANFW_MEM_ACTIVATION))))
+  ganfw_status st = kept_f32(saved, dy, &xf, &yf, &dyf);
+  if (st == GANFW_OK && (!(dut = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, dy->ndim, dy->shape,
+                                                    GANFW_MEM_ACTIVATION)) ||
+                         !(axt = ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, saved->ndim,
+                                                    saved->shape, GANFW_MEM_ACTIVATION))))
     st = ganfw_error_code();
   if (st == GANFW_OK) {
     ganfw_tensor *grad[GANFW_LAYER_MAX_PARAMS];
