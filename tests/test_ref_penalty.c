@@ -82,6 +82,14 @@ static ganfw_net *build(ganfw_ctx *c, const char *name) {
     OK(host->net_conv2d(n, "c2", 4, 2, 4, 2, 1, 0));
     OK(host->net_flatten(n, "flat"));
     OK(host->net_linear(n, "fc", 18, 1, 1));
+  } else if (strcmp(name, "sn") == 0) { /* spectral norm on a conv and a linear layer */
+    OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 1));
+    OK(host->net_activation(n, "a1", GANFW_ACT_LEAKY_RELU, lrelu));
+    OK(host->net_conv2d(n, "c2", 4, 2, 4, 2, 1, 0));
+    OK(host->net_flatten(n, "flat"));
+    OK(host->net_linear(n, "fc", 18, 1, 1));
+    OK(host->net_spectral_norm(n, "c1", 1, 1e-12f));
+    OK(host->net_spectral_norm(n, "fc", 1, 1e-12f));
   } else { /* graph */
     const char *add_in[2] = {"c2", "sc"}, *cat_in[2] = {"a", "r1"};
     OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 1));
@@ -131,6 +139,13 @@ static void run(const char *name, int32_t dtype, pass *p) {
   p->ctx = new_ctx();
   p->net = build(p->ctx, name);
   gt_ref_load_params(ref, p->net, name);
+  ganfw_net_buffer b; /* spectral norm's u and v where the reference has them */
+  for (int64_t i = 0; ganfw_net_buffer_at(p->net, i, &b); i++) {
+    snprintf(key, sizeof key, "%s_%s", name, b.name);
+    int64_t m = 0;
+    const float *v = b.tensor ? gt_ref_f32(ref, key, &m, NULL, NULL) : NULL;
+    if (v && m == b.tensor->numel) OK(ganfw_tensor_from_host(b.tensor, v, b.tensor->nbytes));
+  }
   OK(ganfw_net_set_compute_dtype(p->net, dtype));
   snprintf(key, sizeof key, "%s_x", name);
   ganfw_tensor *x = ref_tensor(p->ctx, key, GANFW_DTYPE_F32);
@@ -211,6 +226,12 @@ static void test_plugin_layer(void) {
   check_against_torch("pn");
 }
 
+/* Spectral norm (one power iteration in the penalty's forward, as PyTorch's training forward;
+ * the gradient through sigma with u and v constant). */
+static void test_spectral_norm(void) {
+  check_against_torch("sn");
+}
+
 /* f16 and bf16 compute against f32 on the same critic: the penalty's parameter gradients
  * within 1e-2 (f16) and 5e-2 (bf16) relative per tensor. */
 static void test_16bit(void) {
@@ -239,6 +260,85 @@ static void test_16bit(void) {
     }
     pass_free(&p32);
   }
+}
+
+/* The penalty of net on x with the context's Philox stream at `offset` (dropout's masks
+ * repeat): P, and with grads the parameter gradients in the net. */
+static double penalty_at(ganfw_ctx *c, ganfw_net *net, ganfw_tensor *x, uint64_t offset,
+                         int32_t grads) {
+  ganfw_tensor *y = NULL, *gx = NULL, *v = NULL, *dy = NULL;
+  ganfw_tape *tape = ganfw_tape_create(net);
+  ganfw_tape_set_full(tape, 1);
+  c->rng_offset = offset;
+  ganfw_net_zero_grad(net);
+  OK(ganfw_net_forward(net, x, tape, &y));
+  int64_t n = y->numel;
+  dy = ganfw_tensor_create(c, GANFW_DTYPE_F32, y->ndim, y->shape, GANFW_MEM_DATA, "dy");
+  float *ones = gt_falloc(n);
+  for (int64_t i = 0; i < n; i++) ones[i] = 1.0f;
+  OK(ganfw_tensor_from_host(dy, ones, n * 4));
+  gt_free(ones);
+  OK(ganfw_net_backward_keep(net, tape, dy, &gx));
+  double P = 0;
+  OK(ganfw_penalty_grad(c, GANFW_PENALTY_GP, 1.0, gx, 1.0, 0, 1.0, &P, &v));
+  if (grads) {
+    OK(ganfw_net_backward_of_backward(net, tape, v));
+  } else {
+    ganfw_tape_clear(tape);
+  }
+  ganfw_tensor_destroy(v);
+  ganfw_tensor_destroy(gx);
+  ganfw_tensor_destroy(dy);
+  ganfw_tensor_destroy(y);
+  ganfw_tape_destroy(tape);
+  return P;
+}
+
+/* Dropout (no PyTorch twin: its masks are the run's Philox draws) by central differences:
+ * conv, tanh, dropout 0.3, linear; each parameter element's analytic penalty gradient against
+ * (P(w + h) - P(w - h)) / 2h with the same masks, within 2% of the gradient's scale. */
+static void test_dropout_numeric(void) {
+  ganfw_ctx *c = new_ctx();
+  ganfw_net *n = host->net_create(c, "drop");
+  OK(host->net_conv2d(n, "c1", 3, 4, 3, 1, 1, 1));
+  OK(host->net_activation(n, "a1", GANFW_ACT_TANH, 0));
+  OK(host->net_dropout(n, "d1", 0.3f));
+  OK(host->net_flatten(n, "flat"));
+  OK(host->net_linear(n, "fc", 144, 1, 1));
+  OK(host->net_build(n, 3, 6, 6));
+  const int64_t xs[4] = {3, 3, 6, 6};
+  ganfw_tensor *x = ganfw_tensor_create(c, GANFW_DTYPE_F32, 4, xs, GANFW_MEM_DATA, "x");
+  float *xv = gt_frand(x->numel, 7);
+  OK(ganfw_tensor_from_host(x, xv, x->nbytes));
+  gt_free(xv);
+  const uint64_t offset = 1000;
+  penalty_at(c, n, x, offset, 1);
+  double worst = 0;
+  for (int64_t i = 0; i < ganfw_net_param_count(n); i++) {
+    ganfw_param_info q = {.struct_size = sizeof q};
+    OK(ganfw_net_param_info(n, i, &q));
+    float *w = q.value->data, *g = q.grad->data;
+    double scale = 0;
+    for (int64_t k = 0; k < q.value->numel; k++) scale = fmax(scale, fabs(g[k]));
+    float *analytic = gt_falloc(q.value->numel);
+    memcpy(analytic, g, q.value->nbytes);
+    for (int64_t k = 0; k < q.value->numel; k += 1 + q.value->numel / 12) {
+      const float keep = w[k], h = 1e-2f * fmaxf(fabsf(keep), 0.1f);
+      w[k] = keep + h;
+      const double pp = penalty_at(c, n, x, offset, 0);
+      w[k] = keep - h;
+      const double pm = penalty_at(c, n, x, offset, 0);
+      w[k] = keep;
+      const double e = fabs((pp - pm) / (2.0 * h) - analytic[k]) / fmax(scale, 1e-6);
+      worst = fmax(worst, e);
+    }
+    gt_free(analytic);
+  }
+  printf("\n    worst difference %.2e of each tensor's largest gradient", worst);
+  CU_ASSERT(worst < 2e-2);
+  ganfw_tensor_destroy(x);
+  ganfw_net_destroy(n);
+  ganfw_ctx_destroy(c);
 }
 
 /* A penalised net must have a double backward at every layer: BatchNorm is refused naming
@@ -359,6 +459,8 @@ int main(void) {
       {"graph: add, concat, upsample", test_graph},
       {"f16 and bf16 against f32", test_16bit},
       {"a plugin layer's backward2 (pixelnorm)", test_plugin_layer},
+      {"spectral norm", test_spectral_norm},
+      {"dropout by central differences", test_dropout_numeric},
       {"batchnorm refused", test_batchnorm_refused},
       {"a plugin layer without backward2 refused", test_plugin_without_backward2_refused},
       {"one whole WGAN-GP critic step", test_whole_critic_step},

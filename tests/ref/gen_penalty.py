@@ -20,6 +20,9 @@ state_dict names. The nets cover every layer kind with a double backward:
          c3 = conv(8,2,k4,s2,p1)(up) tanh; flatten linear(72,1)
   pn:    conv(3,4,k3,p1,bias) pixelnorm(affine; the plugin layer of examples/pixelnorm)
          leaky_relu(0.2) conv(4,2,k4,s2,p1) flatten linear(18,1)
+  sn:    spectral_norm(conv(3,4,k3,p1,bias)) leaky_relu(0.2) conv(4,2,k4,s2,p1) flatten
+         spectral_norm(linear(18,1)): one power iteration from the stored u and v (the
+         training forward's), the gradient through sigma as PyTorch's
 """
 import os
 
@@ -132,7 +135,36 @@ def _pn(g):
     return p, f
 
 
-NETS = {"lin": _lin, "curve": _curve, "ln": _ln, "gn": _gn, "graph": _graph, "pn": _pn}
+def _sn_weight(p, name, eps=1e-12):
+    """torch.nn.utils.spectral_norm's training forward (dim 0, one power iteration from the
+    stored u and v, under no_grad), in f64: weight_orig / sigma with sigma = u^T W_mat v."""
+    w = p[name + ".weight_orig"]
+    w_mat = w.reshape(w.shape[0], -1)
+    with torch.no_grad():
+        u, v = p[name + ".weight_u"], p[name + ".weight_v"]
+        v = F.normalize(w_mat.t().mv(u), dim=0, eps=eps)
+        u = F.normalize(w_mat.mv(v), dim=0, eps=eps)
+    return w / torch.dot(u, w_mat.mv(v))
+
+
+def _sn(g):
+    p = {"c1.weight_orig": _p(g, 4, 3, 3, 3), "c1.bias": _p(g, 4)}
+    p["c1.weight_u"] = F.normalize(torch.randn(4, generator=g), dim=0).double()
+    p["c1.weight_v"] = F.normalize(torch.randn(27, generator=g), dim=0).double()
+    p.update({"c2.weight": _p(g, 2, 4, 4, 4),
+              "fc.weight_orig": _p(g, 1, 18), "fc.bias": _p(g, 1)})
+    p["fc.weight_u"] = F.normalize(torch.randn(1, generator=g), dim=0).double()
+    p["fc.weight_v"] = F.normalize(torch.randn(18, generator=g), dim=0).double()
+
+    def f(x):
+        h = F.leaky_relu(F.conv2d(x, _sn_weight(p, "c1"), p["c1.bias"], padding=1), 0.2)
+        h = F.conv2d(h, p["c2.weight"], stride=2, padding=1)
+        return F.linear(h.flatten(1), _sn_weight(p, "fc"), p["fc.bias"])
+    return p, f
+
+
+NETS = {"lin": _lin, "curve": _curve, "ln": _ln, "gn": _gn, "graph": _graph, "pn": _pn,
+        "sn": _sn}
 
 
 def generate(out_dir):
