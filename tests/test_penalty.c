@@ -112,16 +112,21 @@ static void test_gp_resume_bitwise(void) {
                             path_in("gp2/checkpoints/step_00000006.safetensors"), NULL, 0);
 }
 
-/* r1 every 2nd D step: its column holds the penalty on steps 1, 3, 5 and 0 between. */
+/* r1 and r2 every 2nd D step: their columns hold the penalties on steps 1, 3, 5 and 0
+ * between. */
 static void test_r1_lazy(void) {
   char out[600];
   snprintf(out, sizeof out, "run.out_dir=%s", path_in("r1"));
-  const char *sets[] = {"objective.plugin=bce", "objective.r1=1", "objective.r1_every=2", out};
-  CU_ASSERT_EQUAL_FATAL(train(sets, 4, 0), GANFW_OK);
-  double v[8];
-  CU_ASSERT_EQUAL_FATAL(column(path_in("r1"), "r1", v, 8), 6);
-  for (int i = 0; i < 6; i++) {
-    CU_ASSERT(i % 2 == 0 ? v[i] > 0 : v[i] == 0);
+  const char *sets[] = {"objective.plugin=bce", "objective.r1=1", "objective.r2=0.5",
+                        "objective.r1_every=2", out};
+  CU_ASSERT_EQUAL_FATAL(train(sets, 5, 0), GANFW_OK);
+  const char *cols[2] = {"r1", "r2"};
+  for (int c = 0; c < 2; c++) {
+    double v[8];
+    CU_ASSERT_EQUAL_FATAL(column(path_in("r1"), cols[c], v, 8), 6);
+    for (int i = 0; i < 6; i++) {
+      CU_ASSERT(i % 2 == 0 ? v[i] > 0 : v[i] == 0);
+    }
   }
 }
 
