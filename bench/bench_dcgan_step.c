@@ -453,11 +453,7 @@ static int fail(ganfw_status st) {
 int main(int argc, char **argv) {
   /* as the ganfw CLI (cli/main.c): OpenBLAS's kernels for this CPU when it took it for a
    * generic one, unless OPENBLAS_CORETYPE says otherwise */
-  const char *core = getenv("OPENBLAS_CORETYPE") ? NULL : ganfw_cpu_blas_core_hint();
-  if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0) {
-    execv("/proc/self/exe", argv);
-    unsetenv("OPENBLAS_CORETYPE");
-  }
+  ganfw_cpu_blas_restart(argv);
   bench_args a;
   int rc = parse_args(argc, argv, &a);
   if (rc >= 0) return rc;

@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "base/error.h"
 #include "config/config.h"
 #include "io/checkpoint.h"
@@ -61,6 +62,23 @@ const ganfw_run_config *gt_config(const char *path, const char *const *sets, int
   }
   gt_configs[gt_n_configs++] = rc;
   return rc;
+}
+
+/* Every suite computes with the OpenBLAS kernels the ganfw CLI uses on this machine
+ * (ganfw_cpu_blas_restart), so that a run in the suite and one through the CLI give the same
+ * bits: before main, from the command line in /proc/self/cmdline. */
+__attribute__((constructor)) static void gt_blas_like_cli(void) {
+  if (getenv("OPENBLAS_CORETYPE") || !ganfw_cpu_blas_core_hint()) return;
+  static char buf[8192];
+  static char *argv[64];
+  FILE *f = fopen("/proc/self/cmdline", "rb");
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  if (f) fclose(f);
+  if (n == 0 || n == sizeof buf - 1) return; /* unreadable or too long: run as it is */
+  int argc = 0;
+  for (size_t k = 0; k < n && argc < 63; k += strlen(buf + k) + 1) argv[argc++] = buf + k;
+  argv[argc] = NULL;
+  ganfw_cpu_blas_restart(argv);
 }
 
 int gt_run(const char *suite, CU_TestInfo *tests) {

@@ -109,6 +109,11 @@ void ganfw_cpu_set_conv_benchmark(int32_t on);
  * OpenBLAS chose a specific core or the CPU has neither. The library reads the variable when
  * it loads: the CLI starts itself again with it set (cli/main.c). */
 const char *ganfw_cpu_blas_core_hint(void);
+/* When ganfw_cpu_blas_core_hint names a core and OPENBLAS_CORETYPE is unset: sets it and
+ * starts the program again (execv of /proc/self/exe with argv), so that every ganfw program
+ * on this machine (the CLI, the benches, the test suites) computes with the same OpenBLAS
+ * kernels and so the same bits. Returns (doing nothing) otherwise or when execv fails. */
+void ganfw_cpu_blas_restart(char **argv);
 /* One line on how the CPU backend computes in `dtype` (f16 or bf16) on this machine: which
  * layers run natively, and the conversions and products it uses. */
 const char *ganfw_cpu_lp_describe(int32_t dtype);

@@ -12,9 +12,11 @@
 #include <cblas.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/gemm_bf16.h"
@@ -37,6 +39,13 @@ const char *ganfw_cpu_blas_core_hint(void) {
   return level >= GANFW_CPU_ISA_AVX512 ? "SkylakeX"
          : level >= GANFW_CPU_ISA_AVX2 ? "Haswell"
                                        : NULL;
+}
+
+void ganfw_cpu_blas_restart(char **argv) {
+  const char *core = getenv("OPENBLAS_CORETYPE") ? NULL : ganfw_cpu_blas_core_hint();
+  if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0) return;
+  execv("/proc/self/exe", argv); /* returns only on failure: run on with the library's choice */
+  unsetenv("OPENBLAS_CORETYPE");
 }
 
 /* Products below this many multiply-adds are one OpenBLAS call on the calling thread:
