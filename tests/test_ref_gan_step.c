@@ -42,8 +42,12 @@ static double norm_rel(const float *a, const float *b, int64_t n) {
 }
 
 /* Compares every gradient, parameter and f32 buffer of `net` with PyTorch's.
- * - Gradients: element-wise, relative to the tensor's largest gradient / 100 as a floor
- *   (both sides sum thousands of f32 products in different orders).
+ * - Gradients: element-wise within 5e-3, relative to the tensor's largest gradient / 100 as
+ *   a floor (both sides sum thousands of f32 products in different orders; G's gradients
+ *   come back through D and two BatchNorms over 16 samples). OpenBLAS's Haswell sgemm kept
+ *   them within 1e-3; its SkylakeX (AVX-512) one sums in another order and reaches 2.5e-3
+ *   at an element of G's, while the norm-relative error of every tensor stays below 1e-4.
+ * - BatchNorm's running statistics: within 5e-4 (2.9e-4 seen on SkylakeX's sgemm).
  * - Weights: as tensors, ||w - w_torch|| / ||w_torch|| <= 1e-4; and element-wise, every
  *   weight's update within 5% of lr of PyTorch's where |grad| >= 1e-4 of the tensor's
  *   largest (below that, rounding can flip a gradient's sign, and Adam's first step
@@ -70,7 +74,7 @@ static void compare_net(gt_ref *ref, ganfw_net *net, const char *prefix, double 
     const double wd = info.value->ndim > 1 ? weight_decay : 0;
     double gmax = 0;
     for (int64_t k = 0; k < n; k++) gmax = fmax(gmax, fabs(grad[k] + wd * before[k]));
-    double e = gt_check_close(key, info.grad->data, grad, n, 1e-3, 1e-2 * gmax);
+    double e = gt_check_close(key, info.grad->data, grad, n, 5e-3, 1e-2 * gmax);
     if (e > worst_grad) worst_grad = e;
     const float *got = info.value->data;
     e = norm_rel(got, want, n);
@@ -100,7 +104,7 @@ static void compare_net(gt_ref *ref, ganfw_net *net, const char *prefix, double 
     if (b.counter) {
       CU_ASSERT_EQUAL(*b.counter, (int64_t)want[0]);
     } else {
-      double e = gt_check_close(key, b.tensor->data, want, n, 1e-4, 1e-3);
+      double e = gt_check_close(key, b.tensor->data, want, n, 5e-4, 1e-3);
       if (e > worst_buffer) worst_buffer = e;
     }
   }
