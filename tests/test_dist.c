@@ -482,6 +482,40 @@ static void test_strategies(void) {
   CU_ASSERT(fabs(d1 - d2) <= 1e-4 * fabs(d1) && fabs(g1 - g2) <= 1e-4 * fabs(g1));
 }
 
+/* WGAN-GP on 2 ranks: each rank draws the global micro-batch's interpolation weights and
+ * takes its rows, and the penalty's gradients join the all-reduce, so the weights after 6
+ * steps (with micro-batches too) are one process's within TOL. The critic has no norm: a
+ * layer norm's biases get gradients near Adam's eps, where g / (|g| + eps) turns the f32
+ * rounding of the ranks' sum into a visible part of lr (their gradients agree to 1e-7). */
+static void test_penalty(void) {
+  if (skip()) return;
+  const char *memory[2] = {"", " --set 'memory=[{plugin: accumulate, steps: 2}]'"};
+  for (int k = 0; k < 2; k++) {
+    char args[4096], dir1[16], dir2[16];
+    snprintf(dir1, sizeof dir1, "gp1_%d", k);
+    snprintf(dir2, sizeof dir2, "gp2_%d", k);
+    const char *gp = "--set model.d_norm=none --set objective.plugin=wgan --set "
+                     "objective.clip=0 --set objective.gp=10 --set train.max_steps=6 --set "
+                     "train.checkpoint_every=6";
+    snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' %s%s", path_in("gan.yaml"),
+             path_in(dir1), gp, memory[k]);
+    CU_ASSERT_EQUAL_FATAL(one(args), 0);
+    snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s' %s%s", path_in("gan.yaml"),
+             path_in(dir2), gp, memory[k]);
+    int rc = ranks(2, "", args, NULL);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    char a[600], b[600], worst[256] = "";
+    snprintf(a, sizeof a, "%s/checkpoints/step_00000006.safetensors", path_in(dir1));
+    snprintf(b, sizeof b, "%s/checkpoints/step_00000006.safetensors", path_in(dir2));
+    int count = 0;
+    double w = worst_rel(a, b, 0, &count, worst, sizeof worst);
+    printf("\n  gp 10%s, 2 ranks vs 1 process, 6 steps: worst weight %.3g (%s)",
+           k ? ", accumulate 2" : "", w, worst);
+    CU_ASSERT(w >= 0 && w <= TOL);
+  }
+}
+
 /* dist.batchnorm: local (DistributedDataParallel's default): each rank normalises its own
  * 32 rows, so the first step's losses are not the global batch's; the running statistics
  * are rank 0's on every rank (broadcast each step), so the checkpoint is rank 0's. */
@@ -918,6 +952,7 @@ static CU_TestInfo tests[] = {
     {"zero: same run, half the optimizer state per rank", test_zero},
     {"a checkpoint resumes on another number of ranks", test_resume_other_ranks},
     {"accumulate and amp on 2 ranks", test_strategies},
+    {"WGAN-GP on 2 ranks matches one process", test_penalty},
     {"dist.batchnorm: local", test_local_batchnorm},
     {"a classifier on 2 ranks", test_classifier},
     {"a trainer plugin on 2 ranks, with and without zero", test_trainer_plugin},

@@ -268,6 +268,10 @@ int32_t ganfw_dp_ranks(const ganfw_session *s) {
   return ganfw_dist_parallel(s->dist) ? s->dist->size : 1;
 }
 
+int32_t ganfw_dp_rank(const ganfw_session *s) {
+  return ganfw_dist_parallel(s->dist) ? s->dist->rank : 0;
+}
+
 int64_t ganfw_dp_local_batch(const ganfw_session *s) {
   return s->train.batch_size / ganfw_dp_ranks(s);
 }

@@ -22,6 +22,8 @@ int32_t ganfw_dp_writes(const ganfw_session *s);
  * ranks (ganfw_dp_reduce) is the global gradient, with the magnitudes one process has (a
  * loss scaler's overflow point included). */
 int32_t ganfw_dp_ranks(const ganfw_session *s);
+/* This process's rank among them (0 alone). */
+int32_t ganfw_dp_rank(const ganfw_session *s);
 /* This rank's rows of the global batch (train.batch_size alone). */
 int64_t ganfw_dp_local_batch(const ganfw_session *s);
 

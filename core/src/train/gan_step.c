@@ -301,28 +301,31 @@ static int64_t alloc_requests(ganfw_alloc *a) {
 }
 
 /* x_hat = fake + eps (real - fake) with eps ~ U(0, 1) per sample from the run's Philox
- * stream (WGAN-GP's interpolates), f32, as a new tensor. */
+ * stream (WGAN-GP's interpolates), f32, as a new tensor. Data-parallel: every rank draws the
+ * global micro-batch's eps and takes its own rows, so that the ranks together use the eps one
+ * process would. */
 static ganfw_status interpolate(ganfw_gan *g, ganfw_tensor *real, ganfw_tensor *fake,
                                 ganfw_tensor **out) {
   ganfw_ctx *ctx = g->ctx;
   ganfw_backend *be = ctx->be;
   *out = NULL;
   const int64_t n = real->shape[0], inner = real->numel / n;
+  const int64_t all = n * ganfw_dp_ranks(g->s), first = n * ganfw_dp_rank(g->s);
   ganfw_tensor *f = ganfw_tensor_as_dtype(fake, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE);
   ganfw_tensor *r = f ? ganfw_tensor_as_dtype(real, GANFW_DTYPE_F32, GANFW_MEM_WORKSPACE) : NULL;
   ganfw_tensor *eps =
-      r ? ganfw_tensor_create(ctx, GANFW_DTYPE_F32, 1, &n, GANFW_MEM_WORKSPACE, "penalty.eps")
+      r ? ganfw_tensor_create(ctx, GANFW_DTYPE_F32, 1, &all, GANFW_MEM_WORKSPACE, "penalty.eps")
         : NULL;
   ganfw_tensor *x = eps ? ganfw_tensor_create(ctx, GANFW_DTYPE_F32, real->ndim, real->shape,
                                               GANFW_MEM_ACTIVATION, "penalty.x_hat")
                         : NULL;
-  ganfw_status st = x ? ganfw_ctx_rng_uniform(ctx, n, eps->data, 0.0f, 1.0f) : ganfw_error_code();
+  ganfw_status st = x ? ganfw_ctx_rng_uniform(ctx, all, eps->data, 0.0f, 1.0f) : ganfw_error_code();
+  const float *mine = x ? (const float *)eps->data + first : NULL;
   ganfw_bcast_shape same = {
       .dim = {1, 1, 1, real->numel}, .sa = {0, 0, 0, 1}, .sb = {0, 0, 0, 1}, .same = 1};
   ganfw_bcast_shape rows = {.dim = {1, 1, n, inner}, .sa = {0, 0, inner, 1}, .sb = {0, 0, 1, 0}};
   if (st == GANFW_OK) st = ganfw_be_binary(be, GANFW_BINARY_SUB, &same, x->data, r->data, f->data);
-  if (st == GANFW_OK)
-    st = ganfw_be_binary(be, GANFW_BINARY_MUL, &rows, x->data, x->data, eps->data);
+  if (st == GANFW_OK) st = ganfw_be_binary(be, GANFW_BINARY_MUL, &rows, x->data, x->data, mine);
   if (st == GANFW_OK) st = ganfw_be_binary(be, GANFW_BINARY_ADD, &same, x->data, x->data, f->data);
   ganfw_tensor_destroy(eps);
   ganfw_tensor_destroy(r);
