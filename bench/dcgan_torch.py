@@ -134,17 +134,23 @@ def main():
         opt_g.step()
         return loss_d, loss_g.item(), d_x, d_g_z1, d_g_z2
 
+    time_steps(lambda i: step(), a.warmup, a.steps, n, a.autocast or "off")
+
+
+def time_steps(step, warmup, steps, batch, autocast):
+    """Runs step(i) for warmup + steps iterations and prints the machine-readable line
+    (median and fastest of the timed steps, peak RSS) that bench/run_dcgan.sh reads."""
     times = []
-    for i in range(a.warmup + a.steps):
+    for i in range(warmup + steps):
         t0 = time.perf_counter()
-        step()
+        step(i)
         t1 = time.perf_counter()
-        if i >= a.warmup:
+        if i >= warmup:
             times.append((t1 - t0) * 1e3)
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(f"torch median_ms={statistics.median(times):.2f} min_ms={min(times):.2f} "
-          f"rss_mib={rss_mib:.1f} threads={torch.get_num_threads()} batch={n} "
-          f"steps={a.steps} autocast={a.autocast or 'off'} version={torch.__version__}", flush=True)
+          f"rss_mib={rss_mib:.1f} threads={torch.get_num_threads()} batch={batch} "
+          f"steps={steps} autocast={autocast} version={torch.__version__}", flush=True)
 
 
 if __name__ == "__main__":

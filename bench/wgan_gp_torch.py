@@ -11,16 +11,13 @@ of five steps). Prints one machine-readable line:  torch median_ms=... min_ms=..
 """
 import argparse
 import os
-import resource
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dcgan_torch import Generator, weights_init  # noqa: E402 (no side effects)
+from dcgan_torch import Generator, time_steps, weights_init  # noqa: E402 (no side effects)
 
 LAMBDA, N_CRITIC = 10.0, 5
 
@@ -87,18 +84,7 @@ def main():
             p.requires_grad_(True)
         opt_g.step()
 
-    times = []
-    for i in range(a.warmup + a.steps):
-        t0 = time.perf_counter()
-        step(i)
-        t1 = time.perf_counter()
-        if i >= a.warmup:
-            times.append((t1 - t0) * 1e3)
-    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(f"torch median_ms={statistics.median(times):.2f} min_ms={min(times):.2f} "
-          f"rss_mib={rss_mib:.1f} threads={torch.get_num_threads()} batch={n} "
-          f"steps={a.steps} autocast=off version={torch.__version__}", flush=True)
-
+    time_steps(step, a.warmup, a.steps, n, "off")
 
 if __name__ == "__main__":
     main()

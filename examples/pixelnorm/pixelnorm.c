@@ -212,7 +212,8 @@ static ganfw_status pn_backward2(void *state, const ganfw_layer_call *call, cons
     st = h->tensor_mul(ctx, t, du, dy);
     if (st == GANFW_OK) st = channel_grad(pn, call, t, call->grad[0]);
   }
-  if (st == GANFW_OK && pn->affine) st = h->tensor_channel_affine(ctx, du, du, call->param[0], NULL);
+  if (st == GANFW_OK && pn->affine)
+    st = h->tensor_channel_affine(ctx, du, du, call->param[0], NULL);
   /* ax */
   if (st == GANFW_OK && g) st = h->tensor_channel_affine(ctx, g, dy, call->param[0], NULL);
   if (st == GANFW_OK) st = h->tensor_mul(ctx, t, u, gv);

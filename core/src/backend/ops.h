@@ -592,6 +592,17 @@ static inline ganfw_status ganfw_be_unary(ganfw_backend *be, int32_t map, int64_
   return ganfw_backend_run(be, &op);
 }
 
+/* The broadcast of a binary op over R rows of m values: out [R,m]; a and b each [R,m], or
+ * with a_col / b_col 1 one value per row ([R,1], broadcast along the row). */
+static inline ganfw_bcast_shape ganfw_bcast_rows(int64_t R, int64_t m, int32_t a_col,
+                                                 int32_t b_col) {
+  ganfw_bcast_shape s = {.dim = {1, 1, R, m},
+                         .sa = {0, 0, a_col ? 1 : m, a_col ? 0 : 1},
+                         .sb = {0, 0, b_col ? 1 : m, b_col ? 0 : 1},
+                         .same = !a_col && !b_col};
+  return s;
+}
+
 static inline ganfw_status ganfw_be_binary(ganfw_backend *be, int32_t map,
                                            const ganfw_bcast_shape *s, float *out, const float *a,
                                            const float *b) {

@@ -1,6 +1,7 @@
 /* f32 arithmetic for the layers' double-backward members (layer.h, ganfw_g2): one backend op
  * per call, so that a formula written with them runs on every backend that runs the op
  * list (op.h), the meta backend included (plans count these buffers as they count any). */
+#include "backend/ops.h"
 #include "nn/layer.h"
 #include "runtime/tensor_cast.h"
 
@@ -45,12 +46,11 @@ static void run(ganfw_g2 *c, ganfw_op *op) {
 
 void ganfw_g2_bin(ganfw_g2 *c, int32_t f, int64_t R, int64_t m, float *out, const float *a,
                   int32_t a_col, const float *b, int32_t b_col) {
-  ganfw_op op = {.kind = GANFW_OP_BINARY, .mode = f, .in = {a, b}, .out = {out}};
-  ganfw_bcast_shape *s = &op.shape.bcast;
-  s->dim[0] = s->dim[1] = 1, s->dim[2] = R, s->dim[3] = m;
-  s->sa[2] = a_col ? 1 : m, s->sa[3] = a_col ? 0 : 1;
-  s->sb[2] = b_col ? 1 : m, s->sb[3] = b_col ? 0 : 1;
-  s->same = !a_col && !b_col;
+  ganfw_op op = {.kind = GANFW_OP_BINARY,
+                 .mode = f,
+                 .shape.bcast = ganfw_bcast_rows(R, m, a_col, b_col),
+                 .in = {a, b},
+                 .out = {out}};
   run(c, &op);
 }
 

@@ -1118,23 +1118,30 @@ void ganfw_net_set_grad_hook(ganfw_net *net, ganfw_grad_hook hook, void *user) {
   net->grad_hook_user = user;
 }
 
-/* The zero gradient of node i's output for a batch (a node whose only readers pass it no
- * gradient, such as an embedding's ids), in the compute dtype. NULL on failure. */
-static ganfw_tensor *zero_grad_of(ganfw_net *net, const ganfw_exec *ex, int32_t i, int64_t batch) {
+/* Zeros of dtype shaped as slot s's value for a batch (slot 0: the net's input; s > 0: node
+ * s - 1's output, named after it), e.g. the zero gradient of a node whose only readers pass it
+ * no gradient (an embedding's ids), or the zero tangent of a join's input in a double
+ * backward. NULL on failure. */
+static ganfw_tensor *zeros_of(ganfw_net *net, const ganfw_exec *ex, int32_t s, int32_t dtype,
+                              int64_t batch) {
   int64_t shape[GANFW_MAX_DIMS];
-  memcpy(shape, net->shape[i], sizeof shape);
+  memcpy(shape, s == 0 ? net->in_shape : net->shape[s - 1], sizeof shape);
   shape[0] = batch;
-  ganfw_layer *l = net->layers[i];
-  ganfw_tensor *z = ganfw_layer_tensor(l, ex, ex->dtype, net->ndim[i], shape, GANFW_MEM_ACTIVATION);
+  const int32_t ndim = s == 0 ? net->in_ndim : net->ndim[s - 1];
+  ganfw_layer *l = s == 0 ? NULL : net->layers[s - 1];
+  const char *name = l ? l->qualified : net->name;
+  ganfw_tensor *z = ganfw_tensor_create(ex->ctx, dtype, ndim, shape, GANFW_MEM_ACTIVATION, name);
   ganfw_tensor *f =
       z && z->dtype != GANFW_DTYPE_F32
-          ? ganfw_layer_tensor(l, ex, GANFW_DTYPE_F32, z->ndim, z->shape, GANFW_MEM_WORKSPACE)
+          ? ganfw_tensor_create(ex->ctx, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_WORKSPACE, name)
           : NULL;
   if (!z || (z->dtype != GANFW_DTYPE_F32 && !f)) {
     ganfw_tensor_destroy(z);
     return NULL;
   }
-  ganfw_status st = ganfw_layer_fill(l, ex, z->numel, f ? f->data : z->data, 0.0f);
+  float *zf = f ? f->data : z->data;
+  ganfw_status st =
+      l ? ganfw_layer_fill(l, ex, z->numel, zf, 0.0f) : ganfw_be_fill(ex->be, z->numel, zf, 0.0f);
   if (st == GANFW_OK && f)
     st = ganfw_cast(ex->be, z->numel, GANFW_DTYPE_F32, f->data, z->dtype, z->data);
   ganfw_tensor_destroy(f);
@@ -1173,7 +1180,7 @@ static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_t
       ganfw_tensor_destroy(dy);
       return st;
     }
-    if (!dy && !(dy = zero_grad_of(net, ex, i, batch))) return ganfw_error_code();
+    if (!dy && !(dy = zeros_of(net, ex, SLOT(i), ex->dtype, batch))) return ganfw_error_code();
     int32_t want[GANFW_NODE_MAX_INPUTS];
     ganfw_tensor *dx[GANFW_NODE_MAX_INPUTS] = {NULL};
     for (int32_t k = 0; k < l->n_in; k++)
@@ -1462,21 +1469,6 @@ static ganfw_status add_f32(ganfw_net *net, ganfw_tensor **acc, ganfw_tensor *t)
   return st;
 }
 
-/* Zeros (f32) of the shape of slot s's value for a batch. */
-static ganfw_tensor *zeros_of_slot(ganfw_net *net, int32_t s, int64_t batch) {
-  int64_t shape[GANFW_MAX_DIMS];
-  int32_t ndim = s == 0 ? net->in_ndim : net->ndim[s - 1];
-  memcpy(shape, s == 0 ? net->in_shape : net->shape[s - 1], sizeof shape);
-  shape[0] = batch;
-  ganfw_tensor *z = ganfw_tensor_create(net->ctx, GANFW_DTYPE_F32, ndim, shape,
-                                        GANFW_MEM_ACTIVATION, "double backward zeros");
-  if (z && ganfw_be_fill(net->ctx->be, z->numel, z->data, 0.0f) != GANFW_OK) {
-    ganfw_tensor_destroy(z);
-    return NULL;
-  }
-  return z;
-}
-
 /* Writes zeros into the parameter gradients nothing wrote since zero_grad. */
 static ganfw_status grads_zero(ganfw_net *net) {
   for (int32_t i = 0; i < net->n; i++) {
@@ -1506,7 +1498,7 @@ static ganfw_status up_sweep(ganfw_net *net, const ganfw_exec *ex, ganfw_tape *t
       u[k] = t[SLOT(l->in[k])];
       if (u[k])
         ganfw_tensor_retain(u[k]); /* shared: no layer runs in place on a tangent */
-      else if (!(u[k] = zeros_of_slot(net, SLOT(l->in[k]), tape->batch)))
+      else if (!(u[k] = zeros_of(net, ex, SLOT(l->in[k]), GANFW_DTYPE_F32, tape->batch)))
         st = ganfw_error_code();
     }
     if (any && st == GANFW_OK) {

@@ -262,7 +262,6 @@ static ganfw_status d_learn(ganfw_gan *g, ganfw_tape *tape, ganfw_tensor *x, int
 }
 
 /* The loss scale of optimizer `opt`: the product of every strategy's factor. */
-
 static double loss_scale(ganfw_session *s, int32_t opt) {
   double scale = 1.0;
   for (int32_t i = 0; i < s->n_memory; i++)
@@ -321,12 +320,11 @@ static ganfw_status interpolate(ganfw_gan *g, ganfw_tensor *real, ganfw_tensor *
                         : NULL;
   ganfw_status st = x ? ganfw_ctx_rng_uniform(ctx, all, eps->data, 0.0f, 1.0f) : ganfw_error_code();
   const float *mine = x ? (const float *)eps->data + first : NULL;
-  ganfw_bcast_shape same = {
-      .dim = {1, 1, 1, real->numel}, .sa = {0, 0, 0, 1}, .sb = {0, 0, 0, 1}, .same = 1};
-  ganfw_bcast_shape rows = {.dim = {1, 1, n, inner}, .sa = {0, 0, inner, 1}, .sb = {0, 0, 1, 0}};
+  const ganfw_bcast_shape same = ganfw_bcast_rows(1, real->numel, 0, 0);
+  const ganfw_bcast_shape rows = ganfw_bcast_rows(n, inner, 0, 1);
   if (st == GANFW_OK) st = ganfw_be_binary(be, GANFW_BINARY_SUB, &same, x->data, r->data, f->data);
   if (st == GANFW_OK) st = ganfw_be_binary(be, GANFW_BINARY_MUL, &rows, x->data, x->data, mine);
-  if (st == GANFW_OK) st = ganfw_be_binary(be, GANFW_BINARY_ADD, &same, x->data, x->data, f->data);
+  if (st == GANFW_OK) st = ganfw_be_add(be, real->numel, x->data, x->data, f->data);
   ganfw_tensor_destroy(eps);
   ganfw_tensor_destroy(r);
   ganfw_tensor_destroy(f);
@@ -381,7 +379,7 @@ static ganfw_status d_penalties(ganfw_gan *g, ganfw_tensor *xk, ganfw_tensor *fi
                                 int32_t M, int32_t *bad, ganfw_gan_stats *out) {
   ganfw_session *s = g->s;
   if (s->penalty_gp <= 0 && s->penalty_r1 <= 0 && s->penalty_r2 <= 0) return GANFW_OK;
-  const int64_t every = s->penalty_every > 0 ? s->penalty_every : 1;
+  const int64_t every = s->penalty_every; /* >= 1: the session's default, or the key's range */
   const int32_t lazy_turn = g->steps % every == 0 || g->every_penalty;
   struct {
     int32_t kind;
@@ -392,7 +390,8 @@ static ganfw_status d_penalties(ganfw_gan *g, ganfw_tensor *xk, ganfw_tensor *fi
             {GANFW_PENALTY_R1, lazy_turn ? s->penalty_r1 * (double)every : 0, &out->r1, "r1"},
             {GANFW_PENALTY_R2, lazy_turn ? s->penalty_r2 * (double)every : 0, &out->r2, "r2"}};
   ganfw_status st = GANFW_OK;
-  if (p[0].weight > 0 || p[1].weight > 0 || p[2].weight > 0) {
+  const int32_t any = p[0].weight > 0 || p[1].weight > 0 || p[2].weight > 0;
+  if (any) {
     if (g->hook) g->hook(g->hook_user, 2, "D step, penalty");
     ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_D_PENALTY);
   }
@@ -423,7 +422,7 @@ static ganfw_status d_penalties(ganfw_gan *g, ganfw_tensor *xk, ganfw_tensor *fi
   }
   if (st == GANFW_OK && !*bad && lazy && lazy_turn)
     g->lazy_requests = alloc_requests(g->ctx->alloc) - requests;
-  if (p[0].weight > 0 || p[1].weight > 0 || p[2].weight > 0) {
+  if (any) {
     if (g->hook) g->hook(g->hook_user, 0, "D step");
     ganfw_alloc_set_stage(g->ctx->alloc, GANFW_STAGE_D_FAKE);
   }

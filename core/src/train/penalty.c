@@ -33,9 +33,7 @@ ganfw_status ganfw_penalty_grad(ganfw_ctx *ctx, int32_t kind, double weight, gan
       host ? GANFW_OK
            : (ganfw_error_code() ? ganfw_error_code()
                                  : ganfw_error_set(GANFW_ERR_OOM, "out of host memory"));
-  ganfw_bcast_shape same = {
-      .dim = {1, 1, 1, gx->numel}, .sa = {0, 0, 0, 1}, .sb = {0, 0, 0, 1}, .same = 1};
-  if (st == GANFW_OK) st = ganfw_be_binary(be, GANFW_BINARY_MUL, &same, sq->data, g->data, g->data);
+  if (st == GANFW_OK) st = ganfw_be_mul(be, gx->numel, sq->data, g->data, g->data);
   ganfw_reduce_shape planes = {.dim = {1, 1, nc, inner}, .mask = 1u << 3};
   if (st == GANFW_OK) st = ganfw_be_reduce_sum(be, &planes, 1.0, sq->data, coef->data);
   if (st == GANFW_OK) st = ganfw_tensor_to_host(coef, host, nc * (int64_t)sizeof *host);
@@ -58,7 +56,7 @@ ganfw_status ganfw_penalty_grad(ganfw_ctx *ctx, int32_t kind, double weight, gan
   }
   *value = kind == GANFW_PENALTY_GP ? weight * total / (double)N : 0.5 * weight * total / (double)N;
   if (st == GANFW_OK) st = ganfw_tensor_from_host(coef, host, nc * (int64_t)sizeof *host);
-  ganfw_bcast_shape rows = {.dim = {1, 1, nc, inner}, .sa = {0, 0, inner, 1}, .sb = {0, 0, 1, 0}};
+  const ganfw_bcast_shape rows = ganfw_bcast_rows(nc, inner, 0, 1);
   if (st == GANFW_OK)
     st = ganfw_be_binary(be, GANFW_BINARY_MUL, &rows, sq->data, g->data, coef->data);
   free(host);
