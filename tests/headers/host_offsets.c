@@ -110,9 +110,11 @@ PIN(tensor_reshape, 728);
 PIN(tensor_gather, 736);
 PIN(tensor_scatter_add, 744);
 PIN(net_pixel_shuffle, 752);
+PIN(net_node_info, 760); /* ABI 1.10 */
+PIN(net_recompute, 768);
 
 /* One past the last entry: a new entry appended moves this (and gets a PIN line above). */
-#define GANFW_HOST_SIZE 760
+#define GANFW_HOST_SIZE 776
 _Static_assert(sizeof(ganfw_host) == GANFW_HOST_SIZE, "ganfw_host grew: pin the new entries");
 
 /* Structs of ABI 1.1 whose layout plugins see. */
@@ -130,6 +132,12 @@ _Static_assert(sizeof(ganfw_layer_def) == 80, "ganfw_layer_def grew: pin the new
 _Static_assert(offsetof(ganfw_layer_call, ctx) == 32, "layer_call.ctx");
 _Static_assert(offsetof(ganfw_layer_call, buffer) == 64, "layer_call.buffer");
 _Static_assert(sizeof(ganfw_layer_call) == 72, "ganfw_layer_call grew: pin the new members");
+
+/* Structs of ABI 1.10 whose layout plugins see. */
+_Static_assert(offsetof(ganfw_node_info, in) == 8, "node_info.in");
+_Static_assert(offsetof(ganfw_node_info, name) == 24, "node_info.name");
+_Static_assert(offsetof(ganfw_node_info, flops) == 48, "node_info.flops");
+_Static_assert(sizeof(ganfw_node_info) == 56, "ganfw_node_info grew: pin the new members");
 
 #endif
 

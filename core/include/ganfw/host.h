@@ -50,6 +50,24 @@ typedef struct ganfw_param_info {
   ganfw_tensor *grad;     /* f32; owned by the net; NULL when frozen */
 } ganfw_param_info;
 
+/* What the executor knows of one node before it runs (host->net_node_info, ABI 1.10): the
+ * figures a memory strategy plans recomputation with. Sizes are per sample (batch row). */
+typedef struct ganfw_node_info {
+  uint32_t struct_size;  /* set by the caller to sizeof(ganfw_node_info) */
+  int32_t n_in;          /* inputs: the nodes in[0..n_in), -1 for the net's input */
+  const int32_t *in;     /* [n_in]; owned by the net */
+  int32_t kept;          /* 1 when a tape keeps this node's output for some backward (its
+                            layer keeps its output, or a reader keeps its input) */
+  int32_t in_place;      /* 1 when the node may overwrite its input (activations, dropout,
+                            add): its output is then its input's memory */
+  const char *name;      /* the node's name ("main.3"); owned by the net */
+  const char *type;      /* its layer type ("conv2d") */
+  int64_t out_elems;     /* output elements per sample */
+  double flops;          /* forward floating-point operations per sample (a multiply-add is
+                            2; element-wise layers count their output elements times the
+                            operations per element) */
+} ganfw_node_info;
+
 /* The kind tag a vtable carries from ABI 1.1 (ganfw_model_vt.kind, ganfw_optim_vt.kind,
  * ganfw_memory_vt.kind): the loader refuses a vtable whose tag is not its descriptor's kind
  * (a descriptor that says "memory" but points at an optimizer's vtable). 0 is "untagged",
@@ -550,6 +568,18 @@ struct ganfw_host {
    * node, at net_build. */
   ganfw_status (*net_pixel_shuffle)(ganfw_net *net, const char *name, int64_t factor,
                                     int32_t unshuffle);
+
+  /* --- added in minor 10 (ABI 1.10, 2026-12): selective recompute ---------------------- */
+  /* Node i of a built net (0 <= i < net_layer_count) into *out (struct_size set by the
+   * caller; members past it are left alone). GANFW_ERR_INVALID_ARG past the end. */
+  ganfw_status (*net_node_info)(const ganfw_net *net, int32_t i, ganfw_node_info *out);
+  /* Selective recompute: a tape keeps no output of nodes[0..n) (any of 0..layers-2; the
+   * net's output is always kept); backward recomputes each from the kept values right
+   * before the first backward that needs it, with the forward's RNG offsets and BatchNorm's
+   * running statistics left alone, so the gradients are bitwise those of keeping everything.
+   * n = 0 keeps every output; n < 0 goes back to the default. After net_build; an error with
+   * checkpoint segments on the same net (one of the two strategies). */
+  ganfw_status (*net_recompute)(ganfw_net *net, const int32_t *nodes, int32_t n);
 
   /* New entries go here, in a block dated with the minor version that added them. */
 };

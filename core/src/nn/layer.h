@@ -374,6 +374,8 @@ extern const ganfw_layer_vt ganfw_layer_plugin;
  * and copies def. Owns state from here on: on failure it is freed with def->destroy (when
  * set) and the caller destroys l. */
 ganfw_status ganfw_plugin_layer_attach(ganfw_layer *l, const ganfw_layer_def *def, void *state);
+/* The def's keep flags (GANFW_KEEP_INPUT | GANFW_KEEP_OUTPUT) of a plugin layer. */
+int32_t ganfw_plugin_layer_keep(const ganfw_layer *l);
 /* Frees state as def says (def->destroy), for a net_custom that failed before attaching. */
 void ganfw_plugin_layer_discard(const ganfw_layer_def *def, void *state);
 /* host->layer_add_param (buffer 0) and layer_add_buffer (buffer 1). */

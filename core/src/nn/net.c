@@ -49,6 +49,11 @@ struct ganfw_net {
   int32_t recompute_bn_act;
   ganfw_grad_hook grad_hook; /* ganfw_net_set_grad_hook, or NULL */
   void *grad_hook_user;
+  /* Selective recompute (ganfw_net_recompute): rc_drop[i] 1 when node i's output is not kept
+   * by a tape but recomputed in backward; rc_on 0: no plan (the BatchNorm + activation rule
+   * above applies instead). */
+  uint8_t *rc_drop; /* [n] */
+  int32_t rc_on;
 };
 
 /* The name the net's input goes by in net_input, net_add and net_concat. */
@@ -78,6 +83,15 @@ struct ganfw_tape {
   ganfw_tensor **gy;
   int32_t kept;
   int32_t full; /* ganfw_tape_set_full: every node recorded even on a checkpointed net */
+  /* A forward recorded under a recompute plan (rc 1): the plan's drop flags as they were
+   * ([n]), the Philox offset before each node ran ([n]), and the values the recomputations
+   * start from (val[s] for slot s, [n + 1] references: a kept value that a dropped node
+   * reads), each released at its producer's backward. Holes then name the dropped node whose
+   * output they held. */
+  int32_t rc;
+  uint8_t *drop;
+  uint64_t *rng_at;
+  ganfw_tensor **val;
 };
 
 static char *dup_str(const char *s) {
@@ -138,6 +152,7 @@ void ganfw_net_destroy(ganfw_net *net) {
   free(net->shape);
   free(net->ndim);
   free(net->bn_act);
+  free(net->rc_drop);
   free(net->name);
   free(net);
 }
@@ -732,7 +747,9 @@ ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w) {
   net->shape = calloc(n, sizeof *net->shape);
   net->ndim = calloc(n, sizeof *net->ndim);
   net->bn_act = calloc(n, sizeof *net->bn_act);
-  if (!net->last_use || !net->up_train || !net->shape || !net->ndim || !net->bn_act)
+  net->rc_drop = calloc(n ? n : 1, sizeof *net->rc_drop);
+  if (!net->last_use || !net->up_train || !net->shape || !net->ndim || !net->bn_act ||
+      !net->rc_drop)
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory building net %s", net->name);
   ganfw_status st = resolve_inputs(net);
   if (st == GANFW_OK) st = build_nodes(net);
@@ -918,6 +935,12 @@ ganfw_status ganfw_net_checkpoint(ganfw_net *net, const int32_t *starts, int32_t
                              net->layers[at]->name,
                              what < 0 ? "the net's input" : net->layers[what]->name);
   }
+  if (n > 0 && net->rc_on)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "net %s: checkpoint segments and selective recompute (a recompute "
+                           "plan) cannot both apply to one net; recompute's choice of kept "
+                           "tensors includes segments: use one of the two strategies",
+                           net->name);
   int32_t *copy = NULL;
   if (n > 0) {
     copy = malloc((size_t)n * sizeof *copy);
@@ -935,7 +958,114 @@ int32_t ganfw_net_checkpoint_layout(const ganfw_net *net, int32_t *starts, int32
   return net->n_ckpt;
 }
 
+ganfw_status ganfw_net_recompute(ganfw_net *net, const int32_t *nodes, int32_t n) {
+  if (!net) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net_recompute: the net is NULL");
+  if (!net->built)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s: net_recompute before net_build; set the plan of a built net",
+                           net->name);
+  if (n < 0) { /* back to the default */
+    net->rc_on = 0;
+    memset(net->rc_drop, 0, (size_t)net->n);
+    return GANFW_OK;
+  }
+  if (n > 0 && !nodes)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s: net_recompute: %d nodes and no list",
+                           net->name, (int)n);
+  if (net->n_ckpt > 0)
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "net %s: selective recompute and checkpoint segments cannot both "
+                           "apply to one net; recompute's choice of kept tensors includes "
+                           "segments: use one of the two strategies",
+                           net->name);
+  for (int32_t k = 0; k < n; k++)
+    if (nodes[k] < 0 || nodes[k] >= net->n - 1)
+      return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                             "net %s: recompute node %d is out of range; nodes 0..%d may be "
+                             "recomputed (the last, the net's output, is always kept)",
+                             net->name, (int)nodes[k], (int)net->n - 2);
+  memset(net->rc_drop, 0, (size_t)net->n);
+  for (int32_t k = 0; k < n; k++) net->rc_drop[nodes[k]] = 1;
+  net->rc_on = 1;
+  return GANFW_OK;
+}
+
+int32_t ganfw_net_recompute_plan(const ganfw_net *net, int32_t *nodes, int32_t cap) {
+  if (!net->rc_on) return -1;
+  int32_t n = 0;
+  for (int32_t i = 0; i < net->n; i++)
+    if (net->rc_drop[i]) {
+      if (nodes && n < cap) nodes[n] = i;
+      n++;
+    }
+  return n;
+}
+
+/* 1 when layer l keeps its input k (a reference) for backward, 2 its output, as their
+ * forwards do with a tape. */
+static int32_t keeps(const ganfw_layer *l) {
+  const ganfw_layer_vt *vt = l->vt;
+  if (vt == &ganfw_layer_plugin) {
+    const int32_t k = ganfw_plugin_layer_keep(l);
+    return (k & GANFW_KEEP_INPUT ? 1 : 0) | (k & GANFW_KEEP_OUTPUT ? 2 : 0);
+  }
+  if (vt == &ganfw_layer_activation) return 2;
+  if (vt == &ganfw_layer_conv2d || vt == &ganfw_layer_conv_transpose2d ||
+      vt == &ganfw_layer_linear || vt == &ganfw_layer_batchnorm2d || vt == &ganfw_layer_groupnorm ||
+      vt == &ganfw_layer_instancenorm2d || vt == &ganfw_layer_layernorm ||
+      vt == &ganfw_layer_embedding || vt == &ganfw_layer_pool2d)
+    return 1;
+  return 0; /* add, concat, reshape, upsample, pooling to 1x1, pixel shuffle, dropout's mask */
+}
+
+static int64_t elems(const int64_t *shape, int32_t ndim) {
+  int64_t n = 1;
+  for (int32_t d = 1; d < ndim; d++) n *= shape[d];
+  return n;
+}
+
+ganfw_status ganfw_net_node_info(const ganfw_net *net, int32_t i, ganfw_node_info *out) {
+  if (!net || !net->built || i < 0 || i >= net->n || !out)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net_node_info: no node %d in net %s", (int)i,
+                           net && net->name ? net->name : "?");
+  const ganfw_layer *l = net->layers[i];
+  ganfw_node_info o = {.struct_size = out->struct_size};
+  o.n_in = l->n_in;
+  o.in = l->in;
+  o.name = l->name;
+  o.type = l->vt->type;
+  o.out_elems = elems(net->shape[i], net->ndim[i]);
+  o.kept = (keeps(l) & 2) != 0 && i < net->n - 1;
+  for (int32_t j = i + 1; j < net->n && !o.kept; j++)
+    for (int32_t k = 0; k < net->layers[j]->n_in; k++)
+      if (net->layers[j]->in[k] == i && (keeps(net->layers[j]) & 1)) o.kept = 1;
+  if (i == net->n - 1) o.kept = 1; /* the net's output: the caller's */
+  o.in_place = l->vt == &ganfw_layer_activation || l->vt == &ganfw_layer_dropout ||
+               l->vt == &ganfw_layer_add;
+  const int64_t *in = l->n_in > 0 && l->in[0] >= 0 ? net->shape[l->in[0]] : net->in_shape;
+  const int32_t in_ndim = l->n_in > 0 && l->in[0] >= 0 ? net->ndim[l->in[0]] : net->in_ndim;
+  const ganfw_conv_args *c = &l->args.conv;
+  if (l->vt == &ganfw_layer_conv2d) /* 2 C K R S per output position */
+    o.flops = 2.0 * (double)c->in_channels * (double)c->kernel * (double)c->kernel *
+              (double)o.out_elems;
+  else if (l->vt == &ganfw_layer_conv_transpose2d) /* 2 C K R S per input position */
+    o.flops = 2.0 * (double)c->out_channels * (double)c->kernel * (double)c->kernel *
+              (double)elems(in, in_ndim);
+  else if (l->vt == &ganfw_layer_linear)
+    o.flops = 2.0 * (double)l->args.linear.in_features * (double)l->args.linear.out_features;
+  else if (l->vt == &ganfw_layer_batchnorm2d || l->vt == &ganfw_layer_groupnorm ||
+           l->vt == &ganfw_layer_instancenorm2d || l->vt == &ganfw_layer_layernorm)
+    o.flops = 8.0 * (double)o.out_elems; /* statistics (two sweeps) and the affine map */
+  else
+    o.flops = (double)o.out_elems;
+  memcpy(out, &o, out->struct_size < sizeof o ? out->struct_size : sizeof o);
+  return GANFW_OK;
+}
+
 static void tape_free(ganfw_tape *t) {
+  free(t->drop);
+  free(t->rng_at);
+  free(t->val);
   free(t->gy);
   free(t->saved);
   free(t->seg_start);
@@ -955,8 +1085,12 @@ ganfw_tape *ganfw_tape_create(ganfw_net *net) {
     t->seg_rng = calloc(n, sizeof *t->seg_rng);
     t->hole = malloc(n * GANFW_SAVED_MAX * sizeof *t->hole);
     t->gy = calloc(n, sizeof *t->gy);
+    t->drop = calloc(n, sizeof *t->drop);
+    t->rng_at = calloc(n, sizeof *t->rng_at);
+    t->val = calloc(n + 1, sizeof *t->val);
   }
-  if (!t || !t->saved || !t->seg_start || !t->seg_in || !t->seg_rng || !t->hole || !t->gy) {
+  if (!t || !t->saved || !t->seg_start || !t->seg_in || !t->seg_rng || !t->hole || !t->gy ||
+      !t->drop || !t->rng_at || !t->val) {
     if (t) tape_free(t);
     ganfw_error_set(GANFW_ERR_OOM, "out of host memory for a tape of net %s", net->name);
     return NULL;
@@ -977,6 +1111,11 @@ void ganfw_tape_clear(ganfw_tape *tape) {
     tape->gy[i] = NULL;
     for (int32_t k = 0; k < GANFW_SAVED_MAX; k++) tape->hole[i * GANFW_SAVED_MAX + k] = -1;
   }
+  for (int32_t s = 0; s <= tape->n; s++) {
+    ganfw_tensor_destroy(tape->val[s]);
+    tape->val[s] = NULL;
+  }
+  tape->rc = 0;
   tape->n_seg = 0;
   tape->recorded = 0;
   tape->kept = 0;
@@ -1070,6 +1209,93 @@ static ganfw_status recompute_bn_act(ganfw_net *net, const ganfw_exec *ex, ganfw
   return GANFW_OK;
 }
 
+/* Selective recompute, after node i ran in a forward recorded under a plan: every input of
+ * node i whose producer p is dropped and whose last reader is i leaves the tape. Each
+ * reference to it in saved[p..i] becomes a hole naming p (recompute_node puts it back in
+ * backward). obj[] are node i's inputs as they were handed to it (compared, never read: one
+ * that no record holds is freed by now); an input that node i overwrote in place (out is the
+ * same tensor) left with it, and no record holds its old value. */
+static void release_dropped(ganfw_net *net, ganfw_tape *t, int32_t to, int32_t i,
+                            const ganfw_tensor *const *obj, const ganfw_tensor *out) {
+  const ganfw_layer *l = net->layers[i];
+  for (int32_t k = 0; k < l->n_in; k++) {
+    const int32_t p = l->in[k];
+    int32_t seen = 0;
+    for (int32_t m = 0; m < k; m++) seen |= l->in[m] == p;
+    const int32_t last = net->last_use[SLOT(p)] < to ? net->last_use[SLOT(p)] : to - 1;
+    if (seen || p < 0 || !t->drop[p] || last != i || obj[k] == out) continue;
+    ganfw_tensor *y = NULL;
+    int32_t dropped = 0;
+    for (int32_t j = p; j <= i; j++)
+      for (int32_t q = 0; q < GANFW_SAVED_MAX; q++)
+        if (t->saved[j].t[q] && t->saved[j].t[q] == obj[k]) {
+          y = t->saved[j].t[q];
+          t->hole[j * GANFW_SAVED_MAX + q] = p;
+          t->saved[j].t[q] = NULL;
+          dropped++;
+        }
+    while (dropped-- > 0) ganfw_tensor_destroy(y);
+  }
+}
+
+/* The output of dropped node a again, from the forward's kernels on its inputs: a kept value
+ * (t->val), or a dropped one recomputed first, the same way. It runs as the recorded forward
+ * ran (its Philox offset, batch statistics) but leaves BatchNorm's running statistics and
+ * spectral norm's vectors alone, so that the value is bitwise the forward's. Fills every hole
+ * naming a; *y (a new reference) when y is not NULL. A value that filled holes stays in
+ * t->val until its producer's backward, so that another dropped reader finds it. */
+static ganfw_status recompute_node(ganfw_net *net, const ganfw_exec *ex, ganfw_tape *t, int32_t a,
+                                   ganfw_tensor **y) {
+  ganfw_layer *l = net->layers[a];
+  ganfw_tensor *x[GANFW_NODE_MAX_INPUTS] = {NULL}, *out = NULL;
+  ganfw_status st = GANFW_OK;
+  for (int32_t k = 0; k < l->n_in && st == GANFW_OK; k++) {
+    const int32_t s = SLOT(l->in[k]);
+    if (t->val[s])
+      x[k] = ganfw_tensor_retain(t->val[s]);
+    else if (s > 0 && t->drop[s - 1])
+      st = recompute_node(net, ex, t, s - 1, &x[k]);
+    else
+      st = ganfw_error_set(GANFW_ERR_INTERNAL,
+                           "layer %s: recomputing it needs input %d, which the tape neither kept "
+                           "nor can recompute",
+                           l->qualified, (int)k);
+  }
+  if (st == GANFW_OK) {
+    ganfw_exec rex = *ex;
+    rex.update_stats = 0;
+    ganfw_ctx *ctx = net->ctx;
+    const uint64_t rng_now = ctx->rng_offset;
+    ctx->rng_offset = t->rng_at[a];
+    const int32_t pass = ganfw_alloc_set_pass(ctx->alloc, GANFW_PASS_RECOMPUTE);
+    ganfw_alloc_trace_op(ctx->alloc, 1, l->qualified);
+    st = l->vt->forward_n ? l->vt->forward_n(l, &rex, l->n_in, x, &out, NULL)
+                          : l->vt->forward(l, &rex, x[0], &out, NULL);
+    ganfw_alloc_trace_op(ctx->alloc, 0, l->qualified);
+    ganfw_alloc_set_pass(ctx->alloc, pass);
+    ctx->rng_offset = rng_now;
+  }
+  for (int32_t k = 0; k < l->n_in; k++) ganfw_tensor_destroy(x[k]);
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(out);
+    return st;
+  }
+  int32_t filled = 0;
+  for (int32_t j = a; j < net->n; j++)
+    for (int32_t q = 0; q < GANFW_SAVED_MAX; q++)
+      if (t->hole[j * GANFW_SAVED_MAX + q] == a) {
+        t->hole[j * GANFW_SAVED_MAX + q] = -1;
+        t->saved[j].t[q] = ganfw_tensor_retain(out);
+        filled++;
+      }
+  if (filled && !t->val[SLOT(a)]) t->val[SLOT(a)] = ganfw_tensor_retain(out);
+  if (y)
+    *y = out;
+  else
+    ganfw_tensor_destroy(out);
+  return GANFW_OK;
+}
+
 /* Runs nodes [from, to) on the values v (slots as SLOT; references), recording into
  * saved[from..to) when saved is not NULL (and then releasing BatchNorm + activation outputs
  * into `hole`, see release_bn_act). A node's inputs are handed over at their last
@@ -1077,11 +1303,12 @@ static ganfw_status recompute_bn_act(ganfw_net *net, const ganfw_exec *ex, ganfw
  * (a second reference, so that nothing overwrites a value that another node still needs).
  * Node outputs fill their slots. On failure the slots still held are left for the caller. */
 static ganfw_status run_nodes(ganfw_net *net, const ganfw_exec *ex, int32_t from, int32_t to,
-                              ganfw_saved *saved, int32_t *hole, ganfw_tensor **v) {
+                              ganfw_saved *saved, int32_t *hole, ganfw_tape *rc, ganfw_tensor **v) {
   for (int32_t i = from; i < to; i++) {
     ganfw_layer *l = net->layers[i];
     ganfw_tensor *x[GANFW_NODE_MAX_INPUTS];
     ganfw_status st = GANFW_OK;
+    if (rc) rc->rng_at[i] = net->ctx->rng_offset;
     for (int32_t k = 0; k < l->n_in; k++) {
       const int32_t s = SLOT(l->in[k]);
       int32_t later = 0; /* the same value read again by this node */
@@ -1094,7 +1321,13 @@ static ganfw_status run_nodes(ganfw_net *net, const ganfw_exec *ex, int32_t from
         v[s] = NULL; /* handed over */
       else
         ganfw_tensor_retain(x[k]);
+      /* a kept value a dropped node reads: the start of that node's recomputation (held
+       * before the node runs, so that it does not overwrite it in place) */
+      if (x[k] && rc && rc->drop[i] && (s == 0 || !rc->drop[s - 1]) && !rc->val[s])
+        rc->val[s] = ganfw_tensor_retain(x[k]);
     }
+    const ganfw_tensor *obj[GANFW_NODE_MAX_INPUTS]; /* identities only, never dereferenced */
+    for (int32_t k = 0; k < l->n_in; k++) obj[k] = x[k];
     ganfw_tensor *out = NULL;
     ganfw_alloc_trace_op(net->ctx->alloc, 1, l->qualified); /* device.trace: op slices */
     if (st == GANFW_OK)
@@ -1108,7 +1341,10 @@ static ganfw_status run_nodes(ganfw_net *net, const ganfw_exec *ex, int32_t from
       return st;
     }
     v[SLOT(i)] = out;
-    if (saved) release_bn_act(net, saved, hole, from, to, i);
+    if (saved && rc)
+      release_dropped(net, rc, to, i, obj, out);
+    else if (saved)
+      release_bn_act(net, saved, hole, from, to, i);
   }
   return GANFW_OK;
 }
@@ -1171,11 +1407,15 @@ static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_t
       ganfw_saved_clear(&saved[i]);
       for (int32_t k = 0; k < GANFW_SAVED_MAX; k++) hole[k] = -1;
       ganfw_tensor_destroy(dy);
+      ganfw_tensor_destroy(tape->val[SLOT(i)]); /* no reader of node i's output is left */
+      tape->val[SLOT(i)] = NULL;
       continue;
     }
     ganfw_status st = GANFW_OK;
     for (int32_t k = 0; k < GANFW_SAVED_MAX && st == GANFW_OK; k++)
-      if (hole[k] >= 0) st = recompute_bn_act(net, ex, tape, hole[k]);
+      if (hole[k] >= 0)
+        st = tape->rc ? recompute_node(net, ex, tape, hole[k], NULL)
+                      : recompute_bn_act(net, ex, tape, hole[k]);
     if (st != GANFW_OK) {
       ganfw_tensor_destroy(dy);
       return st;
@@ -1196,6 +1436,8 @@ static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_t
       net->grad_hook(net->grad_hook_user, l->grad, l->nparams);
     if (!keep) ganfw_saved_clear(&saved[i]);
     ganfw_tensor_destroy(dy);
+    ganfw_tensor_destroy(tape->val[SLOT(i)]); /* no reader of node i's output is left */
+    tape->val[SLOT(i)] = NULL;
     for (int32_t k = 0; k < l->n_in; k++) {
       if (!dx[k]) continue;
       ganfw_tensor **slot = &g[SLOT(l->in[k])];
@@ -1229,7 +1471,7 @@ static ganfw_status forward_segments(ganfw_net *net, const ganfw_exec *ex, ganfw
     segment_range(net, tape, s, &from, &to);
     tape->seg_in[s] = ganfw_tensor_retain(v[from]); /* SLOT(from - 1) */
     tape->seg_rng[s] = net->ctx->rng_offset;
-    ganfw_status st = run_nodes(net, ex, from, to, NULL, NULL, v);
+    ganfw_status st = run_nodes(net, ex, from, to, NULL, NULL, NULL, v);
     if (st != GANFW_OK) return st;
   }
   return GANFW_OK;
@@ -1257,7 +1499,7 @@ static ganfw_status backward_segments(ganfw_net *net, const ganfw_exec *ex, ganf
     const uint64_t rng_now = ctx->rng_offset;
     ctx->rng_offset = tape->seg_rng[s];
     ganfw_alloc_set_pass(ctx->alloc, GANFW_PASS_RECOMPUTE);
-    ganfw_status st = run_nodes(net, &rex, from, to, tape->saved, tape->hole, v);
+    ganfw_status st = run_nodes(net, &rex, from, to, tape->saved, tape->hole, NULL, v);
     ganfw_alloc_set_pass(ctx->alloc, GANFW_PASS_BACKWARD);
     ctx->rng_offset = rng_now;
     values_clear(v, net->n + 1); /* the segment's output again: the next segment's input */
@@ -1312,9 +1554,16 @@ ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape
   ganfw_exec ex = exec_of(net);
   v[0] = ganfw_tensor_retain(x);
   const int32_t pass = ganfw_alloc_set_pass(net->ctx->alloc, GANFW_PASS_FORWARD);
+  ganfw_tape *rc = NULL;
+  if (tape && net->rc_on && !tape->full) { /* a recompute plan: recorded with its flags */
+    rc = tape;
+    memcpy(tape->drop, net->rc_drop, (size_t)net->n);
+    tape->rc = 1;
+  }
   st = tape && net->n_ckpt > 0 && !tape->full
            ? forward_segments(net, &ex, tape, v)
-           : run_nodes(net, &ex, 0, net->n, tape ? tape->saved : NULL, tape ? tape->hole : NULL, v);
+           : run_nodes(net, &ex, 0, net->n, tape ? tape->saved : NULL, tape ? tape->hole : NULL, rc,
+                       v);
   ganfw_alloc_set_pass(net->ctx->alloc, pass);
   if (st != GANFW_OK) {
     values_free(v, net->n + 1);
@@ -1344,11 +1593,11 @@ ganfw_status ganfw_net_forward_node(ganfw_net *net, ganfw_tensor *x, int32_t nod
   if (!v) return ganfw_error_code();
   ganfw_exec ex = exec_of(net);
   v[0] = ganfw_tensor_retain(x);
-  st = run_nodes(net, &ex, 0, node + 1, NULL, NULL, v);
+  st = run_nodes(net, &ex, 0, node + 1, NULL, NULL, NULL, v);
   if (st == GANFW_OK) {
     /* a second reference: a reader after `node` finds it shared and does not run in place */
     *node_out = ganfw_tensor_retain(v[SLOT(node)]);
-    if (y) st = run_nodes(net, &ex, node + 1, net->n, NULL, NULL, v);
+    if (y) st = run_nodes(net, &ex, node + 1, net->n, NULL, NULL, NULL, v);
   }
   if (st == GANFW_OK && y) {
     *y = v[SLOT(net->n - 1)];
@@ -1618,7 +1867,7 @@ ganfw_status ganfw_net_find_nonfinite(ganfw_net *net, ganfw_tensor *x, uint64_t 
   ctx->rng_offset = rng_offset; /* the same dropout masks as the forward that failed */
   v[0] = ganfw_tensor_retain(x);
   for (int32_t i = 0; i < net->n && st == GANFW_OK; i++) {
-    st = run_nodes(net, &ex, i, i + 1, NULL, NULL, v);
+    st = run_nodes(net, &ex, i, i + 1, NULL, NULL, NULL, v);
     if (st == GANFW_OK) st = tensor_nonfinite(v[SLOT(i)], &bad);
     if (st == GANFW_OK && bad) {
       out->layer = i;

@@ -150,6 +150,23 @@ ganfw_status ganfw_net_checkpoint(ganfw_net *net, const int32_t *starts, int32_t
  * starts[0..min(n, cap)) when starts is not NULL. */
 int32_t ganfw_net_checkpoint_layout(const ganfw_net *net, int32_t *starts, int32_t cap);
 
+/* Selective recompute (host->net_recompute, see ganfw/host.h): nodes[0..n) are the nodes
+ * whose outputs a tape does not keep (any of 0..layers-2; the net's output is always kept);
+ * n = 0 keeps every output (and no BatchNorm + activation output is released either); n < 0
+ * goes back to the default (no plan). After net_build; not with checkpoint segments. A
+ * forward with a tape then releases each dropped output after its last reader ran (every
+ * record's reference to it becomes a hole) and holds the kept values that dropped nodes read;
+ * backward recomputes a dropped output right before the first node whose record needs it,
+ * from the kept values (recursively through dropped ones), with the forward's Philox offset
+ * and BatchNorm's running statistics left alone: the gradients are bitwise those of the run
+ * that keeps everything. A tape keeps the plan of its forward. */
+ganfw_status ganfw_net_recompute(ganfw_net *net, const int32_t *nodes, int32_t n);
+/* Node i of a built net as host->net_node_info describes it (ganfw/host.h). */
+ganfw_status ganfw_net_node_info(const ganfw_net *net, int32_t i, ganfw_node_info *out);
+/* The current plan: the number of dropped nodes (-1: no plan), copied into
+ * nodes[0..min(n, cap)) when nodes is not NULL. */
+int32_t ganfw_net_recompute_plan(const ganfw_net *net, int32_t *nodes, int32_t cap);
+
 /* A function told, during a backward with parameter gradients, that the gradients
  * grads[0..n) of one trainable layer are final for that backward (data-parallel training
  * starts their all-reduce while the layers below still run: dist/reducer.c). The next

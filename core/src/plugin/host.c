@@ -1121,6 +1121,8 @@ static const ganfw_host host_table = {
     .tensor_gather = host_tensor_gather,
     .tensor_scatter_add = host_tensor_scatter_add,
     .net_pixel_shuffle = ganfw_net_pixel_shuffle,
+    .net_node_info = ganfw_net_node_info,
+    .net_recompute = ganfw_net_recompute,
 };
 
 const ganfw_host *ganfw_host_table(void) {

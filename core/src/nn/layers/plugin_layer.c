@@ -630,3 +630,7 @@ ganfw_status ganfw_plugin_layer_add_tensor(ganfw_layer_init *li, int32_t buffer,
   if (out) *out = t;
   return GANFW_OK;
 }
+
+int32_t ganfw_plugin_layer_keep(const ganfw_layer *l) {
+  return def_of(l)->keep;
+}
