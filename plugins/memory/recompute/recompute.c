@@ -338,6 +338,25 @@ static ganfw_status explicit_drop(rc *c, const char *role, ganfw_net *net, uint8
   return GANFW_OK;
 }
 
+/* The FLOPs backward recomputes for the dropped set: each run of dropped nodes from its
+ * start to its last node whose output a tape would keep. */
+static double recomputed_flops(const rc_model *m, const uint8_t *drop) {
+  double total = 0;
+  for (int32_t i = 0; i < m->n;) {
+    if (!drop[i]) {
+      i++;
+      continue;
+    }
+    int32_t end = i;
+    while (end < m->n && drop[end]) end++;
+    double b, f, r;
+    stretch(m, i - 1, end, &b, &f, &r);
+    total += f;
+    i = end;
+  }
+  return total;
+}
+
 static ganfw_status rc_configure_net(void *self, const char *role, ganfw_net *net) {
   rc *c = self;
   const ganfw_host *h = c->host;
@@ -388,9 +407,11 @@ static ganfw_status rc_configure_net(void *self, const char *role, ganfw_net *ne
              ch.exact ? "optimal under the model (a chain, every stretch cap tried)"
                       : "not proven optimal (a graph net by its chain order, or caps sampled)");
     } else {
+      redo = recomputed_flops(&m, ch.drop);
       h->log(c->ctx, GANFW_LOG_INFO,
-             "recompute: %s: recomputes nodes [%s] (drop.%s), keeps %.2f MiB", role, list, role,
-             kept_bytes / 1048576.0);
+             "recompute: %s: recomputes nodes [%s] (drop.%s), keeps %.2f MiB, %.1f%% of a "
+             "forward's FLOPs again",
+             role, list, role, kept_bytes / 1048576.0, total > 0 ? 100.0 * redo / total : 0.0);
     }
   }
   free(nodes);
