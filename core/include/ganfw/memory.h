@@ -41,6 +41,8 @@ typedef struct ganfw_memory_vt {
   ganfw_status (*create)(const ganfw_host *host, ganfw_ctx *ctx, const ganfw_cfg *cfg, void **self);
   void (*destroy)(void *self); /* accepts NULL */
   /* Adjusts the executor's options before any memory is planned. */
+  /* opts stays valid, with every later strategy's changes, until configure_done returns
+   * (ABI 1.10): configure_net may read the final compute dtype and micro-batches there. */
   ganfw_status (*configure)(void *self, ganfw_exec_options *opts);
   /* (optional) Called once per net after the model built it, with its role ("generator",
    * "discriminator", "classifier"): e.g. to set checkpoint segments (host->net_checkpoint).
