@@ -24,7 +24,7 @@ static ganfw_status cpp_step(void *, double) {
 }
 static const ganfw_optim_vt cpp_vt = {
     sizeof(ganfw_optim_vt), GANFW_VT_TAG_OPTIM, nullptr, nullptr, cpp_step, nullptr, nullptr,
-    nullptr, nullptr};
+    nullptr, nullptr, nullptr, nullptr, nullptr};
 extern "C" GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {
   static const ganfw_plugin_desc desc = {
       GANFW_ABI_MAJOR, GANFW_ABI_MINOR, sizeof(ganfw_plugin_desc), GANFW_PLUGIN_OPTIM,

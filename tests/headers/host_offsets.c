@@ -7,6 +7,8 @@
 #include <stdint.h>
 
 #include "ganfw/host.h"
+#include "ganfw/memory.h"
+#include "ganfw/optim.h"
 
 #if UINTPTR_MAX == 0xffffffffffffffffu && SIZE_MAX == 0xffffffffffffffffu
 
@@ -138,6 +140,17 @@ _Static_assert(offsetof(ganfw_node_info, in) == 8, "node_info.in");
 _Static_assert(offsetof(ganfw_node_info, name) == 24, "node_info.name");
 _Static_assert(offsetof(ganfw_node_info, flops) == 48, "node_info.flops");
 _Static_assert(sizeof(ganfw_node_info) == 56, "ganfw_node_info grew: pin the new members");
+/* And the optimizer's step in parts and the
+ * executor option of memory strategy step_in_backward. */
+_Static_assert(offsetof(ganfw_optim_vt, get_extension) == 56, "optim_vt.get_extension");
+_Static_assert(offsetof(ganfw_optim_vt, step_begin) == 64, "optim_vt.step_begin");
+_Static_assert(offsetof(ganfw_optim_vt, step_param) == 72, "optim_vt.step_param");
+_Static_assert(offsetof(ganfw_optim_vt, step_end) == 80, "optim_vt.step_end");
+_Static_assert(sizeof(ganfw_optim_vt) == 88, "ganfw_optim_vt grew: pin the new members");
+_Static_assert(offsetof(ganfw_exec_options, ranks) == 28, "exec_options.ranks");
+_Static_assert(offsetof(ganfw_exec_options, step_in_backward) == 32,
+               "exec_options.step_in_backward");
+_Static_assert(sizeof(ganfw_exec_options) == 40, "ganfw_exec_options grew: pin the new members");
 
 #endif
 

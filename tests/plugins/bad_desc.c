@@ -69,7 +69,8 @@ static const void *tp_get_extension(const char *id) {
 
 static const ganfw_optim_vt tp_vt = {
     TP_VT_SIZE, TP_VT_TAG, tp_create, tp_destroy,       TP_NULL_STEP ? NULL : tp_step,
-    NULL,       NULL,      NULL,      tp_get_extension,
+    NULL,       NULL,      NULL,      tp_get_extension, NULL,
+    NULL,       NULL, /* step_begin, step_param, step_end (ABI 1.10) */
 };
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {

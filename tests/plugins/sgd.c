@@ -78,6 +78,9 @@ static const ganfw_optim_vt tp_vt = {
     tp_get_step,
     tp_set_step,
     NULL,
+    NULL, /* step_begin, step_param, step_end (ABI 1.10): absent */
+    NULL,
+    NULL,
 };
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {

@@ -30,6 +30,13 @@ typedef struct ganfw_exec_options {
                               ranks (ZeRO stage 1, memory strategy zero); 0 (default): every
                               rank keeps all of it */
   int32_t ranks;           /* the number of ranks training together (read-only; 1 alone) */
+  /* --- added in minor 10 (ABI 1.10, 2026-12): read only when struct_size covers it --- */
+  int32_t step_in_backward; /* 1 (memory strategy step_in_backward): the generator's and the
+                               classifier's optimizer steps each layer's parameters in
+                               backward as soon as its gradients are final, and every
+                               gradient's storage is released after its update; 0 (default):
+                               one step after the whole backward */
+  int32_t reserved1;
 } ganfw_exec_options;
 
 /* Add new members at the end only, in a block dated with the minor version. Callbacks are

@@ -53,6 +53,18 @@ typedef struct ganfw_optim_vt {
    * absent. May be called before create; the result is owned by the plugin, valid until
    * it is unloaded. */
   const void *(*get_extension)(const char *id);
+
+  /* --- added in minor 10 (ABI 1.10, 2026-12) --- */
+  /* (optional, all three or none) One step taken parameter by parameter, for the memory
+   * strategy step_in_backward: the core calls step_begin(lr) once, then step_param(i) once
+   * for each index i of the params array given to create whose grad is not NULL, in any
+   * order, each as soon as params[i].grad is final (the gradients of the others may not
+   * exist yet: their storage is released between steps), then step_end. The result must be
+   * bitwise that of step(lr): the same step number for every parameter (Adam's bias
+   * correction). step_begin refuses an invalid lr; step_end counts the step. */
+  ganfw_status (*step_begin)(void *self, double lr);
+  ganfw_status (*step_param)(void *self, int64_t i);
+  ganfw_status (*step_end)(void *self);
 } ganfw_optim_vt;
 
 #ifdef __cplusplus

@@ -74,6 +74,8 @@ ganfw_status ganfw_layer_add_param(ganfw_layer *l, int32_t i, const char *suffix
   if (l->param[i])
     l->grad[i] = ganfw_tensor_create(ctx, GANFW_DTYPE_F32, ndim, shape, GANFW_MEM_GRAD, qualified);
   free(qualified);
+  if (l->grad[i] && ctx->grads_deferred && ganfw_tensor_storage_release(l->grad[i]) != GANFW_OK)
+    return ganfw_error_code();
   if (!l->param[i] || !l->grad[i])
     return ganfw_error_wrap(ganfw_error_code(), "allocating parameter %s", l->param_name[i]);
   if (i + 1 > l->nparams) l->nparams = i + 1;

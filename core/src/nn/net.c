@@ -1388,6 +1388,8 @@ static ganfw_tensor *zeros_of(ganfw_net *net, const ganfw_exec *ex, int32_t s, i
   return z;
 }
 
+static ganfw_status grads_acquire(ganfw_layer *l, ganfw_backend *be, int32_t accumulate);
+
 /* Backward through nodes [from, to) from the gradients g (slots as SLOT; references):
  * consumes each node's gradient and record, and adds its input gradients into their slots
  * (where a value feeds several nodes, the gradients add up). Slots of values nothing
@@ -1427,6 +1429,10 @@ static ganfw_status backward_nodes(ganfw_net *net, const ganfw_exec *ex, ganfw_t
       want[k] = input_grad || (l->in[k] >= 0 && net->up_train[l->in[k]]);
     if (keep && (!l->vt->backward2_reads_dy || l->vt->backward2_reads_dy(l)))
       tape->gy[i] = ganfw_tensor_retain(dy); /* shared: no layer overwrites it */
+    if (param_grads && l->trainable && (st = grads_acquire(l, net->ctx->be, accumulate))) {
+      ganfw_tensor_destroy(dy);
+      return st;
+    }
     ganfw_alloc_trace_op(net->ctx->alloc, 1, l->qualified);
     st = l->vt->backward_n ? l->vt->backward_n(l, ex, &saved[i], dy, l->n_in, want, dx)
                            : l->vt->backward(l, ex, &saved[i], dy, want[0] ? &dx[0] : NULL,
@@ -1724,7 +1730,8 @@ static ganfw_status grads_zero(ganfw_net *net) {
     ganfw_layer *l = net->layers[i];
     for (int32_t p = 0; p < l->nparams && l->trainable; p++) {
       ganfw_tensor *g = l->grad[p];
-      ganfw_status st = g ? ganfw_be_fill(net->ctx->be, g->numel, g->data, 0.0f) : GANFW_OK;
+      ganfw_status st = g ? ganfw_tensor_storage_acquire(g) : GANFW_OK;
+      if (st == GANFW_OK && g) st = ganfw_be_fill(net->ctx->be, g->numel, g->data, 0.0f);
       if (st != GANFW_OK) return st;
     }
   }
@@ -2008,4 +2015,20 @@ ganfw_status ganfw_net_stats_save(ganfw_net *net, ganfw_net_stats **snap) {
 
 ganfw_status ganfw_net_stats_restore(ganfw_net *net, ganfw_net_stats *snap) {
   return snap ? stats_copy(net, snap, 0) : GANFW_OK;
+}
+
+/* --- gradients whose storage comes and goes (memory strategy step_in_backward) ----------- */
+
+/* Gives layer l's parameter gradients their storage back when it was released after an
+ * update (runtime/tensor.h), right before its backward writes them; zero-filled when that
+ * backward adds to them (accumulate). Nothing to do for gradients that kept theirs. */
+static ganfw_status grads_acquire(ganfw_layer *l, ganfw_backend *be, int32_t accumulate) {
+  for (int32_t p = 0; p < l->nparams; p++) {
+    ganfw_tensor *g = l->grad[p];
+    if (!g || g->data) continue;
+    ganfw_status st = ganfw_tensor_storage_acquire(g);
+    if (st == GANFW_OK && accumulate) st = ganfw_be_fill(be, g->numel, g->data, 0.0f);
+    if (st != GANFW_OK) return st;
+  }
+  return GANFW_OK;
 }

@@ -47,7 +47,10 @@
     (self, i, name))                                                                               \
   R(s, optim, get_step, int64_t, (void *self), (self))                                             \
   V(s, optim, set_step, (void *self, int64_t step), (self, step))                                  \
-  R(s, optim, get_extension, const void *, (const char *id), (id))
+  R(s, optim, get_extension, const void *, (const char *id), (id))                                 \
+  R(s, optim, step_begin, ganfw_status, (void *self, double lr), (self, lr))                       \
+  R(s, optim, step_param, ganfw_status, (void *self, int64_t i), (self, i))                        \
+  R(s, optim, step_end, ganfw_status, (void *self), (self))
 
 #define MEMORY_CALLS(R, V, s)                                                                      \
   R(s, memory, create, ganfw_status,                                                               \
@@ -114,7 +117,7 @@
 #define END_OF(type, member) (offsetof(type, member) + sizeof(((type *)0)->member))
 _Static_assert(sizeof(ganfw_model_vt) == END_OF(ganfw_model_vt, get_extension),
                "ganfw_model_vt grew: add the member to MODEL_CALLS");
-_Static_assert(sizeof(ganfw_optim_vt) == END_OF(ganfw_optim_vt, get_extension),
+_Static_assert(sizeof(ganfw_optim_vt) == END_OF(ganfw_optim_vt, step_end),
                "ganfw_optim_vt grew: add the member to OPTIM_CALLS");
 _Static_assert(sizeof(ganfw_memory_vt) == END_OF(ganfw_memory_vt, configure_done),
                "ganfw_memory_vt grew: add the member to MEMORY_CALLS");

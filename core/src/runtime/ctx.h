@@ -76,6 +76,10 @@ struct ganfw_ctx {
    * JSON objects separated by ",\n" for memory.json's "algorithms" (ganfw_ctx_note_algorithm);
    * NULL while there is none. Owned. */
   char *algorithms;
+  /* Memory strategy step_in_backward (train/sib.h): 1 while the nets are built makes each
+   * parameter gradient a descriptor without storage (runtime/tensor.h's storage release,
+   * right after its allocation), taken by the executor before the backward that writes it. */
+  int32_t grads_deferred;
 };
 
 /* Reads the `device` section and `seed` of a config into options; config errors name the

@@ -118,6 +118,33 @@ int32_t ganfw_tensor_exclusive(const ganfw_tensor *t) {
   return 1;
 }
 
+static ganfw_status storage_check(const ganfw_tensor *t, const char *what) {
+  const tensor_impl *impl = t->impl;
+  if (impl->base || impl->refs != 1)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "tensor '%s': storage %s needs a plain tensor with one reference "
+                           "(a view, or one a view shares, has %d)",
+                           t->name, what, (int)impl->refs);
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_tensor_storage_release(ganfw_tensor *t) {
+  if (!t->data) return GANFW_OK;
+  ganfw_status st = storage_check(t, "release");
+  if (st != GANFW_OK) return st;
+  ganfw_alloc_free(((tensor_impl *)t->impl)->ctx->alloc, t->data);
+  t->data = NULL;
+  return GANFW_OK;
+}
+
+ganfw_status ganfw_tensor_storage_acquire(ganfw_tensor *t) {
+  if (t->data || t->nbytes == 0) return GANFW_OK;
+  ganfw_status st = storage_check(t, "acquire");
+  if (st != GANFW_OK) return st;
+  return ganfw_alloc_malloc(((tensor_impl *)t->impl)->ctx->alloc, (size_t)t->nbytes, t->category,
+                            t->name, &t->data);
+}
+
 int32_t ganfw_tensor_is_view(const ganfw_tensor *t) {
   return ((const tensor_impl *)t->impl)->base != NULL;
 }

@@ -48,6 +48,15 @@ ganfw_status ganfw_tensor_from_staging(ganfw_tensor *t, const void *src, int64_t
 /* Rows [start, start + rows) of `base` along its first dimension, as a new tensor (one
  * reference, owned by the caller) sharing base's memory and keeping it alive. */
 ganfw_tensor *ganfw_tensor_rows(ganfw_tensor *base, int64_t start, int64_t rows, const char *name);
+/* Storage that comes and goes under one descriptor (memory strategy step_in_backward: a
+ * gradient's bytes return to the allocator after its update, while the optimizer keeps its
+ * borrowed pointer to the tensor). _release frees t's memory and sets t->data to NULL;
+ * _acquire allocates it again (contents uninitialised) when t->data is NULL, with t's
+ * category and name; both do nothing otherwise. Only for a plain tensor (not a view) that
+ * no view shares; GANFW_ERR_INVALID_ARG else, GANFW_ERR_OOM with the allocator's report. */
+ganfw_status ganfw_tensor_storage_release(ganfw_tensor *t);
+ganfw_status ganfw_tensor_storage_acquire(ganfw_tensor *t);
+
 /* The context a tensor was created in. */
 ganfw_ctx *ganfw_tensor_ctx(const ganfw_tensor *t);
 

@@ -13,6 +13,7 @@
 #include "runtime/tensor.h"
 #include "runtime/tensor_cast.h"
 #include "train/nonfinite.h"
+#include "train/sib.h"
 #include "train/dp.h"
 #include "train/trainer.h"
 
@@ -237,8 +238,11 @@ static ganfw_status learn(ganfw_classifier *c, ganfw_tensor *x, ganfw_tensor *la
     dlogits = d ? ganfw_tensor_as_dtype(d, dtype, GANFW_MEM_ACTIVATION) : NULL;
     ganfw_tensor_destroy(d);
     if (k == M - 1) ganfw_dp_arm(s, 0); /* the step's last backward: buckets start */
-    st = dlogits ? ganfw_net_backward(net, c->tape, dlogits, GANFW_BWD_PARAM_GRAD, NULL)
-                 : ganfw_error_code();
+    /* memory: [step_in_backward]: each layer's update runs inside this backward */
+    const int32_t sib = ganfw_sib_active(s->sib, 0) && k == M - 1 && dlogits;
+    st = !dlogits ? ganfw_error_code() : sib ? ganfw_sib_arm(s->sib, 0) : GANFW_OK;
+    if (st == GANFW_OK) st = ganfw_net_backward(net, c->tape, dlogits, GANFW_BWD_PARAM_GRAD, NULL);
+    if (sib) st = ganfw_sib_finish(s->sib, 0, st);
   }
   ganfw_tape_clear(c->tape);
   ganfw_tensor_destroy(dlogits);
@@ -287,7 +291,7 @@ ganfw_status ganfw_classifier_step(ganfw_classifier *c, ganfw_tensor *x, ganfw_t
     st = ganfw_dp_reduce(s, 0); /* data-parallel: the sum of the ranks' gradients */
   else
     ganfw_dp_disarm(s, 0);
-  if (st == GANFW_OK && !out->nonfinite) {
+  if (st == GANFW_OK && !out->nonfinite && !ganfw_sib_active(s->sib, 0)) {
     const int32_t pass = ganfw_alloc_set_pass(s->ctx->alloc, GANFW_PASS_OPTIMIZER);
     st = optim_step(c, out);
     ganfw_alloc_set_pass(s->ctx->alloc, pass);

@@ -17,6 +17,7 @@
 #include "train/ema.h"
 #include "train/nonfinite.h"
 #include "train/penalty.h"
+#include "train/sib.h"
 #include "train/trainer.h"
 
 struct ganfw_gan {
@@ -486,6 +487,8 @@ static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped, int3
                                ganfw_gan_stats *out) {
   const int32_t pass = ganfw_alloc_set_pass(g->ctx->alloc, GANFW_PASS_OPTIMIZER);
   ganfw_status st = update(g, opt, skipped, nonfinite, out);
+  /* memory: [step_in_backward]: the gradients' bytes go back until the next backward */
+  if (st == GANFW_OK) st = ganfw_sib_release(g->s->sib, opt);
   ganfw_alloc_set_pass(g->ctx->alloc, pass);
   return st;
 }
@@ -771,8 +774,12 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
     }
     ganfw_tensor_destroy(mk);
     if (k == M - 1) ganfw_dp_arm(s, 0); /* G's last backward of the step */
+    /* memory: [step_in_backward]: each layer's update runs inside G's backward */
+    const int32_t sib = ganfw_sib_active(s->sib, 0) && k == M - 1 && st == GANFW_OK && !bad;
+    if (sib) st = ganfw_sib_arm(s->sib, 0);
     if (st == GANFW_OK && !bad)
       st = ganfw_net_backward(G, g->tape_g, dfake, GANFW_BWD_PARAM_GRAD, NULL);
+    if (sib) st = ganfw_sib_finish(s->sib, 0, st);
     ganfw_tensor_destroy(dfake);
     ganfw_tensor_destroy(zk);
     ganfw_tape_clear(g->tape_g);
@@ -787,7 +794,8 @@ ganfw_status ganfw_gan_g_step(ganfw_gan *g, ganfw_tensor *z, ganfw_gan_stats *ou
     st = ganfw_dp_reduce(s, 0);
   else
     ganfw_dp_disarm(s, 0);
-  if (st == GANFW_OK && !bad) st = optim_step(g, 0, &out->skipped_g, &out->nonfinite_g, out);
+  if (st == GANFW_OK && !bad && !ganfw_sib_active(s->sib, 0))
+    st = optim_step(g, 0, &out->skipped_g, &out->nonfinite_g, out);
   if (st == GANFW_OK && s->ema && !bad && !out->skipped_g && !out->nonfinite_g)
     st = ganfw_ema_update(s->ema, g->ctx->be, g->steps + 1); /* train.ema */
   out->g_stepped = 1;

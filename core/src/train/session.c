@@ -21,6 +21,7 @@
 #include "train/ema.h"
 #include "train/param_groups.h"
 #include "train/program.h"
+#include "train/sib.h"
 #include "train/zero.h"
 
 /* data.other: {dataset: KIND, path: DIR}, a second training set of the same image shape
@@ -1099,6 +1100,7 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   }
   s->ctx->config = s->run->config; /* model.batchnorm_* (nn/layers/batchnorm2d.c) */
   if ((st = create_memory(s)) != GANFW_OK) return st;
+  s->ctx->grads_deferred = s->exec.step_in_backward; /* memory: [step_in_backward] */
   if (s->exec.compute_dtype != GANFW_DTYPE_F32 && !copt.meta &&
       s->ctx->device_type == GANFW_DEVICE_CPU && ganfw_dist_world_rank() == 0)
     ganfw_log(GANFW_LOG_INFO, "%s", ganfw_cpu_lp_describe(s->exec.compute_dtype));
@@ -1160,7 +1162,9 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
     return st;
   }
   if ((st = ganfw_dp_open_reducers(s)) != GANFW_OK) return st;
-  return ganfw_param_groups_check(s->param_groups, s->n_param_groups, s->optim, s->n_optim);
+  if ((st = ganfw_param_groups_check(s->param_groups, s->n_param_groups, s->optim, s->n_optim)))
+    return st;
+  return ganfw_sib_create(s, &s->sib); /* memory: [step_in_backward] */
 }
 
 ganfw_status ganfw_session_open(ganfw_run *run, int32_t with_data, const ganfw_data_info *info,
@@ -1186,6 +1190,7 @@ void ganfw_session_close(ganfw_session *s) {
     free(s->optim[i].params);
   }
   free(s->param_groups);
+  ganfw_sib_destroy(s->sib);
   ganfw_dp_close(s);
   ganfw_ema_destroy(s->ema);
   if (s->objective) s->objective_vt->destroy(s->objective);

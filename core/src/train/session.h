@@ -60,6 +60,7 @@ const char *ganfw_nonfinite_policy_name(int32_t policy);
 typedef struct ganfw_ema ganfw_ema;         /* train/ema.h */
 typedef struct ganfw_dist ganfw_dist;       /* dist/dist.h */
 typedef struct ganfw_reducer ganfw_reducer; /* train/reducer.h */
+typedef struct ganfw_sib ganfw_sib;         /* train/sib.h */
 
 typedef struct ganfw_train_settings {
   int64_t batch_size;
@@ -143,6 +144,7 @@ typedef struct ganfw_session {
    * buckets; NULL alone */
   ganfw_dist *dist;
   ganfw_reducer *reducer[GANFW_MAX_NETS]; /* data-parallel: one per optimizer */
+  ganfw_sib *sib; /* memory strategy step_in_backward (train/sib.h); NULL when off */
 } ganfw_session;
 
 /* Builds everything from run's config. With `with_data` 0 the data set is not opened and

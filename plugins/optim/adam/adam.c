@@ -47,6 +47,11 @@ typedef struct adam {
   double beta1, beta2, eps, weight_decay;
   int32_t amsgrad, decoupled;
   int64_t steps;
+  /* The step in parts (step_begin, step_param, step_end): the slot of each index of the
+   * create's params array (-1: frozen), its length, and the open step's scalars. */
+  int64_t *slot_of, n_params;
+  int32_t open;
+  double open_lr, open_bc1, open_bc2_sqrt;
 } adam;
 
 static void adam_destroy(void *self) {
@@ -58,6 +63,7 @@ static void adam_destroy(void *self) {
       free(o->slots[i].state_name[k]);
     }
   free(o->slots);
+  free(o->slot_of);
   free(o);
 }
 
@@ -157,12 +163,15 @@ static ganfw_status adam_create(const ganfw_host *host, ganfw_ctx *ctx, const ga
   }
   o->nstate = o->amsgrad ? 3 : 2;
   o->slots = calloc((size_t)(n > 0 ? n : 1), sizeof *o->slots);
-  if (!o->slots) {
+  o->slot_of = malloc((size_t)(n > 0 ? n : 1) * sizeof *o->slot_of);
+  o->n_params = n;
+  if (!o->slots || !o->slot_of) {
     adam_destroy(o);
     return host->error(ctx, GANFW_ERR_OOM, ADAM_NAME ": out of host memory");
   }
   for (int64_t i = 0; i < n && st == GANFW_OK; i++) {
     const ganfw_param *p = &params[i];
+    o->slot_of[i] = -1;
     if (!p->grad) continue; /* frozen: no state, never updated */
     if (!p->value || p->value->dtype != GANFW_DTYPE_F32 || p->grad->dtype != GANFW_DTYPE_F32 ||
         p->value->numel != p->grad->numel) {
@@ -171,6 +180,7 @@ static ganfw_status adam_create(const ganfw_host *host, ganfw_ctx *ctx, const ga
                        p->name ? p->name : "?");
       break;
     }
+    o->slot_of[i] = o->n;
     adam_slot *s = &o->slots[o->n++];
     s->value = p->value;
     s->grad = p->grad;
@@ -241,20 +251,48 @@ static ganfw_status update_slot(adam *o, adam_slot *s, double lr, double bc1, do
   return st;
 }
 
-static ganfw_status adam_step(void *self, double lr) {
+/* Checks lr and sets the scalars of step o->steps + 1 (one step number for every slot). */
+static ganfw_status adam_step_begin(void *self, double lr) {
   adam *o = self;
   if (!isfinite(lr) || lr < 0.0)
     return o->host->error(o->ctx, GANFW_ERR_INVALID_ARG,
                           ADAM_NAME ": step got learning rate %g; it must be finite and >= 0", lr);
   const double step = (double)(o->steps + 1);
-  const double bc1 = 1.0 - pow(o->beta1, step);
-  const double bc2_sqrt = sqrt(1.0 - pow(o->beta2, step));
-  for (int64_t i = 0; i < o->n; i++) {
-    ganfw_status st = update_slot(o, &o->slots[i], lr, bc1, bc2_sqrt);
-    if (st != GANFW_OK) return st;
-  }
+  o->open_lr = lr;
+  o->open_bc1 = 1.0 - pow(o->beta1, step);
+  o->open_bc2_sqrt = sqrt(1.0 - pow(o->beta2, step));
+  o->open = 1;
+  return GANFW_OK;
+}
+
+/* Updates parameter i of the create's params array (a frozen one: nothing). */
+static ganfw_status adam_step_param(void *self, int64_t i) {
+  adam *o = self;
+  if (!o->open || i < 0 || i >= o->n_params)
+    return o->host->error(o->ctx, GANFW_ERR_INVALID_ARG, ADAM_NAME ": step_param(%lld) %s",
+                          (long long)i,
+                          o->open ? "is outside the parameter list" : "without step_begin");
+  if (o->slot_of[i] < 0) return GANFW_OK;
+  return update_slot(o, &o->slots[o->slot_of[i]], o->open_lr, o->open_bc1, o->open_bc2_sqrt);
+}
+
+static ganfw_status adam_step_end(void *self) {
+  adam *o = self;
+  if (!o->open)
+    return o->host->error(o->ctx, GANFW_ERR_INVALID_ARG, ADAM_NAME ": step_end without step_begin");
+  o->open = 0;
   o->steps++;
   return GANFW_OK;
+}
+
+static ganfw_status adam_step(void *self, double lr) {
+  adam *o = self;
+  ganfw_status st = adam_step_begin(o, lr);
+  for (int64_t i = 0; i < o->n && st == GANFW_OK; i++)
+    st = update_slot(o, &o->slots[i], o->open_lr, o->open_bc1, o->open_bc2_sqrt);
+  o->open = 0;
+  if (st == GANFW_OK) o->steps++;
+  return st;
 }
 
 static ganfw_tensor *adam_state_tensor(void *self, int64_t i, const char **name) {
@@ -311,6 +349,9 @@ static const ganfw_optim_vt adam_vt = {
     .get_step = adam_get_step,
     .set_step = adam_set_step,
     .get_extension = adam_get_extension,
+    .step_begin = adam_step_begin,
+    .step_param = adam_step_param,
+    .step_end = adam_step_end,
 };
 
 GANFW_PLUGIN_EXPORT const ganfw_plugin_desc *ganfw_plugin_entry(void) {

@@ -25,6 +25,11 @@ typedef struct sgd {
   double momentum, dampening, weight_decay;
   int32_t nesterov;
   int64_t steps;
+  /* The step in parts (step_begin, step_param, step_end): the slot of each index of the
+   * create's params array (-1: frozen), its length, and the open step's rate. */
+  int64_t *slot_of, n_params;
+  int32_t open;
+  double open_lr;
 } sgd;
 
 static void sgd_destroy(void *self) {
@@ -35,6 +40,7 @@ static void sgd_destroy(void *self) {
     free(o->slots[i].buf_name);
   }
   free(o->slots);
+  free(o->slot_of);
   free(o);
 }
 
@@ -88,10 +94,13 @@ static ganfw_status sgd_create(const ganfw_host *host, ganfw_ctx *ctx, const gan
   ganfw_status st = read_config(o, cfg);
   if (st == GANFW_OK) {
     o->slots = calloc((size_t)(n > 0 ? n : 1), sizeof *o->slots);
-    if (!o->slots) st = host->error(ctx, GANFW_ERR_OOM, "sgd: out of host memory");
+    o->slot_of = malloc((size_t)(n > 0 ? n : 1) * sizeof *o->slot_of);
+    o->n_params = n;
+    if (!o->slots || !o->slot_of) st = host->error(ctx, GANFW_ERR_OOM, "sgd: out of host memory");
   }
   for (int64_t i = 0; i < n && st == GANFW_OK; i++) {
     const ganfw_param *p = &params[i];
+    o->slot_of[i] = -1;
     if (!p->grad) continue; /* frozen: no state, never updated */
     if (!p->value || p->value->dtype != GANFW_DTYPE_F32 || p->grad->dtype != GANFW_DTYPE_F32 ||
         p->value->numel != p->grad->numel) {
@@ -100,6 +109,7 @@ static ganfw_status sgd_create(const ganfw_host *host, ganfw_ctx *ctx, const gan
                        p->name ? p->name : "?");
       break;
     }
+    o->slot_of[i] = o->n;
     sgd_slot *s = &o->slots[o->n++];
     s->value = p->value;
     s->grad = p->grad;
@@ -152,17 +162,43 @@ static ganfw_status update_slot(sgd *o, sgd_slot *s, double lr, int first) {
   return st;
 }
 
-static ganfw_status sgd_step(void *self, double lr) {
+static ganfw_status sgd_step_begin(void *self, double lr) {
   sgd *o = self;
   if (!isfinite(lr) || lr < 0.0)
     return o->host->error(o->ctx, GANFW_ERR_INVALID_ARG,
                           "sgd: step got learning rate %g; it must be finite and >= 0", lr);
-  for (int64_t i = 0; i < o->n; i++) {
-    ganfw_status st = update_slot(o, &o->slots[i], lr, o->steps == 0);
-    if (st != GANFW_OK) return st;
-  }
+  o->open_lr = lr;
+  o->open = 1;
+  return GANFW_OK;
+}
+
+/* Updates parameter i of the create's params array (a frozen one: nothing). */
+static ganfw_status sgd_step_param(void *self, int64_t i) {
+  sgd *o = self;
+  if (!o->open || i < 0 || i >= o->n_params)
+    return o->host->error(o->ctx, GANFW_ERR_INVALID_ARG, "sgd: step_param(%lld) %s", (long long)i,
+                          o->open ? "is outside the parameter list" : "without step_begin");
+  if (o->slot_of[i] < 0) return GANFW_OK;
+  return update_slot(o, &o->slots[o->slot_of[i]], o->open_lr, o->steps == 0);
+}
+
+static ganfw_status sgd_step_end(void *self) {
+  sgd *o = self;
+  if (!o->open)
+    return o->host->error(o->ctx, GANFW_ERR_INVALID_ARG, "sgd: step_end without step_begin");
+  o->open = 0;
   o->steps++;
   return GANFW_OK;
+}
+
+static ganfw_status sgd_step(void *self, double lr) {
+  sgd *o = self;
+  ganfw_status st = sgd_step_begin(o, lr);
+  for (int64_t i = 0; i < o->n && st == GANFW_OK; i++)
+    st = update_slot(o, &o->slots[i], lr, o->steps == 0);
+  o->open = 0;
+  if (st == GANFW_OK) o->steps++;
+  return st;
 }
 
 /* With momentum, one state tensor per parameter: "<param>.momentum_buffer". */
@@ -206,6 +242,9 @@ static const ganfw_optim_vt sgd_vt = {
     .state_tensor = sgd_state_tensor,
     .get_step = sgd_get_step,
     .set_step = sgd_set_step,
+    .step_begin = sgd_step_begin,
+    .step_param = sgd_step_param,
+    .step_end = sgd_step_end,
     .get_extension = sgd_get_extension,
 };
 
