@@ -110,9 +110,12 @@ PIN(tensor_reshape, 728);
 PIN(tensor_gather, 736);
 PIN(tensor_scatter_add, 744);
 PIN(net_pixel_shuffle, 752);
+PIN(quantize_blockwise, 760); /* ABI 1.10 */
+PIN(dequantize_blockwise, 768);
+PIN(quantize_dynamic_map, 776);
 
 /* One past the last entry: a new entry appended moves this (and gets a PIN line above). */
-#define GANFW_HOST_SIZE 760
+#define GANFW_HOST_SIZE 784
 _Static_assert(sizeof(ganfw_host) == GANFW_HOST_SIZE, "ganfw_host grew: pin the new entries");
 
 /* Structs of ABI 1.1 whose layout plugins see. */

@@ -33,7 +33,7 @@ extern "C" {
 
 /* The one place the ABI version is written; CMake reads it from here (CMakeLists.txt). */
 #define GANFW_ABI_MAJOR 1
-#define GANFW_ABI_MINOR 9
+#define GANFW_ABI_MINOR 10
 
 #define GANFW_PLUGIN_ENTRY_SYMBOL "ganfw_plugin_entry"
 
