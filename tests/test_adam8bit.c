@@ -189,6 +189,34 @@ static void test_round_trip(void) {
   gt_ref_close(ref);
 }
 
+/* Every code, midpoint and midpoint neighbour, and uniform values through each map: the
+ * indices of the published search, exactly. */
+static void test_search_sweep(void) {
+  gt_ref *ref = gt_ref_open("adam8bit");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+  ganfw_ctx *ctx = make_ctx();
+  const ganfw_host *h = ganfw_host_table();
+  const int64_t code_shape[1] = {256}, n = 8192, nb = 4;
+  for (int u = 0; u < 2; u++) {
+    char key[64];
+    ganfw_tensor *code =
+        ref_tensor(ctx, ref, u ? "map.unsigned" : "map.signed", 1, code_shape, GANFW_MEM_OTHER);
+    snprintf(key, sizeof key, "%s.x", u ? "sweep_u" : "sweep_s");
+    ganfw_tensor *x = ref_tensor(ctx, ref, key, 1, &n, GANFW_MEM_OTHER);
+    ganfw_tensor *q = ganfw_tensor_create(ctx, GANFW_DTYPE_U8, 1, &n, GANFW_MEM_OTHER, "q");
+    ganfw_tensor *a = ganfw_tensor_create(ctx, GANFW_DTYPE_F32, 1, &nb, GANFW_MEM_OTHER, "a");
+    CU_ASSERT_EQUAL_FATAL(h->quantize_blockwise(ctx, x, code, 2048, q, a), GANFW_OK);
+    snprintf(key, sizeof key, "%s.q", u ? "sweep_u" : "sweep_s");
+    CU_ASSERT_EQUAL(count_index_mismatch(ref, key, q), 0);
+    ganfw_tensor_destroy(code);
+    ganfw_tensor_destroy(x);
+    ganfw_tensor_destroy(q);
+    ganfw_tensor_destroy(a);
+  }
+  ganfw_ctx_destroy(ctx);
+  gt_ref_close(ref);
+}
+
 /* Bad arguments: each refused with a message naming the tensor and what it needs. */
 static void test_op_errors(void) {
   ganfw_ctx *ctx = make_ctx();
@@ -594,6 +622,7 @@ static void test_report(void) {
 static CU_TestInfo tests[] = {
     {"dynamic_map", test_dynamic_map},
     {"quantize_round_trip", test_round_trip},
+    {"quantize_search_sweep", test_search_sweep},
     {"quantize_op_errors", test_op_errors},
     {"update_default", test_update_default},
     {"update_gan_weight_decay", test_update_gan_wd},

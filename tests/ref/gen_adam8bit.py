@@ -9,6 +9,9 @@ C code. Writes adam8bit.safetensors with
     rt{k}.q, rt{k}.absmax       its blockwise quantisation (signed map, blocks of 2048): the
                                 code indices (I32) and the blocks' absolute maxima
     rt{k}.deq                   the dequantised values
+    sweep_s.x, sweep_s.q        8192 values through the signed map (every code, midpoint and
+    sweep_u.x, sweep_u.q        its f32 neighbours, uniform and tiny values) and their
+                                indices; the same through the unsigned map
     big.init, small.init        a parameter above the 8-bit threshold (50 x 100) and one below
                                 it (7 x 3), and their gradients big.grad{s}, small.grad{s}
     {case}.big.step{s}          the large parameter after Adam8bit step s (1..3)
@@ -174,6 +177,23 @@ def generate(out_dir):
         out[f"rt{k}.q"] = t(q, torch.int32)
         out[f"rt{k}.absmax"] = t(absmax)
         out[f"rt{k}.deq"] = t(dequantize(q, absmax, code_s))
+
+    # A sweep through both maps (blocks of 2048 whose absmax is 1, so x is searched as it is):
+    # every code, every midpoint and its f32 neighbours, uniform values and tiny ones.
+    for name, code in (("sweep_s", code_s), ("sweep_u", code_u)):
+        mids = ((code[:-1] + code[1:]) * f32(0.5)).astype(f32)
+        lo = float(code[0])
+        parts = [code, mids, np.nextafter(mids, f32(-2)), np.nextafter(mids, f32(2)),
+                 torch.rand(2000, generator=g).numpy().astype(f32) * f32(1 - lo) + f32(lo),
+                 (torch.rand(1000, generator=g).numpy() * 2e-6 - (1e-6 if lo < 0 else 0))
+                 .astype(f32)]
+        x = np.concatenate(parts).astype(f32)
+        x = np.concatenate([x, np.zeros(8192 - x.size, dtype=f32)])
+        x[::2048] = 1.0
+        q, absmax = quantize(x, code)
+        assert np.all(absmax == 1.0)
+        out[f"{name}.x"] = t(x)
+        out[f"{name}.q"] = t(q, torch.int32)
 
     # Adam8bit on a parameter above the 8-bit threshold; the small one is plain Adam.
     big = torch.randn(50, 100, generator=g).numpy().astype(f32)

@@ -13,31 +13,21 @@
 #define GANFW_QUANTIZE_FN static inline
 #endif
 
-/* The index of code[0..256) nearest to x (x normalised by its block's absmax, so in [-1, 1]).
- * Seven halving steps from the middle (127) leave an even index `at` between the last codes
- * the search passed below (`lo`) and above (`hi`); the nearer of code[at] and that neighbour
- * wins, and a value exactly at their midpoint keeps `at`. A neighbour never passed is code[0]
- * or code[255]. NaN gives 0. */
+/* The index of code[0..256) nearest to x (x normalised by its block's absmax, so in [-1, 1]),
+ * as bitsandbytes' search: seven halving steps from the middle (127) end on an even index
+ * `at` with code[at - 1] < x <= code[at + 1] (within the code's range); the nearer of code[at]
+ * and the neighbour on x's side wins, and a value exactly at their midpoint ((a + b) * 0.5f,
+ * in f32) keeps `at`. Below code[0] gives 0, above code[255] 255, NaN 0. Written with
+ * selects instead of branches: the comparisons are unpredictable. */
 GANFW_QUANTIZE_FN uint8_t ganfw_quantize_search(const float *code, float x) {
-  int at = 127, lo = 0, hi = 255;
-  float lo_v = -1.0f, hi_v = 1.0f;
-  float v = code[at];
-  for (int step = 64; step > 0; step >>= 1) {
-    if (x > v) {
-      lo = at;
-      lo_v = v;
-      at += step;
-    } else {
-      hi = at;
-      hi_v = v;
-      at -= step;
-    }
-    v = code[at];
-  }
-  if (hi == 255) hi_v = code[255];
-  if (lo == 0) lo_v = code[0];
-  if (x > v) return (uint8_t)(x > (hi_v + v) * 0.5f ? hi : at);
-  return (uint8_t)(x < (lo_v + v) * 0.5f ? lo : at);
+  int at = 127;
+  for (int step = 64; step > 0; step >>= 1) at += x > code[at] ? step : -step;
+  const float v = code[at];
+  const int up = x > v;
+  const int side = up ? at + 1 : (at > 0 ? at - 1 : 0);
+  const float mid = (code[side] + v) * 0.5f;
+  const int take = up ? x > mid : x < mid;
+  return (uint8_t)(take ? side : at);
 }
 
 #endif
