@@ -13,6 +13,18 @@
 #define GANFW_QUANTIZE_FN static inline
 #endif
 
+/* The last part of the search: from the even index `at` the seven steps reached for x, the
+ * index it returns. (ganfw_quantize_search below is the whole search; a caller may run the
+ * steps itself, e.g. for several values at once.) */
+GANFW_QUANTIZE_FN uint8_t ganfw_quantize_finish(const float *code, float x, int at) {
+  /* at <= 254; the neighbour below index 0 is 0 itself */
+  const int below = at > 0;
+  const float v = code[at];
+  const float mid_hi = (code[at + 1] + v) * 0.5f, mid_lo = (code[at - below] + v) * 0.5f;
+  /* x > mid_hi implies x > v, x < mid_lo implies x <= v: bitsandbytes' two cases */
+  return (uint8_t)(at + (x > mid_hi) - ((x < mid_lo) & below));
+}
+
 /* The index of code[0..256) nearest to x (x normalised by its block's absmax, so in [-1, 1]),
  * as bitsandbytes' search: seven halving steps from the middle (127) end on an even index
  * `at` with code[at - 1] < x <= code[at + 1] (within the code's range); the nearer of code[at]
@@ -22,12 +34,7 @@
 GANFW_QUANTIZE_FN uint8_t ganfw_quantize_search(const float *code, float x) {
   int at = 127;
   for (int step = 64; step > 0; step >>= 1) at += x > code[at] ? step : -step;
-  const float v = code[at];
-  const int up = x > v;
-  const int side = up ? at + 1 : (at > 0 ? at - 1 : 0);
-  const float mid = (code[side] + v) * 0.5f;
-  const int take = up ? x > mid : x < mid;
-  return (uint8_t)(take ? side : at);
+  return ganfw_quantize_finish(code, x, at);
 }
 
 #endif

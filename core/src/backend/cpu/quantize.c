@@ -9,6 +9,8 @@
 
 /* Below this many values the loops stay on one thread. */
 #define QUANTIZE_PARALLEL_MIN 65536
+/* Values searched side by side. */
+#define LANES 8
 
 ganfw_status ganfw_cpu_op_quantize_blockwise(ganfw_backend *be, ganfw_op *op) {
   (void)be;
@@ -20,12 +22,38 @@ ganfw_status ganfw_cpu_op_quantize_blockwise(ganfw_backend *be, ganfw_op *op) {
 #pragma omp parallel for schedule(static) if (n >= QUANTIZE_PARALLEL_MIN)
   for (int64_t b = 0; b < blocks; b++) {
     const int64_t i0 = b * block, i1 = i0 + block < n ? i0 + block : n;
+    /* LANES running maxima (a max is exact in any order); NaN is skipped, as fmaxf */
+    float ms[LANES] = {0.0f};
+    int64_t j = i0;
+    for (; j + LANES <= i1; j += LANES)
+      for (int l = 0; l < LANES; l++) {
+        const float a = fabsf(x[j + l]);
+        ms[l] = a > ms[l] ? a : ms[l];
+      }
+    for (; j < i1; j++) {
+      const float a = fabsf(x[j]);
+      ms[0] = a > ms[0] ? a : ms[0];
+    }
     float m = 0.0f;
-    for (int64_t i = i0; i < i1; i++) m = fmaxf(m, fabsf(x[i]));
+    for (int l = 0; l < LANES; l++) m = ms[l] > m ? ms[l] : m;
     absmax[b] = m;
     /* as bitsandbytes: a product with the reciprocal; an all-zero block stores code's 0 */
     const float inv = m > 0.0f ? 1.0f / m : 0.0f;
-    for (int64_t i = i0; i < i1; i++) q[i] = ganfw_quantize_search(code, x[i] * inv);
+    int64_t i = i0;
+    /* LANES values searched side by side: each search is a chain of dependent loads, and
+     * independent chains overlap */
+    for (; i + LANES <= i1; i += LANES) {
+      float xs[LANES];
+      int at[LANES];
+      for (int l = 0; l < LANES; l++) {
+        xs[l] = x[i + l] * inv;
+        at[l] = 127;
+      }
+      for (int step = 64; step > 0; step >>= 1)
+        for (int l = 0; l < LANES; l++) at[l] += xs[l] > code[at[l]] ? step : -step;
+      for (int l = 0; l < LANES; l++) q[i + l] = ganfw_quantize_finish(code, xs[l], at[l]);
+    }
+    for (; i < i1; i++) q[i] = ganfw_quantize_search(code, x[i] * inv);
   }
   return GANFW_OK;
 }
