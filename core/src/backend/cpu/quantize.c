@@ -50,7 +50,7 @@ ganfw_status ganfw_cpu_op_quantize_blockwise(ganfw_backend *be, ganfw_op *op) {
         at[l] = 127;
       }
       for (int step = 64; step > 0; step >>= 1)
-        for (int l = 0; l < LANES; l++) at[l] += xs[l] > code[at[l]] ? step : -step;
+        for (int l = 0; l < LANES; l++) at[l] = ganfw_quantize_halve(code, xs[l], at[l], step);
       for (int l = 0; l < LANES; l++) q[i + l] = ganfw_quantize_finish(code, xs[l], at[l]);
     }
     for (; i < i1; i++) q[i] = ganfw_quantize_search(code, x[i] * inv);
