@@ -1,8 +1,12 @@
 /* 8-bit blockwise quantisation on the CPU (op.h QUANTIZE_BLOCKWISE, DEQUANTIZE_BLOCKWISE): x (f32,
  * n values) in blocks of `block` values, each scaled by its absolute maximum and mapped to the
  * index of the nearest of 256 code values (backend/quantize_search.h), and back. One thread
- * owns whole blocks, so the result does not depend on the thread count. */
+ * owns whole blocks, so the result does not depend on the thread count; every SIMD level
+ * (quantize_kernels.h) runs the same comparisons, so gives the same bits. */
 #include <math.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/quantize_search.h"
@@ -10,7 +14,16 @@
 /* Below this many values the loops stay on one thread. */
 #define QUANTIZE_PARALLEL_MIN 65536
 /* Values searched side by side. */
-#define LANES 8
+#define LANES 16
+
+/* The kernel, once per SIMD level (isa.h); each call runs the level in use. */
+#define GANFW_ISA_BODY "backend/cpu/quantize_kernels.h"
+#include "backend/cpu/isa_each.h"
+
+typedef void (*quantize_block_fn)(int64_t n, const float *x, const float *code, uint8_t *q,
+                                  float *absmax);
+static const quantize_block_fn quantize_block[GANFW_CPU_ISA_COUNT] =
+    GANFW_ISA_TABLE(quantize_block);
 
 ganfw_status ganfw_cpu_op_quantize_blockwise(ganfw_backend *be, ganfw_op *op) {
   (void)be;
@@ -19,41 +32,11 @@ ganfw_status ganfw_cpu_op_quantize_blockwise(ganfw_backend *be, ganfw_op *op) {
   uint8_t *q = op->out[0];
   float *absmax = op->out[1];
   const int64_t blocks = (n + block - 1) / block;
+  const quantize_block_fn run = quantize_block[ganfw_cpu_isa_level()];
 #pragma omp parallel for schedule(static) if (n >= QUANTIZE_PARALLEL_MIN)
   for (int64_t b = 0; b < blocks; b++) {
-    const int64_t i0 = b * block, i1 = i0 + block < n ? i0 + block : n;
-    /* LANES running maxima (a max is exact in any order); NaN is skipped, as fmaxf */
-    float ms[LANES] = {0.0f};
-    int64_t j = i0;
-    for (; j + LANES <= i1; j += LANES)
-      for (int l = 0; l < LANES; l++) {
-        const float a = fabsf(x[j + l]);
-        ms[l] = a > ms[l] ? a : ms[l];
-      }
-    for (; j < i1; j++) {
-      const float a = fabsf(x[j]);
-      ms[0] = a > ms[0] ? a : ms[0];
-    }
-    float m = 0.0f;
-    for (int l = 0; l < LANES; l++) m = ms[l] > m ? ms[l] : m;
-    absmax[b] = m;
-    /* as bitsandbytes: a product with the reciprocal; an all-zero block stores code's 0 */
-    const float inv = m > 0.0f ? 1.0f / m : 0.0f;
-    int64_t i = i0;
-    /* LANES values searched side by side: each search is a chain of dependent loads, and
-     * independent chains overlap */
-    for (; i + LANES <= i1; i += LANES) {
-      float xs[LANES];
-      int at[LANES];
-      for (int l = 0; l < LANES; l++) {
-        xs[l] = x[i + l] * inv;
-        at[l] = 127;
-      }
-      for (int step = 64; step > 0; step >>= 1)
-        for (int l = 0; l < LANES; l++) at[l] = ganfw_quantize_halve(code, xs[l], at[l], step);
-      for (int l = 0; l < LANES; l++) q[i + l] = ganfw_quantize_finish(code, xs[l], at[l]);
-    }
-    for (; i < i1; i++) q[i] = ganfw_quantize_search(code, x[i] * inv);
+    const int64_t i0 = b * block, len = i0 + block < n ? block : n - i0;
+    run(len, x + i0, code, q + i0, absmax + b);
   }
   return GANFW_OK;
 }
