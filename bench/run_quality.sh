@@ -6,6 +6,7 @@
 #
 #   BUILD_DIR=build bench/run_quality.sh [SEEDS...]          (default: 1 2 3 4 5)
 #   env: VARIANTS="torch f32 amp bf16"  STEPS=1500  THREADS=1  OUT=runs/quality
+#        (adam8bit: configs/dcgan_adam8bit.yaml, not in the default list)
 #        CSV=OUT/quality.csv
 #
 # Run from the repository root after scripts/setup.sh. What is already trained (a checkpoint
@@ -38,7 +39,8 @@ config_of() {
     f32 | torch) echo configs/dcgan.yaml ;;
     amp) echo configs/dcgan_amp.yaml ;;
     bf16) echo configs/dcgan_bf16.yaml ;;
-    *) echo "run_quality: unknown variant '$1' (torch, f32, amp or bf16)" >&2; exit 2 ;;
+    adam8bit) echo configs/dcgan_adam8bit.yaml ;;
+    *) echo "run_quality: unknown variant '$1' (torch, f32, amp, bf16 or adam8bit)" >&2; exit 2 ;;
   esac
 }
 

@@ -114,9 +114,12 @@ PIN(tensor_scatter_add, 744);
 PIN(net_pixel_shuffle, 752);
 PIN(net_node_info, 760); /* ABI 1.10 */
 PIN(net_recompute, 768);
+PIN(quantize_blockwise, 776);
+PIN(dequantize_blockwise, 784);
+PIN(quantize_dynamic_map, 792);
 
 /* One past the last entry: a new entry appended moves this (and gets a PIN line above). */
-#define GANFW_HOST_SIZE 776
+#define GANFW_HOST_SIZE 800
 _Static_assert(sizeof(ganfw_host) == GANFW_HOST_SIZE, "ganfw_host grew: pin the new entries");
 
 /* Structs of ABI 1.1 whose layout plugins see. */

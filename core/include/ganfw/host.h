@@ -581,6 +581,35 @@ struct ganfw_host {
    * checkpoint segments on the same net (one of the two strategies). */
   ganfw_status (*net_recompute)(ganfw_net *net, const int32_t *nodes, int32_t n);
 
+  /* (minor 10, continued) 8-bit blockwise quantisation; check GANFW_HOST_HAS before use:
+   * Dettmers et al., "8-bit Optimizers via Block-wise Quantization" (2022), as bitsandbytes'
+   * quantize_blockwise / dequantize_blockwise: what an 8-bit optimizer (plugins/optim/adam8bit)
+   * keeps its state in. Each runs on the tensors' device (CPU, CUDA, and the meta backend under
+   * `ganfw plan`); all tensors belong to ctx's run and are contiguous. */
+
+  /* Quantises x (f32, any shape, n values) blockwise: blocks of `block` consecutive values
+   * (block >= 1; the last block may be shorter); absmax (f32, ceil(n / block) values, any
+   * shape) gets each block's largest |x|; q (GANFW_DTYPE_U8, n values) the index into code
+   * (f32, 256 values sorted ascending, e.g. from quantize_dynamic_map) of the code nearest to
+   * x / absmax, as bitsandbytes' search finds it (a value exactly midway keeps the code the
+   * search stood on; x * (1 / absmax) is what is searched, and a block whose absmax is 0 maps
+   * to the code nearest 0). q and absmax share no memory with x or code. */
+  ganfw_status (*quantize_blockwise)(ganfw_ctx *ctx, const ganfw_tensor *x,
+                                     const ganfw_tensor *code, int64_t block, ganfw_tensor *q,
+                                     ganfw_tensor *absmax);
+  /* The inverse: x[i] = code[q[i]] * absmax[i / block], shapes and dtypes as above (x f32, n
+   * values). */
+  ganfw_status (*dequantize_blockwise)(ganfw_ctx *ctx, const ganfw_tensor *q,
+                                       const ganfw_tensor *absmax, const ganfw_tensor *code,
+                                       int64_t block, ganfw_tensor *x);
+  /* Writes the 256 values of the dynamic (dynamic tree) quantisation map into code[0..256),
+   * ascending: bitsandbytes' create_dynamic_map(signed, max_exponent_bits=7, total_bits=8).
+   * is_signed 1: 127 positive values, their negatives, 0 and 1 (for Adam's exp_avg); 0: 254
+   * values in (0, 1), 0 and 1 (for exp_avg_sq). Each value is computed in double (linspace,
+   * means of neighbours, times its power of ten) and rounded to f32 once. Host memory; no
+   * device work. */
+  ganfw_status (*quantize_dynamic_map)(int32_t is_signed, float *code);
+
   /* New entries go here, in a block dated with the minor version that added them. */
 };
 

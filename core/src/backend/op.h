@@ -218,6 +218,16 @@ enum {
  *                    (ganfw_op_any_dtype), bit for bit. d: N, C, H, W, r; in: lo; out: hi.
  * PIXEL_UNSHUFFLE    nn.PixelUnshuffle(r), the inverse: hi -> lo with the same d; PIXEL_SHUFFLE's
  *                    backward. d: N, C, H, W, r; in: hi; out: lo.
+ * QUANTIZE_BLOCKWISE 8-bit blockwise quantisation (Dettmers et al. 2022, bitsandbytes'
+ *                    quantize_blockwise): x (f32, n values) in blocks of `block` values, the
+ *                    last one shorter; absmax[b] = max |x| over block b (f32,
+ *                    ceil(n / block) values); q[i] (u8) = the index into code (256 f32
+ *                    values, ascending) that bitsandbytes' 7-step binary search picks for
+ *                    x[i] * (1 / absmax[b]) (0 for x[i] when absmax[b] is 0): the nearest
+ *                    code, a tie at a midpoint going to the code its search stood on.
+ *                    d: n, block; in: x, code; out: q, absmax.
+ * DEQUANTIZE_BLOCKWISE the inverse: x[i] = code[q[i]] * absmax[i / block] (f32).
+ *                    d: n, block; in: q, absmax, code; out: x.
  */
 #define GANFW_OP_LIST(X)                                                                           \
   X(GEMM, gemm)                                                                                    \
@@ -279,7 +289,9 @@ enum {
   X(GATHER, gather)                                                                                \
   X(SCATTER_ADD, scatter_add)                                                                      \
   X(PIXEL_SHUFFLE, pixel_shuffle)                                                                  \
-  X(PIXEL_UNSHUFFLE, pixel_unshuffle)
+  X(PIXEL_UNSHUFFLE, pixel_unshuffle)                                                              \
+  X(QUANTIZE_BLOCKWISE, quantize_blockwise)                                                        \
+  X(DEQUANTIZE_BLOCKWISE, dequantize_blockwise)
 
 typedef enum ganfw_op_kind {
 #define GANFW_OP_ENUM_(K, name) GANFW_OP_##K,

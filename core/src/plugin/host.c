@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/ops.h"
+#include "backend/quantize_map.h"
 #include "config/config.h"
 #include "runtime/ctx.h"
 #include "base/error.h"
@@ -924,6 +925,93 @@ static ganfw_status host_tensor_scatter_add(ganfw_ctx *ctx, ganfw_tensor *out, i
   return kernel_status(ganfw_backend_run(BE(out), &desc), op);
 }
 
+/* --- 8-bit blockwise quantisation (minor 10) ---------------------------------------------- */
+
+/* The checks quantize_blockwise and dequantize_blockwise share: x f32, q u8 of x's element
+ * count, absmax f32 of ceil(n / block) values, code f32 of 256, one run, block >= 1. */
+static ganfw_status check_quantized(const char *op, ganfw_ctx *ctx, const ganfw_tensor *x,
+                                    const ganfw_tensor *code, int64_t block, const ganfw_tensor *q,
+                                    const ganfw_tensor *absmax) {
+  ganfw_status st;
+  if ((st = check_tensor(op, "x", ctx, x)) || (st = check_tensor(op, "code", ctx, code)) ||
+      (st = check_tensor(op, "absmax", ctx, absmax)))
+    return st;
+  if (!q) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "%s: q is NULL", op);
+  if (q->dtype != GANFW_DTYPE_U8)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: q '%s' is %s, u8 is required (GANFW_DTYPE_U8)", op, q->name,
+                           ganfw_dtype_name(q->dtype));
+  if ((st = check_one_run(op, (const ganfw_tensor *[]){x, code, q, absmax}, 4))) return st;
+  if (block < 1)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: block is %lld; give the number of values per block (>= 1, "
+                           "bitsandbytes uses 2048 for optimizer state)",
+                           op, (long long)block);
+  if (code->numel != GANFW_QUANTIZE_CODE_SIZE)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: code '%s' has %lld values; it needs %d (e.g. from "
+                           "quantize_dynamic_map)",
+                           op, code->name, (long long)code->numel, GANFW_QUANTIZE_CODE_SIZE);
+  if (q->numel != x->numel)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: q '%s' has %lld values and x '%s' %lld; they need one count", op,
+                           q->name, (long long)q->numel, x->name, (long long)x->numel);
+  const int64_t blocks = (x->numel + block - 1) / block;
+  if (absmax->numel != blocks)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "%s: absmax '%s' has %lld values; %lld values in blocks of %lld need "
+                           "%lld",
+                           op, absmax->name, (long long)absmax->numel, (long long)x->numel,
+                           (long long)block, (long long)blocks);
+  return GANFW_OK;
+}
+
+static ganfw_status host_quantize_blockwise(ganfw_ctx *ctx, const ganfw_tensor *x,
+                                            const ganfw_tensor *code, int64_t block,
+                                            ganfw_tensor *q, ganfw_tensor *absmax) {
+  const char *op = "quantize_blockwise";
+  ganfw_status st;
+  if ((st = check_quantized(op, ctx, x, code, block, q, absmax))) return st;
+  if ((st = check_apart(op, "q", q, "x", x, 0)) ||
+      (st = check_apart(op, "q", q, "code", code, 0)) ||
+      (st = check_apart(op, "absmax", absmax, "x", x, 0)) ||
+      (st = check_apart(op, "absmax", absmax, "code", code, 0)) ||
+      (st = check_apart(op, "absmax", absmax, "q", q, 0)))
+    return st;
+  if (x->numel == 0) return GANFW_OK;
+  ganfw_op desc = {.kind = GANFW_OP_QUANTIZE_BLOCKWISE,
+                   .shape.d = {x->numel, block},
+                   .in = {x->data, code->data},
+                   .out = {q->data, absmax->data}};
+  return kernel_status(ganfw_backend_run(BE(x), &desc), op);
+}
+
+static ganfw_status host_dequantize_blockwise(ganfw_ctx *ctx, const ganfw_tensor *q,
+                                              const ganfw_tensor *absmax, const ganfw_tensor *code,
+                                              int64_t block, ganfw_tensor *x) {
+  const char *op = "dequantize_blockwise";
+  ganfw_status st;
+  if ((st = check_quantized(op, ctx, x, code, block, q, absmax))) return st;
+  if ((st = check_apart(op, "x", x, "q", q, 0)) ||
+      (st = check_apart(op, "x", x, "absmax", absmax, 0)) ||
+      (st = check_apart(op, "x", x, "code", code, 0)))
+    return st;
+  if (x->numel == 0) return GANFW_OK;
+  ganfw_op desc = {.kind = GANFW_OP_DEQUANTIZE_BLOCKWISE,
+                   .shape.d = {x->numel, block},
+                   .in = {q->data, absmax->data, code->data},
+                   .out = {x->data}};
+  return kernel_status(ganfw_backend_run(BE(x), &desc), op);
+}
+
+static ganfw_status host_quantize_dynamic_map(int32_t is_signed, float *code) {
+  if (!code)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "quantize_dynamic_map: code is NULL; give room for 256 floats");
+  ganfw_quantize_dynamic_map(is_signed != 0, code);
+  return GANFW_OK;
+}
+
 /* --- layers from plugins (minor 3) ------------------------------------------------------- */
 
 static ganfw_status host_layer_add_param(ganfw_layer_init *li, const char *name, int32_t ndim,
@@ -1123,6 +1211,9 @@ static const ganfw_host host_table = {
     .net_pixel_shuffle = ganfw_net_pixel_shuffle,
     .net_node_info = ganfw_net_node_info,
     .net_recompute = ganfw_net_recompute,
+    .quantize_blockwise = host_quantize_blockwise,
+    .dequantize_blockwise = host_dequantize_blockwise,
+    .quantize_dynamic_map = host_quantize_dynamic_map,
 };
 
 const ganfw_host *ganfw_host_table(void) {
