@@ -573,6 +573,43 @@ static void test_state_bytes(void) {
   gt_ref_close(ref);
 }
 
+/* On the meta backend (`ganfw plan`) the optimizer's create and step ask the allocator for
+ * exactly what they ask on the CPU: the same optim_state bytes, the same workspace peak, and
+ * the same counts of allocations. */
+static void test_meta_exact(void) {
+  gt_ref *ref = gt_ref_open("adam8bit");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+  ganfw_alloc_stats st[2];
+  for (int meta = 0; meta < 2; meta++) {
+    ganfw_ctx_options o = {.device_type = GANFW_DEVICE_CPU, .threads = 1, .seed = 1, .meta = meta};
+    ganfw_ctx *ctx = NULL;
+    CU_ASSERT_EQUAL_FATAL(ganfw_ctx_create(&o, &ctx), GANFW_OK);
+    const ganfw_optim_vt *vt = NULL;
+    ganfw_plugin *plugin = load_optim("adam8bit", &vt);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(plugin);
+    params2 ps;
+    params_open(&ps, ctx, ref);
+    ganfw_config *cfg = NULL;
+    void *opt = NULL;
+    CU_ASSERT_EQUAL_FATAL(make_opt(vt, ctx, cases[1].yaml, ps.p, 2, &cfg, &opt), GANFW_OK);
+    params_grads(&ps, ref, 1);
+    for (int s = 0; s < 2; s++) CU_ASSERT_EQUAL(vt->step(opt, 1e-3), GANFW_OK);
+    ganfw_alloc_get_stats(ctx->alloc, &st[meta]);
+    vt->destroy(opt);
+    ganfw_config_destroy(cfg);
+    params_close(&ps);
+    ganfw_plugin_unload(plugin);
+    ganfw_ctx_destroy(ctx);
+  }
+  for (int c = 0; c < GANFW_MEM_COUNT; c++) {
+    CU_ASSERT_EQUAL(st[0].category[c].current, st[1].category[c].current);
+    CU_ASSERT_EQUAL(st[0].category[c].peak, st[1].category[c].peak);
+  }
+  CU_ASSERT(st[0].category[GANFW_MEM_WORKSPACE].peak > 0);
+  CU_ASSERT_EQUAL(st[0].num_allocs, st[1].num_allocs);
+  gt_ref_close(ref);
+}
+
 /* --- (d) config errors ------------------------------------------------------------------- */
 
 static void expect_config_error(const char *yaml, const char *want1, const char *want2) {
@@ -628,6 +665,7 @@ static CU_TestInfo tests[] = {
     {"update_gan_weight_decay", test_update_gan_wd},
     {"resume_through_checkpoint", test_resume_checkpoint},
     {"state_bytes", test_state_bytes},
+    {"meta_backend_exact", test_meta_exact},
     {"bad_config", test_bad_config},
     {"max_error_report", test_report},
     CU_TEST_INFO_NULL,
