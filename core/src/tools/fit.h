@@ -1,0 +1,110 @@
+/* `ganfw fit CONFIG --budget B`: the fastest setup of a config that fits a memory budget.
+ * Every candidate (a combination of memory strategies, one option per dimension of
+ * fit.c's table) is planned exactly on the meta backend, without allocating; its step
+ * time is predicted by a model calibrated once by a few real steps on the config's device
+ * and cached. The answer is a config file that `extends:` the input. */
+#ifndef GANFW_FIT_H
+#define GANFW_FIT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "plan/probe.h"
+
+#define GANFW_FIT_MAX_DIMS       8
+#define GANFW_FIT_MAX_CANDIDATES 512
+#define GANFW_FIT_MAX_POINTS     64
+
+typedef struct ganfw_fit_options {
+  int64_t budget;           /* bytes (> 0), or 0 with budget_percent */
+  double budget_percent;    /* (0, 100]: of device.memory_limit, else of the device's capacity */
+  int32_t allow_batch;      /* 1: the batch itself may shrink (halved while nothing fits) */
+  int32_t confirm;          /* 1: a few real steps of the chosen config under the budget */
+  int32_t calib_steps;      /* measured steps per calibration run (0: 2) */
+  const char *output;       /* the config to write; NULL: <config stem>_fit.yaml in the
+                               current directory; "" writes none */
+  const char *cache_dir;    /* NULL: $XDG_CACHE_HOME/ganfw, else ~/.cache/ganfw */
+  int32_t show_calibration; /* 1: print the calibration table */
+} ganfw_fit_options;
+
+/* One candidate: the strategies it adds to the config, its plan and its predicted time. */
+typedef struct ganfw_fit_candidate {
+  int32_t choice[GANFW_FIT_MAX_DIMS]; /* option index per dimension (0: off) */
+  int64_t batch;                      /* the global batch */
+  int32_t micro_batches;              /* 1: no accumulation */
+  char memory[512];                   /* the `memory:` list, YAML flow: "[{plugin: amp, ...}]" */
+  char optim[32];                     /* the optimizer plugin replacing optim.plugin, "" none */
+  char label[160];                    /* "amp f16 + accumulate 4 + checkpoint 2", "as is" */
+  int32_t refused;                    /* a strategy refused it when configured: not a candidate */
+  int32_t planned;                    /* 1: its plan ran */
+  int64_t peak_allocated, peak_reserved;
+  double predicted_s; /* the model's step time */
+  int32_t feasible;   /* planned, peak_reserved <= the budget */
+  int32_t pareto;     /* on the front: no other is both smaller and faster */
+} ganfw_fit_candidate;
+
+/* One calibrated point: the median step time of `micro_batches` micro-batches in the
+ * precision `precision` (an option index of the precision dimension), or the ratio an
+ * option of another dimension multiplies the step time by (dim >= 0). */
+typedef struct ganfw_fit_point {
+  int32_t dim;           /* -1: a step time point; else the dimension of a ratio */
+  int32_t option;        /* the precision option, or the dimension's option */
+  int32_t micro_batches; /* for a step time point */
+  double seconds;        /* a step time point's median step; a ratio's value */
+} ganfw_fit_point;
+
+typedef struct ganfw_fit_calibration {
+  char key[512];          /* what it is valid for: config hash, device, CPU features, batch */
+  char path[1024];        /* the cache file */
+  int32_t cached;         /* 1: read from the cache, 0: measured now */
+  double measure_seconds; /* the wall time the measurement took (0 when cached) */
+  ganfw_fit_point points[GANFW_FIT_MAX_POINTS];
+  int32_t n_points;
+} ganfw_fit_calibration;
+
+typedef struct ganfw_fit_result {
+  int64_t budget;          /* bytes */
+  char budget_source[160]; /* "--budget 40MiB", "60% of device.memory_limit 1.00 GiB" */
+  int64_t base_batch;
+  int32_t n_dims;
+  const char *dim_names[GANFW_FIT_MAX_DIMS]; /* static strings */
+  int32_t dim_found[GANFW_FIT_MAX_DIMS];     /* 1: its plugin was found */
+  ganfw_fit_candidate *candidates;           /* owned (ganfw_fit_result_free) */
+  int32_t n_candidates;
+  int32_t chosen;   /* index into candidates; -1: none fits */
+  int32_t smallest; /* the candidate of the smallest planned reserved peak */
+  ganfw_fit_calibration cal;
+  char written[1024];      /* the config written, "" none */
+  double search_seconds;   /* wall time of the planning and prediction */
+  int32_t confirmed;       /* 1: the confirming run ran */
+  ganfw_probe_result real; /* its result */
+  int32_t confirm_fits;    /* measured reserved peak <= budget, without OOM */
+  double confirm_error;    /* (measured - predicted) / predicted, fraction */
+} ganfw_fit_result;
+
+/* "6GiB", "512MiB", "12MB", "1048576" (byte units as config sizes read them) or "60%":
+ * into *bytes or *percent (the other set to 0). GANFW_ERR_INVALID_ARG with a message naming
+ * --budget when it is neither. */
+ganfw_status ganfw_fit_parse_budget(const char *text, int64_t *bytes, double *percent);
+
+/* Searches the candidates of `config` under opt's budget, writes the chosen config and
+ * confirms it (opt->confirm), printing tables to `out` (NULL: quiet). A budget below every
+ * candidate is GANFW_ERR_OOM with a message naming the smallest feasible budget and what
+ * dominates it. Free *res with ganfw_fit_result_free, also after a failure. */
+ganfw_status ganfw_fit(const ganfw_run_config *config, const ganfw_fit_options *opt,
+                       ganfw_fit_result *res, FILE *out);
+void ganfw_fit_result_free(ganfw_fit_result *res); /* accepts NULL */
+
+/* `find-batch --fit`: the largest batch (doubling from train.batch_size, then bisecting,
+ * up to max_batch, 0: 1048576) at which some candidate without accumulation (under which
+ * any batch fits) plans within opt's budget; *batch 0 when none does at batch 1. Plans
+ * only: no calibration, nothing measured. Prints the tries and the answer to `out`. */
+ganfw_status ganfw_fit_find_batch(const ganfw_run_config *config, const ganfw_fit_options *opt,
+                                  int64_t max_batch, int64_t *batch, FILE *out);
+
+/* The model's prediction for a candidate from a calibration (seconds; 0 when the
+ * calibration lacks a point it needs). */
+double ganfw_fit_predict(const ganfw_fit_calibration *cal, const ganfw_fit_candidate *c,
+                         int32_t n_dims);
+
+#endif
