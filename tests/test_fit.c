@@ -87,19 +87,22 @@ static ganfw_status fit(int64_t budget, const char *output, int32_t confirm,
   return ganfw_fit(gt_config(path_in("conf/gan.yaml"), NULL, 0), &opt, res, NULL);
 }
 
-static int64_t smallest_peak(const ganfw_fit_result *r) {
-  int64_t m = 0;
-  for (int32_t i = 0; i < r->n_candidates; i++)
-    if (r->candidates[i].planned && (m == 0 || r->candidates[i].peak_reserved < m))
-      m = r->candidates[i].peak_reserved;
-  return m;
+/* The smallest feasible budget, from a search that nothing fits. */
+static int64_t smallest_budget(void) {
+  ganfw_fit_result r;
+  CU_ASSERT_EQUAL(fit(1, NULL, 0, &r), GANFW_ERR_OOM);
+  ganfw_error_clear();
+  const int64_t lo = r.smallest >= 0 ? r.candidates[r.smallest].peak_reserved : 0;
+  CU_ASSERT(r.smallest >= 0 && r.candidates[r.smallest].verified);
+  ganfw_fit_result_free(&r);
+  return lo;
 }
 
 static int64_t largest_peak(const ganfw_fit_result *r) {
   int64_t m = 0;
   for (int32_t i = 0; i < r->n_candidates; i++)
-    if (r->candidates[i].planned && r->candidates[i].peak_reserved > m)
-      m = r->candidates[i].peak_reserved;
+    if (r->candidates[i].planned && r->candidates[i].peak_allocated > m)
+      m = r->candidates[i].peak_allocated;
   return m;
 }
 
@@ -129,7 +132,7 @@ static void test_budget_units(void) {
 static void test_chosen_fits_and_is_fastest(void) {
   ganfw_fit_result all;
   CU_ASSERT_EQUAL_FATAL(fit((int64_t)1 << 40, NULL, 0, &all), GANFW_OK);
-  const int64_t lo = smallest_peak(&all), hi = largest_peak(&all);
+  const int64_t lo = smallest_budget(), hi = largest_peak(&all);
   CU_ASSERT_FATAL(lo > 0 && lo < hi);
   CU_ASSERT(all.n_candidates >= 3 * 5 * 3); /* precision x micro-batches 1,2,4,8,16 x ckpt */
   ganfw_fit_result_free(&all);
@@ -141,20 +144,21 @@ static void test_chosen_fits_and_is_fastest(void) {
   const ganfw_fit_candidate *c = &r.candidates[r.chosen];
   CU_ASSERT(c->peak_reserved <= budget);
   CU_ASSERT(c->predicted_s > 0.0);
-  int32_t n_feasible = 0, n_infeasible = 0;
+  /* every candidate faster by the model was planned as the config runs and did not fit, or
+   * its allocated peak alone is over the budget */
+  int32_t n_faster = 0;
   for (int32_t i = 0; i < r.n_candidates; i++) {
     const ganfw_fit_candidate *o = &r.candidates[i];
     if (!o->planned) continue;
-    CU_ASSERT_EQUAL(o->feasible, o->peak_reserved <= budget);
     CU_ASSERT_DOUBLE_EQUAL(o->predicted_s, ganfw_fit_predict(&r.cal, o, r.n_dims), 1e-12);
-    if (o->feasible) {
-      n_feasible++;
-      CU_ASSERT(c->predicted_s <= o->predicted_s);
-    } else {
-      n_infeasible++;
+    CU_ASSERT(o->peak_allocated <= o->peak_reserved || !o->verified);
+    if (o->verified) CU_ASSERT_EQUAL(o->feasible, o->peak_reserved <= budget);
+    if (o->predicted_s < c->predicted_s) {
+      n_faster++;
+      CU_ASSERT(o->peak_allocated > budget || (o->verified && o->peak_reserved > budget));
     }
   }
-  CU_ASSERT(n_feasible > 0 && n_infeasible > 0);
+  CU_ASSERT(n_faster > 0); /* the budget excludes the fastest */
   /* the written config: extends the input (relative to its own folder), loads, and plans
    * to the chosen candidate's peak */
   FILE *f = fopen(r.written, "r");
@@ -200,13 +204,11 @@ static void test_calibration_cached(void) {
 }
 
 static void test_budget_below_every_candidate(void) {
-  ganfw_fit_result all;
-  CU_ASSERT_EQUAL_FATAL(fit((int64_t)1 << 40, NULL, 0, &all), GANFW_OK);
-  const int64_t lo = smallest_peak(&all);
-  ganfw_fit_result_free(&all);
+  const int64_t lo = smallest_budget();
+  CU_ASSERT_FATAL(lo > 0);
   ganfw_fit_result r;
   CU_ASSERT_EQUAL(fit(lo - 1, NULL, 0, &r), GANFW_ERR_OOM);
-  char want[64];
+  char want[96];
   snprintf(want, sizeof want, "smallest feasible budget is %.2f MiB (%lld bytes)",
            (double)lo / (1024.0 * 1024.0), (long long)lo);
   CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), want));
@@ -215,7 +217,7 @@ static void test_budget_below_every_candidate(void) {
   ganfw_fit_result_free(&r);
   ganfw_error_clear();
   CU_ASSERT_EQUAL(fit(lo, NULL, 0, &r), GANFW_OK); /* and at exactly that, it fits */
-  CU_ASSERT(r.chosen >= 0 && r.candidates[r.chosen].peak_reserved == lo);
+  CU_ASSERT(r.chosen >= 0 && r.candidates[r.chosen].peak_reserved <= lo);
   ganfw_fit_result_free(&r);
 }
 

@@ -189,9 +189,11 @@ static ganfw_status derive(const search *s, const ganfw_fit_candidate *c, ganfw_
 }
 
 /* Plans c on the meta backend without a limit: its peaks; refused when a strategy (or the
- * config with it) is refused. */
+ * config with it) is refused. `layout` GANFW_PROBE_LAYOUT_CACHING plans every request on
+ * the caching allocator (the search: a third of the time of a planned layout, which first
+ * traces a plan to lay out); GANFW_PROBE_LAYOUT_CONFIG as the config runs. */
 static ganfw_status plan_candidate(search *s, ganfw_fit_candidate *c, int32_t layers,
-                                   ganfw_probe_result *keep) {
+                                   int32_t layout, ganfw_probe_result *keep) {
   ganfw_run_config *rc = NULL;
   ganfw_status st = derive(s, c, &rc);
   ganfw_probe_options popt = {.meta = 1,
@@ -199,7 +201,8 @@ static ganfw_status plan_candidate(search *s, ganfw_fit_candidate *c, int32_t la
                               .steps = 1,
                               .layers = layers,
                               .limit_mode = GANFW_PROBE_LIMIT_NONE,
-                              .info = &s->info};
+                              .info = &s->info,
+                              .layout = layout};
   ganfw_probe_result r;
   memset(&r, 0, sizeof r);
   if (st == GANFW_OK) st = ganfw_probe_run(rc, &popt, &r);
@@ -556,6 +559,9 @@ static void print_calibration(const search *s, FILE *out) {
   }
 }
 
+#define FEASIBLE_ROWS  12 /* the fastest feasible candidates verified and printed */
+#define SMALLEST_TRIES 4  /* nothing fits: the smallest candidates planned as the config runs */
+
 /* --- the search ------------------------------------------------------------------------- */
 
 /* The micro-batch counts dividing `batch` (1 first), at most MAX_OPTIONS - 1 of them: all
@@ -624,7 +630,7 @@ static ganfw_status plan_all(search *s, int64_t batch) {
     memcpy(c->choice, idx, sizeof idx);
     c->batch = batch;
     describe(s, c);
-    ganfw_status st = plan_candidate(s, c, 0, NULL);
+    ganfw_status st = plan_candidate(s, c, 0, GANFW_PROBE_LAYOUT_CACHING, NULL);
     if (st != GANFW_OK) return st;
     res->n_candidates++;
     int32_t d = 0; /* the next combination, the last dimension fastest */
@@ -637,36 +643,87 @@ static ganfw_status plan_all(search *s, int64_t batch) {
   return GANFW_OK;
 }
 
-static void choose(search *s) {
+static int32_t by_time_order(const ganfw_fit_result *res, int32_t i, int32_t j) {
+  const ganfw_fit_candidate *p = &res->candidates[i], *q = &res->candidates[j];
+  if (p->predicted_s != q->predicted_s) return p->predicted_s < q->predicted_s ? -1 : 1;
+  return p->peak_allocated < q->peak_allocated ? -1 : p->peak_allocated > q->peak_allocated;
+}
+
+/* Plans c again as the config runs (device.memory_layout: its peak reserved, which the
+ * budget caps): c->verified, peak_reserved and feasible. */
+static ganfw_status verify(search *s, ganfw_fit_candidate *c) {
+  ganfw_fit_candidate v = *c;
+  ganfw_status st = plan_candidate(s, &v, 0, GANFW_PROBE_LAYOUT_CONFIG, NULL);
+  if (st != GANFW_OK) return st;
+  c->verified = 1;
+  if (v.refused) { /* planned on the cache, refused laid out: not a candidate */
+    c->refused = 1;
+    c->planned = c->feasible = c->pareto = 0;
+    return GANFW_OK;
+  }
+  c->peak_allocated = v.peak_allocated;
+  c->peak_reserved = v.peak_reserved;
+  c->feasible = c->peak_reserved <= s->res->budget;
+  return GANFW_OK;
+}
+
+/* The Pareto front (peak allocated, the same in either layout, against predicted time);
+ * then, fastest first among those whose allocated peak is within the budget, each planned
+ * as the config runs until one's reserved peak fits (the chosen), and a few more for the
+ * table; with none, the smallest candidates by allocated peak, for the smallest budget. */
+static ganfw_status choose(search *s, int32_t first) {
   ganfw_fit_result *res = s->res;
   res->chosen = res->smallest = -1;
-  for (int32_t i = 0; i < res->n_candidates; i++) {
+  int32_t *order = malloc((size_t)res->n_candidates * sizeof *order);
+  if (!order) return ganfw_error_set(GANFW_ERR_OOM, "fit: out of host memory");
+  int32_t n = 0;
+  for (int32_t i = first; i < res->n_candidates; i++) {
     ganfw_fit_candidate *c = &res->candidates[i];
+    c->feasible = c->pareto = 0;
     if (!c->planned) continue;
     c->predicted_s = ganfw_fit_predict(&res->cal, c, res->n_dims);
-    c->feasible = c->peak_reserved <= res->budget && c->predicted_s > 0.0;
-    if (res->smallest < 0 || c->peak_reserved < res->candidates[res->smallest].peak_reserved)
-      res->smallest = i;
+    if (c->predicted_s > 0.0) order[n++] = i;
   }
-  for (int32_t i = 0; i < res->n_candidates; i++) {
-    ganfw_fit_candidate *c = &res->candidates[i];
-    if (!c->planned || c->predicted_s <= 0.0) continue;
-    c->pareto = 1;
-    for (int32_t j = 0; j < res->n_candidates && c->pareto; j++) {
-      const ganfw_fit_candidate *o = &res->candidates[j];
-      if (j == i || !o->planned || o->predicted_s <= 0.0) continue;
-      const int no_worse =
-          o->peak_allocated <= c->peak_allocated && o->predicted_s <= c->predicted_s;
-      const int better = o->peak_allocated < c->peak_allocated || o->predicted_s < c->predicted_s;
-      if (no_worse && (better || j < i)) c->pareto = 0;
+  for (int32_t a = 1; a < n; a++) /* insertion sort by predicted time: a few hundred */
+    for (int32_t b = a; b > 0 && by_time_order(res, order[b], order[b - 1]) < 0; b--) {
+      const int32_t t = order[b];
+      order[b] = order[b - 1];
+      order[b - 1] = t;
     }
-    /* the fastest feasible; among equal times the smaller peak */
-    if (c->feasible &&
-        (res->chosen < 0 || c->predicted_s < res->candidates[res->chosen].predicted_s ||
-         (c->predicted_s == res->candidates[res->chosen].predicted_s &&
-          c->peak_reserved < res->candidates[res->chosen].peak_reserved)))
-      res->chosen = i;
+  int64_t front = INT64_MAX; /* the least allocated peak of the faster ones */
+  for (int32_t a = 0; a < n; a++) {
+    ganfw_fit_candidate *c = &res->candidates[order[a]];
+    c->pareto = c->peak_allocated < front;
+    if (c->pareto) front = c->peak_allocated;
   }
+  ganfw_status st = GANFW_OK;
+  int32_t extra = 0;
+  for (int32_t a = 0; a < n && st == GANFW_OK; a++) {
+    ganfw_fit_candidate *c = &res->candidates[order[a]];
+    if (c->peak_allocated > res->budget) continue;
+    if (res->chosen >= 0 && ++extra > FEASIBLE_ROWS) break;
+    if ((st = verify(s, c)) == GANFW_OK && c->feasible && res->chosen < 0) res->chosen = order[a];
+  }
+  if (res->chosen < 0 && st == GANFW_OK) { /* the few smallest by allocated peak */
+    for (int32_t k = 0; k < SMALLEST_TRIES && st == GANFW_OK; k++) {
+      int32_t m = -1;
+      for (int32_t a = 0; a < n; a++) {
+        const ganfw_fit_candidate *c = &res->candidates[order[a]];
+        if (!c->verified && (m < 0 || c->peak_allocated < res->candidates[m].peak_allocated))
+          m = order[a];
+      }
+      if (m < 0) break;
+      st = verify(s, &res->candidates[m]);
+    }
+  }
+  for (int32_t a = 0; a < n; a++) {
+    const ganfw_fit_candidate *c = &res->candidates[order[a]];
+    if (c->verified && c->planned &&
+        (res->smallest < 0 || c->peak_reserved < res->candidates[res->smallest].peak_reserved))
+      res->smallest = order[a];
+  }
+  free(order);
+  return st;
 }
 
 /* --- output ----------------------------------------------------------------------------- */
@@ -684,8 +741,6 @@ static int cand_by_time(const void *x, const void *y) {
   return (*p)->peak_reserved < (*q)->peak_reserved ? -1 : (*p)->peak_reserved > (*q)->peak_reserved;
 }
 
-#define FEASIBLE_ROWS 12 /* the fastest feasible candidates printed */
-
 static void print_rows(const ganfw_fit_result *res, int32_t pareto, FILE *out) {
   const ganfw_fit_candidate **rows = malloc((size_t)res->n_candidates * sizeof *rows);
   if (!rows) return;
@@ -697,15 +752,19 @@ static void print_rows(const ganfw_fit_result *res, int32_t pareto, FILE *out) {
   qsort(rows, (size_t)n, sizeof *rows, pareto ? cand_by_peak : cand_by_time);
   const int32_t shown = pareto || n <= FEASIBLE_ROWS ? n : FEASIBLE_ROWS;
   fprintf(out, "  %-52s %7s %14s %14s %11s %s\n", "candidate", "batch", "peak alloc MiB",
-          "peak resv MiB", "predicted s", pareto ? "fits" : "");
+          "peak resv MiB", "predicted s", "fits");
   for (int32_t i = 0; i < shown; i++) {
     const ganfw_fit_candidate *c = rows[i];
-    fprintf(out, "  %-52s %7lld %14.2f %14.2f %11.4f %s%s\n", c->label, (long long)c->batch,
-            (double)c->peak_allocated / MIB, (double)c->peak_reserved / MIB, c->predicted_s,
-            pareto ? (c->feasible ? "yes" : "no") : "",
-            c == &res->candidates[res->chosen] ? (pareto ? "  <- chosen" : "<- chosen") : "");
+    char resv[32] = "-"; /* reserved as the config runs; "-": not planned so */
+    if (c->verified) snprintf(resv, sizeof resv, "%.2f", (double)c->peak_reserved / MIB);
+    const char *fits = c->verified                       ? (c->feasible ? "yes" : "no")
+                       : c->peak_allocated > res->budget ? "no"
+                                                         : "?";
+    fprintf(out, "  %-52s %7lld %14.2f %14s %11.4f %-4s%s\n", c->label, (long long)c->batch,
+            (double)c->peak_allocated / MIB, resv, c->predicted_s, fits,
+            res->chosen >= 0 && c == &res->candidates[res->chosen] ? " <- chosen" : "");
   }
-  if (shown < n) fprintf(out, "  ... and %d slower ones\n", n - shown);
+  if (shown < n) fprintf(out, "  ... and %d slower\n", n - shown);
   free(rows);
 }
 
@@ -780,7 +839,7 @@ static ganfw_status too_small(search *s) {
   ganfw_fit_candidate c = res->candidates[res->smallest];
   ganfw_probe_result r;
   memset(&r, 0, sizeof r);
-  plan_candidate(s, &c, 1, &r);
+  plan_candidate(s, &c, 1, GANFW_PROBE_LAYOUT_CONFIG, &r);
   char what[512] = "";
   if (c.planned) {
     int32_t big = 0;
@@ -895,7 +954,7 @@ ganfw_status ganfw_fit(const ganfw_run_config *config, const ganfw_fit_options *
     if (res->dim_found[dm]) s.n_opts[dm] = s.n_micro;
     const int32_t first = res->n_candidates;
     if ((st = plan_all(&s, batch)) != GANFW_OK) break;
-    choose(&s);
+    if ((st = choose(&s, first)) != GANFW_OK) break;
     if (res->candidates[first].refused) { /* the config as it is must plan */
       ganfw_fit_candidate c = res->candidates[first];
       ganfw_run_config *rc = NULL;
@@ -936,6 +995,9 @@ ganfw_status ganfw_fit(const ganfw_run_config *config, const ganfw_fit_options *
       fprintf(out, "  none\n");
   }
   if (st == GANFW_OK && res->chosen < 0 && res->smallest >= 0) st = too_small(&s);
+  if (st == GANFW_OK && res->chosen < 0)
+    st = ganfw_error_set(GANFW_ERR_CONFIG, "fit: no candidate of %s could be planned",
+                         ganfw_run_config_path(config));
   const ganfw_fit_candidate *c = st == GANFW_OK ? &res->candidates[res->chosen] : NULL;
   char command[1200];
   if (c) {
@@ -996,11 +1058,16 @@ static ganfw_status any_fits(search *s, int64_t b, int32_t *fits, ganfw_fit_cand
   ganfw_status st = plan_all(s, b);
   *fits = 0;
   int32_t have = 0;
-  for (int32_t i = 0; i < res->n_candidates && st == GANFW_OK; i++) {
-    const ganfw_fit_candidate *c = &res->candidates[i];
-    if (!c->planned) continue;
-    if (!have || c->peak_reserved < best->peak_reserved) *best = *c, have = 1;
-    *fits |= c->peak_reserved <= res->budget;
+  for (int32_t k = 0; k < SMALLEST_TRIES && st == GANFW_OK && !*fits; k++) {
+    ganfw_fit_candidate *m = NULL; /* the smallest allocated peak not yet verified */
+    for (int32_t i = 0; i < res->n_candidates; i++) {
+      ganfw_fit_candidate *c = &res->candidates[i];
+      if (c->planned && !c->verified && (!m || c->peak_allocated < m->peak_allocated)) m = c;
+    }
+    if (!m || m->peak_allocated > res->budget) break;
+    if ((st = verify(s, m)) != GANFW_OK || !m->planned) continue;
+    if (!have || m->peak_reserved < best->peak_reserved) *best = *m, have = 1;
+    *fits = m->feasible;
   }
   if (s->out && st == GANFW_OK)
     fprintf(s->out, "  batch %8lld: %s (smallest: %s, %.2f MiB reserved)\n", (long long)b,

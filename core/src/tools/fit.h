@@ -37,9 +37,12 @@ typedef struct ganfw_fit_candidate {
   char label[160];                    /* "amp f16 + accumulate 4 + checkpoint 2", "as is" */
   int32_t refused;                    /* a strategy refused it when configured: not a candidate */
   int32_t planned;                    /* 1: its plan ran */
-  int64_t peak_allocated, peak_reserved;
+  int64_t peak_allocated, peak_reserved; /* planned; reserved on the caching allocator
+                                            unless verified */
+  int32_t verified;   /* planned again as the config runs (its device.memory_layout): its
+                         peak_reserved is what the budget caps */
   double predicted_s; /* the model's step time */
-  int32_t feasible;   /* planned, peak_reserved <= the budget */
+  int32_t feasible;   /* verified, and peak_reserved <= the budget */
   int32_t pareto;     /* on the front: no other is both smaller and faster */
 } ganfw_fit_candidate;
 
@@ -72,7 +75,8 @@ typedef struct ganfw_fit_result {
   ganfw_fit_candidate *candidates;           /* owned (ganfw_fit_result_free) */
   int32_t n_candidates;
   int32_t chosen;   /* index into candidates; -1: none fits */
-  int32_t smallest; /* the candidate of the smallest planned reserved peak */
+  int32_t smallest; /* nothing fits: the candidate of the smallest verified reserved peak
+                       (the smallest feasible budget); -1 otherwise */
   ganfw_fit_calibration cal;
   char written[1024];      /* the config written, "" none */
   double search_seconds;   /* wall time of the planning and prediction */
