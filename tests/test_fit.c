@@ -253,6 +253,21 @@ static void test_cli(void) {
                         "-o",  "again.yaml",    NULL};
   CU_ASSERT_EQUAL(run_ganfw(show), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "Calibration (from the cache"));
+  const char *plot[] = {"fit",    "conf/gan.yaml", "--budget", "50%",          "--no-confirm",
+                        "--plot", "front.svg",     "-o",       "plotted.yaml", NULL};
+  CU_ASSERT_EQUAL(run_ganfw(plot), 0);
+  FILE *f = fopen(path_in("front.svg"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  char svg[65536];
+  size_t len = fread(svg, 1, sizeof svg - 1, f);
+  svg[len] = '\0';
+  fclose(f);
+  CU_ASSERT(strncmp(svg, "<svg", 4) == 0 && strstr(svg, "</svg>"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(svg, "fill=\"#c00\"><title>")); /* the chosen one */
+  CU_ASSERT_PTR_NOT_NULL(strstr(svg, "fill=\"#06c\"><title>")); /* the front */
+  const char *png[] = {"fit", "conf/gan.yaml", "--budget", "50%", "--plot", "front.png", NULL};
+  CU_ASSERT_EQUAL(run_ganfw(png), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--plot 'front.png'"));
   const char *unit[] = {"fit", "conf/gan.yaml", "--budget", "6 parsecs", NULL};
   CU_ASSERT_EQUAL(run_ganfw(unit), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--budget '6 parsecs'"));

@@ -224,10 +224,17 @@ static int fit_option(cli_args *a, const char *opt, const char *value, int *took
     a->fit.show_calibration = 1;
     return CLI_OPT_TAKEN;
   }
-  int is_out = strcmp(opt, "-o") == 0;
-  if (!is_out && strcmp(opt, "--calib-steps") != 0) return CLI_OPT_UNKNOWN;
+  int is_out = strcmp(opt, "-o") == 0, is_plot = strcmp(opt, "--plot") == 0;
+  if (!is_out && !is_plot && strcmp(opt, "--calib-steps") != 0) return CLI_OPT_UNKNOWN;
   const char *v = need_value(a, opt, value, took);
   if (!v) return EXIT_USAGE;
+  if (is_plot) {
+    const size_t n = strlen(v);
+    if (n < 5 || strcmp(v + n - 4, ".svg") != 0)
+      return cli_usage_error(a->command, "--plot '%s': the front is drawn as an .svg file", v);
+    a->fit.plot = v;
+    return CLI_OPT_TAKEN;
+  }
   if (is_out) {
     struct stat sb;
     if (!*v || (stat(v, &sb) == 0 && S_ISDIR(sb.st_mode)))
@@ -1239,7 +1246,7 @@ const cli_command cli_commands[] = {
      "a config file", 0, find_batch_option, cmd_find_batch},
     {"fit",
      "fit [options] CONFIG --budget BYTES|P% [-o FILE] [--allow-batch] [--no-confirm]\n"
-     "                [--show-calibration]",
+     "                [--show-calibration] [--plot FILE.svg]",
      "the fastest setup that fits a memory budget: every combination of precision (amp\n"
      "f16/bf16), micro-batches, checkpoint segments (and recompute, adam8bit,\n"
      "step_in_backward where installed) planned on the meta backend, timed by a model\n"
@@ -1250,7 +1257,9 @@ const cli_command cli_commands[] = {
      "  --allow-batch       halve the batch while no setup fits it\n"
      "  --no-confirm        skip the confirming run of 3 real steps under the budget\n"
      "  --show-calibration  print the time model's table (also when it was cached)\n"
-     "  --calib-steps N     measured steps per calibration run (default 2)\n"
+     "  --plot FILE.svg     draw the candidates: peak allocated against predicted time,\n"
+     "                      the Pareto front, the chosen one and the budget\n"
+     "  --calib-steps N     measured steps per calibration run (default 3)\n"
      "The calibration is cached in $XDG_CACHE_HOME/ganfw (else ~/.cache/ganfw), keyed by\n"
      "the resolved config, the device and the CPU\n",
      "a config file", 0, fit_option, cmd_fit},

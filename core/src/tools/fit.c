@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "config/config.h"
 #include "plugin/plugin_host.h"
@@ -418,7 +419,7 @@ static double now_s(void) {
 static ganfw_status measure(search *s, const ganfw_fit_candidate *c, double *seconds) {
   ganfw_run_config *rc = NULL;
   ganfw_status st = derive(s, c, &rc);
-  const int32_t steps = s->opt->calib_steps > 0 ? s->opt->calib_steps : 2;
+  const int32_t steps = s->opt->calib_steps > 0 ? s->opt->calib_steps : 3;
   ganfw_probe_options popt = {.meta = 0,
                               .warmup = 1,
                               .steps = steps,
@@ -509,8 +510,12 @@ static ganfw_status calibrate(search *s) {
         st = add_point(s, -1, p, (int32_t)ks[j], t, &dirty);
     }
   }
-  const int32_t base = find_point(cal, -1, 0, 1);
-  for (int32_t d = 0; d < N_DIMS && st == GANFW_OK && base >= 0; d++) {
+  /* A ratio is the option's step over the mean of the steps as is measured just before and
+   * just after it, so that a load that comes and goes on the machine cancels out. */
+  ganfw_fit_candidate as_is = {.batch = s->res->base_batch};
+  describe(s, &as_is);
+  double before = 0.0;
+  for (int32_t d = 0; d < N_DIMS && st == GANFW_OK; d++) {
     if (dims[d].role == ROLE_PRECISION || dims[d].role == ROLE_MICRO) continue;
     for (int32_t o = 1; o < s->n_opts[d] && st == GANFW_OK; o++) {
       if (find_point(cal, d, o, 1) >= 0) continue;
@@ -518,10 +523,11 @@ static ganfw_status calibrate(search *s) {
       c.choice[d] = o;
       describe(s, &c);
       if (s->out) {
-        fprintf(s->out, "  measuring %s ...", c.label);
+        fprintf(s->out, "  measuring %s between steps as is ...", c.label);
         fflush(s->out);
       }
-      double t = 0.0;
+      double t = 0.0, after = 0.0;
+      if (before <= 0.0 && (st = measure(s, &as_is, &before)) != GANFW_OK) break;
       st = measure(s, &c, &t);
       if (st != GANFW_OK && ganfw_error_code() != GANFW_ERR_OOM) { /* refused: no ratio */
         ganfw_error_clear();
@@ -529,7 +535,9 @@ static ganfw_status calibrate(search *s) {
         if (s->out) fprintf(s->out, " refused\n");
         continue;
       }
-      if (st == GANFW_OK) st = add_point(s, d, o, 1, t / cal->points[base].seconds, &dirty);
+      if (st == GANFW_OK) st = measure(s, &as_is, &after);
+      if (st == GANFW_OK) st = add_point(s, d, o, 1, t / (0.5 * (before + after)), &dirty);
+      before = after;
     }
   }
   if (dirty) {
@@ -994,6 +1002,10 @@ ganfw_status ganfw_fit(const ganfw_run_config *config, const ganfw_fit_options *
     else
       fprintf(out, "  none\n");
   }
+  if (st == GANFW_OK && opt->plot) {
+    st = ganfw_fit_plot(res, opt->plot);
+    if (st == GANFW_OK && out) fprintf(out, "\nThe front: %s\n", opt->plot);
+  }
   if (st == GANFW_OK && res->chosen < 0 && res->smallest >= 0) st = too_small(&s);
   if (st == GANFW_OK && res->chosen < 0)
     st = ganfw_error_set(GANFW_ERR_CONFIG, "fit: no candidate of %s could be planned",
@@ -1130,4 +1142,96 @@ ganfw_status ganfw_fit_find_batch(const ganfw_run_config *config, const ganfw_fi
   ganfw_log_set_level(level);
   free(res.candidates);
   return st;
+}
+
+/* --- the front as a picture --------------------------------------------------------------- */
+
+#define SVG_W 720
+#define SVG_H 440
+#define SVG_L 80 /* margins: left, right, top, bottom */
+#define SVG_R 24
+#define SVG_T 40
+#define SVG_B 56
+
+/* Text safe inside SVG: <, > and & written as entities. */
+static void svg_text(FILE *f, const char *s) {
+  for (; *s; s++)
+    fputs(*s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '&' ? "&amp;" : (char[2]){*s, 0}, f);
+}
+
+static ganfw_status write_front_svg(FILE *f, void *ud) {
+  const ganfw_fit_result *res = ud;
+  double xmax = 0, ymax = 0;
+  for (int32_t i = 0; i < res->n_candidates; i++) {
+    const ganfw_fit_candidate *c = &res->candidates[i];
+    if (!c->planned || c->predicted_s <= 0.0) continue;
+    if (c->peak_allocated / MIB > xmax) xmax = c->peak_allocated / MIB;
+    if (c->predicted_s > ymax) ymax = c->predicted_s;
+  }
+  if ((double)res->budget / MIB > xmax * 1.5 || xmax <= 0)
+    xmax = xmax > 0 ? xmax : 1.0;
+  else if ((double)res->budget / MIB > xmax)
+    xmax = (double)res->budget / MIB;
+  xmax *= 1.05;
+  ymax = ymax > 0 ? ymax * 1.05 : 1.0;
+  const double pw = SVG_W - SVG_L - SVG_R, ph = SVG_H - SVG_T - SVG_B;
+#define X(v) (SVG_L + (v) / xmax * pw)
+#define Y(v) (SVG_T + ph - (v) / ymax * ph)
+  fprintf(f,
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+          "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
+          "fill=\"white\"/>\n<text x=\"%d\" y=\"24\" font-size=\"14\">fit: planned peak "
+          "allocated against predicted step time (budget %.2f MiB)</text>\n",
+          SVG_W, SVG_H, SVG_L, (double)res->budget / MIB);
+  fprintf(f,
+          "<line x1=\"%d\" y1=\"%g\" x2=\"%d\" y2=\"%g\" stroke=\"black\"/>\n<line x1=\"%d\" "
+          "y1=\"%d\" x2=\"%d\" y2=\"%g\" stroke=\"black\"/>\n",
+          SVG_L, Y(0), SVG_W - SVG_R, Y(0), SVG_L, SVG_T, SVG_L, Y(0));
+  for (int k = 0; k <= 4; k++) { /* ticks */
+    fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%.1f</text>\n", X(xmax * k / 4),
+            Y(0) + 16, xmax * k / 4);
+    fprintf(f, "<text x=\"%d\" y=\"%g\" text-anchor=\"end\">%.3f</text>\n", SVG_L - 6,
+            Y(ymax * k / 4) + 4, ymax * k / 4);
+  }
+  fprintf(f,
+          "<text x=\"%g\" y=\"%d\" text-anchor=\"middle\">peak allocated, MiB</text>\n<text "
+          "x=\"16\" y=\"%g\" transform=\"rotate(-90 16 %g)\" text-anchor=\"middle\">predicted "
+          "step, s</text>\n",
+          SVG_L + pw / 2, SVG_H - 16, SVG_T + ph / 2, SVG_T + ph / 2);
+  if ((double)res->budget / MIB <= xmax)
+    fprintf(f,
+            "<line x1=\"%g\" y1=\"%d\" x2=\"%g\" y2=\"%g\" stroke=\"#c00\" "
+            "stroke-dasharray=\"6 4\"/>\n<text x=\"%g\" y=\"%d\" fill=\"#c00\">budget</text>\n",
+            X(res->budget / MIB), SVG_T, X(res->budget / MIB), Y(0), X(res->budget / MIB) + 4,
+            SVG_T + 12);
+  for (int32_t i = 0; i < res->n_candidates; i++) {
+    const ganfw_fit_candidate *c = &res->candidates[i];
+    if (!c->planned || c->predicted_s <= 0.0) continue;
+    const int chosen = i == res->chosen;
+    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"><title>",
+            X(c->peak_allocated / MIB), Y(c->predicted_s),
+            chosen      ? 6
+            : c->pareto ? 4
+                        : 3,
+            chosen      ? "#c00"
+            : c->pareto ? "#06c"
+                        : "#aaa");
+    svg_text(f, c->label);
+    fprintf(f, ": %.2f MiB, %.4f s</title></circle>\n", c->peak_allocated / MIB, c->predicted_s);
+  }
+  fprintf(f,
+          "<text x=\"%d\" y=\"%d\" fill=\"#06c\">blue: the Pareto front; red: chosen; "
+          "grey: the other candidates</text>\n</svg>\n",
+          SVG_L + 8, SVG_T + 14);
+#undef X
+#undef Y
+  return ferror(f) ? ganfw_error_set(GANFW_ERR_IO, "fit: writing the plot failed") : GANFW_OK;
+}
+
+ganfw_status ganfw_fit_plot(const ganfw_fit_result *res, const char *path) {
+  size_t n = strlen(path);
+  if (n < 4 || strcmp(path + n - 4, ".svg") != 0)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "fit --plot %s: the front is drawn as .svg",
+                           path);
+  return ganfw_file_write_atomic(path, write_front_svg, (void *)res);
 }

@@ -20,11 +20,12 @@ typedef struct ganfw_fit_options {
   double budget_percent;    /* (0, 100]: of device.memory_limit, else of the device's capacity */
   int32_t allow_batch;      /* 1: the batch itself may shrink (halved while nothing fits) */
   int32_t confirm;          /* 1: a few real steps of the chosen config under the budget */
-  int32_t calib_steps;      /* measured steps per calibration run (0: 2) */
+  int32_t calib_steps;      /* measured steps per calibration run (0: 3) */
   const char *output;       /* the config to write; NULL: <config stem>_fit.yaml in the
                                current directory; "" writes none */
   const char *cache_dir;    /* NULL: $XDG_CACHE_HOME/ganfw, else ~/.cache/ganfw */
   int32_t show_calibration; /* 1: print the calibration table */
+  const char *plot;         /* not NULL: the front drawn there (.svg, ganfw_fit_plot) */
 } ganfw_fit_options;
 
 /* One candidate: the strategies it adds to the config, its plan and its predicted time. */
@@ -98,6 +99,11 @@ ganfw_status ganfw_fit_parse_budget(const char *text, int64_t *bytes, double *pe
 ganfw_status ganfw_fit(const ganfw_run_config *config, const ganfw_fit_options *opt,
                        ganfw_fit_result *res, FILE *out);
 void ganfw_fit_result_free(ganfw_fit_result *res); /* accepts NULL */
+
+/* The candidates of a search as an SVG at `path` (.svg): planned peak allocated against
+ * predicted step time, the Pareto front and the chosen one marked, the budget a line.
+ * Written atomically. */
+ganfw_status ganfw_fit_plot(const ganfw_fit_result *res, const char *path);
 
 /* `find-batch --fit`: the largest batch (doubling from train.batch_size, then bisecting,
  * up to max_batch, 0: 1048576) at which some candidate without accumulation (under which
