@@ -1255,11 +1255,11 @@ const cli_command cli_commands[] = {
      "                      device.memory_limit, else of the device's capacity (60%)\n"
      "  -o FILE             the config to write (default <config stem>_fit.yaml here)\n"
      "  --allow-batch       halve the batch while no setup fits it\n"
-     "  --no-confirm        skip the confirming run of 3 real steps under the budget\n"
+     "  --no-confirm        skip the confirming run of 5 real steps under the budget\n"
      "  --show-calibration  print the time model's table (also when it was cached)\n"
      "  --plot FILE.svg     draw the candidates: peak allocated against predicted time,\n"
      "                      the Pareto front, the chosen one and the budget\n"
-     "  --calib-steps N     measured steps per calibration run (default 3)\n"
+     "  --calib-steps N     measured steps per calibration run (default 4)\n"
      "The calibration is cached in $XDG_CACHE_HOME/ganfw (else ~/.cache/ganfw), keyed by\n"
      "the resolved config, the device and the CPU\n",
      "a config file", 0, fit_option, cmd_fit},
