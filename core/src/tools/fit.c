@@ -298,7 +298,8 @@ static uint64_t cpu_features(char *model, size_t n) {
   while (fgets(line, sizeof line, f)) {
     if (!have_model && strncmp(line, "model name", 10) == 0) {
       const char *v = strchr(line, ':');
-      if (v) snprintf(model, n, "%s", v + 2 + (v[1] != ' ') - 1);
+      for (v = v ? v + 1 : NULL; v && *v == ' ';) v++;
+      if (v) snprintf(model, n, "%s", v);
       model[strcspn(model, "\n")] = '\0';
       have_model = 1;
     }
@@ -893,6 +894,25 @@ static ganfw_status confirm(search *s, const ganfw_fit_candidate *c) {
   res->confirm_fits = !res->real.oom && res->real.peak_reserved <= res->budget;
   if (!res->real.oom && c->predicted_s > 0.0)
     res->confirm_error = (res->real.step_seconds_min - c->predicted_s) / c->predicted_s;
+  /* The config as is, measured just after: how fast the machine is now, against the
+   * calibration's (a shared machine's speed drifts); not when it would not fit the device */
+  ganfw_fit_candidate as_is = {.batch = res->base_batch};
+  describe(s, &as_is);
+  const double predicted_as_is = ganfw_fit_predict(&res->cal, &as_is, res->n_dims);
+  const int32_t fits_device =
+      s->device_type == GANFW_DEVICE_CPU || s->capacity <= 0 ||
+      (res->n_candidates > 0 && res->candidates[0].peak_reserved <= s->capacity);
+  if (res->real.oom || predicted_as_is <= 0.0 || !fits_device || c->batch != res->base_batch)
+    return GANFW_OK;
+  if ((st = measure(s, &as_is, &res->confirm_as_is_s)) != GANFW_OK) {
+    ganfw_error_clear(); /* only a second opinion: leave it out */
+    res->confirm_as_is_s = 0.0;
+    return GANFW_OK;
+  }
+  res->confirm_as_is_predicted_s = predicted_as_is;
+  res->confirm_relative_error =
+      (res->real.step_seconds_min / res->confirm_as_is_s) / (c->predicted_s / predicted_as_is) -
+      1.0;
   return GANFW_OK;
 }
 
@@ -1048,6 +1068,15 @@ ganfw_status ganfw_fit(const ganfw_run_config *config, const ganfw_fit_options *
                 res->confirm_fits ? "within" : "OVER", res->real.step_seconds_min, CONFIRM_STEPS,
                 res->real.step_seconds, 100.0 * res->confirm_error, c->predicted_s,
                 fabs(res->confirm_error) <= 0.15 ? "within" : "NOT within");
+      if (!res->real.oom && res->confirm_as_is_s > 0.0)
+        fprintf(out,
+                "The config as is, measured just after: %.4f s (calibrated %.4f s); the chosen "
+                "one's step over it, %.3f, is %+.1f%% from the model's ratio %.3f (%s 15%%)\n",
+                res->confirm_as_is_s, res->confirm_as_is_predicted_s,
+                res->real.step_seconds_min / res->confirm_as_is_s,
+                100.0 * res->confirm_relative_error,
+                c->predicted_s / res->confirm_as_is_predicted_s,
+                fabs(res->confirm_relative_error) <= 0.15 ? "within" : "NOT within");
     }
   }
   ganfw_log_set_level(level);

@@ -85,6 +85,11 @@ typedef struct ganfw_fit_result {
   ganfw_probe_result real; /* its result */
   int32_t confirm_fits;    /* measured reserved peak <= budget, without OOM */
   double confirm_error;    /* (fastest measured step - predicted) / predicted */
+  /* the config as is measured just after (0: not measured: it does not fit the device, or
+   * the batch changed), and the chosen one's time relative to it against the model's
+   * ratio: what is left of the error when the machine's speed has drifted since the
+   * calibration */
+  double confirm_as_is_s, confirm_as_is_predicted_s, confirm_relative_error;
 } ganfw_fit_result;
 
 /* "6GiB", "512MiB", "12MB", "1048576" (byte units as config sizes read them) or "60%":
