@@ -1259,7 +1259,7 @@ const cli_command cli_commands[] = {
      "  --show-calibration  print the time model's table (also when it was cached)\n"
      "  --plot FILE.svg     draw the candidates: peak allocated against predicted time,\n"
      "                      the Pareto front, the chosen one and the budget\n"
-     "  --calib-steps N     measured steps per calibration run (default 4)\n"
+     "  --calib-steps N     measured steps per calibration run (default 3)\n"
      "The calibration is cached in $XDG_CACHE_HOME/ganfw (else ~/.cache/ganfw), keyed by\n"
      "the resolved config, the device and the CPU\n",
      "a config file", 0, fit_option, cmd_fit},

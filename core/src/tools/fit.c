@@ -421,7 +421,7 @@ static double now_s(void) {
 static ganfw_status measure(search *s, const ganfw_fit_candidate *c, double *seconds) {
   ganfw_run_config *rc = NULL;
   ganfw_status st = derive(s, c, &rc);
-  const int32_t steps = s->opt->calib_steps > 0 ? s->opt->calib_steps : 4;
+  const int32_t steps = s->opt->calib_steps > 0 ? s->opt->calib_steps : 3;
   ganfw_probe_options popt = {.meta = 0,
                               .warmup = 1,
                               .steps = steps,
@@ -458,13 +458,6 @@ static ganfw_status add_point(search *s, int32_t dim, int32_t option, int32_t k,
                            GANFW_FIT_MAX_POINTS);
   cal->points[cal->n_points++] = (ganfw_fit_point){dim, option, k, v};
   *dirty = 1;
-  if (s->out) {
-    if (dim < 0)
-      fprintf(s->out, " %.4f s a step\n", v);
-    else
-      fprintf(s->out, " x %.3f of the step as is\n", v);
-    fflush(s->out);
-  }
   return GANFW_OK;
 }
 
@@ -484,69 +477,107 @@ static int32_t calibrated_micro(const search *s, int64_t *ks) {
 }
 
 /* Measures every point the model needs that the cache lacks, then rewrites the cache. */
+static int dbl_cmp(const void *x, const void *y) {
+  const double p = *(const double *)x, q = *(const double *)y;
+  return p < q ? -1 : p > q;
+}
+
+/* One measurement the model needs: a precision's step at k micro-batches (dim -1) or a
+ * dimension's option alone. */
+typedef struct cal_job {
+  ganfw_fit_candidate c;
+  int32_t dim, option, k;
+} cal_job;
+
+/* The jobs of this search's dimensions; the first (the config as is) is the anchor. */
+static int32_t cal_jobs(search *s, cal_job *jobs) {
+  int64_t ks[MAX_OPTIONS];
+  const int32_t nk = calibrated_micro(s, ks);
+  const int32_t dp = dim_of_role(ROLE_PRECISION), dm = dim_of_role(ROLE_MICRO);
+  int32_t n = 0;
+  for (int32_t p = 0; p < s->n_opts[dp]; p++)
+    for (int32_t j = 0; j < nk && n < GANFW_FIT_MAX_POINTS; j++) {
+      cal_job *job = &jobs[n++];
+      memset(job, 0, sizeof *job);
+      job->c.batch = s->res->base_batch;
+      job->c.choice[dp] = p;
+      for (int32_t i = 0; i < s->n_micro; i++)
+        if (s->micro[i] == ks[j]) job->c.choice[dm] = i;
+      describe(s, &job->c);
+      job->dim = -1, job->option = p, job->k = (int32_t)ks[j];
+    }
+  for (int32_t d = 0; d < N_DIMS; d++) {
+    if (dims[d].role == ROLE_PRECISION || dims[d].role == ROLE_MICRO) continue;
+    for (int32_t o = 1; o < s->n_opts[d] && n < GANFW_FIT_MAX_POINTS; o++) {
+      cal_job *job = &jobs[n++];
+      memset(job, 0, sizeof *job);
+      job->c.batch = s->res->base_batch;
+      job->c.choice[d] = o;
+      describe(s, &job->c);
+      job->dim = d, job->option = o, job->k = 1;
+    }
+  }
+  return n;
+}
+
+/* Measures the model's points unless the cache holds every one. Each is measured between
+ * two runs of the config as is, A J1 A J2 A ... Jn A, and kept as its ratio to the mean of
+ * those two, so that the machine's speed drifting during the calibration (other work on a
+ * shared CPU: 3x within a minute here) cancels out; a step point is that ratio times the
+ * median of the runs as is, a ratio option the ratio itself. */
 static ganfw_status calibrate(search *s) {
   ganfw_fit_calibration *cal = &s->res->cal;
   ganfw_status st = cal_key(s, cal->key, sizeof cal->key);
   if (st != GANFW_OK) return st;
   cache_path(s->opt, cal->key, cal->path, sizeof cal->path);
   cache_read(cal);
+  static cal_job jobs[GANFW_FIT_MAX_POINTS];
+  const int32_t n = cal_jobs(s, jobs);
+  int32_t missing = 0;
+  for (int32_t j = 0; j < n; j++)
+    missing |= find_point(cal, jobs[j].dim, jobs[j].option, jobs[j].k) < 0;
+  if (!missing) return GANFW_OK;
+  cal->n_points = 0; /* a changed set of points is measured again as a whole */
+  cal->cached = 0;
   const double t0 = now_s();
+  double as_is[GANFW_FIT_MAX_POINTS + 1], ratio[GANFW_FIT_MAX_POINTS];
+  int32_t refused[GANFW_FIT_MAX_POINTS] = {0};
+  if (s->out) {
+    fprintf(s->out, "Calibrating: %d runs between runs of the config as is ...\n", n - 1);
+    fflush(s->out);
+  }
+  if ((st = measure(s, &jobs[0].c, &as_is[0])) != GANFW_OK) return st;
+  for (int32_t j = 1; j < n; j++) {
+    double t = 0.0;
+    if (s->out) {
+      fprintf(s->out, "  %-40s", jobs[j].c.label);
+      fflush(s->out);
+    }
+    st = measure(s, &jobs[j].c, &t);
+    if (st != GANFW_OK && jobs[j].dim >= 0 && ganfw_error_code() != GANFW_ERR_OOM) {
+      ganfw_error_clear(); /* a strategy refused alone: no ratio, its candidates unpriced */
+      refused[j] = 1;
+      as_is[j] = as_is[j - 1];
+      if (s->out) fprintf(s->out, " refused\n");
+      continue;
+    }
+    if (st == GANFW_OK) st = measure(s, &jobs[0].c, &as_is[j]);
+    if (st != GANFW_OK) return st;
+    ratio[j] = t / (0.5 * (as_is[j - 1] + as_is[j]));
+    if (s->out) fprintf(s->out, " %.4f s, x %.3f of the config as is\n", t, ratio[j]);
+  }
+  double sorted[GANFW_FIT_MAX_POINTS + 1];
+  memcpy(sorted, as_is, (size_t)n * sizeof *sorted);
+  qsort(sorted, (size_t)n, sizeof *sorted, dbl_cmp);
+  const double anchor = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   int32_t dirty = 0;
-  int64_t ks[MAX_OPTIONS];
-  const int32_t nk = calibrated_micro(s, ks);
-  const int32_t dp = dim_of_role(ROLE_PRECISION), dm = dim_of_role(ROLE_MICRO);
-  for (int32_t p = 0; p < s->n_opts[dp] && st == GANFW_OK; p++) {
-    for (int32_t j = 0; j < nk && st == GANFW_OK; j++) {
-      if (find_point(cal, -1, p, (int32_t)ks[j]) >= 0) continue;
-      ganfw_fit_candidate c = {.batch = s->res->base_batch};
-      c.choice[dp] = p;
-      for (int32_t i = 0; i < s->n_micro; i++)
-        if (s->micro[i] == ks[j]) c.choice[dm] = i;
-      describe(s, &c);
-      if (s->out) {
-        fprintf(s->out, "  measuring %s ...", c.label);
-        fflush(s->out);
-      }
-      double t = 0.0;
-      if ((st = measure(s, &c, &t)) == GANFW_OK)
-        st = add_point(s, -1, p, (int32_t)ks[j], t, &dirty);
-    }
+  for (int32_t j = 0; j < n && st == GANFW_OK; j++) {
+    if (refused[j]) continue;
+    const double v = j == 0 ? anchor : jobs[j].dim < 0 ? ratio[j] * anchor : ratio[j];
+    st = add_point(s, jobs[j].dim, jobs[j].option, jobs[j].k, v, &dirty);
   }
-  /* A ratio is the option's step over the mean of the steps as is measured just before and
-   * just after it, so that a load that comes and goes on the machine cancels out. */
-  ganfw_fit_candidate as_is = {.batch = s->res->base_batch};
-  describe(s, &as_is);
-  double before = 0.0;
-  for (int32_t d = 0; d < N_DIMS && st == GANFW_OK; d++) {
-    if (dims[d].role == ROLE_PRECISION || dims[d].role == ROLE_MICRO) continue;
-    for (int32_t o = 1; o < s->n_opts[d] && st == GANFW_OK; o++) {
-      if (find_point(cal, d, o, 1) >= 0) continue;
-      ganfw_fit_candidate c = {.batch = s->res->base_batch};
-      c.choice[d] = o;
-      describe(s, &c);
-      if (s->out) {
-        fprintf(s->out, "  measuring %s between steps as is ...", c.label);
-        fflush(s->out);
-      }
-      double t = 0.0, after = 0.0;
-      if (before <= 0.0 && (st = measure(s, &as_is, &before)) != GANFW_OK) break;
-      st = measure(s, &c, &t);
-      if (st != GANFW_OK && ganfw_error_code() != GANFW_ERR_OOM) { /* refused: no ratio */
-        ganfw_error_clear();
-        st = GANFW_OK;
-        if (s->out) fprintf(s->out, " refused\n");
-        continue;
-      }
-      if (st == GANFW_OK) st = measure(s, &as_is, &after);
-      if (st == GANFW_OK) st = add_point(s, d, o, 1, t / (0.5 * (before + after)), &dirty);
-      before = after;
-    }
-  }
-  if (dirty) {
-    cal->measure_seconds = now_s() - t0;
-    cal->cached = 0;
-    if (st == GANFW_OK) st = cache_write(cal);
-  }
+  cal->measure_seconds = now_s() - t0;
+  if (st == GANFW_OK) st = cache_write(cal);
   return st;
 }
 

@@ -20,7 +20,7 @@ typedef struct ganfw_fit_options {
   double budget_percent;    /* (0, 100]: of device.memory_limit, else of the device's capacity */
   int32_t allow_batch;      /* 1: the batch itself may shrink (halved while nothing fits) */
   int32_t confirm;          /* 1: a few real steps of the chosen config under the budget */
-  int32_t calib_steps;      /* measured steps per calibration run (0: 4) */
+  int32_t calib_steps;      /* measured steps per calibration run (0: 3) */
   const char *output;       /* the config to write; NULL: <config stem>_fit.yaml in the
                                current directory; "" writes none */
   const char *cache_dir;    /* NULL: $XDG_CACHE_HOME/ganfw, else ~/.cache/ganfw */
