@@ -600,9 +600,10 @@ static void print_calibration(const search *s, FILE *out) {
   }
 }
 
-#define CONFIRM_STEPS  5  /* measured steps of the confirming run */
-#define FEASIBLE_ROWS  12 /* the fastest feasible candidates verified and printed */
-#define SMALLEST_TRIES 4  /* nothing fits: the smallest candidates planned as the config runs */
+#define CONFIRM_STEPS  5   /* measured steps of the confirming run */
+#define EXTRA_SECONDS  2.0 /* planning the table's rows after the chosen one, at most */
+#define FEASIBLE_ROWS  12  /* the fastest feasible candidates verified and printed */
+#define SMALLEST_TRIES 4   /* nothing fits: the smallest candidates planned as the config runs */
 
 /* --- the search ------------------------------------------------------------------------- */
 
@@ -740,10 +741,13 @@ static ganfw_status choose(search *s, int32_t first) {
   }
   ganfw_status st = GANFW_OK;
   int32_t extra = 0;
+  const double t0 = now_s();
   for (int32_t a = 0; a < n && st == GANFW_OK; a++) {
     ganfw_fit_candidate *c = &res->candidates[order[a]];
     if (c->peak_allocated > res->budget) continue;
-    if (res->chosen >= 0 && ++extra > FEASIBLE_ROWS) break;
+    /* the table's rows after the chosen one: at most FEASIBLE_ROWS, for EXTRA_SECONDS (a
+     * planned layout of 128 micro-batches takes seconds to lay out) */
+    if (res->chosen >= 0 && (++extra > FEASIBLE_ROWS || now_s() - t0 > EXTRA_SECONDS)) break;
     if ((st = verify(s, c)) == GANFW_OK && c->feasible && res->chosen < 0) res->chosen = order[a];
   }
   if (res->chosen < 0 && st == GANFW_OK) { /* the few smallest by allocated peak */
@@ -807,6 +811,16 @@ static void print_rows(const ganfw_fit_result *res, int32_t pareto, FILE *out) {
             res->chosen >= 0 && c == &res->candidates[res->chosen] ? " <- chosen" : "");
   }
   if (shown < n) fprintf(out, "  ... and %d slower\n", n - shown);
+  int32_t unverified = 0; /* within the budget by allocated bytes, reserved not known */
+  for (int32_t i = 0; i < res->n_candidates && !pareto; i++) {
+    const ganfw_fit_candidate *c = &res->candidates[i];
+    unverified += c->planned && !c->verified && c->peak_allocated <= res->budget;
+  }
+  if (unverified)
+    fprintf(out,
+            "  (%d slower ones whose allocated peak is within the budget were not planned as "
+            "the config runs)\n",
+            unverified);
   free(rows);
 }
 
