@@ -284,7 +284,45 @@ static void test_cli(void) {
   unsetenv("XDG_CACHE_HOME");
 }
 
+/* A strategy found by name whose configure refuses accumulation (the stand-in for
+ * step_in_backward in <build>/tests/plugins/fit): its dimension counts, the combinations it
+ * refuses are skipped, the others are planned and priced by a measured ratio. */
+static void test_refused_combinations_skipped(void) {
+  char dir[4200], set[4300];
+  snprintf(dir, sizeof dir, "%s/tests/plugins/fit", getenv("GANFW_TEST_BUILD_DIR"));
+  snprintf(set, sizeof set, "plugin_path=[%s]", dir);
+  const char *sets[] = {set};
+  ganfw_fit_options opt = {
+      .budget = (int64_t)1 << 40, .calib_steps = 1, .output = "", .cache_dir = path_in("cache")};
+  ganfw_fit_result r;
+  CU_ASSERT_EQUAL_FATAL(ganfw_fit(gt_config(path_in("conf/gan.yaml"), sets, 1), &opt, &r, NULL),
+                        GANFW_OK);
+  int32_t d = -1;
+  for (int32_t i = 0; i < r.n_dims; i++)
+    if (strcmp(r.dim_names[i], "step in backward") == 0) d = i;
+  CU_ASSERT_FATAL(d >= 0);
+  CU_ASSERT_EQUAL(r.dim_found[d], 1);
+  int32_t refused = 0, with = 0;
+  for (int32_t i = 0; i < r.n_candidates; i++) {
+    const ganfw_fit_candidate *c = &r.candidates[i];
+    if (c->choice[d] == 0) {
+      CU_ASSERT_EQUAL(c->refused, 0);
+      continue;
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(c->label, "step_in_backward"));
+    CU_ASSERT_EQUAL(c->refused, c->micro_batches > 1);
+    refused += c->refused;
+    if (!c->refused) {
+      with++;
+      CU_ASSERT(c->predicted_s > 0.0); /* its ratio was measured */
+    }
+  }
+  CU_ASSERT(refused > 0 && with > 0);
+  ganfw_fit_result_free(&r);
+}
+
 static CU_TestInfo tests[] = {
+    {"combinations a strategy refuses are skipped", test_refused_combinations_skipped},
     {"budget units and percentages", test_budget_units},
     {"the chosen fits and is the fastest feasible", test_chosen_fits_and_is_fastest},
     {"the calibration is cached and reused", test_calibration_cached},
