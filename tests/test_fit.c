@@ -271,6 +271,15 @@ static void test_cli(void) {
   const char *unit[] = {"fit", "conf/gan.yaml", "--budget", "6 parsecs", NULL};
   CU_ASSERT_EQUAL(run_ganfw(unit), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--budget '6 parsecs'"));
+  /* a config that names memory strategies itself */
+  FILE *m = fopen(path_in("conf/amp.yaml"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  fputs("extends: gan.yaml\nmemory: [{plugin: amp, dtype: f16}]\n", m);
+  fclose(m);
+  const char *strat[] = {"fit", "conf/amp.yaml", "--budget", "50%", NULL};
+  CU_ASSERT_EQUAL(run_ganfw(strat), 2);
+  CU_ASSERT_PTR_NOT_NULL(
+      strstr(out, "already names memory strategies (memory: at conf/amp.yaml:2"));
   const char *none[] = {"fit", "conf/gan.yaml", NULL};
   CU_ASSERT_EQUAL(run_ganfw(none), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--budget is required"));

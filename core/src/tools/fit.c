@@ -912,12 +912,16 @@ static ganfw_status too_small(search *s) {
                r.layers[0].name, (double)r.layers[0].total / MIB);
   }
   ganfw_probe_result_free(&r);
+  char batch[48] = "";
+  if (c.batch != res->base_batch)
+    snprintf(batch, sizeof batch, " at batch %lld", (long long)c.batch);
   return ganfw_error_set(GANFW_ERR_OOM,
                          "fit: --budget %.2f MiB (%s) is below what any candidate reaches: the "
-                         "smallest feasible budget is %.2f MiB (%lld bytes), with %s%s; give "
+                         "smallest feasible budget is %.2f MiB (%lld bytes), with %s%s%s; give "
                          "--budget at least that%s",
                          (double)res->budget / MIB, res->budget_source,
-                         (double)c.peak_reserved / MIB, (long long)c.peak_reserved, c.label, what,
+                         (double)c.peak_reserved / MIB, (long long)c.peak_reserved, c.label, batch,
+                         what,
                          s->opt->allow_batch ? "" : ", or --allow-batch to let the batch shrink");
 }
 
