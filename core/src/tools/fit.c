@@ -70,8 +70,10 @@ static const fit_dim dims[] = {
      GANFW_PLUGIN_MEMORY,
      ROLE_MEMORY,
      NULL,
-     {NULL, "{plugin: recompute, budget: auto}"},
-     {NULL, "recompute auto"}},
+     /* no budget: the fewest activation bytes (recompute.c); a search over its budget
+        would be more options of this row */
+     {NULL, "{plugin: recompute}"},
+     {NULL, "recompute (fewest bytes)"}},
     {"step in backward",
      "step_in_backward",
      GANFW_PLUGIN_MEMORY,
