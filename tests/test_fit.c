@@ -265,6 +265,17 @@ static void test_cli(void) {
   CU_ASSERT(strncmp(svg, "<svg", 4) == 0 && strstr(svg, "</svg>"));
   CU_ASSERT_PTR_NOT_NULL(strstr(svg, "fill=\"#c00\"><title>")); /* the chosen one */
   CU_ASSERT_PTR_NOT_NULL(strstr(svg, "fill=\"#06c\"><title>")); /* the front */
+  const char *html[] = {"fit",    "conf/gan.yaml", "--budget", "50%",           "--no-confirm",
+                        "--html", "memory.html",   "-o",       "reported.yaml", NULL};
+  CU_ASSERT_EQUAL(run_ganfw(html), 0);
+  f = fopen(path_in("memory.html"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  len = fread(svg, 1, sizeof svg - 1, f);
+  svg[len] = '\0';
+  fclose(f);
+  CU_ASSERT_PTR_NOT_NULL(strstr(svg, "<caption>Pareto front"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(svg, "reported.yaml: the chosen config, step 2 (plan)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(svg, "<svg")); /* the front, and the step's timeline */
   const char *png[] = {"fit", "conf/gan.yaml", "--budget", "50%", "--plot", "front.png", NULL};
   CU_ASSERT_EQUAL(run_ganfw(png), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "--plot 'front.png'"));

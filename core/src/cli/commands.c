@@ -225,9 +225,14 @@ static int fit_option(cli_args *a, const char *opt, const char *value, int *took
     return CLI_OPT_TAKEN;
   }
   int is_out = strcmp(opt, "-o") == 0, is_plot = strcmp(opt, "--plot") == 0;
-  if (!is_out && !is_plot && strcmp(opt, "--calib-steps") != 0) return CLI_OPT_UNKNOWN;
+  int is_html = strcmp(opt, "--html") == 0;
+  if (!is_out && !is_plot && !is_html && strcmp(opt, "--calib-steps") != 0) return CLI_OPT_UNKNOWN;
   const char *v = need_value(a, opt, value, took);
   if (!v) return EXIT_USAGE;
+  if (is_html) {
+    a->fit.html = v;
+    return CLI_OPT_TAKEN;
+  }
   if (is_plot) {
     const size_t n = strlen(v);
     if (n < 5 || strcmp(v + n - 4, ".svg") != 0)
@@ -1246,7 +1251,7 @@ const cli_command cli_commands[] = {
      "a config file", 0, find_batch_option, cmd_find_batch},
     {"fit",
      "fit [options] CONFIG --budget BYTES|P% [-o FILE] [--allow-batch] [--no-confirm]\n"
-     "                [--show-calibration] [--plot FILE.svg]",
+     "                [--show-calibration] [--plot FILE.svg] [--html FILE]",
      "the fastest setup that fits a memory budget: every combination of precision (amp\n"
      "f16/bf16), micro-batches, checkpoint segments (and recompute, adam8bit,\n"
      "step_in_backward where installed) planned on the meta backend, timed by a model\n"
@@ -1259,6 +1264,8 @@ const cli_command cli_commands[] = {
      "  --show-calibration  print the time model's table (also when it was cached)\n"
      "  --plot FILE.svg     draw the candidates: peak allocated against predicted time,\n"
      "                      the Pareto front, the chosen one and the budget\n"
+     "  --html FILE         a memory report: the front and the tables, then the chosen\n"
+     "                      config's planned step (timeline, who holds the peak)\n"
      "  --calib-steps N     measured steps per calibration run (default 3)\n"
      "The calibration is cached in $XDG_CACHE_HOME/ganfw (else ~/.cache/ganfw), keyed by\n"
      "the resolved config, the device and the CPU\n",

@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "plugin/plugin_host.h"
 #include "tools/fit.h"
+#include "tools/report.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -1097,6 +1098,10 @@ ganfw_status ganfw_fit(const ganfw_run_config *config, const ganfw_fit_options *
             (double)c->peak_reserved / MIB, (double)res->budget / MIB, c->predicted_s);
     if (res->written[0]) fprintf(out, "Written: %s\n", res->written);
   }
+  if (st == GANFW_OK && c && opt->html) {
+    st = ganfw_fit_html(res, opt->html);
+    if (st == GANFW_OK && out) fprintf(out, "Memory report: %s\n", opt->html);
+  }
   if (st == GANFW_OK && c && opt->confirm && res->written[0]) {
     if (out) {
       fprintf(out, "Confirming with %d real steps under a memory_limit of the budget ...\n",
@@ -1318,4 +1323,76 @@ ganfw_status ganfw_fit_plot(const ganfw_fit_result *res, const char *path) {
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "fit --plot %s: the front is drawn as .svg",
                            path);
   return ganfw_file_write_atomic(path, write_front_svg, (void *)res);
+}
+
+/* --- memory.html ------------------------------------------------------------------------ */
+
+/* The fragment: the front as SVG, then the Pareto front and the verified feasible
+ * candidates as tables. *html owned by the caller (free). */
+static ganfw_status fit_fragment(const ganfw_fit_result *res, char **html) {
+  size_t len = 0;
+  FILE *f = open_memstream(html, &len);
+  if (!f) return ganfw_error_set(GANFW_ERR_OOM, "fit: out of host memory");
+  fprintf(f, "<p>Budget %.2f MiB (", (double)res->budget / MIB);
+  svg_text(f, res->budget_source);
+  fprintf(f, "): %d candidates planned; chosen: ", res->n_candidates);
+  svg_text(f, res->chosen >= 0 ? res->candidates[res->chosen].label : "none");
+  fputs(".</p>\n", f);
+  ganfw_status st = write_front_svg(f, (void *)res);
+  for (int32_t front = 1; front >= 0 && st == GANFW_OK; front--) {
+    fprintf(f,
+            "<table><caption>%s</caption>\n<tr><th>candidate</th><th>batch</th><th>peak "
+            "allocated MiB</th><th>peak reserved MiB</th><th>predicted s</th><th>fits</th>"
+            "</tr>\n",
+            front ? "Pareto front: peak allocated against predicted step time"
+                  : "Planned as the config runs and within the budget, fastest first");
+    for (int32_t i = 0; i < res->n_candidates; i++) {
+      const ganfw_fit_candidate *c = &res->candidates[i];
+      if (front ? !c->pareto : !c->feasible) continue;
+      fputs(i == res->chosen ? "<tr class=\"total\"><td>" : "<tr><td>", f);
+      svg_text(f, c->label);
+      fprintf(f, "</td><td>%lld</td><td>%.2f</td>", (long long)c->batch,
+              (double)c->peak_allocated / MIB);
+      if (c->verified)
+        fprintf(f, "<td>%.2f</td>", (double)c->peak_reserved / MIB);
+      else
+        fputs("<td>-</td>", f);
+      fprintf(f, "<td>%.4f</td><td>%s</td></tr>\n", c->predicted_s,
+              c->verified                       ? (c->feasible ? "yes" : "no")
+              : c->peak_allocated > res->budget ? "no"
+                                                : "?");
+    }
+    fputs("</table>\n", f);
+  }
+  if (fclose(f) != 0 && st == GANFW_OK)
+    st = ganfw_error_set(GANFW_ERR_OOM, "fit: out of host memory");
+  return st;
+}
+
+ganfw_status ganfw_fit_html(const ganfw_fit_result *res, const char *path) {
+  char *html = NULL;
+  ganfw_status st = fit_fragment(res, &html);
+  ganfw_run_config *rc = NULL;
+  ganfw_probe_result plan;
+  memset(&plan, 0, sizeof plan);
+  int32_t planned = 0;
+  if (st == GANFW_OK && res->written[0] &&
+      (st = ganfw_run_config_open(res->written, NULL, 0, &rc)) == GANFW_OK)
+    planned = (st = ganfw_report_plan(rc, &plan)) == GANFW_OK;
+  ganfw_report_part parts[2];
+  int n = 0;
+  parts[n++] = (ganfw_report_part){.name = "fit", .caption = "the search", .html = html};
+  int64_t first = 0, count = 0;
+  if (planned && ganfw_trace_find_step(plan.trace, plan.n_trace, 2, &first, &count) == GANFW_OK)
+    parts[n++] = (ganfw_report_part){.name = res->written,
+                                     .caption = "the chosen config, step 2 (plan)",
+                                     .ev = plan.trace + first,
+                                     .n = count,
+                                     .plan = &plan};
+  ganfw_error_clear();
+  if (st == GANFW_OK) st = ganfw_report_write_html(path, "ganfw fit", parts, n, NULL, 0);
+  ganfw_probe_result_free(&plan);
+  ganfw_run_config_free(rc);
+  free(html);
+  return st;
 }

@@ -26,6 +26,7 @@ typedef struct ganfw_fit_options {
   const char *cache_dir;    /* NULL: $XDG_CACHE_HOME/ganfw, else ~/.cache/ganfw */
   int32_t show_calibration; /* 1: print the calibration table */
   const char *plot;         /* not NULL: the front drawn there (.svg, ganfw_fit_plot) */
+  const char *html;         /* not NULL: a memory report there (ganfw_fit_html) */
 } ganfw_fit_options;
 
 /* One candidate: the strategies it adds to the config, its plan and its predicted time. */
@@ -109,6 +110,11 @@ void ganfw_fit_result_free(ganfw_fit_result *res); /* accepts NULL */
  * predicted step time, the Pareto front and the chosen one marked, the budget a line.
  * Written atomically. */
 ganfw_status ganfw_fit_plot(const ganfw_fit_result *res, const char *path);
+
+/* memory.html for a search (tools/report.h) at `path`, written atomically: a section with
+ * the front (as ganfw_fit_plot draws it) and the tables, then the chosen config's planned
+ * step (its timeline and who holds its peak), read from res->written when there is one. */
+ganfw_status ganfw_fit_html(const ganfw_fit_result *res, const char *path);
 
 /* `find-batch --fit`: the largest batch (doubling from train.batch_size, then bisecting,
  * up to max_batch, 0: 1048576) at which some candidate without accumulation (under which
