@@ -8,6 +8,7 @@
 #include "ganfw/status.h"
 #include "tools/compare.h"
 #include "tools/eval.h"
+#include "tools/fit.h"
 #include "tools/plan.h"
 #include "tools/plot.h"
 #include "tools/sample.h"
@@ -40,6 +41,9 @@ typedef struct cli_args {
   const char *plan_plot;         /* plan --plot FILE */
   ganfw_plot_args plot;          /* plot */
   ganfw_find_batch_options find; /* find-batch */
+  ganfw_fit_options fit;         /* fit (and find-batch --fit) */
+  const char *fit_budget;        /* fit --budget, find-batch --budget, as typed */
+  int32_t find_fit;              /* find-batch --fit */
   ganfw_compare_options compare; /* compare */
   const char *csv, *json, *html; /* compare */
   ganfw_eval_args eval;

@@ -200,11 +200,71 @@ static int train_option(cli_args *a, const char *opt, const char *value, int *to
   return CLI_OPT_TAKEN;
 }
 
+/* --budget 6GiB | 60%: checked here, kept as typed for the messages. */
+static int budget_option(cli_args *a, const char *opt, const char *value, int *took) {
+  const char *v = need_value(a, opt, value, took);
+  if (!v) return EXIT_USAGE;
+  if (ganfw_fit_parse_budget(v, &a->fit.budget, &a->fit.budget_percent) != GANFW_OK)
+    return cli_usage_error(a->command, "%s", ganfw_error_message());
+  a->fit_budget = v;
+  return CLI_OPT_TAKEN;
+}
+
+static int fit_option(cli_args *a, const char *opt, const char *value, int *took) {
+  if (strcmp(opt, "--budget") == 0) return budget_option(a, opt, value, took);
+  if (strcmp(opt, "--no-confirm") == 0) {
+    a->fit.confirm = 0;
+    return CLI_OPT_TAKEN;
+  }
+  if (strcmp(opt, "--allow-batch") == 0) {
+    a->fit.allow_batch = 1;
+    return CLI_OPT_TAKEN;
+  }
+  if (strcmp(opt, "--show-calibration") == 0) {
+    a->fit.show_calibration = 1;
+    return CLI_OPT_TAKEN;
+  }
+  int is_out = strcmp(opt, "-o") == 0, is_plot = strcmp(opt, "--plot") == 0;
+  int is_html = strcmp(opt, "--html") == 0;
+  if (!is_out && !is_plot && !is_html && strcmp(opt, "--calib-steps") != 0) return CLI_OPT_UNKNOWN;
+  const char *v = need_value(a, opt, value, took);
+  if (!v) return EXIT_USAGE;
+  if (is_html) {
+    a->fit.html = v;
+    return CLI_OPT_TAKEN;
+  }
+  if (is_plot) {
+    const size_t n = strlen(v);
+    if (n < 5 || strcmp(v + n - 4, ".svg") != 0)
+      return cli_usage_error(a->command, "--plot '%s': the front is drawn as an .svg file", v);
+    a->fit.plot = v;
+    return CLI_OPT_TAKEN;
+  }
+  if (is_out) {
+    struct stat sb;
+    if (!*v || (stat(v, &sb) == 0 && S_ISDIR(sb.st_mode)))
+      return cli_usage_error(a->command, "-o '%s': give the config file to write", v);
+    a->fit.output = v;
+    return CLI_OPT_TAKEN;
+  }
+  long long num;
+  if (!parse_whole(v, 1, 100, &num))
+    return cli_usage_error(a->command, "bad value for %s (measured steps, 1 to 100)", opt);
+  a->fit.calib_steps = (int32_t)num;
+  return CLI_OPT_TAKEN;
+}
+
 static int find_batch_option(cli_args *a, const char *opt, const char *value, int *took) {
   if (strcmp(opt, "--no-confirm") == 0) {
     a->find.confirm = 0;
+    a->fit.confirm = 0;
     return CLI_OPT_TAKEN;
   }
+  if (strcmp(opt, "--fit") == 0) {
+    a->find_fit = 1;
+    return CLI_OPT_TAKEN;
+  }
+  if (strcmp(opt, "--budget") == 0) return budget_option(a, opt, value, took);
   int is_margin = strcmp(opt, "--margin") == 0;
   if (!is_margin && strcmp(opt, "--max-batch") != 0) return CLI_OPT_UNKNOWN;
   const char *v = need_value(a, opt, value, took);
@@ -849,8 +909,43 @@ static int cmd_plan(cli_args *args) {
   return st == GANFW_OK ? EXIT_OK : cli_fail(st);
 }
 
+/* find-batch --fit: planned only, nothing confirmed. Exit code 1 when no batch fits. */
+static int cmd_find_batch_fit(cli_args *args) {
+  if (!args->fit_budget)
+    return cli_usage_error(args->command, "%s", "--fit needs --budget (6GiB, 512MiB, 60%)");
+  ganfw_run_config *cfg = NULL;
+  ganfw_status st = ganfw_run_config_open(args->operands[0], args->sets, args->nsets, &cfg);
+  if (st != GANFW_OK) return cli_fail(st);
+  int64_t batch = 0;
+  st = ganfw_fit_find_batch(cfg, &args->fit, args->find.max_batch, &batch, stdout);
+  ganfw_run_config_free(cfg);
+  if (st != GANFW_OK) return cli_fail(st);
+  return batch > 0 ? EXIT_OK : EXIT_RUNTIME;
+}
+
+/* Exit code 1 when nothing fits the budget (the message names the smallest budget that
+ * does) or the confirming run went over it; 2 for a bad budget. */
+static int cmd_fit(cli_args *args) {
+  if (!args->fit_budget)
+    return cli_usage_error(args->command, "%s", "--budget is required (6GiB, 512MiB, 60%)");
+  ganfw_run_config *cfg = NULL;
+  ganfw_status st = ganfw_run_config_open(args->operands[0], args->sets, args->nsets, &cfg);
+  if (st != GANFW_OK) return cli_fail(st);
+  ganfw_fit_result res;
+  st = ganfw_fit(cfg, &args->fit, &res, stdout);
+  int rc = EXIT_OK;
+  if (st != GANFW_OK)
+    rc = cli_fail(st);
+  else if (res.confirmed && !res.confirm_fits)
+    rc = EXIT_RUNTIME;
+  ganfw_fit_result_free(&res);
+  ganfw_run_config_free(cfg);
+  return rc;
+}
+
 /* Exit code 1 when no batch size fits or the confirming step ran out of memory. */
 static int cmd_find_batch(cli_args *args) {
+  if (args->find_fit) return cmd_find_batch_fit(args);
   ganfw_run_config *cfg = NULL;
   ganfw_status st = ganfw_run_config_open(args->operands[0], args->sets, args->nsets, &cfg);
   if (st != GANFW_OK) return cli_fail(st);
@@ -1142,12 +1237,39 @@ const cli_command cli_commands[] = {
      "  --step N    the step to draw (default: a run's last traced step, a config's step 2)\n"
      "  --measure   a CONFIG: trace a real step on its device instead of the plan\n",
      "a run folder or config file", 0, plot_option, cmd_plot},
-    {"find-batch", "find-batch [options] CONFIG [--margin 0.05] [--no-confirm] [--max-batch N]",
+    {"find-batch",
+     "find-batch [options] CONFIG [--margin 0.05] [--no-confirm] [--max-batch N]\n"
+     "                       [--fit --budget B]",
      "the largest batch that fits the device budget and the data set",
      "  --margin F     keep this fraction of the budget free (0 to 0.9, default 0.05)\n"
      "  --no-confirm   do not confirm the result with a real step\n"
-     "  --max-batch N  search no higher (default 1048576; the data set's size caps it too)\n",
+     "  --max-batch N  search no higher (default 1048576; the data set's size caps it too)\n"
+     "  --fit          with fit's strategies allowed (precision, checkpoint, ...; not\n"
+     "                 accumulation, under which any batch fits) under --budget B: the\n"
+     "                 largest batch some setup fits, and the smallest such setup\n"
+     "  --budget B     as fit's (bytes or a percentage)\n",
      "a config file", 0, find_batch_option, cmd_find_batch},
+    {"fit",
+     "fit [options] CONFIG --budget BYTES|P% [-o FILE] [--allow-batch] [--no-confirm]\n"
+     "                [--show-calibration] [--plot FILE.svg] [--html FILE]",
+     "the fastest setup that fits a memory budget: every combination of precision (amp\n"
+     "f16/bf16), micro-batches, checkpoint segments (and recompute, adam8bit,\n"
+     "step_in_backward where installed) planned on the meta backend, timed by a model\n"
+     "calibrated once by real steps and cached; writes a config that extends CONFIG",
+     "  --budget B          bytes (6GiB, 512MiB, 12MB, 1048576) or a percentage of\n"
+     "                      device.memory_limit, else of the device's capacity (60%)\n"
+     "  -o FILE             the config to write (default <config stem>_fit.yaml here)\n"
+     "  --allow-batch       halve the batch while no setup fits it\n"
+     "  --no-confirm        skip the confirming run of 5 real steps under the budget\n"
+     "  --show-calibration  print the time model's table (also when it was cached)\n"
+     "  --plot FILE.svg     draw the candidates: peak allocated against predicted time,\n"
+     "                      the Pareto front, the chosen one and the budget\n"
+     "  --html FILE         a memory report: the front and the tables, then the chosen\n"
+     "                      config's planned step (timeline, who holds the peak)\n"
+     "  --calib-steps N     measured steps per calibration run (default 3)\n"
+     "The calibration is cached in $XDG_CACHE_HOME/ganfw (else ~/.cache/ganfw), keyed by\n"
+     "the resolved config, the device and the CPU\n",
+     "a config file", 0, fit_option, cmd_fit},
     {"compare",
      "compare [options] A.yaml B.yaml ... [--steps 10] [--warmup 2] [--csv F]\n"
      "                    [--json F] [--html F] [--layouts caching,planned]",

@@ -189,6 +189,7 @@ static void set_defaults(cli_args *args) {
   memset(args, 0, sizeof *args);
   args->sample = (ganfw_sample_args){.output = "samples.png", .n = 64, .nrow = 8};
   args->find = (ganfw_find_batch_options){.margin = 0.05, .confirm = 1};
+  args->fit = (ganfw_fit_options){.confirm = 1};
   args->compare = (ganfw_compare_options){.warmup = 2, .steps = 10};
   args->score = (ganfw_score_args){.n = 10000, .batch = 500};
 }

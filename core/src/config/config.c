@@ -812,6 +812,13 @@ static int parse_bytes(const char *s, int64_t *out) {
   return PARSE_OK;
 }
 
+int ganfw_bytes_parse(const char *text, int64_t *out) {
+  int64_t v = 0;
+  if (!text || parse_bytes(text, &v) != PARSE_OK) return -1;
+  *out = v;
+  return 0;
+}
+
 /* --- the getters -------------------------------------------------------------------------- */
 
 const ganfw_cfg *ganfw_cfg_child(const ganfw_cfg *node, const char *key) {

@@ -103,6 +103,9 @@ ganfw_status ganfw_cfg_float(const ganfw_cfg *node, const char *key, double def,
 ganfw_status ganfw_cfg_bool(const ganfw_cfg *node, const char *key, int32_t def, int32_t *out);
 ganfw_status ganfw_cfg_string(const ganfw_cfg *node, const char *key, const char *def,
                               const char **out);
+/* A byte size as ganfw_cfg_bytes reads one ("512MiB", "1.5GB", "1048576") into *out;
+ * 0 on success, -1 when text is not one (or out of range), *out then unchanged. */
+int ganfw_bytes_parse(const char *text, int64_t *out);
 ganfw_status ganfw_cfg_bytes(const ganfw_cfg *node, const char *key, int64_t def, int64_t *out);
 /* Ranged reads for the keys the core reads (train.*, optim.lr, ...): as ganfw_cfg_int and
  * ganfw_cfg_float, and a value written in the config must lie in the range, for integers

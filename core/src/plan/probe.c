@@ -479,6 +479,7 @@ static ganfw_status run_steps(probe *p) {
   if (out->steps_done > 0) {
     qsort(times, (size_t)out->steps_done, sizeof *times, dbl_cmp);
     out->step_seconds = times[out->steps_done / 2];
+    out->step_seconds_min = times[0];
     if (out->steps_done % 2 == 0)
       out->step_seconds = 0.5 * (out->step_seconds + times[out->steps_done / 2 - 1]);
     out->images_per_s = out->step_seconds > 0 ? (double)out->batch_size / out->step_seconds : 0.0;

@@ -95,6 +95,8 @@ typedef struct ganfw_probe_result {
   /* the steps (on the meta backend the losses read 0 and the times mean nothing) */
   int32_t steps_done;           /* measured steps completed */
   double step_seconds;          /* median of the measured steps */
+  double step_seconds_min;      /* the fastest of them: the least disturbed by other work on
+                                   the machine (fit's time model) */
   double images_per_s;          /* batch_size / step_seconds (the global batch's) */
   int32_t ranks;                /* data-parallel: the ranks sharing each batch (1 alone) */
   int64_t zero_elems;           /* memory strategy zero: the parameter elements whose

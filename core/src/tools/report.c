@@ -142,6 +142,7 @@ static ganfw_status write_page(FILE *f, void *ud) {
       ganfw_xml_fputs(f, p->caption);
     }
     fputs("</h2>\n", f);
+    if (p->html) fputs(p->html, f);
     if (p->ev) {
       ganfw_status st = timeline(f, p);
       if (st != GANFW_OK) return st;

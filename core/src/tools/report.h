@@ -35,6 +35,8 @@ typedef struct ganfw_report_part {
   const ganfw_trace_event *ev; /* one step's events (ganfw_trace_find_step); NULL: none */
   int64_t n;
   const ganfw_probe_result *plan; /* with layers: the by-layer table; NULL: none */
+  const char *html;               /* (optional) a tool's own section, an HTML fragment written as is
+                                     first in the part (fit's front and tables); NULL: none */
 } ganfw_report_part;
 
 /* Writes the page to `path` atomically. Its <title> is `title` followed by ": peak X MiB
