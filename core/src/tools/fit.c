@@ -45,6 +45,8 @@ typedef struct fit_dim {
   const char *needs_optim; /* ROLE_OPTIM: the optimizer it replaces ("adam") */
   const char *options[4];  /* option 0 is off (NULL); YAML flow maps, or a plugin name */
   const char *labels[4];
+  const char *excludes; /* another dimension's plugin this one cannot combine with (both on
+                           one net is refused), or NULL: such combinations are not planned */
 } fit_dim;
 
 /* Adding a strategy is one row here. Recompute, adam8bit and step_in_backward count only
@@ -57,15 +59,17 @@ static const fit_dim dims[] = {
      ROLE_PRECISION,
      NULL,
      {NULL, "{plugin: amp, dtype: f16}", "{plugin: amp, dtype: bf16}"},
-     {"f32", "amp f16", "amp bf16"}},
-    {"micro-batches", "accumulate", GANFW_PLUGIN_MEMORY, ROLE_MICRO, NULL, {NULL}, {NULL}},
+     {"f32", "amp f16", "amp bf16"},
+     NULL},
+    {"micro-batches", "accumulate", GANFW_PLUGIN_MEMORY, ROLE_MICRO, NULL, {NULL}, {NULL}, NULL},
     {"checkpoint",
      "checkpoint",
      GANFW_PLUGIN_MEMORY,
      ROLE_MEMORY,
      NULL,
      {NULL, "{plugin: checkpoint, segments: 2}", "{plugin: checkpoint, segments: 3}"},
-     {NULL, "checkpoint 2", "checkpoint 3"}},
+     {NULL, "checkpoint 2", "checkpoint 3"},
+     NULL},
     {"recompute",
      "recompute",
      GANFW_PLUGIN_MEMORY,
@@ -74,21 +78,24 @@ static const fit_dim dims[] = {
      /* no budget: the fewest activation bytes (recompute.c); a search over its budget
         would be more options of this row */
      {NULL, "{plugin: recompute}"},
-     {NULL, "recompute (fewest bytes)"}},
+     {NULL, "recompute (fewest bytes)"},
+     "checkpoint"},
     {"step in backward",
      "step_in_backward",
      GANFW_PLUGIN_MEMORY,
      ROLE_MEMORY,
      NULL,
      {NULL, "{plugin: step_in_backward}"},
-     {NULL, "step_in_backward"}},
+     {NULL, "step_in_backward"},
+     NULL},
     {"optimizer state",
      "adam8bit",
      GANFW_PLUGIN_OPTIM,
      ROLE_OPTIM,
      "adam",
      {NULL, "adam8bit"},
-     {NULL, "adam8bit"}},
+     {NULL, "adam8bit"},
+     NULL},
 };
 #define N_DIMS ((int32_t)(sizeof dims / sizeof dims[0]))
 _Static_assert(sizeof dims / sizeof dims[0] <= GANFW_FIT_MAX_DIMS, "GANFW_FIT_MAX_DIMS");
@@ -665,12 +672,24 @@ static ganfw_status find_plugins(search *s) {
   return GANFW_OK;
 }
 
-/* Plans every candidate at `batch` (the combinations of one option per dimension). */
+/* 1 when the combination idx turns on two dimensions that exclude each other. */
+static int32_t excluded(const int32_t *idx) {
+  for (int32_t d = 0; d < N_DIMS; d++) {
+    if (!idx[d] || !dims[d].excludes) continue;
+    for (int32_t e = 0; e < N_DIMS; e++)
+      if (idx[e] && strcmp(dims[e].plugin, dims[d].excludes) == 0) return 1;
+  }
+  return 0;
+}
+
+/* Plans every candidate at `batch` (the combinations of one option per dimension, but those
+ * of dimensions that exclude each other). */
 static ganfw_status plan_all(search *s, int64_t batch) {
   ganfw_fit_result *res = s->res;
   int32_t idx[GANFW_FIT_MAX_DIMS] = {0};
   for (;;) {
     if (res->n_candidates == GANFW_FIT_MAX_CANDIDATES) break;
+    if (excluded(idx)) goto next;
     ganfw_fit_candidate *c = &res->candidates[res->n_candidates];
     memset(c, 0, sizeof *c);
     memcpy(c->choice, idx, sizeof idx);
@@ -679,6 +698,7 @@ static ganfw_status plan_all(search *s, int64_t batch) {
     ganfw_status st = plan_candidate(s, c, 0, GANFW_PROBE_LAYOUT_CACHING, NULL);
     if (st != GANFW_OK) return st;
     res->n_candidates++;
+  next:;
     int32_t d = 0; /* the next combination, the last dimension fastest */
     for (d = N_DIMS - 1; d >= 0; d--) {
       if (++idx[d] < s->n_opts[d]) break;
