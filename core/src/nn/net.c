@@ -53,6 +53,7 @@ struct ganfw_net {
    * by a tape but recomputed in backward; rc_on 0: no plan (the BatchNorm + activation rule
    * above applies instead). */
   uint8_t *rc_drop; /* [n] */
+  uint8_t *rc_need; /* [n]: a dropped node backward will recompute (see the tape's need) */
   int32_t rc_on;
 };
 
@@ -90,6 +91,8 @@ struct ganfw_tape {
    * output they held. */
   int32_t rc;
   uint8_t *drop;
+  uint8_t *need; /* [n]: a dropped node whose output backward will recompute (a record holds
+                    it, or a dropped node that will be recomputed reads it) */
   uint64_t *rng_at;
   ganfw_tensor **val;
 };
@@ -153,6 +156,7 @@ void ganfw_net_destroy(ganfw_net *net) {
   free(net->ndim);
   free(net->bn_act);
   free(net->rc_drop);
+  free(net->rc_need);
   free(net->name);
   free(net);
 }
@@ -748,8 +752,9 @@ ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w) {
   net->ndim = calloc(n, sizeof *net->ndim);
   net->bn_act = calloc(n, sizeof *net->bn_act);
   net->rc_drop = calloc(n ? n : 1, sizeof *net->rc_drop);
+  net->rc_need = calloc(n ? n : 1, sizeof *net->rc_need);
   if (!net->last_use || !net->up_train || !net->shape || !net->ndim || !net->bn_act ||
-      !net->rc_drop)
+      !net->rc_drop || !net->rc_need)
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory building net %s", net->name);
   ganfw_status st = resolve_inputs(net);
   if (st == GANFW_OK) st = build_nodes(net);
@@ -958,6 +963,34 @@ int32_t ganfw_net_checkpoint_layout(const ganfw_net *net, int32_t *starts, int32
   return net->n_ckpt;
 }
 
+/* 1 when layer l keeps its input k (a reference) for backward, 2 its output, as their
+ * forwards do with a tape. */
+static int32_t keeps(const ganfw_layer *l) {
+  const ganfw_layer_vt *vt = l->vt;
+  if (vt == &ganfw_layer_plugin) {
+    const int32_t k = ganfw_plugin_layer_keep(l);
+    return (k & GANFW_KEEP_INPUT ? 1 : 0) | (k & GANFW_KEEP_OUTPUT ? 2 : 0);
+  }
+  if (vt == &ganfw_layer_activation) return 2;
+  if (vt == &ganfw_layer_conv2d || vt == &ganfw_layer_conv_transpose2d ||
+      vt == &ganfw_layer_linear || vt == &ganfw_layer_batchnorm2d || vt == &ganfw_layer_groupnorm ||
+      vt == &ganfw_layer_instancenorm2d || vt == &ganfw_layer_layernorm ||
+      vt == &ganfw_layer_embedding)
+    return 1;
+  return 0; /* add, concat, reshape, upsample, pooling (max pooling keeps its argmax), pixel
+               shuffle, dropout (its mask) */
+}
+
+/* 1 when a tape's records hold node i's output: its layer keeps its output, or a reader keeps
+ * its input (the net's output, the caller's, counts as held). */
+static int32_t out_kept(const ganfw_net *net, int32_t i) {
+  if (i == net->n - 1 || (keeps(net->layers[i]) & 2)) return 1;
+  for (int32_t j = i + 1; j < net->n; j++)
+    for (int32_t k = 0; k < net->layers[j]->n_in; k++)
+      if (net->layers[j]->in[k] == i && (keeps(net->layers[j]) & 1)) return 1;
+  return 0;
+}
+
 ganfw_status ganfw_net_recompute(ganfw_net *net, const int32_t *nodes, int32_t n) {
   if (!net) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net_recompute: the net is NULL");
   if (!net->built)
@@ -967,6 +1000,7 @@ ganfw_status ganfw_net_recompute(ganfw_net *net, const int32_t *nodes, int32_t n
   if (n < 0) { /* back to the default */
     net->rc_on = 0;
     memset(net->rc_drop, 0, (size_t)net->n);
+    memset(net->rc_need, 0, (size_t)net->n);
     return GANFW_OK;
   }
   if (n > 0 && !nodes)
@@ -985,7 +1019,19 @@ ganfw_status ganfw_net_recompute(ganfw_net *net, const int32_t *nodes, int32_t n
                              "recomputed (the last, the net's output, is always kept)",
                              net->name, (int)nodes[k], (int)net->n - 2);
   memset(net->rc_drop, 0, (size_t)net->n);
+  memset(net->rc_need, 0, (size_t)net->n);
   for (int32_t k = 0; k < n; k++) net->rc_drop[nodes[k]] = 1;
+  /* readers come after the nodes they read: from the last node down, a dropped node is
+   * needed when a record holds its output or a needed dropped node reads it */
+  for (int32_t i = net->n - 1; i >= 0; i--) {
+    if (!net->rc_drop[i]) continue;
+    if (out_kept(net, i)) net->rc_need[i] = 1;
+    if (!net->rc_need[i]) continue;
+    for (int32_t k = 0; k < net->layers[i]->n_in; k++) {
+      const int32_t p = net->layers[i]->in[k];
+      if (p >= 0 && net->rc_drop[p]) net->rc_need[p] = 1;
+    }
+  }
   net->rc_on = 1;
   return GANFW_OK;
 }
@@ -999,23 +1045,6 @@ int32_t ganfw_net_recompute_plan(const ganfw_net *net, int32_t *nodes, int32_t c
       n++;
     }
   return n;
-}
-
-/* 1 when layer l keeps its input k (a reference) for backward, 2 its output, as their
- * forwards do with a tape. */
-static int32_t keeps(const ganfw_layer *l) {
-  const ganfw_layer_vt *vt = l->vt;
-  if (vt == &ganfw_layer_plugin) {
-    const int32_t k = ganfw_plugin_layer_keep(l);
-    return (k & GANFW_KEEP_INPUT ? 1 : 0) | (k & GANFW_KEEP_OUTPUT ? 2 : 0);
-  }
-  if (vt == &ganfw_layer_activation) return 2;
-  if (vt == &ganfw_layer_conv2d || vt == &ganfw_layer_conv_transpose2d ||
-      vt == &ganfw_layer_linear || vt == &ganfw_layer_batchnorm2d || vt == &ganfw_layer_groupnorm ||
-      vt == &ganfw_layer_instancenorm2d || vt == &ganfw_layer_layernorm ||
-      vt == &ganfw_layer_embedding || vt == &ganfw_layer_pool2d)
-    return 1;
-  return 0; /* add, concat, reshape, upsample, pooling to 1x1, pixel shuffle, dropout's mask */
 }
 
 static int64_t elems(const int64_t *shape, int32_t ndim) {
@@ -1035,19 +1064,15 @@ ganfw_status ganfw_net_node_info(const ganfw_net *net, int32_t i, ganfw_node_inf
   o.name = l->name;
   o.type = l->vt->type;
   o.out_elems = elems(net->shape[i], net->ndim[i]);
-  o.kept = (keeps(l) & 2) != 0 && i < net->n - 1;
-  for (int32_t j = i + 1; j < net->n && !o.kept; j++)
-    for (int32_t k = 0; k < net->layers[j]->n_in; k++)
-      if (net->layers[j]->in[k] == i && (keeps(net->layers[j]) & 1)) o.kept = 1;
-  if (i == net->n - 1) o.kept = 1; /* the net's output: the caller's */
+  o.kept = out_kept(net, i);
   o.in_place = l->vt == &ganfw_layer_activation || l->vt == &ganfw_layer_dropout ||
                l->vt == &ganfw_layer_add;
   const int64_t *in = l->n_in > 0 && l->in[0] >= 0 ? net->shape[l->in[0]] : net->in_shape;
   const int32_t in_ndim = l->n_in > 0 && l->in[0] >= 0 ? net->ndim[l->in[0]] : net->in_ndim;
   const ganfw_conv_args *c = &l->args.conv;
   if (l->vt == &ganfw_layer_conv2d) /* 2 C K R S per output position */
-    o.flops = 2.0 * (double)c->in_channels * (double)c->kernel * (double)c->kernel *
-              (double)o.out_elems;
+    o.flops =
+        2.0 * (double)c->in_channels * (double)c->kernel * (double)c->kernel * (double)o.out_elems;
   else if (l->vt == &ganfw_layer_conv_transpose2d) /* 2 C K R S per input position */
     o.flops = 2.0 * (double)c->out_channels * (double)c->kernel * (double)c->kernel *
               (double)elems(in, in_ndim);
@@ -1063,6 +1088,7 @@ ganfw_status ganfw_net_node_info(const ganfw_net *net, int32_t i, ganfw_node_inf
 }
 
 static void tape_free(ganfw_tape *t) {
+  free(t->need);
   free(t->drop);
   free(t->rng_at);
   free(t->val);
@@ -1086,11 +1112,12 @@ ganfw_tape *ganfw_tape_create(ganfw_net *net) {
     t->hole = malloc(n * GANFW_SAVED_MAX * sizeof *t->hole);
     t->gy = calloc(n, sizeof *t->gy);
     t->drop = calloc(n, sizeof *t->drop);
+    t->need = calloc(n, sizeof *t->need);
     t->rng_at = calloc(n, sizeof *t->rng_at);
     t->val = calloc(n + 1, sizeof *t->val);
   }
   if (!t || !t->saved || !t->seg_start || !t->seg_in || !t->seg_rng || !t->hole || !t->gy ||
-      !t->drop || !t->rng_at || !t->val) {
+      !t->drop || !t->need || !t->rng_at || !t->val) {
     if (t) tape_free(t);
     ganfw_error_set(GANFW_ERR_OOM, "out of host memory for a tape of net %s", net->name);
     return NULL;
@@ -1288,7 +1315,12 @@ static ganfw_status recompute_node(ganfw_net *net, const ganfw_exec *ex, ganfw_t
         t->saved[j].t[q] = ganfw_tensor_retain(out);
         filled++;
       }
-  if (filled && !t->val[SLOT(a)]) t->val[SLOT(a)] = ganfw_tensor_retain(out);
+  /* kept for another dropped reader that recomputes later; one reader got it just now */
+  int32_t readers = 0;
+  for (int32_t j = a + 1; j < net->n; j++)
+    for (int32_t k = 0; k < net->layers[j]->n_in; k++)
+      readers += net->layers[j]->in[k] == a && t->need[j];
+  if (filled && readers >= 2 && !t->val[SLOT(a)]) t->val[SLOT(a)] = ganfw_tensor_retain(out);
   if (y)
     *y = out;
   else
@@ -1323,7 +1355,7 @@ static ganfw_status run_nodes(ganfw_net *net, const ganfw_exec *ex, int32_t from
         ganfw_tensor_retain(x[k]);
       /* a kept value a dropped node reads: the start of that node's recomputation (held
        * before the node runs, so that it does not overwrite it in place) */
-      if (x[k] && rc && rc->drop[i] && (s == 0 || !rc->drop[s - 1]) && !rc->val[s])
+      if (x[k] && rc && rc->need[i] && (s == 0 || !rc->drop[s - 1]) && !rc->val[s])
         rc->val[s] = ganfw_tensor_retain(x[k]);
     }
     const ganfw_tensor *obj[GANFW_NODE_MAX_INPUTS]; /* identities only, never dereferenced */
@@ -1564,6 +1596,7 @@ ganfw_status ganfw_net_forward(ganfw_net *net, ganfw_tensor *x, ganfw_tape *tape
   if (tape && net->rc_on && !tape->full) { /* a recompute plan: recorded with its flags */
     rc = tape;
     memcpy(tape->drop, net->rc_drop, (size_t)net->n);
+    memcpy(tape->need, net->rc_need, (size_t)net->n);
     tape->rc = 1;
   }
   st = tape && net->n_ckpt > 0 && !tape->full
