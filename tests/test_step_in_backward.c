@@ -71,6 +71,9 @@ static ganfw_tensor *upload(ganfw_session *s, int32_t dtype, const void *v, int3
 static const char *gan_body = "model: {plugin: dcgan, image_size: 32, channels: 1, nz: 16, ngf: "
                               "16, ndf: 16}\n"
                               "optim: {plugin: adam, lr: 2.0e-4, betas: [0.5, 0.999]}\n";
+static const char *gan_adam8bit = "model: {plugin: dcgan, image_size: 32, channels: 1, nz: 16, "
+                                  "ngf: 16, ndf: 16}\n"
+                                  "optim: {plugin: adam8bit, lr: 2.0e-4, betas: [0.5, 0.999]}\n";
 static const char *cnn_adam = "model: {plugin: cnn, blocks: [{channels: 8, kernel: 3, pool: max}, "
                               "{channels: 16, kernel: 3, pool: max}], linear: [32]}\n"
                               "optim: {plugin: adam, lr: 1.0e-3}\n";
@@ -96,7 +99,7 @@ static const char *write_config(const char *body, const char *train, const char 
 
 static ganfw_status sess_open(sess *o, const char *body, const char *train, const char *memory) {
   memset(o, 0, sizeof *o);
-  const int gan = body == gan_body;
+  const int gan = body == gan_body || body == gan_adam8bit;
   ganfw_data_info info = {.struct_size = sizeof info,
                           .channels = 1,
                           .height = 32,
@@ -236,6 +239,14 @@ static void test_gan_bitwise(void) {
   CU_ASSERT(b < a);
 }
 
+/* adam8bit's step in parts: its 8-bit slots (the 16x32x4x4 convolutions and up) quantise
+ * the same bits per parameter as in one step. */
+static void test_gan_adam8bit_bitwise(void) {
+  int64_t a, b;
+  check_bitwise(gan_adam8bit, 4, &a, &b);
+  CU_ASSERT(b < a);
+}
+
 static void test_classifier_adam_bitwise(void) {
   int64_t a, b;
   check_bitwise(cnn_adam, 4, &a, &b);
@@ -321,6 +332,7 @@ static void test_bf16_accepted(void) {
 
 static CU_TestInfo tests[] = {
     {"GAN: bitwise vs the ordinary step, grad peak <= D's", test_gan_bitwise},
+    {"GAN with adam8bit: bitwise vs the ordinary step", test_gan_adam8bit_bitwise},
     {"classifier (adam): bitwise, grad peak <= largest layer", test_classifier_adam_bitwise},
     {"classifier (sgd momentum): bitwise, grad peak <= largest layer", test_classifier_sgd_bitwise},
     {"plan's grad peak equals the measured one", test_plan_matches},

@@ -46,6 +46,12 @@ typedef struct adam8bit {
   int64_t block_size, min_8bit_size;
   ganfw_tensor *code[2]; /* the signed and unsigned dynamic maps [256], when a slot is 8-bit */
   int64_t steps;
+  /* The step in parts (step_begin, step_param, step_end; memory strategy step_in_backward):
+   * the slot of each index of create's params array (-1: frozen), and the open step's
+   * scalars. */
+  int64_t *slot_of, n_params;
+  int32_t open;
+  double open_lr, open_bc1, open_bc2_sqrt;
 } adam8bit;
 
 static void a8_destroy(void *self) {
@@ -58,6 +64,7 @@ static void a8_destroy(void *self) {
     }
   for (int k = 0; k < 2; k++) o->host->tensor_destroy(o->code[k]);
   free(o->slots);
+  free(o->slot_of);
   free(o);
 }
 
@@ -207,7 +214,10 @@ static ganfw_status a8_create(const ganfw_host *host, ganfw_ctx *ctx, const ganf
   ganfw_status st = read_config(o, cfg);
   if (st == GANFW_OK) {
     o->slots = calloc((size_t)(n > 0 ? n : 1), sizeof *o->slots);
-    if (!o->slots) st = host->error(ctx, GANFW_ERR_OOM, A8_NAME ": out of host memory");
+    o->slot_of = malloc((size_t)(n > 0 ? n : 1) * sizeof *o->slot_of);
+    o->n_params = n;
+    if (!o->slots || !o->slot_of)
+      st = host->error(ctx, GANFW_ERR_OOM, A8_NAME ": out of host memory");
   }
   int any_8bit = 0;
   for (int64_t i = 0; i < n && st == GANFW_OK; i++) {
@@ -223,7 +233,9 @@ static ganfw_status a8_create(const ganfw_host *host, ganfw_ctx *ctx, const ganf
   if (st == GANFW_OK && any_8bit) st = create_codes(o);
   for (int64_t i = 0; i < n && st == GANFW_OK; i++) {
     const ganfw_param *p = &params[i];
+    o->slot_of[i] = -1;
     if (!p->grad) continue; /* frozen: no state, never updated */
+    o->slot_of[i] = o->n;
     a8_slot *s = &o->slots[o->n++];
     s->value = p->value;
     s->grad = p->grad;
@@ -308,22 +320,52 @@ static ganfw_status update_8bit(adam8bit *o, a8_slot *s, double lr, double bc1, 
   return st;
 }
 
-static ganfw_status a8_step(void *self, double lr) {
+/* Checks lr and sets the scalars of step o->steps + 1 (one step number for every slot). */
+static ganfw_status a8_step_begin(void *self, double lr) {
   adam8bit *o = self;
   if (!isfinite(lr) || lr < 0.0)
     return o->host->error(o->ctx, GANFW_ERR_INVALID_ARG,
                           A8_NAME ": step got learning rate %g; it must be finite and >= 0", lr);
   const double step = (double)(o->steps + 1);
-  const double bc1 = 1.0 - pow(o->beta1, step);
-  const double bc2_sqrt = sqrt(1.0 - pow(o->beta2, step));
-  for (int64_t i = 0; i < o->n; i++) {
-    a8_slot *s = &o->slots[i];
-    ganfw_status st = s->quantized ? update_8bit(o, s, lr, bc1, bc2_sqrt)
-                                   : adam_update(o, s, s->state[0], s->state[1], lr, bc1, bc2_sqrt);
-    if (st != GANFW_OK) return st;
-  }
+  o->open_lr = lr;
+  o->open_bc1 = 1.0 - pow(o->beta1, step);
+  o->open_bc2_sqrt = sqrt(1.0 - pow(o->beta2, step));
+  o->open = 1;
+  return GANFW_OK;
+}
+
+static ganfw_status update_slot(adam8bit *o, a8_slot *s) {
+  return s->quantized ? update_8bit(o, s, o->open_lr, o->open_bc1, o->open_bc2_sqrt)
+                      : adam_update(o, s, s->state[0], s->state[1], o->open_lr, o->open_bc1,
+                                    o->open_bc2_sqrt);
+}
+
+/* Updates parameter i of create's params array (a frozen one: nothing). */
+static ganfw_status a8_step_param(void *self, int64_t i) {
+  adam8bit *o = self;
+  if (!o->open || i < 0 || i >= o->n_params)
+    return o->host->error(o->ctx, GANFW_ERR_INVALID_ARG, A8_NAME ": step_param(%lld) %s",
+                          (long long)i,
+                          o->open ? "is outside the parameter list" : "without step_begin");
+  return o->slot_of[i] < 0 ? GANFW_OK : update_slot(o, &o->slots[o->slot_of[i]]);
+}
+
+static ganfw_status a8_step_end(void *self) {
+  adam8bit *o = self;
+  if (!o->open)
+    return o->host->error(o->ctx, GANFW_ERR_INVALID_ARG, A8_NAME ": step_end without step_begin");
+  o->open = 0;
   o->steps++;
   return GANFW_OK;
+}
+
+static ganfw_status a8_step(void *self, double lr) {
+  adam8bit *o = self;
+  ganfw_status st = a8_step_begin(o, lr);
+  for (int64_t i = 0; i < o->n && st == GANFW_OK; i++) st = update_slot(o, &o->slots[i]);
+  o->open = 0;
+  if (st == GANFW_OK) o->steps++;
+  return st;
 }
 
 /* State i in parameter order: two f32 tensors for a small parameter, four (codes and scales of
@@ -389,6 +431,9 @@ static const ganfw_optim_vt a8_vt = {
     .create = a8_create,
     .destroy = a8_destroy,
     .step = a8_step,
+    .step_begin = a8_step_begin,
+    .step_param = a8_step_param,
+    .step_end = a8_step_end,
     .state_tensor = a8_state_tensor,
     .get_step = a8_get_step,
     .set_step = a8_set_step,
