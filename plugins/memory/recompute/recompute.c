@@ -21,6 +21,7 @@
 #define RC_MAX_NETS 64
 #define RC_UNITS    512 /* the DP's resolution: budget / RC_UNITS bytes */
 #define RC_MAX_CAPS 96  /* recomputed-stretch caps tried per net (all of them on small nets) */
+#define RC_WORK     4e7 /* about the DP's inner steps per net: fewer caps on large nets */
 
 typedef struct rc {
   const ganfw_host *host;
@@ -36,10 +37,14 @@ typedef struct rc {
 /* One net's model: n nodes (the last is the net's output, always kept). */
 typedef struct rc_model {
   int32_t n;
-  double *bytes; /* [n] output bytes for one forward (rows of the compute dtype) */
-  double *flops; /* [n] forward FLOPs for one forward */
-  int32_t *kept; /* [n] a tape holds the output when the node is not dropped */
-  int32_t graph; /* 1 when some node reads another than the one before it */
+  double *bytes;        /* [n] output bytes for one forward (rows of the compute dtype) */
+  double *flops;        /* [n] forward FLOPs for one forward */
+  int32_t *kept;        /* [n] a tape holds the output when the node is not dropped */
+  int32_t graph;        /* 1 when some node reads another than the one before it */
+  int32_t *first_in;    /* [n] the lowest node a node reads (-1: the net's input) */
+  int32_t *last_reader; /* [n] the last node that reads a node's output */
+  /* stretch(j, i) for every -1 <= j < i < n, at [(j + 1) * (n + 1) + i] */
+  double *sb, *sf, *sr;
 } rc_model;
 
 /* The result for one net. */
@@ -119,10 +124,17 @@ static int selected(rc *c, const char *role) {
 }
 
 static void model_free(rc_model *m) {
+  free(m->first_in);
+  free(m->last_reader);
+  free(m->sb);
+  free(m->sf);
+  free(m->sr);
   free(m->bytes);
   free(m->flops);
   free(m->kept);
 }
+
+static ganfw_status model_tables(rc *c, rc_model *m);
 
 static ganfw_status model_of(rc *c, ganfw_net *net, rc_model *m) {
   const ganfw_host *h = c->host;
@@ -134,8 +146,10 @@ static ganfw_status model_of(rc *c, ganfw_net *net, rc_model *m) {
   m->bytes = calloc((size_t)m->n + 1, sizeof *m->bytes);
   m->flops = calloc((size_t)m->n + 1, sizeof *m->flops);
   m->kept = calloc((size_t)m->n + 1, sizeof *m->kept);
+  m->first_in = calloc((size_t)m->n + 1, sizeof *m->first_in);
+  m->last_reader = calloc((size_t)m->n + 1, sizeof *m->last_reader);
   m->graph = 0;
-  if (!m->bytes || !m->flops || !m->kept)
+  if (!m->bytes || !m->flops || !m->kept || !m->first_in || !m->last_reader)
     return h->error(c->ctx, GANFW_ERR_OOM, "recompute: out of host memory");
   for (int32_t i = 0; i < m->n; i++) {
     ganfw_node_info ni = {.struct_size = sizeof ni};
@@ -145,16 +159,22 @@ static ganfw_status model_of(rc *c, ganfw_net *net, rc_model *m) {
     m->flops[i] = ni.flops * rows;
     m->kept[i] = ni.kept;
     if (ni.n_in != 1 || ni.in[0] != i - 1) m->graph = 1;
+    m->first_in[i] = i;
+    m->last_reader[i] = i == m->n - 1 ? m->n : i;
+    for (int32_t k = 0; k < ni.n_in; k++) {
+      if (ni.in[k] < m->first_in[i]) m->first_in[i] = ni.in[k];
+      if (ni.in[k] >= 0 && i > m->last_reader[ni.in[k]]) m->last_reader[ni.in[k]] = i;
+    }
   }
-  return GANFW_OK;
+  return model_tables(c, m);
 }
 
 /* The stretch of dropped nodes (j, i) between kept j (-1: the net's input) and kept i:
  * the bytes backward re-materialises at once (the outputs a tape would keep), the FLOPs it
  * recomputes (from the stretch's start to its last kept-by-a-tape node), and what keeping j
  * costs when nothing else holds it (the recomputation starts from it). */
-static void stretch(const rc_model *m, int32_t j, int32_t i, double *bytes, double *flops,
-                    double *root) {
+static void stretch_of(const rc_model *m, int32_t j, int32_t i, double *bytes, double *flops,
+                       double *root) {
   double b = 0, f = 0, run = 0;
   int32_t any = 0;
   for (int32_t k = j + 1; k < i; k++) {
@@ -165,9 +185,38 @@ static void stretch(const rc_model *m, int32_t j, int32_t i, double *bytes, doub
       any = 1;
     }
   }
+  /* a stretch is one where the model holds: one tensor crosses each of its ends (its nodes
+   * read only the kept node before it or each other, and are read only up to the kept node
+   * after it); across a residual connection it is not one (DBL_MAX bytes) */
+  for (int32_t k = j + 1; k < i; k++)
+    if (m->first_in[k] < j || m->last_reader[k] > i) b = DBL_MAX;
   *bytes = b;
   *flops = f;
   *root = any && j >= 0 && !m->kept[j] ? m->bytes[j] : 0.0;
+}
+
+/* stretch_of from the model's table (model_tables). */
+static void stretch(const rc_model *m, int32_t j, int32_t i, double *bytes, double *flops,
+                    double *root) {
+  const size_t at = (size_t)(j + 1) * (size_t)(m->n + 1) + (size_t)i;
+  *bytes = m->sb[at];
+  *flops = m->sf[at];
+  *root = m->sr[at];
+}
+
+static ganfw_status model_tables(rc *c, rc_model *m) {
+  const size_t cells = (size_t)(m->n + 1) * (size_t)(m->n + 1);
+  m->sb = calloc(cells, sizeof *m->sb);
+  m->sf = calloc(cells, sizeof *m->sf);
+  m->sr = calloc(cells, sizeof *m->sr);
+  if (!m->sb || !m->sf || !m->sr)
+    return c->host->error(c->ctx, GANFW_ERR_OOM, "recompute: out of host memory");
+  for (int32_t j = -1; j < m->n; j++)
+    for (int32_t i = j + 1; i < m->n; i++) {
+      const size_t at = (size_t)(j + 1) * (size_t)(m->n + 1) + (size_t)i;
+      stretch_of(m, j, i, &m->sb[at], &m->sf[at], &m->sr[at]);
+    }
+  return GANFW_OK;
 }
 
 /* The kept node i's own bytes on the tape (the net's output is the caller's). */
@@ -196,7 +245,7 @@ static ganfw_status solve(rc *c, const rc_model *m, double budget, const char *r
     for (int32_t i = j + 2; i < n; i++) {
       double b, f, r;
       stretch(m, j, i, &b, &f, &r);
-      if (b > 0 && ncap < capn) caps[ncap++] = b;
+      if (b > 0 && b < DBL_MAX && ncap < capn) caps[ncap++] = b;
     }
   qsort(caps, ncap, sizeof *caps, dbl_cmp);
   size_t u = 0;
@@ -205,6 +254,7 @@ static ganfw_status solve(rc *c, const rc_model *m, double budget, const char *r
   ncap = u;
   /* Fewest bytes: for each cap, the least kept bytes (a shortest path); the smallest sum. */
   double least = DBL_MAX;
+  size_t least_cap = 0; /* the cap at which the fewest bytes are reached: always tried below */
   double *dist = malloc((size_t)P * sizeof *dist);
   if (!dist) {
     free(caps);
@@ -220,7 +270,10 @@ static ganfw_status solve(rc *c, const rc_model *m, double budget, const char *r
         const double d = dist[q] + r + own(m, p - 1);
         if (d < dist[p]) dist[p] = d;
       }
-    if (dist[P - 1] + caps[k] < least) least = dist[P - 1] + caps[k];
+    if (dist[P - 1] + caps[k] < least) {
+      least = dist[P - 1] + caps[k];
+      least_cap = k;
+    }
   }
   free(dist);
   if (budget <= 0) budget = least;
@@ -247,9 +300,14 @@ static ganfw_status solve(rc *c, const rc_model *m, double budget, const char *r
     free(caps);
     return c->host->error(c->ctx, GANFW_ERR_OOM, "recompute: out of host memory");
   }
-  const size_t stride = ncap > RC_MAX_CAPS ? (ncap + RC_MAX_CAPS - 1) / RC_MAX_CAPS : 1;
+  size_t max_caps = (size_t)(RC_WORK / ((double)P * (double)P * (double)R));
+  if (max_caps > RC_MAX_CAPS) max_caps = RC_MAX_CAPS;
+  if (max_caps < 8) max_caps = 8;
+  const size_t stride = ncap > max_caps ? (ncap + max_caps - 1) / max_caps : 1;
   double best_cost = DBL_MAX, best_peak = 0;
-  for (size_t k = 0; k < ncap; k += stride) {
+  for (size_t step = 0; step < ncap; step += stride) {
+    /* the sampled caps, and least_cap in place of the sample just below it */
+    const size_t k = step <= least_cap && least_cap < step + stride ? least_cap : step;
     const double M = caps[k];
     if (M > budget) break;
     const int32_t rmax = (int32_t)floor((budget - M) / unit + 1e-9);
@@ -298,8 +356,14 @@ static ganfw_status solve(rc *c, const rc_model *m, double budget, const char *r
   free(from);
   free(win);
   free(caps);
-  if (best_cost == DBL_MAX) /* the unit rounding lost the last bytes: keep the least */
-    return solve(c, m, least * (1.0 + 2.0 / RC_UNITS), role, out);
+  if (best_cost == DBL_MAX) { /* the unit rounding lost the last bytes: a little more room */
+    if (budget >= least * (1.0 + 64.0 / RC_UNITS))
+      return c->host->error(c->ctx, GANFW_ERR_INTERNAL,
+                            "recompute: %s: no choice found under %.2f MiB although %.2f MiB is "
+                            "reachable",
+                            role, budget / 1048576.0, least / 1048576.0);
+    return solve(c, m, (budget > least ? budget : least) * (1.0 + 8.0 / RC_UNITS), role, out);
+  }
   out->peak = best_peak;
   out->flops = best_cost;
   out->exact = stride == 1 && !m->graph;
