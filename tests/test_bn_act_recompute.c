@@ -44,27 +44,6 @@ static int64_t allocated(ganfw_ctx *ctx, int32_t category) {
   return category < 0 ? s.allocated.current : s.category[category].current;
 }
 
-/* 0 c0, 1 b0, 2 r0 (read by c1 and sum), 3 c1, 4 sum = r0 + c1, 5 b1, 6 l1, 7 dropout,
- * 8 flatten, 9 fc, 10 tanh: [N,2,8,8] -> [N,5]. Pairs: (b0, r0) with two readers, (b1, l1)
- * read by an active dropout. */
-static ganfw_net *graph_net(ganfw_ctx *ctx) {
-  ganfw_net *net = ganfw_net_create(ctx, "net");
-  const char *sum_in[2] = {"r0", "c1"};
-  CU_ASSERT_EQUAL(ganfw_net_conv2d(net, "c0", 2, 4, 3, 1, 1, 1), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_net_batchnorm2d(net, "b0", 4, 1e-5f, 0.1f), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_net_activation(net, "r0", GANFW_ACT_RELU, 0), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_net_conv2d(net, "c1", 4, 4, 3, 1, 1, 0), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_net_add(net, "sum", sum_in, 2), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_net_batchnorm2d(net, "b1", 4, 1e-5f, 0.1f), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_net_activation(net, "l1", GANFW_ACT_LEAKY_RELU, 0.2f), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_net_dropout(net, "d", 0.3f), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_net_flatten(net, "f"), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_net_linear(net, "fc", 4 * 64, NOUT, 1), GANFW_OK);
-  CU_ASSERT_EQUAL(ganfw_net_activation(net, "t", GANFW_ACT_TANH, 0), GANFW_OK);
-  CU_ASSERT_EQUAL_FATAL(ganfw_net_build(net, 2, 8, 8), GANFW_OK);
-  return net;
-}
-
 /* What a run produces, on the host (f32 views of f16/bf16 outputs are compared as bytes). */
 typedef struct outcome {
   unsigned char y[3][BATCH * NOUT * 4], dx[3][BATCH * 2 * 64 * 4];
@@ -109,19 +88,6 @@ static void collect(ganfw_net *net, outcome *o) {
   }
 }
 
-/* A plain SGD step on every trainable parameter, so that the next round runs on new
- * weights. */
-static void sgd(ganfw_net *net) {
-  for (int64_t i = 0; i < ganfw_net_param_count(net); i++) {
-    ganfw_param_info p = {.struct_size = sizeof p};
-    CU_ASSERT_EQUAL_FATAL(ganfw_net_param_info(net, i, &p), GANFW_OK);
-    if (!p.grad) continue;
-    float *w = p.value->data;
-    const float *g = p.grad->data;
-    for (int64_t k = 0; k < p.value->numel; k++) w[k] -= 0.05f * g[k];
-  }
-}
-
 /* Three rounds of forward (tape), backward and SGD on a fresh net, recompute on or off, in
  * compute dtype `dtype`, with checkpoint segment starts[0..n) (n < 0: none) and layers
  * [0, frozen) frozen (then round 1 asks for no input gradient). */
@@ -136,7 +102,7 @@ static void run(int32_t recompute, int32_t dtype, const int32_t *starts, int32_t
     cpu_copy = (ganfw_backend){.vt = &cpu_vt_copy, .impl = ctx->be->impl};
     ctx->be = &cpu_copy;
   }
-  ganfw_net *net = graph_net(ctx);
+  ganfw_net *net = gt_graph_net(ctx);
   ganfw_net_set_bn_act_recompute(net, recompute);
   CU_ASSERT_EQUAL_FATAL(ganfw_net_set_compute_dtype(net, dtype), GANFW_OK);
   if (n >= 0) CU_ASSERT_EQUAL_FATAL(ganfw_net_checkpoint(net, starts, n), GANFW_OK);
@@ -169,7 +135,7 @@ static void run(int32_t recompute, int32_t dtype, const int32_t *starts, int32_t
     }
     ganfw_tensor_destroy(dx);
     ganfw_tensor_destroy(y);
-    if (round < 2) sgd(net);
+    if (round < 2) gt_net_sgd(net, 0.05f);
     CU_ASSERT_EQUAL(allocated(ctx, GANFW_MEM_ACTIVATION), 0);
     CU_ASSERT_EQUAL(allocated(ctx, GANFW_MEM_WORKSPACE), 0);
   }

@@ -674,6 +674,35 @@ void gt_assert_same_checkpoint(const char *a, const char *b, const char *const *
   ganfw_st_close(fb);
 }
 
+ganfw_net *gt_graph_net(ganfw_ctx *ctx) {
+  ganfw_net *net = ganfw_net_create(ctx, "net");
+  const char *sum_in[2] = {"r0", "c1"};
+  CU_ASSERT_EQUAL(ganfw_net_conv2d(net, "c0", 2, 4, 3, 1, 1, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_batchnorm2d(net, "b0", 4, 1e-5f, 0.1f), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_activation(net, "r0", GANFW_ACT_RELU, 0), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_conv2d(net, "c1", 4, 4, 3, 1, 1, 0), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_add(net, "sum", sum_in, 2), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_batchnorm2d(net, "b1", 4, 1e-5f, 0.1f), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_activation(net, "l1", GANFW_ACT_LEAKY_RELU, 0.2f), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_dropout(net, "d", 0.3f), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_flatten(net, "f"), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_linear(net, "fc", 4 * 64, 5, 1), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_activation(net, "t", GANFW_ACT_TANH, 0), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_build(net, 2, 8, 8), GANFW_OK);
+  return net;
+}
+
+void gt_net_sgd(ganfw_net *net, float lr) {
+  for (int64_t i = 0; i < ganfw_net_param_count(net); i++) {
+    ganfw_param_info p = {.struct_size = sizeof p};
+    CU_ASSERT_EQUAL_FATAL(ganfw_net_param_info(net, i, &p), GANFW_OK);
+    if (!p.grad) continue;
+    float *w = p.value->data;
+    const float *g = p.grad->data;
+    for (int64_t k = 0; k < p.value->numel; k++) w[k] -= lr * g[k];
+  }
+}
+
 int gt_net_bitwise(ganfw_net *a, ganfw_net *b) {
   int64_t n = ganfw_net_param_count(a);
   if (n != ganfw_net_param_count(b)) return 0;

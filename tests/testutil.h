@@ -142,5 +142,10 @@ double gt_rel_err(const float *got, const double *want, int64_t n, double floor)
  * alike) is bitwise equal; prints the first difference. */
 typedef struct ganfw_net ganfw_net;
 int gt_net_bitwise(ganfw_net *a, ganfw_net *b);
+/* The executor tests' graph net: 0 c0, 1 b0, 2 r0 (read by c1 and sum), 3 c1, 4 sum = r0 + c1,
+ * 5 b1, 6 l1, 7 dropout, 8 flatten, 9 fc, 10 tanh: [N,2,8,8] -> [N,5], built on ctx. */
+ganfw_net *gt_graph_net(ganfw_ctx *ctx);
+/* A plain SGD step, w -= lr * grad, on every trainable parameter (on the host). */
+void gt_net_sgd(ganfw_net *net, float lr);
 
 #endif
