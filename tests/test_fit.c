@@ -135,9 +135,17 @@ static void test_chosen_fits_and_is_fastest(void) {
   const int64_t lo = smallest_budget(), hi = largest_peak(&all);
   CU_ASSERT_FATAL(lo > 0 && lo < hi);
   CU_ASSERT(all.n_candidates >= 3 * 5 * 3); /* precision x micro-batches 1,2,4,8,16 x ckpt */
+  /* a budget just below the fastest candidate's peak (by the calibration, which depends on
+   * the machine's load): the search must then pass over it */
+  int64_t fastest_peak = 0;
+  double fastest = 0.0;
+  for (int32_t i = 0; i < all.n_candidates; i++) {
+    const ganfw_fit_candidate *o = &all.candidates[i];
+    if (!o->refused && o->predicted_s > 0.0 && (fastest == 0.0 || o->predicted_s < fastest))
+      fastest = o->predicted_s, fastest_peak = o->peak_allocated;
+  }
   ganfw_fit_result_free(&all);
-
-  const int64_t budget = lo + (hi - lo) / 3;
+  const int64_t budget = fastest_peak - 1 > lo ? fastest_peak - 1 : lo + (hi - lo) / 3;
   ganfw_fit_result r;
   CU_ASSERT_EQUAL_FATAL(fit(budget, "conf/out/gan_fit.yaml", 0, &r), GANFW_OK);
   CU_ASSERT_FATAL(r.chosen >= 0);
@@ -158,7 +166,7 @@ static void test_chosen_fits_and_is_fastest(void) {
       CU_ASSERT(o->peak_allocated > budget || (o->verified && o->peak_reserved > budget));
     }
   }
-  CU_ASSERT(n_faster > 0); /* the budget excludes the fastest */
+  if (fastest_peak - 1 > lo) CU_ASSERT(n_faster > 0); /* the budget excludes the fastest */
   /* the written config: extends the input (relative to its own folder), loads, and plans
    * to the chosen candidate's peak */
   FILE *f = fopen(r.written, "r");
