@@ -53,19 +53,19 @@ typedef struct ganfw_param_info {
 /* What the executor knows of one node before it runs (host->net_node_info, ABI 1.10): the
  * figures a memory strategy plans recomputation with. Sizes are per sample (batch row). */
 typedef struct ganfw_node_info {
-  uint32_t struct_size;  /* set by the caller to sizeof(ganfw_node_info) */
-  int32_t n_in;          /* inputs: the nodes in[0..n_in), -1 for the net's input */
-  const int32_t *in;     /* [n_in]; owned by the net */
-  int32_t kept;          /* 1 when a tape keeps this node's output for some backward (its
-                            layer keeps its output, or a reader keeps its input) */
-  int32_t in_place;      /* 1 when the node may overwrite its input (activations, dropout,
-                            add): its output is then its input's memory */
-  const char *name;      /* the node's name ("main.3"); owned by the net */
-  const char *type;      /* its layer type ("conv2d") */
-  int64_t out_elems;     /* output elements per sample */
-  double flops;          /* forward floating-point operations per sample (a multiply-add is
-                            2; element-wise layers count their output elements times the
-                            operations per element) */
+  uint32_t struct_size; /* set by the caller to sizeof(ganfw_node_info) */
+  int32_t n_in;         /* inputs: the nodes in[0..n_in), -1 for the net's input */
+  const int32_t *in;    /* [n_in]; owned by the net */
+  int32_t kept;         /* 1 when a tape keeps this node's output for some backward (its
+                           layer keeps its output, or a reader keeps its input) */
+  int32_t in_place;     /* 1 when the node may overwrite its input (activations, dropout,
+                           add): its output is then its input's memory */
+  const char *name;     /* the node's name ("main.3"); owned by the net */
+  const char *type;     /* its layer type ("conv2d") */
+  int64_t out_elems;    /* output elements per sample */
+  double flops;         /* forward floating-point operations per sample (a multiply-add is
+                           2; element-wise layers count their output elements times the
+                           operations per element) */
 } ganfw_node_info;
 
 /* The kind tag a vtable carries from ABI 1.1 (ganfw_model_vt.kind, ganfw_optim_vt.kind,
