@@ -1174,6 +1174,34 @@ static void values_clear(ganfw_tensor **v, int32_t n) {
   }
 }
 
+/* Every reference to y in saved[from..to] becomes a hole naming node `node` (released; the
+ * last reference frees y unless another holds it). */
+static void punch_holes(ganfw_saved *saved, int32_t *hole, int32_t from, int32_t to,
+                        ganfw_tensor *y, int32_t node) {
+  int32_t dropped = 0;
+  for (int32_t j = from; j <= to; j++)
+    for (int32_t k = 0; k < GANFW_SAVED_MAX; k++)
+      if (saved[j].t[k] && saved[j].t[k] == y) {
+        hole[j * GANFW_SAVED_MAX + k] = node;
+        saved[j].t[k] = NULL;
+        dropped++;
+      }
+  while (dropped-- > 0) ganfw_tensor_destroy(y);
+}
+
+/* Puts y back into every hole naming node `node`; the number filled. */
+static int32_t fill_holes(ganfw_tape *t, int32_t node, ganfw_tensor *y) {
+  int32_t filled = 0;
+  for (int32_t j = node; j < t->n; j++)
+    for (int32_t k = 0; k < GANFW_SAVED_MAX; k++)
+      if (t->hole[j * GANFW_SAVED_MAX + k] == node) {
+        t->hole[j * GANFW_SAVED_MAX + k] = -1;
+        t->saved[j].t[k] = ganfw_tensor_retain(y);
+        filled++;
+      }
+  return filled;
+}
+
 /* A BatchNorm + activation pair (b, a = bn_act[b]) keeps on the tape only what BatchNorm
  * saved (its input x and the batch statistics): once the last reader of a's output in this
  * run [.., to) has run, every reference to that output y in saved[a..last] is dropped and
@@ -1190,15 +1218,7 @@ static void release_bn_act(ganfw_net *net, ganfw_saved *saved, int32_t *hole, in
     const int32_t last = net->last_use[SLOT(a)] < to ? net->last_use[SLOT(a)] : to - 1;
     ganfw_tensor *y = saved[a].t[0];
     if (last != i || !y || !saved[b].t[0] || !saved[b].t[1] || !saved[b].t[2]) continue;
-    int32_t dropped = 0;
-    for (int32_t j = a; j <= i; j++)
-      for (int32_t k = 0; k < GANFW_SAVED_MAX; k++)
-        if (saved[j].t[k] == y) {
-          hole[j * GANFW_SAVED_MAX + k] = a;
-          saved[j].t[k] = NULL;
-          dropped++;
-        }
-    while (dropped-- > 0) ganfw_tensor_destroy(y); /* the last frees y unless a slot holds it */
+    punch_holes(saved, hole, a, i, y, a);
   }
 }
 
@@ -1226,12 +1246,7 @@ static ganfw_status recompute_bn_act(ganfw_net *net, const ganfw_exec *ex, ganfw
     ganfw_tensor_destroy(y);
     return st;
   }
-  for (int32_t j = a; j < net->n; j++)
-    for (int32_t k = 0; k < GANFW_SAVED_MAX; k++)
-      if (tape->hole[j * GANFW_SAVED_MAX + k] == a) {
-        tape->hole[j * GANFW_SAVED_MAX + k] = -1;
-        tape->saved[j].t[k] = ganfw_tensor_retain(y);
-      }
+  fill_holes(tape, a, y);
   ganfw_tensor_destroy(y);
   return GANFW_OK;
 }
@@ -1251,17 +1266,7 @@ static void release_dropped(ganfw_net *net, ganfw_tape *t, int32_t to, int32_t i
     for (int32_t m = 0; m < k; m++) seen |= l->in[m] == p;
     const int32_t last = net->last_use[SLOT(p)] < to ? net->last_use[SLOT(p)] : to - 1;
     if (seen || p < 0 || !t->drop[p] || last != i || obj[k] == out) continue;
-    ganfw_tensor *y = NULL;
-    int32_t dropped = 0;
-    for (int32_t j = p; j <= i; j++)
-      for (int32_t q = 0; q < GANFW_SAVED_MAX; q++)
-        if (t->saved[j].t[q] && t->saved[j].t[q] == obj[k]) {
-          y = t->saved[j].t[q];
-          t->hole[j * GANFW_SAVED_MAX + q] = p;
-          t->saved[j].t[q] = NULL;
-          dropped++;
-        }
-    while (dropped-- > 0) ganfw_tensor_destroy(y);
+    punch_holes(t->saved, t->hole, p, i, (ganfw_tensor *)obj[k], p);
   }
 }
 
@@ -1307,14 +1312,7 @@ static ganfw_status recompute_node(ganfw_net *net, const ganfw_exec *ex, ganfw_t
     ganfw_tensor_destroy(out);
     return st;
   }
-  int32_t filled = 0;
-  for (int32_t j = a; j < net->n; j++)
-    for (int32_t q = 0; q < GANFW_SAVED_MAX; q++)
-      if (t->hole[j * GANFW_SAVED_MAX + q] == a) {
-        t->hole[j * GANFW_SAVED_MAX + q] = -1;
-        t->saved[j].t[q] = ganfw_tensor_retain(out);
-        filled++;
-      }
+  const int32_t filled = fill_holes(t, a, out);
   /* kept for another dropped reader that recomputes later; one reader got it just now */
   int32_t readers = 0;
   for (int32_t j = a + 1; j < net->n; j++)
