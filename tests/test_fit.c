@@ -2,7 +2,8 @@
  * is within the budget and it is the fastest feasible one by the model; a budget below
  * every candidate names the smallest feasible budget; budgets with bad units are refused
  * naming --budget; the calibration cache is written, then reused; the written config loads,
- * `extends:` the input and plans to the chosen candidate's peak. */
+ * `extends:` the input and plans to the chosen candidate's peak; `memory: [{plugin: auto}]`
+ * searches at the start of a run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,6 +350,82 @@ static void test_refused_combinations_skipped(void) {
   ganfw_fit_result_free(&r);
 }
 
+/* `memory: [{plugin: auto, budget: B}]`: the search at the start of a run; the chosen config
+ * plans within the budget and carries it as device.memory_limit; `ganfw CONFIG` trains with
+ * it, the whole run within the budget; bad entries name their key. */
+static ganfw_status auto_config(const char *name, const char *memory, ganfw_run_config **chosen) {
+  char text[512];
+  snprintf(text, sizeof text, "extends: gan.yaml\nmemory: %s\n", memory);
+  FILE *f = fopen(path_in(name), "w");
+  if (!f) return GANFW_ERR_IO;
+  fputs(text, f);
+  fclose(f);
+  return ganfw_fit_auto(gt_config(path_in(name), NULL, 0), path_in("cache"), chosen);
+}
+
+static void test_auto(void) {
+  const int64_t lo = smallest_budget();
+  char memory[128];
+  snprintf(memory, sizeof memory, "[{plugin: auto, budget: %lld}]", (long long)lo);
+  ganfw_run_config *chosen = NULL;
+  CU_ASSERT_EQUAL_FATAL(auto_config("conf/auto.yaml", memory, &chosen), GANFW_OK);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(chosen);
+  ganfw_probe_options popt = {.meta = 1, .warmup = 1, .steps = 1};
+  ganfw_probe_result r;
+  CU_ASSERT_EQUAL(ganfw_probe_run(chosen, &popt, &r), GANFW_OK);
+  CU_ASSERT(!r.oom && r.peak_reserved <= lo);
+  CU_ASSERT_EQUAL(r.config_memory_limit, lo);
+  ganfw_probe_result_free(&r);
+  ganfw_run_config_free(chosen);
+  chosen = NULL;
+  /* no auto entry: nothing chosen, the config as is */
+  CU_ASSERT_EQUAL(auto_config("conf/noauto.yaml", "[{plugin: amp, dtype: f16}]", &chosen),
+                  GANFW_OK);
+  CU_ASSERT_PTR_NULL(chosen);
+  struct {
+    const char *memory, *says;
+    ganfw_status code;
+  } bad[] = {
+      {"[{plugin: auto}]", "memory[0].budget is required", GANFW_ERR_CONFIG},
+      {"[{plugin: auto, budget: 6 parsecs}]", "memory[0].budget '6 parsecs'", GANFW_ERR_CONFIG},
+      {"[{plugin: auto, budget: 40MiB, segments: 2}]", "memory[0].segments", GANFW_ERR_CONFIG},
+      {"[{plugin: amp, dtype: f16}, {plugin: auto, budget: 40MiB}]", "names 1 others",
+       GANFW_ERR_CONFIG},
+      {"[{plugin: auto, budget: 1KiB}]", "memory[0].budget 0.00 MiB", GANFW_ERR_OOM},
+      {"[{plugin: auto, budget: 1KiB}]", "smallest feasible budget", GANFW_ERR_OOM},
+      {"[{plugin: auto, budget: 1KiB}]", "allow_batch: true", GANFW_ERR_OOM},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CU_ASSERT_EQUAL(auto_config("conf/bad.yaml", bad[i].memory, &chosen), bad[i].code);
+    CU_ASSERT_PTR_NULL(chosen);
+    const char *msg = ganfw_error_message();
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, bad[i].says));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "conf/bad.yaml:2"));
+    if (!strstr(msg, bad[i].says)) fprintf(stderr, "\n%s\n", msg);
+    ganfw_error_clear();
+  }
+  /* `ganfw CONFIG` trains with the choice; the run's peak stays within the budget */
+  char env[600];
+  snprintf(env, sizeof env, "%s", path_in("xdg"));
+  setenv("XDG_CACHE_HOME", env, 1);
+  const char *train[] = {"conf/auto.yaml", "--set", "train.max_steps=2", NULL};
+  CU_ASSERT_EQUAL(run_ganfw(train), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "memory: auto chose"));
+  const char *peak = strstr(out, "peak memory of the run: ");
+  double alloc = 0, resv = 0;
+  CU_ASSERT(peak && sscanf(peak, "peak memory of the run: %lf MiB allocated, %lf MiB reserved",
+                           &alloc, &resv) == 2);
+  CU_ASSERT(resv > 0 && resv * 1048576.0 <= (double)lo + 0.06 * 1048576.0); /* printed to 0.1 */
+  const char *plan[] = {"plan", "conf/auto.yaml", NULL};
+  CU_ASSERT_EQUAL(run_ganfw(plan), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "memory: auto chose"));
+  /* a command that does not search names the way */
+  const char *fb[] = {"find-batch", "conf/auto.yaml", NULL};
+  CU_ASSERT_EQUAL(run_ganfw(fb), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "plugin auto is resolved by `ganfw CONFIG`"));
+  unsetenv("XDG_CACHE_HOME");
+}
+
 static CU_TestInfo tests[] = {
     {"combinations a strategy refuses are skipped", test_refused_combinations_skipped},
     {"budget units and percentages", test_budget_units},
@@ -357,6 +434,7 @@ static CU_TestInfo tests[] = {
     {"a budget below every candidate names the smallest", test_budget_below_every_candidate},
     {"a percentage of device.memory_limit", test_percent_of_memory_limit},
     {"the fit command", test_cli},
+    {"memory: plugin auto", test_auto},
     CU_TEST_INFO_NULL,
 };
 

@@ -857,9 +857,14 @@ static int train_planned(const cli_args *args, const ganfw_run_config *cfg,
 /* `ganfw CONFIG`: the config read once, for the plan and the run; the plan decides first
  * (plan_allows, then host_allows with the session made), then the run. */
 static int cmd_train(cli_args *args) {
-  ganfw_run_config *cfg = NULL;
-  ganfw_status st = ganfw_run_config_open(args->operands[0], args->sets, args->nsets, &cfg);
-  if (st != GANFW_OK) return cli_fail(st);
+  ganfw_run_config *file = NULL, *cfg = NULL;
+  ganfw_status st = ganfw_run_config_open(args->operands[0], args->sets, args->nsets, &file);
+  if (st == GANFW_OK) st = ganfw_fit_auto(file, NULL, &cfg); /* memory: [{plugin: auto}] */
+  if (st != GANFW_OK) {
+    ganfw_run_config_free(file);
+    return cli_fail(st);
+  }
+  if (!cfg) cfg = file, file = NULL;
   ganfw_calibration cal;
   ganfw_probe_result plan;
   int rc = EXIT_OK;
@@ -867,14 +872,20 @@ static int cmd_train(cli_args *args) {
   if (!planned || plan_allows(cfg, &plan, &rc)) rc = train_planned(args, cfg, &plan, planned, &cal);
   ganfw_probe_result_free(&plan);
   ganfw_run_config_free(cfg);
+  ganfw_run_config_free(file);
   return rc;
 }
 
 static int cmd_plan(cli_args *args) {
   const char *config = args->operands[0];
-  ganfw_run_config *cfg = NULL;
-  ganfw_status st = ganfw_run_config_open(config, args->sets, args->nsets, &cfg);
-  if (st != GANFW_OK) return cli_fail(st);
+  ganfw_run_config *file = NULL, *cfg = NULL;
+  ganfw_status st = ganfw_run_config_open(config, args->sets, args->nsets, &file);
+  if (st == GANFW_OK) st = ganfw_fit_auto(file, NULL, &cfg); /* memory: [{plugin: auto}] */
+  if (st != GANFW_OK) {
+    ganfw_run_config_free(file);
+    return cli_fail(st);
+  }
+  if (!cfg) cfg = file, file = NULL;
   ganfw_probe_result plan, real;
   memset(&real, 0, sizeof real);
   st = ganfw_plan_make(cfg, 0, NULL, &plan);
@@ -906,6 +917,7 @@ static int cmd_plan(cli_args *args) {
   ganfw_probe_result_free(&plan);
   ganfw_probe_result_free(&real);
   ganfw_run_config_free(cfg);
+  ganfw_run_config_free(file);
   return st == GANFW_OK ? EXIT_OK : cli_fail(st);
 }
 

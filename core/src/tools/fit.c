@@ -122,6 +122,11 @@ typedef struct search {
 
 /* --- budget ------------------------------------------------------------------------------ */
 
+/* How the budget was given, for messages: "--budget", or the config key. */
+static const char *budget_key(const ganfw_fit_options *opt) {
+  return opt->budget_key ? opt->budget_key : "--budget";
+}
+
 ganfw_status ganfw_fit_parse_budget(const char *text, int64_t *bytes, double *percent) {
   *bytes = 0;
   *percent = 0.0;
@@ -181,22 +186,30 @@ static void describe(const search *s, ganfw_fit_candidate *c) {
   if (!l) snprintf(c->label, sizeof c->label, "as is (f32)");
 }
 
-/* The config of candidate c (and batch): derived from the command's, nothing re-read. */
-static ganfw_status derive(const search *s, const ganfw_fit_candidate *c, ganfw_run_config **rc) {
+/* The config of candidate c (and batch): derived from `config`, nothing re-read; its
+ * memory list replaces config's. */
+static ganfw_status derive_from(const ganfw_run_config *config, int64_t base_batch,
+                                const ganfw_fit_candidate *c, const char *extra,
+                                ganfw_run_config **rc) {
   char mem[600], optim[80], batch[64];
-  const char *sets[3];
+  const char *sets[4];
   int n = 0;
+  if (extra) sets[n++] = extra;
   snprintf(mem, sizeof mem, "memory=%s", c->memory);
   sets[n++] = mem;
   if (c->optim[0]) {
     snprintf(optim, sizeof optim, "optim.plugin=%s", c->optim);
     sets[n++] = optim;
   }
-  if (c->batch != s->res->base_batch) {
+  if (c->batch != base_batch) {
     snprintf(batch, sizeof batch, "train.batch_size=%lld", (long long)c->batch);
     sets[n++] = batch;
   }
-  return ganfw_run_config_derive(s->config, sets, n, rc);
+  return ganfw_run_config_derive(config, sets, n, rc);
+}
+
+static ganfw_status derive(const search *s, const ganfw_fit_candidate *c, ganfw_run_config **rc) {
+  return derive_from(s->config, s->res->base_batch, c, NULL, rc);
 }
 
 /* Plans c on the meta backend without a limit: its peaks; refused when a strategy (or the
@@ -938,14 +951,16 @@ static ganfw_status too_small(search *s) {
   char batch[48] = "";
   if (c.batch != res->base_batch)
     snprintf(batch, sizeof batch, " at batch %lld", (long long)c.batch);
-  return ganfw_error_set(GANFW_ERR_OOM,
-                         "fit: --budget %.2f MiB (%s) is below what any candidate reaches: the "
-                         "smallest feasible budget is %.2f MiB (%lld bytes), with %s%s%s; give "
-                         "--budget at least that%s",
-                         (double)res->budget / MIB, res->budget_source,
-                         (double)c.peak_reserved / MIB, (long long)c.peak_reserved, c.label, batch,
-                         what,
-                         s->opt->allow_batch ? "" : ", or --allow-batch to let the batch shrink");
+  return ganfw_error_set(
+      GANFW_ERR_OOM,
+      "fit: %s %.2f MiB (%s) is below what any candidate reaches: the "
+      "smallest feasible budget is %.2f MiB (%lld bytes), with %s%s%s; give "
+      "%s at least that%s%s%s",
+      budget_key(s->opt), (double)res->budget / MIB, res->budget_source,
+      (double)c.peak_reserved / MIB, (long long)c.peak_reserved, c.label, batch, what,
+      budget_key(s->opt), s->opt->allow_batch ? "" : ", or ",
+      s->opt->allow_batch ? "" : (s->opt->budget_key ? "allow_batch: true" : "--allow-batch"),
+      s->opt->allow_batch ? "" : " to let the batch shrink");
 }
 
 /* CONFIRM_STEPS real steps of the written config under the budget, after one warm-up. */
@@ -1002,13 +1017,13 @@ static ganfw_status budget_of(search *s) {
   res->base_batch = r.batch_size;
   s->device_type = r.device_type;
   s->capacity = r.capacity;
-  s->config_limit = r.config_memory_limit;
+  s->config_limit = res->config_limit = r.config_memory_limit;
   if (opt->budget > 0) {
     res->budget = opt->budget;
-    snprintf(res->budget_source, sizeof res->budget_source, "--budget %lld bytes",
+    snprintf(res->budget_source, sizeof res->budget_source, "%s %lld bytes", budget_key(opt),
              (long long)opt->budget);
     if (opt->budget % (1 << 20) == 0)
-      snprintf(res->budget_source, sizeof res->budget_source, "--budget %lldMiB",
+      snprintf(res->budget_source, sizeof res->budget_source, "%s %lldMiB", budget_key(opt),
                (long long)(opt->budget >> 20));
     return GANFW_OK;
   }
@@ -1018,10 +1033,10 @@ static ganfw_status budget_of(search *s) {
   const int64_t of = s->config_limit > 0 ? s->config_limit : s->capacity;
   if (of <= 0)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
-                           "fit: --budget %g%%: the device reports no capacity and the config "
-                           "sets no device.memory_limit to take it of; give --budget in bytes "
+                           "fit: %s %g%%: the device reports no capacity and the config "
+                           "sets no device.memory_limit to take it of; give %s in bytes "
                            "(6GiB) or set device.memory_limit",
-                           opt->budget_percent);
+                           budget_key(opt), opt->budget_percent, budget_key(opt));
   res->budget = (int64_t)((double)of * opt->budget_percent / 100.0);
   snprintf(res->budget_source, sizeof res->budget_source, "%g%% of %s %.2f MiB",
            opt->budget_percent,
@@ -1250,6 +1265,125 @@ ganfw_status ganfw_fit_find_batch(const ganfw_run_config *config, const ganfw_fi
   *batch = lo;
   ganfw_log_set_level(level);
   free(res.candidates);
+  return st;
+}
+
+/* --- memory: [{plugin: auto, budget: B}] -------------------------------------------------- */
+
+/* The `auto` entry of the config's memory list (read from a copy, so that the command's
+ * config keeps its keys unread): its budget and allow_batch into *opt, its place into
+ * where. 0: no auto entry; 1: one; -1: an error is set. */
+static int32_t auto_entry(const ganfw_run_config *config, ganfw_fit_options *opt, char *where,
+                          size_t n_where) {
+  ganfw_config *copy = NULL;
+  if (ganfw_config_copy(ganfw_run_config_tree(config), NULL, 0, &copy) != GANFW_OK) return -1;
+  const ganfw_cfg *root = ganfw_config_root(copy);
+  const int64_t n = ganfw_cfg_list_len(root, "memory");
+  const ganfw_cfg *item = NULL;
+  int64_t at = -1;
+  for (int64_t i = 0; i < n && at < 0; i++) {
+    const ganfw_cfg *it = ganfw_cfg_list_at(root, "memory", i);
+    const ganfw_cfg *name =
+        ganfw_cfg_kind_of(it) == GANFW_CFG_KIND_MAP ? ganfw_cfg_child(it, "plugin") : NULL;
+    const char *plugin = NULL;
+    if (name && ganfw_cfg_string(it, "plugin", NULL, &plugin) == GANFW_OK && plugin &&
+        strcmp(plugin, "auto") == 0)
+      item = it, at = i;
+    ganfw_error_clear();
+  }
+  int32_t found = at >= 0;
+  if (found) snprintf(where, n_where, "%s", ganfw_cfg_where(item));
+  static const char *const keys[] = {"plugin", "budget", "allow_batch"};
+  for (int64_t k = 0; found == 1 && k < INT64_MAX; k++) {
+    const char *key = ganfw_cfg_key_at(item, k);
+    if (!key) break;
+    int known = 0;
+    for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++) known |= strcmp(key, keys[j]) == 0;
+    if (!known) {
+      ganfw_error_set(GANFW_ERR_CONFIG,
+                      "%s: memory[%lld].%s: plugin auto knows budget (6GiB, 512MiB, 60%%) and "
+                      "allow_batch (true: the batch may shrink while nothing fits)",
+                      ganfw_cfg_where(ganfw_cfg_child(item, key)), (long long)at, key);
+      found = -1;
+    }
+  }
+  if (found == 1 && n > 1) {
+    ganfw_error_set(GANFW_ERR_CONFIG,
+                    "%s: memory: plugin auto chooses every memory strategy itself (precision, "
+                    "accumulate, checkpoint, recompute, step_in_backward, adam8bit), but the "
+                    "list names %lld others: remove them, or remove auto and keep yours",
+                    where, (long long)(n - 1));
+    found = -1;
+  }
+  const char *text = NULL;
+  if (found == 1 && (ganfw_cfg_string(item, "budget", NULL, &text) != GANFW_OK || !text)) {
+    ganfw_error_clear();
+    ganfw_error_set(GANFW_ERR_CONFIG,
+                    "%s: memory[%lld].budget is required with plugin auto: the bytes the "
+                    "training step may hold, such as 6GiB, 512MiB, or 60%% (of "
+                    "device.memory_limit, else of the device)",
+                    where, (long long)at);
+    found = -1;
+  }
+  if (found == 1 && ganfw_fit_parse_budget(text, &opt->budget, &opt->budget_percent) != GANFW_OK) {
+    ganfw_error_clear();
+    ganfw_error_set(GANFW_ERR_CONFIG,
+                    "%s: memory[%lld].budget '%s': expected a byte size such as 6GiB, 512MiB, "
+                    "12MB or 1048576, or a percentage such as 60%% (more than 0, at most 100)",
+                    ganfw_cfg_where(ganfw_cfg_child(item, "budget")), (long long)at, text);
+    found = -1;
+  }
+  if (found == 1 && ganfw_cfg_bool(item, "allow_batch", 0, &opt->allow_batch) != GANFW_OK)
+    found = -1;
+  ganfw_config_destroy(copy);
+  return found;
+}
+
+ganfw_status ganfw_fit_auto(const ganfw_run_config *config, const char *cache_dir,
+                            ganfw_run_config **chosen) {
+  *chosen = NULL;
+  ganfw_fit_options opt = {.confirm = 0, .output = "", .cache_dir = cache_dir};
+  char where[512] = "";
+  const int32_t found = auto_entry(config, &opt, where, sizeof where);
+  opt.budget_key = "memory[0].budget";
+  if (found <= 0) return found == 0 ? GANFW_OK : ganfw_error_code();
+  static const char *const none[] = {"memory=[]"};
+  ganfw_run_config *base = NULL;
+  ganfw_status st = ganfw_run_config_derive(config, none, 1, &base);
+  if (st != GANFW_OK) return st;
+  ganfw_log(GANFW_LOG_INFO,
+            "memory: auto (%s): searching the memory strategies that fit the budget (the "
+            "first search of this config on this machine measures a few real steps to "
+            "calibrate the time model; cached after)",
+            where);
+  ganfw_fit_result res;
+  st = ganfw_fit(base, &opt, &res, NULL);
+  if (st != GANFW_OK) {
+    const char *msg = ganfw_error_message();
+    char text[2048];
+    snprintf(text, sizeof text, "%s", msg ? msg : "");
+    ganfw_error_clear();
+    st = ganfw_error_set(st, "%s: memory: plugin auto: %s", where,
+                         strncmp(text, "fit: ", 5) == 0 ? text + 5 : text);
+  }
+  if (st == GANFW_OK) {
+    const ganfw_fit_candidate *c = &res.candidates[res.chosen];
+    ganfw_log(
+        GANFW_LOG_INFO,
+        "memory: auto chose %s at batch %lld for %s: planned peak %.2f MiB allocated, %.2f MiB "
+        "reserved; predicted step %.4f s (%d candidates in %.2f s, calibration %s)",
+        c->label, (long long)c->batch, res.budget_source, (double)c->peak_allocated / MIB,
+        (double)c->peak_reserved / MIB, c->predicted_s, res.n_candidates, res.search_seconds,
+        res.cal.cached ? "cached" : "measured now");
+    /* the budget caps the whole run, as device.memory_limit (unless the config's is lower):
+       the caching allocator then returns its cache before it would go over */
+    char limit[64];
+    snprintf(limit, sizeof limit, "device.memory_limit=%lld", (long long)res.budget);
+    const int32_t cap = res.config_limit <= 0 || res.budget < res.config_limit;
+    st = derive_from(config, res.base_batch, c, cap ? limit : NULL, chosen);
+  }
+  ganfw_fit_result_free(&res);
+  ganfw_run_config_free(base);
   return st;
 }
 

@@ -27,6 +27,7 @@ typedef struct ganfw_fit_options {
   int32_t show_calibration; /* 1: print the calibration table */
   const char *plot;         /* not NULL: the front drawn there (.svg, ganfw_fit_plot) */
   const char *html;         /* not NULL: a memory report there (ganfw_fit_html) */
+  const char *budget_key;   /* how the budget was given, for messages; NULL: "--budget" */
 } ganfw_fit_options;
 
 /* One candidate: the strategies it adds to the config, its plan and its predicted time. */
@@ -71,6 +72,7 @@ typedef struct ganfw_fit_result {
   int64_t budget;          /* bytes */
   char budget_source[160]; /* "--budget 40MiB", "60% of device.memory_limit 1.00 GiB" */
   int64_t base_batch;
+  int64_t config_limit; /* the config's device.memory_limit, 0: none */
   int32_t n_dims;
   const char *dim_names[GANFW_FIT_MAX_DIMS]; /* static strings */
   int32_t dim_found[GANFW_FIT_MAX_DIMS];     /* 1: its plugin was found */
@@ -122,6 +124,17 @@ ganfw_status ganfw_fit_html(const ganfw_fit_result *res, const char *path);
  * only: no calibration, nothing measured. Prints the tries and the answer to `out`. */
 ganfw_status ganfw_fit_find_batch(const ganfw_run_config *config, const ganfw_fit_options *opt,
                                   int64_t max_batch, int64_t *batch, FILE *out);
+
+/* `memory: [{plugin: auto, budget: B, allow_batch: false}]`: when config's memory list
+ * holds the auto entry (and nothing else), runs fit's search on the config without it
+ * (quiet, nothing written, nothing confirmed; the calibration cached in cache_dir, NULL:
+ * fit's default) and derives *chosen from config with the chosen memory list, optimizer
+ * and batch, and device.memory_limit the budget unless config's is lower (owned by the
+ * caller, valid while config is). No auto entry: *chosen NULL and
+ * GANFW_OK. A bad entry is GANFW_ERR_CONFIG naming the key; nothing fitting is
+ * GANFW_ERR_OOM naming the smallest feasible budget, as fit's. */
+ganfw_status ganfw_fit_auto(const ganfw_run_config *config, const char *cache_dir,
+                            ganfw_run_config **chosen);
 
 /* The model's prediction for a candidate from a calibration (seconds; 0 when the
  * calibration lacks a point it needs). */

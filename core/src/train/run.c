@@ -325,6 +325,13 @@ static ganfw_status open_run(ganfw_run *run, const ganfw_run_config *rc) {
                              "%s: memory[%lld]: each strategy needs a `plugin:` name "
                              "(amp, accumulate, checkpoint)",
                              ganfw_cfg_where(item), (long long)i);
+    if (strcmp(name, "auto") == 0)
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "%s: memory[%lld]: plugin auto is resolved by `ganfw CONFIG` and "
+                             "`ganfw plan CONFIG` (fit's search at the start); for this command, "
+                             "run `ganfw fit CONFIG --budget B` and give it the config fit "
+                             "writes",
+                             ganfw_cfg_where(item), (long long)i);
     char key[64];
     snprintf(key, sizeof key, "memory[%lld].plugin", (long long)i);
     if ((st = load_named(run, item, key, GANFW_PLUGIN_MEMORY, &run->memory[i])) != GANFW_OK)
