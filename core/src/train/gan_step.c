@@ -481,7 +481,6 @@ static ganfw_status update(ganfw_gan *g, int32_t opt, int32_t *skipped, int32_t 
   return GANFW_OK;
 }
 
-/* Rows [k*m, (k+1)*m) of t, or t itself (retained) for a single micro-batch. */
 /* The update of the optimizer `opt`, traced as the optimizer pass (device.trace). */
 static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped, int32_t *nonfinite,
                                ganfw_gan_stats *out) {
@@ -493,6 +492,7 @@ static ganfw_status optim_step(ganfw_gan *g, int32_t opt, int32_t *skipped, int3
   return st;
 }
 
+/* Rows [k*m, (k+1)*m) of t, or t itself (retained) for a single micro-batch. */
 static ganfw_tensor *micro(ganfw_tensor *t, int64_t k, int64_t m, int32_t count) {
   if (count == 1) return ganfw_tensor_retain(t);
   return ganfw_tensor_rows(t, k * m, m, t->name);
@@ -857,23 +857,54 @@ void ganfw_gan_set_phase_hook(ganfw_gan *g, ganfw_phase_hook hook, void *user) {
 
 ganfw_status ganfw_gan_generate(ganfw_session *s, ganfw_tensor *z, const int32_t *labels,
                                 ganfw_tensor **y) {
-  ganfw_tensor *out = NULL;
   *y = NULL;
   if (s->n_classes && !labels)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "a conditional generator needs the classes");
   ganfw_tensor *zin = g_input(s, z, labels);
   if (!zin) return ganfw_error_code();
+  /* Under accumulate the generator runs a micro-batch of rows at a time, as in training:
+     the samples then fit the memory the step was planned in (BatchNorm takes the
+     statistics of each micro-batch, as the training step's forward does). */
+  const int64_t n = zin->shape[0], M = s->exec.micro_batches;
+  int64_t m = M > 1 ? s->train.batch_size / M : n;
+  if (m <= 0 || m > n) m = n;
+  ganfw_tensor *all = NULL;
+  ganfw_status st = GANFW_OK;
   ganfw_net_set_train(s->generator, 1, 0);
   ganfw_dp_local_begin(s); /* rank 0 alone makes samples: BatchNorm on its own batch */
-  ganfw_status st = ganfw_net_forward(s->generator, zin, NULL, &out);
+  for (int64_t r = 0; st == GANFW_OK && r < n; r += m) {
+    const int64_t rows = r + m <= n ? m : n - r;
+    ganfw_tensor *zk =
+        rows == n ? ganfw_tensor_retain(zin) : ganfw_tensor_rows(zin, r, rows, zin->name);
+    ganfw_tensor *out = NULL;
+    st = zk ? ganfw_net_forward(s->generator, zk, NULL, &out) : ganfw_error_code();
+    ganfw_tensor_destroy(zk);
+    if (st == GANFW_OK && rows == n) { /* images leave the compute dtype (f16/bf16) as f32 */
+      all = ganfw_tensor_as_dtype(out, GANFW_DTYPE_F32, GANFW_MEM_ACTIVATION);
+      if (!all) st = ganfw_error_code();
+    } else if (st == GANFW_OK) {
+      if (!all) {
+        int64_t shape[4] = {n, out->shape[1], out->shape[2], out->shape[3]};
+        all =
+            ganfw_tensor_create(s->ctx, GANFW_DTYPE_F32, 4, shape, GANFW_MEM_ACTIVATION, out->name);
+      }
+      ganfw_tensor *dst = all ? ganfw_tensor_rows(all, r, rows, all->name) : NULL;
+      st = dst ? ganfw_cast(s->ctx->be, out->numel, out->dtype, out->data, GANFW_DTYPE_F32,
+                            dst->data)
+               : ganfw_error_code();
+      ganfw_tensor_destroy(dst);
+    }
+    ganfw_tensor_destroy(out);
+  }
   ganfw_dp_local_end(s);
   ganfw_tensor_destroy(zin);
   ganfw_net_set_train(s->generator, 1, 1);
-  if (st != GANFW_OK) return st;
-  /* images leave the compute dtype (f16/bf16 under AMP) as f32 */
-  *y = ganfw_tensor_as_dtype(out, GANFW_DTYPE_F32, GANFW_MEM_ACTIVATION);
-  ganfw_tensor_destroy(out);
-  return *y ? GANFW_OK : ganfw_error_code();
+  if (st != GANFW_OK) {
+    ganfw_tensor_destroy(all);
+    return st;
+  }
+  *y = all;
+  return GANFW_OK;
 }
 
 ganfw_tensor *ganfw_gan_fixed_noise(ganfw_session *s, int64_t n, uint64_t seed) {
