@@ -43,7 +43,7 @@ case "$DATASET" in
     judge_dir=resnet20_emoji
     judge=(configs/resnet20_emoji.yaml)
     torch_args=(--data data/emoji/train --size 64 --nc 3)
-    [ -f data/emoji/manifest.json ] ||
+    [ -f data/emoji/.manifest.json ] ||
       { echo "run_quality: data/emoji is missing; run scripts/fetch_emoji.sh" >&2; exit 1; }
     ;;
   *) echo "run_quality: DATASET is '$DATASET'; use mnist or emoji" >&2; exit 2 ;;

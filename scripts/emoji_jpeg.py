@@ -12,8 +12,8 @@ subsampling, baseline, no optimised Huffman tables). PIL rather than ImageMagick
 every PNG kind these packages hold, and it is the decoder and compositing of the PyTorch
 side (bench/folder_torch.py), so the JPEG copy starts from the pixels PyTorch sees in the
 PNG folder. `make` writes into DEST (a new folder; the caller stages and renames it) and
-writes DEST/manifest.json last; `check` exits 0 when that manifest lists one JPEG of the
-recorded size for every PNG of SRC/manifest.json, made from that very manifest (its SHA-256).
+writes DEST/.manifest.json last; `check` exits 0 when that manifest lists one JPEG of the
+recorded size for every PNG of SRC/.manifest.json, made from that very manifest (its SHA-256).
 """
 import argparse
 import concurrent.futures
@@ -43,16 +43,16 @@ def on_white(im):
 
 def png_list(src):
     try:
-        with open(os.path.join(src, "manifest.json")) as f:
+        with open(os.path.join(src, ".manifest.json")) as f:
             files = [e["path"] for e in json.load(f)["files"]]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        die(f"{src}/manifest.json is missing or unreadable ({e}); run scripts/fetch_emoji.sh")
+        die(f"{src}/.manifest.json is missing or unreadable ({e}); run scripts/fetch_emoji.sh")
     return files
 
 
 def manifest_sha256(src):
-    """The SHA-256 of SRC/manifest.json: the JPEG copy is of that PNG folder."""
-    with open(os.path.join(src, "manifest.json"), "rb") as f:
+    """The SHA-256 of SRC/.manifest.json: the JPEG copy is of that PNG folder."""
+    with open(os.path.join(src, ".manifest.json"), "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
 
 
@@ -83,11 +83,11 @@ def make(src, dest, quality):
                 "background": "white",
                 "encoder": "cjpeg (libjpeg-turbo)",
                 "files": [{"path": p, "bytes": n} for p, n in done]}
-    tmp = os.path.join(dest, "manifest.json.tmp")
+    tmp = os.path.join(dest, ".manifest.json.tmp")
     with open(tmp, "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")
-    os.replace(tmp, os.path.join(dest, "manifest.json"))
+    os.replace(tmp, os.path.join(dest, ".manifest.json"))
     total = sum(n for _, n in done)
     print(f"emoji_jpeg: {len(done)} JPEGs (quality {quality}), {total / 2**20:.1f} MiB")
 
@@ -95,11 +95,11 @@ def make(src, dest, quality):
 def check(src, dest):
     want = {jpeg_name(p) for p in png_list(src)}
     try:
-        with open(os.path.join(dest, "manifest.json")) as f:
+        with open(os.path.join(dest, ".manifest.json")) as f:
             m = json.load(f)
         have = {e["path"]: e["bytes"] for e in m["files"]}
     except (OSError, ValueError, KeyError, TypeError) as e:
-        die(f"no readable {dest}/manifest.json ({e})")
+        die(f"no readable {dest}/.manifest.json ({e})")
     if m.get("png_manifest_sha256") != manifest_sha256(src):
         die(f"{dest} was made from another version of {src}")
     if set(have) != want:

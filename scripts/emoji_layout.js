@@ -6,7 +6,8 @@
 //   node emoji_layout.js members EMOJI_JSON VENDOR      the tar members of VENDOR's images
 //   node emoji_layout.js build EMOJI_JSON SRC DEST VERSION
 //        SRC/package/img/<vendor>/64/<image> -> DEST/{train,test}/<category>/<vendor>_<image>,
-//        then DEST/manifest.json (written last: its presence means the layout is complete)
+//        then DEST/.manifest.json (written last: its presence means the layout is complete;
+//        hidden, so that folder readers, which skip dot files, do not list it beside the splits)
 //   node emoji_layout.js check DEST VERSION             exit 0 when every file of the manifest
 //                                                       is there with its size
 //   node emoji_layout.js counts DEST                    the table of images per split/category
@@ -133,15 +134,15 @@ function build(jsonFile, src, dest, version) {
     skin_variations: 'left out',
     files: files.map((f) => ({ path: f.rel, bytes: f.bytes })),
   };
-  const tmp = path.join(dest, 'manifest.json.tmp');
+  const tmp = path.join(dest, '.manifest.json.tmp');
   fs.writeFileSync(tmp, JSON.stringify(manifest, null, 1) + '\n');
-  fs.renameSync(tmp, path.join(dest, 'manifest.json'));
+  fs.renameSync(tmp, path.join(dest, '.manifest.json'));
   process.stdout.write(countsTable(files) + '\n');
 }
 
 // The manifest's files as plan() rows (split and category from the path).
 function readManifest(dest) {
-  const file = path.join(dest, 'manifest.json');
+  const file = path.join(dest, '.manifest.json');
   let m;
   try {
     m = JSON.parse(fs.readFileSync(file, 'utf8'));

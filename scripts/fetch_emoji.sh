@@ -12,7 +12,7 @@
 # hash of each emoji's code, all vendors of an emoji on the same side. The PNGs keep their
 # transparency; scripts/emoji_jpeg.py composites them on white with PIL and encodes them
 # with libjpeg-turbo's cjpeg. Prints the images per split and category.
-# Idempotent: does nothing for a folder that is present and valid (DEST/manifest.json, written
+# Idempotent: does nothing for a folder that is present and valid (DEST/.manifest.json, written
 # last, lists every file with its size); an incomplete or other-version folder that this
 # script wrote is made again; a folder of something else is refused.
 # Offline: GANFW_EMOJI_TGZ_DIR=/dir holding the four emoji-datasource-<vendor>-16.0.0.tgz.
@@ -44,8 +44,8 @@ command -v cjpeg >/dev/null || die "cjpeg is required for the JPEG copy (apt-get
 
 # replace_ok DIR: DIR may be (re)made: absent, empty, or written by this script (a manifest).
 replace_ok() {
-  [ ! -e "$1" ] || [ -f "$1/manifest.json" ] || [ -z "$(ls -A "$1" 2>/dev/null)" ] ||
-    die "$1 exists but was not written by this script (no manifest.json); move it away or give another folder"
+  [ ! -e "$1" ] || [ -f "$1/.manifest.json" ] || [ -z "$(ls -A "$1" 2>/dev/null)" ] ||
+    die "$1 exists but was not written by this script (no .manifest.json); move it away or give another folder"
 }
 
 start=$(date +%s.%N)
