@@ -2,10 +2,13 @@
  * training augmentation and a number of worker threads, with nothing else running (the
  * caller only takes the batches). Default: Fashion-MNIST from its Debian package, batch 128,
  * RandomCrop(28, padding=2) + RandomHorizontalFlip, as configs/cnn_fashion.yaml trains.
+ * --channels and --resize are data.channels and data.resize; --prefetch 0 makes the batches
+ * in the caller's thread (data.prefetch: false), 1 in --workers threads.
  *   bench_loader [--dataset fashion_mnist] [--path DIR] [--workers 1] [--batch 128]
  *                [--batches 400] [--warmup 20] [--crop-padding 2] [--hflip 1] [--rounds 3]
+ *                [--channels 0] [--resize 0] [--prefetch 1]
  *   loader dataset=... workers=N batch=B images_per_s=... (the best round) median_images_per_s=...
- */
+ * bench/run_loader64.sh runs it against torchvision's ImageFolder (bench/loader_torch.py). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +30,13 @@ static int cmp_double(const void *a, const void *b) {
 
 static void usage(void) {
   fprintf(stderr, "usage: bench_loader [--dataset KIND] [--path DIR] [--workers N] [--batch B] "
-                  "[--batches N] [--warmup N] [--crop-padding P] [--hflip 0|1] [--rounds R]\n");
+                  "[--batches N] [--warmup N] [--crop-padding P] [--hflip 0|1] [--rounds R] "
+                  "[--channels 0|1|3] [--resize S] [--prefetch 0|1]\n");
 }
 
 int main(int argc, char **argv) {
   const char *kind = "fashion_mnist", *path = NULL;
-  int workers = 1, batch = 128, batches = 400, warmup = 20, rounds = 3;
+  int workers = 1, batch = 128, batches = 400, warmup = 20, rounds = 3, prefetch = 1;
   ganfw_transform tf = {.crop_padding = 2, .hflip = 1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -58,13 +62,20 @@ int main(int argc, char **argv) {
       tf.hflip = atoi(v);
     else if (!strcmp(a, "--rounds"))
       rounds = atoi(v);
+    else if (!strcmp(a, "--channels"))
+      tf.channels = atoi(v);
+    else if (!strcmp(a, "--resize"))
+      tf.resize = atoi(v);
+    else if (!strcmp(a, "--prefetch"))
+      prefetch = atoi(v);
     else {
       usage();
       return 2;
     }
     i++;
   }
-  if (rounds < 1 || rounds > 64 || batches < 1 || warmup < 0) {
+  if (rounds < 1 || rounds > 64 || batches < 1 || warmup < 0 || (prefetch != 0 && prefetch != 1) ||
+      (!prefetch && workers > 1)) {
     usage();
     return 2;
   }
@@ -86,7 +97,7 @@ int main(int argc, char **argv) {
                                .seed = (uint64_t)r + 1,
                                .shuffle = 1,
                                .drop_last = 1,
-                               .prefetch = 1,
+                               .prefetch = prefetch,
                                .workers = workers};
     ganfw_loader *l = NULL;
     if (ganfw_loader_create(ds, &cfg, &l) != GANFW_OK) {
@@ -112,10 +123,10 @@ int main(int argc, char **argv) {
     double sorted[64];
     memcpy(sorted, rate, sizeof(double) * rounds);
     qsort(sorted, (size_t)rounds, sizeof(double), cmp_double);
-    printf("loader dataset=%s workers=%d batch=%d crop_padding=%d hflip=%d batches=%d "
-           "images_per_s=%.0f median_images_per_s=%.0f\n",
-           kind, workers, batch, tf.crop_padding, tf.hflip, batches, sorted[rounds - 1],
-           sorted[rounds / 2]);
+    printf("loader dataset=%s workers=%d prefetch=%d batch=%d shape=%dx%dx%d crop_padding=%d "
+           "hflip=%d batches=%d images_per_s=%.0f median_images_per_s=%.0f\n",
+           kind, workers, prefetch, batch, c, h, w, tf.crop_padding, tf.hflip, batches,
+           sorted[rounds - 1], sorted[rounds / 2]);
   }
   free(images);
   free(labels);

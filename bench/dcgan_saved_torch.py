@@ -1,5 +1,6 @@
-"""Bytes PyTorch saves for backward in one DC-GAN-32 training step (the model and step order of
-bench/dcgan_torch.py, imported from it): batch 64, f32 or bf16 autocast, CPU.
+"""Bytes PyTorch saves for backward in one DC-GAN training step (the model and step order of
+bench/dcgan_torch.py, imported from it): 32x32 or the example's 64x64 (--size 64 --nc 3, as
+configs/dcgan64_emoji.yaml), batch 64, f32 or bf16 autocast, CPU.
 
 Every tensor an autograd node saves goes through the pack hook of
 torch.autograd.graph.saved_tensors_hooks; the hook records it, and a weakref finalizer on the
@@ -30,8 +31,9 @@ fake half, D(x_hat) then torch.autograd.grad(create_graph=True) and the penalty'
 a row "penalty" measures that part alone; with create_graph autograd also saves what the
 double backward needs (the first backward's graph), and the hook sees those tensors too.
 
-  /usr/bin/python3 bench/dcgan_saved_torch.py [--batch 64] [--image 32] [--channels 1]
+  /usr/bin/python3 bench/dcgan_saved_torch.py [--batch 64] [--size 32|64] [--nc 1]
                                               [--dtype f32|bf16] [--wgan-gp]
+(--image and --channels are the older names of --size and --nc.)
 """
 import argparse
 import contextlib
@@ -119,17 +121,19 @@ class SavedMeter:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--image", type=int, default=32, choices=[32],
-                    help="dcgan_torch.py's G and D are the 32x32 ones")
-    ap.add_argument("--channels", type=int, default=1)
+    ap.add_argument("--size", "--image", dest="image", type=int, default=32, choices=[32, 64],
+                    help="image side: 32 (one stage fewer) or 64 (the example's G and D)")
+    ap.add_argument("--nc", "--channels", dest="channels", type=int, default=1)
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     ap.add_argument("--wgan-gp", action="store_true")
     a = ap.parse_args()
+    if a.wgan_gp and a.image != 32:
+        ap.error("--wgan-gp measures bench/wgan_gp_torch.py's 32x32 critic; leave --size at 32")
     nz, ngf, ndf, n = 100, 64, 64, a.batch
 
     torch.manual_seed(1)
-    G = Generator(nz, ngf, a.channels)
-    D = Critic(a.channels, ndf) if a.wgan_gp else Discriminator(a.channels, ndf)
+    G = Generator(nz, ngf, a.channels, a.image)
+    D = Critic(a.channels, ndf) if a.wgan_gp else Discriminator(a.channels, ndf, a.image)
     G.apply(weights_init)
     D.apply(weights_init)
     x = torch.rand(n, a.channels, a.image, a.image) * 2 - 1

@@ -1,12 +1,14 @@
 """PyTorch twin of bench_dcgan_step.c: the DC-GAN training step at 32x32 (G and D of
-PyTorch's examples/dcgan with one stage fewer, D without the final Sigmoid, weights_init
-N(0, 0.02)), Adam 2e-4 betas (0.5, 0.999), BCE-with-logits, in ganfw's step order
-(core/src/train/gan_step.c). One random real batch [N,nc,32,32] in [-1,1]; fresh noise each step.
+PyTorch's examples/dcgan with one stage fewer) or, with --size 64, at the example's 64x64 (as
+ganfw's dcgan plugin at model.image_size 64); D without the final Sigmoid, weights_init
+N(0, 0.02), Adam 2e-4 betas (0.5, 0.999), BCE-with-logits, in ganfw's step order
+(core/src/train/gan_step.c). One random real batch [N,nc,size,size] in [-1,1]; fresh noise
+each step.
 Prints one machine-readable line:  torch median_ms=... min_ms=... rss_mib=...
 
 Run with Debian's interpreter:
   /usr/bin/python3 bench/dcgan_torch.py [--steps 20] [--warmup 5] [--threads 2] [--batch 64]
-                                        [--autocast bf16]
+                                        [--nc 1] [--size 32|64] [--autocast bf16]
 --autocast bf16 runs the forwards and losses under torch.autocast("cpu", torch.bfloat16),
 PyTorch's CPU mixed precision (1.13's CPU autocast has bf16 only), f32 weights and Adam.
 """
@@ -21,41 +23,44 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def stages_of(size):
+    """Stride-2 stages between 4x4 and size/2: 2 at 32 (the example with one fewer), 3 at 64."""
+    return {32: 2, 64: 3}[size]
+
+
 class Generator(nn.Module):
-    def __init__(self, nz, ngf, nc):
+    """z [N,nz,1,1] -> [N,nc,size,size]; at 64: ConvT 1->4 (ngf*8), 4->8->16->32, 32->64 (nc)."""
+
+    def __init__(self, nz, ngf, nc, size=32):
         super().__init__()
-        self.main = nn.Sequential(
-            nn.ConvTranspose2d(nz, ngf * 4, 4, 1, 0, bias=False),  # 1 -> 4
-            nn.BatchNorm2d(ngf * 4),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),  # 4 -> 8
-            nn.BatchNorm2d(ngf * 2),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),  # 8 -> 16
-            nn.BatchNorm2d(ngf),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),  # 16 -> 32
-            nn.Tanh(),
-        )
+        ch = ngf << stages_of(size)
+        layers = [nn.ConvTranspose2d(nz, ch, 4, 1, 0, bias=False),  # 1 -> 4
+                  nn.BatchNorm2d(ch), nn.ReLU(True)]
+        for _ in range(stages_of(size)):  # 4 -> 8 -> ... -> size/2, halving the channels
+            layers += [nn.ConvTranspose2d(ch, ch // 2, 4, 2, 1, bias=False),
+                       nn.BatchNorm2d(ch // 2), nn.ReLU(True)]
+            ch //= 2
+        layers += [nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False), nn.Tanh()]  # -> size
+        self.main = nn.Sequential(*layers)
 
     def forward(self, z):
         return self.main(z)
 
 
 class Discriminator(nn.Module):
-    def __init__(self, nc, ndf):
+    """[N,nc,size,size] -> logits [N]; at 64: Conv 64->32 (ndf), 32->16->8->4 (to ndf*8), 4->1."""
+
+    def __init__(self, nc, ndf, size=32):
         super().__init__()
-        self.main = nn.Sequential(
-            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),  # 32 -> 16
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),  # 16 -> 8
-            nn.BatchNorm2d(ndf * 2),
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),  # 8 -> 4
-            nn.BatchNorm2d(ndf * 4),
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 4, 1, 4, 1, 0, bias=False),  # 4 -> 1, a logit
-        )
+        ch = ndf
+        layers = [nn.Conv2d(nc, ch, 4, 2, 1, bias=False),  # size -> size/2
+                  nn.LeakyReLU(0.2, inplace=True)]
+        for _ in range(stages_of(size)):  # ... -> 4, doubling the channels
+            layers += [nn.Conv2d(ch, ch * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ch * 2),
+                       nn.LeakyReLU(0.2, inplace=True)]
+            ch *= 2
+        layers += [nn.Conv2d(ch, 1, 4, 1, 0, bias=False)]  # 4 -> 1, a logit
+        self.main = nn.Sequential(*layers)
 
     def forward(self, x):
         return self.main(x).view(-1)
@@ -80,6 +85,7 @@ def main():
     ap.add_argument("--ngf", type=int, default=64)
     ap.add_argument("--ndf", type=int, default=64)
     ap.add_argument("--nc", type=int, default=1)
+    ap.add_argument("--size", type=int, choices=[32, 64], default=32)
     ap.add_argument("--autocast", choices=["bf16"], default=None)
     a = ap.parse_args()
 
@@ -90,14 +96,14 @@ def main():
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
-    G = Generator(a.nz, a.ngf, a.nc)
-    D = Discriminator(a.nc, a.ndf)
+    G = Generator(a.nz, a.ngf, a.nc, a.size)
+    D = Discriminator(a.nc, a.ndf, a.size)
     G.apply(weights_init)
     D.apply(weights_init)
     opt_g = torch.optim.Adam(G.parameters(), lr=2e-4, betas=(0.5, 0.999))
     opt_d = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
     n = a.batch
-    x = torch.rand(n, a.nc, 32, 32) * 2 - 1
+    x = torch.rand(n, a.nc, a.size, a.size) * 2 - 1
     real_t = torch.ones(n)
     fake_t = torch.zeros(n)
 
@@ -134,10 +140,10 @@ def main():
         opt_g.step()
         return loss_d, loss_g.item(), d_x, d_g_z1, d_g_z2
 
-    time_steps(lambda i: step(), a.warmup, a.steps, n, a.autocast or "off")
+    time_steps(lambda i: step(), a.warmup, a.steps, n, a.autocast or "off", f"size={a.size} nc={a.nc}")
 
 
-def time_steps(step, warmup, steps, batch, autocast):
+def time_steps(step, warmup, steps, batch, autocast, extra=""):
     """Runs step(i) for warmup + steps iterations and prints the machine-readable line
     (median and fastest of the timed steps, peak RSS) that bench/run_dcgan.sh reads."""
     times = []
@@ -150,7 +156,8 @@ def time_steps(step, warmup, steps, batch, autocast):
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(f"torch median_ms={statistics.median(times):.2f} min_ms={min(times):.2f} "
           f"rss_mib={rss_mib:.1f} threads={torch.get_num_threads()} batch={batch} "
-          f"steps={steps} autocast={autocast} version={torch.__version__}", flush=True)
+          f"steps={steps} autocast={autocast} version={torch.__version__}"
+          + (f" {extra}" if extra else ""), flush=True)
 
 
 if __name__ == "__main__":

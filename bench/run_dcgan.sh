@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# ganfw's DC-GAN-32 training step against PyTorch's: runs bench_dcgan_step and
+# ganfw's DC-GAN training step against PyTorch's: runs bench_dcgan_step and
 # bench/dcgan_torch.py alternately ROUNDS times on THREADS threads and prints the median of
 # the per-run medians, the ratio ganfw/torch (lower is better), peak RSS and GFLOP/s.
+# DC-GAN-32 on 1 channel by default; the 64x64 RGB emoji config side by side:
+#   CONFIG=configs/dcgan64_emoji.yaml SIZE=64 NC=3 bench/run_dcgan.sh
 #
 #   bench/run_dcgan.sh [ROUNDS=3] [THREADS=2]
 #   env: BUILD_DIR (default build/), STEPS (20), WARMUP (5), BATCH (64),
-#        CONFIG (configs/dcgan.yaml), PYTHON (/usr/bin/python3, Debian's torch),
+#        CONFIG (configs/dcgan.yaml), SIZE (32: the image side, 32 or 64, as the config's
+#        model.image_size), NC (1: the image channels), PYTHON (/usr/bin/python3, Debian's torch),
 #        LAYOUT (caching or planned: ganfw's device.memory_layout; default the config's),
 #        TORCH (bench/dcgan_torch.py: the PyTorch twin; bench/wgan_gp_torch.py for
 #        CONFIG=configs/wgan_gp_fashion.yaml)
@@ -19,6 +22,8 @@ steps=${STEPS:-20}
 warmup=${WARMUP:-5}
 batch=${BATCH:-64}
 config=${CONFIG:-configs/dcgan.yaml}
+size=${SIZE:-32}
+nc=${NC:-1}
 python=${PYTHON:-/usr/bin/python3}
 torch_script=${TORCH:-bench/dcgan_torch.py}
 bench=$build/bench/bench_dcgan_step
@@ -35,18 +40,23 @@ median() { sort -g | awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; e
 maxof() { sort -g | tail -1; }
 minof() { sort -g | head -1; }
 
-echo "# $config against $torch_script: GAN step, batch $batch, $threads thread(s), $rounds rounds of $warmup warm-up + $steps timed steps"
+echo "# $config against $torch_script: GAN step, batch $batch of [$nc,$size,$size], $threads thread(s), $rounds rounds of $warmup warm-up + $steps timed steps"
 echo "# $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 err=$(mktemp)
 trap 'rm -f "$err"' EXIT
 g_med=() t_med=() g_min=() t_min=() g_rss=() t_rss=() gflop=""
 for ((r = 1; r <= rounds; r++)); do
   args=(--steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch")
-  if ! g=$("$bench" "$config" "${args[@]}" ${LAYOUT:+--layout "$LAYOUT"} 2>"$err" | grep '^ganfw '); then
+  # the default shape stays the scripts' own defaults, so TORCH=bench/wgan_gp_torch.py runs
+  g_shape=() t_shape=()
+  if [[ $size != 32 || $nc != 1 ]]; then
+    g_shape=(--channels "$nc" --size "${size}x$size") t_shape=(--nc "$nc" --size "$size")
+  fi
+  if ! g=$("$bench" "$config" "${args[@]}" "${g_shape[@]}" ${LAYOUT:+--layout "$LAYOUT"} 2>"$err" | grep '^ganfw '); then
     cat "$err" >&2
     exit 1
   fi
-  if ! t=$("$python" "$torch_script" "${args[@]}" 2>"$err" | grep '^torch '); then
+  if ! t=$("$python" "$torch_script" "${args[@]}" "${t_shape[@]}" 2>"$err" | grep '^torch '); then
     cat "$err" >&2
     exit 1
   fi

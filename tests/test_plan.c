@@ -18,6 +18,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "io/png_io.h"
 #include "nn/net.h"
 #include "plugin/plugin_host.h"
 #include "tools/plan.h"
@@ -61,7 +62,7 @@ static int write_small(const char *rel) {
 }
 
 /* A small CIFAR-10 binary set beside the MNIST files: every config in configs/ finds its
- * data in the same folder. */
+ * data in the same folder (and an image folder, write_image_folder). */
 static int write_cifar(const char *dir) {
   const char *names[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
                          "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"};
@@ -85,6 +86,30 @@ static int write_cifar(const char *dir) {
   return 0;
 }
 
+/* An image folder in the same folder too, for the configs of `data.dataset: folder`
+ * (the emoji configs): train/ and test/, each with three class folders of 8x8 RGBA PNGs;
+ * the MNIST and CIFAR-10 files lie beside train/ and test/, where the folder source leaves
+ * them. */
+static int write_image_folder(const char *dir) {
+  const char *splits[] = {"train", "test"}, *classes[] = {"a", "b", "c"};
+  uint8_t px[8 * 8 * 4];
+  char path[700];
+  for (int s = 0; s < 2; s++) {
+    snprintf(path, sizeof path, "%s/%s", dir, splits[s]);
+    if (mkdir(path, 0755) != 0) return -1;
+    for (int k = 0; k < 3; k++) {
+      snprintf(path, sizeof path, "%s/%s/%s", dir, splits[s], classes[k]);
+      if (mkdir(path, 0755) != 0) return -1;
+      for (int i = 0; i < 2; i++) {
+        for (int j = 0; j < (int)sizeof px; j++) px[j] = (uint8_t)(j * 7 + k * 50 + i * 13);
+        snprintf(path, sizeof path, "%s/%s/%s/%d.png", dir, splits[s], classes[k], i);
+        if (ganfw_png_write_u8(path, px, 8, 8, 4) != GANFW_OK) return -1;
+      }
+    }
+  }
+  return 0;
+}
+
 static int suite_init(void) {
   const char *build = getenv("GANFW_TEST_BUILD_DIR");
   if (!build || !getenv("GANFW_SOURCE_DIR")) return -1;
@@ -93,6 +118,7 @@ static int suite_init(void) {
   if (!mkdtemp(root) || mkdir(path_in("mnist"), 0755) != 0) return -1;
   if (gt_write_mnist(path_in("mnist"), 600, 20, 5) != 0) return -1;
   if (write_cifar(path_in("mnist")) != 0) return -1;
+  if (write_image_folder(path_in("mnist")) != 0) return -1;
   snprintf(data_set, sizeof data_set, "data.path=%s/mnist", root);
   ganfw_log_set_level(GANFW_LOG_WARN);
   return write_small("small.yaml");
