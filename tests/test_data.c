@@ -473,10 +473,11 @@ static void test_folder_formats(void) {
   CU_ASSERT_DOUBLE_EQUAL(img[1 * 4 + 1], 1.0, 1e-6);
   CU_ASSERT_DOUBLE_EQUAL(img[2 * 4 + 2], 1.0, 1e-6);
   CU_ASSERT_DOUBLE_EQUAL(img[2 * 4 + 3] * 255, 90, 1e-3);
-  /* 3: RGBA, alpha dropped (not composited) */
+  /* 3: RGBA composited over white: alpha 0 is white, alpha 128 halfway, 255 the colour */
   CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 3, 0, img, NULL), GANFW_OK);
-  CU_ASSERT_DOUBLE_EQUAL(img[0] * 255, 10, 1e-3);
-  CU_ASSERT_DOUBLE_EQUAL(img[1 * 4 + 1] * 255, 50, 1e-3);
+  CU_ASSERT_DOUBLE_EQUAL(img[0] * 255, 255, 1e-3);
+  CU_ASSERT_DOUBLE_EQUAL(img[1 * 4 + 1] * 255, 50 * 128 / 255.0 + 255 * (127 / 255.0), 1e-3);
+  CU_ASSERT_DOUBLE_EQUAL(img[2 * 4 + 2] * 255, 90, 1e-3);
   /* 4: gray+alpha -> gray replicated */
   CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 4, 0, img, NULL), GANFW_OK);
   CU_ASSERT_DOUBLE_EQUAL(img[2 * 4 + 3] * 255, 250, 1e-3);

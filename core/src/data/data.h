@@ -12,15 +12,18 @@
 #include "ganfw/status.h"
 
 /* --- transforms ---------------------------------------------------------------------------
- * Applied in this fixed order, as a torchvision pipeline Resize -> CenterCrop -> Pad ->
- * RandomCrop(size, padding) -> RandomHorizontalFlip -> ToTensor -> Normalize(mean, std) would
- * be (default mean = std = 0.5 per channel). All zero is "no resize, no crop, no pad, no
- * augmentation, the source's channels, values in [-1,1]". The two random ones (crop_padding,
+ * Applied in this fixed order, as a torchvision pipeline (alpha composited and channels
+ * converted by the loader) -> Resize -> CenterCrop -> Pad -> RandomCrop(size, padding) ->
+ * RandomHorizontalFlip -> ToTensor -> Normalize(mean, std) would be (default mean = std =
+ * 0.5 per channel). All zero is "no resize, no crop, no pad, no augmentation, the source's
+ * channels, alpha over white, JPEGs decoded scaled when the resize allows, values in
+ * [-1,1]". The two random ones (crop_padding,
  * hflip: the training augmentation) are decided by the sample's key, never by a global
  * generator, so a batch is the same whichever thread makes it and after a resume. */
 typedef struct ganfw_transform {
-  int32_t channels; /* 1 gray or 3 RGB; 0: the source's own (MNIST 1, CIFAR 3, folder 3). Gray
-                     * from RGB is PIL's luma 0.299 R + 0.587 G + 0.114 B; alpha is dropped. */
+  int32_t channels; /* 1 gray or 3 RGB; 0: the source's own (MNIST 1, CIFAR 3, folder 3, as
+                     * torchvision's ImageFolder converts every image to RGB). Gray from RGB
+                     * is PIL's luma 0.299 R + 0.587 G + 0.114 B; alpha: see `alpha`. */
   int32_t resize;   /* > 0: the smaller edge to `resize`, the other int(resize * long / short)
                      * (torchvision Resize(int)). Bilinear, the formula of
                      * F.interpolate(mode="bilinear", align_corners=False, antialias=False):
@@ -45,12 +48,31 @@ typedef struct ganfw_transform {
    * one per output channel (the dataset refuses a count other than its channels). std > 0. */
   int32_t norm_n;
   float mean[3], std[3];
+  /* What an image's alpha does (a ganfw_alpha_mode), per channel x = a x + (1 - a) bg, with
+   * bg white or background[] (R, G, B in [0,1]) for GANFW_ALPHA_OVER_COLOR. */
+  int32_t alpha;
+  float background[3];
+  /* 0: a JPEG may be decoded at 1/2, 1/4 or 1/8 in the DCT domain when the resize leaves
+   * it no smaller than its target (the shorter side >= resize, or >= resize_h x resize_w;
+   * ganfw_transform_decode_min), the resize then starting from that; 1: always at full
+   * size. */
+  int32_t jpeg_full_size;
 } ganfw_transform;
 
-/* The transform of the config's `data` section (data.channels, resize, crop, pad,
- * augment: {crop_padding: N, hflip: bool}, normalize: {mean: [..], std: [..]};
- * docs/CONFIG.md) into *tf. GANFW_ERR_CONFIG naming the key and its file:line:col for a bad
- * value. `data` may be NULL (all defaults). */
+/* What an image's alpha channel (a PNG's gray+alpha or RGBA) does, before the channel
+ * conversion: composited over white (the default), over ganfw_transform.background, or
+ * dropped (PIL's convert("RGB"), torchvision's ImageFolder loader). */
+typedef enum {
+  GANFW_ALPHA_OVER_WHITE = 0,
+  GANFW_ALPHA_OVER_COLOR = 1,
+  GANFW_ALPHA_DROP = 2,
+  GANFW_ALPHA_COUNT
+} ganfw_alpha_mode;
+
+/* The transform of the config's `data` section (data.channels, background, resize,
+ * jpeg_dct_scale, crop, pad, augment: {crop_padding: N, hflip: bool}, normalize: {mean:
+ * [..], std: [..]}; docs/CONFIG.md) into *tf. GANFW_ERR_CONFIG naming the key and its
+ * file:line:col for a bad value. `data` may be NULL (all defaults). */
 ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform *tf);
 /* The source of the `data` section: data.dataset (default "mnist"; an unknown kind is
  * GANFW_ERR_CONFIG naming the key and listing the kinds) and data.path (default: the kind's,
