@@ -2,7 +2,7 @@
  * transforms, label int32); the loader turns it into batches [B,C,H,W] + labels [B],
  * shuffled per epoch from (seed, epoch), optionally prepared by prefetch worker threads.
  * Sources: MNIST and Fashion-MNIST IDX (plain or .gz), CIFAR-10 binary batches, a folder of
- * PNG files. */
+ * PNG and JPEG files (flat, or one sub-folder a class, optionally under train/ and test/). */
 #ifndef GANFW_DATA_H
 #define GANFW_DATA_H
 
@@ -109,17 +109,29 @@ ganfw_status ganfw_dataset_open_fashion_mnist(const char *dir, int32_t train,
 ganfw_status ganfw_dataset_open_cifar10(const char *dir, int32_t train, const ganfw_transform *tf,
                                         ganfw_dataset **out);
 
-/* Every *.png (case-insensitive) directly in `dir`, in strcmp order of their names, label 0.
- * Images may differ in size and format; each is decoded when its sample is requested. The
- * output shape is that of the first image after the transforms; an image whose transformed
- * shape differs fails its get() with GANFW_ERR_IO naming the file (add a crop or resize_h /
- * resize_w). No PNG files is GANFW_ERR_IO. */
-ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *tf,
+/* An image folder as torchvision's ImageFolder reads one. Every file is taken by its content
+ * (a PNG or JPEG signature), whatever its name; names starting with '.' are ignored.
+ * - `dir` holds sub-folders: each is a class, numbered in strcmp order of the names, with
+ *   the images anywhere below it (in strcmp order of their folder, then of their name, as
+ *   torchvision's os.walk order); class names from ganfw_dataset_class_name. A class folder
+ *   without images is GANFW_ERR_IO naming it.
+ * - otherwise: the images directly in `dir`, in strcmp order, label 0, one class.
+ * - `dir` holds both train/ and test/: the split reads dir/train (train != 0) or dir/test,
+ *   each as above; the other entries beside them are ignored, and the two must have the
+ *   same class folders (GANFW_ERR_IO naming both). Without both, the test split (train ==
+ *   0) is GANFW_ERR_IO saying that there is no test/ sub-folder.
+ * Files that are not images, and images directly in a folder of class folders, are skipped
+ * and counted in one warning (log) naming an example. Images may differ in size and format;
+ * each is decoded when its sample is requested (JPEGs scaled in the DCT domain as
+ * tf->jpeg_full_size says). The output shape is that of the first image after the
+ * transforms; an image whose transformed shape differs fails its get() with GANFW_ERR_IO
+ * naming the file (set data.crop). No images is GANFW_ERR_IO. */
+ganfw_status ganfw_dataset_open_folder(const char *dir, int32_t train, const ganfw_transform *tf,
                                        ganfw_dataset **out);
 
-/* kind: "mnist", "fashion_mnist", "cifar10" or "folder" (train is ignored for folder); an
- * unknown kind is GANFW_ERR_CONFIG listing the kinds. The test split (train == 0) is never
- * augmented: tf's crop_padding and hflip are ignored for it. */
+/* kind: "mnist", "fashion_mnist", "cifar10" or "folder"; an unknown kind is GANFW_ERR_CONFIG
+ * listing the kinds. The test split (train == 0) is never augmented: tf's crop_padding and hflip
+ * are ignored for it. */
 ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t train,
                                 const ganfw_transform *tf, ganfw_dataset **out);
 /* The number of samples ganfw_dataset_open(kind, path, train, ...) would hold, from the
@@ -149,7 +161,7 @@ void ganfw_dataset_shape(const ganfw_dataset *ds, int32_t *c, int32_t *h, int32_
 const char *ganfw_dataset_name(const ganfw_dataset *ds);
 /* The name of class `label` ("T-shirt/top" for Fashion-MNIST's 0, "airplane" for
  * CIFAR-10's), a static string; NULL when the data set has no names (MNIST's digits are
- * their labels, a folder is unlabelled) or label is out of range. */
+ * their labels, a flat folder is unlabelled) or label is out of range. */
 const char *ganfw_dataset_class_name(const ganfw_dataset *ds, int32_t label);
 
 /* Sample `index` (0 <= index < size) into image[C*H*W] and *label (label may be NULL).

@@ -32,17 +32,19 @@ typedef struct ganfw_source_vt {
 ganfw_status ganfw_dataset_wrap(const ganfw_source_vt *vt, void *self, const char *name,
                                 int64_t size, int32_t num_classes, int32_t src_h, int32_t src_w,
                                 int32_t native_c, const ganfw_transform *tf, ganfw_dataset **out);
-/* Gives `ds` the names of its classes: names[0..n), static strings that outlive it. */
+/* Gives `ds` the names of its classes: names[0..n), strings that outlive it (static, or
+ * owned by its source, which the dataset destroys last). */
 void ganfw_dataset_set_class_names(ganfw_dataset *ds, const char *const *names, int32_t n);
 
 /* Each source's sample count from its headers or listing, without reading the images
  * (registry.c's ganfw_dataset_count): the MNIST and Fashion-MNIST images file's header, the
- * CIFAR-10 batch files' sizes, the folder's PNG files. Errors as the source's open gives for
- * a missing or damaged file. */
+ * CIFAR-10 batch files' sizes, the folder's image files (each file's first bytes read to
+ * tell an image; no warning for the files skipped). Errors as the source's open gives for a
+ * missing or damaged file. */
 ganfw_status ganfw_dataset_count_mnist(const char *dir, int32_t train, int64_t *n);
 ganfw_status ganfw_dataset_count_fashion_mnist(const char *dir, int32_t train, int64_t *n);
 ganfw_status ganfw_dataset_count_cifar10(const char *dir, int32_t train, int64_t *n);
-ganfw_status ganfw_dataset_count_folder(const char *dir, int64_t *n);
+ganfw_status ganfw_dataset_count_folder(const char *dir, int32_t train, int64_t *n);
 
 /* GANFW_OK when registry.c knows `kind`; else GANFW_ERR_CONFIG listing the kinds (and the
  * nearest one, for a typo). */

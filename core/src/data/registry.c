@@ -16,25 +16,13 @@ typedef struct {
   const char *default_path;     /* data.path when not given; NULL: required */
 } dataset_source;
 
-/* The folder source has no train/test split. */
-static ganfw_status open_folder(const char *path, int32_t train, const ganfw_transform *tf,
-                                ganfw_dataset **out) {
-  (void)train;
-  return ganfw_dataset_open_folder(path, tf, out);
-}
-
-static ganfw_status count_folder(const char *path, int32_t train, int64_t *n) {
-  (void)train;
-  return ganfw_dataset_count_folder(path, n);
-}
-
 static const dataset_source sources[] = {
     {"mnist", ganfw_dataset_open_mnist, ganfw_dataset_count_mnist, 1, 28, 28, 10, "data/mnist"},
     {"fashion_mnist", ganfw_dataset_open_fashion_mnist, ganfw_dataset_count_fashion_mnist, 1, 28,
      28, 10, "/usr/share/datasets/fashion-mnist"},
     {"cifar10", ganfw_dataset_open_cifar10, ganfw_dataset_count_cifar10, 3, 32, 32, 10,
      "data/cifar10"},
-    {"folder", open_folder, count_folder, 0, 0, 0, 0, NULL},
+    {"folder", ganfw_dataset_open_folder, ganfw_dataset_count_folder, 0, 0, 0, 0, NULL},
 };
 enum { SOURCE_COUNT = sizeof sources / sizeof sources[0] };
 
