@@ -21,6 +21,7 @@
 #include "io/jpeg_io.h"
 #include "io/png_io.h"
 #include "testutil.h"
+#include "tools/sample.h"
 
 /* --- fixtures ----------------------------------------------------------------------------- */
 static char tmp_root[64];
@@ -107,25 +108,36 @@ static int count(const char *text, const char *needle) {
   return n;
 }
 
-/* ganfw_dataset_open("folder", rel, train, tf) with stderr (the log) captured into err. */
-static ganfw_status open_captured(const char *rel, int32_t train, const ganfw_transform *tf,
-                                  ganfw_dataset **ds, char *err, size_t cap) {
-  char dir[PATH_CAP], log[PATH_CAP];
-  at(dir, rel);
-  at(log, "stderr.txt");
+/* stderr (the log) from now until capture_end goes into a file, then into err. */
+static int capture_begin(void) {
+  char log[PATH_CAP];
   fflush(stderr);
-  const int saved = dup(2), fd = open(log, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  const int saved = dup(2), fd = open(at(log, "stderr.txt"), O_CREAT | O_TRUNC | O_WRONLY, 0644);
   CU_ASSERT_FATAL(saved >= 0 && fd >= 0);
   dup2(fd, 2);
   close(fd);
-  const ganfw_status st = ganfw_dataset_open("folder", dir, train, tf, ds);
+  return saved;
+}
+
+static void capture_end(int saved, char *err, size_t cap) {
+  char log[PATH_CAP];
   fflush(stderr);
   dup2(saved, 2);
   close(saved);
-  FILE *f = fopen(log, "r");
+  FILE *f = fopen(at(log, "stderr.txt"), "r");
   const size_t len = f ? fread(err, 1, cap - 1, f) : 0;
   err[len] = '\0';
   if (f) fclose(f);
+}
+
+/* ganfw_dataset_open("folder", rel, train, tf) with stderr (the log) captured into err. */
+static ganfw_status open_captured(const char *rel, int32_t train, const ganfw_transform *tf,
+                                  ganfw_dataset **ds, char *err, size_t cap) {
+  char dir[PATH_CAP];
+  at(dir, rel);
+  const int saved = capture_begin();
+  const ganfw_status st = ganfw_dataset_open("folder", dir, train, tf, ds);
+  capture_end(saved, err, cap);
   return st;
 }
 
@@ -619,6 +631,60 @@ static void test_loader_workers(void) {
   ganfw_dataset_destroy(ds);
 }
 
+/* --- a trainer that evaluates ---------------------------------------------------------------- */
+/* The autoencoder trainer (plugins/trainers/autoencoder) on `rel`, one epoch, into the run
+ * folder `run`; its log into err. */
+static ganfw_status train_autoencoder(const char *rel, const char *run, char *err, size_t cap) {
+  char dir[PATH_CAP], out[PATH_CAP], config[64], path[PATH_CAP], text[4 * PATH_CAP];
+  snprintf(text, sizeof text,
+           "seed: 1\ndevice: {type: cpu, threads: 1}\ndata: {dataset: folder, path: %s}\n"
+           "model: {plugin: convae, latent: 4, channels: 4}\ntrainer: {plugin: autoencoder}\n"
+           "optim: {plugin: adam}\ntrain: {batch_size: 4, epochs: 1}\nrun: {out_dir: %s}\n",
+           at(dir, rel), at(out, run));
+  snprintf(config, sizeof config, "%s.yaml", run);
+  write_text(config, text);
+  const int saved = capture_begin();
+  const ganfw_status st = gt_train(at(path, config), NULL, 0);
+  capture_end(saved, err, cap);
+  if (st != GANFW_OK) printf("\n  %s: %s\n", config, ganfw_error_message());
+  return st;
+}
+
+/* A trainer plugin that evaluates (the autoencoder) trains on a folder without train/ and
+ * test/, saying it does not evaluate, and `ganfw sample` draws its grid from the training
+ * images; with train/ and test/ it evaluates on test/ (eval.csv). */
+static void test_trainer_without_test_split(void) {
+  make_dirs("ae_flat");
+  make_dirs("ae_split/train");
+  make_dirs("ae_split/test");
+  for (int i = 0; i < 8; i++) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "ae_flat/%d.jpg", i);
+    smooth_jpeg(rel, 16, 16, 3, NULL);
+    snprintf(rel, sizeof rel, "ae_split/%s/%d.jpg", i % 2 ? "test" : "train", i);
+    smooth_jpeg(rel, 16, 16, 3, NULL);
+  }
+  char err[8192], p[PATH_CAP], q[PATH_CAP];
+  CU_ASSERT_EQUAL_FATAL(train_autoencoder("ae_flat", "run_flat", err, sizeof err), GANFW_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "has no test split"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "trains without evaluating"));
+  CU_ASSERT_NOT_EQUAL(access(at(p, "run_flat/eval.csv"), F_OK), 0);
+  ganfw_sample_args a = {
+      .source = at(p, "run_flat"), .output = at(q, "ae_flat.png"), .n = 4, .nrow = 2};
+  const int saved = capture_begin();
+  const ganfw_status st = ganfw_sample(&a);
+  capture_end(saved, err, sizeof err);
+  if (st != GANFW_OK) printf("\n  sample: %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL(st, GANFW_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err, "4 training images"));
+  CU_ASSERT_EQUAL(access(q, F_OK), 0);
+  CU_ASSERT_EQUAL_FATAL(train_autoencoder("ae_split", "run_split", err, sizeof err), GANFW_OK);
+  CU_ASSERT_PTR_NULL(strstr(err, "has no test split"));
+  double steps[4];
+  CU_ASSERT_EQUAL(gt_csv_column(at(p, "run_split/eval.csv"), 0, steps, 4), 1); /* one epoch */
+  ganfw_error_clear();
+}
+
 static CU_TestInfo tests[] = {
     {"classes_and_order", test_classes_and_order},
     {"skipped_files", test_skipped_files},
@@ -629,6 +695,7 @@ static CU_TestInfo tests[] = {
     {"mixed_channels_and_sizes", test_mixed_channels_and_sizes},
     {"dct_scale_through_transforms", test_dct_scale_through_transforms},
     {"loader_workers", test_loader_workers},
+    {"trainer_without_test_split", test_trainer_without_test_split},
     CU_TEST_INFO_NULL,
 };
 

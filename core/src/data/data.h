@@ -134,6 +134,12 @@ ganfw_status ganfw_dataset_open_folder(const char *dir, int32_t train, const gan
  * are ignored for it. */
 ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t train,
                                 const ganfw_transform *tf, ganfw_dataset **out);
+/* 0 when the data set at `path` has no test split by its layout (an image folder without
+ * both train/ and test/: ganfw_dataset_open(kind, path, 0, ...) would fail saying so), 1
+ * otherwise (MNIST, Fashion-MNIST and CIFAR-10 always have one; a missing file is the open's
+ * error). For a caller that only evaluates along the way (a trainer plugin's training, its
+ * sample grid) and may go without. Reads no file; an unknown kind gives 1. */
+int ganfw_dataset_has_test_split(const char *kind, const char *path);
 /* The number of samples ganfw_dataset_open(kind, path, train, ...) would hold, from the
  * files' headers or the folder's listing, without reading the images (for a tool that
  * needs the size before or instead of opening the set). A missing or damaged file is

@@ -348,6 +348,13 @@ static int is_folder(const char *path) {
   return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
+int ganfw_dataset_folder_has_test(const char *dir) {
+  char tr[4200], te[4200];
+  snprintf(tr, sizeof tr, "%s/train", dir);
+  snprintf(te, sizeof te, "%s/test", dir);
+  return is_folder(tr) && is_folder(te);
+}
+
 /* "a, b, c" of the first names of l (at most cap bytes). */
 static void name_sample(const name_list *l, char *buf, size_t cap) {
   buf[0] = '\0';

@@ -45,6 +45,8 @@ ganfw_status ganfw_dataset_count_mnist(const char *dir, int32_t train, int64_t *
 ganfw_status ganfw_dataset_count_fashion_mnist(const char *dir, int32_t train, int64_t *n);
 ganfw_status ganfw_dataset_count_cifar10(const char *dir, int32_t train, int64_t *n);
 ganfw_status ganfw_dataset_count_folder(const char *dir, int32_t train, int64_t *n);
+/* 1 when the image folder `dir` holds both train/ and test/ (its test split is dir/test). */
+int ganfw_dataset_folder_has_test(const char *dir);
 
 /* GANFW_OK when registry.c knows `kind`; else GANFW_ERR_CONFIG listing the kinds (and the
  * nearest one, for a typo). */
