@@ -8,7 +8,12 @@ set -euo pipefail
 # dataset-fashion-mnist is the data of `data.dataset: fashion_mnist` (configs/cnn_fashion.yaml):
 # the standard 60,000 + 10,000 images, gzipped IDX, in /usr/share/datasets/fashion-mnist.
 # openmpi-bin and libopenmpi-dev run data-parallel training (`mpirun -np N ganfw CONFIG`).
+# libjpeg62-turbo-dev is the JPEG decoder of image folders (libjpeg-turbo's libjpeg API, found
+# by pkg-config as libjpeg); libturbojpeg0-dev its TurboJPEG API beside it; libjpeg-turbo-progs
+# (cjpeg, djpeg, jpegtran) makes and inspects JPEG files by hand; python3-pil is the reference
+# the JPEG tests compare decoded pixels with (tests/test_jpeg.c skips that part without it).
 packages=(build-essential cmake pkg-config git libyaml-dev libpng-dev zlib1g-dev
+          libjpeg62-turbo-dev libturbojpeg0-dev libjpeg-turbo-progs python3-pil
           libcunit1-dev libopenblas-dev python3-torch python3-numpy nodejs npm
           clang libclang-rt-dev dataset-fashion-mnist chromium openmpi-bin libopenmpi-dev)
 # The emoji image folders (scripts/fetch_emoji.sh): cjpeg (libjpeg-turbo-progs) and PIL make

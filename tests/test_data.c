@@ -439,10 +439,10 @@ static void make_png_folder(const char *dir) {
   }
   CU_ASSERT_EQUAL(
       write_raw_png(join(dir, "e_rgb16.png"), 2, 2, PNG_COLOR_TYPE_RGB, 16, rgb16, 12, NULL, 0), 0);
-  FILE *f = fopen(join(dir, "notes.txt"), "w"); /* ignored */
+  FILE *f = fopen(join(dir, "notes.txt"), "w"); /* not an image: skipped */
   fputs("not an image", f);
   fclose(f);
-  mkdir(join(dir, "sub.png"), 0755); /* a directory named like a PNG: ignored */
+  mkdir(join(dir, ".cache"), 0755); /* hidden: not a class folder */
 }
 
 static void test_folder_formats(void) {
@@ -450,7 +450,7 @@ static void test_folder_formats(void) {
   make_png_folder(dir);
   ganfw_dataset *ds = NULL;
   const ganfw_transform unit = {.unit_range = 1};
-  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, &unit, &ds), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, 1, &unit, &ds), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_dataset_size(ds), 6);
   CU_ASSERT_EQUAL(ganfw_dataset_num_classes(ds), 1);
   int32_t c, h, w;
@@ -473,10 +473,11 @@ static void test_folder_formats(void) {
   CU_ASSERT_DOUBLE_EQUAL(img[1 * 4 + 1], 1.0, 1e-6);
   CU_ASSERT_DOUBLE_EQUAL(img[2 * 4 + 2], 1.0, 1e-6);
   CU_ASSERT_DOUBLE_EQUAL(img[2 * 4 + 3] * 255, 90, 1e-3);
-  /* 3: RGBA, alpha dropped (not composited) */
+  /* 3: RGBA composited over white: alpha 0 is white, alpha 128 halfway, 255 the colour */
   CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 3, 0, img, NULL), GANFW_OK);
-  CU_ASSERT_DOUBLE_EQUAL(img[0] * 255, 10, 1e-3);
-  CU_ASSERT_DOUBLE_EQUAL(img[1 * 4 + 1] * 255, 50, 1e-3);
+  CU_ASSERT_DOUBLE_EQUAL(img[0] * 255, 255, 1e-3);
+  CU_ASSERT_DOUBLE_EQUAL(img[1 * 4 + 1] * 255, 50 * 128 / 255.0 + 255 * (127 / 255.0), 1e-3);
+  CU_ASSERT_DOUBLE_EQUAL(img[2 * 4 + 2] * 255, 90, 1e-3);
   /* 4: gray+alpha -> gray replicated */
   CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 4, 0, img, NULL), GANFW_OK);
   CU_ASSERT_DOUBLE_EQUAL(img[2 * 4 + 3] * 255, 250, 1e-3);
@@ -487,7 +488,7 @@ static void test_folder_formats(void) {
 
   /* Gray output: RGB -> luma; gray stays exact. */
   const ganfw_transform gray = {.channels = 1, .unit_range = 1};
-  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, &gray, &ds), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, 1, &gray, &ds), GANFW_OK);
   ganfw_dataset_shape(ds, &c, &h, &w);
   CU_ASSERT_EQUAL(c, 1);
   CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 2, 0, img, NULL), GANFW_OK);
@@ -502,19 +503,19 @@ static void test_folder_formats(void) {
 static void test_folder_sizes_and_errors(void) {
   ganfw_dataset *ds = (ganfw_dataset *)1;
   const char *missing = join(tmp_root[0] ? tmp_root : "/tmp", "no_such_folder_xyz");
-  CU_ASSERT_EQUAL(ganfw_dataset_open_folder(missing, NULL, &ds), GANFW_ERR_IO);
+  CU_ASSERT_EQUAL(ganfw_dataset_open_folder(missing, 1, NULL, &ds), GANFW_ERR_IO);
   CU_ASSERT_PTR_NULL(ds);
   CU_ASSERT(msg_has(missing));
   const char *empty = new_dir("folder_empty");
-  CU_ASSERT_EQUAL(ganfw_dataset_open_folder(empty, NULL, &ds), GANFW_ERR_IO);
-  CU_ASSERT(msg_has(empty) && msg_has("no .png"));
+  CU_ASSERT_EQUAL(ganfw_dataset_open_folder(empty, 1, NULL, &ds), GANFW_ERR_IO);
+  CU_ASSERT(msg_has(empty) && msg_has("no PNG or JPEG images"));
   /* A file given as the folder says so. */
   const char *file_dir = new_dir("folder_is_file");
   const char *a_file = join(file_dir, "x.png");
   FILE *ff = fopen(a_file, "wb");
   CU_ASSERT_FATAL(ff != NULL);
   fclose(ff);
-  CU_ASSERT_EQUAL(ganfw_dataset_open_folder(a_file, NULL, &ds), GANFW_ERR_IO);
+  CU_ASSERT_EQUAL(ganfw_dataset_open_folder(a_file, 1, NULL, &ds), GANFW_ERR_IO);
   CU_ASSERT(msg_has(a_file) && msg_has("is a file, not a folder"));
 
   /* Mixed sizes: the second image fails its get naming the file, unless cropped. */
@@ -523,14 +524,14 @@ static void test_folder_sizes_and_errors(void) {
   for (int i = 0; i < (int)sizeof px; i++) px[i] = (uint8_t)i;
   CU_ASSERT_EQUAL(ganfw_png_write_u8(join(dir, "a.png"), px, 4, 4, 3), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_png_write_u8(join(dir, "b.png"), px, 6, 8, 3), GANFW_OK);
-  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, NULL, &ds), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, 1, NULL, &ds), GANFW_OK);
   float img[3 * 6 * 8];
   CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 0, 0, img, NULL), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 1, 0, img, NULL), GANFW_ERR_IO);
   CU_ASSERT(msg_has("b.png") && msg_has("crop"));
   ganfw_dataset_destroy(ds);
   const ganfw_transform crop = {.crop_h = 4, .crop_w = 4};
-  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, &crop, &ds), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, 1, &crop, &ds), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 1, 0, img, NULL), GANFW_OK);
   /* 6 x 8 cropped to 4 x 4 at top 1, left 2: R of (0,0) is pixel (1,2) */
   CU_ASSERT_DOUBLE_EQUAL((img[0] + 1.0f) / 2.0f * 255.0f, px[(1 * 8 + 2) * 3], 1e-3);
@@ -540,7 +541,7 @@ static void test_folder_sizes_and_errors(void) {
   FILE *f = fopen(join(dir, "c.png"), "wb");
   fputs("\x89PNG\r\n\x1a\n garbage", f);
   fclose(f);
-  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, &crop, &ds), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, 1, &crop, &ds), GANFW_OK);
   CU_ASSERT_EQUAL(ganfw_dataset_size(ds), 3);
   CU_ASSERT_EQUAL(ganfw_dataset_get(ds, 2, 0, img, NULL), GANFW_ERR_IO);
   CU_ASSERT(msg_has(join(dir, "c.png")));
@@ -1207,7 +1208,7 @@ static void test_loader_errors(void) {
   fclose(f);
   CU_ASSERT_EQUAL(ganfw_png_write_u8(join(dir, "c.png"), px, 2, 2, 3), GANFW_OK);
   ganfw_dataset *ds = NULL;
-  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, NULL, &ds), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_dataset_open_folder(dir, 1, NULL, &ds), GANFW_OK);
   char sync_msg[1024] = "";
   for (int mode = 0; mode < 3; mode++) {
     const int prefetch = mode > 0;

@@ -7,11 +7,14 @@
 
 #include <CUnit/Basic.h>
 #include <math.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <unistd.h>
+
+#include <jpeglib.h>
 
 #include "backend/backend.h"
 #include "base/error.h"
@@ -630,6 +633,69 @@ int gt_csv_column(const char *path, int col, double *v, int cap) {
 int gt_write_mnist(const char *dir, int n_train, int n_test, uint64_t seed) {
   if (write_idx_pair(dir, "train", n_train, seed) != 0) return -1;
   return write_idx_pair(dir, "t10k", n_test, seed + 1);
+}
+
+typedef struct gt_jpeg_err {
+  struct jpeg_error_mgr pub;
+  jmp_buf jump;
+} gt_jpeg_err;
+
+static void gt_jpeg_fail(j_common_ptr cinfo) {
+  char msg[JMSG_LENGTH_MAX];
+  (*cinfo->err->format_message)(cinfo, msg);
+  printf("\n  gt_write_jpeg: libjpeg: %s\n", msg);
+  longjmp(((gt_jpeg_err *)cinfo->err)->jump, 1);
+}
+
+int gt_write_jpeg(const char *path, const uint8_t *px, int32_t h, int32_t w, int32_t c,
+                  const gt_jpeg_opts *opts) {
+  static const gt_jpeg_opts plain;
+  const gt_jpeg_opts o = opts ? *opts : plain; /* a copy: nothing the longjmp could clobber */
+  FILE *const f = fopen(path, "wb");
+  if (!f) {
+    printf("\n  gt_write_jpeg: cannot create %s\n", path);
+    return -1;
+  }
+  struct jpeg_compress_struct cinfo;
+  gt_jpeg_err err;
+  memset(&cinfo, 0, sizeof cinfo);
+  cinfo.err = jpeg_std_error(&err.pub);
+  err.pub.error_exit = gt_jpeg_fail;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_compress(&cinfo);
+    fclose(f);
+    return -1;
+  }
+  jpeg_create_compress(&cinfo);
+  jpeg_stdio_dest(&cinfo, f);
+  cinfo.image_width = (JDIMENSION)w;
+  cinfo.image_height = (JDIMENSION)h;
+  cinfo.input_components = c;
+  cinfo.in_color_space = c == 1 ? JCS_GRAYSCALE : c == 3 ? JCS_RGB : JCS_CMYK;
+  jpeg_set_defaults(&cinfo);
+  if (o.stored == 'R') jpeg_set_colorspace(&cinfo, JCS_RGB);
+  if (o.stored == 'Y') jpeg_set_colorspace(&cinfo, JCS_YCCK);
+  jpeg_set_quality(&cinfo, o.quality ? o.quality : 90, TRUE);
+  if (o.full_chroma)
+    for (int k = 0; k < cinfo.num_components; k++)
+      cinfo.comp_info[k].h_samp_factor = cinfo.comp_info[k].v_samp_factor = 1;
+  if (o.progressive) jpeg_simple_progression(&cinfo);
+  cinfo.arith_code = o.arithmetic ? TRUE : FALSE;
+  if (o.restart > 0) cinfo.restart_in_rows = o.restart;
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = (JSAMPROW)(px + (size_t)cinfo.next_scanline * w * c);
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  return fclose(f) == 0 ? 0 : -1;
+}
+
+int gt_python_has(const char *modules) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import %s' >/dev/null 2>&1", modules);
+  return system(cmd) == 0;
 }
 
 double gt_tensor_norm_rel(ganfw_tensor *a, ganfw_tensor *b) {

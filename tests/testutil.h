@@ -118,6 +118,26 @@ int gt_csv_column(const char *path, int col, double *v, int cap);
  * (label = index % 10), deterministic from `seed`. Returns 0 on success. */
 int gt_write_mnist(const char *dir, int n_train, int n_test, uint64_t seed);
 
+/* --- JPEG files ------------------------------------------------------------------------ */
+/* How gt_write_jpeg encodes (all zero: baseline, Huffman, quality 90, 4:2:0 chroma, the
+ * usual colour space: gray for 1 channel, YCbCr for 3, CMYK for 4). */
+typedef struct gt_jpeg_opts {
+  int32_t quality;     /* 1..100; 0: 90 */
+  int32_t progressive; /* 1: libjpeg's simple progression */
+  int32_t arithmetic;  /* 1: arithmetic coding */
+  int32_t full_chroma; /* 1: 4:4:4 (no chroma subsampling) */
+  int32_t restart;     /* > 0: a restart marker every that many MCU rows */
+  int32_t stored;      /* 0: the usual; 'R': 3 channels stored as RGB (no YCbCr); 'Y': 4
+                        * channels stored as YCCK */
+} gt_jpeg_opts;
+/* Writes interleaved 8-bit pixels [h,w,c] (c = 1 gray, 3 RGB, 4 CMYK as stored, Adobe's
+ * inverted convention being the caller's) as a JPEG with libjpeg. 0 on success, -1 (with a
+ * message on stdout) on failure. opts may be NULL. */
+int gt_write_jpeg(const char *path, const uint8_t *px, int32_t h, int32_t w, int32_t c,
+                  const gt_jpeg_opts *opts);
+/* 1 when `/usr/bin/python3 -c "import <modules>"` succeeds (e.g. "PIL", "torchvision"). */
+int gt_python_has(const char *modules);
+
 /* An aligned, zeroed buffer freed with gt_free. Aborts on failure (a test, not the core). */
 void *gt_alloc(size_t bytes);
 void gt_free(void *p);

@@ -2,15 +2,20 @@
 """Writes the seed inputs of the reader harnesses into tests/fuzz/corpus/<name>/ (the
 committed seeds are this script's output; regression inputs found by fuzzing sit beside
 them under names starting with "crash-", "leak-", "timeout-" or "oom-" and are not touched).
-Only the standard library: every file is a small valid file of its format as ganfw's
-writers or the data sets' own tools write it, so that the fuzzer starts from deep inside
-the readers.
+Only the standard library, and for the JPEG seeds libjpeg-turbo's cjpeg (Debian's
+libjpeg-turbo-progs) and PIL for the one CMYK file (python3-pil); without them the JPEG
+seeds are left as they are, with a note. Every file is a small valid file of its format as
+ganfw's writers or the data sets' own tools write it, so that the fuzzer starts from deep
+inside the readers.
 
     /usr/bin/python3 tests/fuzz/make_seeds.py
 """
+import io
 import json
 import os
+import shutil
 import struct
+import subprocess
 import sys
 import zlib
 
@@ -112,6 +117,61 @@ def pngs():
     }
 
 
+# --- JPEG --------------------------------------------------------------------------------
+def cjpeg(pnm, *options):
+    """The JPEG cjpeg makes of a PPM/PGM with the given options."""
+    return subprocess.run(["cjpeg", *options], input=pnm, stdout=subprocess.PIPE,
+                          check=True).stdout
+
+
+def pnm(w, h, channels, pixel):
+    kind = b"P5" if channels == 1 else b"P6"
+    body = bytes(v for y in range(h) for x in range(w) for v in pixel(x, y)[:channels])
+    return kind + b"\n%d %d\n255\n" % (w, h) + body
+
+
+def exif_orientation(jpeg, value):
+    """jpeg with an APP1 Exif segment (big-endian TIFF, one entry: Orientation) after SOI."""
+    tiff = b"MM\0*" + struct.pack(">IHHHIHH", 8, 1, 0x0112, 3, 1, value, 0) + b"\0\0\0\0"
+    body = b"Exif\0\0" + tiff
+    return jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(body) + 2) + body + jpeg[2:]
+
+
+def jpegs():
+    """The JPEG seeds, or {} when cjpeg is not there. Small images (a few MCUs each): the
+    reader's paths are the same at any size."""
+    if not shutil.which("cjpeg"):
+        print("make_seeds: no cjpeg (apt-get install libjpeg-turbo-progs): JPEG seeds not "
+              "rewritten", file=sys.stderr)
+        return {}
+    rgb = pnm(19, 13, 3, lambda x, y: ((x * 13) % 256, (y * 19) % 256, (x * y * 7) % 256))
+    gray = pnm(17, 9, 1, lambda x, y: ((x * 15 + y * 7) % 256,))
+    out = {
+        "baseline.jpg": cjpeg(rgb, "-quality", "85"),
+        "baseline444.jpg": cjpeg(rgb, "-quality", "95", "-sample", "1x1"),
+        "baseline422.jpg": cjpeg(rgb, "-sample", "2x1"),
+        "progressive.jpg": cjpeg(rgb, "-progressive"),
+        "arithmetic.jpg": cjpeg(rgb, "-arithmetic"),
+        "arith_progressive.jpg": cjpeg(rgb, "-arithmetic", "-progressive"),
+        "gray.jpg": cjpeg(gray),
+        "gray_progressive.jpg": cjpeg(gray, "-progressive"),
+        "stored_rgb.jpg": cjpeg(rgb, "-rgb"),
+        "restart.jpg": cjpeg(rgb, "-restart", "1B"),
+        "optimized.jpg": cjpeg(rgb, "-optimize", "-quality", "50"),
+    }
+    out["exif_rotated.jpg"] = exif_orientation(out["baseline.jpg"], 6)
+    try:
+        from PIL import Image
+        im = Image.new("CMYK", (11, 7))
+        im.putdata([(x * 20, y * 30, (x + y) * 10, 40) for y in range(7) for x in range(11)])
+        b = io.BytesIO()
+        im.save(b, "JPEG", quality=90)  # Adobe marker, inverted CMYK, as Photoshop writes
+        out["cmyk_adobe.jpg"] = b.getvalue()
+    except ImportError:
+        print("make_seeds: no PIL (apt-get install python3-pil): no CMYK seed", file=sys.stderr)
+    return out
+
+
 # --- IDX (MNIST) -------------------------------------------------------------------------
 def idx_images(n, rows, cols):
     hdr = struct.pack(">IIII", 0x803, n, rows, cols)
@@ -163,6 +223,21 @@ def main():
     write("folder", "crop_pad_flip.bin", b"\3" + p["interlaced_rgb.png"] + SEP + p["rgba8.png"])
     write("folder", "dir_and_txt.bin", b"\x0c" + p["gray1.png"] + SEP + p["palette2_trns.png"])
     write("folder", "not_png.bin", b"\0" + b"hello" + SEP + p["rgb8.png"])
+
+    j = jpegs()
+    for fname, data in j.items():
+        write("jpeg", fname, data)
+    if j:
+        # bit 2: class folders a/ and b/; bit 6: train/ and test/; 0x10: alpha over a colour
+        write("folder", "jpeg_png_mixed.bin", b"\0" + j["baseline.jpg"] + SEP + p["rgba8.png"])
+        write("folder", "jpeg_resize_scaled.bin",
+              b"\2" + j["progressive.jpg"] + SEP + j["gray.jpg"] + SEP + j["arithmetic.jpg"])
+        write("folder", "classes.bin",
+              b"\4" + j["baseline444.jpg"] + SEP + p["gray8.png"] + SEP + j["restart.jpg"])
+        write("folder", "split_classes_gray.bin",
+              b"\x45" + p["rgb8.png"] + SEP + j["gray_progressive.jpg"])
+        write("folder", "split_flat_background.bin",
+              b"\x58" + p["gray_alpha.png"] + SEP + p["rgba8.png"])
 
     write("idx", "plain.bin", idx_images(3, 4, 5) + SEP + idx_labels([0, 9, 3]))
     write("idx", "gzip.bin", gz(idx_images(4, 3, 3)) + SEP + gz(idx_labels([1, 2, 1, 0])))

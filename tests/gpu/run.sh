@@ -97,7 +97,8 @@ if [[ ${PREBUILT:-0} != 1 ]]; then
   if ! stage configure 120 build.log cmake -S "$root" -B "$build" "${gen[@]}" -DGANFW_CUDA=ON \
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${cmake_extra[@]}"; then
     say "configure failed: the build needs cmake, pkg-config, libyaml-dev, libpng-dev,"
-    say "zlib1g-dev, libopenblas-dev and libcunit1-dev besides CUDA, cuBLAS and cuDNN (see"
+    say "libjpeg62-turbo-dev (or libjpeg-dev), zlib1g-dev, libopenblas-dev and libcunit1-dev"
+    say "besides CUDA, cuBLAS and cuDNN (see"
     say "$out/build.log); or build elsewhere and run with PREBUILT=1 BUILD_DIR=<that tree>"
     tail -20 "$out/build.log"
     exit 1

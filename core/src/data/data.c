@@ -1,4 +1,4 @@
-/* The generic dataset: a source (MNIST, Fashion-MNIST, CIFAR-10, folder) plus its
+/* The generic dataset: a source (MNIST, Fashion-MNIST, CIFAR-10, image folder) plus its
  * transforms; get(i) decodes sample i and writes the transformed image [C,H,W] and its
  * label. */
 #include <stdio.h>
@@ -15,7 +15,7 @@ struct ganfw_dataset {
   int32_t num_classes;
   ganfw_transform tf;
   int32_t c, h, w;                /* output shape */
-  const char *const *class_names; /* [num_class_names], static; NULL: none */
+  const char *const *class_names; /* [num_class_names], static or the source's; NULL: none */
   int32_t num_class_names;
 };
 
@@ -98,8 +98,9 @@ ganfw_status ganfw_dataset_get(const ganfw_dataset *ds, int64_t index, uint64_t 
   int32_t lab = 0;
   ganfw_status st = ds->vt->load(ds->self, index, &img, &lab);
   if (st != GANFW_OK) return st;
-  st = ganfw_transform_apply(&ds->tf, img.pixels, img.c, img.h, img.w, key, image, ds->c, ds->h,
-                             ds->w);
+  st = ganfw_transform_apply_scaled(
+      &ds->tf, img.pixels, img.c, img.h, img.w, img.full_h ? img.full_h : img.h,
+      img.full_w ? img.full_w : img.w, key, image, ds->c, ds->h, ds->w);
   free(img.pixels);
   if (st != GANFW_OK) {
     const char *path = ds->vt->sample_path ? ds->vt->sample_path(ds->self, index) : NULL;

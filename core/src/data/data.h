@@ -2,7 +2,7 @@
  * transforms, label int32); the loader turns it into batches [B,C,H,W] + labels [B],
  * shuffled per epoch from (seed, epoch), optionally prepared by prefetch worker threads.
  * Sources: MNIST and Fashion-MNIST IDX (plain or .gz), CIFAR-10 binary batches, a folder of
- * PNG files. */
+ * PNG and JPEG files (flat, or one sub-folder a class, optionally under train/ and test/). */
 #ifndef GANFW_DATA_H
 #define GANFW_DATA_H
 
@@ -12,15 +12,18 @@
 #include "ganfw/status.h"
 
 /* --- transforms ---------------------------------------------------------------------------
- * Applied in this fixed order, as a torchvision pipeline Resize -> CenterCrop -> Pad ->
- * RandomCrop(size, padding) -> RandomHorizontalFlip -> ToTensor -> Normalize(mean, std) would
- * be (default mean = std = 0.5 per channel). All zero is "no resize, no crop, no pad, no
- * augmentation, the source's channels, values in [-1,1]". The two random ones (crop_padding,
+ * Applied in this fixed order, as a torchvision pipeline (alpha composited and channels
+ * converted by the loader) -> Resize -> CenterCrop -> Pad -> RandomCrop(size, padding) ->
+ * RandomHorizontalFlip -> ToTensor -> Normalize(mean, std) would be (default mean = std =
+ * 0.5 per channel). All zero is "no resize, no crop, no pad, no augmentation, the source's
+ * channels, alpha over white, JPEGs decoded scaled when the resize allows, values in
+ * [-1,1]". The two random ones (crop_padding,
  * hflip: the training augmentation) are decided by the sample's key, never by a global
  * generator, so a batch is the same whichever thread makes it and after a resume. */
 typedef struct ganfw_transform {
-  int32_t channels; /* 1 gray or 3 RGB; 0: the source's own (MNIST 1, CIFAR 3, folder 3). Gray
-                     * from RGB is PIL's luma 0.299 R + 0.587 G + 0.114 B; alpha is dropped. */
+  int32_t channels; /* 1 gray or 3 RGB; 0: the source's own (MNIST 1, CIFAR 3, folder 3, as
+                     * torchvision's ImageFolder converts every image to RGB). Gray from RGB
+                     * is PIL's luma 0.299 R + 0.587 G + 0.114 B; alpha: see `alpha`. */
   int32_t resize;   /* > 0: the smaller edge to `resize`, the other int(resize * long / short)
                      * (torchvision Resize(int)). Bilinear, the formula of
                      * F.interpolate(mode="bilinear", align_corners=False, antialias=False):
@@ -45,12 +48,31 @@ typedef struct ganfw_transform {
    * one per output channel (the dataset refuses a count other than its channels). std > 0. */
   int32_t norm_n;
   float mean[3], std[3];
+  /* What an image's alpha does (a ganfw_alpha_mode), per channel x = a x + (1 - a) bg, with
+   * bg white or background[] (R, G, B in [0,1]) for GANFW_ALPHA_OVER_COLOR. */
+  int32_t alpha;
+  float background[3];
+  /* 0: a JPEG may be decoded at 1/2, 1/4 or 1/8 in the DCT domain when the resize leaves
+   * it no smaller than its target (the shorter side >= resize, or >= resize_h x resize_w;
+   * ganfw_transform_decode_min), the resize then starting from that; 1: always at full
+   * size. */
+  int32_t jpeg_full_size;
 } ganfw_transform;
 
-/* The transform of the config's `data` section (data.channels, resize, crop, pad,
- * augment: {crop_padding: N, hflip: bool}, normalize: {mean: [..], std: [..]};
- * docs/CONFIG.md) into *tf. GANFW_ERR_CONFIG naming the key and its file:line:col for a bad
- * value. `data` may be NULL (all defaults). */
+/* What an image's alpha channel (a PNG's gray+alpha or RGBA) does, before the channel
+ * conversion: composited over white (the default), over ganfw_transform.background, or
+ * dropped (PIL's convert("RGB"), torchvision's ImageFolder loader). */
+typedef enum {
+  GANFW_ALPHA_OVER_WHITE = 0,
+  GANFW_ALPHA_OVER_COLOR = 1,
+  GANFW_ALPHA_DROP = 2,
+  GANFW_ALPHA_COUNT
+} ganfw_alpha_mode;
+
+/* The transform of the config's `data` section (data.channels, background, resize,
+ * jpeg_dct_scale, crop, pad, augment: {crop_padding: N, hflip: bool}, normalize: {mean:
+ * [..], std: [..]}; docs/CONFIG.md) into *tf. GANFW_ERR_CONFIG naming the key and its
+ * file:line:col for a bad value. `data` may be NULL (all defaults). */
 ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform *tf);
 /* The source of the `data` section: data.dataset (default "mnist"; an unknown kind is
  * GANFW_ERR_CONFIG naming the key and listing the kinds) and data.path (default: the kind's,
@@ -87,19 +109,37 @@ ganfw_status ganfw_dataset_open_fashion_mnist(const char *dir, int32_t train,
 ganfw_status ganfw_dataset_open_cifar10(const char *dir, int32_t train, const ganfw_transform *tf,
                                         ganfw_dataset **out);
 
-/* Every *.png (case-insensitive) directly in `dir`, in strcmp order of their names, label 0.
- * Images may differ in size and format; each is decoded when its sample is requested. The
- * output shape is that of the first image after the transforms; an image whose transformed
- * shape differs fails its get() with GANFW_ERR_IO naming the file (add a crop or resize_h /
- * resize_w). No PNG files is GANFW_ERR_IO. */
-ganfw_status ganfw_dataset_open_folder(const char *dir, const ganfw_transform *tf,
+/* An image folder as torchvision's ImageFolder reads one. Every file is taken by its content
+ * (a PNG or JPEG signature), whatever its name; names starting with '.' are ignored.
+ * - `dir` holds sub-folders: each is a class, numbered in strcmp order of the names, with
+ *   the images anywhere below it (in strcmp order of their folder, then of their name, as
+ *   torchvision's os.walk order); class names from ganfw_dataset_class_name. A class folder
+ *   without images is GANFW_ERR_IO naming it.
+ * - otherwise: the images directly in `dir`, in strcmp order, label 0, one class.
+ * - `dir` holds both train/ and test/: the split reads dir/train (train != 0) or dir/test,
+ *   each as above; the other entries beside them are ignored, and the two must have the
+ *   same class folders (GANFW_ERR_IO naming both). Without both, the test split (train ==
+ *   0) is GANFW_ERR_IO saying that there is no test/ sub-folder.
+ * Files that are not images, and images directly in a folder of class folders, are skipped
+ * and counted in one warning (log) naming an example. Images may differ in size and format;
+ * each is decoded when its sample is requested (JPEGs scaled in the DCT domain as
+ * tf->jpeg_full_size says). The output shape is that of the first image after the
+ * transforms; an image whose transformed shape differs fails its get() with GANFW_ERR_IO
+ * naming the file (set data.crop). No images is GANFW_ERR_IO. */
+ganfw_status ganfw_dataset_open_folder(const char *dir, int32_t train, const ganfw_transform *tf,
                                        ganfw_dataset **out);
 
-/* kind: "mnist", "fashion_mnist", "cifar10" or "folder" (train is ignored for folder); an
- * unknown kind is GANFW_ERR_CONFIG listing the kinds. The test split (train == 0) is never
- * augmented: tf's crop_padding and hflip are ignored for it. */
+/* kind: "mnist", "fashion_mnist", "cifar10" or "folder"; an unknown kind is GANFW_ERR_CONFIG
+ * listing the kinds. The test split (train == 0) is never augmented: tf's crop_padding and hflip
+ * are ignored for it. */
 ganfw_status ganfw_dataset_open(const char *kind, const char *path, int32_t train,
                                 const ganfw_transform *tf, ganfw_dataset **out);
+/* 0 when the data set at `path` has no test split by its layout (an image folder without
+ * both train/ and test/: ganfw_dataset_open(kind, path, 0, ...) would fail saying so), 1
+ * otherwise (MNIST, Fashion-MNIST and CIFAR-10 always have one; a missing file is the open's
+ * error). For a caller that only evaluates along the way (a trainer plugin's training, its
+ * sample grid) and may go without. Reads no file; an unknown kind gives 1. */
+int ganfw_dataset_has_test_split(const char *kind, const char *path);
 /* The number of samples ganfw_dataset_open(kind, path, train, ...) would hold, from the
  * files' headers or the folder's listing, without reading the images (for a tool that
  * needs the size before or instead of opening the set). A missing or damaged file is
@@ -127,7 +167,7 @@ void ganfw_dataset_shape(const ganfw_dataset *ds, int32_t *c, int32_t *h, int32_
 const char *ganfw_dataset_name(const ganfw_dataset *ds);
 /* The name of class `label` ("T-shirt/top" for Fashion-MNIST's 0, "airplane" for
  * CIFAR-10's), a static string; NULL when the data set has no names (MNIST's digits are
- * their labels, a folder is unlabelled) or label is out of range. */
+ * their labels, a flat folder is unlabelled) or label is out of range. */
 const char *ganfw_dataset_class_name(const ganfw_dataset *ds, int32_t label);
 
 /* Sample `index` (0 <= index < size) into image[C*H*W] and *label (label may be NULL).

@@ -1,7 +1,7 @@
 /* The keys of the config's `data` section (docs/CONFIG.md): the source (dataset, path), the
- * transform (channels, resize, crop, pad, augment: {crop_padding, hflip}, normalize: {mean:
- * [..], std: [..]}) and the loader (shuffle, drop_last, prefetch, workers). Errors name the
- * key and where it is. */
+ * transform (channels, background, resize, jpeg_dct_scale, crop, pad, augment: {crop_padding,
+ * hflip}, normalize: {mean: [..], std: [..]}) and the loader (shuffle, drop_last, prefetch,
+ * workers). Errors name the key and where it is. */
 #include <string.h>
 
 #include "base/error.h"
@@ -76,12 +76,55 @@ static ganfw_status read_augment(const ganfw_cfg *data, ganfw_transform *tf) {
   return GANFW_OK;
 }
 
+/* data.background: what an image's alpha is composited over: white (the default), black,
+ * [r, g, b] in 0..255, or none (alpha dropped, as PIL's convert("RGB")). */
+static ganfw_status read_background(const ganfw_cfg *data, ganfw_transform *tf) {
+  static const char *const usage =
+      "data.background is white, black, none (alpha dropped, as PIL's convert(\"RGB\")) or "
+      "[r, g, b] with each in 0..255";
+  const ganfw_cfg *node =
+      ganfw_cfg_has(data, "background") ? ganfw_cfg_child(data, "background") : NULL;
+  if (node && ganfw_cfg_kind_of(node) == GANFW_CFG_KIND_LIST) {
+    const int64_t n = ganfw_cfg_list_len(data, "background");
+    if (n != 3)
+      return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s; got a list of %lld", ganfw_cfg_where(node),
+                             usage, (long long)n);
+    for (int64_t k = 0; k < 3; k++) {
+      int64_t v;
+      ganfw_status st =
+          ganfw_cfg_int_in(ganfw_cfg_list_at(data, "background", k), NULL, 0, 0, 255, &v);
+      if (st != GANFW_OK) return st;
+      tf->background[k] = (float)v / 255.0f;
+    }
+    tf->alpha = GANFW_ALPHA_OVER_COLOR;
+    return GANFW_OK;
+  }
+  if (node && ganfw_cfg_kind_of(node) != GANFW_CFG_KIND_SCALAR)
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s", ganfw_cfg_where(node), usage);
+  const char *text = NULL;
+  ganfw_status st = ganfw_cfg_string(data, "background", "white", &text);
+  if (st != GANFW_OK) return st;
+  if (text && strcmp(text, "white") == 0) {
+    tf->alpha = GANFW_ALPHA_OVER_WHITE;
+  } else if (text && strcmp(text, "black") == 0) {
+    tf->alpha = GANFW_ALPHA_OVER_COLOR; /* background[] stays 0 */
+  } else if (text && strcmp(text, "none") == 0) {
+    tf->alpha = GANFW_ALPHA_DROP;
+  } else {
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s, not '%s'", ganfw_cfg_where(node), usage,
+                           text ? text : "null");
+  }
+  return GANFW_OK;
+}
+
 ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform *tf) {
   memset(tf, 0, sizeof *tf);
   int64_t channels = 0, resize = 0, crop = 0, pad = 0;
+  int32_t dct_scale = 1;
   ganfw_status st;
-  if ((st = ganfw_cfg_int(data, "channels", 0, &channels)) ||
+  if ((st = ganfw_cfg_int(data, "channels", 0, &channels)) || (st = read_background(data, tf)) ||
       (st = ganfw_cfg_int_in(data, "resize", 0, 0, 4096, &resize)) ||
+      (st = ganfw_cfg_bool(data, "jpeg_dct_scale", 1, &dct_scale)) ||
       (st = ganfw_cfg_int_in(data, "crop", 0, 0, 4096, &crop)) ||
       (st = ganfw_cfg_int_in(data, "pad", 0, 0, 1024, &pad)) || (st = read_augment(data, tf)))
     return st;
@@ -90,6 +133,7 @@ ganfw_status ganfw_transform_from_config(const ganfw_cfg *data, ganfw_transform 
                            ganfw_cfg_where(ganfw_cfg_child(data, "channels")));
   tf->channels = (int32_t)channels;
   tf->resize = (int32_t)resize;
+  tf->jpeg_full_size = !dct_scale;
   tf->crop_h = tf->crop_w = (int32_t)crop;
   tf->pad = (int32_t)pad;
   if ((st = read_normalize(data, tf)) != GANFW_OK) return st;

@@ -12,29 +12,20 @@ typedef struct {
   ganfw_status (*open)(const char *path, int32_t train, const ganfw_transform *tf,
                        ganfw_dataset **out);
   ganfw_status (*count)(const char *path, int32_t train, int64_t *n);
-  int32_t c, h, w, num_classes; /* the format's own image shape; 0: none fixed */
-  const char *default_path;     /* data.path when not given; NULL: required */
+  int (*has_test)(const char *path); /* (optional) NULL: every data set of the kind has one */
+  int32_t c, h, w, num_classes;      /* the format's own image shape; 0: none fixed */
+  const char *default_path;          /* data.path when not given; NULL: required */
 } dataset_source;
 
-/* The folder source has no train/test split. */
-static ganfw_status open_folder(const char *path, int32_t train, const ganfw_transform *tf,
-                                ganfw_dataset **out) {
-  (void)train;
-  return ganfw_dataset_open_folder(path, tf, out);
-}
-
-static ganfw_status count_folder(const char *path, int32_t train, int64_t *n) {
-  (void)train;
-  return ganfw_dataset_count_folder(path, n);
-}
-
 static const dataset_source sources[] = {
-    {"mnist", ganfw_dataset_open_mnist, ganfw_dataset_count_mnist, 1, 28, 28, 10, "data/mnist"},
-    {"fashion_mnist", ganfw_dataset_open_fashion_mnist, ganfw_dataset_count_fashion_mnist, 1, 28,
-     28, 10, "/usr/share/datasets/fashion-mnist"},
-    {"cifar10", ganfw_dataset_open_cifar10, ganfw_dataset_count_cifar10, 3, 32, 32, 10,
+    {"mnist", ganfw_dataset_open_mnist, ganfw_dataset_count_mnist, NULL, 1, 28, 28, 10,
+     "data/mnist"},
+    {"fashion_mnist", ganfw_dataset_open_fashion_mnist, ganfw_dataset_count_fashion_mnist, NULL, 1,
+     28, 28, 10, "/usr/share/datasets/fashion-mnist"},
+    {"cifar10", ganfw_dataset_open_cifar10, ganfw_dataset_count_cifar10, NULL, 3, 32, 32, 10,
      "data/cifar10"},
-    {"folder", open_folder, count_folder, 0, 0, 0, 0, NULL},
+    {"folder", ganfw_dataset_open_folder, ganfw_dataset_count_folder, ganfw_dataset_folder_has_test,
+     0, 0, 0, 0, NULL},
 };
 enum { SOURCE_COUNT = sizeof sources / sizeof sources[0] };
 
@@ -81,6 +72,11 @@ ganfw_status ganfw_dataset_count(const char *kind, const char *path, int32_t tra
   *n = 0;
   const dataset_source *src = find_source(kind);
   return src ? src->count(path, train, n) : ganfw_dataset_check_kind(kind);
+}
+
+int ganfw_dataset_has_test_split(const char *kind, const char *path) {
+  const dataset_source *src = find_source(kind);
+  return !src || !src->has_test || !path || src->has_test(path);
 }
 
 const char *ganfw_dataset_default_path(const char *kind) {

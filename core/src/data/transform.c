@@ -1,7 +1,8 @@
-/* The sample transforms of a dataset, in torchvision's order: channel conversion, bilinear
- * resize, center crop, pad, random crop with zero padding, random horizontal flip, normalise
- * ((x - mean) / std per channel, [-1,1] by default). Works on one image [c,h,w] of floats in
- * [0,1] and writes [oc,oh,ow]; the random steps are drawn from the sample's key. */
+/* The sample transforms of a dataset, in torchvision's order: alpha compositing, channel
+ * conversion, bilinear resize, center crop, pad, random crop with zero padding, random
+ * horizontal flip, normalise ((x - mean) / std per channel, [-1,1] by default). Works on one
+ * image [c,h,w] of floats in [0,1] and writes [oc,oh,ow]; the random steps are drawn from the
+ * sample's key. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,8 +116,19 @@ ganfw_status ganfw_transform_shape(const ganfw_transform *tf, int32_t h, int32_t
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "transform: crop_h and crop_w go together (got %d and %d)", tf->crop_h,
                            tf->crop_w);
-  if ((tf->hflip != 0 && tf->hflip != 1) || (tf->unit_range != 0 && tf->unit_range != 1))
-    return ganfw_error_set(GANFW_ERR_CONFIG, "transform: hflip and unit_range are 0 or 1");
+  if ((tf->hflip != 0 && tf->hflip != 1) || (tf->unit_range != 0 && tf->unit_range != 1) ||
+      (tf->jpeg_full_size != 0 && tf->jpeg_full_size != 1))
+    return ganfw_error_set(GANFW_ERR_CONFIG,
+                           "transform: hflip, unit_range and jpeg_full_size are 0 or 1");
+  if (tf->alpha < 0 || tf->alpha >= GANFW_ALPHA_COUNT)
+    return ganfw_error_set(GANFW_ERR_CONFIG, "transform: alpha mode %d is not a ganfw_alpha_mode",
+                           tf->alpha);
+  for (int32_t k = 0; tf->alpha == GANFW_ALPHA_OVER_COLOR && k < 3; k++)
+    if (!(tf->background[k] >= 0.0f && tf->background[k] <= 1.0f))
+      return ganfw_error_set(GANFW_ERR_CONFIG,
+                             "data.background: channel %d is %g, outside [0,1] (0..255 in the "
+                             "config)",
+                             k, (double)tf->background[k]);
   if (tf->norm_n < 0 || tf->norm_n > 3 || (tf->unit_range && tf->norm_n))
     return ganfw_error_set(GANFW_ERR_CONFIG,
                            "transform: normalize takes 1 to 3 means and stds (got %d) and "
@@ -134,7 +146,8 @@ ganfw_status ganfw_transform_shape(const ganfw_transform *tf, int32_t h, int32_t
   resized_size(tf, h, w, &rh, &rw);
   if (rh <= 0 || rw <= 0)
     return ganfw_error_set(GANFW_ERR_CONFIG,
-                           "transform: resize %d turns a %d x %d image into %d x %d pixels",
+                           "data.resize %d turns a %d x %d image into %d x %d pixels: give a "
+                           "larger data.resize",
                            tf->resize, h, w, rh, rw);
   if (tf->crop_h > 0) {
     rh = tf->crop_h;
@@ -150,6 +163,36 @@ ganfw_status ganfw_transform_shape(const ganfw_transform *tf, int32_t h, int32_t
 static int32_t crop_offset(int32_t n, int32_t crop) {
   if (crop > n) return -((crop - n) / 2);
   return (int32_t)nearbyint((double)(n - crop) / 2.0); /* Python's round: half to even */
+}
+
+void ganfw_transform_decode_min(const ganfw_transform *tf, int32_t *min_h, int32_t *min_w) {
+  *min_h = *min_w = 0;
+  if (tf->jpeg_full_size) return;
+  if (tf->resize_h > 0 && tf->resize_w > 0) {
+    *min_h = tf->resize_h;
+    *min_w = tf->resize_w;
+  } else if (tf->resize > 0) {
+    *min_h = *min_w = tf->resize;
+  }
+}
+
+/* The number of channels src [c,h,w] (2 gray+alpha or 4 RGBA) has once its alpha is
+ * composited over bg: 1 when both image and background are gray, else 3. */
+static int32_t composited_channels(int32_t c, const float bg[3]) {
+  return c == 2 && bg[0] == bg[1] && bg[1] == bg[2] ? 1 : 3;
+}
+
+/* x = a * x + (1 - a) * bg of src [c,h,w] (2 or 4 channels, alpha last) into dst
+ * [composited_channels(c, bg),h,w]. */
+static void composite_alpha(const float *src, int32_t c, size_t plane, const float bg[3],
+                            float *dst) {
+  const float *alpha = src + (size_t)(c - 1) * plane;
+  const int32_t oc = composited_channels(c, bg);
+  for (int32_t k = 0; k < oc; k++) {
+    const float *x = src + (c == 2 ? 0 : (size_t)k * plane);
+    float *y = dst + (size_t)k * plane;
+    for (size_t i = 0; i < plane; i++) y[i] = alpha[i] * x[i] + (1.0f - alpha[i]) * bg[k];
+  }
 }
 
 /* Converts src [c,h,w] (1 gray, 2 gray+alpha, 3 RGB, 4 RGBA) to dst [oc,h,w] (1 or 3). */
@@ -170,36 +213,58 @@ static void convert_channels(const float *src, int32_t c, size_t plane, float *d
 ganfw_status ganfw_transform_apply(const ganfw_transform *tf, const float *src, int32_t c,
                                    int32_t h, int32_t w, uint64_t key, float *dst, int32_t oc,
                                    int32_t oh, int32_t ow) {
+  return ganfw_transform_apply_scaled(tf, src, c, h, w, h, w, key, dst, oc, oh, ow);
+}
+
+ganfw_status ganfw_transform_apply_scaled(const ganfw_transform *tf, const float *src, int32_t c,
+                                          int32_t h, int32_t w, int32_t full_h, int32_t full_w,
+                                          uint64_t key, float *dst, int32_t oc, int32_t oh,
+                                          int32_t ow) {
   static const ganfw_transform none;
   if (!tf) tf = &none;
   int32_t eh, ew;
-  ganfw_status st = ganfw_transform_shape(tf, h, w, &eh, &ew);
+  ganfw_status st = ganfw_transform_shape(tf, full_h, full_w, &eh, &ew);
   if (st != GANFW_OK) return st;
-  if (eh != oh || ew != ow || (oc != 1 && oc != 3) || c < 1 || c > 4)
+  if (eh != oh || ew != ow || (oc != 1 && oc != 3) || c < 1 || c > 4 || h <= 0 || w <= 0)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG,
-                           "a %d-channel %d x %d image becomes %d x %d, not the dataset's %d x %d "
-                           "(%d channels); images of different sizes need a center crop or an "
-                           "exact resize_h/resize_w",
-                           c, h, w, eh, ew, oh, ow, oc);
+                           "a %d-channel %d x %d image becomes %d x %d, not the data set's %d x "
+                           "%d (%d channels): images of different sizes or shapes need data.crop "
+                           "(a center crop after data.resize) to come out one size",
+                           c, full_h, full_w, eh, ew, oh, ow, oc);
   const size_t plane = (size_t)h * w;
   const float *cur = src;
-  float *conv = NULL, *rs = NULL;
+  float *comp = NULL, *conv = NULL, *rs = NULL;
+  if ((c == 2 || c == 4) && tf->alpha != GANFW_ALPHA_DROP) {
+    static const float white[3] = {1.0f, 1.0f, 1.0f};
+    const float *bg = tf->alpha == GANFW_ALPHA_OVER_COLOR ? tf->background : white;
+    const int32_t cc = composited_channels(c, bg);
+    comp = malloc(sizeof(float) * cc * plane);
+    if (!comp) return ganfw_error_set(GANFW_ERR_OOM, "transform: no host memory");
+    composite_alpha(src, c, plane, bg, comp);
+    cur = comp;
+    c = cc;
+  }
   if (c != oc) {
     conv = malloc(sizeof(float) * oc * plane);
-    if (!conv) return ganfw_error_set(GANFW_ERR_OOM, "transform: no host memory");
-    convert_channels(src, c, plane, conv, oc);
+    if (!conv) {
+      free(comp);
+      return ganfw_error_set(GANFW_ERR_OOM, "transform: no host memory");
+    }
+    convert_channels(cur, c, plane, conv, oc);
     cur = conv;
   }
   int32_t rh, rw;
-  resized_size(tf, h, w, &rh, &rw);
+  resized_size(tf, full_h, full_w, &rh, &rw);
   if (rh != h || rw != w) {
     rs = malloc(sizeof(float) * oc * rh * rw);
     if (!rs) {
+      free(comp);
       free(conv);
       return ganfw_error_set(GANFW_ERR_OOM, "transform: no host memory");
     }
     st = ganfw_resize_bilinear(cur, oc, h, w, rs, rh, rw);
     if (st != GANFW_OK) {
+      free(comp);
       free(conv);
       free(rs);
       return st;
@@ -225,6 +290,7 @@ ganfw_status ganfw_transform_apply(const ganfw_transform *tf, const float *src, 
     dx = (int32_t)((r >> 32) % span) - tf->crop_padding;
   }
   if (tf->norm_n > 1 && tf->norm_n != oc) {
+    free(comp);
     free(conv);
     free(rs);
     return ganfw_error_set(GANFW_ERR_CONFIG,
@@ -249,6 +315,7 @@ ganfw_status ganfw_transform_apply(const ganfw_transform *tf, const float *src, 
       }
     }
   }
+  free(comp);
   free(conv);
   free(rs);
   return GANFW_OK;

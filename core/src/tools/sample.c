@@ -154,6 +154,21 @@ ganfw_status ganfw_sample_locate(const char *what, char *config, size_t nc, char
   return ganfw_path_join(config, nc, dir, "../config.resolved.yaml");
 }
 
+/* The images a trainer's grid starts from: the test split, or the training images (not
+ * augmented) of a data set without one (an image folder without train/ and test/), as the
+ * training run's own grids do. */
+static ganfw_status open_grid_images(ganfw_session *s, ganfw_dataset **out, const char **which) {
+  *which = "test";
+  if (ganfw_dataset_has_test_split(s->data_kind, s->data_path))
+    return ganfw_classifier_open_test_split(s, out);
+  *which = "training";
+  ganfw_transform tf = s->transform;
+  tf.crop_padding = 0;
+  tf.hflip = 0;
+  const ganfw_status st = ganfw_dataset_open(s->data_kind, s->data_path, 1, &tf, out);
+  return st == GANFW_OK ? st : ganfw_error_wrap(st, "data.path");
+}
+
 /* A trainer plugin's run: its sample() grid (an autoencoder's inputs beside their
  * reconstructions and a VAE's prior samples, ...) for the first a->n test images. */
 static ganfw_status sample_trainer(ganfw_session *s, const char *ckpt, const ganfw_sample_args *a) {
@@ -163,16 +178,16 @@ static ganfw_status sample_trainer(ganfw_session *s, const char *ckpt, const gan
   ganfw_dataset *test = NULL;
   ganfw_program *prog = NULL;
   ganfw_tensor *x = NULL, *labels = NULL;
+  const char *which = "test";
   ganfw_status st = ganfw_program_load_weights(s, ckpt);
-  if (st == GANFW_OK) st = ganfw_classifier_open_test_split(s, &test);
+  if (st == GANFW_OK) st = open_grid_images(s, &test, &which);
   if (st == GANFW_OK) st = ganfw_program_create(s, &prog);
   if (st == GANFW_OK) st = ganfw_program_grid_inputs(s, test, a->n, &x, &labels);
   if (st == GANFW_OK) st = ganfw_program_write_grid(prog, x, labels, a->output);
   if (st == GANFW_OK)
     ganfw_log(GANFW_LOG_INFO,
-              "trainer %s's samples of %s for the first %lld test images written "
-              "to %s",
-              s->trainer_name, ckpt, (long long)x->shape[0], a->output);
+              "trainer %s's samples of %s for the first %lld %s images written to %s",
+              s->trainer_name, ckpt, (long long)x->shape[0], which, a->output);
   ganfw_tensor_destroy(x);
   ganfw_tensor_destroy(labels);
   ganfw_program_destroy(prog);

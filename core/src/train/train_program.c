@@ -151,9 +151,15 @@ static ganfw_status prog_open(ganfw_loop *L, void **self) {
   r->s = s;
   ganfw_status st;
   if ((st = ganfw_program_create(s, &r->prog)) != GANFW_OK) return st;
-  if (!L->planning && ganfw_program_evaluates(r->prog) &&
-      (st = ganfw_classifier_open_test_split(s, &L->test)))
-    return st;
+  if (!L->planning && ganfw_program_evaluates(r->prog)) {
+    if (!ganfw_dataset_has_test_split(s->data_kind, s->data_path))
+      ganfw_log(GANFW_LOG_WARN,
+                "%s has no test split (an image folder without train/ and test/): trainer '%s' "
+                "trains without evaluating, and eval.csv is not written",
+                s->data_path, s->trainer_name);
+    else if ((st = ganfw_classifier_open_test_split(s, &L->test)))
+      return st;
+  }
   const int32_t labelled = s->data_info.num_classes > 0;
   if ((st = ganfw_loop_open_batch(L, labelled)) != GANFW_OK) return st;
   const int64_t b = L->x->shape[0]; /* this rank's rows */
