@@ -210,6 +210,19 @@ static void test_calibration_cached(void) {
   CU_ASSERT_EQUAL(r.cal.cached, 0);
   CU_ASSERT(strcmp(r.cal.path, first.path) != 0);
   ganfw_fit_result_free(&r);
+  /* a strategy the config refuses alone (step_in_backward with clipping) is kept in the
+   * cache as unpriced, so that the next search reuses the calibration */
+  const char *clip[] = {"train.clip_grad_norm=1.0"};
+  for (int run = 0; run < 2; run++) {
+    CU_ASSERT_EQUAL_FATAL(ganfw_fit(gt_config(path_in("conf/gan.yaml"), clip, 1), &opt, &r, NULL),
+                          GANFW_OK);
+    CU_ASSERT_EQUAL(r.cal.cached, run);
+    int32_t unpriced = 0;
+    for (int32_t i = 0; i < r.cal.n_points; i++)
+      unpriced += r.cal.points[i].dim >= 0 && r.cal.points[i].seconds == 0.0;
+    CU_ASSERT(unpriced >= 1 || !r.dim_found[4]);
+    ganfw_fit_result_free(&r);
+  }
 }
 
 static void test_budget_below_every_candidate(void) {

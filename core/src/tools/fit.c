@@ -401,7 +401,7 @@ static void cache_read(ganfw_fit_calibration *cal) {
     ganfw_fit_point pt;
     if (sscanf(line, "point %d %d %d %lf", &pt.dim, &pt.option, &pt.micro_batches, &pt.seconds) ==
             4 &&
-        pt.seconds > 0.0 && pt.micro_batches > 0)
+        (pt.seconds > 0.0 || (pt.dim >= 0 && pt.seconds == 0.0)) && pt.micro_batches > 0)
       cal->points[cal->n_points++] = pt;
   }
   fclose(f);
@@ -420,7 +420,8 @@ static ganfw_status cache_write(const ganfw_fit_calibration *cal) {
                            cal->path, strerror(errno));
   fprintf(f, "key %s\n", cal->key);
   fprintf(f, "# point DIM OPTION MICRO_BATCHES SECONDS: DIM -1 a precision's median step at "
-             "that many micro-batches; else a dimension's option as a ratio to the step\n");
+             "that many micro-batches; else a dimension's option as a ratio to the step (0: "
+             "refused by the config)\n");
   for (int32_t i = 0; i < cal->n_points; i++)
     fprintf(f, "point %d %d %d %.9g\n", cal->points[i].dim, cal->points[i].option,
             cal->points[i].micro_batches, cal->points[i].seconds);
@@ -595,8 +596,12 @@ static ganfw_status calibrate(search *s) {
   const double anchor = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   int32_t dirty = 0;
   for (int32_t j = 0; j < n && st == GANFW_OK; j++) {
-    if (refused[j]) continue;
-    const double v = j == 0 ? anchor : jobs[j].dim < 0 ? ratio[j] * anchor : ratio[j];
+    /* a strategy the config refuses is kept as ratio 0 (unpriced), so that the cache holds
+       every point and the next search does not measure again */
+    const double v = refused[j]        ? 0.0
+                     : j == 0          ? anchor
+                     : jobs[j].dim < 0 ? ratio[j] * anchor
+                                       : ratio[j];
     st = add_point(s, jobs[j].dim, jobs[j].option, jobs[j].k, v, &dirty);
   }
   cal->measure_seconds = now_s() - t0;
@@ -617,6 +622,9 @@ static void print_calibration(const search *s, FILE *out) {
               dims[dp].labels[pt->option], pt->micro_batches, pt->micro_batches == 1 ? " " : "es",
               (long long)(s->res->base_batch / pt->micro_batches), pt->seconds,
               pt->seconds / pt->micro_batches);
+    else if (pt->seconds == 0.0)
+      fprintf(out, "  %-24s refused by the config alone: unpriced\n",
+              dims[pt->dim].labels[pt->option]);
     else
       fprintf(out, "  %-24s x %.3f of the step as is\n", dims[pt->dim].labels[pt->option],
               pt->seconds);
