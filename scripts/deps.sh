@@ -16,10 +16,10 @@ packages=(build-essential cmake pkg-config git libyaml-dev libpng-dev zlib1g-dev
           libjpeg62-turbo-dev libturbojpeg0-dev libjpeg-turbo-progs python3-pil
           libcunit1-dev libopenblas-dev python3-torch python3-numpy nodejs npm
           clang libclang-rt-dev dataset-fashion-mnist chromium openmpi-bin libopenmpi-dev)
-# The emoji image folders (scripts/fetch_emoji.sh): cjpeg (libjpeg-turbo-progs) and PIL make
-# their JPEG copy; PIL and torchvision read image folders on the PyTorch side
+# The emoji image folders (scripts/fetch_emoji.sh): cjpeg (libjpeg-turbo-progs, above) and PIL
+# make their JPEG copy; PIL and torchvision read image folders on the PyTorch side
 # (bench/folder_torch.py, bench/loader_torch.py).
-packages+=(libjpeg-turbo-progs python3-pil python3-torchvision)
+packages+=(python3-torchvision)
 
 have_node=0
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && have_node=1
