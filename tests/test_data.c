@@ -4,7 +4,6 @@
  * bilinear resize against PyTorch's formula, random crops and flips, shuffling, drop_last,
  * prefetch with one or more workers, resume, and that every corrupt input is refused with a
  * message naming its path. */
-#include <ftw.h>
 #include <math.h>
 #include <png.h>
 #include <stdio.h>
@@ -23,31 +22,11 @@
 #include "testutil.h"
 
 /* --- fixtures ----------------------------------------------------------------------------- */
-static char tmp_root[64];
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
-static void cleanup_tmp(void) {
-  if (tmp_root[0]) nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* A new empty directory under this run's temporary root; the string lives until exit. */
 static const char *new_dir(const char *name) {
   static char bufs[32][512];
   static int next;
-  if (!tmp_root[0]) {
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/ganfw_test_data.XXXXXX");
-    if (!mkdtemp(tmp_root)) {
-      perror("mkdtemp");
-      abort();
-    }
-    atexit(cleanup_tmp);
-  }
+  const char *tmp_root = gt_tmp_root("data");
   char *p = bufs[next++ % 32];
   snprintf(p, 512, "%s/%s", tmp_root, name);
   if (mkdir(p, 0755) != 0) {
@@ -502,7 +481,7 @@ static void test_folder_formats(void) {
 
 static void test_folder_sizes_and_errors(void) {
   ganfw_dataset *ds = (ganfw_dataset *)1;
-  const char *missing = join(tmp_root[0] ? tmp_root : "/tmp", "no_such_folder_xyz");
+  const char *missing = join(gt_tmp_root("data"), "no_such_folder_xyz");
   CU_ASSERT_EQUAL(ganfw_dataset_open_folder(missing, 1, NULL, &ds), GANFW_ERR_IO);
   CU_ASSERT_PTR_NULL(ds);
   CU_ASSERT(msg_has(missing));

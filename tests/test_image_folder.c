@@ -6,7 +6,6 @@
  * scaled in the DCT domain through the transforms, the loader's worker threads, and every
  * bad layout refused with a message naming the folder. */
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,30 +23,10 @@
 #include "tools/sample.h"
 
 /* --- fixtures ----------------------------------------------------------------------------- */
-static char tmp_root[64];
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
-static void cleanup_tmp(void) {
-  if (tmp_root[0]) nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* `rel` inside this run's temporary folder, into buf (PATH_CAP bytes). */
 enum { PATH_CAP = 700 };
 static char *at(char *buf, const char *rel) {
-  if (!tmp_root[0]) {
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/ganfw_test_folder.XXXXXX");
-    if (!mkdtemp(tmp_root)) {
-      perror("mkdtemp");
-      abort();
-    }
-    atexit(cleanup_tmp);
-  }
+  const char *tmp_root = gt_tmp_root("folder");
   snprintf(buf, PATH_CAP, "%s/%s", tmp_root, rel);
   return buf;
 }
@@ -56,7 +35,7 @@ static char *at(char *buf, const char *rel) {
 static void make_dirs(const char *rel) {
   char p[PATH_CAP];
   at(p, rel);
-  for (char *s = p + strlen(tmp_root) + 1; *s; s++)
+  for (char *s = p + strlen(gt_tmp_root("folder")) + 1; *s; s++)
     if (*s == '/') {
       *s = '\0';
       mkdir(p, 0755);

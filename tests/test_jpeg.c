@@ -6,7 +6,6 @@
  * orientation ignored; decoding from several threads; and every bad input (cut short, a
  * corrupt Huffman table or entropy data, 12-bit, garbage, headers over the limits, too many
  * scans) refused with a message naming the file. */
-#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -24,31 +23,11 @@
 #include "testutil.h"
 
 /* --- fixtures ----------------------------------------------------------------------------- */
-static char tmp_root[64];
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
-static void cleanup_tmp(void) {
-  if (tmp_root[0]) nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* `name` inside this run's temporary folder; the string lives for 16 more calls. */
 static const char *path_in(const char *name) {
   static char bufs[16][600];
   static int next;
-  if (!tmp_root[0]) {
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/ganfw_test_jpeg.XXXXXX");
-    if (!mkdtemp(tmp_root)) {
-      perror("mkdtemp");
-      abort();
-    }
-    atexit(cleanup_tmp);
-  }
+  const char *tmp_root = gt_tmp_root("jpeg");
   char *p = bufs[next++ % 16];
   snprintf(p, 600, "%s/%s", tmp_root, name);
   return p;

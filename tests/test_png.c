@@ -3,7 +3,6 @@
  * (written with libpng here), atomic writes and clean failures. Files go to a mkdtemp
  * directory under /tmp that is removed at exit. */
 #include <dirent.h>
-#include <ftw.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,31 +15,11 @@
 #include "io/png_io.h"
 #include "testutil.h"
 
-static char tmp_root[64];
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
-static void cleanup_tmp(void) {
-  if (tmp_root[0]) nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* A path inside this run's temporary directory (created on first use). */
 static const char *tmp_path(const char *name) {
   static char buf[8][512];
   static int next;
-  if (!tmp_root[0]) {
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/ganfw_test_png.XXXXXX");
-    if (!mkdtemp(tmp_root)) {
-      perror("mkdtemp");
-      abort();
-    }
-    atexit(cleanup_tmp);
-  }
+  const char *tmp_root = gt_tmp_root("png");
   char *p = buf[next++ % 8];
   snprintf(p, 512, "%s/%s", tmp_root, name);
   return p;

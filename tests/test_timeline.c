@@ -3,7 +3,6 @@
  * structure (one path per category with bytes, the title's exact peak, escaped owners, the
  * reserved line, a bounded size for long steps), the PNG read back, and bad input. All
  * events are synthetic; files go to a mkdtemp directory under /tmp removed at exit. */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,30 +92,10 @@ static int64_t build_step_a(builder *b, const char *act_owner) {
 
 /* --- files --------------------------------------------------------------------------------- */
 
-static char tmp_root[64];
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  return remove(path);
-}
-
-static void cleanup_tmp(void) {
-  if (tmp_root[0]) nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static const char *tmp_path(const char *name) {
   static char buf[4][512];
   static int next;
-  if (!tmp_root[0]) {
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/ganfw_test_timeline.XXXXXX");
-    if (!mkdtemp(tmp_root)) {
-      perror("mkdtemp");
-      abort();
-    }
-    atexit(cleanup_tmp);
-  }
+  const char *tmp_root = gt_tmp_root("timeline");
   char *p = buf[next++ % 4];
   snprintf(p, 512, "%s/%s", tmp_root, name);
   return p;

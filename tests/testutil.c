@@ -6,12 +6,14 @@
 #include "backend/op.h"
 
 #include <CUnit/Basic.h>
+#include <ftw.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jpeglib.h>
@@ -882,4 +884,31 @@ void gt_write_bare_generator(const char *src, const char *dst, const char *skip)
   CU_ASSERT_EQUAL_FATAL(ganfw_st_writer_write(w, dst), GANFW_OK);
   ganfw_st_writer_destroy(w);
   ganfw_st_close(f);
+}
+
+/* --- a temporary folder per test process -------------------------------------------------- */
+
+static char tmp_root[128];
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+static void remove_tmp_root(void) {
+  if (tmp_root[0]) nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *gt_tmp_root(const char *suite) {
+  if (!tmp_root[0]) {
+    snprintf(tmp_root, sizeof tmp_root, "/tmp/ganfw_test_%s.XXXXXX", suite);
+    if (!mkdtemp(tmp_root)) {
+      perror("mkdtemp");
+      abort();
+    }
+    atexit(remove_tmp_root);
+  }
+  return tmp_root;
 }

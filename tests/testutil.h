@@ -138,6 +138,10 @@ int gt_write_jpeg(const char *path, const uint8_t *px, int32_t h, int32_t w, int
 /* 1 when `/usr/bin/python3 -c "import <modules>"` succeeds (e.g. "PIL", "torchvision"). */
 int gt_python_has(const char *modules);
 
+/* This process's temporary folder, /tmp/ganfw_test_<suite>.XXXXXX, made on the first call
+ * and removed with everything in it at exit; aborts when it cannot be made. */
+const char *gt_tmp_root(const char *suite);
+
 /* An aligned, zeroed buffer freed with gt_free. Aborts on failure (a test, not the core). */
 void *gt_alloc(size_t bytes);
 void gt_free(void *p);
