@@ -1,13 +1,19 @@
-/* Times the AVX-512 BF16 GEMM (core/src/backend/cpu/gemm_bf16.c) against OpenBLAS cblas_sgemm,
- * both single-threaded on the same f32 inputs, on the GEMM shapes of DC-GAN's conv layers at
- * batch 64, each in all three transpose cases (0,0), (1,0), (0,1). The two alternate every run;
- * it prints the medians and sgemm / bf16 (above 1: bf16 is faster).
+/* Times ganfw's bf16 GEMM (core/src/backend/cpu/gemm_bf16.c) on its two paths, AMX tiles and
+ * AVX-512 BF16 dot products (GANFW_CPU_AMX switched per call with ganfw_cpu_amx_force), against
+ * OpenBLAS cblas_sgemm, all single-threaded on the same f32 inputs, on the GEMMs one training
+ * step of DC-GAN-64 in amp bf16 makes (configs/dcgan64_emoji_bf16.yaml at batch 64: each conv
+ * and conv-transpose's forward, input-gradient and weight-gradient products, as gemm.c and
+ * conv2d.c cut them, with the number of calls per step). The three alternate every run; it
+ * prints each one's median, GFLOP/s and the speed-ups over the dot products and sgemm, then
+ * the three totals over a step's calls (single-threaded GEMM time per step). Where the CPU
+ * has no AMX the AMX columns say "-"; without AVX-512 BF16 there is nothing to compare.
  *   bench_gemm_bf16 [runs]      (default 21) */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "backend/backend.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/isa.h"
 
@@ -15,12 +21,27 @@
 void openblas_set_num_threads(int num_threads);
 
 typedef struct bench_shape {
+  int trans_a, trans_b;
   int64_t M, N, K;
+  float beta;
+  int calls; /* per training step */
 } bench_shape;
 
+/* DC-GAN-64's bf16 GEMMs of one step, traced from bench_dcgan_step (M = output channels or
+ * im2col rows, N = one image's output positions or a column block, K = the reduction). */
 static const bench_shape shapes[] = {
-    {256, 256, 512}, {512, 256, 256},  {256, 512, 256},  {128, 1024, 1024}, {256, 2048, 1024},
-    {64, 4096, 256}, {128, 256, 2048}, {64, 1024, 2048}, {17, 40, 33},
+    {0, 0, 128, 256, 1024, 0.0f, 256}, /* conv fwd 64->128 32x32, one image */
+    {1, 0, 1024, 256, 128, 0.0f, 320}, /* its input gradient (col = w^T dy) */
+    {0, 1, 128, 80, 2048, 1.0f, 176},  /* its weight gradient, a column block of a chunk */
+    {0, 0, 256, 128, 2048, 0.0f, 128}, /* conv fwd 128->256 16x16 */
+    {1, 0, 2048, 128, 256, 0.0f, 160}, /* its input gradient */
+    {0, 1, 256, 176, 1024, 1.0f, 80},  /* its weight gradient */
+    {0, 0, 512, 64, 4096, 0.0f, 64},   /* conv fwd 256->512 8x8 */
+    {1, 0, 4096, 64, 512, 0.0f, 80},   /* its input gradient */
+    {0, 1, 512, 336, 512, 1.0f, 32},   /* its weight gradient */
+    {0, 0, 64, 1024, 48, 0.0f, 192},   /* 3-channel layers: K = 3 x 4 x 4 */
+    {1, 0, 48, 1024, 64, 0.0f, 192},   /* and the other way */
+    {0, 1, 32, 48, 32768, 1.0f, 6},    /* a weight gradient with a long K */
 };
 
 static double now_s(void) {
@@ -49,7 +70,26 @@ static float *random_buffer(int64_t n, unsigned *seed) {
   return p;
 }
 
+enum { PATH_AMX, PATH_DOT, PATH_SGEMM, PATHS };
+
+/* One product on one path; returns its seconds. */
+static double run_path(int path, const bench_shape *s, const float *A, const float *B, float *C) {
+  const int64_t lda = s->trans_a ? s->M : s->K, ldb = s->trans_b ? s->K : s->N;
+  if (path != PATH_SGEMM) ganfw_cpu_amx_force(path == PATH_AMX);
+  const double t0 = now_s();
+  if (path == PATH_SGEMM) {
+    cblas_sgemm(CblasRowMajor, s->trans_a ? CblasTrans : CblasNoTrans,
+                s->trans_b ? CblasTrans : CblasNoTrans, (int)s->M, (int)s->N, (int)s->K, 1.0f, A,
+                (int)lda, B, (int)ldb, s->beta, C, (int)s->N);
+  } else {
+    ganfw_cpu_gemm_bf16(s->trans_a, s->trans_b, s->M, s->N, s->K, A, lda, B, ldb, s->beta, C, s->N);
+  }
+  return now_s() - t0;
+}
+
 int main(int argc, char **argv) {
+  /* OpenBLAS's kernels for this CPU, as the CLI and bench_dcgan_step run it */
+  ganfw_cpu_blas_restart(argv);
   const int runs = argc > 1 ? atoi(argv[1]) : 21;
   if (runs < 1) {
     fprintf(stderr, "usage: bench_gemm_bf16 [runs >= 1]\n");
@@ -60,42 +100,61 @@ int main(int argc, char **argv) {
            ganfw_cpu_isa_name(ganfw_cpu_isa_level()));
     return 0;
   }
+  const int amx = ganfw_cpu_amx_force(1);
+  printf("AMX %s (GANFW_CPU_AMX switched per call), SIMD level %s, one thread, %d runs\n",
+         amx ? "on" : "not available", ganfw_cpu_isa_name(ganfw_cpu_isa_level()), runs);
   openblas_set_num_threads(1);
-  double *t_bf16 = malloc((size_t)runs * sizeof *t_bf16);
-  double *t_sgemm = malloc((size_t)runs * sizeof *t_sgemm);
-  if (!t_bf16 || !t_sgemm) return 1;
-  printf("%-5s %5s %5s %5s %11s %11s %8s %9s\n", "trans", "M", "N", "K", "bf16 ms", "sgemm ms",
-         "ratio", "bf16 GF/s");
+  double *t[PATHS];
+  for (int p = 0; p < PATHS; p++) {
+    t[p] = malloc((size_t)runs * sizeof *t[p]);
+    if (!t[p]) return 1;
+  }
+  printf("%-5s %5s %5s %5s %4s %5s | %8s %8s %8s | %7s %7s %7s | %7s %7s\n", "trans", "M", "N", "K",
+         "beta", "calls", "amx ms", "dot ms", "sgemm ms", "amx GF", "dot GF", "sgemm GF", "dot/amx",
+         "sg/amx");
+  double total[PATHS] = {0};
   unsigned seed = 1;
-  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-    const int64_t M = shapes[s].M, N = shapes[s].N, K = shapes[s].K;
-    float *A = random_buffer(M * K, &seed), *B = random_buffer(K * N, &seed);
-    float *C = random_buffer(M * N, &seed);
-    for (int tr = 0; tr < 3; tr++) {
-      const int ta = tr == 1, tb = tr == 2;
-      const int64_t lda = ta ? M : K, ldb = tb ? K : N;
-      for (int r = -1; r < runs; r++) { /* run -1 warms up */
-        double t0 = now_s();
-        ganfw_cpu_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, 0.0f, C, N);
-        double t1 = now_s();
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)N);
-        double t2 = now_s();
-        if (r >= 0) {
-          t_bf16[r] = t1 - t0;
-          t_sgemm[r] = t2 - t1;
-        }
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    const bench_shape *s = &shapes[i];
+    float *A = random_buffer(s->M * s->K, &seed), *B = random_buffer(s->K * s->N, &seed);
+    float *C = random_buffer(s->M * s->N, &seed);
+    double med[PATHS] = {0};
+    for (int r = -1; r < runs; r++) { /* run -1 warms up */
+      for (int p = 0; p < PATHS; p++) {
+        if (p == PATH_AMX && !amx) continue;
+        const double dt = run_path(p, s, A, B, C);
+        if (r >= 0) t[p][r] = dt;
       }
-      const double mb = median(t_bf16, runs), ms = median(t_sgemm, runs);
-      printf("(%d,%d) %5lld %5lld %5lld %11.4f %11.4f %8.2f %9.1f\n", ta, tb, (long long)M,
-             (long long)N, (long long)K, 1e3 * mb, 1e3 * ms, ms / mb,
-             2e-9 * (double)(M * N * K) / mb);
+    }
+    for (int p = 0; p < PATHS; p++) {
+      if (p == PATH_AMX && !amx) continue;
+      med[p] = median(t[p], runs);
+      total[p] += s->calls * med[p];
+    }
+    const double gflop = 2e-9 * (double)(s->M * s->N * s->K);
+    printf("(%d,%d) %5lld %5lld %5lld %4g %5d | ", s->trans_a, s->trans_b, (long long)s->M,
+           (long long)s->N, (long long)s->K, s->beta, s->calls);
+    if (amx) {
+      printf("%8.4f %8.4f %8.4f | %7.1f %7.1f %7.1f | %7.2f %7.2f\n", 1e3 * med[PATH_AMX],
+             1e3 * med[PATH_DOT], 1e3 * med[PATH_SGEMM], gflop / med[PATH_AMX],
+             gflop / med[PATH_DOT], gflop / med[PATH_SGEMM], med[PATH_DOT] / med[PATH_AMX],
+             med[PATH_SGEMM] / med[PATH_AMX]);
+    } else {
+      printf("%8s %8.4f %8.4f | %7s %7.1f %7.1f | %7s %7s\n", "-", 1e3 * med[PATH_DOT],
+             1e3 * med[PATH_SGEMM], "-", gflop / med[PATH_DOT], gflop / med[PATH_SGEMM], "-", "-");
     }
     free(A);
     free(B);
     free(C);
   }
-  free(t_bf16);
-  free(t_sgemm);
+  printf("per step, one thread: amx %.1f ms, dot products %.1f ms, sgemm %.1f ms", 1e3 * total[0],
+         1e3 * total[1], 1e3 * total[2]);
+  if (amx) {
+    printf(" (dot/amx %.2f, sgemm/amx %.2f)", total[PATH_DOT] / total[PATH_AMX],
+           total[PATH_SGEMM] / total[PATH_AMX]);
+  }
+  printf("\n");
+  ganfw_cpu_amx_force(1);
+  for (int p = 0; p < PATHS; p++) free(t[p]);
   return 0;
 }

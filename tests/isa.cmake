@@ -35,3 +35,26 @@ endforeach()
 ganfw_isa_tests(test_amp portable avx2)
 ganfw_isa_tests(test_ref_conv_bf16 avx2)
 ganfw_isa_tests(test_conv_winograd portable)
+
+# On a CPU with AMX the bf16 GEMMs run on AMX tiles; the suites whose bf16 convs run on them
+# also run with GANFW_CPU_AMX=off, as test_<suite>_no_amx, through amx_off_run (skipped, exit
+# 77, where there is no AMX), so that the dot-product path that CPUs without AMX take stays
+# tested on AMX machines. test_cpu_gemm_bf16 covers both paths itself.
+add_executable(amx_off_run ${CMAKE_CURRENT_LIST_DIR}/amx_off_run.c)
+target_link_libraries(amx_off_run PRIVATE ganfw_core)
+
+foreach(suite test_cpu_lp_conv test_ref_conv_bf16 test_amp)
+  if(NOT TARGET ${suite})
+    continue()
+  endif()
+  get_test_property(${suite} ENVIRONMENT env)
+  get_test_property(${suite} FIXTURES_REQUIRED fixtures)
+  add_test(NAME ${suite}_no_amx COMMAND amx_off_run $<TARGET_FILE:${suite}>)
+  set_tests_properties(${suite}_no_amx PROPERTIES SKIP_RETURN_CODE 77)
+  if(env)
+    set_tests_properties(${suite}_no_amx PROPERTIES ENVIRONMENT "${env}")
+  endif()
+  if(fixtures)
+    set_tests_properties(${suite}_no_amx PROPERTIES FIXTURES_REQUIRED "${fixtures}")
+  endif()
+endforeach()

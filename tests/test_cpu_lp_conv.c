@@ -306,13 +306,14 @@ static void test_conv_bf16_bitwise(void) {
   ganfw_cpu_isa_force(was);
 }
 
-/* bf16 on bf16 dot products (AVX-512 BF16), where the CPU has them. On im2col + GEMM the
- * products are those of the f32 path (bf16 times bf16 is exact in f32); only the order of
- * the f32 sums differs (K * 2^-24 relative at worst), and then an output may round to the
- * other bf16 neighbour: a few of them at 2^-8 each keep the norm-relative difference far
- * below 2^-8 = 3.9e-3, the bound. On Winograd the transformed tiles (sums and differences of
- * up to 4 inputs, weights times 1/2) are rounded to bf16 before the products, 2^-9 relative
- * each, so a product carries about 2^-8 and the result, after the output transform's
+/* bf16 on bf16 products (gemm_bf16.c: AMX tiles where the CPU has AMX-BF16, else AVX-512 BF16
+ * dot products; tests/isa.cmake also runs this suite with GANFW_CPU_AMX=off), where the CPU
+ * has them. On im2col + GEMM the products are those of the f32 path (bf16 times bf16 is
+ * exact in f32); only the order of the f32 sums differs (K * 2^-24 relative at worst), and then an
+ * output may round to the other bf16 neighbour: a few of them at 2^-8 each keep the norm-relative
+ * difference far below 2^-8 = 3.9e-3, the bound. On Winograd the transformed tiles (sums and
+ * differences of up to 4 inputs, weights times 1/2) are rounded to bf16 before the products, 2^-9
+ * relative each, so a product carries about 2^-8 and the result, after the output transform's
  * cancellations, a few times that: 4 x 3.9e-3 is the bound there. Measured: see the
  * printed figures. */
 static void test_conv_bf16_dot(void) {
@@ -323,9 +324,9 @@ static void test_conv_bf16_dot(void) {
   tolerance = 1.0 / 256;
   worst[0] = worst[1] = 0;
   run_all(GANFW_DTYPE_BF16);
-  printf("\n  largest norm-relative difference: im2col/dense %.2e, Winograd %.2e", worst[0],
-         worst[1]);
-  CU_ASSERT(worst[0] > 0 || worst[1] > 0); /* the dot products did run */
+  printf("\n  on %s: largest norm-relative difference: im2col/dense %.2e, Winograd %.2e",
+         ganfw_cpu_gemm_bf16_amx() ? "AMX tiles" : "dot products", worst[0], worst[1]);
+  CU_ASSERT(worst[0] > 0 || worst[1] > 0); /* the bf16 products did run */
   tolerance = 0;
 }
 

@@ -3,8 +3,8 @@
  * bf16 inputs, weights and dy: a DC-GAN-sized layer that runs on Winograd and a small odd one on
  * im2col + GEMM (conv-transposes run on the same kernels, adjoint, and PyTorch 1.13's bf16
  * conv_transpose2d is no reference: gen_conv_bf16.py says why), at the SIMD level in use (with bf16
- * dot products where the CPU has them; the suite also runs at avx2 and portable, tests/isa.cmake,
- * on f32 GEMMs).
+ * AMX tiles or dot products where the CPU has them; the suite also runs at avx2, tests/isa.cmake,
+ * on f32 GEMMs, and with GANFW_CPU_AMX=off on dot products where the CPU has AMX).
  *
  * Tolerances (norm-relative, ||ganfw - torch|| / ||torch||): both sides multiply bf16 values
  * exactly and sum in f32, in different orders (K * 2^-24 at worst), then round y and dx to
@@ -12,7 +12,7 @@
  * to neighbours, so y and dx differ by at most about 2^-8 = 3.9e-3 in norm, far less in
  * practice. PyTorch's dw is rounded to bf16 too (its weight is a bf16 tensor) and ganfw's is
  * f32: up to 2^-9 more. On Winograd ganfw rounds its transformed tiles to bf16 when it
- * multiplies on bf16 dot products (tests/test_cpu_lp_conv.c argues 4 x 2^-8 there). So:
+ * multiplies on bf16 products (tests/test_cpu_lp_conv.c argues 4 x 2^-8 there). So:
  * 2^-8 on im2col, 4 x 2^-8 on Winograd, for every tensor. */
 #include <math.h>
 #include <stdio.h>

@@ -26,8 +26,8 @@
  * end of this file): the conversions happen where the kernels copy (into pad_plane and
  * gather_dy, out of scatter_out and col2im, around the Winograd transforms). The GEMMs
  * are f32, where the result has the bits of converting whole tensors around the f32 ops
- * (tests/test_cpu_lp_conv.c), except a bf16 conv's on a CPU with bf16 dot products
- * (gemm.c's _dt variants, and conv_direct.c's own dot-product tiles). */
+ * (tests/test_cpu_lp_conv.c), except a bf16 conv's on a CPU with bf16 dot products or AMX
+ * tiles (gemm.c's _dt variants, and conv_direct.c's own dot-product tiles). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -486,16 +486,25 @@ static void conv_bench_measure(const ganfw_conv2d_shape *s, ganfw_conv_pass pass
   pthread_mutex_unlock(&conv_bench_mu);
 }
 
+/* The GEMM-based paths name what a bf16 GEMM multiplies on (gemm_bf16.h): "(bf16 AMX tiles)"
+ * or "(bf16 dot products)"; the direct kernels have dot-product tiles of their own. */
 const char *ganfw_cpu_conv2d_algorithm(const ganfw_conv2d_shape *s, int32_t dt, int32_t pass) {
   const ganfw_conv_pass p = (ganfw_conv_pass)pass;
   const int bf16_dot = dt == GANFW_DTYPE_BF16 && ganfw_cpu_have_bf16_dot();
-  if (conv_is_dense(s)) return bf16_dot ? "gemm (dense, bf16 dot products)" : "gemm (dense)";
+  const int amx = bf16_dot && ganfw_cpu_gemm_bf16_amx();
+  if (conv_is_dense(s))
+    return !bf16_dot ? "gemm (dense)"
+           : amx     ? "gemm (dense, bf16 AMX tiles)"
+                     : "gemm (dense, bf16 dot products)";
   if (conv_winograd(s, p, dt))
-    return bf16_dot ? "winograd F(2x2,2x2) polyphase (bf16 dot products)"
-                    : "winograd F(2x2,2x2) polyphase";
+    return !bf16_dot ? "winograd F(2x2,2x2) polyphase"
+           : amx     ? "winograd F(2x2,2x2) polyphase (bf16 AMX tiles)"
+                     : "winograd F(2x2,2x2) polyphase (bf16 dot products)";
   if (conv_direct(s, p, dt))
     return ganfw_cpu_conv2d_direct_bf16(s, dt) ? "direct (bf16 dot products)" : "direct";
-  return bf16_dot ? "im2col+gemm (bf16 dot products)" : "im2col+gemm";
+  return !bf16_dot ? "im2col+gemm"
+         : amx     ? "im2col+gemm (bf16 AMX tiles)"
+                   : "im2col+gemm (bf16 dot products)";
 }
 
 size_t ganfw_cpu_conv2d_im2col_workspace(const ganfw_conv2d_shape *s) {

@@ -260,7 +260,7 @@ static const wg_kernels wg_by_isa[GANFW_CPU_ISA_COUNT] = {
  * each split in WG_GEMM_PARTS blocks of rows or columns (multiples of 16); a block's GEMM
  * is one OpenBLAS call on its thread. */
 typedef struct wg_gemm {
-  int32_t dt; /* the activations' dtype: bf16 runs on bf16 dot products where they exist */
+  int32_t dt; /* the activations' dtype: bf16 runs on gemm_bf16.c where the CPU has it */
   int ta, tb;
   int64_t M, N, K;
   const float *A;

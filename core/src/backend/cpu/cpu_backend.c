@@ -15,8 +15,8 @@
 
 /* The groups with native 16-bit kernels, for f16 and bf16 alike: they read and write 16-bit
  * activations and convert rows on the way (cast.h), and bf16 convolutions multiply on bf16
- * dot products where the CPU has them (gemm_bf16.c), so that amp keeps its memory and runs
- * at full batch (the layers' converting path, core/src/nn/layer_dtype.c, goes in chunks).
+ * dot products or AMX tiles where the CPU has them (gemm_bf16.c), so that amp keeps its memory and
+ * runs at full batch (the layers' converting path, core/src/nn/layer_dtype.c, goes in chunks).
  * GANFW_CPU_LP=0 in the environment (read once) keeps every layer on the converting path,
  * for benchmarks and tests. */
 #define CPU_LP_GROUPS (GANFW_LP_CONV | GANFW_LP_BATCHNORM | GANFW_LP_ACT)
@@ -44,7 +44,7 @@ static uint32_t lp_groups(int32_t dtype) {
 }
 
 const char *ganfw_cpu_lp_describe(int32_t dtype) {
-  static _Thread_local char line[256];
+  static _Thread_local char line[320];
   const char *name = dtype == GANFW_DTYPE_BF16 ? "bf16" : "f16";
   if (!lp_groups(dtype)) {
     snprintf(line, sizeof line,
@@ -54,6 +54,7 @@ const char *ganfw_cpu_lp_describe(int32_t dtype) {
     return line;
   }
   const int dot = dtype == GANFW_DTYPE_BF16 && ganfw_cpu_have_bf16_dot();
+  const int amx = dot && ganfw_cpu_gemm_bf16_amx();
   snprintf(line, sizeof line,
            "%s on the CPU: conv, conv-transpose, BatchNorm and activations read and write %s "
            "(%s conversions inside the kernels, %s SIMD); convolutions multiply on %s, sums in "
@@ -63,7 +64,9 @@ const char *ganfw_cpu_lp_describe(int32_t dtype) {
            : ganfw_cpu_use_f16c()    ? "F16C"
                                      : "portable scalar",
            ganfw_cpu_isa_name(ganfw_cpu_isa_level()),
-           dot ? "bf16 dot products (AVX-512 BF16)" : "f32 GEMMs");
+           amx   ? "bf16 AMX tiles (AMX-BF16)"
+           : dot ? "bf16 dot products (AVX-512 BF16)"
+                 : "f32 GEMMs");
   return line;
 }
 

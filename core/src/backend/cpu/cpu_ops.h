@@ -43,8 +43,8 @@ void ganfw_cpu_gemm_single(int trans_a, int trans_b, int64_t M, int64_t N, int64
                            const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                            float *C, int64_t ldc);
 /* ganfw_cpu_gemm and ganfw_cpu_gemm_single for a conv whose activations are in dtype dt:
- * with bf16, on bf16 dot products where ganfw_cpu_have_bf16_dot() (gemm_bf16.h) says so
- * (A and B rounded to bf16, sums in f32; alpha 1), else sgemm as in f32. */
+ * with bf16, on bf16 dot products or AMX tiles where ganfw_cpu_have_bf16_dot() (gemm_bf16.h)
+ * says so (A and B rounded to bf16, sums in f32; alpha 1), else sgemm as in f32. */
 void ganfw_cpu_gemm_dt(ganfw_backend *be, int32_t dt, int trans_a, int trans_b, int64_t M,
                        int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc);

@@ -8,7 +8,8 @@
  * (conv, convT, linear) with the thread count. With fixed blocks the result is the same
  * for 1, 2, 3, ... threads, bit for bit (tests/test_ops_dense.c thread_count).
  * The _dt variants take the activations' dtype of the conv that calls them: bf16 runs on
- * bf16 dot products (gemm_bf16.c) where the CPU has them, everything else on sgemm. */
+ * bf16 dot products or AMX tiles (gemm_bf16.c) where the CPU has them, everything else on
+ * sgemm. */
 #include <cblas.h>
 #include <omp.h>
 #include <pthread.h>
@@ -87,7 +88,8 @@ void ganfw_cpu_set_threads(ganfw_backend *be, int threads) {
   omp_set_num_threads(threads);
 }
 
-/* bf16 products (gemm_bf16.c) for the calls of a bf16 conv where the CPU has them. */
+/* bf16 products (gemm_bf16.c: AMX tiles or dot products) for the calls of a bf16 conv where
+ * the CPU has them. */
 static int use_bf16_dot(int32_t dt, float alpha) {
   return dt == GANFW_DTYPE_BF16 && alpha == 1.0f && ganfw_cpu_have_bf16_dot();
 }

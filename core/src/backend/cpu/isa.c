@@ -1,10 +1,18 @@
-/* Detection of the CPU's SIMD level and the GANFW_CPU_ISA override (isa.h). */
+/* Detection of the CPU's SIMD level and AMX, and the GANFW_CPU_ISA and GANFW_CPU_AMX overrides
+ * (isa.h). */
 #include "backend/cpu/isa.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#if GANFW_CPU_ISA_MULTI
+#include <cpuid.h>
+#endif
 
 #include "backend/cpu/cpu_ops.h"
 #include "base/log.h"
@@ -72,4 +80,63 @@ ganfw_cpu_isa ganfw_cpu_isa_force(ganfw_cpu_isa level) {
   if (level > have) level = have;
   atomic_store(&isa_level, (int)level);
   return level;
+}
+
+/* --- AMX ------------------------------------------------------------------------------- */
+
+/* Linux's arch_prctl request for an extended state component (asm/prctl.h), and the one
+ * that holds the eight tile registers (XFEATURE_XTILEDATA). */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA  18
+
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static int amx_have;       /* CPU and OS, set once */
+static atomic_int amx_off; /* GANFW_CPU_AMX=off, or ganfw_cpu_amx_force(0) */
+
+/* CPUID leaf 7 lists AMX-TILE and AMX-BF16; Linux (5.16 on) hands out the tile data only to
+ * processes that ask for it, so ask: the first tile instruction of a process that has not
+ * would be killed with SIGILL. The grant is for every thread of the process. */
+static int amx_probe(void) {
+#if GANFW_CPU_ISA_MULTI && defined(SYS_arch_prctl)
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+  if (!(d & bit_AMX_TILE) || !(d & bit_AMX_BF16)) return 0;
+  return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+  return 0;
+#endif
+}
+
+static void amx_init(void) {
+  amx_have = amx_probe();
+  const char *v = getenv("GANFW_CPU_AMX");
+  int off = 0;
+  if (v && *v && strcasecmp(v, "auto") != 0) {
+    if (strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0) {
+      off = 1;
+    } else if (strcasecmp(v, "on") != 0 && strcmp(v, "1") != 0) {
+      ganfw_log(GANFW_LOG_ERROR,
+                "GANFW_CPU_AMX=%s is not a switch: use off, 0, on, 1 or auto; using AMX where "
+                "the CPU has it",
+                v);
+    }
+  }
+  atomic_store(&amx_off, off);
+}
+
+int ganfw_cpu_amx_supported(void) {
+  pthread_once(&amx_once, amx_init);
+  return amx_have;
+}
+
+int ganfw_cpu_use_amx(void) {
+  pthread_once(&amx_once, amx_init);
+  return amx_have && !atomic_load_explicit(&amx_off, memory_order_relaxed) &&
+         ganfw_cpu_isa_level() >= GANFW_CPU_ISA_AVX512;
+}
+
+int ganfw_cpu_amx_force(int on) {
+  pthread_once(&amx_once, amx_init);
+  atomic_store(&amx_off, !on);
+  return ganfw_cpu_use_amx();
 }

@@ -9,7 +9,13 @@
  *   unset, empty or auto    the highest of these the CPU runs
  * A level above what the CPU runs is clamped down to it with a warning in the log, an
  * unknown value is reported (naming the variable and the valid values) and ignored.
- * OpenBLAS has its own dispatch (OPENBLAS_CORETYPE), which this does not change. */
+ * OpenBLAS has its own dispatch (OPENBLAS_CORETYPE), which this does not change.
+ * AMX (Intel's tile matrix unit, Sapphire Rapids and later) is not a level but an extra the
+ * bf16 GEMM (gemm_bf16.c) uses from the avx512 level up, where the CPU has AMX-TILE and
+ * AMX-BF16 and the OS grants the process its tile data (arch_prctl, asked once):
+ *   GANFW_CPU_AMX=off (or 0)  never use AMX: the bf16 GEMM runs on AVX-512 BF16 dot products
+ *   unset, empty, auto, on, 1 use AMX where it is there
+ * read once, like GANFW_CPU_ISA; an unknown value is reported and taken as auto. */
 #ifndef GANFW_CPU_ISA_H
 #define GANFW_CPU_ISA_H
 
@@ -39,5 +45,16 @@ ganfw_cpu_isa ganfw_cpu_isa_level(void);
 /* For tests and benchmarks: use `level` from now on (clamped to the supported one, without a
  * warning) and return the level now in use. Not for use while kernels run on other threads. */
 ganfw_cpu_isa ganfw_cpu_isa_force(ganfw_cpu_isa level);
+
+/* 1 when the CPU has AMX-TILE and AMX-BF16 and the OS lets this process use the tile data
+ * (the permission is asked for once, at the first call, for the whole process); 0 otherwise
+ * and with GANFW_CPU_ISA_MULTI 0. */
+int ganfw_cpu_amx_supported(void);
+/* 1 when kernels use AMX now: ganfw_cpu_amx_supported(), the level in use is avx512 and
+ * GANFW_CPU_AMX (read once) or ganfw_cpu_amx_force did not turn it off. Cheap. */
+int ganfw_cpu_use_amx(void);
+/* For tests and benchmarks: allow AMX (on != 0) or not from now on and return
+ * ganfw_cpu_use_amx(). Not for use while kernels run on other threads. */
+int ganfw_cpu_amx_force(int on);
 
 #endif
