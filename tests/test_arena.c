@@ -8,10 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "config/config.h"
 #include "tools/timeline.h"
+#include "io/png_io.h"
 #include "plan/arena.h"
 #include "tools/report.h"
 #include "testutil.h"
@@ -75,8 +78,9 @@ static void test_layout(void) {
   CU_ASSERT_EQUAL(ganfw_arena_plan_step(NULL, 0, &p), GANFW_ERR_INVALID_ARG);
 }
 
-/* A plan needs the data's shape only: a small MNIST (read for Fashion-MNIST too) and six
- * CIFAR-10 batch files of 100 records in `dir`. */
+/* A plan needs the data's shape only: a small MNIST (read for Fashion-MNIST too), six
+ * CIFAR-10 batch files of 100 records, and an image folder (folder/, train/ and test/ of two
+ * classes of 8x8 colour PNGs) in `dir`. */
 static void write_data(char *dir) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
   CU_ASSERT_EQUAL_FATAL(gt_write_mnist(dir, 100, 10, 7), 0);
@@ -96,6 +100,36 @@ static void write_data(char *dir) {
     }
     CU_ASSERT_EQUAL(fclose(f), 0);
   }
+  static const char *const sub[] = {"folder",         "folder/train",   "folder/test",
+                                    "folder/train/a", "folder/train/b", "folder/test/a",
+                                    "folder/test/b"};
+  char path[160];
+  for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, sub[i]);
+    CU_ASSERT_EQUAL_FATAL(mkdir(path, 0755), 0);
+  }
+  static uint8_t px[8 * 8 * 3];
+  for (int k = 0; k < 8; k++) {
+    for (size_t i = 0; i < sizeof px; i++) px[i] = (uint8_t)(i * 5 + k * 31);
+    snprintf(path, sizeof path, "%s/folder/%s/%c/%d.png", dir, k < 6 ? "train" : "test",
+             k % 2 ? 'b' : 'a', k);
+    CU_ASSERT_EQUAL_FATAL(ganfw_png_write_u8(path, px, 8, 8, 3), GANFW_OK);
+  }
+}
+
+/* 1 when the config at `path` (with what it extends) reads an image folder
+ * (data.dataset: folder). */
+static int reads_folder(const char *path) {
+  ganfw_config *c = NULL;
+  const char *kind = NULL;
+  int found = 0;
+  if (ganfw_config_load(path, &c) == GANFW_OK &&
+      ganfw_cfg_string(ganfw_cfg_child(ganfw_config_root(c), "data"), "dataset", "", &kind) ==
+          GANFW_OK)
+    found = strcmp(kind, "folder") == 0;
+  ganfw_error_clear();
+  ganfw_config_destroy(c);
+  return found;
 }
 
 static void remove_data(const char *dir) {
@@ -110,7 +144,7 @@ static void remove_data(const char *dir) {
 static int check_planned(const char *name, const char *dir) {
   char cfg[4200], set[600];
   snprintf(cfg, sizeof cfg, "%s/configs/%s", getenv("GANFW_SOURCE_DIR"), name);
-  snprintf(set, sizeof set, "data.path=%s", dir);
+  snprintf(set, sizeof set, "data.path=%s%s", dir, reads_folder(cfg) ? "/folder" : "");
   const char *sets[] = {set};
   ganfw_probe_result plan;
   int64_t first = 0, count = 0;
