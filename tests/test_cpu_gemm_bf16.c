@@ -4,7 +4,8 @@
  * for all four transpose cases, odd and blocked sizes, leading dimensions above the row
  * length, beta 0 over NaN, beta 1 and others, K = 0; the two paths against each other on
  * ragged shapes, and each path bit for bit the same run to run; the packing's rounding bit for
- * bit against ganfw_f32_to_bf16_scalar (ties, NaN, overflow); threads calling it at once (each
+ * bit against ganfw_f32_to_bf16_scalar (ties, NaN, overflow); on AMX, op(A) given in bf16
+ * (ganfw_cpu_gemm_bf16_a16) gives the bits of the f32 call; threads calling it at once (each
  * with its own scratch) get the same bits. A path the CPU (or the SIMD level in use) lacks is
  * reported and its cases skipped; that ganfw_cpu_have_bf16_dot and ganfw_cpu_gemm_bf16_amx
  * follow the CPU's flags and the switches is checked everywhere. */
@@ -468,6 +469,47 @@ static void test_paths_agree(void) {
   default_path();
 }
 
+/* ganfw_cpu_gemm_bf16_a16 (op(A) held in bf16) gives the bits of ganfw_cpu_gemm_bf16 on the
+ * same values in f32, for every transpose, ragged shapes across the AMX blocks, odd K, padded
+ * leading dimensions and each beta. AMX only: skipped elsewhere. */
+static void test_a16(void) {
+  if (!use_path(PATH_AMX)) {
+    default_path();
+    return;
+  }
+  static const int64_t shapes[][3] = {{1, 1, 1},     {7, 5, 3},      {17, 33, 65},
+                                      {33, 31, 127}, {70, 100, 531}, {300, 40, 1100}};
+  static const float betas[] = {0.0f, 1.0f, 0.5f};
+  int n = 0;
+  int64_t wrong = 0;
+  for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+    for (int tr = 0; tr < TRANSPOSES; tr++, n++) {
+      const int ta = transposes[tr][0], tb = transposes[tr][1];
+      const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], pad = n % 3;
+      const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+      const int64_t na = (ta ? K : M) * lda, nb = (tb ? N : K) * ldb;
+      float *a = falloc(na), *b = falloc(nb), *c = falloc(M * ldc), *c16 = falloc(M * ldc);
+      uint16_t *a16 = gt_alloc((size_t)na * sizeof *a16);
+      gt_fill_uniform(a, na, -1.0f, 1.0f, 9000 + (uint64_t)n);
+      gt_fill_uniform(b, nb, -1.0f, 1.0f, 9500 + (uint64_t)n);
+      gt_fill_uniform(c, M * ldc, -2.0f, 2.0f, 9900 + (uint64_t)n);
+      memcpy(c16, c, (size_t)(M * ldc) * sizeof *c);
+      for (int64_t i = 0; i < na; i++) {
+        a16[i] = ganfw_f32_to_bf16_scalar(a[i]);
+        a[i] = ganfw_bf16_to_f32_scalar(a16[i]);
+      }
+      const float beta = betas[n % 3];
+      ganfw_cpu_gemm_bf16(ta, tb, M, N, K, a, lda, b, ldb, beta, c, ldc);
+      ganfw_cpu_gemm_bf16_a16(ta, tb, M, N, K, a16, lda, b, ldb, beta, c16, ldc);
+      for (int64_t i = 0; i < M * ldc; i++) wrong += ganfw_f32_bits(c[i]) != ganfw_f32_bits(c16[i]);
+      gt_free(a), gt_free(b), gt_free(c), gt_free(c16), gt_free(a16);
+    }
+  }
+  CU_ASSERT_EQUAL(wrong, 0);
+  printf("\n    %d products, %lld elements differ", n, (long long)wrong);
+  default_path();
+}
+
 static void test_small(void) {
   each_path(small_on);
 }
@@ -494,6 +536,7 @@ static void test_threads(void) {
 
 static CU_TestInfo tests[] = {{"availability", test_availability},
                               {"paths_agree", test_paths_agree},
+                              {"a16", test_a16},
                               {"small", test_small},
                               {"blocked", test_blocked},
                               {"rounding_in_packing", test_rounding_in_packing},

@@ -599,11 +599,16 @@ static float *conv_scratch(const conv_ws *w, int64_t i) {
 
 /* C = op(A) op(B) for one group: a group is one OpenBLAS call when the chunk has several
  * (the groups are the split), else the one GEMM is split in blocks (gemm.c). Either way the
- * split depends on the shape alone. */
+ * split depends on the shape alone. A16 is A (the weights) in bf16 when the call is bf16
+ * (lw->w16, else NULL): on AMX tiles a group's GEMM reads it instead of A, half the bytes for
+ * the same bits (every group packs the whole weight matrix again, which is what the tiles
+ * wait for). */
 static void conv_gemm(ganfw_backend *be, int32_t dt, int64_t groups, int ta, int tb, int64_t M,
-                      int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-                      int64_t ldb, float *C, int64_t ldc) {
-  if (groups > 1)
+                      int64_t N, int64_t K, const float *A, const uint16_t *A16, int64_t lda,
+                      const float *B, int64_t ldb, float *C, int64_t ldc) {
+  if (groups > 1 && A16 && dt == GANFW_DTYPE_BF16 && ganfw_cpu_gemm_bf16_amx())
+    ganfw_cpu_gemm_bf16_a16(ta, tb, M, N, K, A16, lda, B, ldb, 0.0f, C, ldc);
+  else if (groups > 1)
     ganfw_cpu_gemm_single_dt(dt, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
   else
     ganfw_cpu_gemm_dt(be, dt, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
@@ -667,6 +672,7 @@ void ganfw_cpu_conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s,
   }
   const int64_t chunk = conv_chunk(s);
   const conv_ws cw = conv_ws_split(s, ws);
+  const uint16_t *w16 = lw ? lw->w16 : NULL; /* w in bf16, for conv_gemm */
   for (int64_t n0 = 0; n0 < N; n0 += chunk) {
     const int64_t nb = N - n0 < chunk ? N - n0 : chunk;
     const int64_t g = conv_group(s, nb), groups = (nb + g - 1) / g;
@@ -683,10 +689,10 @@ void ganfw_cpu_conv2d_forward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s,
                conv_scratch(&cw, i0 + i));
       if (n == 1 && dt == GANFW_DTYPE_F32) {
         /* One image: its output rows are y's rows, no scatter needed. */
-        conv_gemm(be, dt, groups, 0, 0, K, PQ, CRS, w, CRS, col, PQ, yg, PQ);
+        conv_gemm(be, dt, groups, 0, 0, K, PQ, CRS, w, NULL, CRS, col, PQ, yg, PQ);
         if (b) add_bias(K, PQ, b, yg);
       } else {
-        conv_gemm(be, dt, groups, 0, 0, K, cols, CRS, w, CRS, col, cols, out, cols);
+        conv_gemm(be, dt, groups, 0, 0, K, cols, CRS, w, w16, CRS, col, cols, out, cols);
         scatter_out(n, K, PQ, cols, out, b, dt, yg);
       }
     }
@@ -757,6 +763,7 @@ void ganfw_cpu_conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s
   if (!dx && !dw) return;
   const int64_t chunk = conv_chunk(s);
   const conv_ws cw = conv_ws_split(s, ws);
+  const uint16_t *w16 = lw ? lw->w16 : NULL; /* w in bf16, for conv_gemm */
   for (int64_t n0 = 0; n0 < N; n0 += chunk) {
     const int64_t nb = N - n0 < chunk ? N - n0 : chunk, ld = conv_ld(nb, PQ);
     const int64_t g = conv_group(s, nb), groups = (nb + g - 1) / g;
@@ -787,7 +794,7 @@ void ganfw_cpu_conv2d_backward_dt(ganfw_backend *be, const ganfw_conv2d_shape *s
           dyc = (const float *)dyn + i0 * K * PQ;
         else
           gather_dy(n, K, PQ, cols, dt, ganfw_cpu_elem(dt, dyn, i0 * K * PQ), cw.out + i0 * K * PQ);
-        conv_gemm(be, dt, groups, 1, 0, CRS, cols, K, w, CRS, dyc, cols, col, cols);
+        conv_gemm(be, dt, groups, 1, 0, CRS, cols, K, w, w16, CRS, dyc, cols, col, cols);
         for (int64_t i = 0; i < n; i++)
           col2im(s, col + i * PQ, cols, conv_scratch(&cw, i0 + i), bdx, dt,
                  ganfw_cpu_elem_mut(dt, dx, (n0 + i0 + i) * CHW));
@@ -843,7 +850,8 @@ size_t ganfw_cpu_conv2d_lp_workspace(const ganfw_conv2d_shape *s) {
 conv_lp_ws ganfw_cpu_conv2d_lp_split(const ganfw_conv2d_shape *s, int32_t dt, const void *w,
                                      void *ws) {
   const conv_lp_sizes z = conv_lp_layout(s);
-  conv_lp_ws lw = {.w = (float *)(void *)((char *)ws + z.w_at)};
+  conv_lp_ws lw = {.w = (float *)(void *)((char *)ws + z.w_at),
+                   .w16 = dt == GANFW_DTYPE_BF16 ? w : NULL};
   char *p = (char *)ws + z.f32_ws + z.w;
   lw.dense_in = z.dense_in ? (float *)(void *)p : NULL;
   p += z.dense_in;

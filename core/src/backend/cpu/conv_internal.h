@@ -11,6 +11,7 @@
  * Winograd staging plane per thread slot (NULL unless the shape fits Winograd). */
 typedef struct conv_lp_ws {
   float *w, *dense_in, *dense_out, *stage;
+  const uint16_t *w16; /* the weights as given, when they are bf16 (w is their f32 copy) */
 } conv_lp_ws;
 
 /* Bytes of a 16-bit call's workspace for every pass of the shape. */

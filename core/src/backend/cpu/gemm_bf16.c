@@ -435,6 +435,56 @@ AMX_TARGET static void pack_a_amx(int trans_a, const float *A, int64_t lda, int6
   }
 }
 
+/* pack_a_amx for an op(A) held in bf16 (A16, lda in elements): the same words without the
+ * rounding, from half the bytes. Untransposed, a step of a row is 32 adjacent bf16: one
+ * 64-byte load is its 16 k-pair words. Transposed, a k-pair of 16 rows is two rows of 16 bf16
+ * interleaved, then the register transpose. */
+AMX_TARGET static void pack_a16_amx(int trans_a, const uint16_t *A, int64_t lda, int64_t i0,
+                                    int64_t mc, int64_t k0, int64_t kc, uint32_t *dst) {
+  const int64_t kp = (kc + 1) / 2, steps = (kp + AMX_STEP_KP - 1) / AMX_STEP_KP;
+  const int64_t panel_words = steps * AMX_MR * AMX_STEP_KP, step_words = AMX_MR * AMX_STEP_KP;
+  const int64_t rows = (mc + AMX_MR - 1) / AMX_MR * AMX_MR;
+  if (!trans_a) {
+    for (int64_t i = 0; i < rows; i++) {
+      uint32_t *d = dst + i / AMX_MR * panel_words + i % AMX_MR * AMX_STEP_KP;
+      if (i >= mc) {
+        for (int64_t s = 0; s < steps; s++) {
+          _mm512_store_si512(d + s * step_words, _mm512_setzero_si512());
+        }
+        continue;
+      }
+      const uint16_t *src = A + (i0 + i) * lda + k0;
+      for (int64_t s = 0; s < steps; s++, d += step_words) {
+        const int64_t kleft = kc - 2 * AMX_STEP_KP * s;
+        const __mmask32 m = kleft >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << kleft) - 1u);
+        _mm512_store_si512(d, _mm512_maskz_loadu_epi16(m, src + 2 * AMX_STEP_KP * s));
+      }
+    }
+    return;
+  }
+  for (int64_t s = 0; s < steps; s++) {
+    const int64_t kleft = kc - 2 * AMX_STEP_KP * s;
+    const uint16_t *src = A + (k0 + 2 * AMX_STEP_KP * s) * lda + i0;
+    for (int64_t g = 0; g < rows; g += 16) {
+      const __mmask16 m = lanes16(mc - g);
+      __m512i v[16];
+      for (int64_t p = 0; p < 16; p++) {
+        v[p] = _mm512_setzero_si512();
+        if (2 * p >= kleft || m == 0) continue;
+        const uint16_t *k0row = src + 2 * p * lda + g;
+        v[p] = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, k0row));
+        if (2 * p + 1 < kleft) {
+          const __m512i k1 = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, k0row + lda));
+          v[p] = _mm512_or_si512(v[p], _mm512_slli_epi32(k1, 16));
+        }
+      }
+      transpose16(v);
+      uint32_t *d = dst + g / AMX_MR * panel_words + s * step_words + g % AMX_MR * AMX_STEP_KP;
+      for (int64_t r = 0; r < 16; r++) _mm512_store_si512(d + r * AMX_STEP_KP, v[r]);
+    }
+  }
+}
+
 /* The rows x cols corner of a 32 x 32 block between C (ldc) and the scratch copy t (ld 32):
  * into t (zeros around it) or back out of it. */
 AMX_TARGET static void amx_edge_in(float *t, const float *c, int64_t ldc, int64_t rows,
@@ -540,10 +590,12 @@ AMX_TARGET static void amx_tile_16(int64_t steps, const uint32_t *a, const uint3
   amx_tile(0, steps, a, b, c, ldc, mr, nr, mode, beta);
 }
 
-/* The blocked product on AMX tiles: the loops of gemm_bf16_blocked with the AMX blocks. */
+/* The blocked product on AMX tiles: the loops of gemm_bf16_blocked with the AMX blocks. op(A)
+ * is A (f32) or, where A is NULL, A16 (bf16). */
 AMX_TARGET static void gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                                     const float *A, int64_t lda, const float *B, int64_t ldb,
-                                     float beta, float *C, int64_t ldc) {
+                                     const float *A, const uint16_t *A16, int64_t lda,
+                                     const float *B, int64_t ldb, float beta, float *C,
+                                     int64_t ldc) {
   const int64_t kc_max = K < AMX_KC ? round_up(K, 2) : AMX_KC;
   const int64_t rows_max = round_up(kc_max / 2, AMX_STEP_KP); /* k-pair rows of a panel */
   int64_t mc_max = M < AMX_MC ? round_up(M, AMX_MR) : AMX_MC;
@@ -570,7 +622,11 @@ AMX_TARGET static void gemm_bf16_amx(int trans_a, int trans_b, int64_t M, int64_
       if (!b_by_panel) pack_b(trans_b, B, ldb, pc, kc, jc, nc, rows, pb);
       for (int64_t ic = 0; ic < M; ic += mc_max) {
         const int64_t mc = M - ic < mc_max ? M - ic : mc_max;
-        pack_a_amx(trans_a, A, lda, ic, mc, pc, kc, pa);
+        if (A) {
+          pack_a_amx(trans_a, A, lda, ic, mc, pc, kc, pa);
+        } else {
+          pack_a16_amx(trans_a, A16, lda, ic, mc, pc, kc, pa);
+        }
         for (int64_t j = 0; j < nc; j += AMX_NR) {
           const uint32_t *b = pb + j / AMX_NR * rows * AMX_NR;
           if (b_by_panel) {
@@ -617,7 +673,7 @@ void ganfw_cpu_gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t
   }
 #if GANFW_CPU_ISA_MULTI
   if (ganfw_cpu_gemm_bf16_amx()) {
-    gemm_bf16_amx(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    gemm_bf16_amx(trans_a, trans_b, M, N, K, A, NULL, lda, B, ldb, beta, C, ldc);
     return;
   }
   if (ganfw_cpu_have_bf16_dot()) {
@@ -627,5 +683,24 @@ void ganfw_cpu_gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t
 #endif
   fprintf(stderr, "ganfw_cpu_gemm_bf16: called where ganfw_cpu_have_bf16_dot() is 0 (no "
                   "AVX-512 BF16 at the SIMD level in use); check it before calling\n");
+  abort();
+}
+
+void ganfw_cpu_gemm_bf16_a16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                             const uint16_t *A, int64_t lda, const float *B, int64_t ldb,
+                             float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    ganfw_cpu_gemm_scale_only(M, N, beta, C, ldc);
+    return;
+  }
+#if GANFW_CPU_ISA_MULTI
+  if (ganfw_cpu_gemm_bf16_amx()) {
+    gemm_bf16_amx(trans_a, trans_b, M, N, K, NULL, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+#endif
+  fprintf(stderr, "ganfw_cpu_gemm_bf16_a16: called where ganfw_cpu_gemm_bf16_amx() is 0 (no AMX "
+                  "tiles in use); check it before calling\n");
   abort();
 }

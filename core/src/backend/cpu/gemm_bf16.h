@@ -38,6 +38,15 @@ void ganfw_cpu_gemm_bf16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t
                          int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                          int64_t ldc);
 
+/* ganfw_cpu_gemm_bf16 with op(A) held in bf16: A16 is an array of bf16 values (lda in
+ * elements), as a bf16 conv's weights are. The result has the bits of ganfw_cpu_gemm_bf16 on
+ * those values as f32 (which the packing would not change), from half the bytes of A and
+ * without rounding them. Only on AMX: call it where ganfw_cpu_gemm_bf16_amx() is 1
+ * (otherwise it aborts). */
+void ganfw_cpu_gemm_bf16_a16(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                             const uint16_t *A16, int64_t lda, const float *B, int64_t ldb,
+                             float beta, float *C, int64_t ldc);
+
 /* C[M,N] = beta * C (beta 0: zeros, C not read), the product with an empty inner dimension
  * (gemm.c). */
 void ganfw_cpu_gemm_scale_only(int64_t M, int64_t N, float beta, float *C, int64_t ldc);
