@@ -314,6 +314,36 @@ ganfw_status ganfw_prune_layer_sparsity(ganfw_net *net, const char *layer,
   return l ? layer_sparsity(l, out) : ganfw_error_code();
 }
 
+ganfw_status ganfw_prune_layer_kept(ganfw_net *net, const char *layer, int32_t dim, int64_t *kept,
+                                    int64_t *total, int64_t *kept_slices, int64_t *slices) {
+  ganfw_layer *l = prunable(net, layer);
+  if (!l) return ganfw_error_code();
+  host_weight h;
+  ganfw_status st = host_weight_read(l, &h);
+  if (st != GANFW_OK) return st;
+  int64_t k = 0, ks = 0, D = 0;
+  for (int64_t i = 0; i < h.n; i++) k += h.m[i] == 1.0f;
+  const ganfw_tensor *w = l->param[0];
+  if (dim == 0 || dim == 1) {
+    int64_t A = 1, B = 1;
+    D = w->shape[dim];
+    for (int32_t d = 0; d < dim; d++) A *= w->shape[d];
+    for (int32_t d = dim + 1; d < w->ndim; d++) B *= w->shape[d];
+    for (int64_t c = 0; c < D; c++) {
+      int any = 0;
+      for (int64_t a = 0; a < A && !any; a++)
+        for (int64_t b = 0; b < B && !any; b++) any = h.m[(a * D + c) * B + b] != 0.0f;
+      ks += any;
+    }
+  }
+  if (kept) *kept = k;
+  if (total) *total = h.n;
+  if (kept_slices) *kept_slices = ks;
+  if (slices) *slices = D;
+  host_weight_free(&h);
+  return GANFW_OK;
+}
+
 /* appends to buf[0..cap) at *len, truncating */
 static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
   if (*len + 1 >= cap) return;

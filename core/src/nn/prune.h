@@ -76,6 +76,11 @@ typedef struct ganfw_prune_sparsity {
 } ganfw_prune_sparsity;
 ganfw_status ganfw_prune_layer_sparsity(ganfw_net *net, const char *layer,
                                         ganfw_prune_sparsity *out);
+/* What the mask of a layer keeps (all of it without a mask): entries with mask 1, *kept of
+ * *total; with dim 0 or 1 also the slices along dim with any nonzero mask, *kept_slices of
+ * *slices (else both 0). Any output may be NULL. */
+ganfw_status ganfw_prune_layer_kept(ganfw_net *net, const char *layer, int32_t dim, int64_t *kept,
+                                    int64_t *total, int64_t *kept_slices, int64_t *slices);
 /* The report of every prunable layer of the net, one line each and an overall line
  * "<net>: 1234 of 5678 weights zero (21.7%)", into buf[0..cap) (truncated to fit); *overall
  * (may be NULL) gets the totals over those layers. */
