@@ -651,9 +651,23 @@ static void test_run_schedule_and_resume(void) {
   CU_ASSERT_PTR_NOT_NULL(ganfw_st_find(f, "classifier.features.0.weight"));
   CU_ASSERT_PTR_NULL(ganfw_st_find(f, "classifier.features.0.weight_mask"));
   ganfw_st_close(f);
-  /* config errors */
+  /* and loads into the same config's model (ganfw sample), whose mask is all ones */
   ganfw_run *run = NULL;
   ganfw_session *s = NULL;
+  CU_ASSERT_EQUAL_FATAL(open_session(path_in("once.yaml"), &run, &s), GANFW_OK);
+  CU_ASSERT_PTR_NOT_NULL(ganfw_layer_mask(ganfw_prune_find_layer(s->classifier, "features.0")));
+  ganfw_ckpt_net cn = {.net = s->classifier};
+  ganfw_status st = ganfw_checkpoint_load_weights(
+      path_in("once/checkpoints/step_00000002.safetensors"), &cn, 1, 0, NULL);
+  if (st != GANFW_OK) printf("\n  %s", ganfw_error_message());
+  CU_ASSERT_EQUAL(st, GANFW_OK);
+  ganfw_prune_sparsity sp;
+  CU_ASSERT_EQUAL(ganfw_prune_layer_sparsity(s->classifier, "features.0", &sp), GANFW_OK);
+  CU_ASSERT_EQUAL(sp.zeros, 36);
+  CU_ASSERT_FALSE(sp.masked);
+  ganfw_session_close(s);
+  ganfw_run_close(run);
+  /* config errors */
   write_config("typo.yaml", "typo", "prune: {amount: 0.5, metod: l1_unstructured}\n", 2, NULL);
   CU_ASSERT_EQUAL(open_session(path_in("typo.yaml"), &run, &s), GANFW_ERR_CONFIG);
   CU_ASSERT(msg_has("metod") && msg_has("did you mean 'method'"));

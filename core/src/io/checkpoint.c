@@ -592,11 +592,24 @@ static ganfw_status ck_check_finite(const char *path, const ck_items *it,
  * unpruned model has "<layer>.weight" (torch.nn.utils.prune's state_dict, or a ganfw run with
  * prune:): such a layer gets an all-ones mask before the names are matched, so that the load
  * fills weight_orig and the mask. A load that fails afterwards removes those masks again
- * (exact: weight_orig * 1). */
+ * (exact: weight_orig * 1). The reverse too: an all-ones mask is removed for a file that
+ * holds the plain "<layer>.weight" (the end of a run with prune.remove). */
 typedef struct ck_adopted {
   ganfw_layer *l[64];
   int32_t n;
+  ganfw_layer *dropped[64]; /* all-ones masks removed for a file of plain weights */
+  int32_t n_dropped;
 } ck_adopted;
+
+/* 1 when every value of l's mask is 1 (a mask nothing was pruned with yet). */
+static int ck_mask_all_ones(const ganfw_layer *l) {
+  const ganfw_tensor *m = ganfw_layer_mask(l);
+  float *v = malloc((size_t)m->nbytes);
+  int ones = v && ganfw_tensor_to_host(m, v, m->nbytes) == GANFW_OK;
+  for (int64_t i = 0; ones && i < m->numel; i++) ones = v[i] == 1.0f;
+  free(v);
+  return ones;
+}
 
 /* 1 when the file holds "<p>.<layer>.<suffix>" (p may be ""). */
 static int ck_file_has(const ganfw_st_file *f, const char *p, const char *layer,
@@ -613,6 +626,18 @@ static ganfw_status ck_adopt_masks(const char *path, const ganfw_st_file *f,
     const char *p = ck_prefix(&nets[k]);
     for (int32_t i = 0; i < ganfw_net_layer_count(nets[k].net); i++) {
       ganfw_layer *l = ganfw_net_layer(nets[k].net, i);
+      /* the reverse: a model whose masks are all ones (prune: before its first event) and a
+       * file of plain weights (a run that ended with prune.remove) */
+      if (l->mask.on && ck_file_has(f, p, l->name, "weight") &&
+          !ck_file_has(f, p, l->name, "weight_orig") &&
+          !ck_file_has(f, p, l->name, "weight_mask") &&
+          a->n_dropped < (int32_t)(sizeof a->dropped / sizeof a->dropped[0]) &&
+          ck_mask_all_ones(l)) {
+        ganfw_status st = ganfw_mask_remove(l);
+        if (st != GANFW_OK) return st;
+        a->dropped[a->n_dropped++] = l;
+        continue;
+      }
       if (l->mask.on || l->sn.n_power_iterations > 0 || !l->param[0] || !l->param_name[0]) continue;
       const size_t len = strlen(l->param_name[0]);
       if (len < 7 || strcmp(l->param_name[0] + len - 7, ".weight") != 0) continue;
@@ -642,7 +667,8 @@ static ganfw_status ck_adopt_masks(const char *path, const ganfw_st_file *f,
 
 static void ck_unadopt(ck_adopted *a) {
   for (int32_t i = 0; i < a->n; i++) ganfw_mask_remove(a->l[i]);
-  a->n = 0;
+  for (int32_t i = 0; i < a->n_dropped; i++) ganfw_mask_install(a->dropped[i]);
+  a->n = a->n_dropped = 0;
 }
 
 /* Every mask of the nets that the file fills holds only 0 and 1 (checked in the file's
@@ -776,7 +802,7 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
     if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
   }
   if ((st = ck_adopt_masks(path, f, nets, n, &adopted)) != GANFW_OK) goto done;
-  if (adopted.n) { /* the masked layers' names changed */
+  if (adopted.n || adopted.n_dropped) { /* the masked layers' names changed */
     ck_items_free(&it);
     if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
   }
