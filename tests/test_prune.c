@@ -690,6 +690,43 @@ static void test_run_schedule_and_resume(void) {
   ganfw_run_close(run);
 }
 
+/* A DC-GAN with prune: items naming the nets: the masks are where the items say, pruned
+ * before the first step by slices. */
+static void test_gan(void) {
+  FILE *f = fopen(path_in("gan.yaml"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fprintf(f,
+          "seed: 3\n"
+          "device: {type: cpu, threads: 2}\n"
+          "data: {dataset: mnist, path: %s, resize: 32}\n"
+          "model: {plugin: dcgan, image_size: 32, nz: 16, ngf: 8, ndf: 8}\n"
+          "optim: {plugin: adam, lr: 2.0e-4, betas: [0.5, 0.999]}\n"
+          "train: {batch_size: 8, max_steps: 2, log_every: 0, sample_every: 0,"
+          " checkpoint_every: 2}\n"
+          "run: {out_dir: %s}\n"
+          "prune: {method: ln_structured, amount: 0.25, n: 1, dim: 0,\n"
+          "        layers: [\"generator:main.3\", \"discriminator:main.2\"]}\n",
+          path_in("mnist"), path_in("gan"));
+  fclose(f);
+  ganfw_run *run = NULL;
+  ganfw_session *s = NULL;
+  ganfw_status st = open_session(path_in("gan.yaml"), &run, &s);
+  if (st != GANFW_OK) printf("\n  %s", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_train(s), GANFW_OK);
+  int64_t kept, total, ks, ns;
+  CU_ASSERT_EQUAL(ganfw_prune_layer_kept(s->generator, "main.3", 0, &kept, &total, &ks, &ns),
+                  GANFW_OK);
+  CU_ASSERT_EQUAL(ns - ks, (int64_t)nearbyint(0.25 * (double)ns));
+  CU_ASSERT_EQUAL(ganfw_prune_layer_kept(s->discriminator, "main.2", 0, &kept, &total, &ks, &ns),
+                  GANFW_OK);
+  CU_ASSERT_EQUAL(ns - ks, (int64_t)nearbyint(0.25 * (double)ns));
+  CU_ASSERT_PTR_NULL(ganfw_layer_mask(ganfw_prune_find_layer(s->generator, "main.0")));
+  CU_ASSERT_PTR_NULL(ganfw_layer_mask(ganfw_prune_find_layer(s->discriminator, "main.0")));
+  ganfw_session_close(s);
+  ganfw_run_close(run);
+}
+
 /* The plan of a masked config equals its measured step, and counts the masks as params. */
 static void test_plan(void) {
   write_config("plain_plan.yaml", "pp", "", 2, NULL);
@@ -737,6 +774,7 @@ static CU_TestInfo tests[] = {{"against_torch", test_against_torch},
                               {"torch_state_dict", test_torch_state_dict},
                               {"schedule", test_schedule},
                               {"run_schedule_and_resume", test_run_schedule_and_resume},
+                              {"gan", test_gan},
                               {"plan", test_plan},
                               CU_TEST_INFO_NULL};
 
