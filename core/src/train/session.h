@@ -57,10 +57,11 @@ enum {
 /* "stop", "skip"; "unknown" outside the range. */
 const char *ganfw_nonfinite_policy_name(int32_t policy);
 
-typedef struct ganfw_ema ganfw_ema;             /* train/ema.h */
-typedef struct ganfw_dist ganfw_dist;           /* dist/dist.h */
-typedef struct ganfw_reducer ganfw_reducer;     /* train/reducer.h */
-typedef struct ganfw_sib ganfw_sib;             /* train/sib.h */
+typedef struct ganfw_ema ganfw_ema;         /* train/ema.h */
+typedef struct ganfw_dist ganfw_dist;       /* dist/dist.h */
+typedef struct ganfw_reducer ganfw_reducer; /* train/reducer.h */
+typedef struct ganfw_sib ganfw_sib;         /* train/sib.h */
+
 typedef struct ganfw_prune_run ganfw_prune_run; /* train/prune_run.h */
 
 typedef struct ganfw_train_settings {
@@ -145,8 +146,10 @@ typedef struct ganfw_session {
    * buckets; NULL alone */
   ganfw_dist *dist;
   ganfw_reducer *reducer[GANFW_MAX_NETS]; /* data-parallel: one per optimizer */
-  ganfw_sib *sib;         /* memory strategy step_in_backward (train/sib.h); NULL when off */
-  ganfw_prune_run *prune; /* the config's prune: section (train/prune_run.h); NULL: none */
+  ganfw_sib *sib; /* memory strategy step_in_backward (train/sib.h); NULL when off */
+
+  /* the config's prune: section (train/prune_run.h); NULL: none */
+  ganfw_prune_run *prune;
 } ganfw_session;
 
 /* Builds everything from run's config. With `with_data` 0 the data set is not opened and
