@@ -269,9 +269,13 @@ static void pass(ganfw_net *net, ganfw_tensor *x, ganfw_tensor *dy, ganfw_tensor
   ganfw_tape_destroy(tape);
 }
 
-static void test_forward_backward_bitwise(void) {
+/* in the compute dtype (f32, or f16/bf16 as under AMP: the product is rounded as the plain
+ * weight is) */
+static void bitwise_in(int32_t dtype) {
   ganfw_ctx *ctx = make_ctx();
   ganfw_net *a = chain(ctx, "masked"), *b = chain(ctx, "plain");
+  CU_ASSERT_EQUAL(ganfw_net_set_compute_dtype(a, dtype), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_net_set_compute_dtype(b, dtype), GANFW_OK);
   const char *layers[3] = {"c", "t", "l"};
   /* same parameters in both */
   for (int64_t i = 0; i < ganfw_net_param_count(a); i++) {
@@ -323,8 +327,8 @@ static void test_forward_backward_bitwise(void) {
         differ += memcmp(&ga[i], &want, sizeof want) != 0;
       }
       if (differ)
-        printf("\n  layer %s, backward %d: %lld gradients differ", layers[k], rep + 1,
-               (long long)differ);
+        printf("\n  layer %s, backward %d, %s: %lld gradients differ", layers[k], rep + 1,
+               ganfw_dtype_name(dtype), (long long)differ);
       CU_ASSERT_EQUAL(differ, 0);
       CU_ASSERT(same_tensor(la->grad[1], lb->grad[1]) || rep == 1);
       if (rep == 0)
@@ -346,6 +350,12 @@ static void test_forward_backward_bitwise(void) {
   ganfw_net_destroy(a);
   ganfw_net_destroy(b);
   ganfw_ctx_destroy(ctx);
+}
+
+static void test_forward_backward_bitwise(void) {
+  bitwise_in(GANFW_DTYPE_F32);
+  bitwise_in(GANFW_DTYPE_BF16);
+  bitwise_in(GANFW_DTYPE_F16);
 }
 
 /* The double backward (a penalty on the input gradient, WGAN-GP / R1) of a masked net: the
