@@ -17,6 +17,7 @@
 #include "runtime/ctx.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "nn/layer.h" /* defines: ganfw_mask_install, ganfw_mask_remove, ganfw_layer_mask */
 #include "nn/net.h"
 #include "io/checkpoint_meta.h"
 #include "io/safetensors.h"
@@ -586,6 +587,115 @@ static ganfw_status ck_check_finite(const char *path, const ck_items *it,
   return GANFW_OK;
 }
 
+/* --- pruning masks (nn/layers/mask.c) ------------------------------------------------------
+ * A file of a pruned model holds "<layer>.weight_orig" and "<layer>.weight_mask" where the
+ * unpruned model has "<layer>.weight" (torch.nn.utils.prune's state_dict, or a ganfw run with
+ * prune:): such a layer gets an all-ones mask before the names are matched, so that the load
+ * fills weight_orig and the mask. A load that fails afterwards removes those masks again
+ * (exact: weight_orig * 1). The reverse too: an all-ones mask is removed for a file that
+ * holds the plain "<layer>.weight" (the end of a run with prune.remove). */
+typedef struct ck_adopted {
+  ganfw_layer *l[64];
+  int32_t n;
+  ganfw_layer *dropped[64]; /* all-ones masks removed for a file of plain weights */
+  int32_t n_dropped;
+} ck_adopted;
+
+/* 1 when every value of l's mask is 1 (a mask nothing was pruned with yet). */
+static int ck_mask_all_ones(const ganfw_layer *l) {
+  const ganfw_tensor *m = ganfw_layer_mask(l);
+  float *v = malloc((size_t)m->nbytes);
+  int ones = v && ganfw_tensor_to_host(m, v, m->nbytes) == GANFW_OK;
+  for (int64_t i = 0; ones && i < m->numel; i++) ones = v[i] == 1.0f;
+  free(v);
+  return ones;
+}
+
+/* 1 when the file holds "<p>.<layer>.<suffix>" (p may be ""). */
+static int ck_file_has(const ganfw_st_file *f, const char *p, const char *layer,
+                       const char *suffix) {
+  char *name = ck_join3(p, layer, suffix);
+  const int has = name && ganfw_st_find(f, name) != NULL;
+  free(name);
+  return has;
+}
+
+static ganfw_status ck_adopt_masks(const char *path, const ganfw_st_file *f,
+                                   const ganfw_ckpt_net *nets, int32_t n, ck_adopted *a) {
+  for (int32_t k = 0; k < n; k++) {
+    const char *p = ck_prefix(&nets[k]);
+    for (int32_t i = 0; i < ganfw_net_layer_count(nets[k].net); i++) {
+      ganfw_layer *l = ganfw_net_layer(nets[k].net, i);
+      /* the reverse: a model whose masks are all ones (prune: before its first event) and a
+       * file of plain weights (a run that ended with prune.remove) */
+      if (l->mask.on && ck_file_has(f, p, l->name, "weight") &&
+          !ck_file_has(f, p, l->name, "weight_orig") &&
+          !ck_file_has(f, p, l->name, "weight_mask") &&
+          a->n_dropped < (int32_t)(sizeof a->dropped / sizeof a->dropped[0]) &&
+          ck_mask_all_ones(l)) {
+        ganfw_status st = ganfw_mask_remove(l);
+        if (st != GANFW_OK) return st;
+        a->dropped[a->n_dropped++] = l;
+        continue;
+      }
+      if (l->mask.on || l->sn.n_power_iterations > 0 || !l->param[0] || !l->param_name[0]) continue;
+      const size_t len = strlen(l->param_name[0]);
+      if (len < 7 || strcmp(l->param_name[0] + len - 7, ".weight") != 0) continue;
+      const int orig = ck_file_has(f, p, l->name, "weight_orig");
+      const int mask = ck_file_has(f, p, l->name, "weight_mask");
+      if (!orig && !mask) continue;
+      if (orig != mask) {
+        char *name = ck_join3(p, l->name, orig ? "weight_orig" : "weight_mask");
+        ganfw_status st = ganfw_error_set(
+            GANFW_ERR_CONFIG,
+            "%s: %s is in the file without its %s: a pruned layer is saved as weight_orig and "
+            "weight_mask together (torch.nn.utils.prune), an unpruned one as weight",
+            path, name ? name : l->name, orig ? "weight_mask" : "weight_orig");
+        free(name);
+        return st;
+      }
+      if (a->n == (int32_t)(sizeof a->l / sizeof a->l[0]))
+        return ganfw_error_set(GANFW_ERR_CONFIG, "%s: more than %d pruned layers in one load", path,
+                               a->n);
+      ganfw_status st = ganfw_mask_install(l);
+      if (st != GANFW_OK) return ganfw_error_wrap(st, "%s: loading its pruning mask", path);
+      a->l[a->n++] = l;
+    }
+  }
+  return GANFW_OK;
+}
+
+static void ck_unadopt(ck_adopted *a) {
+  for (int32_t i = 0; i < a->n; i++) ganfw_mask_remove(a->l[i]);
+  for (int32_t i = 0; i < a->n_dropped; i++) ganfw_mask_install(a->dropped[i]);
+  a->n = a->n_dropped = 0;
+}
+
+/* Every mask of the nets that the file fills holds only 0 and 1 (checked in the file's
+ * bytes, before anything is copied). */
+static ganfw_status ck_check_masks(const char *path, const ganfw_ckpt_net *nets, int32_t n,
+                                   const ck_items *it, const ganfw_st_tensor **file_of) {
+  for (int64_t i = 0; i < it->n; i++) {
+    const ganfw_st_tensor *t = file_of[i];
+    if (!t || !it->v[i].tensor || t->dtype != GANFW_DTYPE_F32) continue;
+    int is_mask = 0;
+    for (int32_t k = 0; k < n && !is_mask; k++)
+      for (int32_t j = 0; j < ganfw_net_layer_count(nets[k].net) && !is_mask; j++)
+        is_mask = ganfw_layer_mask(ganfw_net_layer(nets[k].net, j)) == it->v[i].tensor;
+    if (!is_mask) continue;
+    for (int64_t e = 0; e < t->numel; e++) {
+      float v;
+      memcpy(&v, (const char *)t->data + 4 * e, 4);
+      if (v != 0.0f && v != 1.0f)
+        return ganfw_error_set(GANFW_ERR_CONFIG,
+                               "%s: %s holds %g at flat index %lld; a pruning mask holds only 0 "
+                               "and 1",
+                               path, it->v[i].name, (double)v, (long long)e);
+    }
+  }
+  return GANFW_OK;
+}
+
 /* Copies the matched tensors in (validation is over). */
 static ganfw_status ck_copy_in(const ck_items *it, const ganfw_st_tensor **file_of) {
   for (int64_t i = 0; i < it->n; i++) {
@@ -614,9 +724,11 @@ ganfw_status ganfw_checkpoint_resume(const char *path, const ganfw_ckpt_net *net
   const ganfw_st_tensor **file_of = NULL;
   int64_t *steps = NULL;
   ganfw_ckpt_meta *meta = NULL;
+  ck_adopted adopted = {.n = 0};
 
   if ((st = ganfw_ckpt_meta_read(path, f, &meta)) != GANFW_OK) goto done;
   if (lim && (st = ganfw_ckpt_meta_check_resume(path, meta, lim)) != GANFW_OK) goto done;
+  if ((st = ck_adopt_masks(path, f, nets, n, &adopted)) != GANFW_OK) goto done;
   if ((st = ck_collect(nets, n, 1, &it)) != GANFW_OK) goto done;
   file_of = calloc((size_t)(it.n ? it.n : 1), sizeof *file_of);
   steps = calloc((size_t)(n ? n : 1), sizeof *steps);
@@ -632,6 +744,7 @@ ganfw_status ganfw_checkpoint_resume(const char *path, const ganfw_ckpt_net *net
   }
 
   if ((st = ck_check_finite(path, &it, file_of)) != GANFW_OK) goto done;
+  if ((st = ck_check_masks(path, nets, n, &it, file_of)) != GANFW_OK) goto done;
   /* Everything checked: change the nets. */
   if ((st = ck_copy_in(&it, file_of)) != GANFW_OK) goto done;
   for (int32_t k = 0; k < n; k++)
@@ -642,6 +755,7 @@ ganfw_status ganfw_checkpoint_resume(const char *path, const ganfw_ckpt_net *net
     meta = NULL;
   }
 done:
+  if (st != GANFW_OK) ck_unadopt(&adopted);
   ganfw_ckpt_meta_free(meta);
   free(steps);
   free(file_of);
@@ -665,6 +779,7 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
   if (st != GANFW_OK) return st;
   ck_items it = {0};
   const ganfw_st_tensor **file_of = NULL;
+  ck_adopted adopted = {.n = 0};
   const char *format = ganfw_st_metadata(f, "format");
   if (format && strcmp(format, GANFW_CKPT_FORMAT) != 0 &&
       strcmp(format, GANFW_CKPT_FORMAT_PT) != 0) {
@@ -686,6 +801,11 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
     ck_items_free(&it);
     if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
   }
+  if ((st = ck_adopt_masks(path, f, nets, n, &adopted)) != GANFW_OK) goto done;
+  if (adopted.n || adopted.n_dropped) { /* the masked layers' names changed */
+    ck_items_free(&it);
+    if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
+  }
   file_of = calloc((size_t)(it.n ? it.n : 1), sizeof *file_of);
   if (!file_of) {
     st = ganfw_error_set(GANFW_ERR_OOM, "%s: out of host memory", path);
@@ -693,8 +813,10 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
   }
   if ((st = ck_match(path, f, &it, nets, n, 1, flags, file_of, report)) != GANFW_OK) goto done;
   if ((st = ck_check_finite(path, &it, file_of)) != GANFW_OK) goto done;
+  if ((st = ck_check_masks(path, nets, n, &it, file_of)) != GANFW_OK) goto done;
   st = ck_copy_in(&it, file_of);
 done:
+  if (st != GANFW_OK) ck_unadopt(&adopted);
   free(file_of);
   ck_items_free(&it);
   ganfw_st_close(f);

@@ -196,6 +196,24 @@ typedef struct ganfw_spectral_norm {
   double sigma;           /* the last forward's */
 } ganfw_spectral_norm;
 
+/* A pruning mask on a matmul layer's weight, as torch.nn.utils.prune's forward pre-hook
+ * (layers/mask.c; nn/prune.h computes masks). While a layer has one, parameter 0 is named
+ * "<layer>.weight_orig", the mask (f32 0/1 of the weight's shape, category param) is its
+ * extra buffer `extra` ("<layer>.weight_mask"), and the layer computes with
+ * weight_orig * mask; the gradient written to weight_orig's is the gradient of that product
+ * times the mask. Not on a spectrally normalised layer. */
+typedef struct ganfw_weight_mask {
+  int32_t on;             /* 1: the layer has a mask */
+  int32_t extra;          /* its index in the layer's extra[] */
+  ganfw_tensor *w_eff;    /* weight_orig * mask (f32, workspace) while the layer's forward or
+                             backward runs, else NULL: ganfw_layer_param_value hands it out */
+  ganfw_tensor *grad_eff; /* the gradient of w_eff during an accumulating backward */
+  /* "<layer>.weight" and "<layer>.weight_orig": param_name[0] points at one of them while
+   * the layer has (had) a mask; both live until the layer is destroyed, so that a name an
+   * optimizer borrowed stays valid after a remove. NULL before the first mask. */
+  char *plain_name, *orig_name;
+} ganfw_weight_mask;
+
 struct ganfw_layer {
   const ganfw_layer_vt *vt;
   ganfw_net *net;
@@ -213,6 +231,7 @@ struct ganfw_layer {
   ganfw_tensor *extra[GANFW_LAYER_MAX_EXTRA];
   char *extra_name[GANFW_LAYER_MAX_EXTRA];
   ganfw_spectral_norm sn;
+  ganfw_weight_mask mask;
   int32_t trainable;
   /* Where its inputs come from (net.c): in_name[k] as the builder named it (NULL: the node
    * appended before), resolved by net_build into in[k], the producing layer's index or -1
@@ -226,9 +245,11 @@ struct ganfw_layer {
 };
 
 /* What a matmul layer computes with for parameter i: param[i], except the weight of a
- * spectrally normalised layer while its forward or backward runs (weight_orig / sigma). */
+ * spectrally normalised layer while its forward or backward runs (weight_orig / sigma) and
+ * the weight of a masked layer then (weight_orig * mask). */
 static inline ganfw_tensor *ganfw_layer_param_value(const ganfw_layer *l, int32_t i) {
-  return i == 0 && l->sn.w_eff ? l->sn.w_eff : l->param[i];
+  if (i == 0 && l->sn.w_eff) return l->sn.w_eff;
+  return i == 0 && l->mask.w_eff ? l->mask.w_eff : l->param[i];
 }
 
 /* The layer types. */
@@ -362,6 +383,34 @@ ganfw_status ganfw_spectral_backward_end(ganfw_layer *l, const ganfw_exec *ex,
                                          const ganfw_saved *saved, int32_t param_grads,
                                          int32_t accumulate);
 void ganfw_spectral_release(ganfw_layer *l);
+
+/* Pruning masks inside conv2d, conv_transpose2d and linear (layers/mask.c); the begin, end
+ * and release calls do nothing for a layer without a mask.
+ *   install: gives the layer an all-ones mask (a no-op when it has one): renames parameter 0
+ *     to "<layer>.weight_orig" and appends the buffer "<layer>.weight_mask" (f32, category
+ *     param). Refused, naming the layer, for a layer that is not a matmul layer or that is
+ *     spectrally normalised.
+ *   remove: weight_orig * mask becomes parameter 0 again, named "<layer>.weight"; the mask
+ *     buffer is freed (torch.nn.utils.prune.remove). A no-op without a mask.
+ *   forward_begin: mask.w_eff = weight_orig * mask (workspace, the weight's size).
+ *   backward_begin: mask.w_eff again; with param_grads, *dw is where the kernel writes the
+ *     gradient G of w_eff: grad[0] itself without `accumulate`, else a zeroed workspace the
+ *     weight's size. backward_end multiplies G by the mask into grad[0] (written or added),
+ *     and releases what begin made; so does release on an error path. */
+ganfw_status ganfw_mask_install(ganfw_layer *l);
+ganfw_status ganfw_mask_remove(ganfw_layer *l);
+ganfw_status ganfw_mask_forward_begin(ganfw_layer *l, const ganfw_exec *ex);
+ganfw_status ganfw_mask_backward_begin(ganfw_layer *l, const ganfw_exec *ex, int32_t param_grads,
+                                       int32_t accumulate, float **dw);
+ganfw_status ganfw_mask_backward_end(ganfw_layer *l, const ganfw_exec *ex, int32_t param_grads,
+                                     int32_t accumulate);
+void ganfw_mask_release(ganfw_layer *l);
+/* Frees the names install kept (layer destruction). */
+void ganfw_mask_free_names(ganfw_layer *l);
+/* The mask tensor of l (f32, the weight's shape), or NULL without one. */
+static inline ganfw_tensor *ganfw_layer_mask(const ganfw_layer *l) {
+  return l->mask.on ? l->extra[l->mask.extra] : NULL;
+}
 
 /* Layers defined by plugins (layers/plugin_layer.c, ganfw_layer_def in ganfw/host.h): an
  * adapter from the layer vtable to the plugin's callbacks. It hands the plugin f32 tensors

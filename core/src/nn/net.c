@@ -122,6 +122,8 @@ ganfw_net *ganfw_net_create(ganfw_ctx *ctx, const char *name) {
 static void layer_destroy(ganfw_layer *l) {
   if (!l) return;
   if (l->vt->release) l->vt->release(l);
+  ganfw_mask_release(l);
+  ganfw_mask_free_names(l); /* param_name[0] is one of its names */
   for (int32_t i = 0; i < GANFW_LAYER_MAX_PARAMS; i++) {
     ganfw_tensor_destroy(l->param[i]);
     ganfw_tensor_destroy(l->grad[i]);
@@ -793,6 +795,10 @@ const char *ganfw_net_layer_name(const ganfw_net *net, int32_t i) {
 
 int32_t ganfw_net_layer_trainable(const ganfw_net *net, int32_t i) {
   return i >= 0 && i < net->n && net->layers[i]->trainable;
+}
+
+ganfw_layer *ganfw_net_layer(ganfw_net *net, int32_t i) {
+  return i >= 0 && i < net->n ? net->layers[i] : NULL;
 }
 
 const char *ganfw_net_layer_type(const ganfw_net *net, int32_t i) {

@@ -105,6 +105,9 @@ int32_t ganfw_net_buffer_at(ganfw_net *net, int64_t i, ganfw_net_buffer *out);
 /* The name of layer i ("features.0"), or NULL past the end; 1 when layer i is trainable. */
 const char *ganfw_net_layer_name(const ganfw_net *net, int32_t i);
 int32_t ganfw_net_layer_trainable(const ganfw_net *net, int32_t i);
+/* Layer i (owned by the net, valid until it is destroyed), or NULL past the end: for the
+ * core's own tools on layers (nn/prune.c). */
+ganfw_layer *ganfw_net_layer(ganfw_net *net, int32_t i);
 /* The type of layer i ("linear", "conv2d", a plugin layer's own), or NULL past the end. */
 const char *ganfw_net_layer_type(const ganfw_net *net, int32_t i);
 /* After net_build: the node whose output layer i reads as its input k (the layer appended

@@ -19,6 +19,7 @@
 #include "train/dp.h"
 #include "train/nonfinite.h"
 #include "train/param_groups.h"
+#include "train/prune_run.h"
 
 typedef struct loop_run {
   ganfw_loop L;
@@ -248,7 +249,8 @@ static ganfw_status train_loop(loop_run *r) {
       /* asynchronous from page-locked memory: the step's losses, read back at its end, wait
        * for the copy before the loader refills the staging */
       if ((st = ganfw_tensor_from_staging(L->x, L->host_x, L->x->nbytes, L->x_pinned))) break;
-      for (int32_t i = 0; i < s->n_optim; i++) /* optim.schedule */
+      if ((st = ganfw_prune_run_step(s->prune, L->step)) != GANFW_OK) break; /* prune: */
+      for (int32_t i = 0; i < s->n_optim; i++)                               /* optim.schedule */
         ganfw_optim_set_lr(&s->optim[i], &s->schedule, L->step, L->total);
       ganfw_loop_step ls = {NULL, NULL};
       ganfw_dp_take_comm_seconds(s);
@@ -257,6 +259,7 @@ static ganfw_status train_loop(loop_run *r) {
         break;
       }
       L->step++;
+      if (L->step == L->total && (st = ganfw_prune_run_finish(s->prune)) != GANFW_OK) break;
       r->comm_seconds = ganfw_dp_take_comm_seconds(s);
       ganfw_alloc_trace_step_end(s->ctx->alloc);
       if ((st = ganfw_nonfinite_after_step(s, L->step, ls.nonfinite, ls.what, &r->nonfinite)))

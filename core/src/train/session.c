@@ -21,6 +21,7 @@
 #include "train/ema.h"
 #include "train/param_groups.h"
 #include "train/program.h"
+#include "train/prune_run.h"
 #include "train/sib.h"
 #include "train/zero.h"
 
@@ -1128,6 +1129,8 @@ static ganfw_status open_session(ganfw_session *s, int32_t with_data, const ganf
   if ((st = apply_freeze(s, model)) != GANFW_OK) return st;
   if ((st = apply_init_from(s, model, with_data)) != GANFW_OK) return st;
   if ((st = role_init_from(s, with_data)) != GANFW_OK) return st;
+  /* masks before the optimizers: they name weight_orig (train/prune_run.h) */
+  if ((st = ganfw_prune_run_open(s, &s->prune)) != GANFW_OK) return st;
   const ganfw_cfg *optim = ganfw_cfg_section(root, "optim");
   double lr, lr_g, lr_d;
   if ((st = read_lr(optim, "lr", 1e-3, &lr)) != GANFW_OK) return st;
@@ -1190,6 +1193,7 @@ void ganfw_session_close(ganfw_session *s) {
     free(s->optim[i].params);
   }
   free(s->param_groups);
+  ganfw_prune_run_destroy(s->prune);
   ganfw_sib_destroy(s->sib);
   ganfw_dp_close(s);
   ganfw_ema_destroy(s->ema);

@@ -62,6 +62,8 @@ typedef struct ganfw_dist ganfw_dist;       /* dist/dist.h */
 typedef struct ganfw_reducer ganfw_reducer; /* train/reducer.h */
 typedef struct ganfw_sib ganfw_sib;         /* train/sib.h */
 
+typedef struct ganfw_prune_run ganfw_prune_run; /* train/prune_run.h */
+
 typedef struct ganfw_train_settings {
   int64_t batch_size;
   int64_t epochs;    /* 0: until max_steps */
@@ -145,6 +147,9 @@ typedef struct ganfw_session {
   ganfw_dist *dist;
   ganfw_reducer *reducer[GANFW_MAX_NETS]; /* data-parallel: one per optimizer */
   ganfw_sib *sib; /* memory strategy step_in_backward (train/sib.h); NULL when off */
+
+  /* the config's prune: section (train/prune_run.h); NULL: none */
+  ganfw_prune_run *prune;
 } ganfw_session;
 
 /* Builds everything from run's config. With `with_data` 0 the data set is not opened and

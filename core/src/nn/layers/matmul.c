@@ -1,10 +1,10 @@
 /* The frame the matmul layers share (conv2d, conv_transpose2d: conv.c; linear: linear.c):
  * x (batch first) -> y by one backend op, whose descriptor the layer builds (ganfw_matmul_kind,
  * layer.h), forward and backward. Forward keeps x for backward. Both run inside spectral
- * norm's begin and end, and either natively in 16 bits on the whole batch or in f32 over row
- * chunks with the weights rounded to the compute dtype. The ops' slots (op.h):
- *   forward   in: x, w, b;  out: y;  ws
- *   backward  in: x, w, dy; out: dx; grad: dw, db; ws (the forward's size) */
+ * norm's or a pruning mask's begin and end (mask.c), and either natively in 16 bits on the whole
+ * batch or in f32 over row chunks with the weights rounded to the compute dtype. The ops' slots
+ * (op.h): forward   in: x, w, b;  out: y;  ws backward  in: x, w, dy; out: dx; grad: dw, db; ws
+ * (the forward's size) */
 #include <stdio.h>
 #include <string.h>
 
@@ -140,6 +140,7 @@ ganfw_status ganfw_matmul_forward(ganfw_layer *l, const ganfw_exec *ex, const ga
   if (!t) return ganfw_error_code();
   matmul_call c = {.k = k, .in = x->shape};
   ganfw_status st = ganfw_spectral_forward_begin(l, ex, saved);
+  if (st == GANFW_OK) st = ganfw_mask_forward_begin(l, ex);
   const int lp = st == GANFW_OK && ganfw_layer_lp_matmul(ex, k->lp_group, x);
   if (lp) {
     st = forward_lp(l, ex, &c, x, t);
@@ -151,6 +152,7 @@ ganfw_status ganfw_matmul_forward(ganfw_layer *l, const ganfw_exec *ex, const ga
     ganfw_layer_scratch_release(&ps);
   }
   ganfw_spectral_release(l);
+  ganfw_mask_release(l);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(t);
     return st;
@@ -173,6 +175,7 @@ ganfw_status ganfw_matmul_backward(ganfw_layer *l, const ganfw_exec *ex, const g
   if (!g && !param_grads) return GANFW_OK;
   matmul_call c = {.k = k, .in = x->shape, .param_grads = param_grads, .accumulate = accumulate};
   ganfw_status st = ganfw_spectral_backward_begin(l, ex, saved, param_grads, accumulate, &c.dw);
+  if (st == GANFW_OK) st = ganfw_mask_backward_begin(l, ex, param_grads, accumulate, &c.dw);
   if (st == GANFW_OK && ganfw_layer_lp_matmul(ex, k->lp_group, x)) {
     st = backward_lp(l, ex, &c, x, dy, g);
   } else if (st == GANFW_OK) {
@@ -183,7 +186,9 @@ ganfw_status ganfw_matmul_backward(ganfw_layer *l, const ganfw_exec *ex, const g
     ganfw_layer_scratch_release(&ps);
   }
   if (st == GANFW_OK) st = ganfw_spectral_backward_end(l, ex, saved, param_grads, accumulate);
+  if (st == GANFW_OK) st = ganfw_mask_backward_end(l, ex, param_grads, accumulate);
   ganfw_spectral_release(l);
+  ganfw_mask_release(l);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(g);
     return st;
@@ -230,6 +235,7 @@ ganfw_status ganfw_matmul_backward2(ganfw_layer *l, const ganfw_exec *ex,
   if (!t) return ganfw_error_code();
   matmul_call c = {.k = k, .in = u[0]->shape, .accumulate = 1};
   ganfw_status st = ganfw_spectral_backward_begin(l, ex, saved, param_grads, 1, &c.dw);
+  if (st == GANFW_OK) st = ganfw_mask_backward_begin(l, ex, param_grads, 1, &c.dw);
   ganfw_layer_scratch ps = {0};
   if (st == GANFW_OK) st = ganfw_layer_f32_params(l, ex, &ps, c.p);
   ganfw_tensor *jvp[2] = {u[0], t};
@@ -238,7 +244,9 @@ ganfw_status ganfw_matmul_backward2(ganfw_layer *l, const ganfw_exec *ex,
   ganfw_tensor *wg[2] = {u[0], dy};
   if (st == GANFW_OK && param_grads) st = ganfw_layer_rows_run(l, ex, wg, 2, 2, weight_rows, &c);
   if (st == GANFW_OK) st = ganfw_spectral_backward_end(l, ex, saved, param_grads, 1);
+  if (st == GANFW_OK) st = ganfw_mask_backward_end(l, ex, param_grads, 1);
   ganfw_spectral_release(l);
+  ganfw_mask_release(l);
   if (st != GANFW_OK) {
     ganfw_tensor_destroy(t);
     return st;
