@@ -13,10 +13,12 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "nn/layer.h"
 #include "nn/net.h"
 #include "nn/prune_channels.h"
+#include "runtime/ctx.h"
 #include "runtime/tensor.h"
 #include "tools/plan.h"
 #include "tools/report.h"
@@ -438,6 +440,155 @@ static void test_prune_errors(void) {
   close_opened(&o);
 }
 
+/* --- a hand-built graph: concat, conv_transpose2d, flatten -------------------------------- */
+
+/* input [3,8,8] -> {c1 (8), c2 (6)} each with BatchNorm and ReLU -> concat (14) -> c3 (10) ->
+ * t1 conv_transpose2d (4, 16x16) -> max pool 4 -> flatten (64) -> fc (5); widths[0..n) set. */
+static ganfw_net *build_graph(ganfw_ctx *ctx, const ganfw_net_width *w, int32_t n) {
+  ganfw_net *net = ganfw_net_create(ctx, "g");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(net);
+  const char *cat[] = {"r1", "r2"};
+  ganfw_status st = ganfw_net_conv2d(net, "c1", 3, 8, 3, 1, 1, 1);
+  if (!st) st = ganfw_net_batchnorm2d(net, "b1", 8, 1e-5f, 0.1f);
+  if (!st) st = ganfw_net_activation(net, "r1", GANFW_ACT_RELU, 0);
+  if (!st) st = ganfw_net_input(net, "input");
+  if (!st) st = ganfw_net_conv2d(net, "c2", 3, 6, 3, 1, 1, 1);
+  if (!st) st = ganfw_net_batchnorm2d(net, "b2", 6, 1e-5f, 0.1f);
+  if (!st) st = ganfw_net_activation(net, "r2", GANFW_ACT_RELU, 0);
+  if (!st) st = ganfw_net_concat(net, "cat", cat, 2);
+  if (!st) st = ganfw_net_conv2d(net, "c3", 14, 10, 3, 1, 1, 1);
+  if (!st) st = ganfw_net_batchnorm2d(net, "b3", 10, 1e-5f, 0.1f);
+  if (!st) st = ganfw_net_activation(net, "r3", GANFW_ACT_RELU, 0);
+  if (!st) st = ganfw_net_conv_transpose2d(net, "t1", 10, 4, 2, 2, 0, 0, 1);
+  if (!st) st = ganfw_net_batchnorm2d(net, "b4", 4, 1e-5f, 0.1f);
+  if (!st) st = ganfw_net_activation(net, "r4", GANFW_ACT_RELU, 0);
+  if (!st) st = ganfw_net_pool2d(net, "pool", GANFW_POOL_MAX, 4, 4, 0);
+  if (!st) st = ganfw_net_flatten(net, "flat");
+  if (!st) st = ganfw_net_linear(net, "fc", 64, 5, 1);
+  if (!st) st = ganfw_net_set_widths(net, w, n);
+  if (!st) st = ganfw_net_build(net, 3, 8, 8);
+  if (st) printf("\n  %s", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  return net;
+}
+
+/* The concat's consumer reads each input's kept channels at its offset, the transposed conv
+ * is cut on its dim 1 and read on dim 0, the linear after flatten keeps the kept channels'
+ * 4x4 blocks: the narrow net built with the plan's widths and loaded from the file computes
+ * what the silenced original does (the construction of test_forward_equals: a BatchNorm after
+ * each producer). */
+static void test_graph(void) {
+  ganfw_ctx_options opt = {.device_type = GANFW_DEVICE_CPU, .threads = 1, .seed = 3};
+  ganfw_ctx *ctx = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_ctx_create(&opt, &ctx), GANFW_OK);
+  ganfw_net *net = build_graph(ctx, NULL, 0);
+  perturb_batchnorms(net, 21);
+  ganfw_channel_prune_plan *p = plan_half(net);
+  char *text = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_channel_prune_describe(p, &text), GANFW_OK);
+  printf("\n%s", text);
+  free(text);
+  CU_ASSERT_EQUAL(ganfw_channel_prune_group_count(p), 5);
+  ganfw_net_width w[8];
+  const int32_t nw = ganfw_channel_prune_widths(p, w, 8);
+  CU_ASSERT_EQUAL_FATAL(nw, 4);
+  static const char *const names[] = {"c1", "c2", "c3", "t1"};
+  static const int64_t kept[] = {4, 3, 5, 2};
+  for (int k = 0; k < 4; k++) {
+    CU_ASSERT_STRING_EQUAL(w[k].layer, names[k]);
+    CU_ASSERT_EQUAL(w[k].width, kept[k]);
+  }
+  const ganfw_channel_prune_plan *one[] = {p};
+  char file[160];
+  snprintf(file, sizeof file, "%s/graph.safetensors", data_dir);
+  CU_ASSERT_EQUAL_FATAL(ganfw_channel_prune_write(one, 1, file), GANFW_OK);
+  ganfw_net *narrow = build_graph(ctx, w, nw);
+  ganfw_ckpt_net cn = {.net = narrow};
+  ganfw_ckpt_report rep = {0};
+  ganfw_status st = ganfw_checkpoint_load_weights(file, &cn, 1, 0, &rep);
+  if (st) printf("\n  %s", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  const int64_t shape[4] = {2, 3, 8, 8};
+  ganfw_tensor *x = ganfw_tensor_create(ctx, GANFW_DTYPE_F32, 4, shape, GANFW_MEM_DATA, "x");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+  gt_fill_uniform(x->data, x->numel, -1, 1, 9);
+  silence_removed(p, net);
+  ganfw_tensor *ya = NULL, *yb = NULL;
+  ganfw_net_set_train(net, 0, 0);
+  ganfw_net_set_train(narrow, 0, 0);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(net, x, NULL, &ya), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_net_forward(narrow, x, NULL, &yb), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ya->numel, 10);
+  float a[10], b[10];
+  CU_ASSERT_EQUAL(ganfw_tensor_to_host(ya, a, sizeof a), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_tensor_to_host(yb, b, sizeof b), GANFW_OK);
+  double err = 0, scale = 0;
+  for (int i = 0; i < 10; i++) {
+    err = fmax(err, fabs((double)a[i] - b[i]));
+    scale = fmax(scale, fabs((double)a[i]));
+  }
+  printf("  narrow vs silenced: max diff %.3g (outputs up to %.3g)", err, scale);
+  CU_ASSERT(err <= 1e-5 * fmax(1.0, scale));
+  CU_ASSERT(scale > 1e-3);
+  /* two nets: each net's names prefixed for model.widths */
+  const ganfw_channel_prune_plan *two[] = {p, p};
+  CU_ASSERT_EQUAL_FATAL(ganfw_channel_prune_widths_text(two, 2, &text), GANFW_OK);
+  CU_ASSERT_STRING_EQUAL(text, "{\"g:c1\": 4, \"g:c2\": 3, \"g:c3\": 5, \"g:t1\": 2}");
+  free(text);
+  ganfw_tensor_destroy(ya);
+  ganfw_tensor_destroy(yb);
+  ganfw_tensor_destroy(x);
+  ganfw_channel_prune_plan_destroy(p);
+  ganfw_net_destroy(narrow);
+  ganfw_net_destroy(net);
+  ganfw_ctx_destroy(ctx);
+}
+
+/* A concat added to another tensor: its channels cannot be pruned consistently, so its
+ * inputs' groups and the add's are kept, and asking for one of them names the concat. */
+static void test_concat_add_refused(void) {
+  ganfw_ctx_options opt = {.device_type = GANFW_DEVICE_CPU, .threads = 1, .seed = 3};
+  ganfw_ctx *ctx = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_ctx_create(&opt, &ctx), GANFW_OK);
+  ganfw_net *net = ganfw_net_create(ctx, "h");
+  const char *cat[] = {"a", "b"}, *sum[] = {"cat", "c"};
+  ganfw_status st = ganfw_net_conv2d(net, "a", 3, 4, 1, 1, 0, 0);
+  if (!st) st = ganfw_net_input(net, "input");
+  if (!st) st = ganfw_net_conv2d(net, "b", 3, 4, 1, 1, 0, 0);
+  if (!st) st = ganfw_net_concat(net, "cat", cat, 2);
+  if (!st) st = ganfw_net_input(net, "input");
+  if (!st) st = ganfw_net_conv2d(net, "c", 3, 8, 1, 1, 0, 0);
+  if (!st) st = ganfw_net_add(net, "sum", sum, 2);
+  if (!st) st = ganfw_net_conv2d(net, "d", 8, 2, 1, 1, 0, 0);
+  if (!st) st = ganfw_net_build(net, 3, 4, 4);
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  ganfw_channel_prune_plan *p = NULL;
+  const ganfw_channel_prune_amount half_c = {"c", 0.5};
+  ganfw_channel_prune_opts o = {
+      .importance = GANFW_CHANNEL_IMPORTANCE_L1, .amounts = &half_c, .n_amounts = 1};
+  CU_ASSERT_EQUAL(ganfw_channel_prune_plan_create(net, &o, &p), GANFW_ERR_INVALID_ARG);
+  printf("\n  %s", ganfw_error_message());
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "concat cat"));
+  ganfw_channel_prune_opts all = {.importance = GANFW_CHANNEL_IMPORTANCE_L1, .amount = 0.5};
+  CU_ASSERT_EQUAL_FATAL(ganfw_channel_prune_plan_create(net, &all, &p), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_channel_prune_widths(p, NULL, 0), 0); /* nothing prunable */
+  ganfw_channel_prune_plan_destroy(p);
+  ganfw_net_destroy(net);
+  /* bn_gamma on a group without BatchNorm names it */
+  net = ganfw_net_create(ctx, "k");
+  st = ganfw_net_conv2d(net, "e", 3, 4, 1, 1, 0, 0);
+  if (!st) st = ganfw_net_activation(net, "r", GANFW_ACT_RELU, 0);
+  if (!st) st = ganfw_net_conv2d(net, "f", 4, 2, 1, 1, 0, 0);
+  if (!st) st = ganfw_net_build(net, 3, 4, 4);
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  ganfw_channel_prune_opts bn = {.importance = GANFW_CHANNEL_IMPORTANCE_BN_GAMMA, .amount = 0.5};
+  CU_ASSERT_EQUAL(ganfw_channel_prune_plan_create(net, &bn, &p), GANFW_ERR_INVALID_ARG);
+  printf("\n  %s", ganfw_error_message());
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "group e"));
+  ganfw_net_destroy(net);
+  ganfw_ctx_destroy(ctx);
+}
+
 static CU_TestInfo tests[] = {
     {"ResNet-20's groups: three residual, nine inner, the logits kept; 50% widths", test_groups},
     {"pruned forward == original with the removed channels silenced; PyTorch loads it",
@@ -445,6 +596,9 @@ static CU_TestInfo tests[] = {
     {"the pruned config plans smaller, and its plan is its measured step", test_plan},
     {"model.widths errors: a broken add, a typo, out of range, the output", test_width_errors},
     {"pruning errors: every channel, the logits, a typo; rounding; bn_gamma", test_prune_errors},
+    {"a graph of concat, conv_transpose2d, flatten: narrow == silenced", test_graph},
+    {"a concat into an add: kept, named when asked for; bn_gamma without BatchNorm",
+     test_concat_add_refused},
     CU_TEST_INFO_NULL,
 };
 
