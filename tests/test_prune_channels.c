@@ -589,6 +589,36 @@ static void test_concat_add_refused(void) {
   ganfw_ctx_destroy(ctx);
 }
 
+/* A model of two nets (configs/dcgan.yaml): "generator:main" names the generator's main.0,
+ * whose narrower output the next conv_transpose2d and BatchNorm follow (a smaller plan); an
+ * unprefixed name is refused asking for the net. */
+static void test_gan_prefix(void) {
+  char dcgan[4200];
+  snprintf(dcgan, sizeof dcgan, "%s/configs/dcgan.yaml",
+           getenv("GANFW_SOURCE_DIR") ? getenv("GANFW_SOURCE_DIR") : ".");
+  const char *full_sets[] = {data_set, "train.batch_size=8"};
+  const char *narrow_sets[] = {data_set, "train.batch_size=8", "model.widths.generator:main.0=64"};
+  ganfw_probe_result full, narrow;
+  CU_ASSERT_EQUAL_FATAL(ganfw_report_plan(gt_config(dcgan, full_sets, 2), &full), GANFW_OK);
+  ganfw_status st = ganfw_report_plan(gt_config(dcgan, narrow_sets, 3), &narrow);
+  if (st) printf("\n  %s", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT(narrow.peak_category[GANFW_MEM_PARAM] < full.peak_category[GANFW_MEM_PARAM]);
+  ganfw_probe_result_free(&full);
+  ganfw_probe_result_free(&narrow);
+  const char *bare[] = {data_set, "train.batch_size=8", "model.widths.main.0=64"};
+  ganfw_run *run = NULL;
+  ganfw_session *s = NULL;
+  st = ganfw_run_open_file(dcgan, bare, 3, &run);
+  if (st == GANFW_OK) st = ganfw_session_open(run, 1, NULL, &s);
+  printf("\n  %s", st ? ganfw_error_message() : "(opened)");
+  CU_ASSERT_EQUAL(st, GANFW_ERR_CONFIG);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "\"generator:main.0\""));
+  ganfw_error_clear();
+  ganfw_session_close(s);
+  ganfw_run_close(run);
+}
+
 static CU_TestInfo tests[] = {
     {"ResNet-20's groups: three residual, nine inner, the logits kept; 50% widths", test_groups},
     {"pruned forward == original with the removed channels silenced; PyTorch loads it",
@@ -596,6 +626,7 @@ static CU_TestInfo tests[] = {
     {"the pruned config plans smaller, and its plan is its measured step", test_plan},
     {"model.widths errors: a broken add, a typo, out of range, the output", test_width_errors},
     {"pruning errors: every channel, the logits, a typo; rounding; bn_gamma", test_prune_errors},
+    {"a GAN's widths name the net: generator:main.0; unprefixed refused", test_gan_prefix},
     {"a graph of concat, conv_transpose2d, flatten: narrow == silenced", test_graph},
     {"a concat into an add: kept, named when asked for; bn_gamma without BatchNorm",
      test_concat_add_refused},
