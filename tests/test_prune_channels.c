@@ -422,6 +422,20 @@ static void test_prune_errors(void) {
   CU_ASSERT_EQUAL(w[0].width, 11);
   CU_ASSERT_EQUAL(w[1].width, 14);
   ganfw_channel_prune_plan_destroy(p);
+  /* only the groups of the layers named: layer2's residual group, its four producers */
+  const char *const only[] = {"layer2.0.shortcut.0"};
+  ganfw_channel_prune_opts o_only = {
+      .importance = GANFW_CHANNEL_IMPORTANCE_L1, .amount = 0.5, .layers = only, .n_layers = 1};
+  CU_ASSERT_EQUAL_FATAL(ganfw_channel_prune_plan_create(net, &o_only, &p), GANFW_OK);
+  CU_ASSERT_EQUAL(ganfw_channel_prune_widths(p, w, 8), 4);
+  for (int k = 0; k < 4; k++) CU_ASSERT_EQUAL(w[k].width, 16);
+  CU_ASSERT_STRING_EQUAL(w[0].layer, "layer2.0.conv2");
+  CU_ASSERT_STRING_EQUAL(w[1].layer, "layer2.0.shortcut.0");
+  ganfw_channel_prune_plan_destroy(p);
+  const char *const logits[] = {"linear"};
+  o_only.layers = logits;
+  CU_ASSERT_EQUAL(ganfw_channel_prune_plan_create(net, &o_only, &p), GANFW_ERR_INVALID_ARG);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ganfw_error_message(), "the net's output"));
   /* bn_gamma keeps the channels of the largest |gamma| */
   ganfw_layer *bn = ganfw_net_layer_at(net, ganfw_net_layer_index(net, "layer1.0.bn1"));
   float gamma[16];

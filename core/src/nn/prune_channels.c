@@ -436,8 +436,12 @@ static ganfw_status assign_amounts(ganfw_channel_prune_plan *p, const ganfw_chan
   ganfw_status st = check_amount(p->net, "every group", o->amount);
   for (int32_t k = 0; k < o->n_layers && st == GANFW_OK; k++) {
     group *g = NULL;
-    if ((st = group_of_layer(p, o->layers[k], &g)) == GANFW_OK)
-      g->has_amount = 1, g->amount = o->amount;
+    if ((st = group_of_layer(p, o->layers[k], &g)) != GANFW_OK) break;
+    if (g->why[0] && o->amount > 0)
+      st = ganfw_error_set(GANFW_ERR_INVALID_ARG,
+                           "net %s, layer %s: its channels cannot be pruned: %s",
+                           ganfw_net_name(p->net), o->layers[k], g->why);
+    g->has_amount = 1, g->amount = o->amount;
   }
   for (int32_t gi = 0; !o->layers && gi < p->n_g; gi++)
     p->g[gi].has_amount = 1, p->g[gi].amount = o->amount;

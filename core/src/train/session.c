@@ -441,6 +441,11 @@ static ganfw_status create_nets_model(ganfw_session *s, const ganfw_cfg *root) {
         "%s: model.init_from with model.nets: give each net its own, as "
         "model.nets.ROLE.init_from",
         ganfw_cfg_where(ganfw_cfg_child(ganfw_cfg_section(root, "model"), "init_from")));
+  if (ganfw_cfg_has(ganfw_cfg_section(root, "model"), "widths"))
+    return ganfw_error_set(
+        GANFW_ERR_CONFIG,
+        "%s: model.widths with model.nets: give each net its own, as model.nets.ROLE.widths",
+        ganfw_cfg_where(ganfw_cfg_child(ganfw_cfg_section(root, "model"), "widths")));
   s->family = GANFW_MODEL_NETS;
   ganfw_status st;
   if ((st = create_trainer(s, root)) != GANFW_OK) return st;
