@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "nn/layer.h"
 #include "nn/net.h"
+#include "io/prune_file.h"
 #include "nn/prune_channels.h"
 #include "runtime/ctx.h"
 #include "runtime/tensor.h"

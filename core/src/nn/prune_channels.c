@@ -14,7 +14,6 @@
 
 #include "base/error.h"
 #include "base/suggest.h"
-#include "io/safetensors.h"
 #include "nn/layer.h"
 #include "runtime/tensor.h"
 
@@ -736,86 +735,79 @@ static void slice(const float *in, int64_t d1, int64_t inner, const int64_t *k0,
     }
 }
 
-/* Adds tensor t (of layer l, under `name`) cut to k0 on dim 0 and k1 on dim 1 (NULL: whole). */
-static ganfw_status add_sliced(ganfw_st_writer *w, const char *name, const ganfw_tensor *t,
-                               const int64_t *k0, int64_t n0, const int64_t *k1, int64_t n1) {
+/* Hands fn tensor t under `name` cut to k0 on dim 0 and k1 on dim 1 (NULL: whole). */
+static ganfw_status emit_sliced(ganfw_channel_pruned_fn fn, void *user, const char *name,
+                                const ganfw_tensor *t, const int64_t *k0, int64_t n0,
+                                const int64_t *k1, int64_t n1) {
   float *h = host_copy(t);
   if (!h) return ganfw_error_code();
-  int64_t shape[GANFW_MAX_DIMS];
-  memcpy(shape, t->shape, sizeof shape);
+  ganfw_channel_pruned out = {.name = name, .ndim = t->ndim};
+  memcpy(out.shape, t->shape, sizeof out.shape);
   const int64_t d0 = t->ndim > 0 ? t->shape[0] : 1, d1 = t->ndim > 1 ? t->shape[1] : 1;
   const int64_t plane = d0 * d1, inner = plane > 0 ? t->numel / plane : 1;
   if (!k0) n0 = d0;
   if (!k1) n1 = d1;
-  if (t->ndim > 0) shape[0] = n0;
-  if (t->ndim > 1) shape[1] = n1;
+  if (t->ndim > 0) out.shape[0] = n0;
+  if (t->ndim > 1) out.shape[1] = n1;
   const int64_t numel = n0 * n1 * inner;
   float *o = malloc((size_t)(numel > 0 ? numel : 1) * sizeof *o);
   ganfw_status st = o ? GANFW_OK : ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
   if (st == GANFW_OK) {
     slice(h, d1, inner, k0, n0, k1, n1, o);
-    st = ganfw_st_writer_add(w, name, GANFW_DTYPE_F32, t->ndim, shape, o);
+    out.data = o;
+    st = fn(user, &out);
   }
   free(o);
   free(h);
   return st;
 }
 
-static ganfw_status write_net(const ganfw_channel_prune_plan *p, ganfw_st_writer *w) {
-  const char *net = ganfw_net_name(p->net);
+/* Layer i's tensors, cut. */
+static ganfw_status emit_layer(const ganfw_channel_prune_plan *p, int32_t i,
+                               ganfw_channel_pruned_fn fn, void *user) {
+  const ganfw_layer *l = ganfw_net_layer_at(p->net, i);
+  const int64_t *out_k = NULL;
+  int64_t n_out = 0, n_in = 0, *in_k = NULL;
   ganfw_status st = GANFW_OK;
-  for (int32_t i = 0; i < p->n_layers && st == GANFW_OK; i++) {
-    const ganfw_layer *l = ganfw_net_layer_at(p->net, i);
-    const int64_t *out_k = NULL, *in_k = NULL;
-    int64_t n_out = 0, n_in = 0, *in_idx = NULL;
-    if (is_matmul(l)) {
-      const group *g = &p->g[p->group_of[p->val[i].s[0].space]];
-      if (g->kept < g->channels) out_k = g->keep, n_out = g->kept;
-      if ((st = value_index(p, input_value(p, l->in[0]), &in_idx, &n_in)) != GANFW_OK) break;
-      in_k = in_idx;
-    } else if (is_norm(l)) {
-      const int32_t gi = p->group_of[input_value(p, l->in[0])->s[0].space];
-      if (gi >= 0 && p->g[gi].kept < p->g[gi].channels)
-        out_k = p->g[gi].keep, n_out = p->g[gi].kept;
-    }
-    const int32_t convt = l->vt == &ganfw_layer_conv_transpose2d;
-    for (int32_t k = 0; k < l->nparams && st == GANFW_OK; k++) {
-      char name[512];
-      snprintf(name, sizeof name, "%s.%s", net, l->param_name[k]);
-      if (is_matmul(l) && k == 0)
-        st = convt ? add_sliced(w, name, l->param[k], in_k, n_in, out_k, n_out)
-                   : add_sliced(w, name, l->param[k], out_k, n_out, in_k, n_in);
-      else
-        st = add_sliced(w, name, l->param[k], out_k, n_out, NULL, 0);
-    }
-    const ganfw_batchnorm_args *bn = l->vt == &ganfw_layer_batchnorm2d ? &l->args.batchnorm : NULL;
-    if (bn && st == GANFW_OK) {
-      char name[512];
-      snprintf(name, sizeof name, "%s.%s", net, bn->buffer_name[0]);
-      st = add_sliced(w, name, bn->running_mean, out_k, n_out, NULL, 0);
-      snprintf(name, sizeof name, "%s.%s", net, bn->buffer_name[1]);
-      if (st == GANFW_OK) st = add_sliced(w, name, bn->running_var, out_k, n_out, NULL, 0);
-      snprintf(name, sizeof name, "%s.%s", net, bn->buffer_name[2]);
-      if (st == GANFW_OK)
-        st = ganfw_st_writer_add_raw(w, name, "I64", 0, NULL, &bn->num_batches_tracked);
-    }
-    for (int32_t k = 0; k < l->nextra && st == GANFW_OK; k++) { /* locked: as they are */
-      char name[512];
-      snprintf(name, sizeof name, "%s.%s", net, l->extra_name[k]);
-      st = add_sliced(w, name, l->extra[k], NULL, 0, NULL, 0);
-    }
-    free(in_idx);
+  if (is_matmul(l)) {
+    const group *g = &p->g[p->group_of[p->val[i].s[0].space]];
+    if (g->kept < g->channels) out_k = g->keep, n_out = g->kept;
+    if ((st = value_index(p, input_value(p, l->in[0]), &in_k, &n_in)) != GANFW_OK) return st;
+  } else if (is_norm(l)) {
+    const int32_t gi = p->group_of[input_value(p, l->in[0])->s[0].space];
+    if (gi >= 0 && p->g[gi].kept < p->g[gi].channels) out_k = p->g[gi].keep, n_out = p->g[gi].kept;
   }
+  const int32_t convt = l->vt == &ganfw_layer_conv_transpose2d;
+  for (int32_t k = 0; k < l->nparams && st == GANFW_OK; k++) {
+    const char *name = l->param_name[k];
+    if (is_matmul(l) && k == 0)
+      st = convt ? emit_sliced(fn, user, name, l->param[k], in_k, n_in, out_k, n_out)
+                 : emit_sliced(fn, user, name, l->param[k], out_k, n_out, in_k, n_in);
+    else
+      st = emit_sliced(fn, user, name, l->param[k], out_k, n_out, NULL, 0);
+  }
+  const ganfw_batchnorm_args *bn = l->vt == &ganfw_layer_batchnorm2d ? &l->args.batchnorm : NULL;
+  if (bn && st == GANFW_OK) {
+    st = emit_sliced(fn, user, bn->buffer_name[0], bn->running_mean, out_k, n_out, NULL, 0);
+    if (st == GANFW_OK)
+      st = emit_sliced(fn, user, bn->buffer_name[1], bn->running_var, out_k, n_out, NULL, 0);
+    const ganfw_channel_pruned count = {
+        .name = bn->buffer_name[2], .ndim = 0, .counter = &bn->num_batches_tracked};
+    if (st == GANFW_OK) st = fn(user, &count);
+  }
+  for (int32_t k = 0; k < l->nextra && st == GANFW_OK; k++) /* locked: as they are */
+    st = emit_sliced(fn, user, l->extra_name[k], l->extra[k], NULL, 0, NULL, 0);
+  free(in_k);
   return st;
 }
 
-ganfw_status ganfw_channel_prune_write(const ganfw_channel_prune_plan *const *p, int32_t n,
-                                       const char *path) {
-  ganfw_st_writer *w = ganfw_st_writer_create();
-  if (!w) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-  ganfw_status st = ganfw_st_writer_metadata(w, "format", "pt");
-  for (int32_t k = 0; k < n && st == GANFW_OK; k++) st = write_net(p[k], w);
-  if (st == GANFW_OK) st = ganfw_st_writer_write(w, path);
-  ganfw_st_writer_destroy(w);
+ganfw_status ganfw_channel_prune_each(const ganfw_channel_prune_plan *p, ganfw_channel_pruned_fn fn,
+                                      void *user) {
+  ganfw_status st = GANFW_OK;
+  for (int32_t i = 0; i < p->n_layers && st == GANFW_OK; i++) st = emit_layer(p, i, fn, user);
   return st;
+}
+
+ganfw_net *ganfw_channel_prune_plan_net(const ganfw_channel_prune_plan *p) {
+  return p ? p->net : NULL;
 }

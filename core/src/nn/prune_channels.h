@@ -99,14 +99,26 @@ int32_t ganfw_channel_prune_widths(const ganfw_channel_prune_plan *p, ganfw_net_
 ganfw_status ganfw_channel_prune_widths_text(const ganfw_channel_prune_plan *const *p, int32_t n,
                                              char **text);
 
-/* Writes the pruned state_dicts of plans[0..n) as one safetensors file ("format": "pt"):
- * every parameter and buffer of each plan's net as "<net name>.<state_dict name>", producers'
- * weight rows (conv_transpose2d: dim 1) and biases, consumers' weight columns (a linear after
- * flatten: the kept channels' H*W blocks), and the norms' weight, bias, running_mean,
- * running_var cut to the kept channels; num_batches_tracked and the rest as they are.
- * model.init_from loads it into the config with the plans' model.widths. Atomic as
- * ganfw_st_writer_write; GANFW_ERR_IO naming the path. */
-ganfw_status ganfw_channel_prune_write(const ganfw_channel_prune_plan *const *p, int32_t n,
-                                       const char *path);
+/* The net the plan is of (borrowed from the caller of plan_create). */
+ganfw_net *ganfw_channel_prune_plan_net(const ganfw_channel_prune_plan *p);
+
+/* One tensor of the pruned net's state_dict (ganfw_channel_prune_each). */
+typedef struct ganfw_channel_pruned {
+  const char *name;              /* its state_dict name, "layer1.0.conv1.weight" */
+  int32_t ndim;                  /* 0 for num_batches_tracked */
+  int64_t shape[GANFW_MAX_DIMS]; /* cut to the kept channels */
+  const float *data;             /* f32 host values, or NULL for a counter */
+  const int64_t *counter;        /* num_batches_tracked (PyTorch's int64 scalar), or NULL */
+} ganfw_channel_pruned;
+/* Called with each tensor; its pointers are valid during the call only. A status other than
+ * GANFW_OK stops the walk and is returned. */
+typedef ganfw_status (*ganfw_channel_pruned_fn)(void *user, const ganfw_channel_pruned *t);
+/* Every parameter and buffer of the plan's net, layer by layer as the net saves them, copied
+ * to the host and cut: producers' weight rows (conv_transpose2d: dim 1) and biases,
+ * consumers' weight columns (a linear after flatten: the kept channels' H*W blocks), the
+ * norms' weight, bias, running_mean and running_var; num_batches_tracked and the rest as they
+ * are. io/prune_file.h writes them as a file model.init_from loads. */
+ganfw_status ganfw_channel_prune_each(const ganfw_channel_prune_plan *p, ganfw_channel_pruned_fn fn,
+                                      void *user);
 
 #endif
