@@ -16,6 +16,7 @@
 #include "backend/ops.h"
 #include "base/suggest.h"
 #include "nn/layer.h"
+#include "nn/net_widths.h"
 #include "runtime/alloc.h"
 #include "runtime/tensor_cast.h"
 
@@ -55,6 +56,9 @@ struct ganfw_net {
   uint8_t *rc_drop; /* [n] */
   uint8_t *rc_need; /* [n]: a dropped node backward will recompute (see the tape's need) */
   int32_t rc_on;
+  /* model.widths (ganfw_net_set_widths): copies, applied by net_build */
+  ganfw_net_width *widths;
+  int32_t n_widths;
 };
 
 /* The name the net's input goes by in net_input, net_add and net_concat. */
@@ -146,6 +150,47 @@ static void layer_destroy(ganfw_layer *l) {
   free(l);
 }
 
+static void widths_free(ganfw_net *net) {
+  for (int32_t i = 0; i < net->n_widths; i++) {
+    free((char *)net->widths[i].layer);
+    free((char *)net->widths[i].where);
+  }
+  free(net->widths);
+  net->widths = NULL;
+  net->n_widths = 0;
+}
+
+ganfw_status ganfw_net_set_widths(ganfw_net *net, const ganfw_net_width *w, int32_t n) {
+  if (net->built)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "net %s: widths set after net_build", net->name);
+  widths_free(net);
+  if (n <= 0) return GANFW_OK;
+  if (!(net->widths = calloc((size_t)n, sizeof *net->widths)))
+    return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  net->n_widths = n;
+  for (int32_t i = 0; i < n; i++) {
+    net->widths[i].width = w[i].width;
+    net->widths[i].layer = dup_str(w[i].layer ? w[i].layer : "");
+    net->widths[i].where = dup_str(w[i].where ? w[i].where : "model.widths");
+    if (!net->widths[i].layer || !net->widths[i].where) {
+      widths_free(net);
+      return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+    }
+  }
+  return GANFW_OK;
+}
+
+ganfw_layer *ganfw_net_layer_at(ganfw_net *net, int32_t i) {
+  return net && i >= 0 && i < net->n ? net->layers[i] : NULL;
+}
+
+int32_t ganfw_net_node_shape(const ganfw_net *net, int32_t i, int64_t *shape, int32_t *ndim) {
+  if (!net || !net->built || i < -1 || i >= net->n) return -1;
+  memcpy(shape, i < 0 ? net->in_shape : net->shape[i], sizeof(int64_t) * GANFW_MAX_DIMS);
+  *ndim = i < 0 ? net->in_ndim : net->ndim[i];
+  return 0;
+}
+
 void ganfw_net_destroy(ganfw_net *net) {
   if (!net) return;
   for (int32_t i = 0; i < net->n; i++) layer_destroy(net->layers[i]);
@@ -159,6 +204,7 @@ void ganfw_net_destroy(ganfw_net *net) {
   free(net->bn_act);
   free(net->rc_drop);
   free(net->rc_need);
+  widths_free(net);
   free(net->name);
   free(net);
 }
@@ -759,6 +805,9 @@ ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w) {
       !net->rc_drop || !net->rc_need)
     return ganfw_error_set(GANFW_ERR_OOM, "out of host memory building net %s", net->name);
   ganfw_status st = resolve_inputs(net);
+  if (st == GANFW_OK)
+    st = ganfw_net_widths_apply(net->name, net->layers, net->n, net->in_shape, net->in_ndim,
+                                net->widths, net->n_widths);
   if (st == GANFW_OK) st = build_nodes(net);
   if (st != GANFW_OK) return st;
   net->built = 1;

@@ -79,6 +79,26 @@ typedef struct ganfw_layer_vt ganfw_layer_vt;
 ganfw_status ganfw_net_append(ganfw_net *net, const ganfw_layer_vt *vt, const char *name,
                               ganfw_layer **out);
 ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w);
+
+/* model.widths (nn/net_widths.h, docs/PRUNING_CHANNELS.md): the out channels (features)
+ * `width` of the conv2d, conv_transpose2d or linear layer named `layer`; `where` heads the
+ * messages about the entry ("a.yaml:7:5: model.widths.layer1.0.conv1"). */
+typedef struct ganfw_net_width {
+  const char *layer;
+  int64_t width;
+  const char *where;
+} ganfw_net_width;
+/* Before net_build: net_build gives the layers w[0..n) these widths and every dependent
+ * layer the channels that follow, before it infers shapes and makes parameters (a later
+ * call replaces the list; n 0 clears it). The entries are copied. Errors of the widths
+ * come out of net_build. */
+ganfw_status ganfw_net_set_widths(ganfw_net *net, const ganfw_net_width *w, int32_t n);
+/* Layer i of the net (owned by it, valid while it is), or NULL past the end: for the
+ * core's passes over a built net (nn/prune_channels.c). */
+ganfw_layer *ganfw_net_layer_at(ganfw_net *net, int32_t i);
+/* After net_build: node i's output shape for a batch of 1 into shape[0..*ndim) (i = -1: the
+ * net's input); 0, or -1 when there is no such node. */
+int32_t ganfw_net_node_shape(const ganfw_net *net, int32_t i, int64_t *shape, int32_t *ndim);
 /* The index of the node named `name` (-1: none), and whether a checkpoint segment may start
  * at node `start` (ganfw/host.h). */
 int32_t ganfw_net_layer_index(const ganfw_net *net, const char *name);

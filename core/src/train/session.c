@@ -23,6 +23,7 @@
 #include "train/program.h"
 #include "train/prune_run.h"
 #include "train/sib.h"
+#include "train/widths.h"
 #include "train/zero.h"
 
 /* data.other: {dataset: KIND, path: DIR}, a second training set of the same image shape
@@ -271,10 +272,21 @@ static ganfw_status create_role_models(ganfw_session *s) {
     if ((st = ganfw_cfg_string(section, "init_from", NULL, &path)) != GANFW_OK) return st;
     if ((st = ganfw_plugin_apply_config_keys(pl, section)) != GANFW_OK) return st;
     s->role_model[i].vt = ganfw_plugin_vtable(pl);
+    char where[160];
+    snprintf(where, sizeof where, "model.nets.%s", s->run->role_model_role[i]);
+    ganfw_widths *widths = NULL; /* model.nets.ROLE.widths */
+    if ((st = ganfw_widths_open(section, where, &widths)) != GANFW_OK) return st;
     ganfw_inserts_arm(s->run->role_inserts[i], s->ctx, ganfw_plugin_name(pl));
+    ganfw_widths_arm(widths, s->ctx);
     st = s->role_model[i].vt->create(ganfw_host_table(), s->ctx, section, &s->data_info,
                                      &s->role_model[i].self);
-    ganfw_status done = ganfw_inserts_finish(s->run->role_inserts[i], s->ctx, st == GANFW_OK);
+    ganfw_status done = ganfw_widths_finish(widths, s->ctx, st == GANFW_OK);
+    ganfw_widths_destroy(widths);
+    if (done != GANFW_OK) {
+      ganfw_inserts_finish(s->run->role_inserts[i], s->ctx, 0);
+      return done;
+    }
+    done = ganfw_inserts_finish(s->run->role_inserts[i], s->ctx, st == GANFW_OK);
     if (done != GANFW_OK) return done;
     if (st != GANFW_OK) {
       s->role_model[i].self = NULL;
@@ -430,6 +442,11 @@ static ganfw_status create_nets_model(ganfw_session *s, const ganfw_cfg *root) {
         "%s: model.init_from with model.nets: give each net its own, as "
         "model.nets.ROLE.init_from",
         ganfw_cfg_where(ganfw_cfg_child(ganfw_cfg_section(root, "model"), "init_from")));
+  if (ganfw_cfg_has(ganfw_cfg_section(root, "model"), "widths"))
+    return ganfw_error_set(
+        GANFW_ERR_CONFIG,
+        "%s: model.widths with model.nets: give each net its own, as model.nets.ROLE.widths",
+        ganfw_cfg_where(ganfw_cfg_child(ganfw_cfg_section(root, "model"), "widths")));
   s->family = GANFW_MODEL_NETS;
   ganfw_status st;
   if ((st = create_trainer(s, root)) != GANFW_OK) return st;
@@ -475,9 +492,18 @@ static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
   if ((st = ganfw_plugin_apply_config_keys(s->run->model, ganfw_cfg_section(root, "model"))))
     return st;
   const ganfw_cfg *section = ganfw_cfg_section(root, "model");
+  ganfw_widths *widths = NULL; /* model.widths, applied as it builds its nets */
+  if ((st = ganfw_widths_open(section, "model", &widths)) != GANFW_OK) return st;
   ganfw_inserts_arm(s->run->inserts, s->ctx, model); /* model.insert, as it builds its nets */
+  ganfw_widths_arm(widths, s->ctx);
   st = s->model_vt->create(ganfw_host_table(), s->ctx, section, &s->data_info, &s->model);
-  ganfw_status done = ganfw_inserts_finish(s->run->inserts, s->ctx, st == GANFW_OK);
+  ganfw_status done = ganfw_widths_finish(widths, s->ctx, st == GANFW_OK);
+  ganfw_widths_destroy(widths);
+  if (done != GANFW_OK) {
+    ganfw_inserts_finish(s->run->inserts, s->ctx, 0);
+    return done;
+  }
+  done = ganfw_inserts_finish(s->run->inserts, s->ctx, st == GANFW_OK);
   if (done != GANFW_OK) return done; /* an item of model.insert, named as the hook said */
   if (st != GANFW_OK) {
     s->model = NULL;
