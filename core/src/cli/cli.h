@@ -11,6 +11,7 @@
 #include "tools/fit.h"
 #include "tools/plan.h"
 #include "tools/plot.h"
+#include "tools/prune_tool.h"
 #include "tools/sample.h"
 #include "tools/score.h"
 
@@ -48,6 +49,7 @@ typedef struct cli_args {
   const char *csv, *json, *html; /* compare */
   ganfw_eval_args eval;
   ganfw_score_args score;
+  ganfw_prune_args prune;
   int32_t launch_ranks; /* launch -n N */
 } cli_args;
 

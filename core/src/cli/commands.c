@@ -29,6 +29,7 @@
 #include "train/train_program.h"
 #include "io/trace_file.h"
 #include "tools/report.h"
+#include "nn/prune_channels.h"
 
 /* --- option values ---------------------------------------------------------------------- */
 
@@ -149,6 +150,75 @@ static int eval_option(cli_args *a, const char *opt, const char *value, int *too
     a->eval.batch = num;
   else
     return cli_usage_error(a->command, "bad value for %s (a batch size from 1 to 1048576)", opt);
+  return CLI_OPT_TAKEN;
+}
+
+/* A comma-separated list into items[0..*n) (at most cap; the text is argv's, cut in place). */
+static int split_list(char *text, const char **items, int32_t cap, int32_t *n) {
+  *n = 0;
+  for (char *save = NULL, *t = strtok_r(text, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (*n == cap) return 0;
+    items[(*n)++] = t;
+  }
+  return *n > 0;
+}
+
+static int prune_option(cli_args *a, const char *opt, const char *value, int *took) {
+  ganfw_prune_args *p = &a->prune;
+  if (strcmp(opt, "--remove") == 0 || strcmp(opt, "--dry-run") == 0 ||
+      strcmp(opt, "--structured") == 0) {
+    if (opt[2] == 'r') p->remove = 1;
+    if (opt[2] == 'd') p->dry_run = 1;
+    if (opt[2] == 's') p->method = GANFW_PRUNE_CHANNELS;
+    return CLI_OPT_TAKEN;
+  }
+  static const char *const valued[] = {"-o",       "--amount",     "--sweep",
+                                       "--method", "--layers",     "--finetune",
+                                       "--steps",  "--importance", "--config"};
+  int known = 0;
+  for (size_t i = 0; i < sizeof valued / sizeof *valued; i++) known |= strcmp(opt, valued[i]) == 0;
+  if (!known) return CLI_OPT_UNKNOWN;
+  const char *v = need_value(a, opt, value, took);
+  if (!v) return EXIT_USAGE;
+  long long num = 0;
+  if (strcmp(opt, "-o") == 0) {
+    p->output = v;
+  } else if (strcmp(opt, "--config") == 0) {
+    p->config = v;
+  } else if (strcmp(opt, "--method") == 0) {
+    if ((p->method = ganfw_prune_method_parse(v)) < 0)
+      return cli_usage_error(a->command,
+                             "bad --method '%s' (l1_unstructured, global_unstructured, "
+                             "ln_structured or channels)",
+                             v);
+  } else if (strcmp(opt, "--importance") == 0) {
+    if ((p->importance = ganfw_channel_importance_parse(v)) < 0)
+      return cli_usage_error(a->command, "bad --importance '%s' (l1, l2 or bn_gamma)", v);
+  } else if (strcmp(opt, "--finetune") == 0 || strcmp(opt, "--steps") == 0) {
+    if (!parse_whole(v, opt[2] == 'f' ? 0 : 1, 100000, &num))
+      return cli_usage_error(a->command, "bad value for %s (a whole number)", opt);
+    *(opt[2] == 'f' ? &p->finetune : &p->steps) = (int32_t)num;
+  } else if (strcmp(opt, "--layers") == 0) {
+    char *copy = (char *)v; /* argv is writable */
+    if (!split_list(copy, p->layers, GANFW_PRUNE_MAX_LAYERS, &p->n_layers))
+      return cli_usage_error(a->command, "bad --layers '%s' (names separated by commas)", v);
+  } else { /* --amount A, --sweep A,B,C */
+    const char *items[GANFW_PRUNE_MAX_SWEEP];
+    int32_t n = 0;
+    char *copy = (char *)v;
+    if (!split_list(copy, items, opt[2] == 'a' ? 1 : GANFW_PRUNE_MAX_SWEEP, &n))
+      return cli_usage_error(a->command,
+                             "bad value for %s (amounts separated by commas, "
+                             "at most 16)",
+                             opt);
+    for (int32_t i = 0; i < n; i++) {
+      char *end = NULL;
+      p->amounts[i] = strtod(items[i], &end);
+      if (*end || end == items[i])
+        return cli_usage_error(a->command, "bad amount '%s' (a fraction such as 0.5)", items[i]);
+    }
+    p->n_amounts = n;
+  }
   return CLI_OPT_TAKEN;
 }
 
@@ -1008,6 +1078,14 @@ static int cmd_eval(cli_args *args) {
   return st == GANFW_OK ? EXIT_OK : cli_fail(st);
 }
 
+static int cmd_prune(cli_args *args) {
+  args->prune.source = args->operands[0];
+  args->prune.sets = args->sets;
+  args->prune.nsets = args->nsets;
+  ganfw_status st = ganfw_prune_tool(&args->prune, stdout);
+  return st == GANFW_OK ? EXIT_OK : cli_fail(st);
+}
+
 static int cmd_score(cli_args *args) {
   if (!args->score.classifier)
     return cli_usage_error(args->command, "%s needs --classifier RUN_DIR|CHECKPOINT", "score");
@@ -1233,6 +1311,28 @@ const cli_command cli_commands[] = {
      "                     state_dict saved with safetensors (as model.init_from takes it)\n"
      "  --batch N          images per batch (1 to 1048576)\n",
      "a config or run folder", 0, eval_option, cmd_eval},
+    {"prune",
+     "prune RUN_DIR|CHECKPOINT (--amount A | --sweep A,B,..) -o OUT [--method M]\n"
+     "                  [--structured] [--importance l1|l2|bn_gamma] [--layers L1,L2]\n"
+     "                  [--remove] [--finetune N] [--steps N] [--dry-run] [--config CONFIG]",
+     "a trained model pruned into a new model folder (config.yaml, model.safetensors): masks\n"
+     "as torch.nn.utils.prune, or channels removed for a smaller, faster model; --sweep prints\n"
+     "parameters, planned and measured peak memory, step time and test accuracy per amount",
+     "  --amount A      the fraction pruned, in [0, 1) (masks: or a count of weights)\n"
+     "  --sweep A,B,..  several amounts, each into OUT/amount_A, and the table (OUT/sweep.md)\n"
+     "  --method M      l1_unstructured (default), global_unstructured, ln_structured (masks\n"
+     "                  of whole output channels), channels (removes them: --structured)\n"
+     "  --importance I  channels and ln_structured: l1 (default), l2, bn_gamma (BatchNorm's\n"
+     "                  |gamma|, network slimming; channels only)\n"
+     "  --layers L,..   only these layers (NET:layer for a model of several nets); channels:\n"
+     "                  the groups these layers produce\n"
+     "  --remove        masks: write plain weights (prune.remove), not weight_orig and mask\n"
+     "  --finetune N    train each pruned model N epochs (into OUT/.../run) before its\n"
+     "                  accuracy is measured again; --set applies to these runs\n"
+     "  --steps N       measured steps per row of the table (default 5)\n"
+     "  --dry-run       channels: list the dependency groups and widths, write nothing\n"
+     "  --config C      build the model from C, not the run's config.resolved.yaml\n",
+     "a run folder or checkpoint", 0, prune_option, cmd_prune},
     {"plan", "plan [options] CONFIG [--measure]",
      "peak memory from shapes alone, per category, phase and layer",
      "  --measure    also run one real step and compare\n"

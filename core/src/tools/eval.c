@@ -195,6 +195,7 @@ ganfw_status ganfw_eval(const ganfw_eval_args *a, FILE *out) {
     st = ganfw_classifier_evaluate(s, test, batch, &ev);
   }
   if (st == GANFW_OK) print_report(out, ckpt, step, saved_acc, s, test, batch, &ev);
+  if (st == GANFW_OK && a->accuracy) *a->accuracy = ev.accuracy;
   ganfw_eval_result_free(&ev);
   ganfw_dataset_destroy(test);
   ganfw_session_close(s);
