@@ -80,7 +80,7 @@ ganfw_status ganfw_net_append(ganfw_net *net, const ganfw_layer_vt *vt, const ch
                               ganfw_layer **out);
 ganfw_status ganfw_net_build(ganfw_net *net, int64_t c, int64_t h, int64_t w);
 
-/* model.widths (nn/net_widths.h, docs/PRUNING_CHANNELS.md): the out channels (features)
+/* model.widths (nn/net_widths.h, docs/PRUNING.md): the out channels (features)
  * `width` of the conv2d, conv_transpose2d or linear layer named `layer`; `where` heads the
  * messages about the entry ("a.yaml:7:5: model.widths.layer1.0.conv1"). */
 typedef struct ganfw_net_width {

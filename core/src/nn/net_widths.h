@@ -1,7 +1,7 @@
 /* model.widths inside net_build (internal to nn/): the output channels (features) a config
  * gives named conv2d, conv_transpose2d and linear layers, propagated through the graph to
  * every layer that depends on them before the shapes are inferred and the parameters made.
- * The rules are docs/PRUNING_CHANNELS.md's, "model.widths". */
+ * The rules are docs/PRUNING.md's, "model.widths: a narrower net from the same model". */
 #ifndef GANFW_NET_WIDTHS_H
 #define GANFW_NET_WIDTHS_H
 

@@ -1,4 +1,4 @@
-/* Structured channel pruning that shrinks a net (issue 41, part 2; docs/PRUNING_CHANNELS.md):
+/* Structured channel pruning that shrinks a net (issue 41, part 2; docs/PRUNING.md):
  * the channel dependency groups of a built net (the channel spaces that must lose the same
  * channels: the outputs that meet in an add, through the layers that pass channels through),
  * a choice of channels to keep per group by importance, and what the narrower net needs: its

@@ -1,5 +1,5 @@
 /* model.widths: the out channels the config gives layers of the model's nets (structured
- * channel pruning's reduced widths, docs/PRUNING_CHANNELS.md), applied while the model builds
+ * channel pruning's reduced widths, docs/PRUNING.md), applied while the model builds
  * them (nn/net.h, ganfw_net_set_widths):
  *
  *   model:
