@@ -388,12 +388,14 @@ static void print_acc(FILE *f, double acc) {
 
 static void print_table(FILE *f, const row *rows, const ganfw_compare_row *cr, int32_t n,
                         const ganfw_prune_args *a) {
+  const int tuned = a->finetune > 0;
   fprintf(f,
           "| model | parameters | nonzero | planned peak MiB (param / grad / optim / "
-          "activation / workspace) | measured peak MiB | plan - measured | step ms "
-          "(median of %d) | test acc. pruned | after %d epoch(s) |\n",
-          a->steps, (int)a->finetune);
-  fprintf(f, "|---|--:|--:|---|--:|--:|--:|--:|--:|\n");
+          "activation / workspace) | measured peak MiB | plan - measured | step ms (median of "
+          "%d) | test acc. pruned |",
+          (int)a->steps);
+  if (tuned) fprintf(f, " after %d epoch(s) |", (int)a->finetune);
+  fprintf(f, "\n|---|--:|--:|---|--:|--:|--:|--:|%s\n", tuned ? "--:|" : "");
   for (int32_t i = 0; i < n; i++) {
     const ganfw_compare_row *c = &cr[i];
     fprintf(f, "| %s | %lld | %lld |", rows[i].label, (long long)rows[i].params,
@@ -413,7 +415,7 @@ static void print_table(FILE *f, const row *rows, const ganfw_compare_row *cr, i
               1e3 * c->r.step_seconds);
     }
     print_acc(f, rows[i].acc_pruned);
-    print_acc(f, rows[i].acc_tuned);
+    if (tuned) print_acc(f, rows[i].acc_tuned);
     fprintf(f, "\n");
   }
 }
