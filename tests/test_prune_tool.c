@@ -135,6 +135,56 @@ static void test_channels(void) {
   CU_ASSERT(acc >= 0.0 && acc <= 1.0);
 }
 
+/* The bytes of the file's weight_mask tensors. */
+static int64_t mask_bytes(const char *path) {
+  ganfw_st_file *f = NULL;
+  if (ganfw_st_open(path, &f) != GANFW_OK) return -1;
+  int64_t bytes = 0;
+  for (int64_t i = 0; i < ganfw_st_count(f); i++) {
+    const ganfw_st_tensor *t = ganfw_st_at(f, i);
+    const size_t len = strlen(t->name);
+    if (len > 12 && strcmp(t->name + len - 12, ".weight_mask") == 0) bytes += t->nbytes;
+  }
+  ganfw_st_close(f);
+  return bytes;
+}
+
+/* The masked folder's config (model.init_from the masked file) planned as it runs: the
+ * plan reads no values, yet has the masks the file installs on loading (param: a
+ * weight_mask beside each weight_orig), as the measured step has them and a step that
+ * loads the file's values, byte for byte. */
+static void plan_masked(const char *weights) {
+  const ganfw_run_config *cfg = gt_config(path_in("masked/config.yaml"), NULL, 0);
+  ganfw_probe_result plan, real, loaded, unpruned;
+  CU_ASSERT_EQUAL_FATAL(ganfw_plan_make(cfg, 0, NULL, &plan), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_plan_measure(cfg, &plan, NULL, &real), GANFW_OK);
+  CU_ASSERT_EQUAL(plan.peak_allocated, real.peak_allocated);
+  CU_ASSERT_EQUAL(plan.peak_reserved, real.peak_reserved);
+  CU_ASSERT_EQUAL(plan.peak_category[GANFW_MEM_PARAM], real.peak_category[GANFW_MEM_PARAM]);
+  ganfw_probe_options opt = {.meta = 0,
+                             .warmup = 1,
+                             .steps = 1,
+                             .real_data = 1,
+                             .limit_mode = GANFW_PROBE_LIMIT_CONFIG,
+                             .batch_size = plan.batch_size};
+  CU_ASSERT_EQUAL_FATAL(ganfw_probe_run(cfg, &opt, &loaded), GANFW_OK);
+  CU_ASSERT_EQUAL(plan.peak_category[GANFW_MEM_PARAM], loaded.peak_category[GANFW_MEM_PARAM]);
+  CU_ASSERT_EQUAL(plan.peak_allocated, loaded.peak_allocated);
+  const ganfw_run_config *src = gt_config(path_in("run/config.resolved.yaml"), NULL, 0);
+  CU_ASSERT_EQUAL_FATAL(ganfw_plan_make(src, 0, NULL, &unpruned), GANFW_OK);
+  const int64_t masks = mask_bytes(weights);
+  const int64_t more =
+      plan.peak_category[GANFW_MEM_PARAM] - unpruned.peak_category[GANFW_MEM_PARAM];
+  printf("\n    planned param %lld -> %lld bytes (masks %lld)",
+         (long long)unpruned.peak_category[GANFW_MEM_PARAM],
+         (long long)plan.peak_category[GANFW_MEM_PARAM], (long long)masks);
+  CU_ASSERT(masks > 0 && more >= masks);
+  ganfw_probe_result_free(&plan);
+  ganfw_probe_result_free(&real);
+  ganfw_probe_result_free(&loaded);
+  ganfw_probe_result_free(&unpruned);
+}
+
 static void test_masks(void) {
   ganfw_prune_args a = args_for(GANFW_PRUNE_L1_UNSTRUCTURED, 0.5, path_in("masked"));
   FILE *sink = fopen("/dev/null", "w");
@@ -157,6 +207,7 @@ static void test_masks(void) {
   /* the masked folder evaluates (the masks installed by loading) */
   const double acc = accuracy(path_in("masked/config.yaml"), w);
   CU_ASSERT(acc >= 0.0 && acc <= 1.0);
+  plan_masked(w);
   /* --remove: plain weights */
   a = args_for(GANFW_PRUNE_GLOBAL_UNSTRUCTURED, 0.3, path_in("removed"));
   a.remove = 1;

@@ -531,6 +531,7 @@ static ganfw_status ck_match(const char *path, const ganfw_st_file *f, const ck_
     return ganfw_error_set(GANFW_ERR_CONFIG, "%s: checkpoint does not match this model: %s (%s%s)",
                            path, what, hint, no_bias);
   }
+  if (flags & GANFW_CKPT_NAMES_ONLY) return GANFW_OK; /* the load that reads them says it */
   if (missing.count)
     ganfw_log(GANFW_LOG_WARN, "%s: not in the file, keeping their values: %s", path,
               ck_names_str(&missing));
@@ -620,8 +621,11 @@ static int ck_file_has(const ganfw_st_file *f, const char *p, const char *layer,
   return has;
 }
 
+/* `names_only`: no value is read (the meta backend has none): a mask is taken to be all
+ * ones, as a mask installed before any pruning is. */
 static ganfw_status ck_adopt_masks(const char *path, const ganfw_st_file *f,
-                                   const ganfw_ckpt_net *nets, int32_t n, ck_adopted *a) {
+                                   const ganfw_ckpt_net *nets, int32_t n, int32_t names_only,
+                                   ck_adopted *a) {
   for (int32_t k = 0; k < n; k++) {
     const char *p = ck_prefix(&nets[k]);
     for (int32_t i = 0; i < ganfw_net_layer_count(nets[k].net); i++) {
@@ -632,7 +636,7 @@ static ganfw_status ck_adopt_masks(const char *path, const ganfw_st_file *f,
           !ck_file_has(f, p, l->name, "weight_orig") &&
           !ck_file_has(f, p, l->name, "weight_mask") &&
           a->n_dropped < (int32_t)(sizeof a->dropped / sizeof a->dropped[0]) &&
-          ck_mask_all_ones(l)) {
+          (names_only || ck_mask_all_ones(l))) {
         ganfw_status st = ganfw_mask_remove(l);
         if (st != GANFW_OK) return st;
         a->dropped[a->n_dropped++] = l;
@@ -728,7 +732,7 @@ ganfw_status ganfw_checkpoint_resume(const char *path, const ganfw_ckpt_net *net
 
   if ((st = ganfw_ckpt_meta_read(path, f, &meta)) != GANFW_OK) goto done;
   if (lim && (st = ganfw_ckpt_meta_check_resume(path, meta, lim)) != GANFW_OK) goto done;
-  if ((st = ck_adopt_masks(path, f, nets, n, &adopted)) != GANFW_OK) goto done;
+  if ((st = ck_adopt_masks(path, f, nets, n, 0, &adopted)) != GANFW_OK) goto done;
   if ((st = ck_collect(nets, n, 1, &it)) != GANFW_OK) goto done;
   file_of = calloc((size_t)(it.n ? it.n : 1), sizeof *file_of);
   steps = calloc((size_t)(n ? n : 1), sizeof *steps);
@@ -791,7 +795,8 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
                          path, format, GANFW_CKPT_FORMAT, GANFW_CKPT_FORMAT_PT);
     goto done;
   }
-  if ((st = ganfw_ckpt_verify_crcs(path, f, ck_is_ganfw(f))) != GANFW_OK) goto done;
+  const int32_t names_only = (flags & GANFW_CKPT_NAMES_ONLY) != 0;
+  if (!names_only && (st = ganfw_ckpt_verify_crcs(path, f, ck_is_ganfw(f))) != GANFW_OK) goto done;
   if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
   ganfw_ckpt_net bare;
   if ((flags & GANFW_CKPT_BARE_NAMES) && n == 1 && !ck_is_ganfw(f) && !ck_any_found(f, &it)) {
@@ -801,7 +806,7 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
     ck_items_free(&it);
     if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
   }
-  if ((st = ck_adopt_masks(path, f, nets, n, &adopted)) != GANFW_OK) goto done;
+  if ((st = ck_adopt_masks(path, f, nets, n, names_only, &adopted)) != GANFW_OK) goto done;
   if (adopted.n || adopted.n_dropped) { /* the masked layers' names changed */
     ck_items_free(&it);
     if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
@@ -812,6 +817,7 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
     goto done;
   }
   if ((st = ck_match(path, f, &it, nets, n, 1, flags, file_of, report)) != GANFW_OK) goto done;
+  if (names_only) goto done; /* the nets are built as the load builds them: no values */
   if ((st = ck_check_finite(path, &it, file_of)) != GANFW_OK) goto done;
   if ((st = ck_check_masks(path, nets, n, &it, file_of)) != GANFW_OK) goto done;
   st = ck_copy_in(&it, file_of);

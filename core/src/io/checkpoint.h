@@ -78,6 +78,12 @@ enum {
    * under its prefix: the file's names are read as the net's own state_dict names
    * (PyTorch's model.state_dict() saved as it is), as with prefix "". */
   GANFW_CKPT_BARE_NAMES = 4,
+  /* The names and shapes only (a plan on the meta backend, a session opened without its
+   * data): the masks the file implies are installed (all ones) and the names and shapes are
+   * matched as above (report filled, the same errors), but no value is checked or copied,
+   * the crc32s are not verified and nothing allowed is logged. The nets are then built as
+   * a load of the file builds them. */
+  GANFW_CKPT_NAMES_ONLY = 8,
 };
 typedef struct ganfw_ckpt_report {
   int64_t loaded, missing, unexpected;

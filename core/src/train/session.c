@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend/backend.h"
 #include "runtime/alloc.h"
@@ -315,31 +316,49 @@ static ganfw_status check_role_models_used(ganfw_session *s) {
   return GANFW_OK;
 }
 
+/* How an init_from file is read: its values when the session loads them (`load`, not on
+ * the meta backend); otherwise (a plan, a session without its data: validate, sample,
+ * score) only its names, which install the masks a pruned model's file implies, so that a
+ * plan builds the nets the run will train (GANFW_CKPT_NAMES_ONLY). A file not there then
+ * is left to the run that loads it (a config validated before the run that writes it):
+ * *skip is set. */
+static int32_t init_from_flags(const ganfw_session *s, int32_t load, const char *path,
+                               int32_t *skip) {
+  struct stat sb;
+  const int32_t values = load && !s->run->ctx_opt.meta;
+  *skip = !values && stat(path, &sb) != 0;
+  return values ? 0 : GANFW_CKPT_NAMES_ONLY;
+}
+
 /* model.nets.ROLE.init_from: that net's weights from a checkpoint or state_dict file whose
  * tensors are named "<net name>.<state_dict name>" (the net's own name, as a run of that
  * model alone saves it: a classifier's "classifier.") or "<ROLE>.<name>" (a checkpoint of
  * this trainer). Strict as PyTorch's load_state_dict: a file of another architecture is an
- * error naming the tensors. Only the key is read without data, and on the meta backend. */
+ * error naming the tensors. Without data, and on the meta backend, only the names are
+ * read (init_from_flags). */
 static ganfw_status role_init_from(ganfw_session *s, int32_t load) {
   for (int32_t i = 0; i < s->run->n_role_models; i++) {
     const ganfw_cfg *section = s->run->role_model_cfg[i];
     const char *role = s->run->role_model_role[i], *path = NULL;
     ganfw_status st = ganfw_cfg_string(section, "init_from", NULL, &path);
     if (st != GANFW_OK) return st;
-    if (!path || !*path || !load || s->run->ctx_opt.meta) continue;
+    if (!path || !*path) continue;
+    int32_t skip = 0;
+    const int32_t how = init_from_flags(s, load, path, &skip);
+    if (skip) continue;
     ganfw_net *net = NULL;
     for (int32_t r = 0; r < s->n_nets; r++)
       if (strcmp(s->nets[r].role, role) == 0) net = s->nets[r].net;
     if (!net) continue;
     ganfw_ckpt_report rep = {0};
     ganfw_ckpt_net one = {.net = net, .prefix = NULL};
-    st = ganfw_checkpoint_load_weights(path, &one, 1, GANFW_CKPT_BARE_NAMES, &rep);
+    st = ganfw_checkpoint_load_weights(path, &one, 1, GANFW_CKPT_BARE_NAMES | how, &rep);
     if (st != GANFW_OK && rep.loaded == 0 && !rep.mismatched) { /* a checkpoint of this trainer? */
       ganfw_error_saved first;
       ganfw_error_save(&first, st);
       one.prefix = role;
       ganfw_ckpt_report again = {0};
-      if (ganfw_checkpoint_load_weights(path, &one, 1, 0, &again) == GANFW_OK) {
+      if (ganfw_checkpoint_load_weights(path, &one, 1, how, &again) == GANFW_OK) {
         st = GANFW_OK;
         rep = again;
       } else {
@@ -353,8 +372,9 @@ static ganfw_status role_init_from(ganfw_session *s, int32_t load) {
                                   ? " (strict, as PyTorch's load_state_dict: the file must hold "
                                     "this net's architecture)"
                                   : "");
-    ganfw_log(GANFW_LOG_INFO, "model.nets.%s.init_from %s: %lld tensors loaded", role, path,
-              (long long)rep.loaded);
+    if (!how)
+      ganfw_log(GANFW_LOG_INFO, "model.nets.%s.init_from %s: %lld tensors loaded", role, path,
+                (long long)rep.loaded);
   }
   return GANFW_OK;
 }
@@ -645,7 +665,9 @@ static ganfw_status apply_freeze(ganfw_session *s, const ganfw_cfg *model) {
  * (tensors "<net>.<name>"). Strict unless model.init_from_strict is false, as PyTorch's
  * load_state_dict: a tensor missing on either side is an error (allowed and logged when not
  * strict); a shape mismatch is always an error naming the tensor. With `load` 0 (a session
- * without its data: validate, sample, score) the keys are only checked. */
+ * without its data: validate, sample, score) and on the meta backend (a plan) only the
+ * names are read: a pruned model's masks are installed, no value is loaded
+ * (init_from_flags). */
 static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model, int32_t load) {
   if (!ganfw_cfg_has(model, "init_from")) return GANFW_OK;
   const char *path = NULL;
@@ -653,16 +675,18 @@ static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model, in
   ganfw_status st = ganfw_cfg_string(model, "init_from", NULL, &path);
   if (st == GANFW_OK) st = ganfw_cfg_bool(model, "init_from_strict", 1, &strict);
   if (st != GANFW_OK) return st;
-  if (!load || !path || !*path) return GANFW_OK;
-  if (s->run->ctx_opt.meta) return GANFW_OK; /* planning: no values to load */
+  if (!path || !*path) return GANFW_OK;
+  int32_t skip = 0;
+  const int32_t how = init_from_flags(s, load, path, &skip);
+  if (skip) return GANFW_OK;
   ganfw_ckpt_net nets[GANFW_MAX_NETS];
   int32_t n = 0;
   for (int32_t r = 0; r < s->n_nets; r++)
     nets[n++] = (ganfw_ckpt_net){
         .net = s->nets[r].net, .prefix = NULL, .optim_vt = NULL, .optim_self = NULL};
   ganfw_ckpt_report rep = {0};
-  const int32_t flags =
-      GANFW_CKPT_BARE_NAMES | (strict ? 0 : GANFW_CKPT_ALLOW_MISSING | GANFW_CKPT_ALLOW_UNEXPECTED);
+  const int32_t flags = GANFW_CKPT_BARE_NAMES | how |
+                        (strict ? 0 : GANFW_CKPT_ALLOW_MISSING | GANFW_CKPT_ALLOW_UNEXPECTED);
   st = ganfw_checkpoint_load_weights(path, nets, n, flags, &rep);
   if (st != GANFW_OK && strict && rep.loaded > 0 && !rep.mismatched &&
       (rep.missing || rep.unexpected))
@@ -675,6 +699,7 @@ static ganfw_status apply_init_from(ganfw_session *s, const ganfw_cfg *model, in
   if (st != GANFW_OK)
     return ganfw_error_wrap(st, "%s: model.init_from",
                             ganfw_cfg_where(ganfw_cfg_child(model, "init_from")));
+  if (how) return GANFW_OK;
   ganfw_log(GANFW_LOG_INFO,
             "model.init_from %s: %lld tensors loaded, %lld kept their initial values, %lld in "
             "the file unused",
