@@ -81,26 +81,17 @@ static ganfw_status source_open(const ganfw_prune_args *a, source *src) {
 /* The net of the model a --layers item names ("NET:layer", or a bare layer of a one-net
  * model), with the layer name in *layer. NULL with an error naming the item. */
 static ganfw_net *item_net(const ganfw_session *s, const char *item, const char **layer) {
+  ganfw_net *net = ganfw_session_item_net(s, item, layer);
+  if (net) return net;
   const char *colon = strchr(item, ':');
-  if (!colon) {
-    if (s->n_nets == 1) {
-      *layer = item;
-      return s->nets[0].net;
-    }
+  if (!colon)
     ganfw_error_set(GANFW_ERR_CONFIG,
                     "--layers %s: the model has %d nets; name the net first (\"%s:%s\")", item,
                     (int)s->n_nets, s->nets[0].role, item);
-    return NULL;
-  }
-  for (int32_t i = 0; i < s->n_nets; i++)
-    if (strlen(s->nets[i].role) == (size_t)(colon - item) &&
-        strncmp(s->nets[i].role, item, (size_t)(colon - item)) == 0) {
-      *layer = colon + 1;
-      return s->nets[i].net;
-    }
-  ganfw_error_set(GANFW_ERR_CONFIG, "--layers %s: the model has no net '%.*s' (it has %s%s%s)",
-                  item, (int)(colon - item), item, s->nets[0].role, s->n_nets > 1 ? ", " : "",
-                  s->n_nets > 1 ? s->nets[1].role : "");
+  else
+    ganfw_error_set(GANFW_ERR_CONFIG, "--layers %s: the model has no net '%.*s' (it has %s%s%s)",
+                    item, (int)(colon - item), item, s->nets[0].role, s->n_nets > 1 ? ", " : "",
+                    s->n_nets > 1 ? s->nets[1].role : "");
   return NULL;
 }
 

@@ -59,19 +59,6 @@ static ganfw_status add_target(ganfw_prune_run *p, ganfw_net *net, const char *l
   return GANFW_OK;
 }
 
-/* The net an item names: "generator:" etc. before the rest (required with several nets). */
-static ganfw_net *item_net(ganfw_session *s, const char *item, const char **rest) {
-  const char *colon = strchr(item, ':');
-  *rest = item;
-  if (!colon) return s->n_nets == 1 ? s->nets[0].net : NULL;
-  *rest = colon + 1;
-  const size_t n = (size_t)(colon - item);
-  for (int32_t r = 0; r < s->n_nets; r++)
-    if (strlen(s->nets[r].role) == n && strncmp(item, s->nets[r].role, n) == 0)
-      return s->nets[r].net;
-  return NULL;
-}
-
 /* One item of prune.layers: a layer name, or a name whose layers under it ("features") are
  * taken (the prunable ones). */
 static ganfw_status read_item(ganfw_session *s, ganfw_prune_run *p, const ganfw_cfg *item) {
@@ -81,7 +68,7 @@ static ganfw_status read_item(ganfw_session *s, ganfw_prune_run *p, const ganfw_
   if (!text || !*text)
     return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s is empty", ganfw_cfg_where(item),
                            ganfw_cfg_path(item));
-  ganfw_net *net = item_net(s, text, &rest);
+  ganfw_net *net = ganfw_session_item_net(s, text, &rest);
   if (!net) {
     char roles[256] = "";
     for (int32_t r = 0; r < s->n_nets; r++)

@@ -556,9 +556,7 @@ static ganfw_status create_model(ganfw_session *s, const ganfw_cfg *root) {
   return GANFW_OK;
 }
 
-/* The net an item of model.freeze names: "generator:" / "discriminator:" / "classifier:"
- * before the rest (required for a GAN); *rest points after the colon. */
-static ganfw_net *freeze_net(ganfw_session *s, const char *item, const char **rest) {
+ganfw_net *ganfw_session_item_net(const ganfw_session *s, const char *item, const char **rest) {
   const char *colon = strchr(item, ':');
   *rest = item;
   if (!colon) return s->n_nets == 1 ? s->nets[0].net : NULL;
@@ -607,7 +605,7 @@ static ganfw_status apply_freeze(ganfw_session *s, const ganfw_cfg *model) {
     if (!text || !*text)
       return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s is empty", ganfw_cfg_where(item),
                              ganfw_cfg_path(item));
-    ganfw_net *net = freeze_net(s, text, &rest);
+    ganfw_net *net = ganfw_session_item_net(s, text, &rest);
     if (!net) {
       char roles[256] = "";
       for (int32_t r = 0; r < s->n_nets; r++)

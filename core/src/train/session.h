@@ -159,4 +159,10 @@ ganfw_status ganfw_session_open(ganfw_run *run, int32_t with_data, const ganfw_d
                                 ganfw_session **out);
 void ganfw_session_close(ganfw_session *s); /* accepts NULL */
 
+/* The net a layer item names (model.freeze, prune.layers, `ganfw prune --layers`): "ROLE:"
+ * before the rest ("generator:main.0"), which may be left out when the model has one net;
+ * *rest points after the colon. NULL when no net has that role, or the role is left out
+ * with several nets. */
+ganfw_net *ganfw_session_item_net(const ganfw_session *s, const char *item, const char **rest);
+
 #endif
