@@ -63,20 +63,9 @@ static ganfw_status add_target(ganfw_prune_run *p, ganfw_net *net, const char *l
  * taken (the prunable ones). */
 static ganfw_status read_item(ganfw_session *s, ganfw_prune_run *p, const ganfw_cfg *item) {
   const char *text = NULL, *rest = NULL;
-  ganfw_status st = ganfw_cfg_string(item, NULL, NULL, &text);
+  ganfw_net *net = NULL;
+  ganfw_status st = ganfw_session_cfg_item_net(s, item, &text, &net, &rest);
   if (st != GANFW_OK) return st;
-  if (!text || !*text)
-    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s is empty", ganfw_cfg_where(item),
-                           ganfw_cfg_path(item));
-  ganfw_net *net = ganfw_session_item_net(s, text, &rest);
-  if (!net) {
-    char roles[256] = "";
-    for (int32_t r = 0; r < s->n_nets; r++)
-      snprintf(roles + strlen(roles), sizeof roles - strlen(roles),
-               "%s%s:", r ? (r == s->n_nets - 1 ? " or " : ", ") : "", s->nets[r].role);
-    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s '%s': name the net first (%s)",
-                           ganfw_cfg_where(item), ganfw_cfg_path(item), text, roles);
-  }
   const int32_t layers = ganfw_net_layer_count(net);
   for (int32_t k = 0; k < layers; k++)
     if (strcmp(ganfw_net_layer_name(net, k), rest) == 0) {

@@ -568,6 +568,24 @@ ganfw_net *ganfw_session_item_net(const ganfw_session *s, const char *item, cons
   return NULL;
 }
 
+ganfw_status ganfw_session_cfg_item_net(const ganfw_session *s, const ganfw_cfg *item,
+                                        const char **text, ganfw_net **net, const char **rest) {
+  *net = NULL;
+  ganfw_status st = ganfw_cfg_string(item, NULL, NULL, text);
+  if (st != GANFW_OK) return st;
+  if (!*text || !**text)
+    return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s is empty", ganfw_cfg_where(item),
+                           ganfw_cfg_path(item));
+  if ((*net = ganfw_session_item_net(s, *text, rest))) return GANFW_OK;
+  char roles[256] = "";
+  for (int32_t r = 0; r < s->n_nets; r++)
+    snprintf(roles + strlen(roles), sizeof roles - strlen(roles),
+             "%s%s:", r ? (r == s->n_nets - 1 ? " or " : ", ") : "", s->nets[r].role);
+  return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s '%s': name the net first (%s), e.g. \"%s:%s\"",
+                         ganfw_cfg_where(item), ganfw_cfg_path(item), *text, roles, s->nets[0].role,
+                         ganfw_net_layer_name(s->nets[0].net, 0));
+}
+
 /* "5" or "2-7" (inclusive) into [*a, *b); 0 when `t` is not of that form. */
 static int parse_range(const char *t, int32_t *a, int32_t *b) {
   char *end;
@@ -600,22 +618,9 @@ static ganfw_status apply_freeze(ganfw_session *s, const ganfw_cfg *model) {
   for (int64_t i = 0; i < n; i++) {
     const ganfw_cfg *item = ganfw_cfg_list_at(model, "freeze", i);
     const char *text = NULL, *rest = NULL;
-    ganfw_status st = ganfw_cfg_string(item, NULL, NULL, &text);
+    ganfw_net *net = NULL;
+    ganfw_status st = ganfw_session_cfg_item_net(s, item, &text, &net, &rest);
     if (st != GANFW_OK) return st;
-    if (!text || !*text)
-      return ganfw_error_set(GANFW_ERR_CONFIG, "%s: %s is empty", ganfw_cfg_where(item),
-                             ganfw_cfg_path(item));
-    ganfw_net *net = ganfw_session_item_net(s, text, &rest);
-    if (!net) {
-      char roles[256] = "";
-      for (int32_t r = 0; r < s->n_nets; r++)
-        snprintf(roles + strlen(roles), sizeof roles - strlen(roles),
-                 "%s%s:", r ? (r == s->n_nets - 1 ? " or " : ", ") : "", s->nets[r].role);
-      return ganfw_error_set(GANFW_ERR_CONFIG,
-                             "%s: %s '%s': name the net first (%s), e.g. \"%s:%s\"",
-                             ganfw_cfg_where(item), ganfw_cfg_path(item), text, roles,
-                             s->nets[0].role, ganfw_net_layer_name(s->nets[0].net, 0));
-    }
     const int32_t layers = ganfw_net_layer_count(net);
     int32_t a, b;
     if (parse_range(rest, &a, &b)) {

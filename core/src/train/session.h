@@ -164,5 +164,10 @@ void ganfw_session_close(ganfw_session *s); /* accepts NULL */
  * *rest points after the colon. NULL when no net has that role, or the role is left out
  * with several nets. */
 ganfw_net *ganfw_session_item_net(const ganfw_session *s, const char *item, const char **rest);
+/* The same for a config list item (model.freeze, prune.layers): its text in *text, the net
+ * in *net, the rest in *rest; an empty item, or one whose net is not named, is
+ * GANFW_ERR_CONFIG naming the item and the roles to put first. */
+ganfw_status ganfw_session_cfg_item_net(const ganfw_session *s, const ganfw_cfg *item,
+                                        const char **text, ganfw_net **net, const char **rest);
 
 #endif
