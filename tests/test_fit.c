@@ -422,7 +422,11 @@ static void test_auto(void) {
   snprintf(env, sizeof env, "%s", path_in("xdg"));
   setenv("XDG_CACHE_HOME", env, 1);
   const char *train[] = {"conf/auto.yaml", "--set", "train.max_steps=2", NULL};
-  CU_ASSERT_EQUAL(run_ganfw(train), 0);
+  const int train_rc = run_ganfw(train);
+  CU_ASSERT_EQUAL(train_rc, 0);
+  if (train_rc != 0) /* what the run said, to tell a refusal from an out-of-memory */
+    fprintf(stderr, "\n  ganfw conf/auto.yaml exited %d:\n%s\n", train_rc,
+            strlen(out) > 3000 ? out + strlen(out) - 3000 : out);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "memory: auto chose"));
   const char *peak = strstr(out, "peak memory of the run: ");
   double alloc = 0, resv = 0;
