@@ -1,7 +1,8 @@
 /* `ganfw prune` (tools/prune_tool.c) on a small residual classifier trained here on synthetic
  * MNIST: channel pruning writes a narrower model whose folder plans smaller, measures what it
  * plans, evaluates and fine-tunes; masks write weight_orig and weight_mask (or plain weights
- * with --remove) with the sparsity asked for; a sweep writes the table; bad amounts, a
+ * with --remove) with the sparsity asked for; a sweep writes the table; --distill fine-tunes
+ * the pruned model as the student of the source; bad amounts, a
  * missing -o and an unknown layer are refused naming the option or layer. */
 #include <math.h>
 #include <stdio.h>
@@ -244,6 +245,67 @@ static void test_sweep(void) {
   CU_ASSERT_TRUE(exists(path_in("sweep/amount_0.50/run/checkpoints")));
 }
 
+/* --distill: distill.yaml, the source (frozen, its checkpoint) teaching the pruned model
+ * (its weights and widths) with the distill trainer; the fine-tune trains with it, and the
+ * table's accuracy after it is the student's. The teacher in that run is the source as it
+ * was pruned (the run's latest checkpoint): its test accuracy there is that checkpoint's. */
+static void test_distill(void) {
+  ganfw_prune_args a = args_for(GANFW_PRUNE_CHANNELS, 0.5, path_in("kd"));
+  a.distill = 1;
+  a.finetune = 1;
+  a.steps = 2;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  const ganfw_status st = ganfw_prune_tool(&a, out);
+  fclose(out);
+  printf("\n%s", text);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "after 1 epoch(s) distilled"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "fine-tuning "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "kd/distill.yaml"));
+  free(text);
+  CU_ASSERT_TRUE(exists(path_in("kd/config.yaml")));
+  CU_ASSERT_TRUE(exists(path_in("kd/run_distill/checkpoints")));
+  CU_ASSERT_FALSE(exists(path_in("kd/run")));
+  /* the student's accuracy, and the teacher's, from the distill run's checkpoint */
+  char *report = NULL;
+  double student = -1, teacher = -1;
+  out = open_memstream(&report, &len);
+  ganfw_eval_args e = {.source = path_in("kd/distill.yaml"), .accuracy = &student};
+  CU_ASSERT_EQUAL_FATAL(ganfw_eval(&e, out), GANFW_OK);
+  fclose(out);
+  const char *at = strstr(report, "teacher_acc");
+  CU_ASSERT_PTR_NOT_NULL(at);
+  if (at) CU_ASSERT_EQUAL(sscanf(at, "teacher_acc %lf", &teacher), 1);
+  free(report);
+  const double source = accuracy(path_in("run/config.resolved.yaml"),
+                                 path_in("run/checkpoints/step_00000060.safetensors"));
+  printf("\n    student %.4f, teacher %.4f, source %.4f", student, teacher, source);
+  CU_ASSERT(student >= 0.0 && student <= 1.0);
+  CU_ASSERT_DOUBLE_EQUAL(teacher, source, 1e-9);
+  /* the pair planned as it runs: the teacher's forward and the narrow student's step */
+  ganfw_probe_result plan, real;
+  const ganfw_run_config *cfg = gt_config(path_in("kd/distill.yaml"), NULL, 0);
+  CU_ASSERT_EQUAL_FATAL(ganfw_plan_make(cfg, 0, NULL, &plan), GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_plan_measure(cfg, &plan, NULL, &real), GANFW_OK);
+  CU_ASSERT_EQUAL(plan.peak_allocated, real.peak_allocated);
+  ganfw_probe_result_free(&plan);
+  ganfw_probe_result_free(&real);
+  /* a model of several nets has its trainer: --distill is refused, naming the option */
+  FILE *sink = fopen("/dev/null", "w");
+  a = args_for(GANFW_PRUNE_CHANNELS, 0.5, path_in("kd2"));
+  a.source = path_in("kd/run_distill");
+  a.distill = 1;
+  CU_ASSERT_EQUAL(ganfw_prune_tool(&a, sink), GANFW_ERR_CONFIG);
+  const char *m = ganfw_error_message();
+  CU_ASSERT_PTR_NOT_NULL(strstr(m, "--distill"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(m, "prune without --distill"));
+  CU_ASSERT_FALSE(exists(path_in("kd2/model.safetensors")));
+  fclose(sink);
+}
+
 static int msg_has(const char *s) {
   const char *m = ganfw_error_message();
   if (strstr(m, s)) return 1;
@@ -293,6 +355,7 @@ static void test_dry_run(void) {
 static CU_TestInfo tests[] = {{"channels: a narrower model folder", test_channels},
                               {"masks: weight_orig and weight_mask, --remove", test_masks},
                               {"--sweep with a fine-tune: the table", test_sweep},
+                              {"--distill: the source teaches the pruned model", test_distill},
                               {"bad amounts, -o, layers", test_bad},
                               {"--dry-run lists the groups", test_dry_run},
                               CU_TEST_INFO_NULL};

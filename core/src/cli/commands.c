@@ -166,9 +166,10 @@ static int split_list(char *text, const char **items, int32_t cap, int32_t *n) {
 static int prune_option(cli_args *a, const char *opt, const char *value, int *took) {
   ganfw_prune_args *p = &a->prune;
   if (strcmp(opt, "--remove") == 0 || strcmp(opt, "--dry-run") == 0 ||
-      strcmp(opt, "--structured") == 0) {
+      strcmp(opt, "--structured") == 0 || strcmp(opt, "--distill") == 0) {
     if (opt[2] == 'r') p->remove = 1;
-    if (opt[2] == 'd') p->dry_run = 1;
+    if (strcmp(opt, "--distill") == 0) p->distill = 1;
+    if (strcmp(opt, "--dry-run") == 0) p->dry_run = 1;
     if (opt[2] == 's') p->method = GANFW_PRUNE_CHANNELS;
     return CLI_OPT_TAKEN;
   }
@@ -1314,7 +1315,8 @@ const cli_command cli_commands[] = {
     {"prune",
      "prune RUN_DIR|CHECKPOINT (--amount A | --sweep A,B,..) -o OUT [--method M]\n"
      "                  [--structured] [--importance l1|l2|bn_gamma] [--layers L1,L2]\n"
-     "                  [--remove] [--finetune N] [--steps N] [--dry-run] [--config CONFIG]",
+     "                  [--remove] [--finetune N] [--distill] [--steps N] [--dry-run]\n"
+     "                  [--config CONFIG]",
      "a trained model pruned into a new model folder (config.yaml, model.safetensors): masks\n"
      "as torch.nn.utils.prune, or channels removed for a smaller, faster model; --sweep prints\n"
      "parameters, planned and measured peak memory, step time and test accuracy per amount",
@@ -1329,6 +1331,9 @@ const cli_command cli_commands[] = {
      "  --remove        masks: write plain weights (prune.remove), not weight_orig and mask\n"
      "  --finetune N    train each pruned model N epochs (into OUT/.../run) before its\n"
      "                  accuracy is measured again; --set applies to these runs\n"
+     "  --distill       a classifier: also write OUT/distill.yaml, the unpruned model\n"
+     "                  (frozen) teaching the pruned one (the distill trainer: alpha 0.9,\n"
+     "                  T 4); --finetune then trains with it (into OUT/.../run_distill)\n"
      "  --steps N       measured steps per row of the table (default 5)\n"
      "  --dry-run       channels: list the dependency groups and widths, write nothing\n"
      "  --config C      build the model from C, not the run's config.resolved.yaml\n",

@@ -1450,6 +1450,27 @@ static void write_entries(FILE *f, const ganfw_cfg *n, int indent, int inline_fi
   }
 }
 
+ganfw_status ganfw_cfg_write_map(const ganfw_cfg *map, int indent, const char *const *skip,
+                                 int n_skip, FILE *out) {
+  if (!map || map->kind != GANFW_CFG_KIND_MAP || indent < 0 || !out)
+    return ganfw_error_set(GANFW_ERR_INVALID_ARG, "config: write_map: not a map");
+  ganfw_cfg kept = *map; /* the same entries, less those skipped */
+  ganfw_cfg **items = calloc((size_t)(map->n ? map->n : 1), sizeof *items);
+  if (!items) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
+  kept.items = items;
+  kept.n = 0;
+  for (int64_t i = 0; i < map->n; i++) {
+    int drop = 0;
+    for (int k = 0; k < n_skip && !drop; k++) drop = strcmp(map->items[i]->key, skip[k]) == 0;
+    if (!drop) items[kept.n++] = map->items[i];
+  }
+  write_entries(out, &kept, indent, 0);
+  free(items);
+  if (ferror(out))
+    return ganfw_error_set(GANFW_ERR_IO, "config: cannot write a section: %s", strerror(errno));
+  return GANFW_OK;
+}
+
 ganfw_status ganfw_config_write_resolved(const ganfw_config *c, FILE *out) {
   if (!c || !out) return ganfw_error_set(GANFW_ERR_INVALID_ARG, "config: write_resolved: NULL");
   fprintf(out, "# Resolved config of %s: extends merged, --set applied, defaults filled in.\n",

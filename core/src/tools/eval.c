@@ -119,7 +119,7 @@ static void print_report(FILE *out, const char *ckpt, int64_t step, double saved
 /* A trainer plugin's run: its evaluate() over the test split, each scalar's mean over the
  * images (an autoencoder's reconstruction error, a VAE's ELBO, a student's accuracy). */
 static ganfw_status eval_trainer(ganfw_session *s, const char *ckpt, int64_t step, int64_t batch,
-                                 FILE *out) {
+                                 double *accuracy, FILE *out) {
   ganfw_dataset *test = NULL;
   ganfw_program *prog = NULL;
   ganfw_program_stats ev;
@@ -139,9 +139,12 @@ static ganfw_status eval_trainer(ganfw_session *s, const char *ckpt, int64_t ste
     if (step >= 0) fprintf(out, " (step %lld)", (long long)step);
     fprintf(out, "\ntrainer %s on %s: %lld images, batch %lld\n", s->trainer_name,
             ganfw_dataset_name(test), (long long)images, (long long)batch);
-    for (int32_t i = 0; i < ganfw_program_scalar_count(prog); i++)
-      if (ev.reported[i])
-        fprintf(out, "  %-14s %.6g\n", ganfw_program_scalar_name(prog, i), ev.value[i]);
+    for (int32_t i = 0; i < ganfw_program_scalar_count(prog); i++) {
+      if (!ev.reported[i]) continue;
+      const char *name = ganfw_program_scalar_name(prog, i);
+      fprintf(out, "  %-14s %.6g\n", name, ev.value[i]);
+      if (accuracy && strcmp(name, "acc") == 0) *accuracy = ev.value[i];
+    }
     fprintf(out, "peak activations evaluating: %.2f MiB\n", (double)peak / (1024.0 * 1024.0));
   }
   ganfw_program_destroy(prog);
@@ -174,7 +177,7 @@ ganfw_status ganfw_eval(const ganfw_eval_args *a, FILE *out) {
   if (st == GANFW_OK) st = checkpoint_info(ckpt, run, &info, &step, &saved_acc);
   if (st == GANFW_OK) st = ganfw_session_open(run, 0, &info, &s);
   if (st == GANFW_OK && s->family == GANFW_MODEL_NETS) {
-    st = eval_trainer(s, ckpt, step, batch, out);
+    st = eval_trainer(s, ckpt, step, batch, a->accuracy, out);
     ganfw_session_close(s);
     ganfw_run_close(run);
     return st;

@@ -15,7 +15,8 @@ typedef struct ganfw_eval_args {
   int64_t batch;           /* 0: train.batch_size / micro-batches, as the trainer evaluates */
   const char *const *sets; /* --set assignments applied to the config */
   int nsets;
-  double *accuracy; /* (optional) receives a classifier's test accuracy, in [0, 1] */
+  double *accuracy; /* (optional) receives a classifier's test accuracy, in [0, 1]; for a
+                       trainer plugin's model, its scalar "acc" (distill: the student's) */
 } ganfw_eval_args;
 
 /* Rebuilds the classifier from the config, loads the checkpoint's weights and evaluates it

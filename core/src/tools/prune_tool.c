@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "config/config.h"
 #include "io/checkpoint.h"
 #include "io/checkpoint_meta.h"
 #include "io/prune_file.h"
@@ -199,6 +200,7 @@ typedef struct written {
   char dir[4200];     /* as the user named it (relative to the working directory) */
   char config[4300];  /* <dir>/config.yaml */
   char weights[4300]; /* <dir>/model.safetensors */
+  char distill[4300]; /* <dir>/distill.yaml (--distill) */
 } written;
 
 static ganfw_status absolute(const char *path, char *buf, size_t n) {
@@ -245,6 +247,42 @@ static ganfw_status write_config_text(FILE *f, void *ud) {
   return GANFW_OK;
 }
 
+/* distill.yaml (--distill): the source's config with its model as two nets of the distill
+ * trainer, the unpruned source frozen as the teacher (its checkpoint) and the pruned model
+ * as the student (its weights and widths), so that the fine-tune learns from what the
+ * teacher predicts as well as from the labels (trainer.alpha, trainer.temperature). */
+typedef struct distill_text {
+  const config_text *t;
+  const char *teacher; /* the source's checkpoint, absolute */
+  const char *out_dir; /* absolute */
+} distill_text;
+
+static ganfw_status write_distill_text(FILE *f, void *ud) {
+  const distill_text *d = ud;
+  const config_text *t = d->t;
+  const ganfw_cfg *model = ganfw_cfg_section(ganfw_config_root(t->src->run->config), "model");
+  fprintf(f, "# Written by `ganfw prune %s --method %s --amount %g --distill`: the pruned\n",
+          t->a->source, ganfw_prune_method_name(t->a->method), t->amount);
+  fprintf(f, "# model of config.yaml (the student) fine-tuned by the distill trainer on what the\n"
+             "# unpruned model (the teacher, frozen) predicts: alpha * T^2 * KL(softmax(t/T) ||\n"
+             "# softmax(s/T)) + (1 - alpha) * CE. Train it (`ganfw FILE`); `ganfw eval FILE`\n"
+             "# gives the student's test accuracy (acc) beside the teacher's.\n");
+  fprintf(f, "extends: \"%s\"\n", t->extends);
+  fprintf(f, "model:\n  _replace_: true\n  nets:\n    teacher:\n");
+  static const char *const no_init[] = {"init_from"};
+  static const char *const no_init_widths[] = {"init_from", "widths"};
+  ganfw_status st = ganfw_cfg_write_map(model, 6, no_init, 1, f);
+  if (st != GANFW_OK) return st;
+  fprintf(f, "      init_from: \"%s\"\n    student:\n", d->teacher);
+  st = ganfw_cfg_write_map(model, 6, no_init_widths, 2, f);
+  if (st != GANFW_OK) return st;
+  fprintf(f, "      init_from: \"%s\"\n", t->weights);
+  if (t->widths) fprintf(f, "      widths: %s\n", t->widths);
+  fprintf(f, "trainer:\n  plugin: distill\n  alpha: 0.9\n  temperature: 4.0\n");
+  fprintf(f, "train:\n  resume: \"\"\nrun:\n  out_dir: \"%s\"\n", d->out_dir);
+  return GANFW_OK;
+}
+
 /* Prunes the loaded source by `amount` into w->dir. */
 static ganfw_status write_pruned(const ganfw_prune_args *a, source *src, double amount,
                                  const written *w) {
@@ -277,6 +315,14 @@ static ganfw_status write_pruned(const ganfw_prune_args *a, source *src, double 
                      .weights = weights,
                      .out_dir = out_dir};
     st = ganfw_file_write_atomic(w->config, write_config_text, &t);
+    char teacher[4200], distill_out[4300];
+    if (st == GANFW_OK && a->distill) st = absolute(src->ckpt, teacher, sizeof teacher);
+    if (st == GANFW_OK && a->distill)
+      st = ganfw_path_join(distill_out, sizeof distill_out, dir, "run_distill");
+    if (st == GANFW_OK && a->distill) {
+      distill_text d = {.t = &t, .teacher = teacher, .out_dir = distill_out};
+      st = ganfw_file_write_atomic(w->distill, write_distill_text, &d);
+    }
   }
   free(widths);
   channel_plans_free(&cp);
@@ -385,7 +431,7 @@ static void print_table(FILE *f, const row *rows, const ganfw_compare_row *cr, i
           "activation / workspace) | measured peak MiB | plan - measured | step ms (median of "
           "%d) | test acc. pruned |",
           (int)a->steps);
-  if (tuned) fprintf(f, " after %d epoch(s) |", (int)a->finetune);
+  if (tuned) fprintf(f, " after %d epoch(s)%s |", (int)a->finetune, a->distill ? " distilled" : "");
   fprintf(f, "\n|---|--:|--:|---|--:|--:|--:|--:|%s\n", tuned ? "--:|" : "");
   for (int32_t i = 0; i < n; i++) {
     const ganfw_compare_row *c = &cr[i];
@@ -421,8 +467,8 @@ typedef struct table_file {
 
 static ganfw_status write_table(FILE *f, void *ud) {
   const table_file *t = ud;
-  fprintf(f, "# `ganfw prune %s --method %s`\n\n", t->source,
-          ganfw_prune_method_name(t->a->method));
+  fprintf(f, "# `ganfw prune %s --method %s%s`\n\n", t->source,
+          ganfw_prune_method_name(t->a->method), t->a->distill ? " --distill" : "");
   print_table(f, t->rows, t->cr, t->n, t->a);
   return GANFW_OK;
 }
@@ -480,6 +526,18 @@ ganfw_status ganfw_prune_tool(const ganfw_prune_args *a_in, FILE *out) {
   source src;
   memset(&src, 0, sizeof src);
   if ((st = source_open(&a, &src)) != GANFW_OK) return st;
+  if (a.distill && src.s->family != GANFW_MODEL_CLASSIFIER) {
+    st = ganfw_error_set(GANFW_ERR_CONFIG,
+                         "--distill: %s is no classifier (model '%s'); the distill trainer "
+                         "teaches a classifier from a classifier%s",
+                         src.config, ganfw_run_model_name(src.run),
+                         src.s->family == GANFW_MODEL_NETS
+                             ? " (this model's trainer already says what each net learns "
+                               "from: prune without --distill)"
+                             : "");
+    source_close(&src);
+    return st;
+  }
   if (a.dry_run) {
     st = dry_run(&a, &src, out);
     source_close(&src);
@@ -498,13 +556,15 @@ ganfw_status ganfw_prune_tool(const ganfw_prune_args *a_in, FILE *out) {
       snprintf(w[i].dir, sizeof w[i].dir, "%s/amount_%.2f", a.output, a.amounts[i]);
     snprintf(w[i].config, sizeof w[i].config, "%s/config.yaml", w[i].dir);
     snprintf(w[i].weights, sizeof w[i].weights, "%s/model.safetensors", w[i].dir);
+    snprintf(w[i].distill, sizeof w[i].distill, "%s/distill.yaml", w[i].dir);
     if (i > 0 && a.method != GANFW_PRUNE_CHANNELS) { /* masks change the nets: start again */
       source_close(&src);
       st = source_open(&a, &src);
     }
     if (st == GANFW_OK) st = write_pruned(&a, &src, a.amounts[i], &w[i]);
     if (st == GANFW_OK)
-      fprintf(out, "amount %g: %s and %s written\n", a.amounts[i], w[i].config, w[i].weights);
+      fprintf(out, "amount %g: %s%s%s and %s written\n", a.amounts[i], w[i].config,
+              a.distill ? ", " : "", a.distill ? w[i].distill : "", w[i].weights);
   }
   if (st == GANFW_OK && table) {
     snprintf(rows[0].label, sizeof rows[0].label, "unpruned");
@@ -524,10 +584,11 @@ ganfw_status ganfw_prune_tool(const ganfw_prune_args *a_in, FILE *out) {
       st =
           accuracy_of(&src, rows[i].config, i == 0 ? ckpt0 : w[i - 1].weights, &rows[i].acc_pruned);
     for (int32_t i = 0; st == GANFW_OK && a.finetune > 0 && i < n; i++) {
-      fprintf(out, "fine-tuning %s for %d epoch(s)\n", w[i].config, (int)a.finetune);
+      const char *tune = a.distill ? w[i].distill : w[i].config;
+      fprintf(out, "fine-tuning %s for %d epoch(s)\n", tune, (int)a.finetune);
       fflush(out);
-      st = finetune(&a, w[i].config);
-      if (st == GANFW_OK) st = accuracy_of(&src, w[i].config, NULL, &rows[i + 1].acc_tuned);
+      st = finetune(&a, tune);
+      if (st == GANFW_OK) st = accuracy_of(&src, tune, NULL, &rows[i + 1].acc_tuned);
     }
     const char *configs[GANFW_PRUNE_MAX_SWEEP + 1];
     for (int32_t i = 0; i <= n; i++) configs[i] = rows[i].config;

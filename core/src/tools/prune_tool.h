@@ -43,6 +43,8 @@ typedef struct ganfw_prune_args {
   int32_t n_layers;
   int32_t remove;   /* masks: written as plain weights (prune.remove) */
   int32_t finetune; /* epochs of fine-tuning each pruned model (a child `ganfw` run); 0: none */
+  int32_t distill;  /* also write distill.yaml (the source teaching the pruned model, the
+                       distill trainer), and fine-tune with it; a classifier source only */
   int32_t steps;    /* measured steps per row of the table (0: 5) */
   int32_t dry_run;  /* channels: print the groups and widths, write nothing */
   const char *const *sets; /* --set assignments for the fine-tune runs (optim.lr=0.01) */
@@ -52,7 +54,9 @@ typedef struct ganfw_prune_args {
 /* Loads the source's weights, prunes them by each amount and writes, for one amount, into
  * a->output (for several, into a->output/amount_<A>/): config.yaml (extends the source's
  * config; model.init_from the weights; model.widths for channels; run.out_dir <folder>/run)
- * and model.safetensors; then, with several amounts or a fine-tune, the table (also as
+ * and model.safetensors (with --distill, distill.yaml: the source as the frozen teacher of the
+ * pruned model, run.out_dir <folder>/run_distill); then, with several amounts or a
+ * fine-tune, the table (also as
  * <output>/sweep.md). Progress and the table go to `out`. Errors name the option, layer,
  * file or folder. */
 ganfw_status ganfw_prune_tool(const ganfw_prune_args *a, FILE *out);
