@@ -602,6 +602,73 @@ static void test_classifier(void) {
   CU_ASSERT_EQUAL(stat(path_in("cnn2/checkpoints/best.safetensors"), &sb), 0);
 }
 
+/* Masks during a data-parallel run (prune: with a schedule): each rank prunes its own copy
+ * of the weights, which the run keeps identical, so the ranks agree and the run is the
+ * one-process run (BatchNorm synchronised): the same losses, the sparsity asked for, and
+ * the masks of the one-process run but for rare entries at the threshold (the all-reduce
+ * sums in another order; none differed when this was written). */
+static void test_prune_masks(void) {
+  if (skip()) return;
+  char text[2048];
+  snprintf(text, sizeof text,
+           "seed: 5\n"
+           "device: {type: cpu, threads: 1}\n"
+           "data: {dataset: mnist, path: %s/mnist, prefetch: false}\n"
+           "model: {plugin: cnn, blocks: [{channels: 8, kernel: 3, pool: max}], linear: [16]}\n"
+           "optim: {plugin: adam, lr: 1.0e-3}\n"
+           "train: {batch_size: 64, max_steps: 10, log_every: 1, checkpoint_every: 10}\n"
+           "prune: {method: global_unstructured, amount: 0.7,\n"
+           "        schedule: {start_step: 2, end_step: 6, every: 2}}\n"
+           "dist: {batchnorm: sync}\n",
+           root);
+  FILE *f = fopen(path_in("prune.yaml"), "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(text, f);
+  fclose(f);
+  char args[4096];
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("prune.yaml"),
+           path_in("prune1"));
+  CU_ASSERT_EQUAL_FATAL(one(args), 0);
+  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("prune.yaml"),
+           path_in("prune2"));
+  int rc = ranks(2, "", args, NULL);
+  if (rc != 0) fprintf(stderr, "%s\n", out);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  double l1[16], l2[16];
+  CU_ASSERT_EQUAL_FATAL(metric_column(path_in("prune1"), 2, l1, 16), 10);
+  CU_ASSERT_EQUAL_FATAL(metric_column(path_in("prune2"), 2, l2, 16), 10);
+  double worst = 0;
+  for (int i = 0; i < 10; i++) worst = fmax(worst, fabs(l2[i] - l1[i]) / fabs(l1[i]));
+  ganfw_st_file *a = NULL, *b = NULL;
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(path_in("prune1/checkpoints/step_00000010.safetensors"), &a),
+                        GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(ganfw_st_open(path_in("prune2/checkpoints/step_00000010.safetensors"), &b),
+                        GANFW_OK);
+  int64_t n = 0, zeros = 0, differ = 0;
+  for (int64_t i = 0; i < ganfw_st_count(a); i++) {
+    const ganfw_st_tensor *m1 = ganfw_st_at(a, i);
+    if (!strstr(m1->name, ".weight_mask")) continue;
+    const ganfw_st_tensor *m2 = ganfw_st_find(b, m1->name);
+    CU_ASSERT_PTR_NOT_NULL(m2);
+    if (!m2 || m2->numel != m1->numel) continue;
+    for (int64_t k = 0; k < m1->numel; k++) {
+      const float x = ((const float *)m1->data)[k], y = ((const float *)m2->data)[k];
+      differ += x != y;
+      zeros += y == 0.0f;
+    }
+    n += m1->numel;
+  }
+  ganfw_st_close(a);
+  ganfw_st_close(b);
+  printf("\n  prune: on 2 ranks vs 1: losses within %.2g; %lld of %lld mask entries pruned, "
+         "%lld differ\n",
+         worst, (long long)zeros, (long long)n, (long long)differ);
+  CU_ASSERT(worst <= TOL);
+  CU_ASSERT(n > 0);
+  CU_ASSERT_EQUAL(zeros, (int64_t)nearbyint(0.7 * (double)n));
+  CU_ASSERT(differ <= n / 1000);
+}
+
 /* A trainer plugin (the autoencoder trainer's VAE, two nets and two optimizers) on 2 ranks:
  * the run of one process at the global batch, the reparameterisation noise drawn for the
  * global batch as one process draws it; with zero, the same run bitwise. */
@@ -956,6 +1023,7 @@ static CU_TestInfo tests[] = {
     {"dist.batchnorm: local", test_local_batchnorm},
     {"a classifier on 2 ranks", test_classifier},
     {"a trainer plugin on 2 ranks, with and without zero", test_trainer_plugin},
+    {"prune: masks on 2 ranks match one process", test_prune_masks},
     {"plan --ranks 2 shows one rank's bytes", test_plan_ranks},
     {"a hung or dead rank, mismatched configs, an odd batch", test_faults},
     {"a rank stopped inside a step is named within the timeout", test_stopped_rank},
