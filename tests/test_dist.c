@@ -547,6 +547,29 @@ static void test_local_batchnorm(void) {
  * best checkpoint; the first step is one process's (dropout included: a rank takes its rows'
  * part of the global batch's mask), and the test accuracy after 10 steps
  * (every rank evaluates the whole test split with the same weights) is close to it. */
+/* The config `text` written as <name>.yaml and trained as one process into <name>1 and on
+ * 2 ranks into <name>2; 0 when both ran (else the failing command's output is printed). */
+static int one_and_two(const char *name, const char *text) {
+  char rel[64], file[1024], args[4096];
+  snprintf(rel, sizeof rel, "%s.yaml", name);
+  snprintf(file, sizeof file, "%s", path_in(rel));
+  FILE *f = fopen(file, "w");
+  if (!f) return -1;
+  fputs(text, f);
+  fclose(f);
+  for (int n = 1; n <= 2; n++) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "%s%d", name, n);
+    snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", file, path_in(dir));
+    const int rc = n == 1 ? one(args) : ranks(2, "", args, NULL);
+    if (rc != 0) {
+      fprintf(stderr, "%s\n", out);
+      return rc;
+    }
+  }
+  return 0;
+}
+
 static void test_classifier(void) {
   if (skip()) return;
   char text[2048];
@@ -560,19 +583,7 @@ static void test_classifier(void) {
            "train: {batch_size: 64, max_steps: 10, log_every: 1, checkpoint_every: 10}\n"
            "dist: {batchnorm: sync}\n",
            root);
-  FILE *f = fopen(path_in("cnn.yaml"), "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fputs(text, f);
-  fclose(f);
-  char args[4096];
-  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("cnn.yaml"),
-           path_in("cnn1"));
-  CU_ASSERT_EQUAL_FATAL(one(args), 0);
-  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("cnn.yaml"),
-           path_in("cnn2"));
-  int rc = ranks(2, "", args, NULL);
-  if (rc != 0) fprintf(stderr, "%s\n", out);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL_FATAL(one_and_two("cnn", text), 0);
   double l1[16], l2[16];
   CU_ASSERT_EQUAL(metric_column(path_in("cnn1"), 2, l1, 16), 10);
   CU_ASSERT_EQUAL(metric_column(path_in("cnn2"), 2, l2, 16), 10);
@@ -621,19 +632,7 @@ static void test_prune_masks(void) {
            "        schedule: {start_step: 2, end_step: 6, every: 2}}\n"
            "dist: {batchnorm: sync}\n",
            root);
-  FILE *f = fopen(path_in("prune.yaml"), "w");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  fputs(text, f);
-  fclose(f);
-  char args[4096];
-  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("prune.yaml"),
-           path_in("prune1"));
-  CU_ASSERT_EQUAL_FATAL(one(args), 0);
-  snprintf(args, sizeof args, "-q '%s' --set run.out_dir='%s'", path_in("prune.yaml"),
-           path_in("prune2"));
-  int rc = ranks(2, "", args, NULL);
-  if (rc != 0) fprintf(stderr, "%s\n", out);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  CU_ASSERT_EQUAL_FATAL(one_and_two("prune", text), 0);
   double l1[16], l2[16];
   CU_ASSERT_EQUAL_FATAL(metric_column(path_in("prune1"), 2, l1, 16), 10);
   CU_ASSERT_EQUAL_FATAL(metric_column(path_in("prune2"), 2, l2, 16), 10);

@@ -218,6 +218,17 @@ static void test_masks(void) {
   CU_ASSERT_FALSE(has_tensor(path_in("removed/model.safetensors"), "classifier.conv1.weight_mask"));
 }
 
+/* ganfw_prune_tool(a) with its output in *text (printed; the caller frees it). */
+static ganfw_status run_tool(const ganfw_prune_args *a, char **text) {
+  size_t len = 0;
+  FILE *out = open_memstream(text, &len);
+  const ganfw_status st = ganfw_prune_tool(a, out);
+  fclose(out);
+  printf("\n%s", *text);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  return st;
+}
+
 static void test_sweep(void) {
   ganfw_prune_args a = args_for(GANFW_PRUNE_CHANNELS, 0.25, path_in("sweep"));
   a.amounts[1] = 0.5;
@@ -225,13 +236,7 @@ static void test_sweep(void) {
   a.finetune = 1;
   a.steps = 2;
   char *text = NULL;
-  size_t len = 0;
-  FILE *out = open_memstream(&text, &len);
-  const ganfw_status st = ganfw_prune_tool(&a, out);
-  fclose(out);
-  printf("\n%s", text);
-  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
-  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(run_tool(&a, &text), GANFW_OK);
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "| unpruned |"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "| channels 0.25 |"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "| channels 0.5 |"));
@@ -255,13 +260,7 @@ static void test_distill(void) {
   a.finetune = 1;
   a.steps = 2;
   char *text = NULL;
-  size_t len = 0;
-  FILE *out = open_memstream(&text, &len);
-  const ganfw_status st = ganfw_prune_tool(&a, out);
-  fclose(out);
-  printf("\n%s", text);
-  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
-  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT_EQUAL_FATAL(run_tool(&a, &text), GANFW_OK);
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "after 1 epoch(s) distilled"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "fine-tuning "));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "kd/distill.yaml"));
@@ -271,8 +270,9 @@ static void test_distill(void) {
   CU_ASSERT_FALSE(exists(path_in("kd/run")));
   /* the student's accuracy, and the teacher's, from the distill run's checkpoint */
   char *report = NULL;
+  size_t len = 0;
   double student = -1, teacher = -1;
-  out = open_memstream(&report, &len);
+  FILE *out = open_memstream(&report, &len);
   ganfw_eval_args e = {.source = path_in("kd/distill.yaml"), .accuracy = &student};
   CU_ASSERT_EQUAL_FATAL(ganfw_eval(&e, out), GANFW_OK);
   fclose(out);
