@@ -250,6 +250,13 @@ static void test_sweep(void) {
   CU_ASSERT_TRUE(exists(path_in("sweep/amount_0.50/run/checkpoints")));
 }
 
+static int msg_has(const char *s) {
+  const char *m = ganfw_error_message();
+  if (strstr(m, s)) return 1;
+  printf("\n  message \"%s\" lacks \"%s\"\n", m, s);
+  return 0;
+}
+
 /* --distill: distill.yaml, the source (frozen, its checkpoint) teaching the pruned model
  * (its weights and widths) with the distill trainer; the fine-tune trains with it, and the
  * table's accuracy after it is the student's. The teacher in that run is the source as it
@@ -285,6 +292,11 @@ static void test_distill(void) {
   printf("\n    student %.4f, teacher %.4f, source %.4f", student, teacher, source);
   CU_ASSERT(student >= 0.0 && student <= 1.0);
   CU_ASSERT_DOUBLE_EQUAL(teacher, source, 1e-9);
+  /* the student alone: the pruned model's config takes the distill run's checkpoint (its
+   * one net that fits, "student."), with the accuracy the trainer measured */
+  const double alone = accuracy(path_in("kd/config.yaml"),
+                                path_in("kd/run_distill/checkpoints/step_00000016.safetensors"));
+  CU_ASSERT_DOUBLE_EQUAL(alone, student, 1e-9);
   /* the pair planned as it runs: the teacher's forward and the narrow student's step */
   ganfw_probe_result plan, real;
   const ganfw_run_config *cfg = gt_config(path_in("kd/distill.yaml"), NULL, 0);
@@ -303,14 +315,19 @@ static void test_distill(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(m, "--distill"));
   CU_ASSERT_PTR_NOT_NULL(strstr(m, "prune without --distill"));
   CU_ASSERT_FALSE(exists(path_in("kd2/model.safetensors")));
+  /* nothing pruned: teacher and student have one shape, and a checkpoint of both does not
+   * say which one the model alone means; the error names both */
+  a = args_for(GANFW_PRUNE_CHANNELS, 0.0, path_in("kd0"));
+  a.distill = 1;
+  a.finetune = 1;
+  a.steps = 1;
+  CU_ASSERT_EQUAL_FATAL(ganfw_prune_tool(&a, sink), GANFW_OK);
+  ganfw_eval_args e0 = {.source = path_in("kd0/config.yaml"),
+                        .checkpoint =
+                            path_in("kd0/run_distill/checkpoints/step_00000016.safetensors")};
+  CU_ASSERT_EQUAL(ganfw_eval(&e0, sink), GANFW_ERR_CONFIG);
+  CU_ASSERT_TRUE(msg_has("2 of the file's nets fit this model ('teacher', 'student')"));
   fclose(sink);
-}
-
-static int msg_has(const char *s) {
-  const char *m = ganfw_error_message();
-  if (strstr(m, s)) return 1;
-  printf("\n  message \"%s\" lacks \"%s\"\n", m, s);
-  return 0;
 }
 
 static void test_bad(void) {

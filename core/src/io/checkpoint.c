@@ -420,6 +420,63 @@ static int ck_any_found(const ganfw_st_file *f, const ck_items *it) {
   return 0;
 }
 
+/* 1 when the file holds every item under its name, with its dtype and shape. */
+static int ck_all_match(const ganfw_st_file *f, const ck_items *it) {
+  for (int64_t i = 0; i < it->n; i++) {
+    const ck_item *e = &it->v[i];
+    const ganfw_st_tensor *t = ganfw_st_find(f, e->name);
+    const int32_t ndim = e->counter ? 0 : e->tensor->ndim;
+    if (!t || t->ndim != ndim ||
+        strcmp(t->dtype_name, e->counter ? "I64" : ganfw_st_dtype_name(e->tensor->dtype)) != 0)
+      return 0;
+    for (int32_t d = 0; d < ndim; d++)
+      if (t->shape[d] != e->tensor->shape[d]) return 0;
+  }
+  return it->n > 0;
+}
+
+#define CK_MAX_PICK 16
+
+/* A ganfw checkpoint of several nets (a trainer's run: "teacher.", "student.") loaded into
+ * one net that finds none of its own names there: into `prefix` the name of the one net of
+ * the file whose tensors are this net's, every name, dtype and shape ("" when none is). Two
+ * or more that fit are an error naming them: the file does not say which is meant. */
+static ganfw_status ck_pick_net(const char *path, const ganfw_st_file *f, const ganfw_ckpt_net *net,
+                                char *prefix, size_t cap) {
+  char seen[CK_MAX_PICK][64], fit[512] = "";
+  int32_t n_seen = 0, n_fit = 0;
+  prefix[0] = '\0';
+  for (int64_t i = 0; i < ganfw_st_count(f) && n_seen < CK_MAX_PICK; i++) {
+    const char *name = ganfw_st_at(f, i)->name, *dot = strchr(name, '.');
+    if (!dot || dot == name || (size_t)(dot - name) >= sizeof seen[0] ||
+        strncmp(name, "optim.", 6) == 0)
+      continue;
+    int known = 0;
+    for (int32_t k = 0; k < n_seen && !known; k++)
+      known = strlen(seen[k]) == (size_t)(dot - name) && !strncmp(seen[k], name, dot - name);
+    if (known) continue;
+    snprintf(seen[n_seen], sizeof seen[0], "%.*s", (int)(dot - name), name);
+    ganfw_ckpt_net one = *net;
+    one.prefix = seen[n_seen++];
+    ck_items it;
+    ganfw_status st = ck_collect(&one, 1, 0, &it);
+    const int match = st == GANFW_OK && ck_all_match(f, &it);
+    ck_items_free(&it);
+    if (st != GANFW_OK) return st;
+    if (!match) continue;
+    if (n_fit++ == 0) snprintf(prefix, cap, "%s", one.prefix);
+    const size_t len = strlen(fit);
+    snprintf(fit + len, sizeof fit - len, "%s'%s'", len ? ", " : "", one.prefix);
+  }
+  if (n_fit <= 1) return GANFW_OK;
+  prefix[0] = '\0';
+  return ganfw_error_set(GANFW_ERR_CONFIG,
+                         "%s: %d of the file's nets fit this model (%s) and the file does not "
+                         "say which is meant; load it with the config that trained it (its "
+                         "model.nets)",
+                         path, (int)n_fit, fit);
+}
+
 /* 1 when `name` is "<layer>.bias" and the items hold "<layer>.weight": a bias the layer
  * was built without. */
 static int ck_is_missing_bias(const ck_items *it, const char *name) {
@@ -799,12 +856,27 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
   if (!names_only && (st = ganfw_ckpt_verify_crcs(path, f, ck_is_ganfw(f))) != GANFW_OK) goto done;
   if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
   ganfw_ckpt_net bare;
+  char picked[64] = "";
   if ((flags & GANFW_CKPT_BARE_NAMES) && n == 1 && !ck_is_ganfw(f) && !ck_any_found(f, &it)) {
     bare = nets[0];
     bare.prefix = "";
     nets = &bare;
     ck_items_free(&it);
     if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
+  } else if ((flags & GANFW_CKPT_BARE_NAMES) && n == 1 && !ck_any_found(f, &it)) {
+    if ((st = ck_pick_net(path, f, &nets[0], picked, sizeof picked)) != GANFW_OK) goto done;
+    if (picked[0]) { /* the student of a distill run loaded into the student's model alone */
+      bare = nets[0];
+      bare.prefix = picked;
+      nets = &bare;
+      ck_items_free(&it);
+      if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
+      if (!names_only)
+        ganfw_log(GANFW_LOG_INFO,
+                  "%s: the net '%s' of the file loaded (its tensors are this "
+                  "model's)",
+                  path, picked);
+    }
   }
   if ((st = ck_adopt_masks(path, f, nets, n, names_only, &adopted)) != GANFW_OK) goto done;
   if (adopted.n || adopted.n_dropped) { /* the masked layers' names changed */

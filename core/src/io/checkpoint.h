@@ -76,7 +76,11 @@ enum {
   GANFW_CKPT_ALLOW_UNEXPECTED = 2, /* a tensor under a net's prefix that the net lacks */
   /* One net and a file that is no ganfw checkpoint and holds none of the net's tensors
    * under its prefix: the file's names are read as the net's own state_dict names
-   * (PyTorch's model.state_dict() saved as it is), as with prefix "". */
+   * (PyTorch's model.state_dict() saved as it is), as with prefix "". A ganfw checkpoint
+   * of several nets (a trainer's run: "teacher.", "student.") that holds none of them:
+   * the one net of the file whose tensors are all this net's, name, dtype and shape, is
+   * loaded (the distilled student into the student's model alone); two that fit are an
+   * error naming them. */
   GANFW_CKPT_BARE_NAMES = 4,
   /* The names and shapes only (a plan on the meta backend, a session opened without its
    * data): the masks the file implies are installed (all ones) and the names and shapes are
