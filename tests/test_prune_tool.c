@@ -315,6 +315,20 @@ static void test_distill(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(m, "--distill"));
   CU_ASSERT_PTR_NOT_NULL(strstr(m, "prune without --distill"));
   CU_ASSERT_FALSE(exists(path_in("kd2/model.safetensors")));
+  /* a pruned model (test_channels' half/) pruned again in one group only: the student keeps
+   * the widths of the first pruning beside the new one, the teacher has the first ones, and
+   * both load their weights (the plan reads the names and shapes) */
+  a = args_for(GANFW_PRUNE_CHANNELS, 0.5, path_in("again"));
+  a.source = path_in("half/model.safetensors");
+  a.config = path_in("half/config.yaml");
+  a.layers[0] = "layer2.0.conv1";
+  a.n_layers = 1;
+  a.distill = 1;
+  const ganfw_status st = ganfw_prune_tool(&a, sink);
+  if (st != GANFW_OK) printf("\n  %s\n", ganfw_error_message());
+  CU_ASSERT_EQUAL_FATAL(st, GANFW_OK);
+  CU_ASSERT(planned_peak(path_in("again/distill.yaml")) > 0);
+  CU_ASSERT(planned_peak(path_in("again/config.yaml")) > 0);
   /* nothing pruned: teacher and student have one shape, and a checkpoint of both does not
    * say which one the model alone means; the error names both */
   a = args_for(GANFW_PRUNE_CHANNELS, 0.0, path_in("kd0"));

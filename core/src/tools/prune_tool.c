@@ -249,12 +249,15 @@ static ganfw_status write_config_text(FILE *f, void *ud) {
 
 /* distill.yaml (--distill): the source's config with its model as two nets of the distill
  * trainer, the unpruned source frozen as the teacher (its checkpoint) and the pruned model
- * as the student (its weights and widths), so that the fine-tune learns from what the
- * teacher predicts as well as from the labels (trainer.alpha, trainer.temperature). */
+ * as the student, so that the fine-tune learns from what the teacher predicts as well as
+ * from the labels (trainer.alpha, trainer.temperature). The student's section is
+ * config.yaml's model as that file resolves it: its init_from, and its widths merged over
+ * those the source already had (a pruned model pruned again keeps the first widths). */
 typedef struct distill_text {
   const config_text *t;
-  const char *teacher; /* the source's checkpoint, absolute */
-  const char *out_dir; /* absolute */
+  const ganfw_cfg *student; /* config.yaml's model section */
+  const char *teacher;      /* the source's checkpoint, absolute */
+  const char *out_dir;      /* absolute */
 } distill_text;
 
 static ganfw_status write_distill_text(FILE *f, void *ud) {
@@ -270,17 +273,31 @@ static ganfw_status write_distill_text(FILE *f, void *ud) {
   fprintf(f, "extends: \"%s\"\n", t->extends);
   fprintf(f, "model:\n  _replace_: true\n  nets:\n    teacher:\n");
   static const char *const no_init[] = {"init_from"};
-  static const char *const no_init_widths[] = {"init_from", "widths"};
   ganfw_status st = ganfw_cfg_write_map(model, 6, no_init, 1, f);
   if (st != GANFW_OK) return st;
   fprintf(f, "      init_from: \"%s\"\n    student:\n", d->teacher);
-  st = ganfw_cfg_write_map(model, 6, no_init_widths, 2, f);
-  if (st != GANFW_OK) return st;
-  fprintf(f, "      init_from: \"%s\"\n", t->weights);
-  if (t->widths) fprintf(f, "      widths: %s\n", t->widths);
+  if ((st = ganfw_cfg_write_map(d->student, 6, NULL, 0, f)) != GANFW_OK) return st;
   fprintf(f, "trainer:\n  plugin: distill\n  alpha: 0.9\n  temperature: 4.0\n");
   fprintf(f, "train:\n  resume: \"\"\nrun:\n  out_dir: \"%s\"\n", d->out_dir);
   return GANFW_OK;
+}
+
+/* Writes w->distill for the pruned model of w->config (already written). */
+static ganfw_status write_distill(const config_text *t, const char *dir, const written *w) {
+  char teacher[4200], out_dir[4300];
+  ganfw_config *pruned = NULL;
+  ganfw_status st = absolute(t->src->ckpt, teacher, sizeof teacher);
+  if (st == GANFW_OK) st = ganfw_path_join(out_dir, sizeof out_dir, dir, "run_distill");
+  if (st == GANFW_OK) st = ganfw_config_load(w->config, &pruned);
+  if (st == GANFW_OK) {
+    distill_text d = {.t = t,
+                      .student = ganfw_cfg_section(ganfw_config_root(pruned), "model"),
+                      .teacher = teacher,
+                      .out_dir = out_dir};
+    st = ganfw_file_write_atomic(w->distill, write_distill_text, &d);
+  }
+  ganfw_config_destroy(pruned);
+  return st;
 }
 
 /* Prunes the loaded source by `amount` into w->dir. */
@@ -315,14 +332,7 @@ static ganfw_status write_pruned(const ganfw_prune_args *a, source *src, double 
                      .weights = weights,
                      .out_dir = out_dir};
     st = ganfw_file_write_atomic(w->config, write_config_text, &t);
-    char teacher[4200], distill_out[4300];
-    if (st == GANFW_OK && a->distill) st = absolute(src->ckpt, teacher, sizeof teacher);
-    if (st == GANFW_OK && a->distill)
-      st = ganfw_path_join(distill_out, sizeof distill_out, dir, "run_distill");
-    if (st == GANFW_OK && a->distill) {
-      distill_text d = {.t = &t, .teacher = teacher, .out_dir = distill_out};
-      st = ganfw_file_write_atomic(w->distill, write_distill_text, &d);
-    }
+    if (st == GANFW_OK && a->distill) st = write_distill(&t, dir, w);
   }
   free(widths);
   channel_plans_free(&cp);
