@@ -1393,7 +1393,8 @@ static int all_scalars(const ganfw_cfg *list) {
   return 1;
 }
 
-static void write_entries(FILE *f, const ganfw_cfg *n, int indent, int inline_first);
+static void write_entries(FILE *f, const ganfw_cfg *n, int indent, int inline_first,
+                          const char *skip);
 
 /* The value after "key:" or "- ": inline when it is a scalar, an empty container or a
  * list of scalars, else on the next lines. */
@@ -1413,23 +1414,25 @@ static void write_value(FILE *f, const ganfw_cfg *v, int indent) {
     fputs(v->defaulted ? "]  # default\n" : "]\n", f);
   } else {
     fputc('\n', f);
-    write_entries(f, v, indent + 2, 0);
+    write_entries(f, v, indent + 2, 0, NULL);
   }
 }
 
-/* A map's entries or a list's items, one a line at `indent`; the first line's indent
- * is already written when `inline_first` (a map that is a list item: "- key: value"). */
-static void write_entries(FILE *f, const ganfw_cfg *n, int indent, int inline_first) {
+/* A map's entries (but the key `skip`, when not NULL) or a list's items, one a line at
+ * `indent`; the first line's indent is already written when `inline_first` (a map that is
+ * a list item: "- key: value"). */
+static void write_entries(FILE *f, const ganfw_cfg *n, int indent, int inline_first,
+                          const char *skip) {
   int first = 1;
   for (int64_t i = 0; i < n->n; i++) {
     const ganfw_cfg *c = n->items[i];
-    if (!has_content(c)) continue;
+    if (!has_content(c) || (skip && c->key && strcmp(c->key, skip) == 0)) continue;
     if (!(first && inline_first)) fprintf(f, "%*s", indent, "");
     first = 0;
     if (n->kind == GANFW_CFG_KIND_LIST && c->kind == GANFW_CFG_KIND_MAP && c->n > 0 &&
         has_content(c)) {
       fputs("- ", f);
-      write_entries(f, c, indent + 2, 1);
+      write_entries(f, c, indent + 2, 1, NULL);
       continue;
     }
     if (n->kind == GANFW_CFG_KIND_MAP) {
@@ -1450,22 +1453,10 @@ static void write_entries(FILE *f, const ganfw_cfg *n, int indent, int inline_fi
   }
 }
 
-ganfw_status ganfw_cfg_write_map(const ganfw_cfg *map, int indent, const char *const *skip,
-                                 int n_skip, FILE *out) {
+ganfw_status ganfw_cfg_write_map(const ganfw_cfg *map, int indent, const char *skip, FILE *out) {
   if (!map || map->kind != GANFW_CFG_KIND_MAP || indent < 0 || !out)
     return ganfw_error_set(GANFW_ERR_INVALID_ARG, "config: write_map: not a map");
-  ganfw_cfg kept = *map; /* the same entries, less those skipped */
-  ganfw_cfg **items = calloc((size_t)(map->n ? map->n : 1), sizeof *items);
-  if (!items) return ganfw_error_set(GANFW_ERR_OOM, "out of host memory");
-  kept.items = items;
-  kept.n = 0;
-  for (int64_t i = 0; i < map->n; i++) {
-    int drop = 0;
-    for (int k = 0; k < n_skip && !drop; k++) drop = strcmp(map->items[i]->key, skip[k]) == 0;
-    if (!drop) items[kept.n++] = map->items[i];
-  }
-  write_entries(out, &kept, indent, 0);
-  free(items);
+  write_entries(out, map, indent, 0, skip);
   if (ferror(out))
     return ganfw_error_set(GANFW_ERR_IO, "config: cannot write a section: %s", strerror(errno));
   return GANFW_OK;
@@ -1478,7 +1469,7 @@ ganfw_status ganfw_config_write_resolved(const ganfw_config *c, FILE *out) {
   if (!has_content(c->root) || c->root->n == 0)
     fputs("{}\n", out);
   else
-    write_entries(out, c->root, 0, 0);
+    write_entries(out, c->root, 0, 0, NULL);
   if (fflush(out) != 0 || ferror(out))
     return ganfw_error_set(GANFW_ERR_IO, "config: cannot write the resolved config: %s",
                            strerror(errno));

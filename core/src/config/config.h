@@ -83,11 +83,11 @@ ganfw_status ganfw_config_check_unused(const ganfw_config *c);
 ganfw_status ganfw_config_write_resolved(const ganfw_config *c, FILE *out);
 
 /* Writes the entries of `map` (a section of a config) as YAML lines at `indent` spaces, as
- * the resolved config writes them (defaults marked), leaving out the keys in
- * skip[0..n_skip): a section copied into another config (`ganfw prune --distill` writes the
- * source's model section twice, as teacher and student). GANFW_ERR_IO when writing fails. */
-ganfw_status ganfw_cfg_write_map(const ganfw_cfg *map, int indent, const char *const *skip,
-                                 int n_skip, FILE *out);
+ * the resolved config writes them (defaults marked), leaving out the key `skip` (NULL:
+ * none): a section copied into another config (`ganfw prune --distill` writes the source's
+ * model section as the teacher's, with its own init_from). GANFW_ERR_IO when writing
+ * fails. */
+ganfw_status ganfw_cfg_write_map(const ganfw_cfg *map, int indent, const char *skip, FILE *out);
 
 /* --- reading nodes ------------------------------------------------------------------------
  * These are the host table's config entries (same signatures). `key` is a dotted path from

@@ -420,17 +420,22 @@ static int ck_any_found(const ganfw_st_file *f, const ck_items *it) {
   return 0;
 }
 
+/* 1 when the file tensor t has the item's dtype and shape. */
+static int ck_same_kind(const ganfw_st_tensor *t, const ck_item *e) {
+  const int32_t ndim = e->counter ? 0 : e->tensor->ndim;
+  if (t->ndim != ndim ||
+      strcmp(t->dtype_name, e->counter ? "I64" : ganfw_st_dtype_name(e->tensor->dtype)) != 0)
+    return 0;
+  for (int32_t d = 0; d < ndim; d++)
+    if (t->shape[d] != e->tensor->shape[d]) return 0;
+  return 1;
+}
+
 /* 1 when the file holds every item under its name, with its dtype and shape. */
 static int ck_all_match(const ganfw_st_file *f, const ck_items *it) {
   for (int64_t i = 0; i < it->n; i++) {
-    const ck_item *e = &it->v[i];
-    const ganfw_st_tensor *t = ganfw_st_find(f, e->name);
-    const int32_t ndim = e->counter ? 0 : e->tensor->ndim;
-    if (!t || t->ndim != ndim ||
-        strcmp(t->dtype_name, e->counter ? "I64" : ganfw_st_dtype_name(e->tensor->dtype)) != 0)
-      return 0;
-    for (int32_t d = 0; d < ndim; d++)
-      if (t->shape[d] != e->tensor->shape[d]) return 0;
+    const ganfw_st_tensor *t = ganfw_st_find(f, it->v[i].name);
+    if (!t || !ck_same_kind(t, &it->v[i])) return 0;
   }
   return it->n > 0;
 }
@@ -516,16 +521,14 @@ static ganfw_status ck_match(const char *path, const ganfw_st_file *f, const ck_
       ck_names_add(&missing, e->name);
       continue;
     }
-    const char *dt = e->counter ? "I64" : ganfw_st_dtype_name(e->tensor->dtype);
-    int32_t ndim = e->counter ? 0 : e->tensor->ndim;
-    const int64_t *shape = e->counter ? NULL : e->tensor->shape;
-    int same = strcmp(t->dtype_name, dt) == 0 && t->ndim == ndim;
-    for (int32_t d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
-    if (same) {
+    if (ck_same_kind(t, e)) {
       loaded++;
       continue;
     }
     if (mismatched++ == 0) {
+      const char *dt = e->counter ? "I64" : ganfw_st_dtype_name(e->tensor->dtype);
+      const int32_t ndim = e->counter ? 0 : e->tensor->ndim;
+      const int64_t *shape = e->counter ? NULL : e->tensor->shape;
       char a[160], b[160];
       ck_shape_str(a, sizeof a, t->ndim, t->shape);
       ck_shape_str(b, sizeof b, ndim, shape);
@@ -855,28 +858,31 @@ ganfw_status ganfw_checkpoint_load_weights(const char *path, const ganfw_ckpt_ne
   const int32_t names_only = (flags & GANFW_CKPT_NAMES_ONLY) != 0;
   if (!names_only && (st = ganfw_ckpt_verify_crcs(path, f, ck_is_ganfw(f))) != GANFW_OK) goto done;
   if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
+  /* one net none of whose names the file holds: the names it is read under instead, a
+   * state_dict's own ("") or one net's of a checkpoint of several (the student of a
+   * distill run loaded into the student's model alone) */
   ganfw_ckpt_net bare;
   char picked[64] = "";
-  if ((flags & GANFW_CKPT_BARE_NAMES) && n == 1 && !ck_is_ganfw(f) && !ck_any_found(f, &it)) {
+  const char *as = NULL;
+  if ((flags & GANFW_CKPT_BARE_NAMES) && n == 1 && !ck_any_found(f, &it)) {
+    if (!ck_is_ganfw(f))
+      as = "";
+    else if ((st = ck_pick_net(path, f, &nets[0], picked, sizeof picked)) != GANFW_OK)
+      goto done;
+    else if (picked[0])
+      as = picked;
+  }
+  if (as) {
     bare = nets[0];
-    bare.prefix = "";
+    bare.prefix = as;
     nets = &bare;
     ck_items_free(&it);
     if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
-  } else if ((flags & GANFW_CKPT_BARE_NAMES) && n == 1 && !ck_any_found(f, &it)) {
-    if ((st = ck_pick_net(path, f, &nets[0], picked, sizeof picked)) != GANFW_OK) goto done;
-    if (picked[0]) { /* the student of a distill run loaded into the student's model alone */
-      bare = nets[0];
-      bare.prefix = picked;
-      nets = &bare;
-      ck_items_free(&it);
-      if ((st = ck_collect(nets, n, 0, &it)) != GANFW_OK) goto done;
-      if (!names_only)
-        ganfw_log(GANFW_LOG_INFO,
-                  "%s: the net '%s' of the file loaded (its tensors are this "
-                  "model's)",
-                  path, picked);
-    }
+    if (*as && !names_only)
+      ganfw_log(GANFW_LOG_INFO,
+                "%s: the net '%s' of the file loaded (its tensors are this "
+                "model's)",
+                path, as);
   }
   if ((st = ck_adopt_masks(path, f, nets, n, names_only, &adopted)) != GANFW_OK) goto done;
   if (adopted.n || adopted.n_dropped) { /* the masked layers' names changed */

@@ -272,11 +272,10 @@ static ganfw_status write_distill_text(FILE *f, void *ud) {
              "# gives the student's test accuracy (acc) beside the teacher's.\n");
   fprintf(f, "extends: \"%s\"\n", t->extends);
   fprintf(f, "model:\n  _replace_: true\n  nets:\n    teacher:\n");
-  static const char *const no_init[] = {"init_from"};
-  ganfw_status st = ganfw_cfg_write_map(model, 6, no_init, 1, f);
+  ganfw_status st = ganfw_cfg_write_map(model, 6, "init_from", f);
   if (st != GANFW_OK) return st;
   fprintf(f, "      init_from: \"%s\"\n    student:\n", d->teacher);
-  if ((st = ganfw_cfg_write_map(d->student, 6, NULL, 0, f)) != GANFW_OK) return st;
+  if ((st = ganfw_cfg_write_map(d->student, 6, NULL, f)) != GANFW_OK) return st;
   fprintf(f, "trainer:\n  plugin: distill\n  alpha: 0.9\n  temperature: 4.0\n");
   fprintf(f, "train:\n  resume: \"\"\nrun:\n  out_dir: \"%s\"\n", d->out_dir);
   return GANFW_OK;

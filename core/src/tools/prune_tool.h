@@ -54,11 +54,10 @@ typedef struct ganfw_prune_args {
 /* Loads the source's weights, prunes them by each amount and writes, for one amount, into
  * a->output (for several, into a->output/amount_<A>/): config.yaml (extends the source's
  * config; model.init_from the weights; model.widths for channels; run.out_dir <folder>/run)
- * and model.safetensors (with --distill, distill.yaml: the source as the frozen teacher of the
- * pruned model, run.out_dir <folder>/run_distill); then, with several amounts or a
- * fine-tune, the table (also as
- * <output>/sweep.md). Progress and the table go to `out`. Errors name the option, layer,
- * file or folder. */
+ * and model.safetensors (with --distill, distill.yaml: the source as the frozen teacher of
+ * the pruned model, run.out_dir <folder>/run_distill); then, with several amounts or a
+ * fine-tune, the table (also as <output>/sweep.md). Progress and the table go to `out`.
+ * Errors name the option, layer, file or folder. */
 ganfw_status ganfw_prune_tool(const ganfw_prune_args *a, FILE *out);
 
 #endif
